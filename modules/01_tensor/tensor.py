@@ -1,0 +1,1814 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Module 01 — Tensor
+#
+# Every deep-learning framework is built on one data structure: an
+# n-dimensional array that lives on a device (the CPU or a GPU), knows its
+# element type, and can do arithmetic with other arrays. In this module you
+# build tinyflo's `Tensor` on top of NumPy (and, when there is a GPU, CuPy,
+# which speaks the same language on the GPU).
+#
+# A tinyflo tensor does one more thing than a NumPy array: it **remembers how
+# it was computed**. Each operation is a small class, a `Function`, with two
+# methods side by side — `forward` computes the value, `backward` says how a
+# change in the output changes each input (the op's *local derivative*, its
+# two lines of the chain rule). That is micrograd's idea, tensor-sized.
+#
+# How the work is shared between this module and the next:
+#
+# * **Module 01 (here)** — the tensor, its devices and dtypes, and every op as
+#   a `Function` whose `forward` *and* `backward` you write together, so an op
+#   and its derivative are never apart. When the inputs need gradients, each
+#   op records its `Function` node in the output (`out._ctx`).
+# * **Module 02 (autograd)** — the engine that walks those recorded nodes from
+#   the loss back to the parameters, reduces broadcast gradients, accumulates
+#   `.grad`, frees the graph, and checks every `backward` you write here
+#   against finite differences.
+#
+# Nothing is bolted onto `Tensor` later: module 02 adds no methods to this
+# class, it only runs the graph this module records.
+#
+# You will build, task by task:
+#
+# | task | what |
+# |---|---|
+# | `tensor_dtypes` | the type-promotion rule that keeps float32 float32 |
+# | `tensor_creation` | turning Python data and arrays into tensors; `zeros`, `randn`, ... |
+# | `tensor_function` | `Function.apply`: run `forward`, record the node |
+# | `tensor_arithmetic` | `+ - * / **` and negation, with broadcasting |
+# | `tensor_elementwise` | `exp log sqrt tanh sigmoid relu abs` |
+# | `tensor_matmul` | (batched) matrix multiplication |
+# | `tensor_reductions` | `sum mean max min var argmax` with `axis` / `keepdims` |
+# | `tensor_shapes` | `reshape permute expand`, indexing, `cat`, `stack` |
+# | `tensor_select` | comparisons, `where`, `clip` |
+
+# %%
+#| default_exp core.tensor
+
+# %%
+#| export
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+# %% [markdown]
+# ## Devices: one array namespace per place
+#
+# A `Device` names where an array lives and which library computes on it:
+# `cpu` uses NumPy, `cuda:N` uses CuPy on GPU number N. Kernels below are
+# written once against `xp` — whichever of the two the device hands out —
+# so the same line of code runs on both.
+#
+# `cpu:1`, `cpu:2`, ... are *virtual* CPU devices: NumPy arrays like `cpu`,
+# but a different device as far as tinyflo is concerned. Module 12 uses them
+# to simulate several workers on one machine, and the tests use them to check
+# that mixing devices is an error even where there is no GPU.
+#
+# CuPy is optional. `import cupy` succeeding does not mean there is a GPU, so
+# we ask `cupy.cuda.is_available()`.
+
+# %%
+#| export
+@functools.cache
+def _cupy():
+    """The cupy module when CuPy imports and sees a GPU, else None."""
+    try:
+        import cupy
+    except Exception:  # not installed, or its CUDA libraries are missing
+        return None
+    try:
+        return cupy if cupy.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+def cuda_is_available() -> bool:
+    """True when CuPy is installed and can see at least one GPU."""
+    return _cupy() is not None
+
+
+def cuda_device_count() -> int:
+    """How many GPUs CuPy can see (0 without CuPy or without a GPU)."""
+    cupy = _cupy()
+    return 0 if cupy is None else cupy.cuda.runtime.getDeviceCount()
+
+
+class DeviceError(ValueError):
+    """A device that does not exist, or operands on different devices."""
+
+
+class ShapeError(ValueError):
+    """Operands whose shapes do not fit the operation."""
+
+
+class Device:
+    """Where a tensor's array lives: ``cpu`` (NumPy) or ``cuda:N`` (CuPy).
+
+    Devices are interned, so ``a.device is b.device`` is a cheap equality test.
+    Used as a context manager, a CUDA device makes itself the current GPU.
+    """
+
+    _known: dict[tuple[str, int], Device] = {}
+
+    def __new__(cls, type: str, index: int = 0) -> Device:
+        key = (type, index)
+        if key not in cls._known:
+            if type == "cuda":
+                if index >= cuda_device_count():
+                    raise DeviceError(
+                        f"device: cuda:{index} was requested but "
+                        f"{cuda_device_count()} GPU(s) are visible to CuPy "
+                        "(install the 'gpu' extra on a machine with a GPU)"
+                    )
+                xp = _cupy()
+            elif type == "cpu":
+                xp = np
+            else:
+                raise DeviceError(f"device: expected type 'cpu' or 'cuda'; got {type!r}")
+            self = super().__new__(cls)
+            self.type, self.index, self.xp = type, index, xp
+            self._contexts = []
+            cls._known[key] = self
+        return cls._known[key]
+
+    def __repr__(self) -> str:
+        return "cpu" if (self.type, self.index) == ("cpu", 0) else f"{self.type}:{self.index}"
+
+    def __reduce__(self):
+        return (Device, (self.type, self.index))
+
+    def __enter__(self) -> Device:
+        if self.type == "cuda":
+            context = self.xp.cuda.Device(self.index)
+            context.__enter__()
+            self._contexts.append(context)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.type == "cuda":
+            self._contexts.pop().__exit__(*exc)
+
+
+def as_device(spec: str | Device | None = None) -> Device:
+    """Parse ``'cpu'``, ``'cpu:1'``, ``'cuda'`` or ``'cuda:1'`` into a Device (None means cpu)."""
+    if isinstance(spec, Device):
+        return spec
+    if spec is None:
+        return Device("cpu", 0)
+    if isinstance(spec, str):
+        name, _, index = spec.partition(":")
+        if name in ("cpu", "cuda") and (index == "" or index.isdigit()):
+            return Device(name, int(index or 0))
+    raise DeviceError(f"device: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got {spec!r}")
+
+
+def _device_of(array: Any) -> Device:
+    """The device an existing NumPy or CuPy array lives on."""
+    if isinstance(array, np.ndarray | np.generic):
+        return Device("cpu", 0)
+    return Device("cuda", array.device.id)
+
+
+def _move(array: Any, src: Device, dst: Device) -> Any:
+    """Copy an array from one device to another (virtual CPU devices copy too)."""
+    if src is dst:
+        return array
+    if dst.type == "cpu":
+        return array.get() if src.type == "cuda" else array.copy()
+    with dst:
+        return dst.xp.asarray(array)
+
+
+# %% [markdown]
+# ## Dtypes, and the float64 trap
+#
+# tinyflo's dtypes are NumPy's dtype objects. float32 is the default for
+# everything a network computes: it is what GPUs are fast at, and it halves
+# memory next to float64.
+#
+# NumPy has a habit that silently turns float32 work into float64 work:
+# integer true division (`np.arange(3) / 2` is float64) and mixing an integer
+# array with a float (`int64 + float32` is float64). A framework must not
+# drift: **float32 in gives float32 out**, Python scalars included. The rule:
+#
+# * floating ⊕ floating → the wider of the two (float16 ⊕ float32 → float32);
+# * floating ⊕ integer or bool → the floating one (int64 ⊕ float32 → float32);
+# * integer ⊕ integer → the wider integer; bool ⊕ bool → bool;
+# * a Python scalar takes the tensor's dtype, except that a Python float meets
+#   an integer tensor as float32 (`arange(3) * 0.5` is float32).
+#
+# ### Task `tensor_dtypes`: `promote_types(a, b)`
+
+# %%
+#| export
+float16 = np.dtype("float16")
+float32 = np.dtype("float32")
+float64 = np.dtype("float64")
+int32 = np.dtype("int32")
+int64 = np.dtype("int64")
+uint8 = np.dtype("uint8")
+bool_ = np.dtype("bool")
+
+default_float = float32
+
+try:  # bfloat16 on NumPy comes from ml_dtypes (module 11 uses it), when installed
+    import ml_dtypes
+
+    bfloat16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    bfloat16 = None
+
+_DTYPE_NAMES = {
+    "float16": float16, "half": float16,
+    "float32": float32, "float": float32,
+    "float64": float64, "double": float64,
+    "int32": int32, "int": int32,
+    "int64": int64, "long": int64,
+    "uint8": uint8,
+    "bool": bool_,
+}
+if bfloat16 is not None:
+    _DTYPE_NAMES["bfloat16"] = bfloat16
+SUPPORTED_DTYPES = frozenset(_DTYPE_NAMES.values())
+
+
+def as_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
+    """Turn a dtype name, NumPy dtype or scalar type into one of tinyflo's dtypes."""
+    if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
+        return _DTYPE_NAMES[dtype]
+    if dtype is float or dtype is int or dtype is bool:  # Python's types mean tinyflo's defaults
+        return {float: default_float, int: int64, bool: bool_}[dtype]
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved in SUPPORTED_DTYPES and dtype is not None:
+        return resolved
+    names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
+    raise TypeError(f"{argument}: expected one of {names}; got {dtype!r}")
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """True for float16/32/64 (and other floating dtypes later modules add)."""
+    return dtype.kind == "f" or dtype == bfloat16
+
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_dtypes_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+@functools.cache
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """The dtype of ``a ⊕ b`` for tensors: never drifts to float64 on its own."""
+    ### BEGIN SOLUTION
+    if a == b:
+        return a
+    if is_floating(a) and is_floating(b):
+        return np.promote_types(a, b)
+    if is_floating(a):
+        return a
+    if is_floating(b):
+        return b
+    return np.promote_types(a, b)
+    ### END SOLUTION
+
+
+# %%
+print(promote_types(float32, int64), promote_types(float16, float32), promote_types(int32, int64))
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_dtypes", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert promote_types(float32, float32) == float32
+assert promote_types(float32, int64) == float32, "an integer must not widen a float32 to float64"
+assert promote_types(int64, float16) == float16
+assert promote_types(float16, float32) == float32
+### BEGIN HIDDEN TESTS
+assert promote_types(bool_, bool_) == bool_
+assert promote_types(int32, int64) == int64
+assert promote_types(bool_, int32) == int32
+assert promote_types(float64, float32) == float64
+assert promote_types(uint8, float32) == float32
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Function: an op's forward and backward, side by side
+#
+# Every op is a subclass of `Function`. `forward` receives raw arrays (NumPy
+# or CuPy) and returns the output array; it saves what `backward` will need.
+# `backward` receives the gradient of the final result with respect to this
+# op's output and returns one gradient per input (in the input's order).
+#
+# Two things `backward` does **not** need to worry about — the engine of
+# module 02 does them once for every op:
+#
+# * when an input was broadcast, its gradient has the output's shape; the
+#   engine sums it back down to the input's shape;
+# * gradients for inputs that do not require one are dropped.
+#
+# `Function.apply` is the one door every op goes through. It unwraps the
+# input tensors, runs `forward` on the inputs' device, wraps the result in a
+# `Tensor` and — only when gradients are wanted — records the node: the
+# `Function` instance keeps its inputs (`fn.inputs`), which inputs need a
+# gradient (`fn.needs_input_grad`), and the output points back to it
+# (`out._ctx`). When nothing requires a gradient, or inside `no_grad()`
+# (module 02), nothing is recorded and the `Function` is garbage right away.
+#
+# ### Task `tensor_function`: `Function.apply`
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_function_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class GradMode:
+    """Whether ops record the graph; no_grad() and enable_grad() in module 02 switch it."""
+
+    enabled = True
+
+
+class Function:
+    """One node of the graph: an op's forward and its backward, side by side."""
+
+    inputs: tuple = ()
+    needs_input_grad: tuple = ()
+    saved: tuple | None = ()
+    xp: Any = np
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        """Keep the arrays backward() will need (the engine frees them after use)."""
+        self.saved = arrays
+
+    def forward(self, *arrays: Any, **params: Any) -> Any:
+        """Compute the output array from the input arrays."""
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def backward(self, grad: Any) -> Any:
+        """Gradients with respect to each input, given the gradient of the output."""
+        raise NotImplementedError(f"{type(self).__name__}.backward")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+    @classmethod
+    def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
+        """Run ``forward`` on the inputs' arrays; record the node when a gradient is wanted."""
+        ### BEGIN SOLUTION
+        fn = cls()
+        device = inputs[0]._device
+        fn.xp = device.xp
+        try:
+            with device:
+                data = fn.forward(*[t.data for t in inputs], **params)
+        except ShapeError:
+            raise
+        except ValueError as err:
+            shapes = ", ".join(str(t.shape) for t in inputs)
+            raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
+        out = Tensor._wrap(data, device)
+        if GradMode.enabled and any(t.requires_grad for t in inputs):
+            fn.inputs = inputs
+            fn.needs_input_grad = tuple(t.requires_grad for t in inputs)
+            out.requires_grad = True
+            out._ctx = fn
+        return out
+        ### END SOLUTION
+
+
+# %% [markdown]
+# ## The Tensor
+#
+# A `Tensor` holds `data` (the array), its `device`, `requires_grad`, `grad`
+# (filled by module 02's engine) and `_ctx` (the node that made it, or None
+# for a leaf). `__slots__` keeps each tensor small and attribute access fast:
+# a training step creates thousands of them.
+#
+# ### Task `tensor_creation`: from Python data and arrays to a tensor
+#
+# `_to_array(data, dtype, device)` turns whatever the user passes into an
+# array of a supported dtype on the right device:
+#
+# * a Tensor → a copy of its array;
+# * a NumPy / CuPy array → that array (its dtype kept unless `dtype` says
+#   otherwise; float64 data stays float64 because the user chose it);
+# * Python numbers and nested lists → float32 for floats, int64 for ints,
+#   bool for bools — never float64 by accident;
+# * anything else (strings, ragged lists, unsupported dtypes) → a `TypeError`
+#   that says what was expected and what came.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_creation_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
+    """An array of a supported dtype on ``dev`` holding ``data``."""
+    ### BEGIN SOLUTION
+    if isinstance(data, Tensor):
+        array, src = data.data.copy(), data._device
+    elif isinstance(data, np.ndarray | np.generic):
+        array, src = np.asarray(data), Device("cpu", 0)
+    elif type(data).__module__.startswith("cupy"):
+        array, src = data, _device_of(data)
+    else:
+        try:
+            array = np.asarray(data)
+        except ValueError as err:
+            raise TypeError(f"tensor: data must be a rectangular nested list of numbers; {err}") from None
+        if array.dtype.kind not in "biuf":
+            raise TypeError(
+                f"tensor: expected numbers, (nested lists of) numbers or an array; "
+                f"got {type(data).__name__} {data!r:.60}"
+            )
+        if dtype is None and array.dtype.kind == "f":
+            array = array.astype(default_float)
+        elif dtype is None and array.dtype.kind in "iu":
+            array = array.astype(int64)
+        src = Device("cpu", 0)
+    if dtype is None and array.dtype not in SUPPORTED_DTYPES:
+        names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
+        raise TypeError(f"tensor: data has dtype {array.dtype}, which tinyflo does not support ({names})")
+    if dtype is not None and array.dtype != dtype:
+        array = array.astype(dtype)
+    return _move(array, src, dev)
+    ### END SOLUTION
+
+
+# %% [markdown]
+# The class itself. Its arithmetic operators are one line each: they bring
+# both operands to a common dtype and device (`_operands`) and call the op's
+# `Function`. The ops themselves are defined after the class; Python looks the
+# names up when an operator runs, so the order in the file does not matter.
+
+# %%
+#| export
+class Tensor:
+    """An n-dimensional array on a device that remembers how it was computed."""
+
+    __slots__ = ("data", "requires_grad", "grad", "_ctx", "_device", "__weakref__")
+    __array_priority__ = 1000  # `ndarray + Tensor` defers to Tensor.__radd__
+
+    def __init__(
+        self,
+        data: Any,
+        dtype: Any = None,
+        device: str | Device | None = None,
+        requires_grad: bool = False,
+    ) -> None:
+        if device is None:
+            dev = data._device if isinstance(data, Tensor) else (
+                _device_of(data) if type(data).__module__.startswith("cupy") else Device("cpu", 0)
+            )
+        else:
+            dev = as_device(device)
+        self.data = _to_array(data, None if dtype is None else as_dtype(dtype), dev)
+        self._device = dev
+        self.grad: Tensor | None = None
+        self._ctx: Function | None = None
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @staticmethod
+    def _wrap(data: Any, device: Device, requires_grad: bool = False) -> Tensor:
+        """A tensor around an existing array, without checks (the fast path for ops)."""
+        t = object.__new__(Tensor)
+        t.data, t._device, t.requires_grad, t.grad, t._ctx = data, device, requires_grad, None, None
+        return t
+
+    # ----- what a tensor is -------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors made by the user rather than by an op."""
+        return self._ctx is None
+
+    @property
+    def grad_fn(self) -> Function | None:
+        return self._ctx
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return int(self.data.size)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        extras = [f"dtype={self.dtype}"]
+        if self._device is not Device("cpu", 0):
+            extras.append(f"device={self._device}")
+        if self._ctx is not None:
+            extras.append(f"grad_fn={self._ctx!r}")
+        elif self.requires_grad:
+            extras.append("requires_grad=True")
+        return f"tensor({body}, {', '.join(extras)})"
+
+    # ----- moving between devices, dtypes and Python -------------------------
+    def to(self, device: str | Device | None = None, dtype: Any = None) -> Tensor:
+        """This tensor on another device and/or in another dtype (differentiable)."""
+        dev = self._device if device is None else as_device(device)
+        dt = self.dtype if dtype is None else as_dtype(dtype)
+        if dev is self._device and dt == self.dtype:
+            return self
+        out = To.apply(self, source=self._device, device=dev, dtype=dt)
+        out._device = dev  # apply() gives outputs their input's device; To is the one op that moves
+        return out
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> Tensor:
+        return self.to(Device("cuda", index))
+
+    def float(self) -> Tensor:
+        return self.to(dtype=float32)
+
+    def half(self) -> Tensor:
+        return self.to(dtype=float16)
+
+    def double(self) -> Tensor:
+        return self.to(dtype=float64)
+
+    def long(self) -> Tensor:
+        return self.to(dtype=int64)
+
+    def numpy(self) -> np.ndarray:
+        """The data as a NumPy array (copied to the host from a GPU)."""
+        return self.data.get() if self._device.type == "cuda" else np.asarray(self.data)
+
+    def item(self) -> Any:
+        """The single value of a one-element tensor, as a Python number (a device sync)."""
+        if self.data.size != 1:
+            raise ShapeError(f"item: only a one-element tensor converts to a number; got shape {self.shape}")
+        return self.data.item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    # ----- autograd hooks (the engine is module 02) --------------------------
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Mark this leaf as needing a gradient (only floating tensors can)."""
+        if requires_grad and not is_floating(self.dtype):
+            raise TypeError(f"requires_grad: only floating tensors can require a gradient; got {self.dtype}")
+        self.requires_grad = requires_grad
+        return self
+
+    def detach(self) -> Tensor:
+        """The same data, cut from the graph: no history, no gradient."""
+        return Tensor._wrap(self.data, self._device)
+
+    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
+        """Fill ``.grad`` of every leaf this tensor depends on (runs module 02's engine)."""
+        from tinyflo.core.autograd import backward
+
+        backward(self, grad, retain_graph=retain_graph)
+
+    # ----- arithmetic ---------------------------------------------------------
+    def __add__(self, other): return Add.apply(*_operands(self, other))
+    def __radd__(self, other): return Add.apply(*_operands(other, self))
+    def __sub__(self, other): return Sub.apply(*_operands(self, other))
+    def __rsub__(self, other): return Sub.apply(*_operands(other, self))
+    def __mul__(self, other): return Mul.apply(*_operands(self, other))
+    def __rmul__(self, other): return Mul.apply(*_operands(other, self))
+    def __truediv__(self, other): return Div.apply(*_operands(self, other, floating=True))
+    def __rtruediv__(self, other): return Div.apply(*_operands(other, self, floating=True))
+    def __pow__(self, other): return Pow.apply(*_operands(self, other))
+    def __rpow__(self, other): return Pow.apply(*_operands(other, self))
+    def __matmul__(self, other): return MatMul.apply(*_operands(self, other))
+    def __rmatmul__(self, other): return MatMul.apply(*_operands(other, self))
+    def __neg__(self): return Neg.apply(self)
+    def __abs__(self): return self.abs()
+
+    # ----- comparisons: no gradient, a bool tensor ----------------------------
+    def __eq__(self, other): return _compare(self, other, "equal")
+    def __ne__(self, other): return _compare(self, other, "not_equal")
+    def __lt__(self, other): return _compare(self, other, "less")
+    def __le__(self, other): return _compare(self, other, "less_equal")
+    def __gt__(self, other): return _compare(self, other, "greater")
+    def __ge__(self, other): return _compare(self, other, "greater_equal")
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous")
+        return bool(self.data)
+
+    # ----- elementwise ----------------------------------------------------------
+    def exp(self): return Exp.apply(self._floating())
+    def log(self): return Log.apply(self._floating())
+    def sqrt(self): return Sqrt.apply(self._floating())
+    def tanh(self): return Tanh.apply(self._floating())
+    def sigmoid(self): return Sigmoid.apply(self._floating())
+    def relu(self): return ReLU.apply(self)
+    def abs(self): return Abs.apply(self)
+    def pow(self, exponent): return self ** exponent
+    def matmul(self, other): return self @ other
+
+    def clip(self, min: float | None = None, max: float | None = None) -> Tensor:
+        """Limit values to [min, max]; the gradient flows only where no limit was hit."""
+        if min is None and max is None:
+            raise ValueError("clip: give at least one of min and max")
+        return Clip.apply(self, low=min, high=max)
+
+    # ----- reductions -----------------------------------------------------------
+    def sum(self, axis=None, keepdims: bool = False) -> Tensor:
+        return Sum.apply(self, axis=_axes(axis, self.ndim, "sum"), keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims: bool = False) -> Tensor:
+        return _mean(self._floating(), axis, keepdims)
+
+    def var(self, axis=None, keepdims: bool = False, correction: int = 1) -> Tensor:
+        return _var(self._floating(), axis, keepdims, correction)
+
+    def max(self, axis=None, keepdims: bool = False) -> Tensor:
+        return Max.apply(self, axis=_axes(axis, self.ndim, "max"), keepdims=keepdims)
+
+    def min(self, axis=None, keepdims: bool = False) -> Tensor:
+        return -((-self).max(axis, keepdims))
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        return _argext(self, axis, keepdims, "argmax")
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        return _argext(self, axis, keepdims, "argmin")
+
+    # ----- shapes -------------------------------------------------------------
+    def reshape(self, *shape) -> Tensor:
+        return Reshape.apply(self, shape=_shape_arg(shape, "reshape", allow_minus_one=True))
+
+    view = reshape
+
+    def flatten(self, start_axis: int = 0, end_axis: int = -1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        start, end = (a % self.ndim for a in (start_axis, end_axis))
+        return self.reshape(self.shape[:start] + (-1,) + self.shape[end + 1:])
+
+    def permute(self, *axes) -> Tensor:
+        axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], Sequence) else axes
+        if sorted(a % max(self.ndim, 1) for a in axes) != list(range(self.ndim)):
+            raise ShapeError(f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
+        return Permute.apply(self, axes=tuple(a % self.ndim for a in axes))
+
+    def transpose(self, axis0: int = -2, axis1: int = -1) -> Tensor:
+        axes = list(range(self.ndim))
+        axes[axis0], axes[axis1] = axes[axis1], axes[axis0]
+        return self.permute(axes)
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def expand(self, *shape) -> Tensor:
+        shape = _shape_arg(shape, "expand", allow_minus_one=True)
+        lead = len(shape) - self.ndim
+        if lead < 0:
+            raise ShapeError(f"expand: cannot expand shape {self.shape} to fewer axes {shape}")
+        full = tuple(self.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
+        return Expand.apply(self, shape=full)
+
+    def squeeze(self, axis: int | None = None) -> Tensor:
+        if axis is None:
+            return self.reshape(tuple(n for n in self.shape if n != 1))
+        if self.shape[axis] != 1:
+            return self
+        return self.reshape(self.shape[:axis % self.ndim] + self.shape[axis % self.ndim + 1:])
+
+    def unsqueeze(self, axis: int) -> Tensor:
+        axis = axis % (self.ndim + 1)
+        return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
+
+    def __getitem__(self, index) -> Tensor:
+        return GetItem.apply(self, index=_index_arg(index, self._device))
+
+    def __setitem__(self, index, value) -> None:
+        if self.requires_grad and GradMode.enabled:
+            raise RuntimeError(
+                "setitem: in-place assignment into a tensor that requires grad would corrupt "
+                "its gradient; do it inside no_grad() or on .detach()"
+            )
+        value = value.data if isinstance(value, Tensor) else value
+        self.data[_index_arg(index, self._device)] = value
+
+    # ----- helpers ----------------------------------------------------------------
+    def _floating(self) -> Tensor:
+        """Integer and bool tensors become float32 before a floating-point op."""
+        return self if is_floating(self.dtype) else self.to(dtype=default_float)
+
+
+# %% [markdown]
+# ### Bringing two operands together
+#
+# `_operands(a, b)` is where the dtype rule and the device rule are enforced,
+# once, for every binary op. A Python scalar becomes a constant tensor of the
+# right dtype (so `x * 2.5` stays float32 because 2.5 *becomes* a float32);
+# two tensors on different devices are an error that names both devices.
+# With `floating=True` (true division) integer operands are brought to float32
+# first — NumPy would have given float64.
+
+# %%
+#| export
+def _constant(value: Any, like: Tensor) -> Tensor:
+    """A Python scalar or array-like as a constant tensor that fits ``like``."""
+    if isinstance(value, np.generic):  # np.float64(2.0) is a scalar, not a reason to upcast
+        value = value.item()
+    if isinstance(value, bool | int | float):
+        if isinstance(value, float) and not is_floating(like.dtype):
+            dtype = default_float
+        elif isinstance(value, int) and like.dtype == bool_ and not isinstance(value, bool):
+            dtype = int64
+        else:
+            dtype = like.dtype
+        return Tensor._wrap(dtype.type(value), like._device)
+    return Tensor(value, device=like._device)
+
+
+def _operands(a: Any, b: Any, floating: bool = False) -> tuple[Tensor, Tensor]:
+    """Both operands as tensors on one device with one dtype."""
+    if not isinstance(a, Tensor):
+        a = _constant(a, b)
+    if not isinstance(b, Tensor):
+        b = _constant(b, a)
+    if a._device is not b._device:
+        raise DeviceError(
+            f"operands are on different devices: {a._device} (shape {a.shape}) and "
+            f"{b._device} (shape {b.shape}); move one with .to()"
+        )
+    dtype = promote_types(a.data.dtype, b.data.dtype)
+    if floating and not is_floating(dtype):
+        dtype = default_float
+    if a.data.dtype != dtype:
+        a = a.to(dtype=dtype)
+    if b.data.dtype != dtype:
+        b = b.to(dtype=dtype)
+    return a, b
+
+
+def _compare(a: Tensor, b: Any, ufunc: str) -> Tensor:
+    """Elementwise comparison: a bool tensor, outside the graph."""
+    a, b = _operands(a, b)
+    with a._device:
+        return Tensor._wrap(getattr(a._device.xp, ufunc)(a.data, b.data), a._device)
+
+
+def _shape_arg(shape: tuple, op: str, allow_minus_one: bool = False) -> tuple[int, ...]:
+    """Accept ``f(2, 3)`` and ``f((2, 3))``; check every entry is a valid size."""
+    if len(shape) == 1 and isinstance(shape[0], Sequence):
+        shape = tuple(shape[0])
+    low = -1 if allow_minus_one else 0
+    if not all(isinstance(n, int | np.integer) and n >= low for n in shape):
+        raise ShapeError(f"{op}: shape must be a sequence of integers >= {low}; got {shape}")
+    return tuple(int(n) for n in shape)
+
+
+def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
+    """Normalise ``axis`` (None, an int or a tuple, negatives allowed) to a sorted tuple."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    if not all(-max(ndim, 1) <= a < max(ndim, 1) for a in axes):
+        raise ShapeError(f"{op}: axis {axis} is out of range for a tensor with {ndim} axes")
+    return tuple(sorted({int(a) % max(ndim, 1) for a in axes}))
+
+
+def _index_arg(index: Any, dev: Device) -> Any:
+    """An index with tensors and lists replaced by arrays on ``dev``."""
+    if isinstance(index, tuple):
+        return tuple(_index_arg(i, dev) for i in index)
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, list | np.ndarray) and dev.type == "cuda":
+        with dev:
+            return dev.xp.asarray(index)
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+# %% [markdown]
+# The first op, which needs no task: `To` moves a tensor to another device and/or
+# dtype, and its backward moves the gradient back. `_operands` uses it to
+# cast, and mixed precision (module 11) leans on it.
+
+# %%
+#| export
+class To(Function):
+    def forward(self, a, source, device, dtype):
+        self.source, self.device, self.source_dtype = source, device, a.dtype
+        return _move(a, source, device).astype(dtype, copy=False)
+
+    def backward(self, grad):
+        return _move(grad, self.device, self.source).astype(self.source_dtype, copy=False)
+
+
+# %% [markdown]
+# ## Ops
+#
+# Now the ops. Each is a `Function` whose `forward` computes the value and
+# whose `backward` gives the local derivative — the chain rule's factor that
+# belongs to this op — multiplied by the incoming `grad`.
+#
+# A note on dtypes in `backward`: multiplying by a bool mask keeps float32
+# (`grad * (a > 0)`), whereas dividing by an integer count would not
+# (float32 / int64 is float64 in NumPy). Keep counts in the array's dtype.
+#
+# ### Task `tensor_arithmetic`: `+ - * / **` and negation
+#
+# | op | forward | backward (∂out/∂a · grad, ∂out/∂b · grad) |
+# |---|---|---|
+# | Add | a + b | grad, grad |
+# | Sub | a − b | grad, −grad |
+# | Mul | a · b | grad · b, grad · a |
+# | Div | a / b | grad / b, −grad · a / b² |
+# | Pow | aᵇ | grad · b · aᵇ⁻¹, grad · aᵇ · ln a |
+# | Neg | −a | −grad |
+#
+# `Pow` computes the gradient for the exponent only when the exponent needs
+# one (`self.needs_input_grad[1]`): for `x ** 2` it does not, and `ln x`
+# would be wasted work (and NaN for negative x).
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_arithmetic_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Add(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        return a + b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad, grad
+        ### END SOLUTION
+
+
+class Sub(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        return a - b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad, -grad
+        ### END SOLUTION
+
+
+class Mul(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        self.save_for_backward(a, b)
+        return a * b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, b = self.saved
+        return grad * b, grad * a
+        ### END SOLUTION
+
+
+class Div(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        out = a / b
+        self.save_for_backward(b, out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        b, out = self.saved
+        grad_a = grad / b
+        return grad_a, -grad_a * out
+        ### END SOLUTION
+
+
+class Pow(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        out = a ** b
+        self.save_for_backward(a, b, out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, b, out = self.saved
+        grad_a = grad * b * a ** (b - 1) if self.needs_input_grad[0] else None
+        grad_b = grad * out * self.xp.log(a) if self.needs_input_grad[1] else None
+        return grad_a, grad_b
+        ### END SOLUTION
+
+
+class Neg(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        return -a
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return -grad
+        ### END SOLUTION
+
+
+# %% [markdown]
+# Try it. With `requires_grad=True` the output records its node, and we can
+# call that node's `backward` by hand — exactly what module 02's engine will
+# do for every node of a graph.
+
+# %%
+a = Tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+b = Tensor([[10.0], [20.0]], requires_grad=True)
+c = a * b + 1          # broadcasting: (1, 3) * (2, 1) -> (2, 3)
+print(c, c.dtype)
+print("recorded:", c._ctx, "made from", c._ctx.inputs[0]._ctx)
+print("local derivatives of the Mul:", c._ctx.inputs[0]._ctx.backward(np.ones((2, 3), np.float32)))
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_arithmetic", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+def _close(x, y, tol=1e-6):
+    return np.allclose(np.asarray(x), np.asarray(y), atol=tol)
+
+a = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+b = Tensor([2.0, 5.0], requires_grad=True)
+assert _close((a + b).data, [[3, 7], [5, 9]])
+assert _close((a - b).data, [[-1, -3], [1, -1]])
+assert _close((a * b).data, [[2, 10], [6, 20]])
+assert _close((a / b).data, [[0.5, 0.4], [1.5, 0.8]])
+assert _close((a ** 2).data, [[1, 4], [9, 16]])
+assert _close((-a).data, [[-1, -2], [-3, -4]])
+assert (a * 2.5).dtype == float32 and (2 - a).dtype == float32, "Python scalars must keep float32"
+g = np.ones((2, 2), np.float32)
+ga, gb = (a * b)._ctx.backward(g)
+assert _close(ga, [[2, 5], [2, 5]]) and _close(gb, [[1, 2], [3, 4]])
+ga, gb = (a / b)._ctx.backward(g)
+assert _close(ga, [[0.5, 0.2], [0.5, 0.2]]) and _close(gb, [[-0.25, -0.08], [-0.75, -0.16]])
+### BEGIN HIDDEN TESTS
+ga, gb = (a - b)._ctx.backward(g)
+assert _close(ga, g) and _close(gb, -g)
+ga, gb = (a + b)._ctx.backward(g)
+assert _close(ga, g) and _close(gb, g)
+e = Tensor(3.0, requires_grad=True)
+p = Tensor(2.0) ** e
+gp, ge = p._ctx.backward(np.float32(1.0))
+assert _close(ge, 8 * np.log(2.0), 1e-5)
+gp, ge = (a ** 3)._ctx.backward(g)
+assert _close(gp, 3 * a.data ** 2) and ge is None
+assert _close((-a)._ctx.backward(g), -g)
+i = Tensor([1, 2, 3])
+assert (i / 2).dtype == float32, "true division of integers gives float32, not float64"
+assert (i * 2).dtype == int64 and (i * 0.5).dtype == float32
+assert (Tensor([1.0], dtype="float16") + Tensor([1.0])).dtype == float32
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_elementwise`: `exp log sqrt tanh sigmoid relu abs`
+#
+# Reuse the output where the derivative is written in terms of it:
+# d exp(a) = exp(a), d tanh(a) = 1 − tanh²(a), d σ(a) = σ(a)(1 − σ(a)),
+# d √a = 1 / (2√a).
+#
+# `sigmoid` must be *stable*: `1 / (1 + exp(-a))` overflows for a = −1000.
+# Compute `e = exp(-|a|)`, which never overflows, and use `1 / (1 + e)` where
+# a ≥ 0 and `e / (1 + e)` where a < 0.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_elementwise_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Exp(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        out = self.xp.exp(a)
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad * out
+        ### END SOLUTION
+
+
+class Log(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        self.save_for_backward(a)
+        return self.xp.log(a)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (a,) = self.saved
+        return grad / a
+        ### END SOLUTION
+
+
+class Sqrt(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        out = self.xp.sqrt(a)
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad / (out + out)
+        ### END SOLUTION
+
+
+class Tanh(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        out = self.xp.tanh(a)
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad * (1 - out * out)
+        ### END SOLUTION
+
+
+class Sigmoid(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        e = self.xp.exp(-self.xp.abs(a))
+        out = self.xp.where(a >= 0, 1 / (1 + e), e / (1 + e))
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad * out * (1 - out)
+        ### END SOLUTION
+
+
+class ReLU(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        self.save_for_backward(a)
+        return self.xp.maximum(a, a.dtype.type(0))
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (a,) = self.saved
+        return grad * (a > 0)
+        ### END SOLUTION
+
+
+class Abs(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        self.save_for_backward(a)
+        return self.xp.abs(a)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (a,) = self.saved
+        return grad * self.xp.sign(a)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_elementwise", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+x = Tensor([-2.0, -0.5, 0.5, 2.0], requires_grad=True)
+ones = np.ones(4, np.float32)
+assert _close(x.exp().data, np.exp(x.data)) and _close(x.exp()._ctx.backward(ones), np.exp(x.data))
+assert _close(x.tanh().data, np.tanh(x.data))
+assert _close(x.tanh()._ctx.backward(ones), 1 - np.tanh(x.data) ** 2)
+assert _close(x.relu().data, [0, 0, 0.5, 2]) and _close(x.relu()._ctx.backward(ones), [0, 0, 1, 1])
+assert _close(x.sigmoid().data, 1 / (1 + np.exp(-x.data)))
+big = Tensor([-1000.0, 1000.0])
+assert np.all(np.isfinite(big.sigmoid().data)), "sigmoid must not overflow"
+for op in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs"):
+    assert getattr(x.abs(), op)().dtype == float32, f"{op} must keep float32"
+### BEGIN HIDDEN TESTS
+p = Tensor([0.25, 1.0, 4.0], requires_grad=True)
+assert _close(p.log().data, np.log(p.data)) and _close(p.log()._ctx.backward(np.ones(3, np.float32)), 1 / p.data)
+assert _close(p.sqrt().data, [0.5, 1, 2]) and _close(p.sqrt()._ctx.backward(np.ones(3, np.float32)), [1, 0.5, 0.25])
+s = 1 / (1 + np.exp(-x.data))
+assert _close(x.sigmoid()._ctx.backward(ones), s * (1 - s))
+assert _close(big.sigmoid().data, [0, 1])
+assert _close(x.abs().data, [2, 0.5, 0.5, 2]) and _close(x.abs()._ctx.backward(ones), [-1, -1, 1, 1])
+assert Tensor([1, 2]).exp().dtype == float32, "exp of an integer tensor is float32"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_matmul`: matrix multiplication
+#
+# `a @ b` multiplies the last two axes and broadcasts the ones in front
+# (a batch of matrices times one matrix, say). A 1-D operand is a vector:
+# `a` of shape (n,) acts as (1, n) and `b` of shape (n,) as (n, 1), and that
+# axis is dropped from the result.
+#
+# For C = A B: ∂L/∂A = ∂L/∂C · Bᵀ and ∂L/∂B = Aᵀ · ∂L/∂C, with the transposes
+# over the last two axes. Handle the vector cases by giving them their
+# matrix shape in backward, then dropping it again. Batch axes that were
+# broadcast are summed back by the engine.
+#
+# Shapes that do not fit must give an error a person can act on:
+# `matmul: shapes (32, 785) and (784, 10) do not fit: the last axis of the
+# first (785) must equal the first of the last two of the second (784)`.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_matmul_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class MatMul(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        if a.ndim == 0 or b.ndim == 0:
+            raise ShapeError(f"matmul: both operands need at least one axis; got shapes {a.shape} and {b.shape}")
+        k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+        if a.shape[-1] != k_b:
+            raise ShapeError(
+                f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not fit: the last axis of "
+                f"the first ({a.shape[-1]}) must equal the first of the last two of the second ({k_b})"
+            )
+        self.save_for_backward(a, b)
+        return a @ b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, b = self.saved
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        if a.ndim == 1:
+            grad = grad[..., None, :]
+        if b.ndim == 1:
+            grad = grad[..., None]
+        grad_a = grad @ b2.swapaxes(-1, -2)
+        grad_b = a2.swapaxes(-1, -2) @ grad
+        if a.ndim == 1:
+            grad_a = grad_a[..., 0, :]
+        if b.ndim == 1:
+            grad_b = grad_b[..., 0]
+        return grad_a, grad_b
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_matmul", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+A = np.arange(6, dtype=np.float32).reshape(2, 3)
+B = np.arange(12, dtype=np.float32).reshape(3, 4)
+a, b = Tensor(A, requires_grad=True), Tensor(B, requires_grad=True)
+c = a @ b
+assert c.shape == (2, 4) and c.dtype == float32 and _close(c.data, A @ B)
+G = np.ones((2, 4), np.float32)
+ga, gb = c._ctx.backward(G)
+assert _close(ga, G @ B.T) and _close(gb, A.T @ G)
+try:
+    Tensor(np.ones((32, 785), np.float32)) @ Tensor(np.ones((784, 10), np.float32))
+    raise AssertionError("mismatched shapes must raise")
+except ShapeError as err:
+    assert "785" in str(err) and "784" in str(err), "the error names both shapes"
+### BEGIN HIDDEN TESTS
+batch = Tensor(np.ones((5, 2, 3), np.float32), requires_grad=True)
+out = batch @ b
+assert out.shape == (5, 2, 4)
+ga, gb = out._ctx.backward(np.ones((5, 2, 4), np.float32))
+assert ga.shape == (5, 2, 3) and gb.shape == (5, 3, 4)
+v = Tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+mv = Tensor(B.T.copy(), requires_grad=True) @ v
+assert mv.shape == (4,) and _close(mv.data, B.T @ v.data)
+gm, gv = mv._ctx.backward(np.ones(4, np.float32))
+assert gm.shape == (4, 3) and gv.shape == (3,) and _close(gv, B.T.T @ np.ones(4))
+vm = v @ b
+gv2, gb2 = vm._ctx.backward(np.ones(4, np.float32))
+assert gv2.shape == (3,) and gb2.shape == (3, 4) and _close(gb2, np.outer(v.data, np.ones(4)))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_reductions`: `sum`, `max` (and `mean`, `var`, `min` built on them)
+#
+# `Sum` and `Max` are the primitives; `mean`, `var` and `min` are built from
+# them and the arithmetic ops, so they get their gradients for free.
+#
+# * `Sum` backward: every input element contributed once, so each gets the
+#   output's gradient. Give `grad` back its reduced axes (size 1) and
+#   broadcast it to the input's shape.
+# * `Max` backward: only the elements that *were* the maximum get gradient;
+#   when several tie, they share it equally (so the total stays right).
+#
+# `axis` arrives normalised: None (all axes) or a sorted tuple of
+# non-negative axes.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_reductions_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _keepdims_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The shape a reduction over ``axis`` has with ``keepdims=True``."""
+    return tuple(1 if axis is None or i in axis else n for i, n in enumerate(shape))
+
+
+class Sum(Function):
+    def forward(self, a, axis=None, keepdims=False):
+        ### BEGIN SOLUTION
+        self.shape, self.axis = a.shape, axis
+        return a.sum(axis=axis, keepdims=keepdims)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        grad = grad.reshape(_keepdims_shape(self.shape, self.axis))
+        return self.xp.broadcast_to(grad, self.shape)
+        ### END SOLUTION
+
+
+class Max(Function):
+    def forward(self, a, axis=None, keepdims=False):
+        ### BEGIN SOLUTION
+        if a.size == 0:
+            raise ShapeError(f"max: cannot reduce an empty tensor of shape {a.shape}")
+        out = a.max(axis=axis, keepdims=True)
+        self.axis = axis
+        self.save_for_backward(a, out)
+        return out if keepdims else out.squeeze(axis)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, out = self.saved
+        winners = a == out
+        share = winners.sum(axis=self.axis, keepdims=True, dtype=a.dtype)
+        return grad.reshape(out.shape) * winners / share
+        ### END SOLUTION
+
+
+def _mean(x: Tensor, axis, keepdims: bool) -> Tensor:
+    """Mean = sum / count, built from ops that already have gradients."""
+    ### BEGIN SOLUTION
+    axes = _axes(axis, x.ndim, "mean")
+    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
+    return x.sum(axes, keepdims) / count
+    ### END SOLUTION
+
+
+def _var(x: Tensor, axis, keepdims: bool, correction: int) -> Tensor:
+    """Variance with ``correction`` (1: unbiased, PyTorch's default; 0: biased)."""
+    ### BEGIN SOLUTION
+    axes = _axes(axis, x.ndim, "var")
+    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
+    centered = x - x.mean(axes, keepdims=True)
+    return (centered * centered).sum(axes, keepdims) / (count - correction)
+    ### END SOLUTION
+
+
+def _argext(x: Tensor, axis: int | None, keepdims: bool, which: str) -> Tensor:
+    """argmax / argmin: int64 indices, outside the graph."""
+    data = getattr(x.data, which)(axis=axis, keepdims=keepdims)
+    return Tensor._wrap(data.astype(int64, copy=False), x._device)
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_reductions", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+X = np.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], np.float32)
+x = Tensor(X, requires_grad=True)
+assert _close(x.sum().data, 21) and x.sum().shape == ()
+assert _close(x.sum(axis=0).data, [5, 7, 9]) and x.sum(axis=1, keepdims=True).shape == (2, 1)
+assert _close(x.sum(axis=1)._ctx.backward(np.array([1.0, 2.0], np.float32)), [[1, 1, 1], [2, 2, 2]])
+assert _close(x.mean().data, 3.5) and x.mean().dtype == float32
+assert _close(x.max(axis=1).data, [5, 6])
+assert _close(x.max(axis=1)._ctx.backward(np.ones(2, np.float32)), [[0, 1, 0], [0, 0, 1]])
+assert _close(x.var(axis=1).data, X.var(axis=1, ddof=1))
+assert x.argmax(axis=1).tolist() == [1, 2] and x.argmax(axis=1).dtype == int64
+### BEGIN HIDDEN TESTS
+assert _close(x.min(axis=0).data, [1, 2, 3]) and _close(x.max().data, 6)
+tie = Tensor([2.0, 7.0, 7.0], requires_grad=True)
+assert _close(tie.max()._ctx.backward(np.float32(1.0)), [0, 0.5, 0.5]), "ties share the gradient"
+assert tie.max()._ctx.backward(np.float32(1.0)).dtype == float32
+assert _close(x.sum(axis=(0, 1)).data, 21) and _close(x.sum(axis=-1).data, [9, 12])
+assert _close(x.var(axis=0, correction=0).data, X.var(axis=0))
+assert Tensor([1, 2, 4]).mean().dtype == float32
+assert x.max(axis=0, keepdims=True).shape == (1, 3) and x.max().shape == ()
+assert x.argmin().item() == 0
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_shapes`: reshape, permute, expand, indexing, cat, stack
+#
+# Shape ops move numbers around without changing them, so their backward
+# moves the gradient back: `Reshape` reshapes it to the input shape,
+# `Permute` applies the inverse permutation, `Expand` returns it unchanged
+# (the engine sums the broadcast axes back), `GetItem` scatters it into a
+# zero array of the input's shape, `Cat` and `Stack` cut it into pieces.
+#
+# Indexing with an integer array may pick the same element twice
+# (`x[[0, 0]]`); its gradient must then be the *sum* of both picks. Plain
+# assignment `g[index] = grad` keeps only the last one; `np.add.at`
+# accumulates.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_shapes_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _has_integer_array(index: Any) -> bool:
+    """True when an index can select the same element more than once."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(hasattr(p, "dtype") and p.dtype.kind in "iu" and p.ndim > 0 for p in parts)
+
+
+def _scatter_add(target: Any, index: Any, values: Any) -> None:
+    """``target[index] += values``, adding up repeated indices (NumPy or CuPy)."""
+    if isinstance(target, np.ndarray):
+        np.add.at(target, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(target, index, values)
+
+
+class Reshape(Function):
+    def forward(self, a, shape):
+        ### BEGIN SOLUTION
+        self.shape = a.shape
+        try:
+            return a.reshape(shape)
+        except ValueError:
+            raise ShapeError(f"reshape: cannot reshape shape {tuple(a.shape)} ({a.size} elements) into {shape}") from None
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad.reshape(self.shape)
+        ### END SOLUTION
+
+
+class Permute(Function):
+    def forward(self, a, axes):
+        ### BEGIN SOLUTION
+        self.axes = axes
+        return a.transpose(axes)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad.transpose(np.argsort(self.axes))
+        ### END SOLUTION
+
+
+class Expand(Function):
+    def forward(self, a, shape):
+        ### BEGIN SOLUTION
+        try:
+            return self.xp.broadcast_to(a, shape)
+        except ValueError:
+            raise ShapeError(f"expand: cannot expand shape {tuple(a.shape)} to {shape}") from None
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad
+        ### END SOLUTION
+
+
+class GetItem(Function):
+    def forward(self, a, index):
+        ### BEGIN SOLUTION
+        self.shape, self.dtype, self.index = a.shape, a.dtype, index
+        try:
+            return a[index]
+        except IndexError as err:
+            raise ShapeError(f"getitem: index {index!r} does not fit shape {tuple(a.shape)}: {err}") from None
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        full = self.xp.zeros(self.shape, self.dtype)
+        if _has_integer_array(self.index):
+            _scatter_add(full, self.index, grad)
+        else:
+            full[self.index] = grad
+        return full
+        ### END SOLUTION
+
+
+class Cat(Function):
+    def forward(self, *arrays, axis=0):
+        ### BEGIN SOLUTION
+        self.axis = axis
+        self.ends = np.cumsum([a.shape[axis] for a in arrays])[:-1]
+        return self.xp.concatenate(arrays, axis=axis)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return tuple(self.xp.split(grad, self.ends, axis=self.axis))
+        ### END SOLUTION
+
+
+class Stack(Function):
+    def forward(self, *arrays, axis=0):
+        ### BEGIN SOLUTION
+        self.axis = axis
+        return self.xp.stack(arrays, axis=axis)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return tuple(self.xp.moveaxis(grad, self.axis, 0))
+        ### END SOLUTION
+
+
+# %% [markdown]
+# `cat` and `stack` take a list of tensors; they check what the arrays would
+# otherwise complain about in less helpful words.
+
+# %%
+#| export
+def _same_device_and_dtype(tensors: Sequence[Tensor], op: str) -> list[Tensor]:
+    """The tensors of a list-taking op, brought to one dtype; one device required."""
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty sequence of tensors; got {tensors!r}")
+    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+    devices = {t._device for t in tensors}
+    if len(devices) > 1:
+        raise DeviceError(f"{op}: tensors are on different devices: {sorted(map(str, devices))}")
+    dtype = functools.reduce(promote_types, (t.dtype for t in tensors))
+    return [t.to(dtype=dtype) for t in tensors]
+
+
+def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis."""
+    tensors = _same_device_and_dtype(tensors, "cat")
+    ndim = tensors[0].ndim
+    if ndim == 0 or not -ndim <= axis < ndim:
+        raise ShapeError(f"cat: axis {axis} is out of range for tensors with {ndim} axes")
+    axis %= ndim
+    shapes = [t.shape[:axis] + t.shape[axis + 1:] for t in tensors]
+    if any(len(t.shape) != ndim for t in tensors) or len(set(shapes)) > 1:
+        raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {axis}")
+    return Cat.apply(*tensors, axis=axis)
+
+
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join same-shaped tensors along a new axis."""
+    tensors = _same_device_and_dtype(tensors, "stack")
+    if len({t.shape for t in tensors}) > 1:
+        raise ShapeError(f"stack: all tensors need one shape; got {[t.shape for t in tensors]}")
+    ndim = tensors[0].ndim + 1
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"stack: axis {axis} is out of range for the {ndim} axes of the result")
+    return Stack.apply(*tensors, axis=axis % ndim)
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_shapes", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+x = Tensor(X, requires_grad=True)
+r = x.reshape(3, 2)
+assert r.shape == (3, 2) and r._ctx.backward(np.ones((3, 2), np.float32)).shape == (2, 3)
+assert x.reshape(-1).shape == (6,) and x.flatten().shape == (6,)
+assert x.T.shape == (3, 2) and _close(x.T.data, X.T) and x.T._ctx.backward(np.ones((3, 2))).shape == (2, 3)
+assert x.unsqueeze(0).shape == (1, 2, 3) and x.unsqueeze(0).squeeze(0).shape == (2, 3)
+assert x.expand(4, 2, 3).shape == (4, 2, 3)
+assert _close(x[1].data, [3, 4, 5]) and _close(x[:, 1:].data, X[:, 1:])
+assert _close(x[1]._ctx.backward(np.ones(3, np.float32)), [[0, 0, 0], [1, 1, 1]])
+picked = x[np.array([0, 0, 1])]
+assert _close(picked._ctx.backward(np.ones((3, 3), np.float32)), [[2, 2, 2], [1, 1, 1]]), "repeated picks add up"
+c = cat([x, x * 2], axis=0)
+assert c.shape == (4, 3) and [g.shape for g in c._ctx.backward(np.ones((4, 3), np.float32))] == [(2, 3), (2, 3)]
+s = stack([x, x], axis=1)
+assert s.shape == (2, 2, 3) and len(s._ctx.backward(np.ones((2, 2, 3), np.float32))) == 2
+### BEGIN HIDDEN TESTS
+p = Tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4), requires_grad=True).permute(2, 0, 1)
+assert p.shape == (4, 2, 3)
+G = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+assert _close(p._ctx.backward(G), G.transpose(1, 2, 0))
+assert x.transpose(0, 1).shape == (3, 2)
+cs = cat([x, Tensor(np.zeros((2, 1), np.float32), requires_grad=True)], axis=1)
+g1, g2 = cs._ctx.backward(np.arange(8, dtype=np.float32).reshape(2, 4))
+assert _close(g1, [[0, 1, 2], [4, 5, 6]]) and _close(g2, [[3], [7]])
+st = stack([x, x * 0], axis=-1)
+assert st.shape == (2, 3, 2)
+ga, gb = st._ctx.backward(np.stack([np.ones((2, 3)), 2 * np.ones((2, 3))], axis=-1).astype(np.float32))
+assert _close(ga, 1) and _close(gb, 2)
+mask = Tensor(X > 2)
+assert _close(x[mask].data, [3, 4, 5])
+for bad in (lambda: x.reshape(4, 2), lambda: cat([x, Tensor(np.ones((3, 2)))], axis=0)):
+    try:
+        bad()
+        raise AssertionError("bad shapes must raise")
+    except ShapeError as err:
+        assert "(2, 3)" in str(err)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_select`: `where`, `clip`
+#
+# Comparisons (`a < b`, `a == b`, ...) give bool tensors and no gradient —
+# they are already written above with `_compare`. `where(cond, a, b)` picks
+# from `a` where `cond` is true and from `b` elsewhere, so the gradient goes
+# to `a` through the mask and to `b` through its complement. `clip` passes
+# the gradient only where the value was not limited.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_select_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Where(Function):
+    def forward(self, a, b, cond):
+        ### BEGIN SOLUTION
+        self.cond = cond
+        return self.xp.where(cond, a, b)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad * self.cond, grad * ~self.cond
+        ### END SOLUTION
+
+
+class Clip(Function):
+    def forward(self, a, low=None, high=None):
+        ### BEGIN SOLUTION
+        low = None if low is None else a.dtype.type(low)
+        high = None if high is None else a.dtype.type(high)
+        self.save_for_backward(a)
+        self.low, self.high = low, high
+        return a.clip(low, high)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (a,) = self.saved
+        inside = self.xp.ones(a.shape, dtype=bool)
+        if self.low is not None:
+            inside &= a >= self.low
+        if self.high is not None:
+            inside &= a <= self.high
+        return grad * inside
+        ### END SOLUTION
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """Elementwise ``a if cond else b``, broadcasting all three."""
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a)
+    a, b = _operands(a, b)
+    cond = cond.data if isinstance(cond, Tensor) else _to_array(cond, bool_, a._device)
+    return Where.apply(a, b, cond=cond.astype(bool, copy=False))
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_select", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+a = Tensor([1.0, -2.0, 3.0], requires_grad=True)
+b = Tensor([0.0, 0.0, 0.0], requires_grad=True)
+w = where(a > 0, a, b)
+assert _close(w.data, [1, 0, 3])
+ga, gb = w._ctx.backward(np.ones(3, np.float32))
+assert _close(ga, [1, 0, 1]) and _close(gb, [0, 1, 0]) and ga.dtype == float32
+c = a.clip(-1.0, 2.0)
+assert _close(c.data, [1, -1, 2]) and _close(c._ctx.backward(np.ones(3, np.float32)), [1, 0, 0])
+assert (a > 0).dtype == bool_ and (a > 0).tolist() == [True, False, True]
+### BEGIN HIDDEN TESTS
+assert _close(a.clip(min=0.0).data, [1, 0, 3]) and _close(a.clip(max=0.0).data, [0, -2, 0])
+assert _close(a.clip(min=0.0)._ctx.backward(np.ones(3, np.float32)), [1, 0, 1])
+w2 = where(Tensor([True, False]), 1.0, a[:2])
+assert _close(w2.data, [1, -2]) and w2.dtype == float32
+assert (a == a).tolist() == [True] * 3 and (a != 1.0).tolist() == [False, True, True]
+assert (a <= -2.0).tolist() == [False, True, False]
+assert a.clip(0.0, 1.0).dtype == float32
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Creating tensors
+#
+# The familiar constructors. A shape can be given as `zeros(2, 3)` or
+# `zeros((2, 3))`. Random tensors come from tinyflo's own generator, which
+# `manual_seed` resets — on the CPU and, when there is one, on the GPU — so
+# runs are reproducible.
+
+# %%
+#| export
+class _Generators:
+    """tinyflo's random generators: NumPy's and (lazily) CuPy's."""
+
+    numpy = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> None:
+    """Seed every generator tinyflo draws from (NumPy and, if present, CuPy)."""
+    if not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"manual_seed: seed must be a non-negative integer; got {seed!r}")
+    _Generators.numpy = np.random.default_rng(int(seed))
+    if cuda_is_available():
+        _cupy().random.seed(int(seed))
+
+
+def _creation_dtype(dtype: Any, default: np.dtype = default_float) -> np.dtype:
+    return default if dtype is None else as_dtype(dtype)
+
+
+def _filled(op: str, shape: tuple, fill: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    dev = as_device(device)
+    shape = _shape_arg(shape, op)
+    with dev:
+        data = dev.xp.full(shape, fill, dtype=_creation_dtype(dtype))
+    return Tensor._wrap(data, dev).requires_grad_(requires_grad)
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor holding ``data`` (numbers, nested lists, a NumPy/CuPy array or a Tensor)."""
+    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A CPU tensor sharing memory with a NumPy array (its dtype kept)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray; got {type(array).__name__}")
+    as_dtype(array.dtype, "from_numpy: array dtype")
+    return Tensor._wrap(array, Device("cpu", 0))
+
+
+def zeros(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of zeros."""
+    return _filled("zeros", shape, 0, dtype, device, requires_grad)
+
+
+def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of ones."""
+    return _filled("ones", shape, 1, dtype, device, requires_grad)
+
+
+def full(shape, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor filled with one value (bool → bool, int → int64, float → float32)."""
+    if dtype is None:
+        dtype = bool_ if isinstance(fill_value, bool) else int64 if isinstance(fill_value, int) else default_float
+    return _filled("full", (shape,) if isinstance(shape, int) else tuple(shape), fill_value, dtype, device, requires_grad)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Evenly spaced values in [start, stop) (int64 for integer arguments, else float32)."""
+    if stop is None:
+        start, stop = 0, start
+    if dtype is None:
+        integral = all(isinstance(v, int | np.integer) for v in (start, stop, step))
+        dtype = int64 if integral else default_float
+    dev = as_device(device)
+    with dev:
+        data = dev.xp.arange(start, stop, step, dtype=as_dtype(dtype))
+    return Tensor._wrap(data, dev).requires_grad_(requires_grad)
+
+
+def _random(op: str, shape: tuple, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    dev = as_device(device)
+    shape, dtype = _shape_arg(shape, op), _creation_dtype(dtype)
+    if not is_floating(dtype):
+        raise TypeError(f"{op}: dtype must be floating; got {dtype}")
+    draw_dtype = dtype if dtype in (float32, float64) else float32
+    if dev.type == "cuda":
+        with dev:
+            random = dev.xp.random
+            data = random.random_sample(shape, draw_dtype) if op == "rand" else random.standard_normal(shape, draw_dtype)
+    else:
+        gen = _Generators.numpy
+        data = gen.random(shape, draw_dtype) if op == "rand" else gen.standard_normal(shape, draw_dtype)
+    return Tensor._wrap(data.astype(dtype, copy=False), dev).requires_grad_(requires_grad)
+
+
+def rand(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random("rand", shape, dtype, device, requires_grad)
+
+
+def randn(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples."""
+    return _random("randn", shape, dtype, device, requires_grad)
+
+
+def zeros_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def rand_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_creation", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+assert Tensor([1.0, 2.0]).dtype == float32, "Python floats become float32"
+assert Tensor([1, 2]).dtype == int64 and Tensor([True]).dtype == bool_
+assert Tensor(np.zeros(3, np.float64)).dtype == float64, "NumPy arrays keep their dtype"
+assert Tensor([1, 2], dtype="float16").dtype == float16
+assert tensor([[1.0, 2.0]]).shape == (1, 2) and zeros(2, 3).shape == (2, 3) and ones((4,)).dtype == float32
+assert full((2,), 7).dtype == int64 and arange(5).tolist() == [0, 1, 2, 3, 4] and arange(0, 1, 0.5).dtype == float32
+manual_seed(0)
+first = randn(3)
+manual_seed(0)
+assert randn(3).tolist() == first.tolist(), "manual_seed makes draws reproducible"
+try:
+    Tensor("abc")
+    raise AssertionError("strings are not numbers")
+except TypeError as err:
+    assert "str" in str(err)
+### BEGIN HIDDEN TESTS
+src = Tensor([1.0, 2.0])
+copy = Tensor(src)
+copy.data[0] = 99
+assert src.data[0] == 1.0, "Tensor(tensor) copies"
+assert Tensor(3.5).shape == () and Tensor(3.5).dtype == float32
+assert rand(1000).numpy().min() >= 0 and rand(1000).numpy().max() < 1 and rand(2, dtype="float16").dtype == float16
+assert abs(float(randn(20000).numpy().std()) - 1) < 0.05
+assert zeros_like(src).tolist() == [0, 0] and ones_like(src).dtype == float32
+try:
+    Tensor([[1, 2], [3]])
+    raise AssertionError("ragged lists must raise")
+except TypeError:
+    pass
+try:
+    Tensor(np.zeros(2, np.complex64))
+    raise AssertionError("complex is not supported")
+except TypeError as err:
+    assert "complex64" in str(err)
+try:
+    zeros(2, dtype="int8")
+    raise AssertionError("int8 is not a tinyflo dtype")
+except TypeError as err:
+    assert "dtype" in str(err)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Recording the graph: `Function.apply`
+#
+# With every op in place we can test the door they all go through.
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_function", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+a = Tensor([1.0, 2.0], requires_grad=True)
+b = Tensor([3.0, 4.0])
+c = a * b
+assert isinstance(c._ctx, Mul) and c._ctx.inputs == (a, b) and c.requires_grad
+assert c._ctx.needs_input_grad == (True, False)
+d = b * b
+assert d._ctx is None and not d.requires_grad, "no node when no input needs a gradient"
+### BEGIN HIDDEN TESTS
+GradMode.enabled = False
+try:
+    e = a * b
+finally:
+    GradMode.enabled = True
+assert e._ctx is None and not e.requires_grad, "nothing is recorded while grad mode is off"
+assert (a + 1).device is a.device
+try:
+    Tensor([1.0]) + Tensor([1.0], device="cpu:1")
+    raise AssertionError("mixing devices must raise")
+except DeviceError as err:
+    assert "cpu" in str(err) and "cpu:1" in str(err)
+try:
+    Tensor(np.ones((2, 3), np.float32)) + Tensor(np.ones((4,), np.float32))
+    raise AssertionError("shapes that do not broadcast must raise")
+except ShapeError as err:
+    assert "(2, 3)" in str(err) and "(4,)" in str(err)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Systems corner
+#
+# * **Memory.** Every recorded node keeps its saved arrays alive until
+#   backward has used them. For an MLP that is one activation per layer —
+#   usually more memory than the weights. That is why module 02 frees the
+#   graph after backward, and why `no_grad()` matters at evaluation time.
+# * **Views.** `reshape`, `permute`, `expand` and basic slicing return views
+#   (no copy) in NumPy and CuPy; `expand` even has stride 0. Nothing in
+#   tinyflo writes into an op's output in place, which is what makes sharing
+#   safe.
+# * **Sync points.** On a GPU, `item()`, `numpy()` and `tolist()` wait for
+#   the device to finish and copy to the host. Calling them once per batch
+#   stalls the pipeline; module 08's Trainer reads the loss once per log
+#   interval instead.
+# * **Dtype drift.** A single float64 operand turns every later op into
+#   float64 work at half the speed and twice the memory. `promote_types`
+#   and `_constant` are the two places that stop it.

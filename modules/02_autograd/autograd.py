@@ -1,0 +1,554 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Module 02 — Autograd
+#
+# In module 01 every op became a `Function` with its `forward` and its
+# `backward` side by side, and every result that needs a gradient remembers
+# the node that made it (`out._ctx`, with the node's `inputs`). A loss
+# computed from parameters is therefore the tip of a graph, and its gradient
+# with respect to every parameter is the chain rule applied along that graph.
+#
+# This module builds the engine that applies it — the part of a framework
+# that is the same for every op:
+#
+# | task | what |
+# |---|---|
+# | `autograd_unbroadcast` | sum a gradient back down to the shape of an input that was broadcast |
+# | `autograd_toposort` | order the graph so each node comes after everything it feeds |
+# | `autograd_backward` | walk that order, call each node's `backward`, accumulate into `.grad`, free the graph |
+# | `autograd_grad_mode` | `no_grad()` / `enable_grad()`: switch recording off and on |
+# | `autograd_gradcheck` | compare any op's `backward` with float64 central differences |
+#
+# Module 01's `Tensor.backward()` is one line that calls the `backward`
+# function you write here; no method is added to `Tensor` by this module.
+
+# %%
+#| default_exp core.autograd
+
+# %%
+#| export
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tinyflo.core.tensor import Device, Function, GradMode, ShapeError, Tensor, float64, is_floating
+
+# %% [markdown]
+# ## Broadcast gradients go back to their input's shape
+#
+# `b` of shape (3,) added to `a` of shape (2, 3) is used twice — once per
+# row. Its gradient is the sum of both rows' gradients. In general, when an
+# input of shape `shape` was broadcast to the output's shape, its gradient is
+# the output gradient summed over
+#
+# 1. the leading axes the input did not have, and
+# 2. the axes where the input had size 1 (keeping them, as size 1).
+#
+# The engine does this once for every op, which is why no `backward` in
+# module 01 had to.
+#
+# ### Task `autograd_unbroadcast`
+
+# %% nbgrader={"grade": false, "grade_id": "autograd_unbroadcast_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``grad`` over the axes along which an input of ``shape`` was broadcast."""
+    ### BEGIN SOLUTION
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    if lead > 0:
+        grad = grad.sum(axis=tuple(range(lead)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if stretched:
+        grad = grad.sum(axis=stretched, keepdims=True)
+    if grad.shape != shape:
+        raise ShapeError(f"unbroadcast: a gradient of shape {grad.shape} cannot belong to an input of shape {shape}")
+    return grad
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "autograd_unbroadcast", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+g = np.ones((4, 2, 3), np.float32)
+assert unbroadcast(g, (4, 2, 3)) is g
+assert unbroadcast(g, (3,)).shape == (3,) and np.all(unbroadcast(g, (3,)) == 8)
+assert unbroadcast(g, (2, 1)).shape == (2, 1) and np.all(unbroadcast(g, (2, 1)) == 12)
+### BEGIN HIDDEN TESTS
+assert unbroadcast(g, ()).shape == () and unbroadcast(g, ()) == 24
+assert unbroadcast(g, (1, 2, 1)).shape == (1, 2, 1) and np.all(unbroadcast(g, (1, 2, 1)) == 12)
+assert unbroadcast(g, (4, 1, 3)).shape == (4, 1, 3) and np.all(unbroadcast(g, (4, 1, 3)) == 2)
+assert unbroadcast(g, (1, 1)).dtype == np.float32
+ramp = np.arange(6, dtype=np.float64).reshape(2, 3)
+assert np.allclose(unbroadcast(ramp, (1, 3)), [[3, 5, 7]]) and np.allclose(unbroadcast(ramp, (2, 1)), [[3], [12]])
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Topological order
+#
+# A node's `backward` needs the *complete* gradient of its output — the sum
+# over every path from the loss — before it runs. So the nodes must be
+# visited in reverse topological order: a tensor only after every tensor
+# computed from it.
+#
+# The classic recursive depth-first search hits Python's recursion limit
+# (1000 frames) on a long chain such as an unrolled RNN. Write it with an
+# explicit stack instead. Only tensors that require a gradient are part of
+# the graph: constants are not visited.
+#
+# A node whose graph was freed by an earlier backward has `fn.inputs is None`;
+# walking through it is an error (see the next task).
+#
+# ### Task `autograd_toposort`
+
+# %% nbgrader={"grade": false, "grade_id": "autograd_toposort_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _freed_graph_error(t: Tensor) -> RuntimeError:
+    return RuntimeError(
+        f"backward: the graph through {t._ctx!r} (output shape {t.shape}) was already freed by an "
+        "earlier backward(); call backward(retain_graph=True) the first time to go through it twice"
+    )
+
+
+def topological_order(root: Tensor) -> list[Tensor]:
+    """Every tensor ``root`` depends on (that requires grad), inputs before the outputs they feed."""
+    ### BEGIN SOLUTION
+    order: list[Tensor] = []
+    visited: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        t, children_done = stack.pop()
+        if children_done:
+            order.append(t)
+            continue
+        if id(t) in visited:
+            continue
+        visited.add(id(t))
+        stack.append((t, True))
+        if t._ctx is not None:
+            if t._ctx.inputs is None:
+                raise _freed_graph_error(t)
+            stack.extend((x, False) for x in t._ctx.inputs if x.requires_grad and id(x) not in visited)
+    return order
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "autograd_toposort", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+a = Tensor([1.0, 2.0], requires_grad=True)
+b = Tensor([3.0, 4.0], requires_grad=True)
+c = a * b
+d = c + a          # a feeds d directly and through c
+e = d.sum()
+order = topological_order(e)
+position = {id(t): i for i, t in enumerate(order)}
+assert len(order) == 5 and order[-1] is e
+assert position[id(a)] < position[id(c)] < position[id(d)] < position[id(e)]
+### BEGIN HIDDEN TESTS
+assert position[id(b)] < position[id(c)]
+constant = Tensor([5.0, 6.0])
+f = (a * constant).sum()
+assert all(t is not constant for t in topological_order(f)), "constants are not part of the graph"
+x = Tensor([1.0], requires_grad=True)
+y = x
+for _ in range(5000):
+    y = y * 1.0
+assert len(topological_order(y)) == 5001, "no recursion limit"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## The backward pass
+#
+# `backward(root, grad=None, retain_graph=False)`:
+#
+# 1. the gradient of `root` with respect to itself is `grad`, or 1 when
+#    `root` holds one number (a loss) — anything else needs an explicit
+#    `grad` of root's shape;
+# 2. walk the topological order backwards, keeping a dict from tensor id to
+#    the gradient summed so far; a node's gradient is complete when it is
+#    reached, so pop it;
+# 3. for a node with a `_ctx`, call `_ctx.backward(grad)`; its result is one
+#    gradient per input (a bare array for a one-input op, None for an input
+#    that needs none); `unbroadcast` each to its input's shape, cast it to
+#    the input's dtype, and add it to that input's running sum;
+# 4. a leaf (no `_ctx`) that requires a gradient gets it **accumulated** into
+#    `.grad`: a second backward adds to the first (that is what makes
+#    gradient accumulation over micro-batches work), until someone sets
+#    `.grad = None`;
+# 5. unless `retain_graph`, free each node after use — drop its saved arrays
+#    and inputs — so the activations it held can go; a second backward
+#    through the same graph is then a clear error.
+#
+# One detail in step 4: the first gradient stored into a leaf must be an
+# array nobody else holds, because later accumulation adds into it in place.
+# An op such as `Add` hands the *same* array to both its inputs, and `Expand`
+# or `Reshape` hand back views; those get copied.
+#
+# ### Task `autograd_backward`
+
+# %% nbgrader={"grade": false, "grade_id": "autograd_backward_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _initial_grad(root: Tensor, grad: Any) -> Any:
+    """The gradient backward() starts from, checked against root's shape and device."""
+    xp = root.device.xp
+    if grad is None:
+        if root.data.size != 1:
+            raise ShapeError(
+                f"backward: grad can be left out only for a one-element tensor (a loss); "
+                f"got shape {root.shape}: pass grad= of that shape"
+            )
+        with root.device:
+            return xp.ones(root.data.shape, root.dtype)
+    if isinstance(grad, Tensor):
+        if grad.device is not root.device:
+            raise ValueError(f"backward: grad is on {grad.device} but the tensor is on {root.device}")
+        grad = grad.data
+    with root.device:
+        grad = xp.array(grad, dtype=root.dtype)  # a copy: the caller's array is never written to
+    if grad.shape != root.data.shape:
+        raise ShapeError(f"backward: grad has shape {grad.shape} but the tensor has shape {root.shape}")
+    return grad
+
+
+def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
+    ### BEGIN SOLUTION
+    if not root.requires_grad:
+        raise RuntimeError(
+            "backward: this tensor does not require grad and has no graph; "
+            "did an input have requires_grad=True, and was it computed outside no_grad()?"
+        )
+    grads = {id(root): _initial_grad(root, grad)}
+    stored: set[int] = set()
+    for t in reversed(topological_order(root)):
+        g = grads.pop(id(t), None)
+        if g is None:
+            continue
+        fn = t._ctx
+        if fn is None:
+            _accumulate(t, g, stored)
+            continue
+        input_grads = fn.backward(g)
+        if not isinstance(input_grads, tuple):
+            input_grads = (input_grads,)
+        for x, gx in zip(fn.inputs, input_grads):
+            if gx is None or not x.requires_grad:
+                continue
+            if gx.shape != x.data.shape:
+                gx = unbroadcast(gx, x.data.shape)
+            if gx.dtype != x.dtype:
+                gx = gx.astype(x.dtype)
+            grads[id(x)] = gx if id(x) not in grads else grads[id(x)] + gx
+        if not retain_graph:
+            fn.saved, fn.inputs = None, None
+    ### END SOLUTION
+
+
+def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
+    """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
+    ### BEGIN SOLUTION
+    if leaf.grad is None:
+        if g.base is not None or id(g) in stored:
+            g = g.copy()
+        stored.add(id(g))
+        leaf.grad = Tensor._wrap(g, leaf.device)
+    else:
+        leaf.grad.data += g
+    ### END SOLUTION
+
+
+# %% [markdown]
+# Try it on a tiny network: one linear layer and a squared error. Compare
+# with the derivative by hand: for L = Σ (x·w − y)², ∂L/∂w = 2 xᵀ(x·w − y).
+
+# %%
+x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+w = Tensor([[0.5], [-0.5]], requires_grad=True)
+y = Tensor([[1.0], [0.0]])
+loss = ((x @ w - y) ** 2).sum()
+backward(loss)
+print("autograd :", w.grad.data.ravel())
+print("by hand  :", (2 * x.data.T @ (x.data @ w.data - y.data)).ravel())
+
+# %% nbgrader={"grade": true, "grade_id": "autograd_backward", "locked": true, "points": 4, "schema_version": 3, "solution": false}
+a = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+b = Tensor([10.0, 20.0], requires_grad=True)
+backward((a * b + a).sum())
+assert np.allclose(a.grad.data, [[11, 21], [11, 21]]) and np.allclose(b.grad.data, [4, 6])
+assert b.grad.shape == (2,) and b.grad.dtype == np.float32, "broadcast gradient reduced to (2,), dtype kept"
+backward((a * 2).sum())
+assert np.allclose(a.grad.data, [[13, 23], [13, 23]]), "a second backward accumulates into .grad"
+loss = (a * a).sum()
+backward(loss)
+try:
+    backward(loss)
+    raise AssertionError("a second backward through a freed graph must raise")
+except RuntimeError as err:
+    assert "retain_graph" in str(err)
+### BEGIN HIDDEN TESTS
+p = Tensor([2.0, 3.0], requires_grad=True)
+q = (p * p).sum()
+backward(q, retain_graph=True)
+backward(q)
+assert np.allclose(p.grad.data, [8, 12]), "retain_graph allows a second pass"
+s = Tensor([1.0, 2.0], requires_grad=True)
+t = s + s
+backward(t, grad=np.array([1.0, 1.0], np.float32))
+assert np.allclose(s.grad.data, [2, 2])
+u = Tensor([1.0, 2.0], requires_grad=True)
+v = Tensor([3.0, 4.0], requires_grad=True)
+backward((u + v).sum())
+u.grad.data += 100
+assert np.allclose(v.grad.data, [1, 1]), "two leaves must not share one gradient array"
+try:
+    backward(Tensor([1.0, 2.0], requires_grad=True) * 2)
+    raise AssertionError("a non-scalar root needs grad=")
+except ShapeError:
+    pass
+chain = Tensor([1.0], requires_grad=True)
+out = chain
+for _ in range(10000):
+    out = out * 1.0
+backward(out.sum())
+assert np.allclose(chain.grad.data, 1.0), "a 10,000-op chain works"
+m = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+backward(m.sum(axis=0).max())
+assert m.grad.shape == (2, 3) and m.grad.data.flags.writeable
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Switching recording off: `no_grad()`
+#
+# Evaluating a model or updating parameters needs no graph, and recording
+# one costs memory (every node keeps its saved arrays). `no_grad()` turns
+# recording off for a block or a function; `enable_grad()` turns it back on
+# inside one. Both must restore the previous mode on the way out — also when
+# the block raises, and also when they are nested or the decorated function
+# calls itself.
+#
+# ### Task `autograd_grad_mode`
+
+# %% nbgrader={"grade": false, "grade_id": "autograd_grad_mode_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Record the graph or not inside a ``with`` block or a decorated function."""
+
+    def __init__(self, mode: bool) -> None:
+        self.mode = bool(mode)
+        self._previous: list[bool] = []
+
+    def __enter__(self) -> set_grad_enabled:
+        ### BEGIN SOLUTION
+        self._previous.append(GradMode.enabled)
+        GradMode.enabled = self.mode
+        return self
+        ### END SOLUTION
+
+    def __exit__(self, *exc: Any) -> None:
+        ### BEGIN SOLUTION
+        GradMode.enabled = self._previous.pop()
+        ### END SOLUTION
+
+
+class no_grad(set_grad_enabled):
+    """Do not record the graph (evaluation, parameter updates)."""
+
+    def __init__(self) -> None:
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Record the graph again, inside a no_grad() block."""
+
+    def __init__(self) -> None:
+        super().__init__(True)
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops record the graph right now."""
+    return GradMode.enabled
+
+
+# %% nbgrader={"grade": true, "grade_id": "autograd_grad_mode", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+w = Tensor([1.0, 2.0], requires_grad=True)
+with no_grad():
+    assert not is_grad_enabled()
+    y = w * 2
+    with enable_grad():
+        z = w * 2
+assert is_grad_enabled()
+assert not y.requires_grad and y._ctx is None and z.requires_grad
+### BEGIN HIDDEN TESTS
+@no_grad()
+def depth(n):
+    assert not is_grad_enabled()
+    return 0 if n == 0 else 1 + depth(n - 1)
+
+assert depth(3) == 3 and is_grad_enabled(), "a decorated recursive function restores the mode"
+try:
+    with no_grad():
+        raise KeyError("boom")
+except KeyError:
+    pass
+assert is_grad_enabled(), "an exception inside no_grad() restores the mode"
+with set_grad_enabled(False):
+    assert not (w * 3).requires_grad
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Trust, but verify: gradcheck
+#
+# Every `backward` in module 01 is a claim. The derivative's definition
+# checks it: for a small ε,
+#
+# ∂L/∂xᵢ ≈ (L(x + ε eᵢ) − L(x − ε eᵢ)) / 2ε,
+#
+# with an error of order ε². In float32 the two losses differ in only a few
+# significant digits, so gradcheck insists on **float64** inputs.
+#
+# For an op with a non-scalar output we check the gradient of
+# L = Σ out · v for a fixed random v (one backward pass covers every
+# output element at once — a random direction catches a wrong entry with
+# probability 1). Perturb each input element in place, recompute, restore.
+# Raise a `GradcheckError` that names the input, the element, and both
+# values; return True when everything agrees.
+#
+# ### Task `autograd_gradcheck`
+
+# %% nbgrader={"grade": false, "grade_id": "autograd_gradcheck_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class GradcheckError(AssertionError):
+    """An analytic gradient that disagrees with central differences."""
+
+
+def gradcheck(
+    fn: Callable[..., Tensor],
+    *inputs: Tensor,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    seed: int = 0,
+) -> bool:
+    """Check fn's gradients for every input that requires grad against float64 central differences."""
+    ### BEGIN SOLUTION
+    checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input requires grad; pass tensors made with requires_grad=True")
+    for i in checked:
+        if inputs[i].dtype != float64:
+            raise TypeError(f"gradcheck: input {i} is {inputs[i].dtype}; central differences need float64")
+    out = fn(*inputs)
+    if not isinstance(out, Tensor) or not is_floating(out.dtype):
+        raise TypeError(f"gradcheck: fn must return a floating Tensor; got {type(out).__name__}")
+    xp = out.device.xp
+    with out.device:
+        v = xp.asarray(np.random.default_rng(seed).standard_normal(out.shape))
+
+    def projected(result: Tensor) -> float:
+        return float((result.data * v).sum())
+
+    for i in checked:
+        inputs[i].grad = None
+    backward((out * Tensor._wrap(v, out.device)).sum())
+    for i in checked:
+        x = inputs[i]
+        analytic = np.zeros(x.shape) if x.grad is None else np.asarray(x.grad.numpy(), dtype=np.float64)
+        numeric = np.zeros(x.shape)
+        with no_grad():
+            for idx in np.ndindex(*x.shape):
+                original = x.data[idx].item()
+                x.data[idx] = original + eps
+                plus = projected(fn(*inputs))
+                x.data[idx] = original - eps
+                minus = projected(fn(*inputs))
+                x.data[idx] = original
+                numeric[idx] = (plus - minus) / (2 * eps)
+        bad = ~np.isclose(analytic, numeric, atol=atol, rtol=rtol)
+        if bad.any():
+            worst = np.unravel_index(np.argmax(np.where(bad, np.abs(analytic - numeric), -1)), x.shape)
+            raise GradcheckError(
+                f"gradcheck: input {i} (shape {x.shape}) disagrees with central differences at "
+                f"{tuple(int(j) for j in worst)}: backward gives {analytic[worst]:.6g}, "
+                f"finite differences give {numeric[worst]:.6g} ({int(bad.sum())} of {bad.size} elements off)"
+            )
+    return True
+    ### END SOLUTION
+
+
+# %% [markdown]
+# Now every op of module 01 can be checked — composite ones (`mean`, `var`,
+# `min`) included. The package's test suite runs this over a table of every
+# op on randomly generated shapes; here a few by hand.
+
+# %%
+x = Tensor(np.random.default_rng(1).standard_normal((3, 4)), requires_grad=True)
+for name, f in [("tanh", lambda t: t.tanh()), ("var", lambda t: t.var(axis=0)),
+                ("softmax-ish", lambda t: t.exp() / t.exp().sum(axis=1, keepdims=True))]:
+    print(name, gradcheck(f, x))
+
+# %% nbgrader={"grade": true, "grade_id": "autograd_gradcheck", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+rng = np.random.default_rng(0)
+x = Tensor(rng.standard_normal((3, 4)), requires_grad=True)
+w = Tensor(rng.standard_normal((4, 2)), requires_grad=True)
+assert gradcheck(lambda a, b: (a @ b).tanh(), x, w)
+assert gradcheck(lambda a: a.sigmoid() * a, x)
+
+
+class WrongSquare(Function):
+    def forward(self, a):
+        self.save_for_backward(a)
+        return a * a
+
+    def backward(self, grad):
+        (a,) = self.saved
+        return grad * a  # the factor 2 is missing
+
+
+try:
+    gradcheck(lambda a: WrongSquare.apply(a), x)
+    raise AssertionError("gradcheck must catch a wrong backward")
+except GradcheckError as err:
+    assert "input 0" in str(err)
+### BEGIN HIDDEN TESTS
+try:
+    gradcheck(lambda a: a * 2, Tensor([1.0, 2.0], requires_grad=True))
+    raise AssertionError("float32 inputs must be refused")
+except TypeError as err:
+    assert "float64" in str(err)
+b = Tensor(rng.standard_normal(4), requires_grad=True)
+assert gradcheck(lambda a, c: (a + c).sum(axis=0), x, b), "broadcast inputs"
+assert gradcheck(lambda a: a.T.reshape(2, 6)[1], x)
+nc = Tensor(rng.standard_normal((4, 3)), requires_grad=True)
+assert gradcheck(lambda a: (a * a).exp(), nc), "non-square shapes"
+assert x.grad is not None
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Systems corner
+#
+# * **Memory over time.** During the forward pass the saved arrays of every
+#   node pile up; the backward pass releases them node by node, latest first.
+#   Peak memory of training is therefore at the start of backward. Freeing
+#   (`fn.saved = None`) is what lets the activations go.
+# * **Cost.** Backward costs about twice the forward: a matmul's backward is
+#   two matmuls. The engine's own overhead — the sort and the dict — is
+#   per node, not per element, so it matters only for tiny tensors. Module
+#   08's benchmarks measure it in µs per op.
+# * **Why accumulate?** Summing into `.grad` rather than overwriting it is
+#   what lets a parameter used twice (weight tying) get both contributions,
+#   and lets a Trainer accumulate gradients over several micro-batches
+#   before one optimizer step. The price: something must reset `.grad`
+#   between steps — the optimizer's `zero_grad()`.
