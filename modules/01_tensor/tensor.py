@@ -60,7 +60,6 @@
 #| export
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -398,8 +397,9 @@ class Function:
 # array of a supported dtype on the right device:
 #
 # * a Tensor → a copy of its array;
-# * a NumPy / CuPy array → that array (its dtype kept unless `dtype` says
-#   otherwise; float64 data stays float64 because the user chose it);
+# * a NumPy / CuPy array → a copy of it (its dtype kept unless `dtype` says
+#   otherwise; float64 data stays float64 because the user chose it —
+#   `from_numpy` is the way to share memory instead);
 # * Python numbers and nested lists → float32 for floats, int64 for ints,
 #   bool for bools — never float64 by accident;
 # * anything else (strings, ragged lists, unsupported dtypes) → a `TypeError`
@@ -413,9 +413,9 @@ def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
     if isinstance(data, Tensor):
         array, src = data.data.copy(), data._device
     elif isinstance(data, np.ndarray | np.generic):
-        array, src = np.asarray(data), Device("cpu", 0)
+        array, src = np.array(data, order="K"), Device("cpu", 0)  # a copy that keeps the layout
     elif type(data).__module__.startswith("cupy"):
-        array, src = data, _device_of(data)
+        array, src = data.copy(), _device_of(data)
     else:
         try:
             array = np.asarray(data)
@@ -1723,6 +1723,9 @@ def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tenso
 assert Tensor([1.0, 2.0]).dtype == float32, "Python floats become float32"
 assert Tensor([1, 2]).dtype == int64 and Tensor([True]).dtype == bool_
 assert Tensor(np.zeros(3, np.float64)).dtype == float64, "NumPy arrays keep their dtype"
+shared = np.zeros(2, np.float32)
+Tensor(shared).data[0] = 1
+assert shared[0] == 0, "Tensor(array) copies the array"
 assert Tensor([1, 2], dtype="float16").dtype == float16
 assert tensor([[1.0, 2.0]]).shape == (1, 2) and zeros(2, 3).shape == (2, 3) and ones((4,)).dtype == float32
 assert full((2,), 7).dtype == int64 and arange(5).tolist() == [0, 1, 2, 3, 4] and arange(0, 1, 0.5).dtype == float32

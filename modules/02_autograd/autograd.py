@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.tensor import Device, Function, GradMode, ShapeError, Tensor, float64, is_floating
+from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating
 
 # %% [markdown]
 # ## Broadcast gradients go back to their input's shape
@@ -498,6 +498,9 @@ x = Tensor(np.random.default_rng(1).standard_normal((3, 4)), requires_grad=True)
 for name, f in [("tanh", lambda t: t.tanh()), ("var", lambda t: t.var(axis=0)),
                 ("softmax-ish", lambda t: t.exp() / t.exp().sum(axis=1, keepdims=True))]:
     print(name, gradcheck(f, x))
+
+# %%
+from tinyflo.core.tensor import Function
 
 # %% nbgrader={"grade": true, "grade_id": "autograd_gradcheck", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 rng = np.random.default_rng(0)

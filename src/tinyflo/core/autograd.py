@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.tensor import Device, Function, GradMode, ShapeError, Tensor, float64, is_floating
+from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating
 
 
 def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -243,9 +242,9 @@ def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
     if isinstance(data, Tensor):
         array, src = data.data.copy(), data._device
     elif isinstance(data, np.ndarray | np.generic):
-        array, src = np.asarray(data), Device("cpu", 0)
+        array, src = np.array(data, order="K"), Device("cpu", 0)  # a copy that keeps the layout
     elif type(data).__module__.startswith("cupy"):
-        array, src = data, _device_of(data)
+        array, src = data.copy(), _device_of(data)
     else:
         try:
             array = np.asarray(data)

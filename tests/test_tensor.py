@@ -1,0 +1,379 @@
+"""The Tensor of module 01: values against NumPy, dtype rules, devices, and errors people read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import tinyflo
+from tinyflo import DeviceError, ShapeError, Tensor
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FLOATS = [tinyflo.float16, tinyflo.float32, tinyflo.float64]
+
+
+def arrays(shape, dtype=np.float32, low=-3.0, high=3.0):
+    """A strategy for arrays of ``shape`` with finite values in [low, high]."""
+    return hnp.arrays(dtype, shape, elements=st.floats(low, high, width=32))
+
+
+# ----- task tensor_dtypes -------------------------------------------------------
+
+@pytest.mark.task("tensor_dtypes")
+@pytest.mark.parametrize("a", FLOATS + [tinyflo.int32, tinyflo.int64, tinyflo.bool_])
+@pytest.mark.parametrize("b", FLOATS + [tinyflo.int32, tinyflo.int64, tinyflo.bool_])
+def test_promotion_never_invents_float64(a, b):
+    result = tinyflo.promote_types(a, b)
+    assert result == tinyflo.promote_types(b, a)
+    if tinyflo.float64 not in (a, b):
+        assert result != tinyflo.float64
+    floats = [d for d in (a, b) if d.kind == "f"]
+    if floats:
+        assert result == max(floats, key=lambda d: d.itemsize)
+
+
+# ----- task tensor_creation -----------------------------------------------------
+
+@pytest.mark.task("tensor_creation")
+def test_python_data_defaults():
+    assert Tensor([1.5, 2]).dtype == tinyflo.float32
+    assert Tensor([1, 2]).dtype == tinyflo.int64
+    assert Tensor([True, False]).dtype == tinyflo.bool_
+    assert Tensor(np.arange(3, dtype=np.float64)).dtype == tinyflo.float64
+    assert Tensor(np.arange(3, dtype=np.int32)).dtype == tinyflo.int32
+    assert tinyflo.tensor(2.0, dtype=float).dtype == tinyflo.float32
+
+
+@pytest.mark.task("tensor_creation")
+def test_constructors(device):
+    assert tinyflo.zeros(2, 3, device=device).shape == (2, 3)
+    assert tinyflo.zeros((2, 3), device=device).tolist() == [[0, 0, 0], [0, 0, 0]]
+    assert tinyflo.ones(4, dtype="float16", device=device).dtype == tinyflo.float16
+    assert tinyflo.full((2,), 3.5, device=device).tolist() == [3.5, 3.5]
+    assert tinyflo.full(2, True).dtype == tinyflo.bool_
+    assert tinyflo.arange(2, 8, 2, device=device).tolist() == [2, 4, 6]
+    assert tinyflo.arange(1.0).dtype == tinyflo.float32
+    x = tinyflo.randn(3, 4, device=device, requires_grad=True)
+    assert x.requires_grad and x.is_leaf and x.device == tinyflo.device(device)
+    for like in (tinyflo.zeros_like, tinyflo.ones_like, tinyflo.rand_like, tinyflo.randn_like):
+        y = like(x)
+        assert y.shape == x.shape and y.dtype == x.dtype and y.device is x.device
+    assert tinyflo.full_like(x, 7.0).numpy().max() == 7.0
+
+
+@pytest.mark.task("tensor_creation")
+def test_manual_seed_reproduces_draws():
+    tinyflo.manual_seed(123)
+    first = (tinyflo.randn(5).numpy(), tinyflo.rand(5).numpy())
+    tinyflo.manual_seed(123)
+    again = (tinyflo.randn(5).numpy(), tinyflo.rand(5).numpy())
+    assert all(np.array_equal(x, y) for x, y in zip(first, again))
+    tinyflo.manual_seed(124)
+    assert not np.array_equal(tinyflo.randn(5).numpy(), first[0])
+
+
+@pytest.mark.task("tensor_creation")
+def test_random_statistics():
+    tinyflo.manual_seed(0)
+    normal = tinyflo.randn(200_000).numpy()
+    uniform = tinyflo.rand(200_000).numpy()
+    assert abs(normal.mean()) < 0.01 and abs(normal.std() - 1) < 0.01
+    assert 0 <= uniform.min() and uniform.max() < 1 and abs(uniform.mean() - 0.5) < 0.01
+    assert normal.dtype == np.float32 and tinyflo.randn(3, dtype="float16").dtype == tinyflo.float16
+
+
+@pytest.mark.task("tensor_creation")
+def test_from_numpy_shares_memory_and_tensor_copies():
+    array = np.zeros(3, np.float32)
+    shared, copied = tinyflo.from_numpy(array), Tensor(array)
+    array[0] = 5
+    assert shared.tolist()[0] == 5 and copied.tolist()[0] == 0
+    source = Tensor([1.0])
+    Tensor(source).data[0] = 9
+    assert source.item() == 1.0
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: Tensor("abc"), ["tensor", "str"]),
+        (lambda: Tensor([[1, 2], [3]]), ["rectangular"]),
+        (lambda: Tensor(np.zeros(2, np.complex64)), ["complex64"]),
+        (lambda: tinyflo.zeros(2, dtype="int8"), ["dtype", "int8", "float32"]),
+        (lambda: tinyflo.zeros(2, -1), ["zeros", "shape", "-1"]),
+        (lambda: tinyflo.randn(2, dtype="int64"), ["randn", "floating", "int64"]),
+        (lambda: Tensor([1, 2], requires_grad=True), ["floating", "int64"]),
+        (lambda: tinyflo.device("gpu"), ["device", "'cpu'", "'gpu'"]),
+        (lambda: tinyflo.device("cuda:99"), ["cuda:99"]),
+        (lambda: tinyflo.manual_seed(-1), ["manual_seed", "-1"]),
+        (lambda: Tensor([1.0, 2.0]).item(), ["item", "(2,)"]),
+    ],
+)
+def test_bad_input_names_the_argument(make, words):
+    with pytest.raises((TypeError, ValueError)) as info:
+        make()
+    for word in words:
+        assert word in str(info.value), f"{word!r} missing from: {info.value}"
+
+
+# ----- tasks tensor_arithmetic / tensor_elementwise: values and dtypes --------
+
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / b, np.divide),
+}
+UNARY = {
+    "exp": (lambda t: t.exp(), np.exp),
+    "log": (lambda t: (abs(t) + 0.5).log(), lambda x: np.log(np.abs(x) + 0.5)),
+    "sqrt": (lambda t: abs(t).sqrt(), lambda x: np.sqrt(np.abs(x))),
+    "tanh": (lambda t: t.tanh(), np.tanh),
+    "sigmoid": (lambda t: t.sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
+    "relu": (lambda t: t.relu(), lambda x: np.maximum(x, 0)),
+    "abs": (lambda t: abs(t), np.abs),
+    "neg": (lambda t: -t, np.negative),
+    "square": (lambda t: t ** 2, np.square),
+}
+
+
+@pytest.mark.task("tensor_arithmetic")
+@pytest.mark.parametrize("name", BINARY)
+@SETTINGS
+@given(data=st.data())
+def test_binary_ops_broadcast_like_numpy(name, data, device):
+    shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4))
+    x = data.draw(arrays(shapes.input_shapes[0]))
+    y = data.draw(arrays(shapes.input_shapes[1], low=0.5, high=3.0))
+    ours, theirs = BINARY[name]
+    out = ours(Tensor(x, device=device), Tensor(y, device=device))
+    assert out.shape == shapes.result_shape and out.dtype == tinyflo.float32
+    np.testing.assert_allclose(out.numpy(), theirs(x, y), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.task("tensor_elementwise")
+@pytest.mark.parametrize("name", UNARY)
+@SETTINGS
+@given(x=arrays(hnp.array_shapes(min_dims=0, max_dims=3, max_side=5), low=-5, high=5))
+def test_unary_ops_match_numpy(name, x, device):
+    ours, theirs = UNARY[name]
+    expected = theirs(x.astype(np.float64))
+    np.testing.assert_allclose(ours(Tensor(x, device=device)).numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.task("tensor_elementwise")
+def test_sigmoid_is_stable_at_extremes():
+    out = Tensor([-1e4, -100.0, 0.0, 100.0, 1e4]).sigmoid().numpy()
+    assert np.all(np.isfinite(out)) and out[0] == 0 and out[-1] == 1 and out[2] == 0.5
+
+
+# Every op, on each floating dtype, with tensor and Python-scalar operands: dtype in == dtype out.
+DTYPE_OPS = {
+    **{f"{k}-tensor": (lambda f: lambda t: f(t, t + 1))(v[0]) for k, v in BINARY.items()},
+    **{f"{k}-scalar": (lambda f: lambda t: f(t, 2.5))(v[0]) for k, v in BINARY.items()},
+    **{f"{k}-rscalar": (lambda f: lambda t: f(3, t + 1))(v[0]) for k, v in BINARY.items()},
+    **{k: v[0] for k, v in UNARY.items()},
+    "pow-scalar": lambda t: t ** 0.5,
+    "rpow": lambda t: 2 ** t,
+    "numpy-scalar": lambda t: t * np.float64(2.0) + np.sqrt(2.0),
+    "matmul": lambda t: t @ t.T,
+    "sum": lambda t: t.sum(axis=0),
+    "mean": lambda t: t.mean(),
+    "var": lambda t: t.var(axis=1),
+    "max": lambda t: t.max(axis=1),
+    "min": lambda t: t.min(),
+    "clip": lambda t: t.clip(0.1, 0.9),
+    "where": lambda t: tinyflo.where(t > 0.5, t, 0.0),
+    "reshape": lambda t: t.reshape(-1),
+    "permute": lambda t: t.permute(1, 0),
+    "expand": lambda t: t.expand(2, 3, 4),
+    "getitem": lambda t: t[[0, 0, 1]],
+    "cat": lambda t: tinyflo.cat([t, t], axis=1),
+    "stack": lambda t: tinyflo.stack([t, t]),
+}
+
+
+@pytest.mark.task("tensor_dtypes")
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("op", DTYPE_OPS)
+def test_every_op_keeps_the_dtype(op, dtype, device):
+    x = tinyflo.rand(3, 4, dtype=dtype, device=device, requires_grad=True)
+    out = DTYPE_OPS[op](x)
+    assert out.dtype == dtype, f"{op} turned {dtype} into {out.dtype}"
+    out.sum().backward()
+    assert x.grad.dtype == dtype, f"the gradient of {op} is {x.grad.dtype}, not {dtype}"
+
+
+@pytest.mark.task("tensor_dtypes")
+def test_integer_rules():
+    i = tinyflo.arange(4)
+    assert (i + 1).dtype == tinyflo.int64 and (i * 0.5).dtype == tinyflo.float32
+    assert (i / 2).dtype == tinyflo.float32 and (1 / i[1:]).dtype == tinyflo.float32
+    assert i.mean().dtype == tinyflo.float32 and i.exp().dtype == tinyflo.float32
+    assert i.sum().dtype == tinyflo.int64 and (i > 1).sum().dtype == tinyflo.int64
+    assert (Tensor([True]) + 1).dtype == tinyflo.int64
+    assert (i + Tensor([1.0], dtype="float16")).dtype == tinyflo.float16
+
+
+# ----- task tensor_matmul ---------------------------------------------------------
+
+@pytest.mark.task("tensor_matmul")
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [((2, 3), (3, 4)), ((5, 2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)), ((3,), (3,)), ((2, 1, 2, 3), (4, 3, 2))],
+)
+def test_matmul_matches_numpy(a_shape, b_shape, device):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(a_shape, np.float32), rng.standard_normal(b_shape, np.float32)
+    out = Tensor(a, device=device) @ Tensor(b, device=device)
+    np.testing.assert_allclose(out.numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.task("tensor_matmul")
+def test_matmul_error_names_both_shapes():
+    with pytest.raises(ShapeError, match=r"\(32, 785\) and \(784, 10\)"):
+        tinyflo.zeros(32, 785) @ tinyflo.zeros(784, 10)
+    with pytest.raises(ShapeError, match="at least one axis"):
+        tinyflo.tensor(2.0) @ tinyflo.zeros(2)
+
+
+# ----- task tensor_reductions -----------------------------------------------------
+
+@pytest.mark.task("tensor_reductions")
+@SETTINGS
+@given(
+    x=arrays(hnp.array_shapes(min_dims=1, max_dims=3, min_side=2, max_side=4)),
+    keepdims=st.booleans(),
+    data=st.data(),
+)
+def test_reductions_match_numpy(x, keepdims, data):
+    axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+    t = Tensor(x)
+    x64 = x.astype(np.float64)
+    for ours, theirs in [
+        (t.sum(axis, keepdims), x64.sum(axis, keepdims=keepdims)),
+        (t.mean(axis, keepdims), x64.mean(axis, keepdims=keepdims)),
+        (t.max(axis, keepdims), x64.max(axis, keepdims=keepdims)),
+        (t.min(axis, keepdims), x64.min(axis, keepdims=keepdims)),
+        (t.var(axis, keepdims), x64.var(axis, keepdims=keepdims, ddof=1)),
+        (t.argmax(axis, keepdims), x.argmax(axis, keepdims=keepdims)),
+    ]:
+        assert ours.shape == np.shape(theirs)
+        np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.task("tensor_reductions")
+def test_reduction_axis_errors():
+    with pytest.raises(ShapeError, match="axis 2 is out of range"):
+        tinyflo.zeros(2, 3).sum(axis=2)
+    with pytest.raises(ShapeError, match="empty"):
+        tinyflo.zeros(0).max()
+
+
+# ----- task tensor_shapes ---------------------------------------------------------
+
+@pytest.mark.task("tensor_shapes")
+def test_shape_ops_match_numpy(device):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = Tensor(x, device=device)
+    checks = [
+        (t.reshape(4, 6), x.reshape(4, 6)),
+        (t.reshape(-1, 4), x.reshape(-1, 4)),
+        (t.permute(2, 0, 1), x.transpose(2, 0, 1)),
+        (t.transpose(0, 2), x.swapaxes(0, 2)),
+        (t.T, x.T),
+        (t.flatten(), x.ravel()),
+        (t.flatten(1), x.reshape(2, 12)),
+        (t.unsqueeze(1), x[:, None]),
+        (t[:, :1].squeeze(1), x[:, 0]),
+        (t[:1].expand(3, 3, 4), np.broadcast_to(x[:1], (3, 3, 4))),
+        (t[1, ::2, -1], x[1, ::2, -1]),
+        (t[..., [0, 0, 3]], x[..., [0, 0, 3]]),
+        (t[t > 20], x[x > 20]),
+        (tinyflo.cat([t, t], axis=-1), np.concatenate([x, x], axis=-1)),
+        (tinyflo.stack([t, t], axis=1), np.stack([x, x], axis=1)),
+    ]
+    for ours, theirs in checks:
+        np.testing.assert_array_equal(ours.numpy(), theirs)
+
+
+@pytest.mark.task("tensor_shapes")
+@pytest.mark.parametrize(
+    "make, pattern",
+    [
+        (lambda t: t.reshape(5, 5), r"reshape: cannot reshape shape \(2, 3, 4\) \(24 elements\)"),
+        (lambda t: t.permute(0, 1), r"permute: axes \(0, 1\)"),
+        (lambda t: t.expand(3, 4), "expand"),
+        (lambda t: t[5], "getitem"),
+        (lambda t: tinyflo.cat([t, tinyflo.zeros(2, 2, 2)], axis=0), r"cat: shapes \[\(2, 3, 4\), \(2, 2, 2\)\]"),
+        (lambda t: tinyflo.stack([t, t[0]]), "stack: all tensors need one shape"),
+        (lambda t: t + tinyflo.zeros(5), r"add: inputs of shapes \(2, 3, 4\), \(5,\)"),
+    ],
+)
+def test_shape_errors(make, pattern):
+    with pytest.raises(ShapeError, match=pattern):
+        make(tinyflo.zeros(2, 3, 4))
+
+
+# ----- task tensor_select ---------------------------------------------------------
+
+@pytest.mark.task("tensor_select")
+def test_comparisons_where_clip(device):
+    a = Tensor([1.0, -2.0, 3.0], device=device)
+    assert (a > 0).tolist() == [True, False, True] and (a == 3.0).tolist() == [False, False, True]
+    assert (a <= Tensor([1.0, 0.0, 0.0], device=device)).tolist() == [True, True, False]
+    assert tinyflo.where(a > 0, a, -1.0).tolist() == [1, -1, 3]
+    assert a.clip(-1, 2).tolist() == [1, -1, 2]
+    assert (a > 0).requires_grad is False
+
+
+# ----- devices ------------------------------------------------------------------
+
+def test_virtual_cpu_devices_copy_and_mixing_is_an_error():
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    b = a.to("cpu:1")
+    assert b.device == tinyflo.device("cpu:1") and str(b.device) == "cpu:1"
+    assert not np.shares_memory(a.data, b.data), "a virtual device is separate memory"
+    with pytest.raises(DeviceError, match=r"cpu \(shape \(2,\)\) and cpu:1"):
+        a + b
+    with pytest.raises(DeviceError, match="different devices"):
+        tinyflo.cat([a, b])
+    (b * 3).sum().backward()
+    assert a.grad.device == a.device and a.grad.tolist() == [3, 3], "the gradient comes back to the source device"
+
+
+def test_devices_are_interned_values():
+    assert tinyflo.device("cpu") is tinyflo.device("cpu:0") is tinyflo.device(None)
+    assert repr(tinyflo.device("cpu:2")) == "cpu:2"
+    assert tinyflo.cuda_is_available() == (tinyflo.cuda_device_count() > 0)
+
+
+def test_to_and_conversions(device):
+    t = Tensor([[1.5, 2.5]], device=device)
+    assert t.to(dtype="float16").dtype == tinyflo.float16 and t.double().dtype == tinyflo.float64
+    assert t.long().tolist() == [[1, 2]] and t.to(device) is t
+    assert isinstance(t.numpy(), np.ndarray) and t.cpu().device == tinyflo.device("cpu")
+    assert t.sum().item() == 4.0 and isinstance(t.sum().item(), float)
+    assert "dtype=float32" in repr(t) and len(t) == 1 and t.numel() == 2
+
+
+@pytest.mark.gpu
+def test_gpu_round_trip():
+    x = tinyflo.randn(3, 4)
+    y = x.cuda()
+    assert y.device.type == "cuda" and type(y.data).__module__.startswith("cupy")
+    np.testing.assert_array_equal(y.cpu().numpy(), x.numpy())
+    with pytest.raises(DeviceError, match="cuda:0"):
+        x + y
+
+
+def test_setitem_refuses_tensors_in_the_graph():
+    w = tinyflo.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no_grad"):
+        w[0] = 1.0
+    with tinyflo.no_grad():
+        w[0] = 1.0
+    assert w.tolist() == [1, 0, 0]
