@@ -377,3 +377,18 @@ def test_setitem_refuses_tensors_in_the_graph():
     with tinyflo.no_grad():
         w[0] = 1.0
     assert w.tolist() == [1, 0, 0]
+
+
+# ----- task tensor_function -------------------------------------------------------
+
+@pytest.mark.task("tensor_function")
+def test_apply_records_a_node_only_when_a_gradient_is_wanted():
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    b = Tensor([3.0, 4.0])
+    c = a * b
+    assert type(c._ctx).__name__ == "Mul" and c._ctx.inputs == (a, b)
+    assert c._ctx.needs_input_grad == (True, False) and c.requires_grad and not c.is_leaf
+    assert (b * b)._ctx is None
+    with tinyflo.no_grad():
+        assert (a * b)._ctx is None
+    assert repr(c).endswith("grad_fn=<Mul>)")
