@@ -233,6 +233,13 @@ def test_matmul_matches_numpy(a_shape, b_shape, device):
 
 
 @pytest.mark.task("tensor_matmul")
+def test_matmul_skips_the_gradient_nobody_needs():
+    data, weight = tinyflo.randn(8, 3), tinyflo.randn(3, 2, requires_grad=True)
+    grads = (data @ weight)._ctx.backward(np.ones((8, 2), np.float32))
+    assert grads[0] is None and grads[1].shape == (3, 2)
+
+
+@pytest.mark.task("tensor_matmul")
 def test_matmul_error_names_both_shapes():
     with pytest.raises(ShapeError, match=r"\(32, 785\) and \(784, 10\)"):
         tinyflo.zeros(32, 785) @ tinyflo.zeros(784, 10)

@@ -1134,7 +1134,9 @@ assert Tensor([1, 2]).exp().dtype == float32, "exp of an integer tensor is float
 # axis is dropped from the result.
 #
 # For C = A B: ∂L/∂A = ∂L/∂C · Bᵀ and ∂L/∂B = Aᵀ · ∂L/∂C, with the transposes
-# over the last two axes. Handle the vector cases by giving them their
+# over the last two axes. Each is a full matmul, so compute only the ones
+# `self.needs_input_grad` asks for: the gradient with respect to a batch of
+# input data is a fifth of an MLP's training FLOPs, and nobody needs it. Handle the vector cases by giving them their
 # matrix shape in backward, then dropping it again. Batch axes that were
 # broadcast are summed back by the engine.
 #
@@ -1168,12 +1170,13 @@ class MatMul(Function):
             grad = grad[..., None, :]
         if b.ndim == 1:
             grad = grad[..., None]
-        grad_a = grad @ b2.swapaxes(-1, -2)
-        grad_b = a2.swapaxes(-1, -2) @ grad
-        if a.ndim == 1:
-            grad_a = grad_a[..., 0, :]
-        if b.ndim == 1:
-            grad_b = grad_b[..., 0]
+        grad_a = grad_b = None
+        if self.needs_input_grad[0]:  # skip a whole matmul for inputs like a data batch
+            grad_a = grad @ b2.swapaxes(-1, -2)
+            grad_a = grad_a[..., 0, :] if a.ndim == 1 else grad_a
+        if self.needs_input_grad[1]:
+            grad_b = a2.swapaxes(-1, -2) @ grad
+            grad_b = grad_b[..., 0] if b.ndim == 1 else grad_b
         return grad_a, grad_b
         ### END SOLUTION
 
@@ -1206,6 +1209,8 @@ assert gm.shape == (4, 3) and gv.shape == (3,) and _close(gv, B.T.T @ np.ones(4)
 vm = v @ b
 gv2, gb2 = vm._ctx.backward(np.ones(4, np.float32))
 assert gv2.shape == (3,) and gb2.shape == (3, 4) and _close(gb2, np.outer(v.data, np.ones(4)))
+g_data, g_weight = (Tensor(A) @ b)._ctx.backward(G)
+assert g_data is None and _close(g_weight, A.T @ G), "no matmul for an input that needs no gradient"
 ### END HIDDEN TESTS
 
 # %% [markdown]

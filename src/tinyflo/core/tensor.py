@@ -782,12 +782,13 @@ class MatMul(Function):
             grad = grad[..., None, :]
         if b.ndim == 1:
             grad = grad[..., None]
-        grad_a = grad @ b2.swapaxes(-1, -2)
-        grad_b = a2.swapaxes(-1, -2) @ grad
-        if a.ndim == 1:
-            grad_a = grad_a[..., 0, :]
-        if b.ndim == 1:
-            grad_b = grad_b[..., 0]
+        grad_a = grad_b = None
+        if self.needs_input_grad[0]:  # skip a whole matmul for inputs like a data batch
+            grad_a = grad @ b2.swapaxes(-1, -2)
+            grad_a = grad_a[..., 0, :] if a.ndim == 1 else grad_a
+        if self.needs_input_grad[1]:
+            grad_b = a2.swapaxes(-1, -2) @ grad
+            grad_b = grad_b[..., 0] if b.ndim == 1 else grad_b
         return grad_a, grad_b
 
 
