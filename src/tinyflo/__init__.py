@@ -6,62 +6,42 @@ the public names, the way ``torch`` does, so user code reads
 ``tinyflo.randn(...)`` and ``tinyflo.no_grad()``.
 """
 
-from tinyflo.core.autograd import (
-    GradcheckError,
-    backward,
-    enable_grad,
-    gradcheck,
-    is_grad_enabled,
-    no_grad,
-    set_grad_enabled,
-)
-from tinyflo.core.tensor import (
-    Device,
-    DeviceError,
-    Function,
-    ShapeError,
-    Tensor,
-    arange,
-    as_device,
-    as_dtype,
-    bfloat16,
-    bool_,
-    cat,
-    cuda_device_count,
-    cuda_is_available,
-    float16,
-    float32,
-    float64,
-    from_numpy,
-    full,
-    full_like,
-    int32,
-    int64,
-    manual_seed,
-    ones,
-    ones_like,
-    promote_types,
-    rand,
-    rand_like,
-    randn,
-    randn_like,
-    stack,
-    tensor,
-    uint8,
-    where,
-    zeros,
-    zeros_like,
-)
+import importlib
+from typing import Any
 
-device = as_device
+# The names each generated module provides. They are loaded on first use, so
+# `tinyflo export` (which lives in this package) still runs when a generated
+# file is missing or broken: it is the command that repairs them.
+_PUBLIC = {
+    "tinyflo.core.tensor": (
+        "Device", "DeviceError", "Function", "ShapeError", "Tensor", "arange", "as_device",
+        "as_dtype", "bfloat16", "bool_", "cat", "cuda_device_count", "cuda_is_available",
+        "float16", "float32", "float64", "from_numpy", "full", "full_like", "int32", "int64",
+        "manual_seed", "ones", "ones_like", "promote_types", "rand", "rand_like", "randn",
+        "randn_like", "stack", "tensor", "uint8", "where", "zeros", "zeros_like",
+    ),
+    "tinyflo.core.autograd": (
+        "GradcheckError", "backward", "enable_grad", "gradcheck", "is_grad_enabled", "no_grad",
+        "set_grad_enabled",
+    ),
+}
+_SOURCE = {name: (module, name) for module, names in _PUBLIC.items() for name in names}
+_SOURCE["device"] = ("tinyflo.core.tensor", "as_device")  # tinyflo.device("cuda:0"), as in torch
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SOURCE:
+        raise AttributeError(f"module 'tinyflo' has no attribute {name!r}")
+    module, attribute = _SOURCE[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SOURCE))
+
+
 __version__ = "0.1.0"
 
-__all__ = [
-    "Device", "DeviceError", "Function", "GradcheckError", "ShapeError", "Tensor",
-    "arange", "as_device", "as_dtype", "backward", "bfloat16", "bool_", "cat",
-    "cuda_device_count", "cuda_is_available", "device", "enable_grad", "float16",
-    "float32", "float64", "from_numpy", "full", "full_like", "gradcheck", "int32",
-    "int64", "is_grad_enabled", "manual_seed", "no_grad", "ones", "ones_like",
-    "promote_types", "rand", "rand_like", "randn", "randn_like", "set_grad_enabled",
-    "stack", "tensor", "uint8", "where", "zeros", "zeros_like",
-]
+__all__ = sorted(_SOURCE)

@@ -1,0 +1,275 @@
+"""Shared by every benchmark: interleaved timing, machine facts, result files."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tinyflo
+from benchmarks import MALLOC, THREAD_VARIABLES, THREADS, THREADS_SET_BEFORE_NUMPY
+
+BUSY = 0.05  # above this share of CPU taken by other processes, a result is flagged
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def optional_torch() -> Any:
+    """The torch module with its thread count fixed like NumPy's, or None when not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    return torch
+
+
+# ----- timing --------------------------------------------------------------------
+
+
+@dataclass
+class Timing:
+    """Seconds per call of one variant: median over rounds, quartiles, and ratio to the baseline."""
+
+    name: str
+    median_s: float
+    q1_s: float
+    q3_s: float
+    min_s: float
+    calls_per_sample: int
+    ratio: float = float("nan")
+    background_cpu: float = 0.0
+    samples_s: list[float] = field(default_factory=list)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range relative to the median (0.05 means the middle half lies within 5%)."""
+        return (self.q3_s - self.q1_s) / self.median_s
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    """(CPU seconds all processes spent busy, CPU seconds this process spent) since boot / start."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    hz = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq + steal) / hz, own.ru_utime + own.ru_stime
+
+
+def _time_calls(fn: Callable[[], object], number: int) -> float:
+    """Seconds per call of ``fn``, averaged over ``number`` back-to-back calls."""
+    gc.collect()  # start every sample from the same garbage state; gc stays on, as in real use
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - start) / number
+
+
+def compare(
+    variants: dict[str, Callable[[], object]],
+    baseline: str,
+    rounds: int = 11,
+    warmup: int = 3,
+    min_sample_s: float = 0.02,
+) -> dict[str, Timing]:
+    """Time every variant once per round, interleaved in rotating order; medians and ratios to ``baseline``.
+
+    Interleaving puts every variant under the same machine state (allocator,
+    caches, clock, neighbours), which on a small machine matters more than the
+    differences being measured. A sample repeats a fast variant until it lasts
+    ``min_sample_s``, so timer resolution does not count.
+    """
+    if baseline not in variants:
+        raise ValueError(f"compare: baseline {baseline!r} is not one of the variants {list(variants)}")
+    names = list(variants)
+    busy_start, own_start, wall_start = *_cpu_seconds(), time.perf_counter()
+    number = dict.fromkeys(names, 1)
+    for _ in range(warmup):
+        for name in names:
+            once = _time_calls(variants[name], 1)
+            number[name] = max(1, round(min_sample_s / once))
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(_time_calls(variants[name], number[name]))
+
+    busy_end, own_end = _cpu_seconds()
+    # The share of the machine's CPU time other processes took while we measured.
+    background = max(0.0, (busy_end - busy_start) - (own_end - own_start))
+    background /= (time.perf_counter() - wall_start) * (os.cpu_count() or 1)
+    timings = {}
+    for name in names:
+        q1, median, q3 = statistics.quantiles(samples[name], n=4, method="inclusive")
+        timings[name] = Timing(
+            name, median, q1, q3, min(samples[name]), number[name],
+            background_cpu=background, samples_s=samples[name],
+        )
+    for t in timings.values():
+        t.ratio = t.median_s / timings[baseline].median_s
+    return timings
+
+
+# ----- where the numbers come from ------------------------------------------------
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def _numpy_blas() -> str:
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    except Exception:  # older NumPy has no mode="dicts"; the BLAS line is a nicety
+        return "unknown"
+    return f"{blas.get('name', '?')} {blas.get('version', '')} ({blas.get('openblas configuration', '')})".strip()
+
+
+def _torch_blas(torch: Any) -> str:
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=([^,\s]+)", config)
+    mkl = re.search(r"Math Kernel Library Version ([^\s]+)", config)
+    return (blas.group(1) if blas else "unknown") + (f" {mkl.group(1)}" if mkl else "")
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine, the versions and the thread settings a result was measured with."""
+    torch = optional_torch()
+    commit = _git("rev-parse", "--short", "HEAD")
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    info = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "cores_usable": THREADS,
+        "threads": {v: os.environ.get(v) for v in THREAD_VARIABLES}
+        | {"set_before_numpy_import": THREADS_SET_BEFORE_NUMPY},
+        "malloc": MALLOC,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numpy_blas": _numpy_blas(),
+        "torch": torch.__version__ if torch else "not installed",
+        "tinyflo": tinyflo.__version__,
+        "git_commit": commit + (" (with uncommitted changes)" if dirty not in ("", "unknown") else ""),
+    }
+    if torch:
+        info["torch_threads"] = torch.get_num_threads()
+        info["torch_blas"] = _torch_blas(torch)
+    return info
+
+
+# ----- result files ------------------------------------------------------------------
+
+
+@dataclass
+class Table:
+    """One table of a result: a title, column headers, and rows of numbers or text."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return "—"
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value)
+
+
+def markdown_table(table: Table) -> str:
+    """A table as GitHub Markdown, numbers to three significant digits."""
+    lines = [
+        "| " + " | ".join(table.columns) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(table.columns))) + "|",
+    ]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.rows]
+    return "\n".join(lines)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def save_result(
+    name: str,
+    title: str,
+    description: str,
+    tables: list[Table],
+    timings: dict[str, Timing],
+    settings: dict[str, Any],
+    notes: Sequence[str] = (),
+) -> tuple[Path, Path]:
+    """Write ``results/<name>.json`` (every sample) and ``results/<name>.md`` (the tables)."""
+    machine = machine_info()
+    background = max(t.background_cpu for t in timings.values())
+    machine["background_cpu"] = f"{background:.1%} of the machine used by other processes (worst comparison)"
+    notes = list(notes)
+    if background > BUSY:
+        notes.insert(0, f"WARNING: other processes used {background:.0%} of the CPU during the measurement; "
+                        "the numbers are not comparable with a quiet run.")
+        print(f"warning: other processes used {background:.0%} of the CPU while measuring", file=sys.stderr)
+    RESULTS_DIR.mkdir(exist_ok=True)
+    record = {
+        "benchmark": name,
+        "title": title,
+        "description": description,
+        "machine": machine,
+        "settings": settings,
+        "tables": [asdict(t) for t in tables],
+        "timings": {k: asdict(t) | {"spread": t.spread} for k, t in timings.items()},
+        "notes": notes,
+    }
+    json_path, md_path = RESULTS_DIR / f"{name}.json", RESULTS_DIR / f"{name}.md"
+    _write_atomically(json_path, json.dumps(record, indent=2) + "\n")
+
+    parts = [f"# {title}", "", description, ""]
+    for table in tables:
+        parts += [f"## {table.title}", "", markdown_table(table), ""]
+    if notes:
+        parts += ["## Notes", ""] + [f"* {n}" for n in notes] + [""]
+    parts += ["## Settings", ""] + [f"* {k}: {v}" for k, v in settings.items()] + [""]
+    parts += ["## Machine", "", "| | |", "|---|---|"]
+    parts += [f"| {k} | {v} |" for k, v in machine.items()] + [""]
+    _write_atomically(md_path, "\n".join(parts))
+    return json_path, md_path
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    """The command line every benchmark shares: ``--rounds N``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=11, help="timed rounds per variant (default 11)")
+    return parser.parse_args()

@@ -1,0 +1,125 @@
+"""Notebooks from modules: the instructor's (solutions, hidden tests) and the student's release.
+
+The release is made by nbgrader's own `generate_assignment` preprocessors, run in
+process, so `tinyflo module start` hands out exactly what `nbgrader generate_assignment`
+releases.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tinyflo.course.source import Cell, CourseError, Module
+
+KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable")
+_CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def require(name: str) -> ModuleType:
+    """Import an optional course dependency, or explain how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise CourseError(
+            f"this command needs {name.split('.')[0]}, part of the course tools: "
+            "pip install 'tinyflo[course]'"
+        ) from None
+
+
+def instructor_notebook(module: Module) -> Any:
+    """The module as an nbformat v4 notebook, solutions and hidden tests included."""
+    jupytext = require("jupytext")
+    nbformat = require("nbformat")
+    parsed = jupytext.reads(module.path.read_text(encoding="utf-8"), fmt="py:percent")
+    notebook = nbformat.v4.new_notebook(
+        metadata={"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    )
+    for index, parsed_cell in enumerate(parsed.cells, start=1):
+        metadata = {
+            k: parsed_cell.metadata[k] for k in KEPT_CELL_METADATA if k in parsed_cell.metadata
+        }
+        make = {
+            "code": nbformat.v4.new_code_cell,
+            "markdown": nbformat.v4.new_markdown_cell,
+            "raw": nbformat.v4.new_raw_cell,
+        }[parsed_cell.cell_type]
+        cell = make(parsed_cell.source, metadata=metadata)
+        grade_id = metadata.get("nbgrader", {}).get("grade_id", "")
+        # Ids must not change between builds, or every rebuild would look like a new notebook.
+        cell.id = grade_id if _CELL_ID.match(grade_id) else f"cell-{index:03d}"
+        notebook.cells.append(cell)
+    ids = [cell.id for cell in notebook.cells]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise CourseError(f"{module.relpath()}: grade_id used by more than one cell: {duplicates}")
+    nbformat.validate(notebook)
+    return notebook
+
+
+def notebook_cells(notebook: Any) -> list[Cell]:
+    """A notebook's cells as `Cell`s, for the exporter."""
+    return [
+        Cell(cell.cell_type, cell.source, cell.metadata, index=index)
+        for index, cell in enumerate(notebook.cells, start=1)
+    ]
+
+
+def _release_stages() -> tuple[list[type], list[type]]:
+    """generate_assignment's preprocessors, before and after it saves cells to the gradebook."""
+    converters = require("nbgrader.converters")
+    preprocessors = require("nbgrader.preprocessors")
+    steps = list(
+        converters.GenerateAssignment.class_traits()["preprocessors"].make_dynamic_default()
+    )
+    cut = steps.index(preprocessors.SaveCells)
+    return steps[:cut], steps[cut + 1 :]
+
+
+def _apply(notebook: Any, steps: list[type], name: str) -> Any:
+    notebook = copy.deepcopy(notebook)
+    resources = {"metadata": {"name": name, "path": "."}}
+    for step in steps:
+        try:
+            notebook, resources = step().preprocess(notebook, resources)
+        except Exception as error:  # nbgrader explains metadata mistakes in its exceptions
+            raise CourseError(
+                f"{name}: nbgrader's {step.__name__} rejected the notebook: {error}"
+            ) from error
+    return notebook
+
+
+def graded_source(instructor: Any, name: str = "notebook") -> Any:
+    """The notebook as nbgrader's gradebook stores it: solutions cleared, hidden tests kept.
+
+    Locked cells of a submission are restored from this copy before grading.
+    """
+    before_save, _ = _release_stages()
+    return _apply(instructor, before_save, name)
+
+
+def student_notebook(instructor: Any, name: str = "notebook") -> Any:
+    """The release: solutions replaced by stubs, hidden tests removed, cells locked."""
+    before_save, after_save = _release_stages()
+    return _apply(_apply(instructor, before_save, name), after_save, name)
+
+
+def write_notebook(notebook: Any, path: Path) -> None:
+    """Write a notebook as nbformat v4 JSON, creating the folder."""
+    nbformat = require("nbformat")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(nbformat.writes(notebook) + "\n", encoding="utf-8", newline="\n")
+
+
+def read_notebook(path: Path) -> Any:
+    """Read an nbformat v4 notebook, explaining what is wrong with a broken file."""
+    nbformat = require("nbformat")
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except Exception as error:
+        raise CourseError(f"cannot read notebook {path}: {error}") from None

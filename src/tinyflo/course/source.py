@@ -1,0 +1,195 @@
+"""Course modules on disk: find them, name them, and read their percent-format cells.
+
+This file needs only the standard library, so `tinyflo export` works in a bare install.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class CourseError(Exception):
+    """A mistake in the course sources or in a command's arguments, explained for a person."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One notebook cell, read from a percent file or from a notebook."""
+
+    kind: str  # "code", "markdown" or "raw"
+    source: str
+    metadata: Mapping = field(default_factory=dict)
+    index: int = 0  # position among the cells, from 1
+    line: int | None = None  # line of the `# %%` header in a percent file
+
+    @property
+    def nbgrader(self) -> Mapping:
+        """The cell's nbgrader metadata ({} when it has none)."""
+        return self.metadata.get("nbgrader") or {}
+
+    @property
+    def grade_id(self) -> str | None:
+        """The cell's nbgrader `grade_id`, if any."""
+        return self.nbgrader.get("grade_id")
+
+    @property
+    def is_grade(self) -> bool:
+        """True for an nbgrader grade (test) cell."""
+        return bool(self.nbgrader.get("grade"))
+
+    def where(self, path: str) -> str:
+        """Name this cell for an error message: file, line, cell number and grade id."""
+        place = f"{path}:{self.line}" if self.line else path
+        label = f"cell {self.index}"
+        if self.grade_id:
+            label += f", grade_id {self.grade_id!r}"
+        return f"{place} ({label})"
+
+
+_CELL_HEADER = re.compile(r"^#\s?%%(?=\s|\[|$)(?P<options>.*)$")
+_CELL_KIND = re.compile(r"\[(markdown|md|raw)\]")
+_METADATA_KEY = re.compile(r"\s*([A-Za-z_][\w.-]*)=")
+
+
+def _parse_header(options: str, where: str) -> tuple[str, dict]:
+    """Split a `# %%` header's options into the cell kind and its metadata."""
+    kind = "code"
+    marker = _CELL_KIND.search(options)
+    if marker:
+        kind = "raw" if marker.group(1) == "raw" else "markdown"
+        options = options[marker.end() :]
+    metadata: dict = {}
+    key = _METADATA_KEY.search(options)
+    decoder = json.JSONDecoder()
+    while key:
+        try:
+            value, end = decoder.raw_decode(options, key.end())
+        except json.JSONDecodeError as error:
+            raise CourseError(
+                f"{where}: metadata {key.group(1)}= on the cell header is not valid JSON "
+                f"({error.msg} at column {error.pos + 1}); expected e.g. "
+                '`# %% nbgrader={"grade": true, "grade_id": "x", ...}`'
+            ) from None
+        metadata[key.group(1)] = value
+        key = _METADATA_KEY.match(options, end)
+        if not key and options[end:].strip():
+            raise CourseError(
+                f"{where}: unexpected text {options[end:].strip()!r} after the cell metadata"
+            )
+    return kind, metadata
+
+
+def parse_percent(text: str, path: str = "<module>") -> list[Cell]:
+    """Read the cells of a jupytext percent file; text before the first `# %%` is ignored."""
+    cells: list[Cell] = []
+    header: tuple[int, str, dict] | None = None
+    body: list[str] = []
+
+    def close() -> None:
+        if header is not None:
+            line, kind, metadata = header
+            source = "\n".join(body).strip("\n")
+            cells.append(Cell(kind, source, metadata, index=len(cells) + 1, line=line))
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = _CELL_HEADER.match(line)
+        if match:
+            close()
+            kind, metadata = _parse_header(match.group("options"), f"{path}:{number}")
+            header, body = (number, kind, metadata), []
+        else:
+            body.append(line)
+    close()
+    return cells
+
+
+@dataclass(frozen=True)
+class Module:
+    """A course module: `modules/NN_name/name.py`."""
+
+    number: int
+    name: str
+    path: Path  # the percent source file
+
+    @property
+    def slug(self) -> str:
+        """The folder name, e.g. `01_tensor`."""
+        return self.path.parent.name
+
+    def relpath(self) -> str:
+        """The source path relative to the repository, e.g. `modules/01_tensor/tensor.py`."""
+        return f"{self.path.parent.parent.name}/{self.slug}/{self.path.name}"
+
+    def cells(self) -> list[Cell]:
+        """The module's cells."""
+        return parse_percent(self.path.read_text(encoding="utf-8"), self.relpath())
+
+
+_MODULE_DIR = re.compile(r"^(\d+)_([A-Za-z_]\w*)$")
+
+
+def discover_modules(modules_dir: Path) -> list[Module]:
+    """The modules under `modules_dir`, sorted by number; folders without any .py are skipped."""
+    found: dict[int, Module] = {}
+    for folder in sorted(modules_dir.iterdir()):
+        match = _MODULE_DIR.match(folder.name)
+        if not folder.is_dir() or not match:
+            continue
+        number, name = int(match.group(1)), match.group(2)
+        source = folder / f"{name}.py"
+        if not source.is_file():
+            others = sorted(p.name for p in folder.glob("*.py"))
+            if others:
+                raise CourseError(
+                    f"module folder {folder} must hold {name}.py (the name after the number); "
+                    f"found {', '.join(others)}"
+                )
+            continue
+        if number in found:
+            raise CourseError(
+                f"two modules share number {number:02d}: {found[number].slug} and {folder.name}"
+            )
+        found[number] = Module(number, name, source)
+    return [found[number] for number in sorted(found)]
+
+
+def resolve_module(modules: list[Module], spec: str) -> Module:
+    """Pick a module by `1`, `01`, `01_tensor` or `tensor`."""
+    for module in modules:
+        if spec == module.slug or spec == module.name:
+            return module
+        if spec.isdigit() and int(spec) == module.number:
+            return module
+    known = ", ".join(module.slug for module in modules) or "none"
+    raise CourseError(f"no module {spec!r}; expected a number, NN_name or name of one of: {known}")
+
+
+def _is_repo(folder: Path) -> bool:
+    return (folder / "modules").is_dir() and (folder / "pyproject.toml").is_file()
+
+
+def find_modules_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """Locate modules/: the argument, $TINYFLO_MODULES, a checkout above the cwd, or ours."""
+    candidates = ((explicit, "--modules"), (os.environ.get("TINYFLO_MODULES"), "TINYFLO_MODULES"))
+    for given, origin in candidates:
+        if given:
+            path = Path(given).expanduser().resolve()
+            if not path.is_dir():
+                raise CourseError(f"{origin} names {given!r}, which is not a directory")
+            return path
+    cwd = Path.cwd().resolve()
+    for folder in (cwd, *cwd.parents):
+        if _is_repo(folder):
+            return folder / "modules"
+    checkout = Path(__file__).resolve().parents[3]  # src/tinyflo/course/source.py -> repo
+    if _is_repo(checkout):
+        return checkout / "modules"
+    raise CourseError(
+        "cannot find the course modules/: pass --modules PATH, set TINYFLO_MODULES, or run "
+        "inside a tinyflo checkout (a folder with modules/ beside pyproject.toml)"
+    )

@@ -1,0 +1,212 @@
+"""`tinyflo module ...`: the student's loop in a workspace folder.
+
+Layout of a workspace (default ./workspace, or $TINYFLO_WORKSPACE, or --workspace):
+
+    01_tensor/tensor.ipynb          the student's notebook (`start`, never overwritten)
+    01_tensor/tensor.backup-*.ipynb earlier notebooks kept by `reset`
+    progress.json                   scores of the last `test` of each module
+    package/tinyflo/core/tensor.py  the student's exported code (`complete`)
+
+With TINYFLO_WORKSPACE pointing at the workspace, `import tinyflo.core.tensor` loads the
+student's `package/tinyflo/core/tensor.py` instead of the reference (see core/__init__.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+from tinyflo.course.export import default_exp, render_module, target_path
+from tinyflo.course.grading import GradeReport, grade
+from tinyflo.course.notebooks import (
+    instructor_notebook,
+    notebook_cells,
+    read_notebook,
+    student_notebook,
+    write_notebook,
+)
+from tinyflo.course.source import (
+    CourseError,
+    Module,
+    discover_modules,
+    find_modules_dir,
+    resolve_module,
+)
+
+
+def find_workspace(explicit: str | None = None) -> Path:
+    """The workspace folder: the argument, else $TINYFLO_WORKSPACE, else ./workspace."""
+    return (
+        Path(explicit or os.environ.get("TINYFLO_WORKSPACE") or "workspace").expanduser().resolve()
+    )
+
+
+def notebook_path(workspace: Path, module: Module) -> Path:
+    """Where the student's notebook of `module` lives."""
+    return workspace / module.slug / f"{module.name}.ipynb"
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _points(value: float) -> str:
+    return f"{value:g}"
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Progress:
+    """The workspace's progress.json: the last test result per module."""
+
+    def __init__(self, workspace: Path):
+        self.path = workspace / "progress.json"
+        self.records: dict = {}
+        if self.path.is_file():
+            try:
+                self.records = json.loads(self.path.read_text())
+            except json.JSONDecodeError:
+                raise CourseError(
+                    f"{self.path} is damaged (not JSON); delete it, then run `tinyflo module test`"
+                ) from None
+
+    def record(self, module: Module, notebook: Path, report: GradeReport, completed: bool) -> None:
+        """Remember a test result, and which version of the notebook earned it."""
+        self.records[module.slug] = {
+            "points": report.points,
+            "max_points": report.max_points,
+            "cells": report.by_id(),
+            "notebook_sha256": _digest(notebook),
+            "tested_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "completed": completed or self.records.get(module.slug, {}).get("completed", False),
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.records, indent=2, sort_keys=True) + "\n")
+
+    def status(self, module: Module, notebook: Path) -> str:
+        """One line for `module list`."""
+        if not notebook.is_file():
+            return "not started"
+        record = self.records.get(module.slug)
+        if record is None:
+            return "started, not tested yet"
+        score = f"{_points(record['points'])}/{_points(record['max_points'])} points"
+        if record["notebook_sha256"] != _digest(notebook):
+            return f"started, edited since the last test ({score})"
+        if record["points"] == record["max_points"] and record["max_points"] > 0:
+            done = ", completed" if record["completed"] else ""
+            return f"tests passing ({score}){done}"
+        return f"started, tests failing ({score})"
+
+
+def _start(workspace: Path, module: Module) -> int:
+    path = notebook_path(workspace, module)
+    if path.exists():
+        print(
+            f"{_shown(path)} already exists; keeping your work.\n"
+            f"For a fresh copy (yours is backed up first): tinyflo module reset {module.slug}"
+        )
+        return 0
+    write_notebook(student_notebook(instructor_notebook(module), module.name), path)
+    print(f"started {module.slug}: {_shown(path)}")
+    return 0
+
+
+def _reset(workspace: Path, module: Module) -> int:
+    path = notebook_path(workspace, module)
+    if path.exists():
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        backup = path.with_name(f"{module.name}.backup-{stamp}.ipynb")
+        counter = 1
+        while backup.exists():
+            counter += 1
+            backup = path.with_name(f"{module.name}.backup-{stamp}-{counter}.ipynb")
+        path.rename(backup)
+        print(f"your previous notebook is kept at {_shown(backup)}")
+    write_notebook(student_notebook(instructor_notebook(module), module.name), path)
+    print(f"fresh notebook: {_shown(path)}")
+    return 0
+
+
+def grade_module(workspace: Path, module: Module, completed: bool = False) -> GradeReport:
+    """Grade the student's notebook of `module`, print each grade cell, and record the result."""
+    path = notebook_path(workspace, module)
+    if not path.is_file():
+        raise CourseError(
+            f"{module.slug} is not started: no {_shown(path)}; "
+            f"run `tinyflo module start {module.slug}`"
+        )
+    print(f"grading {_shown(path)} (hidden tests included) ...", flush=True)
+    report = grade(read_notebook(path), instructor_notebook(module), path.parent)
+    width = max((len(cell.grade_id) for cell in report.cells), default=0)
+    for cell in report.cells:
+        verdict = "passed" if cell.passed else cell.error
+        score = f"{_points(cell.points)}/{_points(cell.max_points)}"
+        print(f"  {cell.grade_id:<{width}}  {score}  {verdict}")
+    print(f"total: {_points(report.points)}/{_points(report.max_points)} points")
+    Progress(workspace).record(module, path, report, completed and report.full_marks)
+    return report
+
+
+def _test(workspace: Path, module: Module) -> int:
+    report = grade_module(workspace, module)
+    if not report.full_marks:
+        print(f"not yet: fix the failing cells, then run `tinyflo module test {module.slug}` again")
+        return 1
+    print(f"full marks. Next: tinyflo module complete {module.slug}")
+    return 0
+
+
+def _complete(workspace: Path, module: Module) -> int:
+    report = grade_module(workspace, module, completed=True)
+    if not report.full_marks:
+        print(f"{module.slug} is not complete: every grade cell must pass first")
+        return 1
+    origin = f"{module.slug}/{module.name}.ipynb"
+    text = render_module(
+        notebook_cells(read_notebook(notebook_path(workspace, module))),
+        origin,
+        command="tinyflo module complete",
+        advice=f"edit your notebook and run `tinyflo module complete {module.slug}`",
+    )
+    dotted = default_exp(module.cells(), module.relpath())
+    target = target_path(workspace / "package" / "tinyflo", dotted)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8", newline="\n")
+    print(f"completed {module.slug}: your code is exported to {_shown(target)}")
+    print(
+        "To run tinyflo (milestones, later modules) on your own code instead of the reference:\n"
+        f"  export TINYFLO_WORKSPACE={workspace}\n"
+        f"Check with: python -c 'import tinyflo.{dotted} as m; print(m.__file__)'"
+    )
+    return 0
+
+
+def _list(workspace: Path, modules: list[Module]) -> int:
+    progress = Progress(workspace)
+    print(f"workspace: {_shown(workspace)}")
+    width = max((len(module.name) for module in modules), default=6)
+    for module in modules:
+        status = progress.status(module, notebook_path(workspace, module))
+        print(f"  {module.number:02d}  {module.name:<{width}}  {status}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """The `tinyflo module ACTION` command; returns the exit status."""
+    modules = discover_modules(find_modules_dir(args.modules))
+    workspace = find_workspace(args.workspace)
+    if args.action == "list":
+        return _list(workspace, modules)
+    module = resolve_module(modules, args.module)
+    action = {"start": _start, "test": _test, "reset": _reset, "complete": _complete}[args.action]
+    return action(workspace, module)

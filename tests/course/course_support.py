@@ -1,0 +1,234 @@
+"""Helpers for the course tooling tests: the CLI, seeded mutants, and grading every module two ways.
+
+`grade_all_modules` releases every module, then grades a blank, a reference and each
+seeded mutant submission through real nbgrader (`tinyflo course ...`) and through the
+student loop (`tinyflo module ...`). The two pipelines run side by side; each notebook
+executes once per pipeline. conftest.py runs it once per session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mutants import MUTANTS
+
+from tinyflo.cli import main
+from tinyflo.course.notebooks import instructor_notebook, write_notebook
+from tinyflo.course.source import Module, discover_modules
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURE_MODULES = Path(__file__).parent / "fixtures" / "modules"
+STUB_LINES = {"# YOUR CODE HERE", "raise NotImplementedError()"}
+
+
+def proof_modules() -> list[Module]:
+    """The demo fixture module and every module of the course."""
+    return discover_modules(FIXTURE_MODULES) + discover_modules(REPO / "modules")
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`tinyflo ARGS` in a fresh process, with no workspace or modules taken from the caller."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TINYFLO_WORKSPACE", "TINYFLO_MODULES")}
+    return subprocess.run(
+        [sys.executable, "-m", "tinyflo.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+class MutantError(AssertionError):
+    """A seeded mutant that no longer matches its module."""
+
+
+def apply_mutant(notebook: Any, old: str, new: str, where: str) -> Any:
+    """A copy of `notebook` with `old` replaced by `new`; `old` must occur exactly once."""
+    count = sum(cell.source.count(old) for cell in notebook.cells)
+    if count != 1:
+        raise MutantError(
+            f"mutant for {where} must match exactly once, matched {count} times: {old!r}. "
+            "Update tests/course/mutants.py to the module's current code."
+        )
+    mutated = copy.deepcopy(notebook)
+    for cell in mutated.cells:
+        cell.source = cell.source.replace(old, new)
+    return mutated
+
+
+def secret_lines(module: Module) -> tuple[set[str], set[str]]:
+    """Lines found only inside SOLUTION regions, and only inside HIDDEN TESTS regions."""
+    solution: set[str] = set()
+    hidden: set[str] = set()
+    public: set[str] = set(STUB_LINES) | {""}
+    for cell in module.cells():
+        region = public
+        for line in cell.source.splitlines():
+            text = line.strip()
+            if text in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS"):
+                region = solution if "SOLUTION" in text else hidden
+            elif text in ("### END SOLUTION", "### END HIDDEN TESTS"):
+                region = public
+            else:
+                region.add(text)
+                if cell.kind == "markdown" and region is public:
+                    public.add(text.lstrip("#").strip())  # the notebook shows prose uncommented
+    return solution - public, hidden - public
+
+
+@dataclass
+class Outcome:
+    """One submission, graded by nbgrader and by `tinyflo module test`."""
+
+    nbgrader: dict[str, float] | None = None  # grade id -> points, plus "total"
+    nbgrader_max: float = 0.0
+    loop: dict | None = None  # the progress.json record of `module test`
+    loop_exit: int | None = None
+    loop_output: str = ""
+
+
+@dataclass
+class ModuleProof:
+    """Everything the grading proofs of one module look at."""
+
+    module: Module
+    students: list[str]
+    mutant_error: str | None = None
+    nbgrader_release: Path | None = None
+    loop_release: Path | None = None
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    log: list[str] = field(default_factory=list)
+
+    def explain(self) -> str:
+        """The command output gathered for this module, for assertion messages."""
+        return "\n".join(self.log)
+
+
+def _record(
+    proofs: list[ModuleProof], done: subprocess.CompletedProcess
+) -> subprocess.CompletedProcess:
+    for proof in proofs:
+        proof.log.append(f"$ tinyflo {' '.join(done.args[3:])}\n{done.stdout}{done.stderr}")
+    return done
+
+
+def _submissions(module: Module, root: Path) -> tuple[dict[str, Path | None], str | None]:
+    """Notebooks to hand in: None for blank (the release itself), else a file under root."""
+    instructor = instructor_notebook(module)
+    files: dict[str, Path | None] = {"blank": None, "reference": root / "reference.ipynb"}
+    write_notebook(instructor, files["reference"])
+    error = None
+    pairs = MUTANTS.get(module.slug, [])
+    for number, (old, new) in enumerate(pairs, start=1):
+        student = "mutant" if number == 1 else f"mutant{number}"
+        try:
+            mutated = apply_mutant(instructor, old, new, f"{module.slug} (mutant {number})")
+        except MutantError as failure:
+            error = str(failure)
+            continue
+        files[student] = root / f"{student}.ipynb"
+        write_notebook(mutated, files[student])
+    if not pairs:
+        error = f"no seeded mutant for {module.slug}: add one to tests/course/mutants.py"
+    return files, error
+
+
+def _instructor_pipeline(
+    root: Path, modules_dir: Path, proofs: dict[str, ModuleProof], files
+) -> None:
+    """Real nbgrader through `tinyflo course`; runs only subprocesses, so it can run in a thread."""
+    course = root / "course"
+    common = ["--dir", str(course), "--modules", str(modules_dir)]
+    everyone = list(proofs.values())
+    if _record(everyone, run_cli("course", "build", *common, cwd=root)).returncode:
+        return
+    # One nbgrader run releases every module; a module that fails leaves no release file.
+    _record(everyone, run_cli("course", "release", *common, cwd=root))
+    for slug, proof in proofs.items():
+        release = course / "release" / slug / f"{proof.module.name}.ipynb"
+        if not release.is_file():
+            continue
+        proof.nbgrader_release = release
+        for student, path in files[slug].items():
+            target = course / "submitted" / student / slug / release.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path or release, target)
+    _record(everyone, run_cli("course", "autograde", *common, cwd=root))
+    report = root / "report.csv"
+    _record(everyone, run_cli("course", "report", "--csv", str(report), *common, cwd=root))
+    if report.is_file():
+        with open(report, newline="") as handle:
+            for row in csv.DictReader(handle):
+                outcome = proofs[row["module"]].outcomes.setdefault(row["student"], Outcome())
+                outcome.nbgrader = outcome.nbgrader or {}
+                outcome.nbgrader[row["grade_id"]] = float(row["points"])
+                if row["grade_id"] == "total":
+                    outcome.nbgrader_max = float(row["max_points"])
+
+
+def call_cli(*args: str) -> tuple[int, str]:
+    """`tinyflo ARGS` in this process; the exit status and everything it printed."""
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        code = main(list(args))
+    return code, output.getvalue()
+
+
+def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
+    """`tinyflo module start` and `test` in this process, one workspace per student."""
+    for slug, proof in proofs.items():
+        for student, path in files[slug].items():
+            workspace = root / "workspaces" / student
+            common = ["--workspace", str(workspace), "--modules", str(modules_dir)]
+            code, output = call_cli("module", "start", slug, *common)
+            proof.log.append(f"$ tinyflo module start {slug} ({student})\n{output}")
+            if code:
+                continue
+            notebook = workspace / slug / f"{proof.module.name}.ipynb"
+            if path is None:
+                proof.loop_release = notebook
+            else:
+                shutil.copyfile(path, notebook)
+            code, output = call_cli("module", "test", slug, *common)
+            proof.log.append(f"$ tinyflo module test {slug} ({student})\n{output}")
+            outcome = proof.outcomes.setdefault(student, Outcome())
+            outcome.loop_exit, outcome.loop_output = code, output
+            progress = workspace / "progress.json"
+            if progress.is_file():
+                outcome.loop = json.loads(progress.read_text()).get(slug)
+
+
+def grade_all_modules(root: Path) -> dict[str, ModuleProof]:
+    """Every module released and graded (blank, reference, mutants) by nbgrader and the loop."""
+    modules_dir = root / "modules"
+    proofs: dict[str, ModuleProof] = {}
+    files = {}
+    for module in proof_modules():
+        shutil.copytree(
+            module.path.parent,
+            modules_dir / module.slug,
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        files[module.slug], error = _submissions(module, root / "submissions" / module.slug)
+        proofs[module.slug] = ModuleProof(module, list(files[module.slug]), mutant_error=error)
+    with pytest.MonkeyPatch.context() as env, ThreadPoolExecutor(max_workers=1) as pool:
+        # Kernels inherit the environment: a developer's workspace overlay must not leak in.
+        env.delenv("TINYFLO_WORKSPACE", raising=False)
+        env.delenv("TINYFLO_MODULES", raising=False)
+        nbgrader_side = pool.submit(_instructor_pipeline, root, modules_dir, proofs, files)
+        _student_pipeline(root, modules_dir, proofs, files)
+        nbgrader_side.result()
+    return proofs

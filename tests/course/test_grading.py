@@ -1,0 +1,90 @@
+"""The grading engine: tests come back from the instructor's copy, and only passing cells score."""
+
+from __future__ import annotations
+
+import copy
+
+import nbformat
+import pytest
+
+from tinyflo.course.grading import grade, score_cell
+from tinyflo.course.notebooks import instructor_notebook, student_notebook
+
+
+def _grade_cell(source: str, outputs: list, executed: bool = True) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": True, "grade_id": "t", "points": 2, "solution": False}
+    cell.outputs = [nbformat.from_dict(output) for output in outputs]
+    cell.execution_count = 1 if executed else None
+    return cell
+
+
+def test_a_clean_cell_earns_its_points():
+    assert score_cell(_grade_cell("assert True", [])).points == 2
+
+
+def test_an_assertion_message_is_reported():
+    error = {
+        "output_type": "error",
+        "ename": "AssertionError",
+        "evalue": "relu(-1) should be 0",
+        "traceback": [],
+    }
+    result = score_cell(_grade_cell("...", [error]))
+    assert (result.points, result.error) == (0, "AssertionError: relu(-1) should be 0")
+
+
+def test_a_bare_assert_reports_the_failing_line():
+    traceback = ["\x1b[0;31m----> 3\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m f(2) == 4"]
+    error = {
+        "output_type": "error",
+        "ename": "AssertionError",
+        "evalue": "",
+        "traceback": traceback,
+    }
+    assert score_cell(_grade_cell("...", [error])).error == "AssertionError at `assert f(2) == 4`"
+
+
+def test_stderr_scores_zero_as_in_nbgrader():
+    stderr = {"output_type": "stream", "name": "stderr", "text": "RuntimeWarning: overflow\n"}
+    result = score_cell(_grade_cell("...", [stderr]))
+    assert result.points == 0 and "stderr" in result.error and "overflow" in result.error
+
+
+def test_a_cell_that_never_ran_scores_zero():
+    result = score_cell(_grade_cell("assert True", [], executed=False), died="the kernel died")
+    assert (result.points, result.error) == (0, "the kernel died")
+
+
+@pytest.mark.slow
+def test_tampered_tests_are_restored_and_deleted_ones_score_zero(demo_module, tmp_path):
+    """A blank notebook whose student weakened one test, deleted another and added a fake one."""
+    instructor = instructor_notebook(demo_module)
+    submission = student_notebook(instructor)
+    cells = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in submission.cells}
+    cells["demo_square"].source = "pass"
+    cells["demo_square"].metadata["nbgrader"]["points"] = 100
+    submission.cells.remove(cells["demo_relu"])
+    fake = copy.deepcopy(cells["demo_square"])
+    fake.id = "fake"
+    fake.metadata["nbgrader"]["grade_id"] = "bonus"
+    submission.cells.append(fake)
+
+    report = grade(submission, instructor, tmp_path)
+    assert [(c.grade_id, c.points, c.max_points) for c in report.cells] == [
+        ("demo_square", 0, 2),
+        ("demo_relu", 0, 3),
+    ]
+    assert "NotImplementedError" in report.cells[0].error
+    assert report.cells[1].error == "the grade cell was deleted"
+    assert not report.full_marks
+
+
+@pytest.mark.slow
+def test_cells_after_a_dead_kernel_score_zero(demo_module, tmp_path):
+    instructor = instructor_notebook(demo_module)
+    submission = copy.deepcopy(instructor)
+    submission.cells.insert(2, nbformat.v4.new_code_cell("import os\nos._exit(1)"))
+    report = grade(submission, instructor, tmp_path, timeout=60)
+    assert report.points == 0 and report.max_points == 5
+    assert all("kernel died" in cell.error for cell in report.cells)

@@ -1,0 +1,101 @@
+"""Grading must be able to fail: four proofs per module, through nbgrader and the student loop.
+
+(a) the release holds no solution code and no hidden tests; (b) the untouched release scores
+0; (c) the reference scores full points; (d) every seeded mutant loses points. And the two
+graders agree cell by cell. New modules are picked up from modules/ automatically.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from course_support import ModuleProof, Outcome, proof_modules, secret_lines
+
+pytestmark = pytest.mark.slow
+
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
+
+
+@pytest.fixture(params=proof_modules(), ids=lambda module: module.slug)
+def proof(request, proofs) -> ModuleProof:
+    """The graded results of one module."""
+    return proofs[request.param.slug]
+
+
+def _outcome(proof: ModuleProof, student: str) -> Outcome:
+    outcome = proof.outcomes.get(student)
+    assert outcome and outcome.nbgrader is not None, (
+        f"nbgrader produced no grade for {student}/{proof.module.slug}:\n{proof.explain()}"
+    )
+    assert outcome.loop is not None, (
+        f"`tinyflo module test` recorded no grade for {student}/{proof.module.slug}:\n{proof.explain()}"
+    )
+    return outcome
+
+
+def _cells(path) -> list[tuple[str, str, dict]]:
+    notebook = json.loads(path.read_text())
+    return [
+        (cell["cell_type"], "".join(cell["source"]), cell["metadata"].get("nbgrader", {}))
+        for cell in notebook["cells"]
+    ]
+
+
+def test_release_has_no_solutions_and_no_hidden_tests(proof):
+    solution, hidden = secret_lines(proof.module)
+    assert solution, f"{proof.module.relpath()} has no solution code to hide"
+    for release in (proof.nbgrader_release, proof.loop_release):
+        assert release and release.is_file(), f"no release notebook:\n{proof.explain()}"
+        lines = {line.strip() for _, source, _ in _cells(release) for line in source.splitlines()}
+        text = "\n".join(lines)
+        assert not [m for m in MARKERS if m in text], f"{release} still holds grading markers"
+        assert not lines & solution, f"{release} leaks solution lines: {sorted(lines & solution)}"
+        assert not lines & hidden, f"{release} leaks hidden tests: {sorted(lines & hidden)}"
+
+
+def test_student_loop_releases_what_nbgrader_releases(proof):
+    assert proof.nbgrader_release and proof.loop_release, proof.explain()
+    assert _cells(proof.loop_release) == _cells(proof.nbgrader_release)
+
+
+def test_untouched_release_scores_zero(proof):
+    blank = _outcome(proof, "blank")
+    assert blank.nbgrader_max > 0, f"{proof.module.slug} has no points to earn"
+    assert blank.nbgrader["total"] == 0, (
+        f"nbgrader gave points to a blank notebook: {blank.nbgrader}"
+    )
+    assert blank.loop["points"] == 0 and blank.loop["max_points"] == blank.nbgrader_max, blank.loop
+    assert blank.loop_exit == 1, blank.loop_output
+
+
+def test_reference_scores_full_points(proof):
+    reference = _outcome(proof, "reference")
+    assert reference.nbgrader["total"] == reference.nbgrader_max > 0, (
+        f"nbgrader: {reference.nbgrader}\n{proof.explain()}"
+    )
+    assert reference.loop["points"] == reference.loop["max_points"] == reference.nbgrader_max
+    assert reference.loop_exit == 0, reference.loop_output
+
+
+def test_seeded_mutants_lose_points(proof):
+    if proof.mutant_error:
+        pytest.fail(proof.mutant_error)
+    mutants = [student for student in proof.students if student.startswith("mutant")]
+    assert mutants, f"no seeded mutant for {proof.module.slug}"
+    for student in mutants:
+        mutant = _outcome(proof, student)
+        assert mutant.nbgrader["total"] < mutant.nbgrader_max, (
+            f"nbgrader gave {student} of {proof.module.slug} full points: the grade cells "
+            "cannot tell this wrong implementation from the reference"
+        )
+        assert mutant.loop["points"] < mutant.loop["max_points"], mutant.loop_output
+        assert mutant.loop_exit == 1, mutant.loop_output
+
+
+def test_nbgrader_and_student_loop_agree(proof):
+    for student in proof.students:
+        outcome = _outcome(proof, student)
+        by_nbgrader = {k: v for k, v in outcome.nbgrader.items() if k != "total"}
+        assert outcome.loop["cells"] == by_nbgrader, f"{student}:\n{outcome.loop_output}"
+        assert outcome.loop["points"] == outcome.nbgrader["total"]
