@@ -20,6 +20,7 @@ import tinyflo
 from benchmarks import common
 
 LR = 0.01
+NUMPY = "numpy (hand-derived backward)"  # the baseline variant
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def tinyflo_loss(params: list[tinyflo.Tensor], x: tinyflo.Tensor, y: np.ndarray)
 
 
 def tinyflo_step(params: list[tinyflo.Tensor], x: tinyflo.Tensor, y: np.ndarray) -> tinyflo.Tensor:
-    """Forward, backward, SGD update."""
+    """Forward, backward, SGD update; returns the loss."""
     loss = tinyflo_loss(params, x, y)
     loss.backward()
     with tinyflo.no_grad():
@@ -115,7 +116,7 @@ def numpy_loss_and_grads(params: list[np.ndarray], x: np.ndarray, y: np.ndarray)
 
 
 def numpy_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
-    """Forward, hand-derived backward, SGD update."""
+    """Forward, hand-derived backward, SGD update; returns the loss."""
     loss, grads = numpy_loss_and_grads(params, x, y)
     for p, g in zip(params, grads):
         p -= LR * g
@@ -138,7 +139,7 @@ def torch_loss(torch, params: list, x, y):
 
 
 def torch_step(torch, params: list, x, y):
-    """Forward, backward, SGD update."""
+    """Forward, backward, SGD update; returns the loss."""
     loss = torch_loss(torch, params, x, y)
     loss.backward()
     with torch.no_grad():
@@ -149,6 +150,23 @@ def torch_step(torch, params: list, x, y):
 
 
 # ----- checking, then timing ------------------------------------------------------------
+
+
+def step_variants(shape: Shape, torch) -> dict[str, Callable[[], object]]:
+    """One step closure per library, each training its own copy of the same initial weights."""
+    weights, (x, y) = initial_weights(shape), batch_of(shape)
+    numpy_params = [w.copy() for w in weights]
+    tf_params = [tinyflo.tensor(w, requires_grad=True) for w in weights]
+    tf_x = tinyflo.tensor(x)
+    variants = {
+        NUMPY: lambda: numpy_step(numpy_params, x, y),
+        "tinyflo": lambda: tinyflo_step(tf_params, tf_x, y),
+    }
+    if torch is not None:
+        t_params = [torch.tensor(w, requires_grad=True) for w in weights]
+        t_x, t_y = torch.from_numpy(x), torch.from_numpy(y)
+        variants["torch"] = lambda: torch_step(torch, t_params, t_x, t_y)
+    return variants
 
 
 def check_same_math(shape: Shape, torch) -> None:
@@ -173,33 +191,23 @@ def check_same_math(shape: Shape, torch) -> None:
             np.testing.assert_allclose(
                 g, expected, rtol=1e-4, atol=1e-5 * scale, err_msg=f"{name} gradient {i} differs from numpy's"
             )
-
-
-def step_variants(shape: Shape, torch) -> dict[str, Callable[[], object]]:
-    """One step closure per library, each training its own copy of the same initial weights."""
-    weights, (x, y) = initial_weights(shape), batch_of(shape)
-    numpy_params = [w.copy() for w in weights]
-    tf_params = [tinyflo.tensor(w, requires_grad=True) for w in weights]
-    tf_x = tinyflo.tensor(x)
-    variants = {
-        "numpy (hand-derived backward)": lambda: numpy_step(numpy_params, x, y),
-        "tinyflo": lambda: tinyflo_step(tf_params, tf_x, y),
+    # The timed step functions themselves (update included) must follow the same trajectory.
+    trajectories = {
+        name: [loss if isinstance(loss, float) else loss.item() for loss in (step() for _ in range(5))]
+        for name, step in step_variants(shape, torch).items()
     }
-    if torch is not None:
-        t_params = [torch.tensor(w, requires_grad=True) for w in weights]
-        t_x, t_y = torch.from_numpy(x), torch.from_numpy(y)
-        variants["torch"] = lambda: torch_step(torch, t_params, t_x, t_y)
-    return variants
+    expected_losses = trajectories.pop(NUMPY)
+    for name, losses in trajectories.items():
+        np.testing.assert_allclose(losses, expected_losses, rtol=1e-4, err_msg=f"{name} trains differently from numpy")
 
 
 def main(rounds: int = 11) -> tuple[Path, Path]:
     """Measure, print and save ``results/mlp_step.{json,md}``."""
     torch = common.optional_torch()
-    baseline = "numpy (hand-derived backward)"
     tables, all_timings = [], {}
     for shape in SHAPES:
         check_same_math(shape, torch)
-        timings = common.compare(step_variants(shape, torch), baseline=baseline, rounds=rounds)
+        timings = common.compare(step_variants(shape, torch), baseline=NUMPY, rounds=rounds)
         rows = [
             [name, t.median_s * 1e3, t.ratio, shape.flops / t.median_s / 1e9, f"{t.spread:.0%}"]
             for name, t in timings.items()
@@ -207,7 +215,7 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         sizes = "-".join(map(str, shape.sizes))
         tables.append(
             common.Table(
-                f"{shape.name}: {sizes} MLP, batch {shape.batch} ({shape.flops / 1e9:.4g} GFLOP per step)",
+                f"{shape.name}: {sizes} MLP, batch {shape.batch} ({shape.flops / 1e9:.3g} GFLOP per step)",
                 ["variant", "ms/step", "× numpy", "GFLOP/s", "IQR"],
                 rows,
             )
@@ -216,10 +224,11 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
     notes = [
         "Each variant trains its own copy of the same initial weights on one fixed batch; "
         "before timing, the loss and all gradients of tinyflo and torch are checked against "
-        "NumPy's (rtol 1e-4, atol 1e-5 × largest gradient).",
-        "GFLOP per step counts matmuls only: 3 × the forward's 2·batch·fan_in·fan_out summed over layers "
-        "(the usual 6·batch·weights). It includes the gradient with respect to the input batch, "
-        "which NumPy and torch skip (about 0.21 GFLOP of the large step's 1.03); tinyflo computes it.",
+        "NumPy's (rtol 1e-4, atol 1e-5 × largest gradient), and so are the losses of five steps "
+        "of the timed step functions themselves.",
+        "GFLOP per step is the usual nominal count, matmuls only: 3 × the forward's "
+        "2·batch·fan_in·fan_out summed over layers (6·batch·weights). It includes the gradient with "
+        "respect to the input batch, which no variant computes (0.21 of the large step's 1.03 GFLOP).",
         "The loss is log-softmax written out: x - max (a detached constant), exp, sum, log, "
         "then the label entries picked by integer indexing and averaged; torch uses the same ops.",
         "IQR: interquartile range of the rounds relative to the median.",

@@ -24,6 +24,11 @@ import numpy as np
 import tinyflo
 from benchmarks import MALLOC, THREAD_VARIABLES, THREADS, THREADS_SET_BEFORE_NUMPY
 
+WARMUP = 3  # untimed rounds before the timed ones
+TIMING = (
+    "median over interleaved rounds (each round times every variant once, in rotating order) "
+    f"after {WARMUP} warm-up rounds; see benchmarks/README.md"
+)
 BUSY = 0.05  # above this share of CPU taken by other processes, a result is flagged
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -62,13 +67,40 @@ class Timing:
         return (self.q3_s - self.q1_s) / self.median_s
 
 
-def _cpu_seconds() -> tuple[float, float]:
-    """(CPU seconds all processes spent busy, CPU seconds this process spent) since boot / start."""
-    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    user, nice, system, idle, iowait, irq, softirq, steal = ticks
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    hz = os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq + steal) / hz, own.ru_utime + own.ru_stime
+class BackgroundLoad:
+    """Measures the share of the machine's CPU time that other processes take from now on."""
+
+    def __init__(self) -> None:
+        self.start = self._now()
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        """(wall seconds, CPU seconds all processes spent busy since boot, CPU seconds of this process)."""
+        try:
+            fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+        except OSError:  # not Linux: report no load rather than fail
+            fields = ["0"] * 8
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields)
+        busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return time.perf_counter(), busy, own.ru_utime + own.ru_stime
+
+    def share(self) -> float:
+        """Other processes' CPU time since creation, as a share of all cores (0.5: one of two cores)."""
+        (wall0, busy0, own0), (wall1, busy1, own1) = self.start, self._now()
+        others = (busy1 - busy0) - (own1 - own0)
+        return max(0.0, others / ((wall1 - wall0) * (os.cpu_count() or 1)))
+
+
+def wait_for_quiet(max_wait_s: float = 60.0, threshold: float = BUSY) -> float:
+    """Wait until other processes use less than ``threshold`` of the CPU over 2 s; return the share seen last."""
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        load = BackgroundLoad()
+        time.sleep(2.0)
+        share = load.share()
+        if share < threshold or time.monotonic() > deadline:
+            return share
 
 
 def _time_calls(fn: Callable[[], object], number: int) -> float:
@@ -84,7 +116,7 @@ def compare(
     variants: dict[str, Callable[[], object]],
     baseline: str,
     rounds: int = 11,
-    warmup: int = 3,
+    warmup: int = WARMUP,
     min_sample_s: float = 0.02,
 ) -> dict[str, Timing]:
     """Time every variant once per round, interleaved in rotating order; medians and ratios to ``baseline``.
@@ -97,7 +129,7 @@ def compare(
     if baseline not in variants:
         raise ValueError(f"compare: baseline {baseline!r} is not one of the variants {list(variants)}")
     names = list(variants)
-    busy_start, own_start, wall_start = *_cpu_seconds(), time.perf_counter()
+    load = BackgroundLoad()
     number = dict.fromkeys(names, 1)
     for _ in range(warmup):
         for name in names:
@@ -109,10 +141,7 @@ def compare(
         for name in names[shift:] + names[:shift]:
             samples[name].append(_time_calls(variants[name], number[name]))
 
-    busy_end, own_end = _cpu_seconds()
-    # The share of the machine's CPU time other processes took while we measured.
-    background = max(0.0, (busy_end - busy_start) - (own_end - own_start))
-    background /= (time.perf_counter() - wall_start) * (os.cpu_count() or 1)
+    background = load.share()
     timings = {}
     for name in names:
         q1, median, q3 = statistics.quantiles(samples[name], n=4, method="inclusive")
@@ -129,13 +158,15 @@ def compare(
 
 
 def _cpu_model() -> str:
+    """The CPU's model name and its widest vector instructions (they set NumPy's and BLAS's speed)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or "unknown"
+        return platform.processor() or "unknown"
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
+    flags = re.search(r"^flags\s*:\s*(.+)$", cpuinfo, re.MULTILINE)
+    vector = [f for f in ("avx2", "fma", "avx512f") if flags and f in flags.group(1).split()]
+    return f"{model.group(1) if model else 'unknown'} ({' '.join(vector) or 'no AVX2'})"
 
 
 def _git(*args: str) -> str:
@@ -201,6 +232,8 @@ class Table:
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
     if isinstance(value, float):
         if value != value:
             return "—"
@@ -235,6 +268,7 @@ def save_result(
 ) -> tuple[Path, Path]:
     """Write ``results/<name>.json`` (every sample) and ``results/<name>.md`` (the tables)."""
     machine = machine_info()
+    settings = {"timing": TIMING} | settings
     background = max(t.background_cpu for t in timings.values())
     machine["background_cpu"] = f"{background:.1%} of the machine used by other processes (worst comparison)"
     notes = list(notes)
@@ -263,7 +297,7 @@ def save_result(
         parts += ["## Notes", ""] + [f"* {n}" for n in notes] + [""]
     parts += ["## Settings", ""] + [f"* {k}: {v}" for k, v in settings.items()] + [""]
     parts += ["## Machine", "", "| | |", "|---|---|"]
-    parts += [f"| {k} | {v} |" for k, v in machine.items()] + [""]
+    parts += [f"| {k} | {_cell(v)} |" for k, v in machine.items()] + [""]
     _write_atomically(md_path, "\n".join(parts))
     return json_path, md_path
 

@@ -364,6 +364,7 @@ def test_to_and_conversions(device):
     assert t.long().tolist() == [[1, 2]] and t.to(device) is t
     assert isinstance(t.numpy(), np.ndarray) and t.cpu().device == tinyflo.device("cpu")
     assert t.sum().item() == 4.0 and isinstance(t.sum().item(), float)
+    assert float(t.sum()) == 4.0 and int(t.sum()) == 4
     assert "dtype=float32" in repr(t) and len(t) == 1 and t.numel() == 2
 
 

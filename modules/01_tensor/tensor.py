@@ -374,11 +374,10 @@ class Function:
             shapes = ", ".join(str(t.shape) for t in inputs)
             raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
         out = Tensor._wrap(data, device)
-        if GradMode.enabled and any(t.requires_grad for t in inputs):
-            fn.inputs = inputs
-            fn.needs_input_grad = tuple(t.requires_grad for t in inputs)
-            out.requires_grad = True
-            out._ctx = fn
+        needs = tuple(t.requires_grad for t in inputs) if GradMode.enabled else ()
+        if True in needs:
+            fn.inputs, fn.needs_input_grad = inputs, needs
+            out.requires_grad, out._ctx = True, fn
         return out
         ### END SOLUTION
 
@@ -612,6 +611,12 @@ class Tensor:
     def __gt__(self, other): return _compare(self, other, "greater")
     def __ge__(self, other): return _compare(self, other, "greater_equal")
     __hash__ = object.__hash__
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
 
     def __bool__(self) -> bool:
         if self.data.size != 1:

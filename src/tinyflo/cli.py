@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,6 +87,14 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.main(args.argv) or 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    checkout = find_modules_dir(args.modules).parent
+    if not (checkout / "benchmarks" / "run_all.py").is_file():
+        raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
+    command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds)]
+    return subprocess.run(command, cwd=checkout).returncode
+
+
 def _workspace_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",
@@ -157,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = commands.add_parser("doctor", help="versions, backend, GPU")
     doctor.set_defaults(handler=_doctor)
+
+    bench = commands.add_parser("bench", help="run benchmarks/ and record results (needs a checkout)")
+    bench.add_argument("--rounds", type=int, default=11, help="interleaved rounds per comparison")
+    _modules_option(bench)
+    bench.set_defaults(handler=_bench)
 
     demo = commands.add_parser(
         "demo", help="run the tinyflo demo", description="Arguments after `demo` go to the demo."

@@ -1,0 +1,5 @@
+"""``python -m benchmarks`` runs every benchmark (see run_all.py)."""
+
+from benchmarks import common, run_all
+
+run_all.main(common.parse_args(run_all.__doc__.splitlines()[0]).rounds)
