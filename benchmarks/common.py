@@ -196,7 +196,7 @@ def machine_info() -> dict[str, Any]:
     """The machine, the versions and the thread settings a result was measured with."""
     torch = optional_torch()
     commit = _git("rev-parse", "--short", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results")  # results being written are not a code change
     info = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "cpu": _cpu_model(),
