@@ -325,6 +325,13 @@ assert promote_types(uint8, float32) == float32
 # (`out._ctx`). When nothing requires a gradient, or inside `no_grad()`
 # (module 02), nothing is recorded and the `Function` is garbage right away.
 #
+# `apply` is also where shape errors become readable. NumPy says
+# `operands could not be broadcast together with shapes (2,3) (4,)`, without
+# naming the op. When `forward` raises a `ValueError`, re-raise it as a
+# `ShapeError` whose message starts with the op's name and lists the input
+# shapes — `add: inputs of shapes (2, 3), (4,) do not fit: ...` — and keep a
+# `ShapeError` an op raised itself as it is.
+#
 # ### Task `tensor_function`: `Function.apply`
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_function_code", "locked": false, "schema_version": 3, "solution": true}
