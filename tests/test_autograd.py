@@ -14,7 +14,7 @@ from tinyflo.core.autograd import topological_order, unbroadcast
 @pytest.mark.parametrize(
     "shape", [(4, 2, 3), (2, 3), (3,), (1, 3), (2, 1), (), (1, 1, 1), (4, 1, 3)]
 )
-def test_unbroadcast_sums_what_broadcasting_copied(shape):
+def test_autograd_unbroadcast_sums_what_broadcasting_copied(shape):
     grad = np.random.default_rng(0).standard_normal((4, 2, 3)).astype(np.float32)
     reduced = unbroadcast(grad, shape)
     assert reduced.shape == shape and reduced.dtype == np.float32
@@ -24,13 +24,13 @@ def test_unbroadcast_sums_what_broadcasting_copied(shape):
 
 
 @pytest.mark.task("autograd_unbroadcast")
-def test_unbroadcast_rejects_a_foreign_shape():
+def test_autograd_unbroadcast_rejects_a_foreign_shape():
     with pytest.raises(ShapeError, match=r"\(5,\)"):
         unbroadcast(np.ones((2, 3)), (5,))
 
 
 @pytest.mark.task("autograd_toposort")
-def test_topological_order_puts_inputs_first():
+def test_autograd_toposort_puts_inputs_first():
     a = Tensor([1.0], requires_grad=True)
     b = a * 2
     c = a + b
@@ -42,7 +42,7 @@ def test_topological_order_puts_inputs_first():
 
 
 @pytest.mark.task("autograd_backward")
-def test_diamond_accumulates_both_paths(device):
+def test_autograd_backward_diamond_accumulates_both_paths(device):
     x = Tensor([2.0, 3.0], device=device, requires_grad=True)
     y = x * x + x * 3  # dy/dx = 2x + 3
     y.sum().backward()
@@ -50,7 +50,7 @@ def test_diamond_accumulates_both_paths(device):
 
 
 @pytest.mark.task("autograd_backward")
-def test_grad_accumulates_until_reset():
+def test_autograd_backward_grad_accumulates_until_reset():
     w = Tensor([1.0, 2.0], requires_grad=True)
     held = None
     for step in range(3):
@@ -65,7 +65,7 @@ def test_grad_accumulates_until_reset():
 
 
 @pytest.mark.task("autograd_backward")
-def test_leaves_never_share_a_gradient_array():
+def test_autograd_backward_leaves_never_share_a_gradient_array():
     a, b = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
     (a + b).sum().backward()
     assert not np.shares_memory(a.grad.data, b.grad.data)
@@ -75,7 +75,7 @@ def test_leaves_never_share_a_gradient_array():
 
 
 @pytest.mark.task("autograd_backward")
-def test_explicit_grad_is_not_written_to():
+def test_autograd_backward_explicit_grad_is_not_written_to():
     x = Tensor([1.0, 2.0], requires_grad=True)
     upstream = np.array([1.0, 1.0], np.float32)
     x.backward(upstream)
@@ -84,7 +84,7 @@ def test_explicit_grad_is_not_written_to():
 
 
 @pytest.mark.task("autograd_backward")
-def test_graph_is_freed_and_second_backward_is_a_clear_error():
+def test_autograd_backward_graph_is_freed_and_second_backward_is_a_clear_error():
     x = Tensor([1.0, 2.0], requires_grad=True)
     loss = (x.exp() * x).sum()
     node = loss._ctx
@@ -95,7 +95,7 @@ def test_graph_is_freed_and_second_backward_is_a_clear_error():
 
 
 @pytest.mark.task("autograd_backward")
-def test_retain_graph_allows_a_second_pass():
+def test_autograd_backward_retain_graph_allows_a_second_pass():
     x = Tensor([1.0, 2.0], requires_grad=True)
     loss = (x ** 3).sum()
     loss.backward(retain_graph=True)
@@ -104,7 +104,7 @@ def test_retain_graph_allows_a_second_pass():
 
 
 @pytest.mark.task("autograd_backward")
-def test_deep_chain_of_ten_thousand_ops():
+def test_autograd_backward_deep_chain_of_ten_thousand_ops():
     x = Tensor([1.0], requires_grad=True)
     y = x
     for _ in range(10_000):
@@ -122,13 +122,13 @@ def test_deep_chain_of_ten_thousand_ops():
         (lambda: (Tensor([1.0, 2.0], requires_grad=True) * 2).backward(np.ones(3)), ShapeError, r"\(3,\)"),
     ],
 )
-def test_backward_errors(make, error, pattern):
+def test_autograd_backward_errors(make, error, pattern):
     with pytest.raises(error, match=pattern):
         make()
 
 
 @pytest.mark.task("autograd_backward")
-def test_only_leaves_get_grad_and_detach_cuts_the_graph():
+def test_autograd_backward_only_leaves_get_grad_and_detach_cuts_the_graph():
     x = Tensor([3.0], requires_grad=True)
     hidden = x * 2
     (hidden.detach() * x).sum().backward()
@@ -136,13 +136,16 @@ def test_only_leaves_get_grad_and_detach_cuts_the_graph():
 
 
 @pytest.mark.task("autograd_grad_mode")
-def test_no_grad_and_enable_grad():
+def test_autograd_grad_mode_no_grad_and_enable_grad():
     w = Tensor([1.0], requires_grad=True)
     with tinyflo.no_grad():
         assert not (w * 2).requires_grad
         with tinyflo.enable_grad():
             assert (w * 2).requires_grad
         assert not tinyflo.is_grad_enabled()
+        with tinyflo.no_grad():
+            pass
+        assert not tinyflo.is_grad_enabled(), "an inner no_grad() restores the outer mode"
     assert tinyflo.is_grad_enabled()
 
     @tinyflo.no_grad()

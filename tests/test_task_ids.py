@@ -1,4 +1,4 @@
-"""One id per graded piece: the grade cell, its solution cells, the notebook's heading and the tests agree."""
+"""One id per graded piece: grade cell, solution cells, the notebook's heading, test names and markers agree."""
 
 import json
 import re
@@ -37,6 +37,7 @@ def test_each_task_id_appears_everywhere(path):
     for task in graded:
         assert f"Task `{task}`" in text, f"{path.name}: no markdown heading names task {task}"
         assert f'task("{task}")' in TEST_SOURCE, f"no test in tests/ is marked @pytest.mark.task({task!r})"
+        assert f"def test_{task}" in TEST_SOURCE, f"no test in tests/ is named test_{task}_..."
         assert any(re.fullmatch(rf"{task}_code\d*", s) for s in solutions), f"{task} has no solution cell"
     for solution in solutions:
         base = re.sub(r"_code\d*$", "", solution)

@@ -25,7 +25,7 @@ def arrays(shape, dtype=np.float32, low=-3.0, high=3.0):
 @pytest.mark.task("tensor_dtypes")
 @pytest.mark.parametrize("a", FLOATS + [tinyflo.int32, tinyflo.int64, tinyflo.bool_])
 @pytest.mark.parametrize("b", FLOATS + [tinyflo.int32, tinyflo.int64, tinyflo.bool_])
-def test_promotion_never_invents_float64(a, b):
+def test_tensor_dtypes_promotion_never_invents_float64(a, b):
     result = tinyflo.promote_types(a, b)
     assert result == tinyflo.promote_types(b, a)
     if tinyflo.float64 not in (a, b):
@@ -38,7 +38,7 @@ def test_promotion_never_invents_float64(a, b):
 # ----- task tensor_creation -----------------------------------------------------
 
 @pytest.mark.task("tensor_creation")
-def test_python_data_defaults():
+def test_tensor_creation_python_data_defaults():
     assert Tensor([1.5, 2]).dtype == tinyflo.float32
     assert Tensor([1, 2]).dtype == tinyflo.int64
     assert Tensor([True, False]).dtype == tinyflo.bool_
@@ -48,7 +48,7 @@ def test_python_data_defaults():
 
 
 @pytest.mark.task("tensor_creation")
-def test_constructors(device):
+def test_tensor_creation_constructors(device):
     assert tinyflo.zeros(2, 3, device=device).shape == (2, 3)
     assert tinyflo.zeros((2, 3), device=device).tolist() == [[0, 0, 0], [0, 0, 0]]
     assert tinyflo.ones(4, dtype="float16", device=device).dtype == tinyflo.float16
@@ -65,7 +65,7 @@ def test_constructors(device):
 
 
 @pytest.mark.task("tensor_creation")
-def test_manual_seed_reproduces_draws():
+def test_tensor_creation_manual_seed_reproduces_draws():
     tinyflo.manual_seed(123)
     first = (tinyflo.randn(5).numpy(), tinyflo.rand(5).numpy())
     tinyflo.manual_seed(123)
@@ -76,7 +76,7 @@ def test_manual_seed_reproduces_draws():
 
 
 @pytest.mark.task("tensor_creation")
-def test_random_statistics():
+def test_tensor_creation_random_statistics():
     tinyflo.manual_seed(0)
     normal = tinyflo.randn(200_000).numpy()
     uniform = tinyflo.rand(200_000).numpy()
@@ -86,7 +86,7 @@ def test_random_statistics():
 
 
 @pytest.mark.task("tensor_creation")
-def test_from_numpy_shares_memory_and_tensor_copies():
+def test_tensor_creation_from_numpy_shares_memory_and_tensor_copies():
     array = np.zeros(3, np.float32)
     shared, copied = tinyflo.from_numpy(array), Tensor(array)
     array[0] = 5
@@ -144,7 +144,7 @@ UNARY = {
 @pytest.mark.parametrize("name", BINARY)
 @SETTINGS
 @given(data=st.data())
-def test_binary_ops_broadcast_like_numpy(name, data, device):
+def test_tensor_arithmetic_binary_ops_broadcast_like_numpy(name, data, device):
     shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4))
     x = data.draw(arrays(shapes.input_shapes[0]))
     y = data.draw(arrays(shapes.input_shapes[1], low=0.5, high=3.0))
@@ -158,14 +158,14 @@ def test_binary_ops_broadcast_like_numpy(name, data, device):
 @pytest.mark.parametrize("name", UNARY)
 @SETTINGS
 @given(x=arrays(hnp.array_shapes(min_dims=0, max_dims=3, max_side=5), low=-5, high=5))
-def test_unary_ops_match_numpy(name, x, device):
+def test_tensor_elementwise_unary_ops_match_numpy(name, x, device):
     ours, theirs = UNARY[name]
     expected = theirs(x.astype(np.float64))
     np.testing.assert_allclose(ours(Tensor(x, device=device)).numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.task("tensor_elementwise")
-def test_sigmoid_is_stable_at_extremes():
+def test_tensor_elementwise_sigmoid_is_stable_at_extremes():
     out = Tensor([-1e4, -100.0, 0.0, 100.0, 1e4]).sigmoid().numpy()
     assert np.all(np.isfinite(out)) and out[0] == 0 and out[-1] == 1 and out[2] == 0.5
 
@@ -199,7 +199,7 @@ DTYPE_OPS = {
 @pytest.mark.task("tensor_dtypes")
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("op", DTYPE_OPS)
-def test_every_op_keeps_the_dtype(op, dtype, device):
+def test_tensor_dtypes_every_op_keeps_the_dtype(op, dtype, device):
     x = tinyflo.rand(3, 4, dtype=dtype, device=device, requires_grad=True)
     out = DTYPE_OPS[op](x)
     assert out.dtype == dtype, f"{op} turned {dtype} into {out.dtype}"
@@ -208,7 +208,7 @@ def test_every_op_keeps_the_dtype(op, dtype, device):
 
 
 @pytest.mark.task("tensor_dtypes")
-def test_integer_rules():
+def test_tensor_dtypes_integer_rules():
     i = tinyflo.arange(4)
     assert (i + 1).dtype == tinyflo.int64 and (i * 0.5).dtype == tinyflo.float32
     assert (i / 2).dtype == tinyflo.float32 and (1 / i[1:]).dtype == tinyflo.float32
@@ -225,7 +225,7 @@ def test_integer_rules():
     "a_shape, b_shape",
     [((2, 3), (3, 4)), ((5, 2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)), ((3,), (3,)), ((2, 1, 2, 3), (4, 3, 2))],
 )
-def test_matmul_matches_numpy(a_shape, b_shape, device):
+def test_tensor_matmul_matches_numpy(a_shape, b_shape, device):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal(a_shape, np.float32), rng.standard_normal(b_shape, np.float32)
     out = Tensor(a, device=device) @ Tensor(b, device=device)
@@ -233,14 +233,14 @@ def test_matmul_matches_numpy(a_shape, b_shape, device):
 
 
 @pytest.mark.task("tensor_matmul")
-def test_matmul_skips_the_gradient_nobody_needs():
+def test_tensor_matmul_skips_the_gradient_nobody_needs():
     data, weight = tinyflo.randn(8, 3), tinyflo.randn(3, 2, requires_grad=True)
     grads = (data @ weight)._ctx.backward(np.ones((8, 2), np.float32))
     assert grads[0] is None and grads[1].shape == (3, 2)
 
 
 @pytest.mark.task("tensor_matmul")
-def test_matmul_error_names_both_shapes():
+def test_tensor_matmul_error_names_both_shapes():
     with pytest.raises(ShapeError, match=r"\(32, 785\) and \(784, 10\)"):
         tinyflo.zeros(32, 785) @ tinyflo.zeros(784, 10)
     with pytest.raises(ShapeError, match="at least one axis"):
@@ -256,7 +256,7 @@ def test_matmul_error_names_both_shapes():
     keepdims=st.booleans(),
     data=st.data(),
 )
-def test_reductions_match_numpy(x, keepdims, data):
+def test_tensor_reductions_match_numpy(x, keepdims, data):
     axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
     t = Tensor(x)
     x64 = x.astype(np.float64)
@@ -273,7 +273,7 @@ def test_reductions_match_numpy(x, keepdims, data):
 
 
 @pytest.mark.task("tensor_reductions")
-def test_reduction_axis_errors():
+def test_tensor_reductions_axis_errors():
     with pytest.raises(ShapeError, match="axis 2 is out of range"):
         tinyflo.zeros(2, 3).sum(axis=2)
     with pytest.raises(ShapeError, match="empty"):
@@ -283,7 +283,7 @@ def test_reduction_axis_errors():
 # ----- task tensor_shapes ---------------------------------------------------------
 
 @pytest.mark.task("tensor_shapes")
-def test_shape_ops_match_numpy(device):
+def test_tensor_shapes_ops_match_numpy(device):
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     t = Tensor(x, device=device)
     checks = [
@@ -320,7 +320,7 @@ def test_shape_ops_match_numpy(device):
         (lambda t: t + tinyflo.zeros(5), r"add: inputs of shapes \(2, 3, 4\), \(5,\)"),
     ],
 )
-def test_shape_errors(make, pattern):
+def test_tensor_shapes_errors(make, pattern):
     with pytest.raises(ShapeError, match=pattern):
         make(tinyflo.zeros(2, 3, 4))
 
@@ -328,7 +328,7 @@ def test_shape_errors(make, pattern):
 # ----- task tensor_select ---------------------------------------------------------
 
 @pytest.mark.task("tensor_select")
-def test_comparisons_where_clip(device):
+def test_tensor_select_comparisons_where_clip(device):
     a = Tensor([1.0, -2.0, 3.0], device=device)
     assert (a > 0).tolist() == [True, False, True] and (a == 3.0).tolist() == [False, False, True]
     assert (a <= Tensor([1.0, 0.0, 0.0], device=device)).tolist() == [True, True, False]
@@ -390,7 +390,7 @@ def test_setitem_refuses_tensors_in_the_graph():
 # ----- task tensor_function -------------------------------------------------------
 
 @pytest.mark.task("tensor_function")
-def test_apply_records_a_node_only_when_a_gradient_is_wanted():
+def test_tensor_function_apply_records_a_node_only_when_a_gradient_is_wanted():
     a = Tensor([1.0, 2.0], requires_grad=True)
     b = Tensor([3.0, 4.0])
     c = a * b
@@ -400,3 +400,86 @@ def test_apply_records_a_node_only_when_a_gradient_is_wanted():
     with tinyflo.no_grad():
         assert (a * b)._ctx is None
     assert repr(c).endswith("grad_fn=<Mul>)")
+
+
+# ----- edge cases a framework user hits ---------------------------------------
+
+def test_iteration_unpacking_and_numpy_interop():
+    rows = list(tinyflo.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    assert [r.tolist() for r in rows] == [[1, 2], [3, 4]]
+    a, b = tinyflo.tensor([1.0, 2.0])
+    assert (a.item(), b.item()) == (1.0, 2.0)
+    assert np.asarray(tinyflo.ones(2)).dtype == np.float32
+    assert tinyflo.tensor([tinyflo.tensor(1.0), tinyflo.tensor(2.0)]).tolist() == [1.0, 2.0]
+
+
+def test_zero_dimensional_results_are_arrays():
+    x = tinyflo.tensor(2.0, requires_grad=True)
+    y = x * x
+    assert isinstance(y.data, np.ndarray) and isinstance(tinyflo.randn(3).sum().data, np.ndarray)
+    y.backward()
+    assert isinstance(x.grad.data, np.ndarray) and x.grad.item() == 4.0
+    x.grad.data[...] = 0  # writable in place, as optimizers will need
+
+
+@pytest.mark.task("tensor_dtypes")
+def test_tensor_dtypes_casts_to_integers_leave_the_graph():
+    x = tinyflo.tensor([1.5, 2.5], requires_grad=True)
+    assert not x.long().requires_grad and x.long().is_leaf
+    assert x.double().requires_grad
+
+
+@pytest.mark.task("tensor_dtypes")
+def test_tensor_dtypes_numpy_operands_do_not_upcast():
+    x = tinyflo.randn(3)
+    assert (x * np.array(2.0)).dtype == tinyflo.float32
+    assert (np.ones(3) * x).dtype == tinyflo.float32 and (x + np.ones(3)).dtype == tinyflo.float32
+    assert (x + [1.0, 2.0, 3.0]).dtype == tinyflo.float32
+    assert (tinyflo.arange(3) + np.ones(3)).dtype == tinyflo.float32
+
+
+@pytest.mark.task("tensor_reductions")
+def test_tensor_reductions_float16_reductions_accumulate_in_float32():
+    assert tinyflo.ones(4097, dtype="float16").sum().dtype == tinyflo.float16
+    assert (tinyflo.ones(2049, dtype="float16") * 3).mean().item() == 3.0
+    assert float(tinyflo.ones(5000, dtype="float16").sum()) == 5000.0
+    assert tinyflo.ones(10, dtype="float16").var().dtype == tinyflo.float16
+
+
+@pytest.mark.task("tensor_shapes")
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda t: t.permute(0, 3),
+        lambda t: t.permute(2, 1),
+        lambda t: t.unsqueeze(5),
+        lambda t: t.unsqueeze(-4),
+        lambda t: t.flatten(5),
+        lambda t: t.squeeze(5),
+        lambda t: t.transpose(0, 5),
+        lambda t: t.argmax(5),
+        lambda t: t.sum(axis=True),
+        lambda t: t.sum(axis=1.0),
+        lambda t: t[:, 0].expand(-1, 2),
+    ],
+)
+def test_tensor_shapes_out_of_range_axes_are_errors(make):
+    with pytest.raises(ShapeError, match="axis|axes|-1"):
+        make(tinyflo.zeros(2, 3))
+
+
+def test_mixed_devices_in_masks_indices_and_assignment():
+    x = tinyflo.zeros(3)
+    other = tinyflo.tensor([True, False, True], device="cpu:1")
+    with pytest.raises(DeviceError, match="cpu:1"):
+        tinyflo.where(other, x, 0.0)
+    with pytest.raises(DeviceError, match="cpu:1"):
+        x[other]
+    with pytest.raises(DeviceError, match="cpu:1"):
+        x[0] = tinyflo.tensor(1.0, device="cpu:1")
+
+
+def test_errors_that_are_not_about_shapes_pass_through():
+    with pytest.raises(ValueError, match="negative integer powers") as info:
+        tinyflo.tensor([2]) ** -1
+    assert not isinstance(info.value, ShapeError)

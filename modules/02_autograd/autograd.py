@@ -48,6 +48,14 @@ import numpy as np
 
 from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating
 
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+import sys
+
+# This notebook *is* tinyflo.core.autograd: hide the package's copy of it, so
+# that nothing here leans on the reference solution, by accident or otherwise.
+sys.modules["tinyflo.core.autograd"] = None
+
+
 # %% [markdown]
 # ## Broadcast gradients go back to their input's shape
 #
@@ -195,7 +203,8 @@ assert len(topological_order(y)) == 5001, "no recursion limit"
 # One detail in step 4: the first gradient stored into a leaf must be an
 # array nobody else holds, because later accumulation adds into it in place.
 # An op such as `Add` hands the *same* array to both its inputs, and `Expand`
-# or `Reshape` hand back views; those get copied.
+# or `Reshape` hand back views; those get copied. So do NumPy scalars (what
+# NumPy returns for arithmetic on 0-d arrays), which cannot be added into.
 #
 # ### Task `autograd_backward`
 
@@ -261,8 +270,10 @@ def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
     """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
     ### BEGIN SOLUTION
     if leaf.grad is None:
-        if g.base is not None or id(g) in stored:
-            g = g.copy()
+        xp = leaf.device.xp
+        if g.base is not None or id(g) in stored or not isinstance(g, xp.ndarray):
+            with leaf.device:
+                g = xp.array(g)  # our own copy; a NumPy scalar becomes a 0-d array
         stored.add(id(g))
         leaf.grad = Tensor._wrap(g, leaf.device)
     else:
@@ -327,6 +338,9 @@ assert np.allclose(chain.grad.data, 1.0), "a 10,000-op chain works"
 m = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
 backward(m.sum(axis=0).max())
 assert m.grad.shape == (2, 3) and m.grad.data.flags.writeable
+scalar = Tensor(2.0, requires_grad=True)
+backward(scalar * scalar)
+assert isinstance(scalar.grad.data, np.ndarray) and scalar.grad.item() == 4.0, "a 0-d gradient is an array"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -398,6 +412,10 @@ def depth(n):
     return 0 if n == 0 else 1 + depth(n - 1)
 
 assert depth(3) == 3 and is_grad_enabled(), "a decorated recursive function restores the mode"
+with no_grad():
+    with no_grad():
+        pass
+    assert not is_grad_enabled(), "leaving an inner no_grad() keeps the outer one in force"
 try:
     with no_grad():
         raise KeyError("boom")

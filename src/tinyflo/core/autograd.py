@@ -111,8 +111,10 @@ def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None
 def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
     """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
     if leaf.grad is None:
-        if g.base is not None or id(g) in stored:
-            g = g.copy()
+        xp = leaf.device.xp
+        if g.base is not None or id(g) in stored or not isinstance(g, xp.ndarray):
+            with leaf.device:
+                g = xp.array(g)  # our own copy; a NumPy scalar becomes a 0-d array
         stored.add(id(g))
         leaf.grad = Tensor._wrap(g, leaf.device)
     else:

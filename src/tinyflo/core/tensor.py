@@ -226,8 +226,12 @@ class Function:
         except ShapeError:
             raise
         except ValueError as err:
+            if "shape" not in str(err):  # not a shape problem: let it through unchanged
+                raise
             shapes = ", ".join(str(t.shape) for t in inputs)
             raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
+        if isinstance(data, np.generic):  # NumPy hands back scalars for 0-d results
+            data = np.asarray(data)
         out = Tensor._wrap(data, device)
         needs = tuple(t.requires_grad for t in inputs) if GradMode.enabled else ()
         if True in needs:
@@ -336,6 +340,15 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self):
+        """Rows along the first axis (``for row in x``, ``a, b = x``)."""
+        return (self[i] for i in range(len(self)))
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """``np.asarray(t)``: the data on the host."""
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype)
+
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         extras = [f"dtype={self.dtype}"]
@@ -354,7 +367,8 @@ class Tensor:
         dt = self.dtype if dtype is None else as_dtype(dtype)
         if dev is self._device and dt == self.dtype:
             return self
-        out = To.apply(self, source=self._device, device=dev, dtype=dt)
+        source = self if is_floating(dt) else self.detach()  # an integer copy has no gradient
+        out = To.apply(source, source=self._device, device=dev, dtype=dt)
         out._device = dev  # apply() gives outputs their input's device; To is the one op that moves
         return out
 
@@ -465,10 +479,12 @@ class Tensor:
         return Sum.apply(self, axis=_axes(axis, self.ndim, "sum"), keepdims=keepdims)
 
     def mean(self, axis=None, keepdims: bool = False) -> Tensor:
-        return _mean(self._floating(), axis, keepdims)
+        x = self._floating()
+        return _mean(x._accurate(), axis, keepdims).to(dtype=x.dtype)
 
     def var(self, axis=None, keepdims: bool = False, correction: int = 1) -> Tensor:
-        return _var(self._floating(), axis, keepdims, correction)
+        x = self._floating()
+        return _var(x._accurate(), axis, keepdims, correction).to(dtype=x.dtype)
 
     def max(self, axis=None, keepdims: bool = False) -> Tensor:
         return Max.apply(self, axis=_axes(axis, self.ndim, "max"), keepdims=keepdims)
@@ -491,18 +507,23 @@ class Tensor:
     def flatten(self, start_axis: int = 0, end_axis: int = -1) -> Tensor:
         if self.ndim == 0:
             return self.reshape(1)
-        start, end = (a % self.ndim for a in (start_axis, end_axis))
-        return self.reshape(self.shape[:start] + (-1,) + self.shape[end + 1:])
+        start, end = (_axis(a, self.ndim, "flatten") for a in (start_axis, end_axis))
+        if start > end:
+            raise ShapeError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis}")
+        merged = int(np.prod(self.shape[start:end + 1]))
+        return self.reshape(self.shape[:start] + (merged,) + self.shape[end + 1:])
 
     def permute(self, *axes) -> Tensor:
         axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], Sequence) else axes
-        if sorted(a % max(self.ndim, 1) for a in axes) != list(range(self.ndim)):
+        normalised = tuple(_axis(a, self.ndim, "permute") for a in axes) if self.ndim else axes
+        if sorted(normalised) != list(range(self.ndim)):
             raise ShapeError(f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
-        return Permute.apply(self, axes=tuple(a % self.ndim for a in axes))
+        return Permute.apply(self, axes=normalised)
 
     def transpose(self, axis0: int = -2, axis1: int = -1) -> Tensor:
         axes = list(range(self.ndim))
-        axes[axis0], axes[axis1] = axes[axis1], axes[axis0]
+        i, j = _axis(axis0, self.ndim, "transpose"), _axis(axis1, self.ndim, "transpose")
+        axes[i], axes[j] = axes[j], axes[i]
         return self.permute(axes)
 
     @property
@@ -514,18 +535,21 @@ class Tensor:
         lead = len(shape) - self.ndim
         if lead < 0:
             raise ShapeError(f"expand: cannot expand shape {self.shape} to fewer axes {shape}")
+        if -1 in shape[:lead]:
+            raise ShapeError(f"expand: -1 (keep the size) is not allowed for a new leading axis; got {shape}")
         full = tuple(self.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
         return Expand.apply(self, shape=full)
 
     def squeeze(self, axis: int | None = None) -> Tensor:
         if axis is None:
             return self.reshape(tuple(n for n in self.shape if n != 1))
+        axis = _axis(axis, self.ndim, "squeeze")
         if self.shape[axis] != 1:
             return self
-        return self.reshape(self.shape[:axis % self.ndim] + self.shape[axis % self.ndim + 1:])
+        return self.reshape(self.shape[:axis] + self.shape[axis + 1:])
 
     def unsqueeze(self, axis: int) -> Tensor:
-        axis = axis % (self.ndim + 1)
+        axis = _axis(axis, self.ndim + 1, "unsqueeze")
         return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
     def __getitem__(self, index) -> Tensor:
@@ -535,9 +559,11 @@ class Tensor:
         if self.requires_grad and GradMode.enabled:
             raise RuntimeError(
                 "setitem: in-place assignment into a tensor that requires grad would corrupt "
-                "its gradient; do it inside no_grad() or on .detach()"
+                "its gradient; do it inside no_grad()"
             )
-        value = value.data if isinstance(value, Tensor) else value
+        if isinstance(value, Tensor):
+            _same_device(self, value, "setitem")
+            value = value.data
         self.data[_index_arg(index, self._device)] = value
 
     # ----- helpers ----------------------------------------------------------------
@@ -545,20 +571,29 @@ class Tensor:
         """Integer and bool tensors become float32 before a floating-point op."""
         return self if is_floating(self.dtype) else self.to(dtype=default_float)
 
+    def _accurate(self) -> Tensor:
+        """float16/bfloat16 become float32 for a reduction: 2049 is not a float16 number."""
+        return self.to(dtype=float32) if self.dtype.itemsize < 4 else self
+
 
 def _constant(value: Any, like: Tensor) -> Tensor:
-    """A Python scalar or array-like as a constant tensor that fits ``like``."""
-    if isinstance(value, np.generic):  # np.float64(2.0) is a scalar, not a reason to upcast
-        value = value.item()
+    """A Python scalar, list or NumPy array as a constant tensor in ``like``'s dtype family."""
     if isinstance(value, bool | int | float):
-        if isinstance(value, float) and not is_floating(like.dtype):
-            dtype = default_float
-        elif isinstance(value, int) and like.dtype == bool_ and not isinstance(value, bool):
-            dtype = int64
-        else:
-            dtype = like.dtype
-        return Tensor._wrap(dtype.type(value), like._device)
-    return Tensor(value, device=like._device)
+        kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
+    else:
+        value = np.asarray(value.data if isinstance(value, Tensor) else value)
+        kind = value.dtype.kind
+    if kind == "f" and not is_floating(like.dtype):
+        dtype = default_float
+    elif kind in "iu" and like.dtype == bool_:
+        dtype = int64
+    elif kind in "biuf":
+        dtype = like.dtype
+    else:
+        raise TypeError(f"expected a number, a list of numbers or an array as operand; got {type(value).__name__}")
+    if isinstance(value, np.ndarray) and value.ndim > 0:
+        return Tensor(value, dtype=dtype, device=like._device)
+    return Tensor._wrap(dtype.type(value), like._device)
 
 
 def _operands(a: Any, b: Any, floating: bool = False) -> tuple[Tensor, Tensor]:
@@ -567,11 +602,7 @@ def _operands(a: Any, b: Any, floating: bool = False) -> tuple[Tensor, Tensor]:
         a = _constant(a, b)
     if not isinstance(b, Tensor):
         b = _constant(b, a)
-    if a._device is not b._device:
-        raise DeviceError(
-            f"operands are on different devices: {a._device} (shape {a.shape}) and "
-            f"{b._device} (shape {b.shape}); move one with .to()"
-        )
+    _same_device(a, b, "operands")
     dtype = promote_types(a.data.dtype, b.data.dtype)
     if floating and not is_floating(dtype):
         dtype = default_float
@@ -599,14 +630,30 @@ def _shape_arg(shape: tuple, op: str, allow_minus_one: bool = False) -> tuple[in
     return tuple(int(n) for n in shape)
 
 
+def _axis(axis: Any, ndim: int, op: str) -> int:
+    """Check one axis of an ``ndim``-axis tensor (negatives count from the end); return it >= 0."""
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise ShapeError(f"{op}: axis must be an integer; got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{op}: axis {axis} is out of range for a tensor with {ndim} axes")
+    return int(axis) % ndim
+
+
 def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
-    """Normalise ``axis`` (None, an int or a tuple, negatives allowed) to a sorted tuple."""
+    """Normalise ``axis`` (None, an int or a tuple of ints) to a sorted tuple; a 0-d tensor takes 0 or -1."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
-    if not all(-max(ndim, 1) <= a < max(ndim, 1) for a in axes):
-        raise ShapeError(f"{op}: axis {axis} is out of range for a tensor with {ndim} axes")
-    return tuple(sorted({int(a) % max(ndim, 1) for a in axes}))
+    axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
+    return tuple(sorted({_axis(a, max(ndim, 1), op) for a in axes}))
+
+
+def _same_device(a: Tensor, b: Tensor, op: str) -> None:
+    """Raise a DeviceError naming both devices when ``a`` and ``b`` live apart."""
+    if a._device is not b._device:
+        raise DeviceError(
+            f"{op}: operands are on different devices: {a._device} (shape {a.shape}) and "
+            f"{b._device} (shape {b.shape}); move one with .to()"
+        )
 
 
 def _index_arg(index: Any, dev: Device) -> Any:
@@ -614,6 +661,8 @@ def _index_arg(index: Any, dev: Device) -> Any:
     if isinstance(index, tuple):
         return tuple(_index_arg(i, dev) for i in index)
     if isinstance(index, Tensor):
+        if index._device is not dev:
+            raise DeviceError(f"getitem: the index tensor is on {index._device}, the tensor on {dev}")
         return index.data
     if isinstance(index, list | np.ndarray) and dev.type == "cuda":
         with dev:
@@ -805,6 +854,8 @@ def _keepdims_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tup
 class Sum(Function):
     def forward(self, a, axis=None, keepdims=False):
         self.shape, self.axis = a.shape, axis
+        if is_floating(a.dtype) and a.dtype.itemsize < 4:
+            return a.sum(axis=axis, keepdims=keepdims, dtype=np.float32).astype(a.dtype)
         return a.sum(axis=axis, keepdims=keepdims)
 
     def backward(self, grad):
@@ -845,7 +896,10 @@ def _var(x: Tensor, axis, keepdims: bool, correction: int) -> Tensor:
 
 def _argext(x: Tensor, axis: int | None, keepdims: bool, which: str) -> Tensor:
     """argmax / argmin: int64 indices, outside the graph."""
-    data = getattr(x.data, which)(axis=axis, keepdims=keepdims)
+    axis = None if axis is None else _axis(axis, max(x.ndim, 1), which)
+    if x.numel() == 0:
+        raise ShapeError(f"{which}: cannot reduce an empty tensor of shape {x.shape}")
+    data = x.device.xp.asarray(getattr(x.data, which)(axis=axis, keepdims=keepdims))
     return Tensor._wrap(data.astype(int64, copy=False), x._device)
 
 
@@ -1001,7 +1055,11 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         a = Tensor(a)
     a, b = _operands(a, b)
-    cond = cond.data if isinstance(cond, Tensor) else _to_array(cond, bool_, a._device)
+    if isinstance(cond, Tensor):
+        _same_device(cond, a, "where")
+        cond = cond.data
+    else:
+        cond = _to_array(cond, bool_, a._device)
     return Where.apply(a, b, cond=cond.astype(bool, copy=False))
 
 
