@@ -568,6 +568,11 @@ assert gradcheck(lambda a: (a * a).exp(), nc), "non-square shapes"
 #   two matmuls. The engine's own overhead — the sort and the dict — is
 #   per node, not per element, so it matters only for tiny tensors. Module
 #   08's benchmarks measure it in µs per op.
+# * **In-place changes.** A node keeps references to its inputs' arrays, not
+#   copies. Writing into an input after the forward pass (`x.data[0] = 100`)
+#   silently changes the gradient backward computes. That is why
+#   `Tensor.__setitem__` refuses tensors that require grad outside
+#   `no_grad()`; PyTorch goes further and counts versions of every tensor.
 # * **Why accumulate?** Summing into `.grad` rather than overwriting it is
 #   what lets a parameter used twice (weight tying) get both contributions,
 #   and lets a Trainer accumulate gradients over several micro-batches
