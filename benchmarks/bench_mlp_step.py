@@ -84,6 +84,35 @@ def tinyflo_step(params: list[tinyflo.Tensor], x: tinyflo.Tensor, y: np.ndarray)
     return loss
 
 
+# ----- (a') tinyflo modules: Linear, ReLU and cross_entropy ---------------------------
+
+
+def tinyflo_model(weights: list[np.ndarray]):
+    """A Sequential of Linear/ReLU layers holding ``weights`` (Linear keeps W as (out, in))."""
+    from tinyflo.core.layers import Linear, ReLU, Sequential
+
+    layers = []
+    for i in range(0, len(weights), 2):
+        linear = Linear(*weights[i].shape)
+        linear.weight.data[...] = weights[i].T
+        linear.bias.data[...] = weights[i + 1]
+        layers += [linear, ReLU()]
+    return Sequential(*layers[:-1])
+
+
+def tinyflo_nn_step(model, x: tinyflo.Tensor, y: tinyflo.Tensor) -> tinyflo.Tensor:
+    """Forward through the modules, cross_entropy, backward, SGD update; returns the loss."""
+    from tinyflo.core.losses import cross_entropy
+
+    loss = cross_entropy(model(x), y)
+    model.zero_grad()
+    loss.backward()
+    with tinyflo.no_grad():
+        for p in model.parameters():
+            p.data -= LR * p.grad.data
+    return loss
+
+
 # ----- (b) NumPy by hand: the same forward, the backward derived on paper --------------
 
 
@@ -149,6 +178,29 @@ def torch_step(torch, params: list, x, y):
     return loss
 
 
+def torch_model(torch, weights: list[np.ndarray]):
+    """torch.nn.Sequential of Linear/ReLU holding ``weights``."""
+    layers = []
+    for i in range(0, len(weights), 2):
+        linear = torch.nn.Linear(*weights[i].shape)
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(weights[i].T.copy()))
+            linear.bias.copy_(torch.from_numpy(weights[i + 1]))
+        layers += [linear, torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
+def torch_nn_step(torch, model, x, y):
+    """Forward, F.cross_entropy, backward, SGD update; returns the loss."""
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    model.zero_grad(set_to_none=True)
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p -= LR * p.grad
+    return loss
+
+
 # ----- checking, then timing ------------------------------------------------------------
 
 
@@ -158,14 +210,18 @@ def step_variants(shape: Shape, torch) -> dict[str, Callable[[], object]]:
     numpy_params = [w.copy() for w in weights]
     tf_params = [tinyflo.tensor(w, requires_grad=True) for w in weights]
     tf_x = tinyflo.tensor(x)
+    tf_model, tf_y = tinyflo_model(weights), tinyflo.tensor(y)
     variants = {
         NUMPY: lambda: numpy_step(numpy_params, x, y),
-        "tinyflo": lambda: tinyflo_step(tf_params, tf_x, y),
+        "tinyflo (tensor ops)": lambda: tinyflo_step(tf_params, tf_x, y),
+        "tinyflo (Linear, ReLU, cross_entropy)": lambda: tinyflo_nn_step(tf_model, tf_x, tf_y),
     }
     if torch is not None:
         t_params = [torch.tensor(w, requires_grad=True) for w in weights]
         t_x, t_y = torch.from_numpy(x), torch.from_numpy(y)
-        variants["torch"] = lambda: torch_step(torch, t_params, t_x, t_y)
+        t_model = torch_model(torch, weights)
+        variants["torch (tensor ops)"] = lambda: torch_step(torch, t_params, t_x, t_y)
+        variants["torch (nn.Linear, F.cross_entropy)"] = lambda: torch_nn_step(torch, t_model, t_x, t_y)
     return variants
 
 
@@ -229,8 +285,10 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         "GFLOP per step is the usual nominal count, matmuls only: 3 × the forward's "
         "2·batch·fan_in·fan_out summed over layers (6·batch·weights). It includes the gradient with "
         "respect to the input batch, which no variant computes (0.21 of the large step's 1.03 GFLOP).",
-        "The loss is log-softmax written out: x - max (a detached constant), exp, sum, log, "
-        "then the label entries picked by integer indexing and averaged; torch uses the same ops.",
+        "'tensor ops' variants write log-softmax out: x - max (a detached constant), exp, sum, log, "
+        "then the label entries picked by integer indexing and averaged; torch uses the same ops. "
+        "The module variants use tinyflo's Linear/ReLU/Sequential and cross_entropy (module 03/04) "
+        "and torch.nn.Linear/ReLU with F.cross_entropy.",
         "IQR: interquartile range of the rounds relative to the median.",
     ]
     if torch is None:

@@ -12,6 +12,16 @@ def test_every_public_name_resolves():
     assert "Tensor" in dir(tinyflo) and tinyflo.device("cpu:1") is tinyflo.Device("cpu", 1)
 
 
+def test_nn_functional_and_init_names_resolve():
+    import tinyflo.nn.functional
+    import tinyflo.nn.init
+
+    for module in (tinyflo.nn, tinyflo.nn.functional, tinyflo.nn.init):
+        for name in module.__all__:
+            getattr(module, name)
+    assert tinyflo.nn.Linear is tinyflo.nn.functional.relu.__globals__["Linear"]
+
+
 def test_export_cli_imports_without_the_generated_core():
     """`tinyflo export` is how a broken core gets repaired, so it must not need the core."""
     code = (

@@ -3,7 +3,8 @@
 The code under ``tinyflo.core`` is generated from the course modules
 (``modules/NN_name/name.py``) by ``tinyflo export``; this file only gathers
 the public names, the way ``torch`` does, so user code reads
-``tinyflo.randn(...)`` and ``tinyflo.no_grad()``.
+``tinyflo.randn(...)``, ``tinyflo.no_grad()`` and ``tinyflo.DataLoader(...)``;
+layers and losses live in ``tinyflo.nn``, data sets in ``tinyflo.datasets``.
 """
 
 import importlib
@@ -20,6 +21,9 @@ _PUBLIC = {
         "manual_seed", "ones", "ones_like", "promote_types", "rand", "rand_like", "randn",
         "randn_like", "stack", "tensor", "uint8", "where", "zeros", "zeros_like",
     ),
+    "tinyflo.core.data": (
+        "DataLoader", "Dataset", "Rng", "Subset", "TensorDataset", "default_collate", "random_split",
+    ),
     "tinyflo.core.autograd": (
         "GradcheckError", "backward", "enable_grad", "gradcheck", "is_grad_enabled", "no_grad",
         "set_grad_enabled",
@@ -29,7 +33,12 @@ _SOURCE = {name: (module, name) for module, names in _PUBLIC.items() for name in
 _SOURCE["device"] = ("tinyflo.core.tensor", "as_device")  # tinyflo.device("cuda:0"), as in torch
 
 
+_SUBMODULES = ("nn", "datasets")  # tinyflo.nn.Linear works without `import tinyflo.nn`
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"tinyflo.{name}")
     if name not in _SOURCE:
         raise AttributeError(f"module 'tinyflo' has no attribute {name!r}")
     module, attribute = _SOURCE[name]
@@ -39,7 +48,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_SOURCE))
+    return sorted(set(globals()) | set(_SOURCE) | set(_SUBMODULES))
 
 
 __version__ = "0.1.0"

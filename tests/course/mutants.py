@@ -35,4 +35,53 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
         # leaving no_grad() always switches recording on, even when it was off before.
         ("GradMode.enabled = self._previous.pop()", "self._previous.pop()\n        GradMode.enabled = True"),
     ],
+    "05_data": [
+        # every fork restarts from the parent's seed: forks are copies, not independent streams.
+        ("child._start(self._sequence.spawn(1)[0])", "child._start(np.random.SeedSequence(self.seed))"),
+        # NumPy's default normal draws: float64 sneaks into the data.
+        ("draw = self._generator.standard_normal(size, dtype=np.float32)\n        return (draw * np.float32(std) + np.float32(mean)).astype(np.float32, copy=False)",
+         "return self._generator.normal(mean, std, size)"),
+        # the fractions' left-over samples all go to the last subset.
+        ("counts[i % len(counts)] += 1", "counts[-1] += 1"),
+        # Python floats collated as NumPy's float64.
+        ("arrays = [_as_array(s) for s in samples]", "arrays = [np.asarray(s) for s in samples]"),
+        # len() ignores drop_last.
+        ("return n // self.batch_size if self.drop_last else -(-n // self.batch_size)", "return -(-n // self.batch_size)"),
+        # the same shuffled order every epoch.
+        ("order = self.rng.permutation(n) if self.shuffle", "order = Rng(self.rng.seed).permutation(n) if self.shuffle"),
+        # the fast path forgets a Subset's rows and gathers from the start of the arrays.
+        ("picked = indices if rows is None else rows[indices]", "picked = indices"),
+        # a resumed loader starts the epoch over instead of skipping the batches already seen.
+        ("start, self._skip = self._skip, 0", "start, self._skip = 0, 0"),
+    ],
+    "03_layers": [
+        # BatchNorm's running variance left biased (PyTorch keeps the unbiased one).
+        ("var.data * (n / (n - 1))", "var.data"),
+        # log_softmax without subtracting the max: exp overflows for large logits.
+        ("shifted = a - a.max(axis=axis, keepdims=True)", "shifted = a"),
+        # dropout that is not inverted: the survivors are not scaled up.
+        ("scale = mask.astype(x.dtype) * x.dtype.type(1 / keep)", "scale = mask.astype(x.dtype)"),
+        # load_state_dict rebinds the detached view instead of writing into the parameter.
+        ("target.data[...] = array", "target.data = array"),
+        # Kaiming's uniform bound taken as the standard deviation (√3 too narrow).
+        ("bound = math.sqrt(3.0) * std", "bound = std"),
+        # tied weights listed (and so updated) twice.
+        ("if t is None or id(t) in seen:", "if t is None:"),
+        # exact GELU's derivative without the x·φ(x) term.
+        ("return grad * (cdf + a * pdf)", "return grad * cdf"),
+    ],
+    "04_losses": [
+        # ignored targets still count in the mean's denominator.
+        ("w_y = valid.astype(logp.dtype) if w is None else w.data[safe] * valid",
+         "w_y = logp.device.xp.ones(safe.shape, logp.dtype) if w is None else w.data[safe]"),
+        # CTC may skip the blank between two equal labels, so `l l` reads as `l`.
+        ("skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])", "skip[:, 2:] = ext[:, 2:] != blank"),
+        # the textbook log(1 + exp(-x)), which overflows for logits of -1e4.
+        ("positive = softplus(-input)", "positive = (1 + (-input).exp()).log()"),
+        # CTC's occupancy without dividing by p_t(l'_s), counted twice in alpha · beta.
+        ("gamma = xp.exp(alpha + beta - lp + safe_nll[None, :, None])",
+         "gamma = xp.exp(alpha + beta + safe_nll[None, :, None])"),
+        # smooth L1's quadratic branch not divided by beta.
+        ("where(size < beta, 0.5 * d * d / beta, size - 0.5 * beta)", "where(size < beta, 0.5 * d * d, size - 0.5 * beta)"),
+    ],
 }

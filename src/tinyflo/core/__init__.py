@@ -3,6 +3,9 @@
 
 * `tinyflo.core.tensor` from modules/01_tensor/tensor.py
 * `tinyflo.core.autograd` from modules/02_autograd/autograd.py
+* `tinyflo.core.layers` from modules/03_layers/layers.py
+* `tinyflo.core.losses` from modules/04_losses/losses.py
+* `tinyflo.core.data` from modules/05_data/data.py
 
 When TINYFLO_WORKSPACE names a student workspace, the modules completed there
 (`tinyflo module complete`) are imported instead of these files.

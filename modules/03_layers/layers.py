@@ -1,0 +1,2019 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Module 03 — Layers
+#
+# With tensors (module 01) and the engine that differentiates them (module
+# 02) you can already train a network: keep a few weight tensors, compute a
+# loss, call `backward()`, nudge the weights. What you cannot yet do is keep
+# a *real* network tidy. A ResNet has hundreds of weight tensors; an
+# optimizer needs all of them, a checkpoint needs each one under a stable
+# name, dropout must switch off at evaluation time, and fine-tuning freezes
+# some of them.
+#
+# This module builds the layer library every later module and milestone
+# uses, with PyTorch's names and defaults so your skills transfer:
+#
+# | task | what |
+# |---|---|
+# | `layers_activations` | ReLU's relatives — ELU, GELU, Softplus as graph nodes, the rest built from tensor ops |
+# | `layers_softmax` | `softmax` and `log_softmax` that stay finite for logits of ±10⁴ |
+# | `layers_module` | `Parameter` and `Module`: automatic registration, qualified names, train/eval, freezing, moving |
+# | `layers_state_dict` | `state_dict()` / `load_state_dict()` with errors that name keys and shapes |
+# | `layers_init` | the initializers of `torch.nn.init`, seeded through `tinyflo.manual_seed` |
+# | `layers_linear` | `Linear` (PyTorch's default init) and `Embedding` |
+# | `layers_dropout` | inverted dropout, reproducible under `manual_seed` |
+# | `layers_norm` | `LayerNorm` and `BatchNorm1d` with running statistics |
+
+# %%
+#| default_exp core.layers
+
+# %%
+#| export
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from tinyflo.core.autograd import no_grad
+from tinyflo.core.tensor import (
+    Device,
+    Function,
+    ShapeError,
+    Tensor,
+    _axis,
+    as_device,
+    as_dtype,
+    float16,
+    float32,
+    float64,
+    is_floating,
+    ones,
+    rand,
+    randn,
+    where,
+    zeros,
+)
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+import sys
+
+# This notebook *is* tinyflo.core.layers: hide the package's copy of it, so
+# that nothing here leans on the reference solution, by accident or otherwise.
+sys.modules["tinyflo.core.layers"] = None
+
+
+# %%
+from tinyflo.core.autograd import gradcheck
+
+# %% [markdown]
+# ## Activation functions
+#
+# A network of linear layers alone is one linear map, however deep. The
+# nonlinearity between the layers is what lets it bend. Each activation is a
+# function of one number applied elementwise, and there are two ways to give
+# it a gradient:
+#
+# * **compose** it from module 01's ops, which already have backwards —
+#   `silu(x) = x · σ(x)` is `x * x.sigmoid()`, and autograd does the rest;
+# * write a dedicated **`Function`** with `forward` and `backward` side by
+#   side, when that is much more stable or much faster than the composition.
+#
+# Composition is the default: less code, and every piece is already
+# gradchecked. Three activations here earn a `Function`:
+#
+# | Function | forward | backward (× grad) | why not compose |
+# |---|---|---|---|
+# | `EluFn(α)` | x if x > 0 else α(eˣ − 1) | 1 if x > 0 else out + α | `expm1` is exact near 0, and `exp` of a large positive x would overflow in the branch `where` throws away |
+# | `SoftplusFn(β, t)` | (1/β) log(1 + e^{βx}), and x where βx > t | σ(βx), and 1 where βx > t | stable: `max(βx, 0) + log1p(e^{−|βx|})` never overflows |
+# | `GeluFn` | x Φ(x) = ½x(1 + erf(x/√2)) | Φ(x) + x φ(x) | NumPy has no `erf` (see below) |
+#
+# `GeluFn` also has PyTorch's `approximate="tanh"` form,
+# ½x(1 + tanh(u)) with u = √(2/π)(x + 0.044715x³), whose derivative is
+# ½(1 + tanh u) + ½x(1 − tanh²u)·√(2/π)(1 + 3·0.044715x²).
+#
+# In every `forward`, keep the input's dtype: Python floats such as `alpha`
+# meet a float32 array as float32 (NumPy 2's rule). The functions that call
+# a `Function` pass it `x._floating()` (module 01), so an integer input
+# arrives as float32.
+#
+# ### An `erf` for NumPy
+#
+# GELU needs the error function, and NumPy does not have one. SciPy's
+# `scipy.special.erf` is a fast ufunc, but tinyflo does not depend on SciPy;
+# Python's `math.erf` is exact but works on one float at a time. So `erf`
+# below uses SciPy when it is installed and otherwise applies `math.erf`
+# element by element (`np.frompyfunc`: exact, about 0.1 µs per element —
+# fine for teaching sizes; for big layers without SciPy choose
+# `gelu(x, approximate="tanh")`, which needs only `tanh`). On a GPU, CuPy has
+# `erf` built in.
+
+# %%
+#| export
+@functools.cache
+def _numpy_erf() -> Any:
+    """SciPy's erf ufunc when SciPy is installed, else math.erf applied per element."""
+    try:
+        from scipy.special import erf as scipy_erf
+    except ImportError:
+        return np.frompyfunc(math.erf, 1, 1)
+    return scipy_erf
+
+
+def erf(x: Any) -> Any:
+    """The error function of a NumPy or CuPy array, elementwise, in the array's dtype."""
+    if not isinstance(x, np.ndarray | np.generic):
+        import cupyx.scipy.special
+
+        return cupyx.scipy.special.erf(x)
+    return np.asarray(_numpy_erf()(x)).astype(x.dtype, copy=False)
+
+
+# %% [markdown]
+# Check it against `math.erf` at a few thousand points:
+
+# %%
+_points = np.linspace(-7, 7, 5001)
+print("largest difference from math.erf:", np.abs(erf(_points) - np.array([math.erf(v) for v in _points])).max())
+
+# %% [markdown]
+# ### Task `layers_activations`
+#
+# Write the three `Function`s, then the functional activations. The ones
+# that are compositions are one line each (PyTorch's definitions):
+#
+# | function | definition |
+# |---|---|
+# | `relu(x)`, `sigmoid(x)`, `tanh(x)` | module 01's ops |
+# | `leaky_relu(x, negative_slope=0.01)` | x if x > 0 else slope · x (`where`) |
+# | `elu(x, alpha=1.0)` | `EluFn` |
+# | `selu(x)` | scale · elu(x, α) with α ≈ 1.6733, scale ≈ 1.0507 (constants below) |
+# | `gelu(x, approximate="none")` | `GeluFn`; `approximate` is `"none"` or `"tanh"`, anything else a `ValueError` naming it |
+# | `silu(x)` | x · σ(x) |
+# | `softplus(x, beta=1.0, threshold=20.0)` | `SoftplusFn` |
+# | `mish(x)` | x · tanh(softplus(x)) |
+# | `hardswish(x)` | x · clip(x + 3, 0, 6) / 6 |
+# | `prelu(x, weight)` | x if x > 0 else weight · x, with one weight per channel (axis 1), or one for all |
+#
+# For `prelu`, a weight with one entry applies everywhere; a weight with C
+# entries applies along axis 1 of an input of shape (N, C, ...), so it must
+# be reshaped to (C, 1, ..., 1) to broadcast. Any other size is a
+# `ShapeError` naming both shapes.
+
+# %% nbgrader={"grade": false, "grade_id": "layers_activations_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class EluFn(Function):
+    def forward(self, a, alpha=1.0):
+        ### BEGIN SOLUTION
+        alpha = a.dtype.type(alpha)
+        self.alpha = alpha
+        out = self.xp.where(a > 0, a, alpha * self.xp.expm1(self.xp.minimum(a, 0)))
+        self.save_for_backward(a, out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, out = self.saved
+        return self.xp.where(a > 0, grad, grad * (out + self.alpha))
+        ### END SOLUTION
+
+
+class SoftplusFn(Function):
+    def forward(self, a, beta=1.0, threshold=20.0):
+        ### BEGIN SOLUTION
+        xp = self.xp
+        scaled = a * a.dtype.type(beta)
+        e = xp.exp(-xp.abs(scaled))  # never overflows
+        self.linear = scaled > threshold
+        self.sig = xp.where(scaled >= 0, 1 / (1 + e), e / (1 + e))  # σ(βx), the derivative
+        soft = (xp.maximum(scaled, 0) + xp.log1p(e)) / a.dtype.type(beta)
+        return xp.where(self.linear, a, soft)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return self.xp.where(self.linear, grad, grad * self.sig)
+        ### END SOLUTION
+
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+class GeluFn(Function):
+    def forward(self, a, approximate="none"):
+        ### BEGIN SOLUTION
+        xp = self.xp
+        self.approximate = approximate
+        if approximate == "tanh":
+            t = xp.tanh(_SQRT_2_OVER_PI * (a + 0.044715 * a * a * a))
+            self.save_for_backward(a, t)
+            return 0.5 * a * (1 + t)
+        cdf = 0.5 * (1 + erf(a * (1 / math.sqrt(2))))  # Φ(x)
+        self.save_for_backward(a, cdf)
+        return a * cdf
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        xp = self.xp
+        if self.approximate == "tanh":
+            a, t = self.saved
+            du = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * a * a)
+            return grad * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * du)
+        a, cdf = self.saved
+        pdf = xp.exp(-0.5 * a * a) * (1 / math.sqrt(2 * math.pi))  # φ(x)
+        return grad * (cdf + a * pdf)
+        ### END SOLUTION
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def relu(x: Tensor) -> Tensor:
+    """max(x, 0), elementwise."""
+    ### BEGIN SOLUTION
+    return x.relu()
+    ### END SOLUTION
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """1 / (1 + e⁻ˣ), elementwise (stable for large |x|)."""
+    ### BEGIN SOLUTION
+    return x.sigmoid()
+    ### END SOLUTION
+
+
+def tanh(x: Tensor) -> Tensor:
+    """The hyperbolic tangent, elementwise."""
+    ### BEGIN SOLUTION
+    return x.tanh()
+    ### END SOLUTION
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """x where x > 0, else negative_slope · x."""
+    ### BEGIN SOLUTION
+    return where(x > 0, x, x * negative_slope)
+    ### END SOLUTION
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha · (eˣ − 1)."""
+    ### BEGIN SOLUTION
+    return EluFn.apply(x._floating(), alpha=alpha)
+    ### END SOLUTION
+
+
+def selu(x: Tensor) -> Tensor:
+    """Self-normalising ELU: scale · elu(x, alpha) with the constants of Klambauer et al. (2017)."""
+    ### BEGIN SOLUTION
+    return elu(x, _SELU_ALPHA) * _SELU_SCALE
+    ### END SOLUTION
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """x · Φ(x), exactly (``"none"``) or with the tanh approximation (``"tanh"``)."""
+    ### BEGIN SOLUTION
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
+    return GeluFn.apply(x._floating(), approximate=approximate)
+    ### END SOLUTION
+
+
+def silu(x: Tensor) -> Tensor:
+    """x · σ(x) (also called swish)."""
+    ### BEGIN SOLUTION
+    return x * x.sigmoid()
+    ### END SOLUTION
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """(1/beta) · log(1 + exp(beta · x)), and x itself where beta · x > threshold."""
+    ### BEGIN SOLUTION
+    return SoftplusFn.apply(x._floating(), beta=beta, threshold=threshold)
+    ### END SOLUTION
+
+
+def mish(x: Tensor) -> Tensor:
+    """x · tanh(softplus(x))."""
+    ### BEGIN SOLUTION
+    return x * softplus(x).tanh()
+    ### END SOLUTION
+
+
+def hardswish(x: Tensor) -> Tensor:
+    """x · relu6(x + 3) / 6, a cheap piecewise silu."""
+    ### BEGIN SOLUTION
+    return x * (x + 3).clip(0.0, 6.0) / 6
+    ### END SOLUTION
+
+
+def prelu(x: Tensor, weight: Tensor) -> Tensor:
+    """x where x > 0, else weight · x, with one weight for all or one per channel (axis 1)."""
+    ### BEGIN SOLUTION
+    n = weight.numel()
+    if n != 1:
+        channels = x.shape[1] if x.ndim >= 2 else (x.shape[0] if x.ndim == 1 else None)
+        if channels != n:
+            raise ShapeError(
+                f"prelu: a weight of shape {weight.shape} needs 1 or {n} channels on axis 1 of the "
+                f"input; got input of shape {x.shape}"
+            )
+        weight = weight.reshape((n,) + (1,) * (x.ndim - 2)) if x.ndim >= 2 else weight
+    return where(x > 0, x, weight * x)
+    ### END SOLUTION
+
+
+# %%
+_x = Tensor(np.linspace(-3, 3, 7, dtype=np.float32))
+for _f in (relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, hardswish):
+    print(f"{_f.__name__:>10}", np.round(_f(_x).numpy(), 3))
+
+# %% nbgrader={"grade": true, "grade_id": "layers_activations", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+X = np.array([-3.0, -1.0, -0.25, 0.5, 2.0], np.float32)
+x = Tensor(X, requires_grad=True)
+assert np.allclose(elu(x).numpy(), np.where(X > 0, X, np.expm1(X)), atol=1e-6)
+assert np.allclose(leaky_relu(x, 0.1).numpy(), np.where(X > 0, X, 0.1 * X))
+assert np.allclose(softplus(x).numpy(), np.log1p(np.exp(X)), atol=1e-6)
+_phi = np.array([0.5 * (1 + math.erf(v / math.sqrt(2))) for v in X])
+assert np.allclose(gelu(x).numpy(), X * _phi, atol=1e-6)
+assert np.allclose(silu(x).numpy(), X / (1 + np.exp(-X)), atol=1e-6)
+for _f in (relu, leaky_relu, elu, selu, gelu, silu, softplus, mish, hardswish, sigmoid, tanh):
+    assert _f(x).dtype == np.float32, f"{_f.__name__} must keep float32"
+x64 = Tensor(np.array([-2.5, -0.7, 0.3, 1.9]), requires_grad=True)
+for _f in (elu, gelu, softplus):
+    assert gradcheck(_f, x64), _f.__name__
+assert np.all(np.isfinite(softplus(Tensor([1e4, -1e4])).numpy())), "softplus must not overflow"
+### BEGIN HIDDEN TESTS
+_tanh_form = 0.5 * X * (1 + np.tanh(math.sqrt(2 / math.pi) * (X + 0.044715 * X ** 3)))
+assert np.allclose(gelu(x, approximate="tanh").numpy(), _tanh_form, atol=1e-6)
+assert gradcheck(lambda t: gelu(t, approximate="tanh"), x64)
+assert gradcheck(lambda t: elu(t, alpha=0.7), x64) and gradcheck(lambda t: softplus(t, beta=2.0, threshold=3.0), x64)
+assert np.allclose(softplus(Tensor([30.0, 1e4])).numpy(), [30.0, 1e4]), "linear above the threshold"
+assert np.allclose(softplus(x, beta=2.0).numpy(), np.log1p(np.exp(2 * X)) / 2, atol=1e-6)
+assert np.allclose(selu(x).numpy(), 1.0507009873554805 * np.where(X > 0, X, 1.6732632423543772 * np.expm1(X)), atol=1e-5)
+_sp = np.log1p(np.exp(X))
+assert np.allclose(mish(x).numpy(), X * np.tanh(_sp), atol=1e-6)
+assert np.allclose(hardswish(x).numpy(), X * np.clip(X + 3, 0, 6) / 6, atol=1e-6)
+assert np.allclose(elu(x, alpha=0.5).numpy(), np.where(X > 0, X, 0.5 * np.expm1(X)), atol=1e-6)
+big = softplus(Tensor([1e4, -1e4], requires_grad=True))
+assert np.all(np.isfinite(big.numpy()))
+w = Tensor([0.1, 0.2, 0.3])
+x3 = Tensor(-np.ones((2, 3, 2), np.float32))
+assert np.allclose(prelu(x3, w).numpy()[0, :, 0], [-0.1, -0.2, -0.3]), "one weight per channel on axis 1"
+assert np.allclose(prelu(x, Tensor([0.25])).numpy(), np.where(X > 0, X, 0.25 * X))
+try:
+    prelu(x3, Tensor([0.1, 0.2]))
+    raise AssertionError("a weight that fits no channel axis must raise")
+except ShapeError as err:
+    assert "(2,)" in str(err) and "(2, 3, 2)" in str(err)
+try:
+    gelu(x, approximate="fast")
+    raise AssertionError("unknown approximations must raise")
+except ValueError as err:
+    assert "fast" in str(err)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `layers_softmax`: `softmax` and `log_softmax`
+#
+# softmax(x)ᵢ = eˣⁱ / Σⱼ eˣʲ along one axis turns scores (logits) into
+# probabilities. Written that way it overflows for a logit of 1000 (e¹⁰⁰⁰ is
+# inf, inf/inf is NaN). Subtracting the maximum first changes nothing
+# mathematically — the factor e^{−max} cancels — and makes every exponent
+# ≤ 0, so no exponential overflows and the largest is exactly 1.
+#
+# log_softmax(x) = x − max − log Σ e^{x − max} is the same trick; computing
+# it as `softmax(x).log()` instead is a classic bug: a probability that
+# underflows to 0 gives log(0) = −inf, and a NaN gradient.
+#
+# Both are `Function`s: one node instead of five, and a backward that needs
+# only the output:
+#
+# * softmax: with s the output, ∂L/∂x = s · (g − Σ g·s), sums along the axis;
+# * log_softmax: with o the output, ∂L/∂x = g − eᵒ · Σ g.
+#
+# `axis` may be negative; an axis the input does not have is a `ShapeError`.
+
+# %% nbgrader={"grade": false, "grade_id": "layers_softmax_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class SoftmaxFn(Function):
+    def forward(self, a, axis=-1):
+        ### BEGIN SOLUTION
+        e = self.xp.exp(a - a.max(axis=axis, keepdims=True))
+        out = e / e.sum(axis=axis, keepdims=True)
+        self.axis = axis
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return out * (grad - (grad * out).sum(axis=self.axis, keepdims=True))
+        ### END SOLUTION
+
+
+class LogSoftmaxFn(Function):
+    def forward(self, a, axis=-1):
+        ### BEGIN SOLUTION
+        shifted = a - a.max(axis=axis, keepdims=True)
+        out = shifted - self.xp.log(self.xp.exp(shifted).sum(axis=axis, keepdims=True))
+        self.axis = axis
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad - self.xp.exp(out) * grad.sum(axis=self.axis, keepdims=True)
+        ### END SOLUTION
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``axis``, computed without overflow."""
+    ### BEGIN SOLUTION
+    return SoftmaxFn.apply(x._floating(), axis=_axis(axis, max(x.ndim, 1), "softmax"))
+    ### END SOLUTION
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """log(softmax(x)) along ``axis``, computed without overflow or log(0)."""
+    ### BEGIN SOLUTION
+    return LogSoftmaxFn.apply(x._floating(), axis=_axis(axis, max(x.ndim, 1), "log_softmax"))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "layers_softmax", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+L = np.array([[1.0, 2.0, 3.0], [0.5, 0.5, -1.0]], np.float32)
+logits = Tensor(L, requires_grad=True)
+expected = np.exp(L) / np.exp(L).sum(axis=1, keepdims=True)
+assert np.allclose(softmax(logits).numpy(), expected, atol=1e-6) and softmax(logits).dtype == np.float32
+assert np.allclose(log_softmax(logits).numpy(), np.log(expected), atol=1e-6)
+extreme = Tensor([[1e4, -1e4, 0.0]], requires_grad=True)
+assert np.all(np.isfinite(log_softmax(extreme).numpy())) and np.allclose(softmax(extreme).numpy(), [[1, 0, 0]])
+l64 = Tensor(L.astype(np.float64), requires_grad=True)
+assert gradcheck(softmax, l64) and gradcheck(log_softmax, l64)
+### BEGIN HIDDEN TESTS
+assert np.allclose(softmax(logits, axis=0).numpy(), np.exp(L) / np.exp(L).sum(axis=0, keepdims=True), atol=1e-6)
+assert gradcheck(lambda t: log_softmax(t, axis=0), l64) and gradcheck(lambda t: softmax(t, axis=-2), l64)
+out = log_softmax(extreme)
+out.sum().backward()
+assert np.all(np.isfinite(extreme.grad.numpy())), "gradients of log_softmax stay finite"
+assert np.allclose(out.numpy(), [[0.0, -2e4, -1e4]])
+assert isinstance(out._ctx, LogSoftmaxFn) and isinstance(softmax(logits)._ctx, SoftmaxFn), "one node each"
+try:
+    softmax(logits, axis=2)
+    raise AssertionError("an axis the input does not have must raise")
+except ShapeError:
+    pass
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Parameters and Modules
+#
+# A `Parameter` is a `Tensor` that is a learnable weight. It differs from a
+# tensor in two small ways: it requires a gradient unless told otherwise,
+# and assigning one to an attribute of a `Module` *registers* it. Made from
+# an existing tensor it shares that tensor's array, as in PyTorch.
+# `freeze()` / `unfreeze()` switch its gradient off and on.
+
+# %%
+#| export
+class Parameter(Tensor):
+    """A Tensor that is a learnable weight: requires grad by default; a Module registers it."""
+
+    __slots__ = ()
+
+    def __init__(self, data: Any, requires_grad: bool = True) -> None:
+        if isinstance(data, Tensor):  # share the array, as torch.nn.Parameter does
+            self.data, self._device = data.data, data._device
+            self.grad, self._ctx, self.requires_grad = None, None, False
+        else:
+            super().__init__(data)
+        self.requires_grad_(requires_grad)
+
+    def freeze(self) -> Parameter:
+        """Stop computing a gradient for this parameter."""
+        return self.requires_grad_(False)
+
+    def unfreeze(self) -> Parameter:
+        """Compute a gradient for this parameter again."""
+        return self.requires_grad_(True)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+
+# %% [markdown]
+# ### Task `layers_module`: the `Module`
+#
+# Every layer and every model is a `Module`. Writing one reads like plain
+# Python:
+#
+# ```python
+# class MLP(Module):
+#     def __init__(self):
+#         super().__init__()
+#         self.hidden = Linear(784, 128)
+#         self.out = Linear(128, 10)
+#
+#     def forward(self, x):
+#         return self.out(relu(self.hidden(x)))
+# ```
+#
+# and yet the model knows its parameters: `named_parameters()` yields
+# `("hidden.weight", ...)`, `("hidden.bias", ...)`, `("out.weight", ...)`,
+# `("out.bias", ...)` in that order. The trick is `__setattr__`: every
+# assignment `self.name = value` passes through it, and it files the value
+# in one of three ordered dicts instead of the instance's `__dict__`:
+#
+# * a `Parameter` → `self._parameters[name]`;
+# * a `Module` → `self._modules[name]` (a *sub-module*);
+# * a tensor registered with `register_buffer(name, tensor)` → `self._buffers`.
+#   Buffers are state that is saved and moved with the model but not trained,
+#   such as BatchNorm's running mean. Assigning a new tensor (or None) to a
+#   buffer's name replaces the buffer.
+#
+# Anything else is an ordinary attribute (`object.__setattr__`). A name lives
+# in one place only: assigning a Module to a name that held a Parameter
+# moves it. Assigning anything but a Parameter or None to a parameter's name
+# is a `TypeError` naming the attribute (it would silently stop training
+# that weight); the same goes for a sub-module's name and anything but a
+# Module or None. Assigning a Parameter or Module before the dicts exist is
+# an `AttributeError` whose message tells the author to call
+# `super().__init__()` first.
+#
+# Reading `self.hidden` back finds nothing in `__dict__`, so Python falls
+# back to `__getattr__`, which looks in the three dicts (given below).
+#
+# Then the walks over the tree, each a generator:
+#
+# * `named_modules()` yields `("", self)` and then every sub-module below it,
+#   depth first in registration order, with dotted names (`"encoder.0"`); a
+#   module that appears twice (shared) is yielded once;
+# * `named_parameters(recurse=True)` yields each parameter with its
+#   qualified name (`"encoder.0.weight"`), a shared one only once (tied
+#   weights must not be updated twice), `None` entries skipped; with
+#   `recurse=False` only this module's own; `named_buffers()` the same for
+#   buffers;
+# * `train(mode=True)` sets `training` on this module and every sub-module
+#   and returns self; `eval()` is `train(False)`;
+# * `to(device=None, dtype=None)` moves every parameter and buffer — and
+#   any `.grad` — **in place**: the `Parameter` objects stay the same objects,
+#   only their `data` and `_device` change, so an optimizer built before the
+#   move still holds the right tensors. `dtype` casts floating tensors only:
+#   an integer buffer (a counter) keeps its dtype. Like PyTorch, a dtype may
+#   be passed as the first argument (`model.to(float64)`). Returns self.
+#
+# Everything else (`parameters()`, `zero_grad()`, `freeze()`,
+# `num_parameters()`, the `repr`) is given and built on these.
+
+# %% nbgrader={"grade": false, "grade_id": "layers_module_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _is_device_spec(spec: Any) -> bool:
+    return isinstance(spec, Device) or (isinstance(spec, str) and spec.partition(":")[0] in ("cpu", "cuda"))
+
+
+class Module:
+    """Base class of layers and models: parameters, buffers and sub-modules, registered by name."""
+
+    training: bool
+
+    def __init__(self) -> None:
+        # object.__setattr__ because our own __setattr__ files values into these dicts
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The computation of this module; every subclass defines it."""
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def _forget(self, name: str, keep: dict | None = None) -> None:
+        """Remove ``name`` from wherever it was registered, except ``keep`` (so it keeps its place there)."""
+        self.__dict__.pop(name, None)
+        for registry in (self._parameters, self._buffers, self._modules):
+            if registry is not keep:
+                registry.pop(name, None)
+        self._non_persistent.discard(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        ### BEGIN SOLUTION
+        if isinstance(value, Parameter | Module) and "_parameters" not in self.__dict__:
+            raise AttributeError(
+                f"{type(self).__name__}: cannot assign {name!r} before Module.__init__() ran; "
+                "call super().__init__() first"
+            )
+        if isinstance(value, Parameter):
+            self._forget(name, keep=self._parameters)
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._forget(name, keep=self._modules)
+            self._modules[name] = value
+        elif "_parameters" in self.__dict__ and name in self._parameters:
+            if value is not None:
+                raise TypeError(
+                    f"{type(self).__name__}.{name} is a parameter: assign a Parameter or None; "
+                    f"got {type(value).__name__}"
+                )
+            self._parameters[name] = None
+        elif "_buffers" in self.__dict__ and name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(
+                    f"{type(self).__name__}.{name} is a buffer: assign a Tensor or None; got {type(value).__name__}"
+                )
+            self._buffers[name] = value
+        elif "_modules" in self.__dict__ and name in self._modules:
+            if value is not None:
+                raise TypeError(
+                    f"{type(self).__name__}.{name} is a sub-module: assign a Module or None; got {type(value).__name__}"
+                )
+            self._modules[name] = None
+        else:
+            object.__setattr__(self, name, value)
+        ### END SOLUTION
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: the registered names live in the dicts.
+        for registry in ("_parameters", "_buffers", "_modules"):
+            entries = self.__dict__.get(registry)
+            if entries is not None and name in entries:
+                return entries[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        if name in self._parameters or name in self._buffers or name in self._modules:
+            self._forget(name)
+        else:
+            object.__delattr__(self, name)
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Keep ``tensor`` as state that is saved (if persistent) and moved, but not trained."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None; got {type(tensor).__name__}")
+        self._forget(name, keep=self._buffers)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Register ``param`` under ``name`` (None keeps the name, holding no parameter)."""
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None; got {type(param).__name__}")
+        self._forget(name, keep=self._parameters)
+        self._parameters[name] = param
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register ``module`` as a sub-module called ``name``."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module or None; got {type(module).__name__}")
+        self._forget(name, keep=self._modules)
+        self._modules[name] = module
+
+    # ----- walking the tree ---------------------------------------------------
+    def named_modules(self, prefix: str = "", remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """This module and every sub-module below it, with dotted names, depth first."""
+        ### BEGIN SOLUTION
+        seen: set[int] = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if remove_duplicate:
+                if id(module) in seen:
+                    continue
+                seen.add(id(module))
+            yield name, module
+            children = [(f"{name}.{n}" if name else n, m) for n, m in module._modules.items() if m is not None]
+            stack.extend(reversed(children))
+        ### END SOLUTION
+
+    def _named_members(self, registry: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Tensor]]:
+        ### BEGIN SOLUTION
+        seen: set[int] = set()
+        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for module_name, module in modules:
+            for name, t in getattr(module, registry).items():
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{module_name}.{name}" if module_name else name), t
+        ### END SOLUTION
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """Every parameter with its qualified name (``encoder.0.weight``), each once."""
+        return self._named_members("_parameters", prefix, recurse)
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """Every buffer with its qualified name, each once."""
+        return self._named_members("_buffers", prefix, recurse)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every parameter, each once (what an optimizer takes)."""
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every buffer, each once."""
+        return (b for _, b in self.named_buffers(recurse=recurse))
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """The direct sub-modules with their names."""
+        return ((n, m) for n, m in self._modules.items() if m is not None)
+
+    def children(self) -> Iterator[Module]:
+        """The direct sub-modules."""
+        return (m for _, m in self.named_children())
+
+    def modules(self) -> Iterator[Module]:
+        """This module and every module below it."""
+        return (m for _, m in self.named_modules())
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every sub-module and then on this one (e.g. to initialise weights)."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ----- modes and gradients ------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Training mode (dropout active, batch statistics) for this module and all below it."""
+        ### BEGIN SOLUTION
+        for module in self.modules():
+            module.training = bool(mode)
+        return self
+        ### END SOLUTION
+
+    def eval(self) -> Module:
+        """Evaluation mode: ``train(False)``."""
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        """Forget every parameter's gradient (``.grad = None``)."""
+        for p in self.parameters():
+            p.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Switch gradients on or off for every parameter."""
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def freeze(self) -> Module:
+        """No gradients for any parameter of this module (fine-tuning keeps it fixed)."""
+        return self.requires_grad_(False)
+
+    def unfreeze(self) -> Module:
+        """Gradients again for every parameter of this module."""
+        return self.requires_grad_(True)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        """How many numbers the parameters hold (only those that require grad, if asked)."""
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # ----- devices and dtypes -------------------------------------------------
+    def to(self, device: Any = None, dtype: Any = None) -> Module:
+        """Move every parameter and buffer in place (floating ones also cast to ``dtype``)."""
+        ### BEGIN SOLUTION
+        if device is not None and not _is_device_spec(device):
+            device, dtype = None, device  # model.to(float64)
+        dev = None if device is None else as_device(device)
+        dt = None if dtype is None else as_dtype(dtype)
+        if dt is not None and not is_floating(dt):
+            raise TypeError(f"Module.to: dtype must be floating (integer buffers keep theirs); got {dt}")
+        with no_grad():
+            for t in [*self.parameters(), *self.buffers()]:
+                target = dt if dt is not None and is_floating(t.dtype) else t.dtype
+                for held in (t, t.grad):
+                    if held is not None:
+                        moved = held.to(device=dev or held.device, dtype=target)
+                        held.data, held._device = moved.data, moved._device
+        return self
+        ### END SOLUTION
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
+
+    def cuda(self, index: int = 0) -> Module:
+        return self.to(f"cuda:{index}")
+
+    def float(self) -> Module:
+        return self.to(dtype=float32)
+
+    def double(self) -> Module:
+        return self.to(dtype=float64)
+
+    def half(self) -> Module:
+        return self.to(dtype=float16)
+
+    # ----- saving and loading: written in task layers_state_dict, below ---------
+    def state_dict(self, prefix: str = "") -> dict[str, Tensor]:
+        """Every parameter and persistent buffer by qualified name (detached views, no copies)."""
+        return _state_dict(self, prefix)
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
+        """Copy ``state`` into this module's tensors in place; mismatches are one error naming them."""
+        return _load_state_dict(self, state, strict)
+
+    # ----- printing -----------------------------------------------------------
+    def extra_repr(self) -> str:
+        """The settings shown between the parentheses of this module's repr."""
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [self.extra_repr()] if self.extra_repr() else []
+        lines += [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self.named_children()]
+        if not self._modules:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+
+
+# %% [markdown]
+# Here is a tiny model written without any layer classes yet:
+
+# %%
+class _Affine(Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = Parameter(np.ones((n_out, n_in), np.float32))
+        self.bias = Parameter(np.zeros(n_out, np.float32))
+        self.register_buffer("calls", Tensor(0))
+
+    def forward(self, x):
+        return x @ self.weight.T + self.bias
+
+
+class _TwoLayers(Module):
+    def __init__(self):
+        super().__init__()
+        self.first = _Affine(3, 4)
+        self.second = _Affine(4, 2)
+        self.scale = 2.0  # a plain attribute
+
+    def forward(self, x):
+        return self.second(relu(self.first(x))) * self.scale
+
+
+_net = _TwoLayers()
+print(_net)
+print([name for name, _ in _net.named_parameters()], "buffers:", [name for name, _ in _net.named_buffers()])
+
+# %% nbgrader={"grade": true, "grade_id": "layers_module", "locked": true, "points": 4, "schema_version": 3, "solution": false}
+net = _TwoLayers()
+assert [n for n, _ in net.named_parameters()] == ["first.weight", "first.bias", "second.weight", "second.bias"]
+assert [n for n, _ in net.named_buffers()] == ["first.calls", "second.calls"]
+assert [n for n, _ in net.named_modules()] == ["", "first", "second"]
+assert "weight" not in net.first.__dict__ and isinstance(net.first.weight, Parameter)
+assert net.num_parameters() == 4 * 3 + 4 + 2 * 4 + 2
+assert net.training and not net.eval().first.training and net.train().second.training
+net.first.freeze()
+assert net.num_parameters(trainable_only=True) == 2 * 4 + 2
+out = net(Tensor(np.ones((5, 3), np.float32)))
+out.sum().backward()
+assert net.first.weight.grad is None and net.second.weight.grad is not None
+net.zero_grad()
+assert net.second.weight.grad is None
+### BEGIN HIDDEN TESTS
+net.unfreeze()
+assert net.num_parameters(trainable_only=True) == net.num_parameters()
+assert [n for n, _ in net.named_parameters(recurse=False)] == [] and len(list(net.first.parameters(recurse=False))) == 2
+shared = _TwoLayers()
+shared.second.weight = shared.first.weight  # tied (shapes differ, but the walk does not care)
+assert len(list(shared.parameters())) == 3, "a shared parameter is listed once"
+shared.third = shared.first
+assert [n for n, _ in shared.named_modules()] == ["", "first", "second"], "a shared module is listed once"
+try:
+    net.first.weight = Tensor(np.ones((4, 3), np.float32))
+    raise AssertionError("a plain tensor must not replace a parameter")
+except TypeError as err:
+    assert "weight" in str(err)
+net.first.weight = None
+assert [n for n, _ in net.named_parameters()][0] == "first.bias"
+net.first.bias = _Affine(1, 1)
+assert "bias" not in net.first._parameters and "bias" in net.first._modules, "a name lives in one place"
+
+
+class _Early(Module):
+    def __init__(self):
+        self.w = Parameter([1.0])
+
+
+try:
+    _Early()
+    raise AssertionError("assigning before super().__init__() must raise")
+except AttributeError as err:
+    assert "super().__init__()" in str(err)
+moved = _TwoLayers()
+w = moved.first.weight
+moved.first.weight.grad = Tensor(np.ones((4, 3), np.float32))
+assert moved.to(dtype="float64") is moved and w.dtype == np.float64 and moved.first.weight is w
+assert w.grad.dtype == np.float64 and moved.first.calls.dtype == np.int64, "integer buffers keep their dtype"
+moved.to("cpu:1")
+assert w.device == as_device("cpu:1") and moved.first.calls.device == as_device("cpu:1") and moved.first.weight is w
+moved.to(float32)
+assert w.dtype == np.float32
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `layers_state_dict`: saving and loading by name
+#
+# `state_dict()` is the model's state as a flat dict from qualified name to
+# tensor: every parameter, then every persistent buffer, of each module in
+# `named_modules()` order (`{"first.weight": ..., "first.bias": ...,
+# "first.calls": ..., "second.weight": ...}`). The tensors are `detach()`ed
+# views of the module's own arrays — no copy, no graph. A buffer registered
+# with `persistent=False` is left out, and so are `None` entries.
+#
+# `load_state_dict(state, strict=True)` copies values back **into** the
+# existing tensors (`target.data[...] = value`), so that every `Parameter`
+# stays the same object, keeps its dtype and device, and an optimizer that
+# holds it keeps working. A value may be a `Tensor` (on any device, any
+# dtype) or anything `Tensor()` accepts (a NumPy array, a list).
+#
+# Check everything before copying anything — a half-loaded model is worse
+# than an error — and raise one `RuntimeError` that lists every problem:
+#
+# * with `strict=True`, the **missing** keys (the model has them, `state`
+#   does not) and the **unexpected** keys (the other way round), by name;
+# * always (also with `strict=False`), every key whose shape differs, with
+#   both shapes: `second.weight: the state has shape (3, 4), the model (2, 4)`.
+#
+# Return `IncompatibleKeys(missing_keys, unexpected_keys)` (both lists),
+# as PyTorch does, so that `strict=False` tells the caller what was skipped.
+#
+# `Module.state_dict` and `Module.load_state_dict` above are one line each:
+# they call `_state_dict` and `_load_state_dict`, which you write here (Python
+# looks the names up when the method runs, so the order does not matter).
+
+# %% nbgrader={"grade": false, "grade_id": "layers_state_dict_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class IncompatibleKeys(NamedTuple):
+    """What load_state_dict(strict=False) skipped."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+def _state_dict(self: Module, prefix: str = "") -> dict[str, Tensor]:
+    """Module.state_dict: every parameter and persistent buffer by qualified name (detached views, no copies)."""
+    ### BEGIN SOLUTION
+    state: dict[str, Tensor] = {}
+    for module_name, module in self.named_modules(remove_duplicate=False):
+        entries = [*module._parameters.items()]
+        entries += [(n, b) for n, b in module._buffers.items() if n not in module._non_persistent]
+        for name, t in entries:
+            if t is not None:
+                state[prefix + (f"{module_name}.{name}" if module_name else name)] = t.detach()
+    return state
+    ### END SOLUTION
+
+
+def _load_state_dict(self: Module, state: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
+    """Module.load_state_dict: copy ``state`` into this module's tensors in place; mismatches are one error naming them."""
+    ### BEGIN SOLUTION
+    own = self.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    problems = []
+    if strict and missing:
+        problems.append(f"missing keys: {', '.join(missing)}")
+    if strict and unexpected:
+        problems.append(f"unexpected keys: {', '.join(unexpected)}")
+    for key, target in own.items():
+        if key in state:
+            value = state[key]
+            shape = value.shape if isinstance(value, Tensor) else tuple(np.shape(value))
+            if tuple(shape) != target.shape:
+                problems.append(f"{key}: the state has shape {tuple(shape)}, the model {target.shape}")
+    if problems:
+        raise RuntimeError(f"load_state_dict into {type(self).__name__}: " + "; ".join(problems))
+    with no_grad():
+        for key, target in own.items():
+            if key in state:
+                value = state[key]
+                if isinstance(value, Tensor):
+                    array = value.to(device=target.device, dtype=target.dtype).data
+                else:
+                    array = Tensor(value, dtype=target.dtype, device=target.device).data
+                target.data[...] = array
+    return IncompatibleKeys(missing, unexpected)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "layers_state_dict", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+src, dst = _TwoLayers(), _TwoLayers()
+with no_grad():
+    src.first.weight[...] = np.arange(12, dtype=np.float32).reshape(4, 3)
+state = src.state_dict()
+assert list(state) == ["first.weight", "first.bias", "first.calls", "second.weight", "second.bias", "second.calls"]
+assert state["first.weight"].data is src.first.weight.data or np.shares_memory(state["first.weight"].data, src.first.weight.data)
+keep = dst.first.weight
+assert dst.load_state_dict(state) == IncompatibleKeys([], [])
+assert dst.first.weight is keep and np.array_equal(keep.numpy(), src.first.weight.numpy())
+assert keep.dtype == np.float32
+bad = dict(state)
+del bad["second.bias"]
+bad["extra.weight"] = np.zeros(2, np.float32)
+try:
+    dst.load_state_dict(bad)
+    raise AssertionError("missing and unexpected keys must raise")
+except RuntimeError as err:
+    assert "second.bias" in str(err) and "extra.weight" in str(err)
+### BEGIN HIDDEN TESTS
+result = dst.load_state_dict(bad, strict=False)
+assert result.missing_keys == ["second.bias"] and result.unexpected_keys == ["extra.weight"]
+wrong = dict(state)
+wrong["second.weight"] = np.zeros((3, 4), np.float32)
+before = dst.first.weight.numpy().copy()
+with no_grad():
+    src.first.weight[...] = 7.0
+wrong["first.weight"] = src.first.weight
+for strict in (True, False):
+    try:
+        dst.load_state_dict(wrong, strict=strict)
+        raise AssertionError("a shape mismatch must raise")
+    except RuntimeError as err:
+        assert "second.weight" in str(err) and "(3, 4)" in str(err) and "(2, 4)" in str(err)
+assert np.array_equal(dst.first.weight.numpy(), before), "nothing is copied when anything is wrong"
+as64 = {k: np.asarray(v.numpy(), np.float64) for k, v in state.items()}
+dst.load_state_dict(as64)
+assert dst.first.weight.dtype == np.float32 and dst.first.calls.dtype == np.int64, "values are cast to the model's dtype"
+hidden = _Affine(1, 1)
+hidden.register_buffer("scratch", Tensor([1.0]), persistent=False)
+assert "scratch" not in hidden.state_dict() and "scratch" in dict(hidden.named_buffers())
+nested = _TwoLayers()
+nested.inner = _TwoLayers()
+assert "inner.second.bias" in nested.state_dict()
+copy = _TwoLayers()
+copy.inner = _TwoLayers()
+copy.load_state_dict({k: v.numpy() for k, v in nested.state_dict().items()})
+assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(copy.parameters(), nested.parameters()))
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Initialisation
+#
+# Where the weights start decides whether a deep network trains at all. If
+# each layer multiplies the spread of its input by more than 1, activations
+# explode with depth; by less than 1, they vanish. A layer's output unit
+# sums `fan_in` products wᵢxᵢ, so its variance is fan_in · Var(w) · E[x²]:
+# choose Var(w) ∝ 1/fan_in and the spread stays put.
+#
+# * **Xavier/Glorot** (2010), for tanh/sigmoid: Var(w) = gain² · 2 / (fan_in + fan_out),
+#   a compromise between the forward (fan_in) and backward (fan_out) passes.
+# * **Kaiming/He** (2015), for ReLU, which zeroes half its input:
+#   Var(w) = gain² / fan, with gain = √2 for ReLU and √(2 / (1 + a²)) for a
+#   leaky ReLU of slope a; `mode` picks fan_in (default) or fan_out.
+# * A uniform U(−b, b) has variance b²/3, so a uniform init with standard
+#   deviation σ uses b = √3 · σ.
+#
+# For a weight of shape (out, in, k₁, k₂, ...) — a linear layer's (out, in)
+# or a convolution's — fan_in = in · k₁k₂⋯ and fan_out = out · k₁k₂⋯ (the
+# *receptive field* multiplies both). A tensor with fewer than two axes has
+# no fans: `ValueError`.
+#
+# `calculate_gain(nonlinearity, param=None)` follows `torch.nn.init`:
+# 1 for `linear`, `identity`, `sigmoid` and the `conv*` names; 5/3 for
+# `tanh`; √2 for `relu`; √(2 / (1 + slope²)) for `leaky_relu` (slope =
+# `param`, default 0.01); 3/4 for `selu`. Anything else is a `ValueError`
+# naming it.
+#
+# PyTorch's `Linear` and `Conv` use `kaiming_uniform_(w, a=√5)`, which works
+# out to U(−1/√fan_in, 1/√fan_in), and the same bound for the bias
+# (`fan_in_uniform_`).
+#
+# Two more:
+#
+# * `orthogonal_(t, gain=1)`: the Q of the QR decomposition of a normal
+#   matrix of shape (rows, numel/rows) — transposed first when it is wide,
+#   so Q has orthonormal rows or columns, whichever there are fewer of — with
+#   each column multiplied by the sign of R's diagonal (without this fix Q is
+#   not uniformly distributed). Then QᵀQ = gain²·I (or QQᵀ for a wide one).
+# * `trunc_normal_(t, mean=0, std=1, a=-2, b=2)`: normal samples, where any
+#   outside [a, b] (in absolute units, as in PyTorch) are **drawn again**
+#   until all are inside — clamping them would pile mass on the edges.
+#
+# Every initializer works **in place** on a `Tensor` or `Parameter`, inside
+# `no_grad()` (writing into a parameter is not part of any graph), draws
+# from tinyflo's seeded generator (`rand` / `randn` with the tensor's shape,
+# dtype and device, so `manual_seed` reproduces it), and returns the tensor.
+# The trailing underscore is PyTorch's mark for "changes its argument".
+#
+# ### Task `layers_init`
+
+# %% nbgrader={"grade": false, "grade_id": "layers_init_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _fill_(tensor: Tensor, values: Any) -> Tensor:
+    """Write ``values`` (an array or Tensor on tensor's device) into ``tensor`` in place."""
+    with no_grad():
+        tensor[...] = values
+    return tensor
+
+
+def _draw(kind: str, tensor: Tensor, shape: tuple[int, ...] | None = None) -> Any:
+    """Uniform [0, 1) or standard normal samples shaped like ``tensor``, from tinyflo's generator."""
+    if not is_floating(tensor.dtype):
+        raise TypeError(f"init: only floating tensors can be initialised this way; got {tensor.dtype}")
+    draw = rand if kind == "uniform" else randn
+    return draw(tensor.shape if shape is None else shape, dtype=tensor.dtype, device=tensor.device).data
+
+
+def calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    """(fan_in, fan_out) of a weight of shape (out, in, *kernel)."""
+    ### BEGIN SOLUTION
+    if tensor.ndim < 2:
+        raise ValueError(f"fan in and fan out need a tensor with at least 2 axes; got shape {tensor.shape}")
+    receptive = math.prod(tensor.shape[2:])
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+    ### END SOLUTION
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """The factor that keeps the spread of activations through ``nonlinearity`` (torch.nn.init's table)."""
+    ### BEGIN SOLUTION
+    ones = {"linear", "identity", "sigmoid", "conv1d", "conv2d", "conv3d",
+            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
+    if nonlinearity in ones:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else param
+        if isinstance(slope, bool) or not isinstance(slope, int | float):
+            raise ValueError(f"calculate_gain: negative_slope {slope!r} is not a number")
+        return math.sqrt(2.0 / (1 + slope**2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+    ### END SOLUTION
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    """Fill with samples of U(a, b)."""
+    ### BEGIN SOLUTION
+    return _fill_(tensor, a + (b - a) * _draw("uniform", tensor))
+    ### END SOLUTION
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    """Fill with samples of N(mean, std²)."""
+    ### BEGIN SOLUTION
+    return _fill_(tensor, mean + std * _draw("normal", tensor))
+    ### END SOLUTION
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    """Fill with 0."""
+    return _fill_(tensor, 0)
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    """Fill with 1."""
+    return _fill_(tensor, 1)
+
+
+def constant_(tensor: Tensor, value: float) -> Tensor:
+    """Fill with ``value``."""
+    return _fill_(tensor, value)
+
+
+def _fan(tensor: Tensor, mode: str) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"init: mode must be 'fan_in' or 'fan_out'; got {mode!r}")
+    fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+    """He initialisation, uniform: U(−b, b) with b = gain · √(3 / fan)."""
+    ### BEGIN SOLUTION
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound)
+    ### END SOLUTION
+
+
+def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+    """He initialisation, normal: N(0, gain² / fan)."""
+    ### BEGIN SOLUTION
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
+    ### END SOLUTION
+
+
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """Glorot initialisation, uniform: U(−b, b) with b = gain · √(6 / (fan_in + fan_out))."""
+    ### BEGIN SOLUTION
+    fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
+    bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
+    return uniform_(tensor, -bound, bound)
+    ### END SOLUTION
+
+
+def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """Glorot initialisation, normal: N(0, gain² · 2 / (fan_in + fan_out))."""
+    ### BEGIN SOLUTION
+    fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    ### END SOLUTION
+
+
+def fan_in_uniform_(tensor: Tensor, fan_in: int) -> Tensor:
+    """U(−1/√fan_in, 1/√fan_in): PyTorch's default bias init for Linear and Conv."""
+    ### BEGIN SOLUTION
+    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    return uniform_(tensor, -bound, bound)
+    ### END SOLUTION
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """A (semi-)orthogonal matrix, scaled by ``gain``: QR of a normal matrix with the sign fix."""
+    ### BEGIN SOLUTION
+    if tensor.ndim < 2:
+        raise ValueError(f"orthogonal_: needs a tensor with at least 2 axes; got shape {tensor.shape}")
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _draw("normal", tensor, (rows, cols))
+    xp = tensor.device.xp
+    if tensor.dtype.itemsize < 4:
+        flat = flat.astype(float32)
+    if rows < cols:
+        flat = flat.T
+    q, r = xp.linalg.qr(flat)
+    q = q * xp.sign(xp.diagonal(r))
+    if rows < cols:
+        q = q.T
+    return _fill_(tensor, (gain * q).reshape(tensor.shape).astype(tensor.dtype))
+    ### END SOLUTION
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
+    """N(mean, std²) restricted to [a, b]: samples outside are drawn again, not clamped."""
+    ### BEGIN SOLUTION
+    if not a < b:
+        raise ValueError(f"trunc_normal_: the interval [a, b] = [{a}, {b}] is empty")
+    values = mean + std * _draw("normal", tensor)
+    for _ in range(1000):
+        outside = (values < a) | (values > b)
+        count = int(outside.sum())
+        if count == 0:
+            return _fill_(tensor, values)
+        values[outside] = mean + std * _draw("normal", tensor, (count,))
+    raise ValueError(f"trunc_normal_: [{a}, {b}] is too unlikely under N({mean}, {std}²) to sample by redrawing")
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "layers_init", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+from tinyflo.core.tensor import manual_seed
+
+assert calculate_fan_in_and_fan_out(zeros(64, 32)) == (32, 64)
+assert calculate_fan_in_and_fan_out(zeros(16, 3, 5, 5)) == (75, 400)
+assert calculate_gain("relu") == math.sqrt(2) and calculate_gain("tanh") == 5 / 3 and calculate_gain("linear") == 1
+w = zeros(400, 500)
+kaiming_uniform_(w, a=math.sqrt(5))
+assert abs(np.abs(w.numpy()).max() - 1 / math.sqrt(500)) < 1e-3 and np.abs(w.numpy()).max() <= 1 / math.sqrt(500)
+kaiming_normal_(w, nonlinearity="relu")
+assert abs(w.numpy().std() - math.sqrt(2 / 500)) < 2e-3 and abs(w.numpy().mean()) < 1e-3
+q = orthogonal_(zeros(30, 20), gain=2.0).numpy()
+assert np.allclose(q.T @ q, 4 * np.eye(20), atol=1e-4)
+t = trunc_normal_(zeros(20000), std=1.0, a=-1.0, b=1.5).numpy()
+assert t.min() >= -1.0 and t.max() <= 1.5 and (t > 1.4).mean() > 0.01
+manual_seed(3)
+first = xavier_uniform_(zeros(8, 4)).numpy()
+manual_seed(3)
+assert np.array_equal(xavier_uniform_(zeros(8, 4)).numpy(), first), "manual_seed reproduces an init"
+### BEGIN HIDDEN TESTS
+assert abs(calculate_gain("leaky_relu") - math.sqrt(2 / 1.0001)) < 1e-12 and abs(calculate_gain("leaky_relu", 0.2) - math.sqrt(2 / 1.04)) < 1e-12
+assert calculate_gain("selu") == 0.75 and calculate_gain("conv2d") == 1 and calculate_gain("sigmoid") == 1
+for bad in (lambda: calculate_gain("swish"), lambda: calculate_fan_in_and_fan_out(zeros(5))):
+    try:
+        bad()
+        raise AssertionError("must raise")
+    except ValueError:
+        pass
+xavier_uniform_(w, gain=2.0)
+bound = 2 * math.sqrt(6 / 900)
+assert np.abs(w.numpy()).max() <= bound and np.abs(w.numpy()).max() > 0.99 * bound
+xavier_normal_(w)
+assert abs(w.numpy().std() - math.sqrt(2 / 900)) < 2e-3
+kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
+assert abs(w.numpy().std() - math.sqrt(2 / 400)) < 2e-3
+kaiming_uniform_(w, nonlinearity="relu")
+assert abs(w.numpy().std() - math.sqrt(2 / 500)) < 2e-3 and np.abs(w.numpy()).max() <= math.sqrt(6 / 500)
+u = uniform_(zeros(20000), -3.0, 1.0).numpy()
+assert u.min() >= -3 and u.max() < 1 and abs(u.mean() + 1) < 0.05
+n = normal_(zeros(20000), 2.0, 0.5).numpy()
+assert abs(n.mean() - 2) < 0.02 and abs(n.std() - 0.5) < 0.02
+b = fan_in_uniform_(zeros(5000), 25).numpy()
+assert np.abs(b).max() <= 0.2 and np.abs(b).max() > 0.19
+wide = orthogonal_(zeros(5, 3, 4)).numpy().reshape(5, 12)
+assert np.allclose(wide @ wide.T, np.eye(5), atol=1e-5)
+p = Parameter(np.zeros((3, 3), np.float32))
+assert orthogonal_(p) is p and p.requires_grad and p._ctx is None and p.dtype == np.float32
+assert ones_(zeros(2)).tolist() == [1, 1] and zeros_(p).numpy().sum() == 0
+t = trunc_normal_(zeros(50000), mean=0.0, std=1.0).numpy()
+phi2 = math.exp(-2) / math.sqrt(2 * math.pi)
+expected_std = math.sqrt(1 - 2 * 2 * phi2 / math.erf(2 / math.sqrt(2)))
+assert abs(t.std() - expected_std) < 0.02 and np.abs(t).max() <= 2
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Layers
+#
+# ### Task `layers_linear`: `Linear` and `Embedding`
+#
+# `Linear(in_features, out_features, bias=True)` computes y = x Wᵀ + b for
+# an input of shape (..., in_features). As in PyTorch, the weight has shape
+# **(out_features, in_features)** and is initialised with
+# `kaiming_uniform_(weight, a=√5)` — U(−1/√in, 1/√in) — and the bias with
+# `fan_in_uniform_(bias, in_features)`. Without a bias, register `bias` as
+# None (`register_parameter("bias", None)`), so `layer.bias` is None and no
+# `bias` appears among the parameters. An input whose last axis is not
+# `in_features` is a `ShapeError` that says which layer, what came and what
+# was expected: `Linear(784, 10) got input of shape (32, 785); expected
+# (..., 784)`. `extra_repr` gives `in_features=784, out_features=10, bias=True`.
+#
+# `Embedding(num_embeddings, embedding_dim)` is a lookup table: row i of a
+# weight of shape (num_embeddings, embedding_dim), initialised N(0, 1). Its
+# input is an integer tensor (or array, or list) of indices of any shape;
+# the output has that shape plus (embedding_dim,). Indexing the weight with
+# an integer array is module 01's `GetItem`, whose backward already
+# *scatters* the gradient into the rows that were used (adding up repeats).
+# A floating input, or an index outside [0, num_embeddings), is an error
+# that names the layer as `Embedding(10, 3)`: `TypeError` and `IndexError`
+# respectively.
+# `extra_repr` gives `10, 3`.
+
+# %% nbgrader={"grade": false, "grade_id": "layers_linear_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Linear(Module):
+    """y = x Wᵀ + b, with PyTorch's shapes and default initialisation."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        ### BEGIN SOLUTION
+        self.weight = Parameter(zeros(out_features, in_features, dtype=dtype, device=device))
+        if bias:
+            self.bias = Parameter(zeros(out_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+        ### END SOLUTION
+
+    def reset_parameters(self) -> None:
+        """PyTorch's default: kaiming_uniform_(a=√5) for the weight, U(±1/√in) for the bias."""
+        ### BEGIN SOLUTION
+        kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in_uniform_(self.bias, self.in_features)
+        ### END SOLUTION
+
+    def forward(self, x: Tensor) -> Tensor:
+        ### BEGIN SOLUTION
+        if x.ndim == 0 or x.shape[-1] != self.in_features:
+            raise ShapeError(
+                f"Linear({self.in_features}, {self.out_features}) got input of shape {x.shape}; "
+                f"expected (..., {self.in_features})"
+            )
+        out = x @ self.weight.T
+        return out if self.bias is None else out + self.bias
+        ### END SOLUTION
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """A lookup table: integer indices in, rows of a learned weight out."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        ### BEGIN SOLUTION
+        self.weight = Parameter(zeros(num_embeddings, embedding_dim, dtype=dtype, device=device))
+        normal_(self.weight)
+        ### END SOLUTION
+
+    def forward(self, indices: Any) -> Tensor:
+        ### BEGIN SOLUTION
+        if not isinstance(indices, Tensor):
+            indices = Tensor(indices, device=self.weight.device)
+        name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
+        if indices.dtype.kind not in "iu":
+            raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
+        if indices.numel():
+            low, high = int(indices.data.min()), int(indices.data.max())  # two device syncs
+            if low < 0 or high >= self.num_embeddings:
+                bad = low if low < 0 else high
+                raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
+        return self.weight[indices]
+        ### END SOLUTION
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+# %% nbgrader={"grade": true, "grade_id": "layers_linear", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+manual_seed(0)
+layer = Linear(4, 3)
+assert layer.weight.shape == (3, 4) and layer.bias.shape == (3,) and layer.weight.dtype == np.float32
+assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"]
+X = np.arange(8, dtype=np.float32).reshape(2, 4)
+assert np.allclose(layer(Tensor(X)).numpy(), X @ layer.weight.numpy().T + layer.bias.numpy(), atol=1e-5)
+assert np.abs(layer.weight.numpy()).max() <= 0.5 and np.abs(layer.bias.numpy()).max() <= 0.5
+assert repr(layer) == "Linear(in_features=4, out_features=3, bias=True)"
+try:
+    Linear(784, 10)(Tensor(np.zeros((32, 785), np.float32)))
+    raise AssertionError("a wrong input size must raise")
+except ShapeError as err:
+    assert "(32, 785)" in str(err) and "784" in str(err)
+emb = Embedding(10, 3)
+out = emb(Tensor([[1, 2], [1, 9]]))
+assert out.shape == (2, 2, 3) and np.allclose(out.numpy()[1, 1], emb.weight.numpy()[9])
+out.sum().backward()
+assert np.allclose(emb.weight.grad.numpy()[:, 0], [0, 2, 1, 0, 0, 0, 0, 0, 0, 1]), "gradient into the used rows"
+### BEGIN HIDDEN TESTS
+nobias = Linear(4, 2, bias=False)
+assert nobias.bias is None and [n for n, _ in nobias.named_parameters()] == ["weight"]
+assert np.allclose(nobias(Tensor(X)).numpy(), X @ nobias.weight.numpy().T, atol=1e-5)
+assert repr(nobias).endswith("bias=False)")
+big = Linear(1000, 400)
+assert abs(np.abs(big.weight.numpy()).max() - 1 / math.sqrt(1000)) < 1e-3
+assert abs(big.weight.numpy().std() - 1 / math.sqrt(3000)) < 1e-3 and abs(np.abs(big.bias.numpy()).max() - 1 / math.sqrt(1000)) < 3e-3
+batched = layer(Tensor(np.ones((5, 2, 4), np.float32)))
+assert batched.shape == (5, 2, 3)
+manual_seed(4)
+a = Linear(3, 3).weight.numpy()
+manual_seed(4)
+assert np.array_equal(Linear(3, 3).weight.numpy(), a), "seeded"
+e2 = Embedding(5, 2)
+assert e2([0, 4]).shape == (2, 2) and abs(Embedding(200, 50).weight.numpy().std() - 1) < 0.05
+assert repr(e2) == "Embedding(5, 2)"
+for bad, kind in ((Tensor([5]), IndexError), (Tensor([-1]), IndexError), (Tensor([1.0]), TypeError)):
+    try:
+        e2(bad)
+        raise AssertionError("bad indices must raise")
+    except kind as err:
+        assert "Embedding(5, 2)" in str(err)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Containers and activation modules
+#
+# These are given: each is a few lines on top of `Module`.
+#
+# * `Sequential(a, b, c)` calls its children in order, and can be indexed
+#   (`model[0]`, `model[1:]` is a `Sequential` again), iterated and `len()`ed;
+#   the children are named `0`, `1`, ... so parameters are `0.weight` etc.
+#   It also takes one dict of name → module.
+# * `ModuleList` holds modules for a `forward` you write yourself.
+# * `Identity` returns its input; `Flatten(start_axis=1)` flattens all but
+#   the batch axis.
+# * One module per activation function: a thin wrapper so a model can be a
+#   `Sequential` of layers and activations. `PReLU` owns its slope(s) as a
+#   parameter (initial value 0.25, one per channel or one for all).
+
+# %%
+#| export
+class Sequential(Module):
+    """Modules applied one after the other."""
+
+    def __init__(self, *modules: Module | dict[str, Module]) -> None:
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], dict):
+            for name, module in modules[0].items():
+                self.add_module(name, module)
+        else:
+            for i, module in enumerate(modules):
+                if not isinstance(module, Module):
+                    raise TypeError(f"Sequential: argument {i} is a {type(module).__name__}, not a Module")
+                self.add_module(str(i), module)
+
+    def forward(self, x: Any) -> Any:
+        for module in self._modules.values():
+            x = module(x)
+        return x
+
+    def __getitem__(self, index: int | slice) -> Module:
+        items = list(self._modules.items())
+        if isinstance(index, slice):
+            return Sequential(dict(items[index]))
+        return items[index][1]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Sequential:
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters are registered (``forward`` is yours to write)."""
+
+    def __init__(self, modules: Iterable[Module] = ()) -> None:
+        super().__init__()
+        self.extend(modules)
+
+    def append(self, module: Module) -> ModuleList:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        for module in modules:
+            self.append(module)
+        return self
+
+    def __getitem__(self, index: int | slice) -> Module | ModuleList:
+        values = list(self._modules.values())
+        return ModuleList(values[index]) if isinstance(index, slice) else values[index]
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        self.add_module(list(self._modules)[index], module)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class Identity(Module):
+    """Returns its input unchanged (a placeholder, e.g. for a removed head)."""
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+
+class Flatten(Module):
+    """Merge axes start_axis..end_axis into one (by default all but the batch axis)."""
+
+    def __init__(self, start_axis: int = 1, end_axis: int = -1) -> None:
+        super().__init__()
+        self.start_axis, self.end_axis = start_axis, end_axis
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_axis, self.end_axis)
+
+    def extra_repr(self) -> str:
+        return f"start_axis={self.start_axis}, end_axis={self.end_axis}"
+
+
+class _Elementwise(Module):
+    """An activation function as a module; subclasses name the function and its settings."""
+
+    function: Callable[..., Tensor] = staticmethod(relu)
+    settings: tuple[str, ...] = ()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return type(self).function(x, **{name: getattr(self, name) for name in self.settings})
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{name}={getattr(self, name)!r}" for name in self.settings)
+
+
+class ReLU(_Elementwise):
+    function = staticmethod(relu)
+
+
+class Sigmoid(_Elementwise):
+    function = staticmethod(sigmoid)
+
+
+class Tanh(_Elementwise):
+    function = staticmethod(tanh)
+
+
+class SiLU(_Elementwise):
+    function = staticmethod(silu)
+
+
+class Mish(_Elementwise):
+    function = staticmethod(mish)
+
+
+class SELU(_Elementwise):
+    function = staticmethod(selu)
+
+
+class Hardswish(_Elementwise):
+    function = staticmethod(hardswish)
+
+
+class LeakyReLU(_Elementwise):
+    function, settings = staticmethod(leaky_relu), ("negative_slope",)
+
+    def __init__(self, negative_slope: float = 0.01) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+
+
+class ELU(_Elementwise):
+    function, settings = staticmethod(elu), ("alpha",)
+
+    def __init__(self, alpha: float = 1.0) -> None:
+        super().__init__()
+        self.alpha = alpha
+
+
+class GELU(_Elementwise):
+    function, settings = staticmethod(gelu), ("approximate",)
+
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh'; got {approximate!r}")
+        self.approximate = approximate
+
+
+class Softplus(_Elementwise):
+    function, settings = staticmethod(softplus), ("beta", "threshold")
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+
+class Softmax(_Elementwise):
+    function, settings = staticmethod(softmax), ("axis",)
+
+    def __init__(self, axis: int = -1) -> None:
+        super().__init__()
+        self.axis = axis
+
+
+class LogSoftmax(_Elementwise):
+    function, settings = staticmethod(log_softmax), ("axis",)
+
+    def __init__(self, axis: int = -1) -> None:
+        super().__init__()
+        self.axis = axis
+
+
+class PReLU(Module):
+    """leaky ReLU whose slope is learned: one for all channels, or one per channel (axis 1)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = Parameter(Tensor(np.full(num_parameters, init), dtype=dtype or float32, device=device))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+# %%
+_mlp = Sequential(Linear(784, 128), ReLU(), Linear(128, 10))
+print(_mlp)
+print(f"{_mlp.num_parameters():,} parameters:", [name for name, _ in _mlp.named_parameters()])
+
+# %% [markdown]
+# ### Task `layers_dropout`: inverted dropout
+#
+# During training, dropout zeroes each element independently with
+# probability p, so no unit can rely on any one other being there. The
+# survivors are scaled by 1/(1 − p) *during training* ("inverted" dropout),
+# so the expected value of every element is unchanged and evaluation needs
+# no rescaling at all: in eval mode, and for p = 0, `dropout` returns its
+# input itself. p = 1 zeroes everything. A p outside [0, 1] is a
+# `ValueError` naming it.
+#
+# The mask must come from tinyflo's seeded generator — draw it with `rand`
+# (module 01) on the input's device — so that `manual_seed` reproduces it;
+# then multiply by it as a constant tensor, so that the gradient flows
+# through exactly the kept elements, scaled the same way. Keep the input's
+# dtype.
+#
+# `dropout(x, p=0.5, training=True)` is the function; `Dropout(p)` the
+# module, which passes its own `training` flag.
+
+# %% nbgrader={"grade": false, "grade_id": "layers_dropout_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1 − p) (training only)."""
+    ### BEGIN SOLUTION
+    if not 0 <= p <= 1:
+        raise ValueError(f"dropout: p must be a probability in [0, 1]; got {p}")
+    if not training or p == 0:
+        return x
+    if p == 1:
+        return x * 0.0
+    keep = 1 - p
+    mask = rand(x.shape, device=x.device).data < keep
+    scale = mask.astype(x.dtype) * x.dtype.type(1 / keep)
+    return x * Tensor._wrap(scale, x.device)
+    ### END SOLUTION
+
+
+class Dropout(Module):
+    """Inverted dropout: active in training mode, the identity in eval mode."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"Dropout: p must be a probability in [0, 1]; got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+# %% nbgrader={"grade": true, "grade_id": "layers_dropout", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+all_ones = Tensor(np.ones((200, 100), np.float32), requires_grad=True)
+manual_seed(1)
+out = dropout(all_ones, 0.3)
+kept = out.numpy() != 0
+assert abs(kept.mean() - 0.7) < 0.02 and np.allclose(out.numpy()[kept], 1 / 0.7) and out.dtype == np.float32
+assert abs(out.numpy().mean() - 1) < 0.03, "inverted dropout keeps the mean"
+manual_seed(1)
+assert np.array_equal(dropout(all_ones, 0.3).numpy(), out.numpy()), "manual_seed reproduces the mask"
+out.sum().backward()
+assert np.array_equal(all_ones.grad.numpy(), out.numpy()), "the gradient flows through the kept elements"
+layer = Dropout(0.5)
+assert layer.eval()(all_ones) is all_ones and dropout(all_ones, 0.0) is all_ones
+### BEGIN HIDDEN TESTS
+assert dropout(all_ones, 0.5, training=False) is all_ones
+assert np.all(dropout(all_ones, 1.0).numpy() == 0)
+layer.train()
+y = layer(all_ones).numpy()
+assert abs((y == 0).mean() - 0.5) < 0.02 and set(np.unique(y)) <= {0.0, 2.0}
+manual_seed(7)
+a = layer(all_ones).numpy()
+manual_seed(7)
+assert np.array_equal(layer(all_ones).numpy(), a)
+for bad in (-0.1, 1.5):
+    try:
+        dropout(all_ones, bad)
+        raise AssertionError("p outside [0, 1] must raise")
+    except ValueError as err:
+        assert str(bad) in str(err)
+assert dropout(Tensor(np.ones(4, np.float64)), 0.5).dtype == np.float64
+assert repr(Dropout(0.2)) == "Dropout(p=0.2)"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `layers_norm`: `LayerNorm` and `BatchNorm1d`
+#
+# Normalisation layers rescale activations to mean 0 and variance 1, then
+# let the network choose the scale and shift it wants with a learned weight
+# γ (initially 1) and bias β (initially 0):
+# y = (x − mean) / √(var + eps) · γ + β. They differ in *what* they average
+# over.
+#
+# **`LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True)`**
+# normalises each example over its last `len(normalized_shape)` axes
+# (`normalized_shape` may be an int or a tuple). It behaves the same in
+# training and evaluation. γ and β have shape `normalized_shape` (named
+# `weight` and `bias`; none with `elementwise_affine=False`). An input whose
+# trailing axes are not `normalized_shape` is a `ShapeError` naming both:
+# `LayerNorm((4,)) got input of shape (6, 5); expected (..., 4)`.
+# The variance is the biased one (divide by n).
+# Build it from module 01's ops (`mean`, `-`, `*`, `sqrt`), so it needs no
+# backward of its own.
+#
+# **`BatchNorm1d(num_features, eps=1e-5, momentum=0.1)`** normalises each
+# *feature* (channel) over the batch: the input is (N, C) or (N, C, L), and
+# statistics are taken over axis 0 (and axis 2). Anything else, or C ≠
+# `num_features`, is a `ShapeError` in the same words:
+# `BatchNorm1d(4) got input of shape (6, 5); expected (N, 4) or (N, 4, L)`. At evaluation time there may be one
+# example, so the layer keeps running estimates, as buffers
+# `running_mean` (zeros), `running_var` (ones) and `num_batches_tracked`
+# (an int64 0-d counter). PyTorch's rule, which you must match exactly:
+#
+# * **training**: normalise with the batch mean and the **biased** batch
+#   variance (÷ n), where n = N (or N·L) values per channel; then, outside
+#   the graph, count the batch (`num_batches_tracked += 1`) and update
+#   `running = (1 − momentum) · running + momentum · batch_stat`, using the
+#   **unbiased** variance (÷ (n − 1)) for `running_var`. With
+#   `momentum=None` the factor is 1/num_batches_tracked (a plain average
+#   of all batches so far). Training with n = 1 is a `ValueError` (no
+#   variance to estimate).
+# * **evaluation**: normalise with `running_mean` and `running_var`; the
+#   buffers do not change.
+#
+# γ and β are `weight` and `bias` of shape (C,), reshaped to broadcast along
+# axis 1. The running buffers are updated in place, keeping their dtype.
+
+# %% nbgrader={"grade": false, "grade_id": "layers_norm_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class LayerNorm(Module):
+    """Normalise each example over its last axes, then scale and shift (learned)."""
+
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(shape, dtype=dtype, device=device))
+            self.bias = Parameter(zeros(shape, dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        ### BEGIN SOLUTION
+        k = len(self.normalized_shape)
+        if x.ndim < k or x.shape[x.ndim - k:] != self.normalized_shape:
+            raise ShapeError(
+                f"LayerNorm({self.normalized_shape}) got input of shape {x.shape}; "
+                f"expected (..., {', '.join(map(str, self.normalized_shape))})"
+            )
+        axes = tuple(range(x.ndim - k, x.ndim))
+        centered = x - x.mean(axis=axes, keepdims=True)
+        var = (centered * centered).mean(axis=axes, keepdims=True)
+        out = centered / (var + self.eps).sqrt()
+        if self.weight is not None:
+            out = out * self.weight + self.bias
+        return out
+        ### END SOLUTION
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class BatchNorm1d(Module):
+    """Normalise each channel over the batch; running statistics for evaluation."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
+        if affine:
+            self.weight = Parameter(ones(num_features, dtype=dtype, device=device))
+            self.bias = Parameter(zeros(num_features, dtype=dtype, device=device))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.register_buffer("running_mean", zeros(num_features, dtype=dtype, device=device))
+        self.register_buffer("running_var", ones(num_features, dtype=dtype, device=device))
+        self.register_buffer("num_batches_tracked", Tensor(0, device=device))
+
+    def forward(self, x: Tensor) -> Tensor:
+        ### BEGIN SOLUTION
+        if x.ndim not in (2, 3) or x.shape[1] != self.num_features:
+            c = self.num_features
+            raise ShapeError(
+                f"BatchNorm1d({c}) got input of shape {x.shape}; expected (N, {c}) or (N, {c}, L)"
+            )
+        axes = (0,) if x.ndim == 2 else (0, 2)
+        shape = (1, self.num_features) + (1,) * (x.ndim - 2)
+        if self.training:
+            n = x.numel() // self.num_features
+            if n < 2:
+                raise ValueError(f"BatchNorm1d: training needs more than 1 value per channel; got input of shape {x.shape}")
+            mean = x.mean(axis=axes)
+            centered = x - mean.reshape(shape)
+            var = (centered * centered).mean(axis=axes)
+            with no_grad():
+                self.num_batches_tracked.data += 1
+                factor = self.momentum if self.momentum is not None else 1 / int(self.num_batches_tracked.item())
+                for running, stat in ((self.running_mean, mean.data), (self.running_var, var.data * (n / (n - 1)))):
+                    running.data[...] = (1 - factor) * running.data + factor * stat
+            out = centered / (var.reshape(shape) + self.eps).sqrt()
+        else:
+            out = (x - self.running_mean.reshape(shape)) / (self.running_var.reshape(shape) + self.eps).sqrt()
+        if self.weight is not None:
+            out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return out
+        ### END SOLUTION
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"
+
+
+# %% nbgrader={"grade": true, "grade_id": "layers_norm", "locked": true, "points": 4, "schema_version": 3, "solution": false}
+rng = np.random.default_rng(0)
+X = rng.standard_normal((6, 4)).astype(np.float32) * 3 + 1
+ln = LayerNorm(4)
+y = ln(Tensor(X)).numpy()
+assert np.allclose(y, (X - X.mean(1, keepdims=True)) / np.sqrt(X.var(1, keepdims=True) + 1e-5), atol=1e-5)
+assert [n for n, _ in ln.named_parameters()] == ["weight", "bias"] and ln.weight.tolist() == [1, 1, 1, 1]
+bn = BatchNorm1d(4)
+assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var", "num_batches_tracked"]
+y = bn(Tensor(X)).numpy()
+assert np.allclose(y, (X - X.mean(0)) / np.sqrt(X.var(0) + 1e-5), atol=1e-5), "biased variance in training"
+assert np.allclose(bn.running_mean.numpy(), 0.1 * X.mean(0), atol=1e-6)
+assert np.allclose(bn.running_var.numpy(), 0.9 + 0.1 * X.var(0, ddof=1), atol=1e-5), "unbiased in the running estimate"
+assert bn.num_batches_tracked.item() == 1
+bn.eval()
+y = bn(Tensor(X)).numpy()
+assert np.allclose(y, (X - bn.running_mean.numpy()) / np.sqrt(bn.running_var.numpy() + 1e-5), atol=1e-5)
+assert bn.num_batches_tracked.item() == 1, "evaluation does not update the statistics"
+x64 = Tensor(X.astype(np.float64), requires_grad=True)
+assert gradcheck(lambda t: LayerNorm(4).to(float64)(t), x64)
+### BEGIN HIDDEN TESTS
+X3 = rng.standard_normal((5, 3, 7)).astype(np.float32)
+bn3 = BatchNorm1d(3, momentum=0.5)
+with no_grad():
+    bn3.weight[...] = np.array([1.0, 2.0, 3.0], np.float32)
+    bn3.bias[...] = np.array([0.0, -1.0, 1.0], np.float32)
+rm, rv = np.zeros(3), np.ones(3)
+for step in range(3):
+    batch = X3 + step
+    y = bn3(Tensor(batch)).numpy()
+    m, v = batch.mean((0, 2)), batch.var((0, 2))
+    ref = (batch - m[None, :, None]) / np.sqrt(v[None, :, None] + 1e-5) * np.array([1, 2, 3])[None, :, None] + np.array([0, -1, 1])[None, :, None]
+    assert np.allclose(y, ref, atol=1e-4)
+    rm, rv = 0.5 * rm + 0.5 * m, 0.5 * rv + 0.5 * batch.var((0, 2), ddof=1)
+assert np.allclose(bn3.running_mean.numpy(), rm, atol=1e-5) and np.allclose(bn3.running_var.numpy(), rv, atol=1e-5)
+assert bn3.running_mean.dtype == np.float32 and bn3.num_batches_tracked.dtype == np.int64
+avg = BatchNorm1d(4, momentum=None)
+avg(Tensor(X))
+avg(Tensor(X * 2))
+assert np.allclose(avg.running_mean.numpy(), (X.mean(0) + 2 * X.mean(0)) / 2, atol=1e-5), "momentum=None averages"
+assert gradcheck(lambda t: BatchNorm1d(4).to(float64)(t), x64)
+assert gradcheck(lambda t: LayerNorm((2, 2)).to(float64)(t.reshape(3, 2, 2, 2)), x64)
+lnx = LayerNorm(4, elementwise_affine=False)
+assert list(lnx.parameters()) == [] and np.allclose(lnx(Tensor(X)).numpy().mean(1), 0, atol=1e-5)
+for bad in (lambda: LayerNorm(5)(Tensor(X)), lambda: BatchNorm1d(5)(Tensor(X)), lambda: BatchNorm1d(4)(Tensor(np.ones(4, np.float32)))):
+    try:
+        bad()
+        raise AssertionError("a wrong shape must raise")
+    except ShapeError as err:
+        assert "got input of shape" in str(err)
+try:
+    BatchNorm1d(4)(Tensor(np.ones((1, 4), np.float32)))
+    raise AssertionError("training on one value per channel must raise")
+except ValueError:
+    pass
+assert BatchNorm1d(4).eval()(Tensor(np.ones((1, 4), np.float32))).shape == (1, 4)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Putting it together
+#
+# A small classifier, its parameter count, and one training step by hand
+# (module 06 writes the optimizers):
+
+# %%
+manual_seed(0)
+model = Sequential(Linear(20, 64), BatchNorm1d(64), GELU(), Dropout(0.1), Linear(64, 3), LogSoftmax())
+print(model)
+xb = randn(32, 20)
+yb = np.arange(32) % 3
+for step in range(3):
+    logp = model(xb)
+    loss = -logp[np.arange(32), yb].mean()
+    model.zero_grad()
+    loss.backward()
+    for p in model.parameters():
+        p.data -= 0.1 * p.grad.data  # plain SGD, outside the graph
+    print(f"step {step}: loss {loss.item():.4f}")
+
+# %% [markdown]
+# ## Systems corner
+#
+# * **Where the parameters are.** `Linear(784, 128)` holds 100,480 numbers
+#   (400 KB in float32); a batch of 32 activations of that layer is 4,096
+#   numbers. For small batches the weights dominate memory; for large ones
+#   (and for convolutions) the saved activations do.
+# * **FLOPs.** A `Linear` forward is one matmul of 2·N·in·out FLOPs; its
+#   backward two more of the same size (one fewer for the first layer,
+#   whose input needs no gradient — module 01's `MatMul` skips it).
+# * **Moving in place.** `Module.to()` swaps each parameter's array, not the
+#   parameter. An optimizer built before `model.to("cuda")` holds the same
+#   `Parameter` objects, so it keeps working — PyTorch had to add this rule
+#   after many users moved models *after* building their optimizers.
+# * **Dropout's randomness is a sync point only if you make it one.** The
+#   mask is drawn on the tensor's device; nothing crosses to the host.
+#   `Embedding`'s range check does read two numbers back (`min` and `max`):
+#   a GPU sync per call, the price of an error message instead of garbage.
+# * **BatchNorm and the batch.** In training mode an example's output
+#   depends on the rest of its batch, and a batch of one has no variance.
+#   That is why `eval()` matters before inference, and why LayerNorm
+#   (per example) took over in transformers.
