@@ -109,6 +109,7 @@ class LayerCase:
     shapes: Callable[[st.DrawFn], tuple[int, ...]]
     build: Callable[[tuple[int, ...]], nn.Module]
     integer_input: int | None = None  # Embedding: indices below this bound instead of floats
+    covers: tuple[str, ...] = ()  # the Function classes of core.layers this row exercises
 
 
 def batch_features(draw):
@@ -120,8 +121,8 @@ def batch_channels(draw):
 
 
 LAYER_CASES = [
-    LayerCase("linear", batch_features, lambda s: nn.Linear(s[-1], 3)),
-    LayerCase("linear-no-bias", batch_features, lambda s: nn.Linear(s[-1], 2, bias=False)),
+    LayerCase("linear", batch_features, lambda s: nn.Linear(s[-1], 3), covers=("LinearFn",)),
+    LayerCase("linear-no-bias", batch_features, lambda s: nn.Linear(s[-1], 2, bias=False), covers=("LinearFn",)),
     LayerCase("layernorm", batch_features, lambda s: nn.LayerNorm(s[-1])),
     LayerCase("layernorm-2-axes", batch_features, lambda s: nn.LayerNorm(s[-2:])),
     LayerCase("batchnorm1d-train", batch_channels, lambda s: nn.BatchNorm1d(s[1])),
@@ -162,6 +163,7 @@ def test_layers_activations_gradcheck_covers_every_function():
         if inspect.isclass(obj) and issubclass(obj, Function) and obj.__module__ == nn.__name__
     }
     covered = {name for case in CASES for name in case.covers}
+    covered |= {name for case in LAYER_CASES for name in case.covers}
     assert functions, "core.layers defines no Function at all?"
     assert functions - covered == set(), f"Functions without a gradcheck row: {sorted(functions - covered)}"
 

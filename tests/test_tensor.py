@@ -400,6 +400,8 @@ def test_tensor_function_apply_records_a_node_only_when_a_gradient_is_wanted():
     with tinyflo.no_grad():
         assert (a * b)._ctx is None
     assert repr(c).endswith("grad_fn=<Mul>)")
+    with pytest.raises(DeviceError, match="mul: inputs are on different devices"):
+        type(c._ctx).apply(a, b.to("cpu:1"))
 
 
 # ----- edge cases a framework user hits ---------------------------------------

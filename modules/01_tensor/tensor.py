@@ -333,7 +333,11 @@ assert promote_types(uint8, float32) == float32
 # (`out._ctx`). When nothing requires a gradient, or inside `no_grad()`
 # (module 02), nothing is recorded and the `Function` is garbage right away.
 #
-# `apply` is also where shape errors become readable. NumPy says
+# `apply` is also the one place that guarantees an op never mixes devices:
+# every input must be on the first input's device, or it raises a
+# `DeviceError` listing each input's device and shape.
+#
+# And it is where shape errors become readable. NumPy says
 # `operands could not be broadcast together with shapes (2,3) (4,)`, without
 # naming the op. When `forward` raises a `ValueError` about shapes, re-raise
 # it as a `ShapeError` whose message starts with the op's name and lists the
@@ -383,6 +387,10 @@ class Function:
         ### BEGIN SOLUTION
         fn = cls()
         device = inputs[0]._device
+        for t in inputs:
+            if t._device is not device:
+                devices = ", ".join(f"{x._device} {x.shape}" for x in inputs)
+                raise DeviceError(f"{cls.__name__.lower()}: inputs are on different devices: {devices}")
         fn.xp = device.xp
         try:
             with device:
@@ -1881,6 +1889,11 @@ try:
     raise AssertionError("mixing devices must raise")
 except DeviceError as err:
     assert "cpu" in str(err) and "cpu:1" in str(err)
+try:
+    Mul.apply(Tensor([1.0]), Tensor([1.0], device="cpu:1"))
+    raise AssertionError("apply itself must refuse inputs on different devices")
+except DeviceError as err:
+    assert "cpu:1" in str(err)
 try:
     Tensor(np.ones((2, 3), np.float32)) + Tensor(np.ones((4,), np.float32))
     raise AssertionError("shapes that do not broadcast must raise")

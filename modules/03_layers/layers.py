@@ -1356,6 +1356,16 @@ assert abs(t.std() - expected_std) < 0.02 and np.abs(t).max() <= 2
 # was expected: `Linear(784, 10) got input of shape (32, 785); expected
 # (..., 784)`. `extra_repr` gives `in_features=784, out_features=10, bias=True`.
 #
+# The forward could be one line of module 01 ops, `x @ self.weight.T +
+# self.bias`, and that is correct. It costs three graph nodes (matmul,
+# transpose, add), and the weight's gradient comes back through the
+# transpose as a *transposed view*, which the engine must copy into a fresh
+# array: for a 784×512 layer that copy is a third of the layer's backward.
+# So `Linear` is one `Function`, `LinearFn`, whose backward writes each
+# gradient in the layout its parameter has: for y = x Wᵀ + b with x
+# flattened to (rows, in), ∂L/∂x = g W, ∂L/∂W = gᵀ x (already (out, in)),
+# ∂L/∂b = Σ_rows g.
+#
 # `Embedding(num_embeddings, embedding_dim)` is a lookup table: row i of a
 # weight of shape (num_embeddings, embedding_dim), initialised N(0, 1). Its
 # input is an integer tensor (or array, or list) of indices of any shape;
@@ -1369,6 +1379,30 @@ assert abs(t.std() - expected_std) < 0.02 and np.abs(t).max() <= 2
 
 # %% nbgrader={"grade": false, "grade_id": "layers_linear_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
+class LinearFn(Function):
+    """y = x Wᵀ (+ b) as one graph node, its gradients in their parameters' layout."""
+
+    def forward(self, x, weight, bias=None):
+        ### BEGIN SOLUTION
+        self.save_for_backward(x, weight)
+        out = x @ weight.T
+        if bias is not None:
+            out += bias  # `out` is a fresh array: adding in place saves allocating another
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        x, weight = self.saved
+        needs = self.needs_input_grad
+        rows = grad.reshape(-1, grad.shape[-1])  # (rows, out)
+        grad_x = grad @ weight if needs[0] else None
+        grad_w = rows.T @ x.reshape(-1, x.shape[-1]) if needs[1] else None
+        grad_b = rows.sum(axis=0) if len(needs) > 2 and needs[2] else None
+        return grad_x, grad_w, grad_b
+        ### END SOLUTION
+
+
 class Linear(Module):
     """y = x Wᵀ + b, with PyTorch's shapes and default initialisation."""
 
@@ -1400,8 +1434,11 @@ class Linear(Module):
                 f"Linear({self.in_features}, {self.out_features}) got input of shape {x.shape}; "
                 f"expected (..., {self.in_features})"
             )
-        out = x @ self.weight.T
-        return out if self.bias is None else out + self.bias
+        if x.dtype != self.weight.dtype:
+            x = x.to(dtype=self.weight.dtype)
+        if self.bias is None:
+            return LinearFn.apply(x, self.weight)
+        return LinearFn.apply(x, self.weight, self.bias)
         ### END SOLUTION
 
     def extra_repr(self) -> str:

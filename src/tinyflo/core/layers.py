@@ -678,6 +678,26 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     raise ValueError(f"trunc_normal_: [{a}, {b}] is too unlikely under N({mean}, {std}²) to sample by redrawing")
 
 
+class LinearFn(Function):
+    """y = x Wᵀ (+ b) as one graph node, its gradients in their parameters' layout."""
+
+    def forward(self, x, weight, bias=None):
+        self.save_for_backward(x, weight)
+        out = x @ weight.T
+        if bias is not None:
+            out += bias  # `out` is a fresh array: adding in place saves allocating another
+        return out
+
+    def backward(self, grad):
+        x, weight = self.saved
+        needs = self.needs_input_grad
+        rows = grad.reshape(-1, grad.shape[-1])  # (rows, out)
+        grad_x = grad @ weight if needs[0] else None
+        grad_w = rows.T @ x.reshape(-1, x.shape[-1]) if needs[1] else None
+        grad_b = rows.sum(axis=0) if len(needs) > 2 and needs[2] else None
+        return grad_x, grad_w, grad_b
+
+
 class Linear(Module):
     """y = x Wᵀ + b, with PyTorch's shapes and default initialisation."""
 
@@ -704,8 +724,11 @@ class Linear(Module):
                 f"Linear({self.in_features}, {self.out_features}) got input of shape {x.shape}; "
                 f"expected (..., {self.in_features})"
             )
-        out = x @ self.weight.T
-        return out if self.bias is None else out + self.bias
+        if x.dtype != self.weight.dtype:
+            x = x.to(dtype=self.weight.dtype)
+        if self.bias is None:
+            return LinearFn.apply(x, self.weight)
+        return LinearFn.apply(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"

@@ -219,6 +219,10 @@ class Function:
         """Run ``forward`` on the inputs' arrays; record the node when a gradient is wanted."""
         fn = cls()
         device = inputs[0]._device
+        for t in inputs:
+            if t._device is not device:
+                devices = ", ".join(f"{x._device} {x.shape}" for x in inputs)
+                raise DeviceError(f"{cls.__name__.lower()}: inputs are on different devices: {devices}")
         fn.xp = device.xp
         try:
             with device:
