@@ -801,3 +801,28 @@ def test_layers_norm_batchnorm_affine_shapes_and_errors():
     assert nn.BatchNorm1d(3, affine=False).num_parameters() == 0
     assert layer.eval()(tinyflo.zeros(1, 3)).shape == (1, 3)
     assert list(layer.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
+
+
+@pytest.mark.task("layers_norm")
+def test_layers_norm_float16_inputs_are_normalised_in_float32():
+    big = Tensor((np.random.default_rng(0).standard_normal((8, 4)) * 300).astype(np.float16))
+    out = nn.LayerNorm(4)(big)
+    assert out.dtype == np.float16 and np.abs(out.numpy()).max() > 0.5, "not all zeros"
+    np.testing.assert_allclose(out.numpy().std(axis=1), 1.0, atol=0.02)
+    bn = nn.BatchNorm1d(4)
+    bn(big)
+    assert np.all(np.isfinite(bn.running_var.numpy()))
+
+
+@pytest.mark.task("layers_linear")
+def test_layers_linear_refuses_a_float_input_of_another_dtype():
+    layer = nn.Linear(3, 2)
+    with pytest.raises(TypeError, match=r"Linear\(3, 2\) holds float32 weights but got a float64 input"):
+        layer(Tensor(np.ones((1, 3))))
+    assert layer(Tensor([[1, 2, 3]])).dtype == np.float32, "integer data is converted"
+
+
+@pytest.mark.task("layers_dropout")
+def test_layers_dropout_refuses_integer_tensors():
+    with pytest.raises(TypeError, match="dropout: expected a floating tensor; got int64"):
+        nn.dropout(Tensor([1, 2, 3, 4]), 0.5)

@@ -324,3 +324,27 @@ def test_loss_modules_keep_options_and_weights():
 def test_losses_cross_entropy_float_class_indices_are_explained():
     with pytest.raises(ShapeError, match="class indices must be integers"):
         L.cross_entropy(Tensor(np.zeros((2, 3))), [0.0, 1.0])
+
+
+@pytest.mark.task("losses_cross_entropy")
+@pytest.mark.parametrize("loss", [L.cross_entropy, lambda z, t: L.nll_loss(log_softmax(z, axis=1), t)])
+def test_losses_cross_entropy_all_targets_ignored_gives_no_gradient(loss):
+    """A batch of padding only must not poison the parameters with NaN."""
+    z = Tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+    with np.errstate(all="raise"):
+        out = loss(z, [-100, -100, -100])
+        out.backward()
+    assert out.item() == 0.0 and np.all(z.grad.numpy() == 0)
+
+
+@pytest.mark.task("losses_binary")
+def test_losses_binary_float16_gradient_stays_finite_at_the_clamp():
+    p = Tensor(np.array([0.0, 1.0], np.float16), requires_grad=True)
+    L.binary_cross_entropy(p, [1.0, 0.0], reduction="sum").backward()
+    assert p.grad.dtype == np.float16 and np.all(np.isfinite(p.grad.numpy()))
+
+
+@pytest.mark.task("losses_cross_entropy")
+def test_losses_cross_entropy_module_weights_are_buffers():
+    criterion = L.CrossEntropyLoss(weight=[1.0, 2.0, 3.0])
+    assert "weight" in criterion.state_dict() and criterion.weight.dtype == np.float32

@@ -1435,7 +1435,12 @@ class Linear(Module):
                 f"expected (..., {self.in_features})"
             )
         if x.dtype != self.weight.dtype:
-            x = x.to(dtype=self.weight.dtype)
+            if is_floating(x.dtype):
+                raise TypeError(
+                    f"Linear({self.in_features}, {self.out_features}) holds {self.weight.dtype} weights "
+                    f"but got a {x.dtype} input; convert one of them with .to(dtype=...)"
+                )
+            x = x.to(dtype=self.weight.dtype)  # integer or bool data becomes the weights' dtype
         if self.bias is None:
             return LinearFn.apply(x, self.weight)
         return LinearFn.apply(x, self.weight, self.bias)
@@ -1762,6 +1767,8 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     ### BEGIN SOLUTION
     if not 0 <= p <= 1:
         raise ValueError(f"dropout: p must be a probability in [0, 1]; got {p}")
+    if not is_floating(x.dtype):
+        raise TypeError(f"dropout: expected a floating tensor; got {x.dtype}")
     if not training or p == 0:
         return x
     if p == 1:
@@ -1840,7 +1847,10 @@ assert repr(Dropout(0.2)) == "Dropout(p=0.2)"
 # `LayerNorm((4,)) got input of shape (6, 5); expected (..., 4)`.
 # The variance is the biased one (divide by n).
 # Build it from module 01's ops (`mean`, `-`, `*`, `sqrt`), so it needs no
-# backward of its own.
+# backward of its own. A float16 input is normalised in float32
+# (`x._accurate()`, module 01) and the result cast back to the input's
+# dtype: in float16 a square overflows once |x − mean| passes 256. The same
+# holds for BatchNorm1d.
 #
 # **`BatchNorm1d(num_features, eps=1e-5, momentum=0.1)`** normalises each
 # *feature* (channel) over the batch: the input is (N, C) or (N, C, L), and
@@ -1891,12 +1901,13 @@ class LayerNorm(Module):
                 f"expected (..., {', '.join(map(str, self.normalized_shape))})"
             )
         axes = tuple(range(x.ndim - k, x.ndim))
+        dtype, x = x.dtype, x._accurate()  # float16 squares overflow past |x - mean| ≈ 256
         centered = x - x.mean(axis=axes, keepdims=True)
         var = (centered * centered).mean(axis=axes, keepdims=True)
         out = centered / (var + self.eps).sqrt()
         if self.weight is not None:
             out = out * self.weight + self.bias
-        return out
+        return out.to(dtype=dtype)
         ### END SOLUTION
 
     def extra_repr(self) -> str:
@@ -1929,6 +1940,7 @@ class BatchNorm1d(Module):
             )
         axes = (0,) if x.ndim == 2 else (0, 2)
         shape = (1, self.num_features) + (1,) * (x.ndim - 2)
+        dtype, x = x.dtype, x._accurate()  # statistics in float32 for float16 input, as LayerNorm
         if self.training:
             n = x.numel() // self.num_features
             if n < 2:
@@ -1946,7 +1958,7 @@ class BatchNorm1d(Module):
             out = (x - self.running_mean.reshape(shape)) / (self.running_var.reshape(shape) + self.eps).sqrt()
         if self.weight is not None:
             out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
-        return out
+        return out.to(dtype=dtype)
         ### END SOLUTION
 
     def extra_repr(self) -> str:
@@ -2041,7 +2053,8 @@ for step in range(3):
 #   (and for convolutions) the saved activations do.
 # * **FLOPs.** A `Linear` forward is one matmul of 2·N·in·out FLOPs; its
 #   backward two more of the same size (one fewer for the first layer,
-#   whose input needs no gradient — module 01's `MatMul` skips it).
+#   whose input needs no gradient — `LinearFn` skips it, as module 01's
+#   `MatMul` does).
 # * **Moving in place.** `Module.to()` swaps each parameter's array, not the
 #   parameter. An optimizer built before `model.to("cuda")` holds the same
 #   `Parameter` objects, so it keeps working — PyTorch had to add this rule

@@ -279,7 +279,8 @@ for bad in (-1, 1.5, "x"):
 # array (`self.indices`), with negative indices counted from the end, and
 # refuses — with an `IndexError` naming the index and the dataset's length —
 # an index that is out of range, and with a `TypeError` indices that are not
-# integers. It never copies the data.
+# integers. An empty list of indices is allowed (an empty subset), even
+# though `np.asarray([])` is a float array. It never copies the data.
 #
 # ### Task `data_datasets`: `TensorDataset` and `Subset`
 
@@ -422,7 +423,9 @@ assert nested[0][1] == 5
 # and cuts them into consecutive `Subset`s:
 #
 # * `lengths` holds counts that add up to `len(dataset)`, or fractions that
-#   add up to 1. Fractions are turned into counts by rounding down, and the
+#   add up to 1 (within rounding: `[0.7, 0.2, 0.1]` sums to
+#   0.9999999999999999 in floating point, so compare with a tolerance such
+#   as 1e-6). Fractions are turned into counts by rounding down, and the
 #   samples left over are handed out one at a time to the first subsets
 #   (so `[0.5, 0.5]` of 5 samples gives 3 and 2) — PyTorch's rule.
 # * Counts that do not add up, negative lengths, or a mix of counts and

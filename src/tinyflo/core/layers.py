@@ -725,7 +725,12 @@ class Linear(Module):
                 f"expected (..., {self.in_features})"
             )
         if x.dtype != self.weight.dtype:
-            x = x.to(dtype=self.weight.dtype)
+            if is_floating(x.dtype):
+                raise TypeError(
+                    f"Linear({self.in_features}, {self.out_features}) holds {self.weight.dtype} weights "
+                    f"but got a {x.dtype} input; convert one of them with .to(dtype=...)"
+                )
+            x = x.to(dtype=self.weight.dtype)  # integer or bool data becomes the weights' dtype
         if self.bias is None:
             return LinearFn.apply(x, self.weight)
         return LinearFn.apply(x, self.weight, self.bias)
@@ -957,6 +962,8 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1 − p) (training only)."""
     if not 0 <= p <= 1:
         raise ValueError(f"dropout: p must be a probability in [0, 1]; got {p}")
+    if not is_floating(x.dtype):
+        raise TypeError(f"dropout: expected a floating tensor; got {x.dtype}")
     if not training or p == 0:
         return x
     if p == 1:
@@ -1006,12 +1013,13 @@ class LayerNorm(Module):
                 f"expected (..., {', '.join(map(str, self.normalized_shape))})"
             )
         axes = tuple(range(x.ndim - k, x.ndim))
+        dtype, x = x.dtype, x._accurate()  # float16 squares overflow past |x - mean| ≈ 256
         centered = x - x.mean(axis=axes, keepdims=True)
         var = (centered * centered).mean(axis=axes, keepdims=True)
         out = centered / (var + self.eps).sqrt()
         if self.weight is not None:
             out = out * self.weight + self.bias
-        return out
+        return out.to(dtype=dtype)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
@@ -1042,6 +1050,7 @@ class BatchNorm1d(Module):
             )
         axes = (0,) if x.ndim == 2 else (0, 2)
         shape = (1, self.num_features) + (1,) * (x.ndim - 2)
+        dtype, x = x.dtype, x._accurate()  # statistics in float32 for float16 input, as LayerNorm
         if self.training:
             n = x.numel() // self.num_features
             if n < 2:
@@ -1059,7 +1068,7 @@ class BatchNorm1d(Module):
             out = (x - self.running_mean.reshape(shape)) / (self.running_var.reshape(shape) + self.eps).sqrt()
         if self.weight is not None:
             out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
-        return out
+        return out.to(dtype=dtype)
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"

@@ -172,7 +172,8 @@ def _nll_parts(logp: Tensor, valid: Any, safe: Any, w: Tensor | None) -> tuple[T
     picked = rows[xp.arange(flat.shape[0]), flat].reshape(safe.shape)
     w_y = valid.astype(logp.dtype) if w is None else w.data[safe] * valid
     w_y = Tensor._wrap(w_y, logp.device)
-    return -picked * w_y, w_y.sum()
+    # If every target is ignored the total is 0: a floor turns 0/0 into loss 0, gradient 0.
+    return -picked * w_y, w_y.sum().clip(min=float(np.finfo(logp.dtype).tiny))
 
 
 def nll_loss(
@@ -242,7 +243,8 @@ class BinaryCrossEntropyFn(Function):
 
     def backward(self, grad):
         p, t, log_p, log_q = self.saved
-        denominator = self.xp.maximum(p * (1 - p), p.dtype.type(1e-12))
+        floor = max(1e-12, float(np.finfo(p.dtype).tiny))  # 1e-12 is 0 in float16
+        denominator = self.xp.maximum(p * (1 - p), p.dtype.type(floor))
         grad_p = grad * (p - t) / denominator
         grad_t = grad * (log_q - log_p) if self.needs_input_grad[1] else None
         return grad_p, grad_t
@@ -563,6 +565,8 @@ class _Loss(Module):
         if "reduction" in options:
             _check_reduction(options["reduction"], type(self).__name__, self._reductions)
         for name, value in options.items():
+            if name in ("weight", "pos_weight") and value is not None and not isinstance(value, Tensor):
+                value = Tensor(value)  # a weight given as a list or array is state too
             if isinstance(value, Tensor):
                 self.register_buffer(name, value)
             else:
