@@ -826,3 +826,9 @@ def test_layers_linear_refuses_a_float_input_of_another_dtype():
 def test_layers_dropout_refuses_integer_tensors():
     with pytest.raises(TypeError, match="dropout: expected a floating tensor; got int64"):
         nn.dropout(Tensor([1, 2, 3, 4]), 0.5)
+
+
+@pytest.mark.task("layers_module")
+def test_layers_module_to_names_a_bad_target():
+    with pytest.raises(TypeError, match="expected a device .* or a floating dtype; got 'tpu'"):
+        nn.Linear(2, 2).to("tpu")

@@ -186,6 +186,10 @@ def digits(train: bool = True, flatten: bool = False, as_arrays: bool = False, p
         where: Any = f"tinyflo/data/{DIGITS_FILE}"
     else:
         where = Path(path)
+        if not where.is_file():
+            raise FileNotFoundError(
+                f"digits: no file at {where}; leave path=None to use the copy bundled with tinyflo"
+            )
         data = where.read_bytes()
     table = read_idx(_check(data, DIGITS_SHA256, where), str(where))
     rows = table[:DIGITS_TRAIN] if train else table[DIGITS_TRAIN:]

@@ -439,7 +439,12 @@ class Module:
     def to(self, device: Any = None, dtype: Any = None) -> Module:
         """Move every parameter and buffer in place (floating ones also cast to ``dtype``)."""
         if device is not None and not _is_device_spec(device):
-            device, dtype = None, device  # model.to(float64)
+            try:
+                device, dtype = None, as_dtype(device)  # model.to(float64)
+            except TypeError:
+                raise TypeError(
+                    f"Module.to: expected a device ('cpu', 'cpu:N', 'cuda:N') or a floating dtype; got {device!r}"
+                ) from None
         dev = None if device is None else as_device(device)
         dt = None if dtype is None else as_dtype(dtype)
         if dt is not None and not is_floating(dt):

@@ -3,7 +3,6 @@
 from tinyflo.core.layers import (
     dropout,
     elu,
-    erf,
     gelu,
     hardswish,
     leaky_relu,
@@ -39,7 +38,7 @@ from tinyflo.core.losses import (
 
 __all__ = [
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_embedding_loss",
-    "cross_entropy", "ctc_loss", "dropout", "elu", "erf", "gelu", "hardswish",
+    "cross_entropy", "ctc_loss", "dropout", "elu", "gelu", "hardswish",
     "hinge_embedding_loss", "huber_loss", "kl_div", "l1_loss", "leaky_relu", "log_softmax",
     "margin_ranking_loss", "mish", "mse_loss", "nll_loss", "poisson_nll_loss", "prelu", "relu",
     "selu", "sigmoid", "sigmoid_focal_loss", "silu", "smooth_l1_loss", "softmax", "softplus",
