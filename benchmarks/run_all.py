@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import time
 
-from benchmarks import bench_autograd_overhead, bench_mlp_step, common
+from benchmarks import (
+    bench_autograd_overhead,
+    bench_mlp_step,
+    bench_optim_step,
+    bench_trainer,
+    common,
+)
 
-BENCHMARKS = [bench_autograd_overhead, bench_mlp_step]
+BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_trainer]
 
 
 def main(rounds: int = 11) -> None:

@@ -15,8 +15,9 @@ def test_every_public_name_resolves():
 def test_nn_functional_and_init_names_resolve():
     import tinyflo.nn.functional
     import tinyflo.nn.init
+    import tinyflo.optim.lr_scheduler
 
-    for module in (tinyflo.nn, tinyflo.nn.functional, tinyflo.nn.init):
+    for module in (tinyflo.nn, tinyflo.nn.functional, tinyflo.nn.init, tinyflo.optim, tinyflo.optim.lr_scheduler):
         for name in module.__all__:
             getattr(module, name)
     assert tinyflo.nn.Linear is tinyflo.nn.functional.relu.__globals__["Linear"]

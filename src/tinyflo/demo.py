@@ -1,9 +1,9 @@
-"""The end-to-end demo: an MLP learns the bundled handwritten digits with a hand-written loop.
+"""The end-to-end demo: an MLP learns the bundled handwritten digits through the Trainer.
 
-Run it with ``tinyflo demo``. It uses modules 01-05: tensors and autograd,
-``Linear`` and ``ReLU``, ``cross_entropy``, ``DataLoader`` and the 8x8 digits
-that ship inside tinyflo (no download). The update is a plain gradient step,
-written out, because optimizers are module 06.
+Run it with ``tinyflo demo``. It uses modules 01-08: tensors and autograd,
+``Linear`` and ``ReLU``, ``cross_entropy`` (with label smoothing),
+``DataLoader`` and the 8x8 digits that ship inside tinyflo (no download),
+AdamW, a warm-up + cosine schedule, gradient clipping and the ``Trainer``.
 """
 
 from __future__ import annotations
@@ -16,32 +16,16 @@ from pathlib import Path
 import tinyflo
 from tinyflo import datasets
 from tinyflo.core.data import DataLoader
-from tinyflo.core.layers import Linear, Module, ReLU, Sequential
+from tinyflo.core.layers import Linear, ReLU, Sequential
 from tinyflo.core.losses import cross_entropy
+from tinyflo.core.optim import AdamW
+from tinyflo.core.schedulers import CosineAnnealing, Warmup
+from tinyflo.core.training import Trainer
 
 
 def mlp(hidden: int = 128) -> Sequential:
     """The 64-hidden-10 classifier: one hidden ReLU layer."""
     return Sequential(Linear(64, hidden), ReLU(), Linear(hidden, 10))
-
-
-def sgd_step(model: Module, lr: float) -> None:
-    """p ← p − lr · ∂L/∂p for every parameter, outside the graph."""
-    with tinyflo.no_grad():
-        for p in model.parameters():
-            p.data -= lr * p.grad.data
-
-
-def accuracy(model: Module, loader: DataLoader) -> float:
-    """Fraction of correctly classified samples, in eval mode and without a graph."""
-    model.eval()
-    correct = total = 0
-    with tinyflo.no_grad():
-        for x, y in loader:
-            correct += int((model(x).argmax(axis=1) == y).sum().item())
-            total += len(y)
-    model.train()
-    return correct / total
 
 
 def save_loss_plot(losses: list[float], path: Path) -> Path:
@@ -62,33 +46,34 @@ def save_loss_plot(losses: list[float], path: Path) -> Path:
     return path
 
 
-def train(epochs: int, lr: float, batch_size: int, hidden: int, seed: int, device: str) -> tuple[Module, list[float], float]:
-    """Train the MLP; return it, the mean loss of every epoch, and the test accuracy."""
+def train(epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, hidden: int = 128, seed: int = 0,
+          device: str = "cpu", verbosity: str = "normal") -> tuple[Trainer, float]:
+    """Train the MLP with AdamW, warm-up + cosine and clipping; return the Trainer and the test accuracy."""
     tinyflo.manual_seed(seed)
-    train_set, test_set = datasets.digits(train=True, flatten=True), datasets.digits(train=False, flatten=True)
-    train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True, seed=seed, device=device)
-    test_loader = DataLoader(test_set, batch_size=512, device=device)
+    train_loader = DataLoader(datasets.digits(train=True, flatten=True), batch_size=batch_size,
+                              shuffle=True, seed=seed, device=device)
+    test_loader = DataLoader(datasets.digits(train=False, flatten=True), batch_size=512, device=device)
     model = mlp(hidden).to(device)
-    losses = []
-    for epoch in range(1, epochs + 1):
-        total = tinyflo.zeros((), device=device)  # summed on the device, read once per epoch
-        for x, y in train_loader:
-            loss = cross_entropy(model(x), y)
-            model.zero_grad()
-            loss.backward()
-            sgd_step(model, lr)
-            total = total + loss.detach()
-        losses.append(total.item() / len(train_loader))
-        if epoch == 1 or epoch % max(epochs // 10, 1) == 0:
-            print(f"epoch {epoch:3d}  loss {losses[-1]:.4f}")
-    return model, losses, accuracy(model, test_loader)
+    per_epoch = len(train_loader)
+    schedule = Warmup(CosineAnnealing(lr, (epochs - 1) * per_epoch), warmup_steps=per_epoch)
+    trainer = Trainer(
+        model,
+        AdamW(model.parameters(), lr=lr, weight_decay=0.05),
+        lambda logits, labels: cross_entropy(logits, labels, label_smoothing=0.1),
+        scheduler=schedule,
+        scheduler_interval="step",
+        grad_clip_norm=1.0,
+        verbosity=verbosity,
+    )
+    trainer.fit(train_loader, test_loader, epochs=epochs)
+    return trainer, trainer.history["val_acc"][-1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Train on the digits, print the test accuracy, save the loss curve."""
     parser = argparse.ArgumentParser(prog="tinyflo demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=40, help="passes over the training set (default 40)")
-    parser.add_argument("--lr", type=float, default=0.2, help="learning rate of the gradient step (default 0.2)")
+    parser.add_argument("--epochs", type=int, default=20, help="passes over the training set (default 20)")
+    parser.add_argument("--lr", type=float, default=1e-2, help="peak learning rate of AdamW (default 0.01)")
     parser.add_argument("--batch-size", type=int, default=32, help="samples per step (default 32)")
     parser.add_argument("--hidden", type=int, default=128, help="hidden units (default 128)")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and data order (default 0)")
@@ -102,11 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--lr must be positive; got {args.lr}")
 
     print(f"tinyflo {tinyflo.__version__} demo: MLP 64-{args.hidden}-10 on the bundled 8x8 digits "
-          f"(1,438 train / 359 test images), device {tinyflo.device(args.device)}")
+          f"(1,438 train / 359 test images), AdamW + warm-up/cosine + clipping, device {tinyflo.device(args.device)}")
     start = time.perf_counter()
-    _, losses, test_accuracy = train(args.epochs, args.lr, args.batch_size, args.hidden, args.seed, args.device)
+    trainer, test_accuracy = train(args.epochs, args.lr, args.batch_size, args.hidden, args.seed, args.device)
     print(f"test accuracy {test_accuracy:.1%} after {args.epochs} epochs in {time.perf_counter() - start:.1f} s")
-    plot = save_loss_plot(losses, Path(args.out) / "loss.png")
+    plot = save_loss_plot(trainer.history["train_loss"], Path(args.out) / "loss.png")
     print(f"loss curve saved to {plot.resolve()}")
     return 0
 

@@ -84,4 +84,53 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
         # smooth L1's quadratic branch not divided by beta.
         ("where(size < beta, 0.5 * d * d / beta, size - 0.5 * beta)", "where(size < beta, 0.5 * d * d, size - 0.5 * beta)"),
     ],
+    "06_optimizers": [
+        # frozen parameters with a stale gradient still get updated.
+        ("                if not p.requires_grad or p.grad is None:", "                if p.grad is None:"),
+        # Nesterov momentum forgotten: plain heavy-ball momentum instead.
+        ('g = g + momentum * buf if group["nesterov"] else buf', "g = buf"),
+        # Adam without the bias correction of the first moment.
+        ("p -= (lr / bias1) * (m / denom)", "p -= lr * (m / denom)"),
+        # AdamW's decay coupled to the gradient, as in Adam.
+        ("p *= 1 - lr * decay", "g = g + decay * p"),
+        # RAdam rectifies from the first step, however unreliable the variance estimate.
+        ("        if rho_t > 5:\n", "        if rho_t > 0:\n"),
+        # NAdam's look-ahead term uses this step's mu instead of the next one.
+        ("p -= (lr * mu_next / (1 - product * mu_next)) * (m / denom)", "p -= (lr * mu / (1 - product * mu)) * (m / denom)"),
+        # state_dict hands out the live state arrays, which the caller may then change.
+        ("        return value.copy()\n", "        return value\n"),
+        # the flat buffer is a copy: the model's parameters never see the steps.
+        ("p.data = buffer[start:start + n].reshape(shape)", "p.data = buffer[start:start + n].reshape(shape).copy()"),
+    ],
+    "07_schedulers": [
+        # phase 1 of one-cycle ends a step late (PyTorch's boundary is pct_start * total_steps - 1).
+        ("(float(self.pct_start * self.total_steps) - 1, initial, self.max_lr)",
+         "(float(self.pct_start * self.total_steps), initial, self.max_lr)"),
+        # the wrapped schedule's clock does not restart after the warm-up.
+        ("return self.scheduler.lr(t - self.warmup_steps)", "return self.scheduler.lr(t)"),
+        # a milestone counted from the step after it.
+        ("bisect.bisect_right(self.milestones, t)", "bisect.bisect_left(self.milestones, t)"),
+        # triangular2 halves the amplitude already in the first cycle.
+        ("amplitude = 1 / (2.0 ** (cycle - 1))", "amplitude = 1 / (2.0 ** cycle)"),
+        # the plateau cuts after `patience` bad epochs instead of more than `patience`.
+        ("if self.num_bad_epochs > self.patience:", "if self.num_bad_epochs >= self.patience:"),
+        # bad epochs during the cooldown still count (a hidden test catches it).
+        ("self.cooldown_counter -= 1\n            self.num_bad_epochs = 0", "self.cooldown_counter -= 1"),
+        # Only a hidden test catches this one: the cosine clamped at total instead of going on like PyTorch's.
+        ("math.cos(math.pi * t / self.total)", "math.cos(math.pi * min(t, self.total) / self.total)"),
+    ],
+    "08_training": [
+        # small gradients scaled *up* to max_norm: the factor is not capped at 1.
+        ("factor = xp.minimum(max_norm / (norm + 1e-6), 1.0)", "factor = max_norm / (norm + 1e-6)"),
+        # every micro-batch weighted 1/k: wrong when the batches of a group differ in size.
+        ("(loss if n == group_samples else loss * (n / group_samples)).backward()",
+         "(loss * (1 / len(group))).backward()"),
+        # the slope from the end points instead of least squares (a hidden test catches it).
+        ("return float((i * (y - y.mean())).sum() / (i * i).sum())", "return float((y[-1] - y[0]) / (len(y) - 1))"),
+        # evaluation in training mode: dropout stays on (a hidden test catches it).
+        ("    trainer.model.eval()\n    total = correct = None", "    total = correct = None"),
+        # BestModel keeps views of the live weights, which go on changing.
+        ("self.state = {k: Tensor._wrap(v.data.copy(), v.device) for k, v in trainer.model.state_dict().items()}",
+         "self.state = trainer.model.state_dict()"),
+    ],
 }

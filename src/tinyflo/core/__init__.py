@@ -6,6 +6,9 @@
 * `tinyflo.core.layers` from modules/03_layers/layers.py
 * `tinyflo.core.losses` from modules/04_losses/losses.py
 * `tinyflo.core.data` from modules/05_data/data.py
+* `tinyflo.core.optim` from modules/06_optimizers/optimizers.py
+* `tinyflo.core.schedulers` from modules/07_schedulers/schedulers.py
+* `tinyflo.core.training` from modules/08_training/training.py
 
 When TINYFLO_WORKSPACE names a student workspace, the modules completed there
 (`tinyflo module complete`) are imported instead of these files.

@@ -1,0 +1,901 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Module 07 — Learning-rate schedules
+#
+# The learning rate is the one hyper-parameter that matters most, and the
+# best value is not one value: large early, while the weights are far from
+# anywhere good, small late, when each step should only polish. A *schedule*
+# says which learning rate to use at step (or epoch) `t`.
+#
+# Here a schedule is a pure calculator: `sched.lr(t)` returns the learning
+# rate for index `t` (`t = 0` is the first step), and nothing else. There is
+# no optimizer inside and no hidden counter, so `lr(5)` is the same number
+# however often and in whatever order you ask. The training loop (module 08)
+# does the plumbing: `optimizer.set_lr(sched.lr(t))` before each step.
+# PyTorch's schedulers instead *mutate* the optimizer on every `step()`; the
+# numbers are the same — the tests compare every value with PyTorch's — but a
+# function of `t` is easier to test, to plot and to resume.
+#
+# | task | what |
+# |---|---|
+# | `schedulers_step` | `StepLR`, `MultiStepLR`, `ExponentialLR`: multiply by `gamma` now and then |
+# | `schedulers_cosine` | `CosineAnnealing`: half a cosine from `base_lr` down to `min_lr` |
+# | `schedulers_warmup` | `Warmup`: a linear ramp that hands over to any schedule |
+# | `schedulers_onecycle` | `OneCycle`: up to `max_lr` and far down again, in one cycle |
+# | `schedulers_cyclic` | `CyclicLR`: a triangle wave between two rates |
+# | `schedulers_plateau` | `ReduceLROnPlateau`: cut the rate when the validation metric stalls |
+#
+# The names and defaults are PyTorch's (`torch.optim.lr_scheduler`) where the
+# idea is the same, so the skills transfer.
+
+# %%
+#| default_exp core.schedulers
+
+# %%
+#| export
+from __future__ import annotations
+
+import bisect
+import copy
+import math
+import numbers
+from typing import Any
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+import sys
+
+# This notebook *is* tinyflo.core.schedulers: hide the package's copy of it, so
+# that nothing here leans on the reference solution, by accident or otherwise.
+sys.modules["tinyflo.core.schedulers"] = None
+
+
+# %% [markdown]
+# ## The base class: a function of `t` that can be saved
+#
+# Every schedule below derives from `Scheduler`. It gives three things:
+#
+# * argument checks that say which argument is wrong, what was expected and
+#   what came (`StepLR: gamma must be > 0; got -0.5`);
+# * `state_dict()` / `load_state_dict()`: a schedule's settings (and, for
+#   `ReduceLROnPlateau`, its running state) as plain data that `json.dumps`
+#   can write — a checkpoint (module 09) stores it, and a resumed run
+#   continues with exactly the same learning rates;
+# * a `repr` that shows the settings.
+#
+# A schedule keeps *all* of its state in its attributes, so `state_dict` is
+# simply a copy of them (plus the class name, so that loading a `StepLR`'s
+# state into a `CosineAnnealing` is an error rather than a surprise). A
+# schedule that wraps another one (`Warmup`) stores the inner one's
+# `state_dict` inside its own.
+#
+# This cell is given: read it, run it.
+
+# %%
+#| export
+def _check_number(owner: str, name: str, value: Any, low: float = 0.0, strict: bool = False) -> float:
+    """A real number >= low (> low when strict), as a Python float; a clear ValueError otherwise."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or (strict and value == low):
+        relation = ">" if strict else ">="
+        raise ValueError(f"{owner}: {name} must be a finite number {relation} {low:g}; got {value!r}")
+    return float(value)
+
+
+def _check_int(owner: str, name: str, value: Any, low: int = 1) -> int:
+    """An integer >= low, as a Python int; a clear ValueError otherwise."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{owner}: {name} must be an integer >= {low}; got {value!r}")
+    return int(value)
+
+
+def _check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """One of a few strings; a clear ValueError otherwise."""
+    if value not in choices:
+        raise ValueError(f"{owner}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+class Scheduler:
+    """A learning-rate schedule: ``lr(t)`` for step (or epoch) index ``t``, ``t = 0`` first."""
+
+    base_lr: float
+
+    def lr(self, t: int) -> float:
+        """The learning rate at index ``t``."""
+        raise NotImplementedError(f"{type(self).__name__} does not define lr(t)")
+
+    def _step(self, t: Any) -> int:
+        """``t`` checked: a non-negative integer index."""
+        return _check_int(f"{type(self).__name__}.lr", "t (the step or epoch index)", t, low=0)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The settings and state as plain data (``json.dumps`` can write it)."""
+        state: dict[str, Any] = {"type": type(self).__name__}
+        for key, value in vars(self).items():
+            state[key] = value.state_dict() if isinstance(value, Scheduler) else copy.deepcopy(value)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take the settings and state that ``state_dict()`` returned."""
+        name = type(self).__name__
+        if not isinstance(state, dict) or state.get("type") != name:
+            found = state.get("type") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"{name}.load_state_dict: expected the state of a {name}; got that of {found!r}")
+        for key in vars(self):
+            if key not in state:
+                raise ValueError(f"{name}.load_state_dict: missing key {key!r}; expected a dict from {name}.state_dict()")
+        for key, value in list(vars(self).items()):
+            if isinstance(value, Scheduler):
+                value.load_state_dict(state[key])
+            else:
+                setattr(self, key, copy.deepcopy(state[key]))
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({settings})"
+
+
+# %% [markdown]
+# ## Steps and decay: `StepLR`, `MultiStepLR`, `ExponentialLR`
+#
+# The oldest schedules multiply the learning rate by a factor `gamma` now and
+# then. ResNet (He et al., 2015) divided it by 10 at fixed epochs; that is
+# still a strong baseline.
+#
+# | schedule | `lr(t)` | PyTorch |
+# |---|---|---|
+# | `StepLR(base_lr, step_size, gamma=0.1)` | `base_lr · gamma ** (t // step_size)` | `StepLR` |
+# | `MultiStepLR(base_lr, milestones, gamma=0.1)` | `base_lr · gamma ** (number of milestones <= t)` | `MultiStepLR` |
+# | `ExponentialLR(base_lr, gamma)` | `base_lr · gamma ** t` | `ExponentialLR` |
+#
+# A milestone is the first index that uses the lower rate: `MultiStepLR(1.0,
+# [2, 5])` gives `1, 1, 0.1, 0.1, 0.1, 0.01, ...`. Milestones must be sorted
+# (an unsorted list is almost always a typo, so it is an error); a milestone
+# listed twice applies `gamma` twice, as in PyTorch. `gamma` must be > 0
+# (`gamma > 1` makes the rate grow, which is allowed). These schedules never
+# end: after the last milestone the rate simply stays put, and
+# `ExponentialLR` keeps shrinking.
+#
+# PyTorch computes them by multiplying the current rate on every `step()`;
+# the powers here agree with that to within a few rounding errors.
+#
+# ### Task `schedulers_step`: `StepLR`, `MultiStepLR`, `ExponentialLR`
+#
+# Check the arguments (`base_lr >= 0`, `step_size` an integer >= 1,
+# `gamma > 0`, milestones sorted non-negative integers) and write each `lr(t)`.
+
+# %% nbgrader={"grade": false, "grade_id": "schedulers_step_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class StepLR(Scheduler):
+    """``base_lr`` times ``gamma`` once every ``step_size`` steps."""
+
+    def __init__(self, base_lr: float, step_size: int, gamma: float = 0.1) -> None:
+        ### BEGIN SOLUTION
+        self.base_lr = _check_number("StepLR", "base_lr", base_lr)
+        self.step_size = _check_int("StepLR", "step_size", step_size)
+        self.gamma = _check_number("StepLR", "gamma", gamma, strict=True)
+        ### END SOLUTION
+
+    def lr(self, t: int) -> float:
+        """``base_lr · gamma ** (t // step_size)``."""
+        t = self._step(t)
+        ### BEGIN SOLUTION
+        return self.base_lr * self.gamma ** (t // self.step_size)
+        ### END SOLUTION
+
+
+class MultiStepLR(Scheduler):
+    """``base_lr`` times ``gamma`` at each milestone."""
+
+    def __init__(self, base_lr: float, milestones: list[int], gamma: float = 0.1) -> None:
+        ### BEGIN SOLUTION
+        self.base_lr = _check_number("MultiStepLR", "base_lr", base_lr)
+        self.milestones = [_check_int("MultiStepLR", "milestones", m, low=0) for m in milestones]
+        if self.milestones != sorted(self.milestones):
+            raise ValueError(f"MultiStepLR: milestones must be sorted in increasing order; got {list(milestones)!r}")
+        self.gamma = _check_number("MultiStepLR", "gamma", gamma, strict=True)
+        ### END SOLUTION
+
+    def lr(self, t: int) -> float:
+        """``base_lr · gamma ** (number of milestones <= t)``."""
+        t = self._step(t)
+        ### BEGIN SOLUTION
+        return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, t)
+        ### END SOLUTION
+
+
+class ExponentialLR(Scheduler):
+    """``base_lr · gamma ** t``."""
+
+    def __init__(self, base_lr: float, gamma: float) -> None:
+        ### BEGIN SOLUTION
+        self.base_lr = _check_number("ExponentialLR", "base_lr", base_lr)
+        self.gamma = _check_number("ExponentialLR", "gamma", gamma, strict=True)
+        ### END SOLUTION
+
+    def lr(self, t: int) -> float:
+        """``base_lr · gamma ** t``."""
+        t = self._step(t)
+        ### BEGIN SOLUTION
+        return self.base_lr * self.gamma**t
+        ### END SOLUTION
+
+
+# %%
+print([StepLR(0.1, step_size=3).lr(t) for t in range(8)])
+print([MultiStepLR(1.0, [2, 5]).lr(t) for t in range(7)])
+print([round(ExponentialLR(0.1, 0.9).lr(t), 5) for t in range(5)])
+
+# %% nbgrader={"grade": true, "grade_id": "schedulers_step", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+import json
+
+assert [StepLR(0.1, 3, 0.5).lr(t) for t in range(7)] == [0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025]
+assert StepLR(0.1, 3).gamma == 0.1 and StepLR(0.1, 3).base_lr == 0.1
+assert [MultiStepLR(1.0, [2, 5], 0.5).lr(t) for t in range(7)] == [1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25]
+assert math.isclose(ExponentialLR(0.1, 0.9).lr(3), 0.1 * 0.9**3, rel_tol=1e-12)
+### BEGIN HIDDEN TESTS
+assert math.isclose(MultiStepLR(1.0, [2, 5]).lr(100), 0.01, rel_tol=1e-12), "the default gamma is 0.1"
+assert math.isclose(MultiStepLR(1.0, [3, 3]).lr(3), 0.01, rel_tol=1e-12), "a repeated milestone applies gamma twice"
+assert MultiStepLR(1.0, []).lr(50) == 1.0
+assert ExponentialLR(0.1, 0.9).lr(0) == 0.1
+assert math.isclose(StepLR(2.0, 1, 2.0).lr(4), 32.0), "gamma > 1 is allowed"
+for sched, again in ((StepLR(0.1, 3, 0.5), StepLR(1.0, 1)), (MultiStepLR(1.0, [2, 5], 0.5), MultiStepLR(1.0, [1])),
+                     (ExponentialLR(0.1, 0.9), ExponentialLR(1.0, 0.5))):
+    again.load_state_dict(json.loads(json.dumps(sched.state_dict())))
+    assert [again.lr(t) for t in range(10)] == [sched.lr(t) for t in range(10)]
+for make, name in ((lambda: StepLR(-0.1, 3), "base_lr"), (lambda: StepLR(0.1, 0), "step_size"),
+                   (lambda: StepLR(0.1, 3, gamma=0.0), "gamma"), (lambda: MultiStepLR(0.1, [5, 2]), "milestones"),
+                   (lambda: MultiStepLR(0.1, [-1]), "milestones"), (lambda: ExponentialLR(0.1, -0.5), "gamma")):
+    try:
+        make()
+        raise AssertionError(f"a bad {name} must be refused")
+    except ValueError as err:
+        assert name in str(err), "the error names the argument"
+try:
+    StepLR(0.1, 3).lr(-1)
+    raise AssertionError("a negative t must be refused")
+except ValueError:
+    pass
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Cosine annealing
+#
+# Loshchilov & Hutter (SGDR, 2017) let the learning rate follow half a
+# cosine: flat at the start, steepest in the middle, flat again as it lands
+# on `min_lr` at `t = total`:
+#
+# $$\text{lr}(t) = \text{min\_lr} + (\text{base\_lr} - \text{min\_lr})\,\frac{1 + \cos(\pi t / \text{total})}{2}$$
+#
+# This is PyTorch's `CosineAnnealingLR(optimizer, T_max=total, eta_min=min_lr)`
+# in its *closed form*. PyTorch computes the same curve in two ways: the
+# closed form above (used by `step(epoch)`), and a *chainable* recursion that
+# multiplies the previous learning rate by a ratio of cosines on every plain
+# `step()`. The two agree in exact arithmetic; in floating point the
+# recursion drifts by a few rounding errors per step (and it follows any
+# change another scheduler made to the learning rate). We match the closed
+# form to the last digits, and the recursion to about 1e-12 — the tests show
+# both.
+#
+# After `total` the formula simply goes on: the cosine climbs back towards
+# `base_lr` over the next `total` steps, with period `2 · total`, exactly as
+# PyTorch does. If you want the rate to stay at `min_lr`, make `total` the
+# length of the run.
+#
+# `CosineSchedule(max_lr, min_lr, total_epochs).get_lr(epoch)` is the same
+# curve under the names TinyTorch uses; like TinyTorch it stays at `min_lr`
+# after `total_epochs`.
+#
+# ### Task `schedulers_cosine`: `CosineAnnealing`
+#
+# Store the settings (checked with the helpers above: `base_lr >= 0`,
+# `total` an integer >= 1, `min_lr >= 0`) and write `lr(t)`.
+
+# %% nbgrader={"grade": false, "grade_id": "schedulers_cosine_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class CosineAnnealing(Scheduler):
+    """Half a cosine from ``base_lr`` at t = 0 to ``min_lr`` at t = total (PyTorch's CosineAnnealingLR)."""
+
+    def __init__(self, base_lr: float, total: int, min_lr: float = 0.0) -> None:
+        ### BEGIN SOLUTION
+        self.base_lr = _check_number("CosineAnnealing", "base_lr", base_lr)
+        self.total = _check_int("CosineAnnealing", "total", total)
+        self.min_lr = _check_number("CosineAnnealing", "min_lr", min_lr)
+        ### END SOLUTION
+
+    def lr(self, t: int) -> float:
+        """The learning rate at index ``t``; after ``total`` the cosine goes on (period 2 · total)."""
+        t = self._step(t)
+        ### BEGIN SOLUTION
+        return self.min_lr + (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * t / self.total)) / 2
+        ### END SOLUTION
+
+
+class CosineSchedule(CosineAnnealing):
+    """TinyTorch's name for cosine annealing: ``get_lr(epoch)``, constant at ``min_lr`` after ``total_epochs``."""
+
+    def __init__(self, max_lr: float = 0.1, min_lr: float = 0.01, total_epochs: int = 100) -> None:
+        super().__init__(max_lr, total_epochs, min_lr)
+
+    @property
+    def max_lr(self) -> float:
+        """The starting rate (``base_lr``)."""
+        return self.base_lr
+
+    @property
+    def total_epochs(self) -> int:
+        """The length of the schedule (``total``)."""
+        return self.total
+
+    def __repr__(self) -> str:
+        return f"CosineSchedule(max_lr={self.base_lr!r}, min_lr={self.min_lr!r}, total_epochs={self.total!r})"
+
+    def get_lr(self, epoch: int) -> float:
+        """The learning rate for ``epoch``; ``min_lr`` from ``total_epochs`` on."""
+        return self.lr(min(self._step(epoch), self.total))
+
+
+# %%
+cosine = CosineAnnealing(0.1, total=10, min_lr=0.001)
+print(cosine, [round(cosine.lr(t), 4) for t in range(0, 21, 2)])
+
+# %% nbgrader={"grade": true, "grade_id": "schedulers_cosine", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+import json
+
+c = CosineAnnealing(0.1, total=10, min_lr=0.001)
+assert c.base_lr == 0.1 and c.lr(0) == 0.1
+assert math.isclose(c.lr(10), 0.001, rel_tol=1e-12), "min_lr is reached at t = total"
+assert math.isclose(c.lr(5), (0.1 + 0.001) / 2, rel_tol=1e-12), "halfway at t = total / 2"
+assert all(c.lr(t) > c.lr(t + 1) for t in range(10)), "decreasing up to total"
+assert c.lr(7) == c.lr(7), "lr(t) is a pure function of t"
+assert math.isclose(CosineSchedule(0.1, 0.01, 100).get_lr(50), 0.055, rel_tol=1e-12)
+### BEGIN HIDDEN TESTS
+assert math.isclose(c.lr(3), 0.001 + 0.099 * (1 + math.cos(math.pi * 0.3)) / 2, rel_tol=1e-12)
+assert math.isclose(c.lr(15), c.lr(5), rel_tol=1e-12) and math.isclose(c.lr(20), 0.1, rel_tol=1e-12), "goes on after total"
+assert math.isclose(CosineAnnealing(2.0, 4).lr(4), 0.0, abs_tol=1e-15), "min_lr defaults to 0"
+assert CosineSchedule(0.1, 0.01, 100).get_lr(150) == 0.01, "TinyTorch's schedule stays at min_lr"
+copy_of = CosineAnnealing(1.0, 3)
+copy_of.load_state_dict(json.loads(json.dumps(c.state_dict())))
+assert [copy_of.lr(t) for t in range(12)] == [c.lr(t) for t in range(12)]
+for bad in (dict(base_lr=-0.1, total=10), dict(base_lr=0.1, total=0), dict(base_lr=0.1, total=2.5),
+            dict(base_lr=0.1, total=10, min_lr=-1.0)):
+    try:
+        CosineAnnealing(**bad)
+        raise AssertionError(f"CosineAnnealing({bad}) must be refused")
+    except ValueError as err:
+        assert any(name in str(err) for name in bad), "the error names the argument"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Warm-up
+#
+# At the very start the weights are random, the gradients are large and
+# Adam's moment estimates have seen a single batch: a full-size step can
+# throw the model somewhere it never recovers from. A *warm-up* starts with a
+# fraction of the learning rate and raises it linearly to the full value over
+# `warmup_steps` steps (Goyal et al., 2017, trained ResNet-50 in an hour this
+# way; every transformer recipe does it).
+#
+# `Warmup(scheduler, warmup_steps, start_factor=1/3)` wraps *any* schedule:
+#
+# * for `t < warmup_steps`: `lr(t) = base_lr · (start_factor + (1 - start_factor) · t / warmup_steps)`,
+#   where `base_lr` is the wrapped schedule's;
+# * for `t >= warmup_steps`: the wrapped schedule takes over, **and its
+#   clock starts at 0 then**: `lr(t) = scheduler.lr(t - warmup_steps)`. So
+#   `Warmup(CosineAnnealing(0.1, total=90), 10)` warms up for 10 steps and
+#   then anneals over the next 90 — plan `total` as the steps *after* the
+#   warm-up.
+#
+# This is PyTorch's
+# `SequentialLR([LinearLR(opt, start_factor, total_iters=warmup_steps), scheduler], milestones=[warmup_steps])`,
+# with `LinearLR`'s default `start_factor = 1/3`. Unlike `LinearLR`,
+# `start_factor = 0` is allowed (the first step then has learning rate 0, as
+# in Hugging Face's linear warm-up). `warmup_steps = 0` means no warm-up.
+# The wrapper's `base_lr` is the wrapped schedule's, and a wrapped
+# `ReduceLROnPlateau`'s `observe` is reachable through the wrapper.
+#
+# ### Task `schedulers_warmup`: `Warmup`
+
+# %% nbgrader={"grade": false, "grade_id": "schedulers_warmup_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Warmup(Scheduler):
+    """A linear warm-up over ``warmup_steps`` that then hands over to ``scheduler`` (its t restarts at 0)."""
+
+    def __init__(self, scheduler: Scheduler, warmup_steps: int, start_factor: float = 1.0 / 3) -> None:
+        if not isinstance(scheduler, Scheduler):
+            raise ValueError(f"Warmup: scheduler must be a Scheduler; got {type(scheduler).__name__}")
+        self.scheduler = scheduler
+        ### BEGIN SOLUTION
+        self.warmup_steps = _check_int("Warmup", "warmup_steps", warmup_steps, low=0)
+        self.start_factor = _check_number("Warmup", "start_factor", start_factor)
+        if self.start_factor > 1:
+            raise ValueError(f"Warmup: start_factor must lie in [0, 1]; got {start_factor!r}")
+        ### END SOLUTION
+
+    @property
+    def base_lr(self) -> float:
+        """The wrapped schedule's ``base_lr``."""
+        return self.scheduler.base_lr
+
+    def __getattr__(self, name: str) -> Any:
+        # Only `observe` is forwarded, so that a trainer finds a wrapped ReduceLROnPlateau's.
+        if name == "observe" and "scheduler" in vars(self):
+            return getattr(self.scheduler, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def lr(self, t: int) -> float:
+        """``base_lr`` ramped up linearly until ``warmup_steps``, then ``scheduler.lr(t - warmup_steps)``."""
+        t = self._step(t)
+        ### BEGIN SOLUTION
+        if t < self.warmup_steps:
+            return self.base_lr * (self.start_factor + (1 - self.start_factor) * t / self.warmup_steps)
+        return self.scheduler.lr(t - self.warmup_steps)
+        ### END SOLUTION
+
+
+# %%
+warm = Warmup(CosineAnnealing(0.1, total=20), warmup_steps=5, start_factor=0.0)
+print(warm, [round(warm.lr(t), 4) for t in range(0, 26, 2)])
+
+# %% nbgrader={"grade": true, "grade_id": "schedulers_warmup", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+w = Warmup(CosineAnnealing(0.1, total=20), warmup_steps=5, start_factor=0.0)
+assert w.base_lr == 0.1
+assert w.lr(0) == 0.0 and math.isclose(w.lr(1), 0.02, rel_tol=1e-12) and math.isclose(w.lr(4), 0.08, rel_tol=1e-12)
+assert w.lr(5) == 0.1, "after the warm-up the wrapped schedule starts at its own t = 0"
+assert math.isclose(w.lr(15), CosineAnnealing(0.1, total=20).lr(10), rel_tol=1e-12)
+assert math.isclose(Warmup(CosineAnnealing(0.3, 10), 3).lr(0), 0.1, rel_tol=1e-12), "start_factor defaults to 1/3"
+### BEGIN HIDDEN TESTS
+assert math.isclose(Warmup(CosineAnnealing(0.3, 10), 3).lr(2), 0.3 * (1 / 3 + (2 / 3) * (2 / 3)), rel_tol=1e-12)
+no_warmup = Warmup(CosineAnnealing(0.1, 10, 0.01), 0)
+assert [no_warmup.lr(t) for t in range(12)] == [CosineAnnealing(0.1, 10, 0.01).lr(t) for t in range(12)]
+state = json.loads(json.dumps(w.state_dict()))
+back = Warmup(CosineAnnealing(1.0, 3), 1, 0.5)
+back.load_state_dict(state)
+assert [back.lr(t) for t in range(30)] == [w.lr(t) for t in range(30)], "the wrapped schedule's state comes back too"
+for bad in (dict(warmup_steps=-1), dict(warmup_steps=2.5), dict(warmup_steps=3, start_factor=1.5),
+            dict(warmup_steps=3, start_factor=-0.1)):
+    try:
+        Warmup(CosineAnnealing(0.1, 10), **bad)
+        raise AssertionError(f"Warmup({bad}) must be refused")
+    except ValueError as err:
+        assert any(name in str(err) for name in bad)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## One cycle
+#
+# Smith & Topin's *super-convergence* (2018): warm up from a small rate to a
+# large `max_lr`, then anneal far below where you started, in one cycle over
+# the whole run. The large middle acts as a regulariser and the run needs
+# fewer steps. PyTorch's `OneCycleLR` (with `three_phase=False`) has two
+# phases over `total_steps` steps:
+#
+# * rise from `initial = max_lr / div_factor` to `max_lr`, over the first
+#   `pct_start` of the run: phase 1 ends at step `e1 = pct_start · total_steps - 1`;
+# * fall from `max_lr` to `final = initial / final_div_factor`, ending at
+#   step `e2 = total_steps - 1`.
+#
+# Within a phase from `start` to `end` over steps `[s, e]`, with
+# `pct = (t - s) / (e - s)`, the rate is `anneal(start, end, pct)`:
+#
+# * `anneal="cos"`: `end + (start - end) / 2 · (1 + cos(π · pct))`;
+# * `anneal="linear"`: `start + (end - start) · pct`.
+#
+# Step `t` belongs to phase 1 while `t <= e1` and to phase 2 otherwise. The
+# boundary `e1` need not be an integer: PyTorch keeps it fractional, and so
+# do we. (When `e1` is exactly 0, phase 1 has no length; PyTorch then divides
+# by zero, we start phase 2 at `max_lr` instead.)
+#
+# The schedule is `total_steps` long: like PyTorch, `lr(t)` works up to
+# `t = total_steps` (one step past the end, the last phase's formula
+# continued) and refuses any later `t` with a `ValueError` — a one-cycle run
+# that outlives its plan is a bug worth hearing about. Its `base_lr` is the
+# starting rate `max_lr / div_factor`, as in PyTorch.
+#
+# ### Task `schedulers_onecycle`: `OneCycle`
+
+# %% nbgrader={"grade": false, "grade_id": "schedulers_onecycle_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class OneCycle(Scheduler):
+    """Up from ``max_lr / div_factor`` to ``max_lr``, then down far below the start (PyTorch's OneCycleLR)."""
+
+    def __init__(
+        self,
+        max_lr: float,
+        total_steps: int,
+        pct_start: float = 0.3,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        anneal: str = "cos",
+    ) -> None:
+        self.max_lr = _check_number("OneCycle", "max_lr", max_lr)
+        self.total_steps = _check_int("OneCycle", "total_steps", total_steps)
+        self.pct_start = _check_number("OneCycle", "pct_start", pct_start)
+        if self.pct_start > 1:
+            raise ValueError(f"OneCycle: pct_start must lie in [0, 1]; got {pct_start!r}")
+        self.div_factor = _check_number("OneCycle", "div_factor", div_factor, strict=True)
+        self.final_div_factor = _check_number("OneCycle", "final_div_factor", final_div_factor, strict=True)
+        self.anneal = _check_choice("OneCycle", "anneal", anneal, ("cos", "linear"))
+
+    @property
+    def base_lr(self) -> float:
+        """The starting rate, ``max_lr / div_factor``."""
+        return self.max_lr / self.div_factor
+
+    def lr(self, t: int) -> float:
+        """The one-cycle rate at step ``t`` (0 <= t <= total_steps)."""
+        t = self._step(t)
+        if t > self.total_steps:
+            raise ValueError(f"OneCycle.lr: t={t} is past the schedule's end (total_steps={self.total_steps})")
+        ### BEGIN SOLUTION
+        initial = self.base_lr
+        final = initial / self.final_div_factor
+        phases = ((float(self.pct_start * self.total_steps) - 1, initial, self.max_lr),
+                  (float(self.total_steps - 1), self.max_lr, final))
+        start_step = 0.0
+        for i, (end_step, start_lr, end_lr) in enumerate(phases):
+            if t <= end_step or i == len(phases) - 1:
+                pct = (t - start_step) / (end_step - start_step) if end_step != start_step else 1.0
+                if self.anneal == "cos":
+                    return end_lr + (start_lr - end_lr) / 2.0 * (math.cos(math.pi * pct) + 1)
+                return (end_lr - start_lr) * pct + start_lr
+            start_step = end_step
+        ### END SOLUTION
+
+
+# %%
+one = OneCycle(0.1, total_steps=20)
+print(one, [round(one.lr(t), 5) for t in range(0, 21, 2)])
+
+# %% nbgrader={"grade": true, "grade_id": "schedulers_onecycle", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+o = OneCycle(0.1, total_steps=20)
+assert math.isclose(o.lr(0), 0.004, rel_tol=1e-12) and math.isclose(o.base_lr, 0.004), "starts at max_lr / div_factor"
+assert math.isclose(o.lr(5), 0.1, rel_tol=1e-12), "max_lr at the end of phase 1 (0.3 * 20 - 1 = 5)"
+assert math.isclose(o.lr(19), 0.004 / 1e4, rel_tol=1e-12), "ends at initial / final_div_factor"
+assert all(o.lr(t) < o.lr(t + 1) for t in range(5)) and all(o.lr(t) > o.lr(t + 1) for t in range(5, 19))
+assert math.isclose(o.lr(2), 0.1 + (0.004 - 0.1) / 2 * (math.cos(math.pi * 0.4) + 1), rel_tol=1e-12)
+### BEGIN HIDDEN TESTS
+# PyTorch's OneCycleLR(max_lr=0.1, total_steps=20), and with anneal_strategy="linear", pct_start=0.25
+assert math.isclose(o.lr(12), 0.0500002, rel_tol=1e-10), "halfway down phase 2"
+assert math.isclose(o.lr(20), 0.0012539993764912555, rel_tol=1e-10), "t = total_steps still works"
+lin = OneCycle(1.0, total_steps=10, pct_start=0.25, anneal="linear")
+assert math.isclose(lin.lr(1), 0.04 + 0.96 / 1.5, rel_tol=1e-12), "phase 1 ends at the fractional step 1.5"
+assert math.isclose(lin.lr(2), 1.0 + (0.04 / 1e4 - 1.0) * (0.5 / 7.5), rel_tol=1e-12)
+try:
+    o.lr(21)
+    raise AssertionError("past total_steps must be refused, as in PyTorch")
+except ValueError:
+    pass
+for bad in (dict(max_lr=-1.0, total_steps=10), dict(max_lr=0.1, total_steps=0), dict(max_lr=0.1, total_steps=10, pct_start=1.5),
+            dict(max_lr=0.1, total_steps=10, anneal="cosine"), dict(max_lr=0.1, total_steps=10, div_factor=0.0)):
+    try:
+        OneCycle(**bad)
+        raise AssertionError(f"OneCycle({bad}) must be refused")
+    except ValueError as err:
+        assert any(name in str(err) for name in bad)
+back = OneCycle(1.0, 5)
+back.load_state_dict(json.loads(json.dumps(lin.state_dict())))
+assert [back.lr(t) for t in range(11)] == [lin.lr(t) for t in range(11)]
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Cyclical learning rates
+#
+# Smith (2017): instead of only going down, let the rate bounce between
+# `base_lr` and `max_lr` in a triangle wave — up for `step_size_up` steps,
+# down for `step_size_down` (default: the same). Steps that are too large
+# for the current valley get the model out of sharp minima; it also saves
+# tuning, since somewhere in each cycle the rate is about right.
+#
+# With `size = step_size_up + step_size_down`, PyTorch's `CyclicLR` computes
+#
+# * `cycle = floor(1 + t / size)` (the cycle number, from 1),
+#   `x = 1 + t / size - cycle` (where in the cycle, from 0 to 1),
+# * `scale = x / r` on the way up (`x <= r`, with `r = step_size_up / size`),
+#   `(x - 1) / (r - 1)` on the way down,
+# * `lr = base_lr + (max_lr - base_lr) · scale · amplitude`, where the
+#   amplitude depends on `mode`:
+#   `"triangular"`: 1; `"triangular2"`: `1 / 2 ** (cycle - 1)` (halved each
+#   cycle); `"exp_range"`: `gamma ** t` (shrinks every step).
+#
+# The wave goes on forever. `gamma` (default 1.0) only matters for
+# `"exp_range"`. PyTorch's default `step_size_up` is 2000 steps.
+#
+# ### Task `schedulers_cyclic`: `CyclicLR`
+
+# %% nbgrader={"grade": false, "grade_id": "schedulers_cyclic_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class CyclicLR(Scheduler):
+    """A triangle wave between ``base_lr`` and ``max_lr`` (PyTorch's CyclicLR)."""
+
+    def __init__(
+        self,
+        base_lr: float,
+        max_lr: float,
+        step_size_up: int = 2000,
+        step_size_down: int | None = None,
+        mode: str = "triangular",
+        gamma: float = 1.0,
+    ) -> None:
+        self.base_lr = _check_number("CyclicLR", "base_lr", base_lr)
+        self.max_lr = _check_number("CyclicLR", "max_lr", max_lr)
+        self.step_size_up = _check_int("CyclicLR", "step_size_up", step_size_up)
+        self.step_size_down = self.step_size_up if step_size_down is None else _check_int(
+            "CyclicLR", "step_size_down", step_size_down
+        )
+        self.mode = _check_choice("CyclicLR", "mode", mode, ("triangular", "triangular2", "exp_range"))
+        self.gamma = _check_number("CyclicLR", "gamma", gamma, strict=True)
+
+    def lr(self, t: int) -> float:
+        """The rate at step ``t`` of the triangle wave."""
+        t = self._step(t)
+        ### BEGIN SOLUTION
+        size = float(self.step_size_up + self.step_size_down)
+        ratio = self.step_size_up / size
+        cycle = math.floor(1 + t / size)
+        x = 1.0 + t / size - cycle
+        scale = x / ratio if x <= ratio else (x - 1) / (ratio - 1)
+        if self.mode == "triangular":
+            amplitude = 1.0
+        elif self.mode == "triangular2":
+            amplitude = 1 / (2.0 ** (cycle - 1))
+        else:
+            amplitude = self.gamma**t
+        return self.base_lr + (self.max_lr - self.base_lr) * scale * amplitude
+        ### END SOLUTION
+
+
+# %%
+tri = CyclicLR(0.01, 0.1, step_size_up=4, mode="triangular2")
+print(tri, [round(tri.lr(t), 4) for t in range(17)])
+
+# %% nbgrader={"grade": true, "grade_id": "schedulers_cyclic", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+c1 = CyclicLR(0.0, 1.0, step_size_up=4)
+assert [c1.lr(t) for t in range(9)] == [0.0, 0.25, 0.5, 0.75, 1.0, 0.75, 0.5, 0.25, 0.0]
+assert c1.lr(12) == 1.0, "the wave goes on"
+c2 = CyclicLR(0.0, 1.0, step_size_up=4, mode="triangular2")
+assert c2.lr(4) == 1.0 and c2.lr(12) == 0.5 and c2.lr(20) == 0.25, "triangular2 halves the amplitude every cycle"
+### BEGIN HIDDEN TESTS
+c3 = CyclicLR(0.0, 1.0, step_size_up=1, step_size_down=3)
+assert [c3.lr(t) for t in range(5)] == [0.0, 1.0, 2 / 3, 1 / 3, 0.0]
+c4 = CyclicLR(0.1, 1.1, step_size_up=2, mode="exp_range", gamma=0.9)
+assert math.isclose(c4.lr(2), 0.1 + 0.81, rel_tol=1e-12) and math.isclose(c4.lr(6), 0.1 + 0.9**6, rel_tol=1e-12)
+assert CyclicLR(0.1, 1.1, step_size_up=2, gamma=0.5).lr(6) == 1.1, "gamma only matters for exp_range"
+back = CyclicLR(1.0, 2.0, 1)
+back.load_state_dict(json.loads(json.dumps(c4.state_dict())))
+assert [back.lr(t) for t in range(20)] == [c4.lr(t) for t in range(20)]
+for bad in (dict(base_lr=-0.1), dict(step_size_up=0), dict(step_size_down=0), dict(mode="sawtooth"), dict(gamma=0.0)):
+    try:
+        CyclicLR(**{**dict(base_lr=0.1, max_lr=1.0), **bad})
+        raise AssertionError(f"CyclicLR({bad}) must be refused")
+    except ValueError as err:
+        assert any(name in str(err) for name in bad)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Reduce on plateau: a schedule that listens
+#
+# All schedules so far are fixed in advance. `ReduceLROnPlateau` watches the
+# validation metric instead and cuts the rate by `factor` when the metric has
+# stopped improving for more than `patience` epochs. It is the one schedule
+# with state: the trainer calls `observe(metric)` once per epoch, and
+# `lr(t)` returns the *current* rate, whatever `t` (it is there so that every
+# schedule has the same interface).
+#
+# `observe(metric)` follows PyTorch's `ReduceLROnPlateau.step(metrics)`:
+#
+# 1. *Better?* In `mode="min"`, with `threshold_mode="rel"`, the metric is
+#    better when `metric < best · (1 - threshold)`; with `"abs"`, when
+#    `metric < best - threshold`. `mode="max"` mirrors it
+#    (`metric > best · (1 + threshold)`, `metric > best + threshold`).
+#    `best` starts at `+inf` (`-inf` for `max`). If better: `best = metric`
+#    and the bad-epoch count goes to 0; otherwise it goes up by 1. A NaN is
+#    never better.
+# 2. *Cooling down?* While `cooldown_counter > 0`, count it down by 1 and
+#    set the bad-epoch count back to 0 (bad epochs right after a cut do not count).
+# 3. *Cut?* When the bad-epoch count exceeds `patience`: the new rate is
+#    `max(lr · factor, min_lr)`, taken only if it is more than `eps` below the
+#    old one (so the rate does not creep down by tiny amounts); then
+#    `cooldown_counter = cooldown` and the bad-epoch count goes to 0.
+#
+# `state_dict()` holds the settings and the running state (`best`,
+# `num_bad_epochs`, `cooldown_counter`, `last_epoch`, the current rate).
+#
+# ### Task `schedulers_plateau`: `ReduceLROnPlateau`
+
+# %% nbgrader={"grade": false, "grade_id": "schedulers_plateau_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class ReduceLROnPlateau(Scheduler):
+    """Cut the rate by ``factor`` when the observed metric stops improving (PyTorch's ReduceLROnPlateau)."""
+
+    def __init__(
+        self,
+        base_lr: float,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: float = 0.0,
+        eps: float = 1e-8,
+    ) -> None:
+        owner = "ReduceLROnPlateau"
+        self.base_lr = _check_number(owner, "base_lr", base_lr)
+        self.mode = _check_choice(owner, "mode", mode, ("min", "max"))
+        self.factor = _check_number(owner, "factor", factor, strict=True)
+        if self.factor >= 1:
+            raise ValueError(f"{owner}: factor must lie in (0, 1); got {factor!r}")
+        self.patience = _check_int(owner, "patience", patience, low=0)
+        self.threshold = _check_number(owner, "threshold", threshold)
+        self.threshold_mode = _check_choice(owner, "threshold_mode", threshold_mode, ("rel", "abs"))
+        self.cooldown = _check_int(owner, "cooldown", cooldown, low=0)
+        self.min_lr = _check_number(owner, "min_lr", min_lr)
+        self.eps = _check_number(owner, "eps", eps)
+        self.current_lr = self.base_lr
+        self.best = math.inf if self.mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self.last_epoch = 0
+
+    def lr(self, t: int | None = None) -> float:
+        """The current rate (``t`` is accepted for a common interface and does not matter)."""
+        if t is not None:
+            self._step(t)
+        return self.current_lr
+
+    def is_better(self, metric: float) -> bool:
+        """Whether ``metric`` beats ``best`` by more than the threshold."""
+        ### BEGIN SOLUTION
+        if self.mode == "min" and self.threshold_mode == "rel":
+            return metric < self.best * (1.0 - self.threshold)
+        if self.mode == "min":
+            return metric < self.best - self.threshold
+        if self.threshold_mode == "rel":
+            return metric > self.best * (self.threshold + 1.0)
+        return metric > self.best + self.threshold
+        ### END SOLUTION
+
+    def observe(self, metric: float) -> float:
+        """Take one epoch's validation metric; return the rate to use from now on."""
+        try:
+            metric = float(metric)
+        except (TypeError, ValueError):
+            raise ValueError(f"ReduceLROnPlateau.observe: metric must be a number; got {metric!r}") from None
+        ### BEGIN SOLUTION
+        self.last_epoch += 1
+        if self.is_better(metric):
+            self.best = metric
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            new_lr = max(self.current_lr * self.factor, self.min_lr)
+            if self.current_lr - new_lr > self.eps:
+                self.current_lr = new_lr
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+        return self.current_lr
+        ### END SOLUTION
+
+
+# %%
+plateau = ReduceLROnPlateau(0.1, patience=2)
+print([plateau.observe(loss) for loss in (1.0, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.8, 0.8, 0.8)])
+
+# %% nbgrader={"grade": true, "grade_id": "schedulers_plateau", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+p = ReduceLROnPlateau(1.0, patience=2)
+assert p.lr(0) == 1.0 and p.lr() == 1.0
+rates = [p.observe(loss) for loss in (1.0, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.8, 0.8, 0.8)]
+expected = [1.0, 1.0, 1.0, 1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.01]
+assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(rates, expected, strict=True)), rates
+assert p.lr(123) == p.lr(0) and math.isclose(p.lr(0), 0.01, rel_tol=1e-12), "lr(t) is the current rate, whatever t"
+up = ReduceLROnPlateau(1.0, mode="max", patience=0, factor=0.5)
+assert [up.observe(a) for a in (0.5, 0.6, 0.6, 0.7, 0.65)] == [1.0, 1.0, 0.5, 0.5, 0.25]
+### BEGIN HIDDEN TESTS
+cool = ReduceLROnPlateau(1.0, patience=0, cooldown=2, factor=0.5)
+assert [cool.observe(1.0) for _ in range(7)] == [1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25]
+floor = ReduceLROnPlateau(1.0, patience=0, factor=0.1, min_lr=0.05)
+assert [floor.observe(1.0) for _ in range(4)] == [1.0, 0.1, 0.05, 0.05], "never below min_lr"
+tiny = ReduceLROnPlateau(1e-8, patience=0, factor=0.5)
+assert [tiny.observe(1.0) for _ in range(3)] == [1e-8, 1e-8, 1e-8], "cuts smaller than eps are skipped"
+rel = ReduceLROnPlateau(1.0, patience=0, threshold=0.1)
+assert [rel.observe(m) for m in (1.0, 0.95, 0.8)] == [1.0, 0.1, 0.1], "0.95 is not 10% better than 1.0"
+absolute = ReduceLROnPlateau(1.0, patience=0, threshold=0.1, threshold_mode="abs")
+assert [absolute.observe(m) for m in (5.0, 4.95, 4.8)] == [1.0, 0.1, 0.1]
+nan = ReduceLROnPlateau(1.0, patience=0)
+assert [nan.observe(m) for m in (float("nan"), 1.0)] == [0.1, 0.1], "a NaN is never better"
+half = ReduceLROnPlateau(1.0, patience=1)
+for m in (1.0, 2.0):
+    half.observe(m)
+saved = json.loads(json.dumps(half.state_dict()))
+resumed = ReduceLROnPlateau(5.0)
+resumed.load_state_dict(saved)
+assert [resumed.observe(m) for m in (2.0, 2.0, 2.0)] == [half.observe(m) for m in (2.0, 2.0, 2.0)]
+for bad in (dict(mode="lowest"), dict(factor=1.0), dict(patience=-1), dict(threshold_mode="relative"),
+            dict(cooldown=1.5), dict(min_lr=-1.0)):
+    try:
+        ReduceLROnPlateau(0.1, **bad)
+        raise AssertionError(f"ReduceLROnPlateau({bad}) must be refused")
+    except ValueError as err:
+        assert any(name in str(err) for name in bad)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Every schedule on one page
+#
+# The same 100 steps, drawn by each schedule (the plateau one fed a loss that
+# stalls). The differences that matter show at a glance: where the rate is
+# large, how fast it falls, whether it ever comes back up.
+
+# %%
+import matplotlib
+
+if "ipykernel" not in sys.modules:
+    matplotlib.use("Agg")  # no window outside a notebook
+import matplotlib.pyplot as plt
+
+steps = range(100)
+stalling = ReduceLROnPlateau(0.1, patience=5)
+stalling_rates = [stalling.observe(max(1.0 - 0.02 * t, 0.6)) for t in steps]
+gallery = {
+    "StepLR(0.1, 30)": [StepLR(0.1, 30).lr(t) for t in steps],
+    "MultiStepLR(0.1, [50, 80])": [MultiStepLR(0.1, [50, 80]).lr(t) for t in steps],
+    "ExponentialLR(0.1, 0.97)": [ExponentialLR(0.1, 0.97).lr(t) for t in steps],
+    "CosineAnnealing(0.1, 100)": [CosineAnnealing(0.1, 100).lr(t) for t in steps],
+    "Warmup(Cosine(0.1, 90), 10)": [Warmup(CosineAnnealing(0.1, 90), 10, 0.0).lr(t) for t in steps],
+    "OneCycle(0.1, 100)": [OneCycle(0.1, 100).lr(t) for t in steps],
+    "CyclicLR triangular2": [CyclicLR(0.01, 0.1, 10, mode="triangular2").lr(t) for t in steps],
+    "ReduceLROnPlateau (stalls)": stalling_rates,
+}
+fig, axes = plt.subplots(2, 4, figsize=(12, 5), sharex=True, sharey=True)
+for ax, (title, rates) in zip(axes.flat, gallery.items(), strict=True):
+    ax.plot(list(steps), rates)
+    ax.set_title(title, fontsize=9)
+fig.supxlabel("step t")
+fig.supylabel("learning rate")
+fig.tight_layout()
+if matplotlib.get_backend().lower() == "agg":
+    plt.close(fig)  # plt.show() would only warn that Agg cannot show anything
+else:
+    plt.show()
+
+# %% [markdown]
+# ## Systems corner
+#
+# * **A function, not a counter.** PyTorch's schedulers keep `last_epoch`
+#   and change the optimizer's learning rate in place on every `step()`; the
+#   value at step `t` then depends on every earlier call (and, for the
+#   chainable forms, on rounding errors and on any other scheduler touching
+#   the same optimizer). Here `lr(t)` is a pure function: resuming a run
+#   needs only `t` and the schedule's settings, and a plot is a list
+#   comprehension. Only `ReduceLROnPlateau` has state, because its input —
+#   the validation metric — is only known as training goes.
+# * **Cost.** A schedule is a few floating-point operations once per step:
+#   nothing next to a forward pass. Set the learning rate as a Python float
+#   on the host — on a GPU, putting it in a device array would cost a
+#   host-to-device copy per step, and reading the validation metric back for
+#   `observe` is a device-to-host sync: do it once per epoch, not per batch.
+# * **Steps or epochs.** The same schedule object works for either; what
+#   changes is the unit of `t` and so the numbers you give it: a cosine over
+#   `total = epochs × batches_per_epoch` steps when the trainer steps it per
+#   batch, over `total = epochs` when per epoch. Per-step schedules (warm-up,
+#   one-cycle, cyclic) are smoother; per-epoch ones are the classic recipes.
+# * **Large batches.** The linear scaling rule (Goyal et al., 2017): when the
+#   batch grows `k`-fold, multiply the learning rate by `k` — and warm up,
+#   because a large rate on random weights diverges. That is why data-parallel
+#   training (module 12) almost always pairs with `Warmup`.

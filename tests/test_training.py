@@ -1,0 +1,527 @@
+"""Module 08's training loop: clipping, trends, the Trainer's epoch / evaluate / fit, callbacks, progress, Monitor."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tinyflo
+from tinyflo import ShapeError, Tensor
+from tinyflo.core import training
+from tinyflo.core.data import DataLoader, TensorDataset
+from tinyflo.core.layers import Dropout, Linear, ReLU, Sequential
+from tinyflo.core.losses import cross_entropy, mse_loss
+from tinyflo.core.optim import SGD, AdamW
+from tinyflo.core.schedulers import CosineAnnealing, Warmup
+from tinyflo.core.training import (
+    BestModel,
+    Callback,
+    CheckpointEvery,
+    EarlyStopping,
+    History,
+    Monitor,
+    Trainer,
+    Trend,
+    clip_grad_norm,
+    clip_grad_value,
+    epoch_line,
+    resolve_verbosity,
+)
+
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def tiny(seed: int = 0, dtype: str = "float64", device: str = "cpu"):
+    tinyflo.manual_seed(seed)
+    return Sequential(Linear(4, 8), ReLU(), Linear(8, 3)).to(device=device, dtype=dtype)
+
+
+def data(n: int = 30, seed: int = 1, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, 4)).astype(dtype), rng.integers(0, 3, n)
+
+
+def params_of(model) -> list[np.ndarray]:
+    return [p.numpy().copy() for p in model.parameters()]
+
+
+def quiet(model, lr: float = 0.1, **kwargs) -> Trainer:
+    return Trainer(model, SGD(model.parameters(), lr=lr), cross_entropy, verbosity="quiet", **kwargs)
+
+
+def with_grads(*grads, device="cpu", dtype=np.float32):
+    params = []
+    for g in grads:
+        g = np.asarray(g, dtype)
+        p = Tensor(np.zeros_like(g), device=device, requires_grad=True)
+        p.grad = Tensor(g, device=device)
+        params.append(p)
+    return params
+
+
+def test_training_has_no_differentiable_ops():
+    """Every Function needs a gradcheck row; this module adds none (it drives the graph, it builds no op)."""
+    from tinyflo.core.tensor import Function
+
+    assert not [v for v in vars(training).values() if isinstance(v, type) and issubclass(v, Function)]
+
+
+# ----- task training_clip ------------------------------------------------------------
+
+@pytest.mark.task("training_clip")
+@SETTINGS
+@given(
+    shapes=st.lists(st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple), min_size=1, max_size=4),
+    max_norm=st.floats(0.01, 10.0),
+    norm_type=st.sampled_from([1.0, 2.0, 3.0, math.inf]),
+    seed=st.integers(0, 2**16),
+)
+def test_training_clip_matches_torch(shapes, max_norm, norm_type, seed):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    grads = [rng.standard_normal(s) * rng.uniform(0.1, 5) for s in shapes]
+    ours = with_grads(*grads, dtype=np.float64)
+    theirs = [torch.zeros(s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    for t, g in zip(theirs, grads):
+        t.grad = torch.tensor(g)
+    norm = clip_grad_norm(ours, max_norm, norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, max_norm, norm_type)
+    assert isinstance(norm, Tensor) and norm.shape == () and norm.dtype == tinyflo.float64
+    np.testing.assert_allclose(norm.item(), expected.item(), rtol=1e-12)
+    for p, t in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.task("training_clip")
+def test_training_clip_keeps_dtype_device_and_small_gradients(device):
+    p, q = with_grads([3.0, 0.0], [[4.0]], device=device)
+    norm = clip_grad_norm([p, q], 1.0)
+    assert norm.device == tinyflo.device(device) and norm.dtype == tinyflo.float32
+    assert abs(norm.item() - 5) < 1e-5 and p.grad.dtype == tinyflo.float32
+    np.testing.assert_allclose(p.grad.numpy(), [0.6, 0.0], atol=1e-6)
+    small = with_grads([0.3, 0.4], device=device)
+    clip_grad_norm(small, 1.0)
+    assert np.array_equal(small[0].grad.numpy(), np.float32([0.3, 0.4]))
+    value = with_grads([-3.0, 0.5, 2.0], device=device)
+    clip_grad_value(value, 1.0)
+    np.testing.assert_array_equal(value[0].grad.numpy(), np.float32([-1, 0.5, 1]))
+
+
+@pytest.mark.task("training_clip")
+def test_training_clip_does_not_read_the_norm(monkeypatch):
+    """No host sync: the norm is neither read nor converted unless error_if_nonfinite asks to raise."""
+    reads = []
+    for name in ("item", "numpy", "tolist", "__float__", "__bool__"):
+        original = getattr(Tensor, name)
+        monkeypatch.setattr(Tensor, name, lambda self, *a, _o=original, _n=name, **k: reads.append(_n) or _o(self, *a, **k))
+    clip_grad_norm(with_grads([1.0, 2.0], [3.0]), 0.5)
+    assert reads == []
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.task("training_clip")
+def test_training_clip_errors():
+    bad = with_grads([np.nan, 1.0])
+    with pytest.raises(RuntimeError, match="nan"):
+        clip_grad_norm(bad, 1.0, error_if_nonfinite=True)
+    assert clip_grad_norm(with_grads([np.inf]), 1.0).item() == math.inf  # without the flag it only reports
+    with pytest.raises(ValueError, match="max_norm"):
+        clip_grad_norm(with_grads([1.0]), 0.0)
+    with pytest.raises(ValueError, match="norm_type"):
+        clip_grad_norm(with_grads([1.0]), 1.0, norm_type=-1)
+    with pytest.raises(ValueError, match="clip_value"):
+        clip_grad_value(with_grads([1.0]), -1)
+    with pytest.raises(TypeError, match="item 1"):
+        clip_grad_norm([Tensor([1.0]), "w"], 1.0)
+    assert clip_grad_norm([Tensor([1.0], requires_grad=True)], 1.0).item() == 0.0
+
+
+# ----- task training_trend -----------------------------------------------------------
+
+@pytest.mark.task("training_trend")
+@SETTINGS
+@given(values=st.lists(st.floats(-100, 100), min_size=2, max_size=20), n=st.integers(2, 25))
+def test_training_trend_slope_is_least_squares(values, n):
+    last = values[-n:]
+    expected = np.polyfit(np.arange(len(last)), last, 1)[0] if len(last) >= 2 else 0.0
+    t = Trend(values)
+    assert t.slope(n) == pytest.approx(expected, abs=1e-8 * (1 + np.abs(last).max()))
+    assert t.mean(n) == pytest.approx(np.mean(last))
+    assert t.improving(n) == (t.slope(n) < 0)
+    assert Trend(values, mode="max").improving(n) == (t.slope(n) > 0)
+
+
+@pytest.mark.task("training_trend")
+def test_training_trend_stalled_and_converged():
+    assert Trend([1.0, 0.5, 0.6, 0.55]).stalled(2)
+    assert not Trend([1.0, 0.5, 0.6, 0.4]).stalled(2)
+    assert Trend([1.0, 0.5, 0.499]).stalled(1, tol=0.01)
+    assert not Trend([1.0]).stalled(1)
+    assert Trend([0.5, 0.3, 0.3001, 0.2999]).converged(3, tol=1e-2)
+    assert not Trend([0.3, 0.3]).converged(3)
+    assert math.isnan(Trend([]).latest) and Trend([1.0, math.nan]).latest == 1.0
+    with pytest.raises(ValueError, match="mode"):
+        Trend([1.0], mode="up")
+    with pytest.raises(ValueError, match="n must be"):
+        Trend([1.0]).mean(0)
+
+
+@pytest.mark.task("training_trend")
+def test_training_trend_from_history():
+    h = History()
+    for loss, acc in ((1.0, 0.5), (0.5, 0.7), (0.25, 0.9)):
+        h.append({"train_loss": loss, "val_loss": math.nan, "val_acc": acc, "lr": 0.1, "time": 0.0})
+    assert h.trend("train_loss").improving(3) and h.trend("val_acc").mode == "max" and h.trend("val_acc").improving(3)
+    assert len(h) == 3 and h.rows()[0]["epoch"] == 1
+    with pytest.raises(KeyError, match="no metric 'loss'"):
+        h.trend("loss")
+
+
+# ----- task training_epoch -----------------------------------------------------------
+
+@pytest.mark.task("training_epoch")
+@SETTINGS
+@given(n=st.integers(1, 40), batch=st.integers(1, 12), k=st.integers(1, 5), seed=st.integers(0, 1000))
+def test_training_epoch_accumulation_equals_big_batches(n, batch, k, seed):
+    """k micro-batches (the last ones possibly smaller) give the update of one batch of their samples."""
+    X, Y = data(n, seed)
+    accumulated, reference = tiny(seed), tiny(seed)
+    trainer = quiet(accumulated)
+    loss = trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=batch), accumulation_steps=k)
+    opt = SGD(reference.parameters(), lr=0.1)
+    group = batch * k
+    losses = []
+    for lo in range(0, n, group):
+        opt.zero_grad()
+        step_loss = cross_entropy(reference(Tensor(X[lo:lo + group])), Tensor(Y[lo:lo + group]))
+        step_loss.backward()
+        opt.step()
+        losses.append(step_loss.item() * len(Y[lo:lo + group]))
+    assert trainer.step == -(-n // group)
+    for a, b in zip(params_of(accumulated), params_of(reference)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert loss == pytest.approx(sum(losses) / n, rel=1e-12)
+
+
+class SyncCounter:
+    """Counts every Tensor method that reads a value to the host."""
+
+    NAMES = ("item", "numpy", "tolist", "__float__", "__int__", "__bool__")
+
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        for name in self.NAMES:
+            original = getattr(Tensor, name)
+            monkeypatch.setattr(Tensor, name, self._counting(original))
+
+    def _counting(self, original):
+        def wrapper(t, *args, **kwargs):
+            self.calls += 1
+            return original(t, *args, **kwargs)
+        return wrapper
+
+
+@pytest.mark.task("training_epoch")
+@pytest.mark.parametrize("nan_check", ["step", "interval"])
+def test_training_epoch_reads_once_per_epoch_not_per_batch(monkeypatch, nan_check):
+    counter = SyncCounter(monkeypatch)
+    counts = {}
+    for n in (20, 200):
+        X, Y = data(n)
+        trainer = quiet(tiny(), nan_check=nan_check, log_every=None, grad_clip_norm=1.0)
+        before = counter.calls
+        trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=5), accumulation_steps=2)
+        trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=5))
+        counts[n] = counter.calls - before
+    assert counts[20] == counts[200] <= 4, counts
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_reads_once_per_log_interval(monkeypatch):
+    counter = SyncCounter(monkeypatch)
+    X, Y = data(200)
+    model = tiny()
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, verbosity="verbose", log_every=10)
+    before = counter.calls
+    trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=5))  # 40 steps: 4 log intervals
+    assert counter.calls - before == 4 + 1
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_schedule_before_each_step():
+    class Recorder:
+        def __init__(self):
+            self.seen = []
+
+        def lr(self, t):
+            self.seen.append(t)
+            return 1.0 / (t + 1)
+
+    X, Y = data(30)
+    per_step = Recorder()
+    model = tiny()
+    opt = SGD(model.parameters(), lr=5.0)
+    trainer = Trainer(model, opt, cross_entropy, scheduler=per_step, scheduler_interval="step", verbosity="quiet")
+    trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    assert per_step.seen == [0, 1, 2, 3, 4, 5] and opt.param_groups[0]["lr"] == 1 / 6
+    per_epoch = Recorder()
+    t2 = Trainer(tiny(), SGD(tiny().parameters(), lr=5.0), cross_entropy, scheduler=per_epoch, verbosity="quiet")
+    t2.fit(DataLoader(TensorDataset(X, Y), batch_size=15), epochs=3)
+    assert per_epoch.seen == [0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_nan_raises_before_the_step():
+    X, Y = data(30)
+    X[17] = np.nan
+    model = tiny()
+    trainer = quiet(model)
+    with pytest.raises(FloatingPointError, match=r"step 1 \(epoch 1, batch 1\).*lower learning rate.*grad_clip_norm"):
+        trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    assert trainer.step == 1 and all(np.isfinite(p).all() for p in params_of(model))
+    reference = tiny()
+    opt = SGD(reference.parameters(), lr=0.1)
+    cross_entropy(reference(Tensor(X[:10])), Tensor(Y[:10])).backward()
+    opt.step()
+    for a, b in zip(params_of(model), params_of(reference)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.task("training_epoch")
+def test_training_epoch_nan_interval_rolls_back():
+    X, Y = data(60)
+    X[45] = np.inf
+    model = tiny()
+    trainer = quiet(model, nan_check="interval", log_every=2)
+    with pytest.raises(FloatingPointError, match=r"step 4 .*rolled back.*optimizer"):
+        trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    reference = tiny()
+    opt = SGD(reference.parameters(), lr=0.1)
+    for lo in range(0, 40, 10):  # the check after step 4 (steps 0-3) found them finite
+        opt.zero_grad()
+        cross_entropy(reference(Tensor(X[lo:lo + 10])), Tensor(Y[lo:lo + 10])).backward()
+        opt.step()
+    for a, b in zip(params_of(model), params_of(reference)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_bad_input():
+    X, Y = data(10)
+    trainer = quiet(tiny())
+    with pytest.raises(ValueError, match="no batches"):
+        trainer.train_epoch([])
+    with pytest.raises(ShapeError, match=r"batch 1 has inputs of shape \(5, 4\) and targets of shape \(4,\)"):
+        trainer.train_epoch([(X[:5], Y[:5]), (X[:5], Y[:4])])
+    with pytest.raises(ShapeError, match=r"batch 0 \(inputs \(5, 3\), targets \(5,\)\)"):
+        trainer.train_epoch([(X[:5, :3], Y[:5])])
+    with pytest.raises(TypeError, match="pair"):
+        trainer.train_epoch([(X, Y, Y)])
+    with pytest.raises(ValueError, match="accumulation_steps"):
+        trainer.train_epoch([(X, Y)], accumulation_steps=0)
+    with pytest.raises(ValueError, match="scheduler_interval"):
+        Trainer(tiny(), SGD(tiny().parameters()), cross_entropy, scheduler_interval="batch")
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_float32_stays_float32(device):
+    X, Y = data(20, dtype=np.float32)
+    model = tiny(dtype="float32", device=device)
+    trainer = Trainer(model, AdamW(model.parameters(), lr=1e-2), cross_entropy, grad_clip_norm=1.0,
+                      verbosity="quiet", device=device)
+    loss = trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=8, device=device))
+    assert isinstance(loss, float) and all(p.dtype == tinyflo.float32 for p in model.parameters())
+
+
+# ----- task training_evaluate --------------------------------------------------------
+
+@pytest.mark.task("training_evaluate")
+def test_training_evaluate_loss_and_accuracy():
+    X, Y = data(30)
+    model = tiny()
+    trainer = quiet(model)
+    loss, accuracy = trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=7))
+    with tinyflo.no_grad():
+        logits = model(Tensor(X))
+    assert loss == pytest.approx(cross_entropy(logits, Tensor(Y)).item(), rel=1e-12)
+    assert accuracy == pytest.approx(float((logits.numpy().argmax(1) == Y).mean()))
+    assert model.training and all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.task("training_evaluate")
+def test_training_evaluate_eval_mode_and_regression():
+    X, Y = data(30)
+    dropped = Sequential(Linear(4, 8), Dropout(0.9), Linear(8, 3)).to(dtype="float64")
+    t = quiet(dropped)
+    loader = DataLoader(TensorDataset(X, Y), batch_size=10)
+    assert t.evaluate(loader) == t.evaluate(loader)
+    dropped.eval()
+    t.evaluate(loader)
+    assert not dropped.training
+    reg = Sequential(Linear(4, 1)).to(dtype="float64")
+    loss, accuracy = Trainer(reg, SGD(reg.parameters()), mse_loss, verbosity="quiet").evaluate(
+        DataLoader(TensorDataset(X, X[:, :1]), batch_size=8))
+    assert loss > 0 and math.isnan(accuracy)
+    with pytest.raises(ValueError, match="no batches"):
+        t.evaluate([])
+
+
+# ----- task training_fit -------------------------------------------------------------
+
+def loaders(n: int = 30):
+    X, Y = data(n)
+    return (DataLoader(TensorDataset(X, Y), batch_size=10, shuffle=True, seed=0),
+            DataLoader(TensorDataset(X, Y), batch_size=15))
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_history_and_counters():
+    train, val = loaders()
+    trainer = quiet(tiny())
+    calls = []
+    history = trainer.fit(train, val, epochs=4, callbacks=[CheckpointEvery(2, lambda t: calls.append(t.epoch))])
+    assert history is trainer.history and (trainer.epoch, trainer.step) == (4, 12) and calls == [2, 4]
+    assert all(len(history[k]) == 4 for k in History.KEYS)
+    assert history["val_loss"][-1] < history["val_loss"][0] and history["lr"] == [0.1] * 4
+    state = trainer.state_dict()
+    other = quiet(tiny())
+    other.load_state_dict(state)
+    assert (other.step, other.epoch, other.history) == (12, 4, history)
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_callbacks():
+    train, val = loaders()
+    stopper = EarlyStopping(patience=2)
+    t = quiet(tiny(), lr=0.0)
+    t.fit(train, val, epochs=10, callbacks=[stopper])
+    assert t.epoch == 3 and stopper.stopped_epoch == 3
+    trainer = quiet(tiny())
+    best = BestModel()
+    trainer.fit(train, val, epochs=3, callbacks=[best])
+    assert best.best == min(trainer.history["val_loss"]) and best.best_epoch == 1 + int(np.argmin(trainer.history["val_loss"]))
+    saved = {k: v.numpy().copy() for k, v in best.state.items()}
+    trainer.fit(train, val, epochs=1)
+    assert all(np.array_equal(best.state[k].numpy(), v) for k, v in saved.items())
+    restored = best.restore(tiny(seed=9))
+    assert all(np.array_equal(restored.state_dict()[k].numpy(), v) for k, v in saved.items())
+    with pytest.raises(RuntimeError, match="no epoch"):
+        BestModel().restore(tiny())
+    with pytest.raises(KeyError, match="val_loss"):
+        quiet(tiny()).fit(train, epochs=1, callbacks=[BestModel(monitor="val_los")])
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_observe_and_callback_order():
+    class Plateau:
+        def __init__(self):
+            self.observed = []
+
+        def lr(self, t):
+            return 0.05
+
+        def observe(self, metric):
+            self.observed.append(metric)
+
+    events = []
+
+    class Spy(Callback):
+        def on_train_begin(self, trainer):
+            events.append("begin")
+
+        def on_epoch_end(self, trainer):
+            events.append(trainer.epoch)
+
+        def on_train_end(self, trainer):
+            events.append("end")
+
+    train, val = loaders()
+    plateau = Plateau()
+    t = Trainer(tiny(), SGD(tiny().parameters(), lr=0.1), cross_entropy, scheduler=plateau, verbosity="quiet")
+    h = t.fit(train, val, epochs=2, callbacks=[Spy()])
+    assert plateau.observed == h["val_loss"] and events == ["begin", 1, 2, "end"]
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_digits_reaches_97_percent():
+    """The proof: the digits MLP through the Trainer with AdamW, warm-up + cosine per step, clipping."""
+    from tinyflo import datasets
+
+    tinyflo.manual_seed(0)
+    train_loader = DataLoader(datasets.digits(train=True, flatten=True), batch_size=32, shuffle=True, seed=0)
+    test_loader = DataLoader(datasets.digits(train=False, flatten=True), batch_size=512)
+    model = Sequential(Linear(64, 128), ReLU(), Linear(128, 10))
+    epochs, per_epoch = 20, len(train_loader)
+    schedule = Warmup(CosineAnnealing(1e-2, (epochs - 1) * per_epoch), warmup_steps=per_epoch)
+    trainer = Trainer(model, AdamW(model.parameters(), lr=1e-2, weight_decay=0.05),
+                      lambda out, y: cross_entropy(out, y, label_smoothing=0.1),
+                      scheduler=schedule, scheduler_interval="step", grad_clip_norm=1.0, verbosity="quiet")
+    history = trainer.fit(train_loader, test_loader, epochs=epochs)
+    assert history["val_acc"][-1] >= 0.97, history["val_acc"]
+    assert history.trend("train_loss").improving(epochs)
+
+
+# ----- given pieces: verbosity, the epoch log, progress, Monitor -----------------------
+
+@pytest.mark.task("training_fit")
+def test_training_fit_prints_one_line_per_epoch(capsys):
+    train, val = loaders()
+    Trainer(tiny(), SGD(tiny().parameters(), lr=0.1), cross_entropy, verbosity="normal").fit(train, val, epochs=2)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"epoch 2/2  loss=\d\.\d{4}  val_loss=\d\.\d{4}  acc=\d\.\d{3}  lr=1\.0e-01  \[\d+\.\ds  ETA 0\.0s\]", lines[1])
+    assert capsys.readouterr().err == ""  # no progress bar where nobody watches
+    quiet(tiny()).fit(train, val, epochs=1)
+    assert capsys.readouterr().out == ""
+
+
+def test_epoch_line_format():
+    row = {"train_loss": 0.41234, "val_loss": math.nan, "val_acc": 0.9123, "lr": 1e-3, "time": 1.2}
+    assert epoch_line(3, 20, row, 20.4) == "epoch 3/20  loss=0.4123  acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]"
+
+
+def test_verbosity_from_argument_and_environment(monkeypatch):
+    monkeypatch.delenv("TINYFLO_VERBOSITY", raising=False)
+    assert resolve_verbosity() == 1 and resolve_verbosity("debug") == 3 and resolve_verbosity(0) == 0
+    monkeypatch.setenv("TINYFLO_VERBOSITY", "quiet")
+    assert resolve_verbosity() == 0 and resolve_verbosity("verbose") == 2
+    monkeypatch.setenv("TINYFLO_VERBOSITY", "loud")
+    with pytest.raises(ValueError, match="TINYFLO_VERBOSITY.*loud"):
+        resolve_verbosity()
+    with pytest.raises(ValueError, match="verbosity"):
+        resolve_verbosity(7)
+
+
+def test_progress_bar_only_when_watched(monkeypatch):
+    monkeypatch.setattr(training, "_someone_watching", lambda: True)
+    bar = training.progress_bar(10, "epoch 1", enabled=True)
+    assert type(bar).__name__ != "_NoBar"
+    bar.close()
+    assert isinstance(training.progress_bar(10, "epoch 1", enabled=False), training._NoBar)
+    monkeypatch.setattr(training, "_someone_watching", lambda: False)
+    assert isinstance(training.progress_bar(10, "epoch 1", enabled=True), training._NoBar)
+
+
+def test_monitor_writes_report_csv_and_png(tmp_path):
+    train, val = loaders()
+    monitor = Monitor(out_dir=tmp_path, live=False)
+    trainer = quiet(tiny())
+    trainer.fit(train, val, epochs=3, callbacks=[monitor])
+    assert len(monitor.samples) == 3
+    sample = monitor.samples[-1]
+    assert sample["cpu_percent"] >= 0 and sample["ram_mb"] > 1
+    assert math.isnan(sample["gpu_mb"]) or sample["gpu_mb"] >= 0
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (tmp_path / "report.html").read_text()
+    assert "data:image/png;base64," in html and "<table>" in html and "src='http" not in html
+    rows = list(csv.DictReader((tmp_path / "history.csv").open()))
+    assert len(rows) == 3 and {"epoch", "train_loss", "val_acc", "lr", "cpu_percent", "ram_mb"} <= set(rows[0])
+    assert float(rows[2]["train_loss"]) == pytest.approx(trainer.history["train_loss"][2])
