@@ -385,3 +385,15 @@ def test_optim_adam_fused_cupy_kernel_matches_numpy(cls, amsgrad):
             opt.step()
     for a, b in zip(cpu, gpu):
         np.testing.assert_allclose(cupy.asnumpy(b.data), a.data, atol=1e-10)
+
+
+@pytest.mark.task("optim_flat")
+def test_optim_flat_refuses_parameters_moved_after_flattening():
+    """model.to() after building a flat optimizer must not leave it updating a buffer nobody uses."""
+    model = Linear(4, 3)
+    opt = optim.SGD(model.parameters(), lr=0.5, flat=True)
+    model.to("cpu:1")
+    for p in model.parameters():
+        p.grad = Tensor(np.ones(p.shape, np.float32), device="cpu:1")
+    with pytest.raises(RuntimeError, match="no longer lives in the optimizer's flat buffer"):
+        opt.step()

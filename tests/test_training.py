@@ -525,3 +525,40 @@ def test_monitor_writes_report_csv_and_png(tmp_path):
     rows = list(csv.DictReader((tmp_path / "history.csv").open()))
     assert len(rows) == 3 and {"epoch", "train_loss", "val_acc", "lr", "cpu_percent", "ram_mb"} <= set(rows[0])
     assert float(rows[2]["train_loss"]) == pytest.approx(trainer.history["train_loss"][2])
+
+
+def _tiny_problem(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((32, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    return DataLoader(TensorDataset(x, y), batch_size=8)
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_val_metrics_without_a_val_loader_are_an_error():
+    model = Linear(4, 2)
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, verbosity="quiet")
+    with pytest.raises(ValueError, match="'val_loss' was never measured; pass a val_loader"):
+        trainer.fit(_tiny_problem(), None, epochs=3, callbacks=[training.EarlyStopping(patience=1)])
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_plateau_watches_the_named_metric():
+    from tinyflo.core.schedulers import ReduceLROnPlateau
+
+    model = Linear(4, 2)
+    schedule = ReduceLROnPlateau(0.1, mode="max", patience=0)
+    seen = []
+    schedule.observe = lambda metric, _observe=schedule.observe: (seen.append(metric), _observe(metric))[1]
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, scheduler=schedule,
+                      plateau_monitor="val_acc", verbosity="quiet")
+    loader = _tiny_problem()
+    trainer.fit(loader, loader, epochs=3)
+    assert seen == trainer.history["val_acc"]
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_device_move_refused_for_a_flat_optimizer():
+    model = Linear(4, 2)
+    with pytest.raises(ValueError, match="move the model first"):
+        Trainer(model, SGD(model.parameters(), lr=0.1, flat=True), cross_entropy, device="cpu:1")

@@ -645,7 +645,7 @@ class Monitor(Callback):
 #
 # `Trainer(model, optimizer, loss_fn, scheduler=None, grad_clip_norm=None,
 # scheduler_interval="epoch", device=None, log_every=50, verbosity=None,
-# nan_check=None)` keeps the pieces together and counts: `trainer.step` is
+# nan_check=None, plateau_monitor=None)` keeps the pieces together and counts: `trainer.step` is
 # the number of optimizer steps taken, `trainer.epoch` the number of epochs
 # completed. The class is given; its three working methods are your tasks
 # below. `loss_fn(outputs, targets)` must return the **mean** loss of the
@@ -657,7 +657,9 @@ class Monitor(Callback):
 # steps taken before this one) when `scheduler_interval="step"`, and
 # `trainer.epoch` (the epochs completed) when it is `"epoch"`. After each
 # epoch, a scheduler with `observe` (`ReduceLROnPlateau`) is shown the
-# validation loss.
+# validation loss (the training loss without a validation loader), or the
+# history entry `plateau_monitor` names — `"val_acc"` for a
+# `ReduceLROnPlateau(mode="max")`.
 
 # %%
 #| export
@@ -684,6 +686,7 @@ class Trainer:
         log_every: int | None = 50,
         verbosity: str | int | None = None,
         nan_check: str | None = None,
+        plateau_monitor: str | None = None,
     ) -> None:
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step'; got {scheduler_interval!r}")
@@ -698,6 +701,12 @@ class Trainer:
         self.scheduler_interval = scheduler_interval
         self.params = list(model.parameters())
         if device is not None:
+            flat = getattr(optimizer, "_flat", None)
+            if flat and any(p.device != as_device(device) for p in self.params):
+                raise ValueError(
+                    f"Trainer: device={device!r} would move the model away from the flat buffers its "
+                    "optimizer already holds; move the model first (model.to(device)), then build the optimizer"
+                )
             model.to(device)
         self.device = as_device(device) if device is not None else (self.params[0].device if self.params else as_device("cpu"))
         self.log_every = _positive_int(log_every, "Trainer: log_every", allow_none=True)
@@ -707,6 +716,7 @@ class Trainer:
         if nan_check not in ("step", "interval"):
             raise ValueError(f"Trainer: nan_check must be 'step' or 'interval'; got {nan_check!r}")
         self.nan_check = nan_check
+        self.plateau_monitor = plateau_monitor
         self.step, self.epoch = 0, 0
         self.history = History()
         self.stop_training = False
@@ -1206,6 +1216,10 @@ def _metric(trainer: Trainer, monitor: str, owner: str) -> float:
     values = trainer.history.get(monitor)
     if not values:
         raise KeyError(f"{owner}: the history has no {monitor!r}; recorded: {', '.join(k for k, v in trainer.history.items() if v)}")
+    if all(v != v for v in values):  # NaN every epoch: never measured (no val_loader for a val_* metric)
+        raise ValueError(
+            f"{owner}: {monitor!r} was never measured; pass a val_loader to fit(), or monitor 'train_loss'"
+        )
     return values[-1]
 
 
@@ -1291,7 +1305,9 @@ def _fit(trainer: Trainer, train_loader: Iterable, val_loader: Iterable | None, 
         row = {"train_loss": train_loss, "val_loss": val_loss, "val_acc": val_acc, "lr": trainer.lr, "time": durations[-1]}
         trainer.history.append(row)
         if hasattr(trainer.scheduler, "observe"):
-            trainer.scheduler.observe(val_loss if val_loader is not None else train_loss)
+            trainer.scheduler.observe(_metric(trainer, trainer.plateau_monitor, "Trainer(plateau_monitor)")
+                                      if trainer.plateau_monitor else
+                                      val_loss if val_loader is not None else train_loss)
         if trainer.verbosity >= VERBOSITY["normal"]:
             print(epoch_line(e, epochs, row, sum(durations) / len(durations) * (epochs - e)))
         for cb in callbacks:

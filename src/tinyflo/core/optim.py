@@ -533,6 +533,13 @@ def _flat_step(opt: Optimizer, index: int) -> None:
     group = opt.param_groups[index]
     params = group["params"]
     flat = _flat_state(opt, index)
+    for i, p in enumerate(params):
+        if p.data.base is not flat.params:  # e.g. model.to() swapped the arrays after flattening
+            raise RuntimeError(
+                f"{type(opt).__name__}(flat=True): parameter {i} of group {index} no longer lives in the "
+                "optimizer's flat buffer (was the model moved or cast after the optimizer was built?); "
+                "move the model first, then build the optimizer"
+            )
     scalars = {k: v for k, v in opt.state[params[0]].items() if not _is_array(v)}
     together = all(p.requires_grad and p.grad is not None for p in params) and all(
         all(opt.state[p][k] == v for k, v in scalars.items()) for p in params)
