@@ -155,8 +155,6 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         {"ops_per_chain": OPS, "tensor": f"({SIZE},) float32", "rounds": rounds},
         notes,
     )
-    for t in (table, backward_table):
-        print(f"\n{t.title}\n{common.markdown_table(t)}")
     return paths
 
 

@@ -303,8 +303,6 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         {"rounds": rounds, "dtype": "float32", "learning_rate": LR, "optimizer": "plain SGD"},
         notes,
     )
-    for t in tables:
-        print(f"\n{t.title}\n{common.markdown_table(t)}")
     return paths
 
 

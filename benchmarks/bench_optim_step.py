@@ -116,8 +116,6 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         {"rounds": rounds, "dtype": "float32", "lr": LR, "optimizer": "Adam, default betas/eps"},
         notes,
     )
-    for t in tables:
-        print(f"\n{t.title}\n{common.markdown_table(t)}")
     return paths
 
 

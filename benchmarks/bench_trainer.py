@@ -117,8 +117,6 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         tables, all_timings, {"rounds": rounds, "dtype": "float32", "batch_size": BATCH, "optimizer": f"AdamW(lr={LR})"},
         notes,
     )
-    for t in tables:
-        print(f"\n{t.title}\n{common.markdown_table(t)}")
     return paths
 
 

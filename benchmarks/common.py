@@ -266,7 +266,7 @@ def save_result(
     settings: dict[str, Any],
     notes: Sequence[str] = (),
 ) -> tuple[Path, Path]:
-    """Write ``results/<name>.json`` (every sample) and ``results/<name>.md`` (the tables)."""
+    """Print the tables; write ``results/<name>.json`` (every sample) and ``results/<name>.md``."""
     machine = machine_info()
     settings = {"timing": TIMING} | settings
     background = max(t.background_cpu for t in timings.values())
@@ -293,6 +293,7 @@ def save_result(
     parts = [f"# {title}", "", description, ""]
     for table in tables:
         parts += [f"## {table.title}", "", markdown_table(table), ""]
+        print(f"\n{table.title}\n{markdown_table(table)}")
     if notes:
         parts += ["## Notes", ""] + [f"* {n}" for n in notes] + [""]
     parts += ["## Settings", ""] + [f"* {k}: {v}" for k, v in settings.items()] + [""]
