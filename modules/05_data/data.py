@@ -722,10 +722,9 @@ class DataLoader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
         ### END SOLUTION
 
-    def _fetch(self, indices: np.ndarray) -> Any:
-        """The collated batch of these samples, not yet on the device."""
+    def _fetch(self, indices: np.ndarray, fast: tuple | None) -> Any:
+        """The collated batch of these samples (``fast``: ``_fast_path``'s answer), not yet on the device."""
         ### BEGIN SOLUTION
-        fast = _fast_path(self.dataset) if self._fast else None
         if fast is not None:
             arrays, rows = fast
             picked = indices if rows is None else rows[indices]
@@ -741,8 +740,9 @@ class DataLoader:
         order = self.rng.permutation(n) if self.shuffle else np.arange(n)
         start, self._skip = self._skip, 0
         self._batch = start
+        fast = _fast_path(self.dataset) if self._fast else None  # once per epoch: nested subsets compose in O(n)
         for b in range(start, len(self)):
-            batch = _to_device(self._fetch(order[b * self.batch_size:(b + 1) * self.batch_size]), self.device)
+            batch = _to_device(self._fetch(order[b * self.batch_size:(b + 1) * self.batch_size], fast), self.device)
             self._batch = b + 1
             yield batch
         self.epoch += 1
