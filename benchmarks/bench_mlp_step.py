@@ -18,6 +18,8 @@ import numpy as np
 
 import tinyflo
 from benchmarks import common
+from tinyflo.core.layers import Linear, ReLU, Sequential
+from tinyflo.core.losses import cross_entropy
 
 LR = 0.01
 NUMPY = "numpy (hand-derived backward)"  # the baseline variant
@@ -89,8 +91,6 @@ def tinyflo_step(params: list[tinyflo.Tensor], x: tinyflo.Tensor, y: np.ndarray)
 
 def tinyflo_model(weights: list[np.ndarray]):
     """A Sequential of Linear/ReLU layers holding ``weights`` (Linear keeps W as (out, in))."""
-    from tinyflo.core.layers import Linear, ReLU, Sequential
-
     layers = []
     for i in range(0, len(weights), 2):
         linear = Linear(*weights[i].shape)
@@ -102,8 +102,6 @@ def tinyflo_model(weights: list[np.ndarray]):
 
 def tinyflo_nn_step(model, x: tinyflo.Tensor, y: tinyflo.Tensor) -> tinyflo.Tensor:
     """Forward through the modules, cross_entropy, backward, SGD update; returns the loss."""
-    from tinyflo.core.losses import cross_entropy
-
     loss = cross_entropy(model(x), y)
     model.zero_grad()
     loss.backward()
