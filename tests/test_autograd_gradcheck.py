@@ -6,12 +6,12 @@ One row per op: adding an op means adding a row, and
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from gradcheck_support import functions_defined_in
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -165,10 +165,7 @@ def test_autograd_gradcheck_every_op(case: Case, data, seed, layout, device):
 
 def test_autograd_gradcheck_covers_every_function():
     """Each Function subclass of the tensor module is exercised by some row above."""
-    functions = {
-        name for name, obj in vars(core_tensor).items()
-        if inspect.isclass(obj) and issubclass(obj, core_tensor.Function) and obj is not core_tensor.Function
-    }
+    functions = functions_defined_in(core_tensor)
     covered = {name for case in CASES for name in case.covers}
     assert functions - covered == set(), f"ops without a gradcheck row: {sorted(functions - covered)}"
 

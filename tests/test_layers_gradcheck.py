@@ -7,12 +7,12 @@ along with their input. ``test_layers_gradcheck_covers_every_function`` fails un
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from gradcheck_support import functions_defined_in
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -20,7 +20,6 @@ from hypothesis.extra import numpy as hnp
 import tinyflo
 from tinyflo import Tensor, gradcheck
 from tinyflo.core import layers as nn
-from tinyflo.core.tensor import Function
 
 SHAPE = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
 BATCHED = hnp.array_shapes(min_dims=2, max_dims=3, min_side=2, max_side=4)
@@ -158,10 +157,7 @@ def test_layers_linear_gradcheck_every_layer(case: LayerCase, data, seed, device
 @pytest.mark.task("layers_activations")
 def test_layers_activations_gradcheck_covers_every_function():
     """Each Function subclass defined in core.layers is exercised by some row above."""
-    functions = {
-        name for name, obj in vars(nn).items()
-        if inspect.isclass(obj) and issubclass(obj, Function) and obj.__module__ == nn.__name__
-    }
+    functions = functions_defined_in(nn)
     covered = {name for case in CASES for name in case.covers}
     covered |= {name for case in LAYER_CASES for name in case.covers}
     assert functions, "core.layers defines no Function at all?"
