@@ -802,7 +802,7 @@ def _constant(value: Any, like: Tensor) -> Tensor:
     if isinstance(value, bool | int | float):
         kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
     else:
-        value = np.asarray(value.data if isinstance(value, Tensor) else value)
+        value = np.asarray(value)
         kind = value.dtype.kind
     if kind == "f" and not is_floating(like.dtype):
         dtype = default_float
