@@ -6,13 +6,15 @@ import time
 
 from benchmarks import (
     bench_autograd_overhead,
+    bench_checkpoint,
+    bench_conv,
     bench_mlp_step,
     bench_optim_step,
     bench_trainer,
     common,
 )
 
-BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_trainer]
+BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_trainer, bench_conv, bench_checkpoint]
 
 
 def main(rounds: int = 11) -> None:

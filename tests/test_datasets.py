@@ -284,3 +284,28 @@ def test_spirals_match_the_demo_data():
     radius = np.linspace(0.05, 1.0, 200)
     angle = np.linspace(0.0, 4.0, 200) + rng.normal(0, 0.2, 200)
     assert np.allclose(x[:200], np.stack([radius * np.sin(angle), radius * np.cos(angle)], axis=1))
+
+
+# ----- resizing, for LeNet's 32x32 input ------------------------------------
+
+def test_resize_follows_the_half_pixel_rule():
+    # F.interpolate(mode="bilinear", align_corners=False) of [0, 1] to 4 pixels gives these.
+    row = np.array([[0.0, 1.0]], np.float32)
+    out = datasets.resize(np.broadcast_to(row, (2, 2)).copy(), 4)
+    np.testing.assert_allclose(out[0], [0.0, 0.25, 0.75, 1.0])
+    assert out.shape == (4, 4) and out.dtype == np.float32
+    flat = np.full((3, 1, 8, 8), 0.5, np.float32)
+    np.testing.assert_allclose(datasets.resize(flat, 13), 0.5, rtol=1e-6)
+    images = np.random.default_rng(0).random((2, 8, 8)).astype(np.float32)
+    np.testing.assert_array_equal(datasets.resize(images, 8), images)
+    with pytest.raises(ValueError, match="size must be a positive integer; got 0"):
+        datasets.resize(images, 0)
+
+
+def test_digits_at_lenet_size():
+    x, y = datasets.digits(train=False, as_arrays=True, size=32)
+    x8, y8 = datasets.digits(train=False, as_arrays=True)
+    assert x.shape == (359, 1, 32, 32) and x.dtype == np.float32
+    np.testing.assert_array_equal(y, y8)
+    assert 0.0 <= x.min() and x.max() <= 1.0
+    np.testing.assert_allclose(x.mean(), x8.mean(), rtol=0.05)  # interpolation keeps the ink

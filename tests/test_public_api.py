@@ -17,7 +17,9 @@ def test_nn_functional_and_init_names_resolve():
     import tinyflo.nn.init
     import tinyflo.optim.lr_scheduler
 
-    for module in (tinyflo.nn, tinyflo.nn.functional, tinyflo.nn.init, tinyflo.optim, tinyflo.optim.lr_scheduler):
+    modules = (tinyflo.nn, tinyflo.nn.functional, tinyflo.nn.init, tinyflo.optim, tinyflo.optim.lr_scheduler,
+               tinyflo.models)
+    for module in modules:
         for name in module.__all__:
             getattr(module, name)
     assert tinyflo.nn.Linear is tinyflo.nn.functional.relu.__globals__["Linear"]

@@ -660,6 +660,12 @@ class Monitor(Callback):
 # validation loss (the training loss without a validation loader), or the
 # history entry `plateau_monitor` names — `"val_acc"` for a
 # `ReduceLROnPlateau(mode="max")`.
+#
+# **Checkpoints** come with module 09: `trainer.save_checkpoint(path)` and
+# `trainer.load_checkpoint(path)` save and restore the complete training
+# state. That is why the Trainer remembers the last loader `train_epoch`
+# got (`trainer.train_loader`, whose position is saved) and applies a loaded
+# position waiting in `trainer.pending_loader_state` to the next one.
 
 # %%
 #| export
@@ -721,6 +727,8 @@ class Trainer:
         self.history = History()
         self.stop_training = False
         self._epochs_planned: int | None = None
+        self.train_loader: Any = None  # the last loader train_epoch got: a checkpoint saves its position
+        self.pending_loader_state: dict[str, Any] | None = None  # a loaded position for the next train loader
 
     def __repr__(self) -> str:
         return (
@@ -731,6 +739,10 @@ class Trainer:
     # ----- the three tasks ----------------------------------------------------------
     def train_epoch(self, loader: Iterable, accumulation_steps: int = 1) -> float:
         """One pass over ``loader``, an optimizer step every ``accumulation_steps`` batches; the mean loss."""
+        self.train_loader = loader
+        if self.pending_loader_state is not None and hasattr(loader, "load_state_dict"):
+            loader.load_state_dict(self.pending_loader_state)  # a checkpoint loaded before the loader was known
+            self.pending_loader_state = None
         return _train_epoch(self, loader, accumulation_steps)
 
     def evaluate(self, loader: Iterable) -> tuple[float, float]:
@@ -799,6 +811,18 @@ class Trainer:
         """Continue counting (and recording history) from a state_dict()."""
         self.step, self.epoch = int(state["step"]), int(state["epoch"])
         self.history = History({k: list(v) for k, v in state["history"].items()})
+
+    def save_checkpoint(self, path: str | os.PathLike, **options: Any) -> Path:
+        """Save the complete training state to ``path`` (module 09's ``save_checkpoint(path, trainer=self)``)."""
+        from tinyflo.core.checkpoints import save_checkpoint
+
+        return save_checkpoint(path, trainer=self, **options)
+
+    def load_checkpoint(self, path: str | os.PathLike, **options: Any) -> Any:
+        """Resume from ``path``; a LoadReport (module 09's ``load_checkpoint(path, trainer=self)``)."""
+        from tinyflo.core.checkpoints import load_checkpoint
+
+        return load_checkpoint(path, trainer=self, **options)
 
 
 # %% [markdown]

@@ -149,10 +149,38 @@ def read_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
     return np.frombuffer(data, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="), copy=False)
 
 
-def _labelled(images: np.ndarray, labels: np.ndarray, scale: float, flatten: bool, as_arrays: bool):
+def _resize_matrix(old: int, new: int) -> np.ndarray:
+    """(new, old) weights of linear interpolation with PyTorch's align_corners=False rule."""
+    centre = (np.arange(new, dtype=np.float64) + 0.5) * (old / new) - 0.5
+    centre = np.clip(centre, 0, old - 1)
+    left = np.floor(centre).astype(np.int64)
+    right = np.minimum(left + 1, old - 1)
+    frac = centre - left
+    weights = np.zeros((new, old))
+    np.add.at(weights, (np.arange(new), left), 1 - frac)
+    np.add.at(weights, (np.arange(new), right), frac)
+    return weights.astype(np.float32)
+
+
+def resize(images: np.ndarray, size: int) -> np.ndarray:
+    """Bilinear resize of (..., H, W) float images to (..., size, size), as F.interpolate(align_corners=False).
+
+    Interpolation is separable, so it is two small matrix products: rows, then columns.
+    """
+    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
+        raise ValueError(f"resize: size must be a positive integer; got {size!r}")
+    rows = _resize_matrix(images.shape[-2], int(size))
+    cols = _resize_matrix(images.shape[-1], int(size))
+    return (rows @ images @ cols.T).astype(images.dtype, copy=False)
+
+
+def _labelled(images: np.ndarray, labels: np.ndarray, scale: float, flatten: bool, as_arrays: bool,
+              size: int | None = None):
     """float32 pixels in [0, 1] shaped (N, 1, H, W) or (N, H*W), int64 labels; a TensorDataset unless as_arrays."""
     x = images.astype(np.float32) / np.float32(scale)
-    x = x.reshape(len(x), -1) if flatten else x.reshape(len(x), 1, *images.shape[1:])
+    if size is not None and size != x.shape[-1]:
+        x = resize(x, size)
+    x = x.reshape(len(x), -1) if flatten else x.reshape(len(x), 1, *x.shape[1:])
     return _result(x, labels.astype(np.int64), as_arrays)
 
 
@@ -172,14 +200,16 @@ DIGITS_SHA256 = "2c49d37be7263a6b252f3d210b3caf4576632af9e0e5308052ef666fdf76c0a
 DIGITS_TRAIN = 1438  # the file holds the training rows first, then the 359 test rows
 
 
-def digits(train: bool = True, flatten: bool = False, as_arrays: bool = False, path: Any = None):
+def digits(train: bool = True, flatten: bool = False, as_arrays: bool = False, path: Any = None,
+           size: int | None = None):
     """The 8x8 handwritten digits (UCI optdigits test set, as scikit-learn bundles it), shipped with tinyflo.
 
     1,797 images of 10 classes, split once (``scripts/make_digits.py``) into
     1,438 training and 359 test images, stratified 80/20 with a fixed seed.
     Pixels are the raw 0..16 counts divided by 16 (float32), labels int64.
     ``path`` reads another copy of the file instead of the bundled one; its
-    SHA-256 must still be the bundled file's.
+    SHA-256 must still be the bundled file's. ``size`` resizes the images
+    bilinearly (``size=32`` gives LeNet-5 the input size of the 1998 paper).
     """
     if path is None:
         data = (resources.files("tinyflo") / "data" / DIGITS_FILE).read_bytes()
@@ -193,7 +223,7 @@ def digits(train: bool = True, flatten: bool = False, as_arrays: bool = False, p
         data = where.read_bytes()
     table = read_idx(_check(data, DIGITS_SHA256, where), str(where))
     rows = table[:DIGITS_TRAIN] if train else table[DIGITS_TRAIN:]
-    return _labelled(rows[:, :64].reshape(-1, 8, 8), rows[:, 64], 16.0, flatten, as_arrays)
+    return _labelled(rows[:, :64].reshape(-1, 8, 8), rows[:, 64], 16.0, flatten, as_arrays, size)
 
 
 # ----- MNIST and Fashion-MNIST, from the original IDX files -----------------
@@ -239,17 +269,17 @@ def _idx_pair(name: str, hashes: dict, mirrors: list[str], root: Any, train: boo
 
 
 def mnist(root: Any = None, train: bool = True, download: bool = False, flatten: bool = False,
-          as_arrays: bool = False):
+          as_arrays: bool = False, size: int | None = None):
     """MNIST handwritten digits: 60,000 training or 10,000 test 28x28 images, 10 classes."""
     images, labels = _idx_pair("mnist", MNIST_SHA256, MNIST_MIRRORS, root, train, download)
-    return _labelled(images, labels, 255.0, flatten, as_arrays)
+    return _labelled(images, labels, 255.0, flatten, as_arrays, size)
 
 
 def fashion_mnist(root: Any = None, train: bool = True, download: bool = False, flatten: bool = False,
-                  as_arrays: bool = False):
+                  as_arrays: bool = False, size: int | None = None):
     """Fashion-MNIST (Zalando): 60,000 / 10,000 28x28 article images, 10 classes (FASHION_MNIST_CLASSES)."""
     images, labels = _idx_pair("fashion-mnist", FASHION_MNIST_SHA256, FASHION_MNIST_MIRRORS, root, train, download)
-    return _labelled(images, labels, 255.0, flatten, as_arrays)
+    return _labelled(images, labels, 255.0, flatten, as_arrays, size)
 
 
 # ----- Tiny Shakespeare, and character vocabularies -------------------------

@@ -133,4 +133,35 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
         ("self.state = {k: Tensor._wrap(v.data.copy(), v.device) for k, v in trainer.model.state_dict().items()}",
          "self.state = trainer.model.state_dict()"),
     ],
+    "10_convolutions": [
+        # col2im overwrites where windows overlap instead of adding their contributions.
+        ("j * dw + sw * (ow - 1) + 1:sw] += windows[..., i, j]", "j * dw + sw * (ow - 1) + 1:sw] = windows[..., i, j]"),
+        # the stride forgotten in backward: the column gradient folded back as if stride were 1.
+        ("grad_x = col2im(dcols, self.x_shape, *self.geometry)",
+         "grad_x = col2im(dcols, self.x_shape, self.geometry[0], 1, *self.geometry[2:])"),
+        # BatchNorm2d reshapes NCHW as if it were channels-last: statistics over mixed-up channels.
+        ("return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)",
+         "return super().forward(x.reshape(n, h * w, c).transpose(1, 2)).transpose(1, 2).reshape(n, c, h, w)"),
+        # max pooling sends the gradient to every element of the window, not to its maximum.
+        ("spread = xp.where(hit, grad[..., None], grad.dtype.type(0))", "spread = xp.broadcast_to(grad[..., None], hit.shape)"),
+        # count_include_pad=False ignored (a hidden test catches it).
+        ("if count_include_pad or padding == (0, 0):", "if True:"),
+    ],
+    "09_checkpoints": [
+        # the checksum is written but never checked: a flipped bit loads silently (a hidden test catches it).
+        ("    if verify and CHECKSUM_KEY in metadata:\n        digest", "    if False:\n        digest"),
+        # no fsync before the rename: after a power cut the new name may point to an empty file.
+        ("            os.fsync(f.fileno())\n", ""),
+        # a failed write leaves its temporary file behind.
+        ("            os.unlink(temp)", "            pass"),
+        # LoadReport with skipped and missing swapped (a hidden test catches it).
+        ("LoadReport(tuple(loaded), tuple(skipped), tuple(missing))", "LoadReport(tuple(loaded), tuple(missing), tuple(skipped))"),
+        # loading rebinds the parameter's array instead of writing into it: optimizers lose their views.
+        ("target.data[...] = device.xp.asarray(values).astype(target.dtype, copy=False)",
+         "target.data = device.xp.asarray(values).astype(target.dtype)"),
+        # tinyflo's generator not restored: dropout draws other masks after a resume.
+        ("    _Generators.numpy = generator\n", ""),
+        # a second background save does not wait for the first (a hidden test catches it).
+        ("        self.wait()\n        self._thread = threading.Thread", "        self._thread = threading.Thread"),
+    ],
 }

@@ -9,6 +9,8 @@
 * `tinyflo.core.optim` from modules/06_optimizers/optimizers.py
 * `tinyflo.core.schedulers` from modules/07_schedulers/schedulers.py
 * `tinyflo.core.training` from modules/08_training/training.py
+* `tinyflo.core.checkpoints` from modules/09_checkpoints/checkpoints.py
+* `tinyflo.core.conv` from modules/10_convolutions/convolutions.py
 
 When TINYFLO_WORKSPACE names a student workspace, the modules completed there
 (`tinyflo module complete`) are imported instead of these files.

@@ -1,10 +1,11 @@
-"""Layers, activation modules and loss modules: ``tinyflo.nn.Linear``, ``tinyflo.nn.CrossEntropyLoss``, ...
+"""Layers, activation modules and loss modules: ``tinyflo.nn.Linear``, ``tinyflo.nn.Conv2d``, ...
 
-Everything here is exported from the course modules (03 layers, 04 losses);
+Everything here is exported from the course modules (03 layers, 04 losses, 10 convolutions);
 ``tinyflo.nn.functional`` has the same operations as functions and
 ``tinyflo.nn.init`` the initializers, as in ``torch.nn``.
 """
 
+from tinyflo.core.conv import AdaptiveAvgPool2d, AvgPool2d, BatchNorm2d, Conv2d, MaxPool2d
 from tinyflo.core.layers import (
     ELU,
     GELU,
@@ -53,6 +54,7 @@ from tinyflo.core.losses import (
 from tinyflo.nn import functional, init
 
 __all__ = [
+    "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm2d", "Conv2d", "MaxPool2d",
     "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "CTCLoss", "CosineEmbeddingLoss",
     "CrossEntropyLoss", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "Hardswish",
     "HingeEmbeddingLoss", "HuberLoss", "Identity", "IncompatibleKeys", "KLDivLoss", "L1Loss",

@@ -1,5 +1,6 @@
-"""Activations and losses as functions, as in ``torch.nn.functional``."""
+"""Activations, losses, convolution and pooling as functions, as in ``torch.nn.functional``."""
 
+from tinyflo.core.conv import adaptive_avg_pool2d, avg_pool2d, conv2d, max_pool2d
 from tinyflo.core.layers import (
     dropout,
     elu,
@@ -37,6 +38,7 @@ from tinyflo.core.losses import (
 )
 
 __all__ = [
+    "adaptive_avg_pool2d", "avg_pool2d", "conv2d", "max_pool2d",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "cosine_embedding_loss",
     "cross_entropy", "ctc_loss", "dropout", "elu", "gelu", "hardswish",
     "hinge_embedding_loss", "huber_loss", "kl_div", "l1_loss", "leaky_relu", "log_softmax",

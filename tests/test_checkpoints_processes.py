@@ -1,0 +1,164 @@
+"""Module 09 across processes: SIGKILL in the middle of saves, and exact resume in fresh interpreters."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinyflo.core.checkpoints import TEMP_MARK, CheckpointManager, load_file, save_file
+
+KILLS = 30
+STATE_NUMBERS = 1_000_000  # 4 MB of float32 plus a small int64 tensor: a save takes a few ms
+
+
+def _save_forever(path: str) -> None:
+    """The child: save checkpoints n = 1, 2, 3, ... over the same path until killed."""
+    weights = np.zeros(STATE_NUMBERS, np.float32)
+    counter = 0
+    while True:
+        counter += 1
+        weights[:] = counter
+        save_file(path, {"w": weights, "step": np.full(100, counter, np.int64)}, {"counter": str(counter)})
+
+
+def _check(path: Path) -> int:
+    """The checkpoint at ``path`` loads, verifies and is whole: every value is the same save's."""
+    tensors, meta = load_file(path)
+    counter = int(meta["counter"])
+    assert (tensors["w"] == counter).all() and (tensors["step"] == counter).all(), "a mix of two saves"
+    return counter
+
+
+@pytest.mark.task("checkpoints_atomic")
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin", reason="needs fork() and SIGKILL")
+def test_checkpoints_atomic_sigkill_at_random_moments_never_breaks_the_checkpoint(tmp_path):
+    path = tmp_path / "ckpt.safetensors"
+    save_file(path, {"w": np.zeros(STATE_NUMBERS, np.float32), "step": np.zeros(100, np.int64)}, {"counter": "0"})
+    context = multiprocessing.get_context("fork")
+    rng = random.Random(0)
+    counters, left_behind = [], 0
+    for _ in range(KILLS):
+        child = context.Process(target=_save_forever, args=(str(path),), daemon=True)
+        child.start()
+        time.sleep(rng.uniform(0.0, 0.1))
+        os.kill(child.pid, signal.SIGKILL)
+        child.join()
+        assert child.exitcode == -signal.SIGKILL
+        counters.append(_check(path))  # old or new, never half
+        left_behind = len(list(tmp_path.glob(f".*{TEMP_MARK}*")))  # ignored by the next save
+    assert max(counters) > 0, "the children did save"
+    assert len(set(counters)) > 1, "the kills landed at different moments"
+    print(f"{KILLS} kills; saves completed per child: {counters}; temporary files left by kills: {left_behind}")
+    CheckpointManager(tmp_path, keep_last=1)
+    assert not list(tmp_path.glob(f".*{TEMP_MARK}*")), "a manager cleans the temporary files of killed saves"
+    _check(path)
+
+
+RUN = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    import tinyflo
+    from tinyflo.core.data import DataLoader, TensorDataset
+    from tinyflo.core.layers import Dropout, Linear, ReLU, Sequential
+    from tinyflo.core.losses import cross_entropy
+    from tinyflo.core.optim import Adam
+    from tinyflo.core.schedulers import CosineAnnealing, Warmup
+    from tinyflo.core.training import Trainer
+
+    mode, out, flat = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "flat"
+    data = np.random.default_rng(0)
+    X, Y = data.standard_normal((60, 6)).astype(np.float32), data.integers(0, 3, 60)
+    N, M, STOP = 2, 2, 11  # epochs before and after the stop; the step of the mid-epoch stop (8 per epoch)
+
+
+    def build(seed):
+        tinyflo.manual_seed(seed)
+        model = Sequential(Linear(6, 32), ReLU(), Dropout(0.2), Linear(32, 3))
+        opt = Adam(model.parameters(), lr=1e-2, flat=flat)
+        loader = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, seed=seed + 1)
+        schedule = Warmup(CosineAnnealing(1e-2, 40), warmup_steps=5)
+        return Trainer(model, opt, cross_entropy, scheduler=schedule, scheduler_interval="step",
+                       verbosity="quiet"), loader
+
+
+    class StopsAt:
+        # a loader that saves and dies when the trainer reaches step STOP (between two batches)
+        def __init__(self, loader, trainer):
+            self.loader, self.trainer = loader, trainer
+
+        def __len__(self):
+            return len(self.loader)
+
+        def state_dict(self):
+            return self.loader.state_dict()
+
+        def __iter__(self):
+            batches = iter(self.loader)
+            for _ in range(len(self.loader)):
+                if self.trainer.step == STOP:
+                    self.trainer.save_checkpoint(out / "mid_epoch.safetensors")
+                    raise SystemExit(0)
+                yield next(batches)
+
+
+    if mode == "straight":
+        trainer, loader = build(0)
+        trainer.fit(loader, epochs=N + M)
+        trainer.save_checkpoint(out / "straight.safetensors")
+    elif mode == "first":
+        trainer, loader = build(0)
+        trainer.fit(loader, epochs=N)
+        trainer.save_checkpoint(out / "first.safetensors")
+    elif mode == "resume":
+        np.random.seed(7)
+        trainer, loader = build(99)  # other weights, other shuffling: the checkpoint must override them all
+        trainer.load_checkpoint(out / "first.safetensors")
+        trainer.fit(loader, epochs=M)
+        trainer.save_checkpoint(out / "resumed.safetensors")
+    elif mode == "interrupted":
+        trainer, loader = build(0)
+        trainer.fit(StopsAt(loader, trainer), epochs=N + M)
+    elif mode == "resume_mid_epoch":
+        trainer, loader = build(42)
+        trainer.load_checkpoint(out / "mid_epoch.safetensors", train_loader=loader)
+        trainer.fit(loader, epochs=N + M - trainer.epoch)
+        trainer.save_checkpoint(out / "resumed_mid_epoch.safetensors")
+""")
+
+
+def _run(mode: str, out: Path, flat: bool) -> None:
+    result = subprocess.run([sys.executable, "-c", RUN, mode, str(out), "flat" if flat else "loop"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def _model_and_optimizer(path: Path) -> dict[str, np.ndarray]:
+    tensors, _ = load_file(path)
+    return {k: v for k, v in tensors.items() if not k.startswith(("rng.", "loader."))}
+
+
+@pytest.mark.task("checkpoints_resume")
+@pytest.mark.parametrize("flat", [False, True], ids=["per-parameter", "flat"])
+def test_checkpoints_resume_in_fresh_processes_is_bit_for_bit(tmp_path, flat):
+    for mode in ("straight", "first", "resume", "interrupted", "resume_mid_epoch"):
+        _run(mode, tmp_path, flat)
+    straight = _model_and_optimizer(tmp_path / "straight.safetensors")
+    assert any(k.startswith("optimizer.state.") for k in straight)
+    for resumed in ("resumed.safetensors", "resumed_mid_epoch.safetensors"):
+        other = _model_and_optimizer(tmp_path / resumed)
+        assert set(other) == set(straight)
+        for key, value in straight.items():
+            assert other[key].dtype == value.dtype and np.array_equal(other[key], value), f"{resumed}: {key}"
