@@ -338,9 +338,30 @@ def test_checkpoints_load_strict_mismatch_names_the_differences(tmp_path):
     path = save_checkpoint(tmp_path / "m.safetensors", net(0))
     bigger = Sequential(Linear(4, 8), ReLU(), Linear(8, 3), ReLU(), Linear(3, 2))
     before = [p.numpy().copy() for p in bigger.parameters()]
-    with pytest.raises(CheckpointError, match=r"only in the model: \['4.weight', '4.bias'\].*strict=False"):
+    with pytest.raises(CheckpointError, match=r"only in the model: 4.weight, 4.bias\).*strict=False"):
         load_checkpoint(path, bigger)
     assert all(np.array_equal(a, p.numpy()) for a, p in zip(before, bigger.parameters())), "nothing copied"
+
+
+@pytest.mark.task("checkpoints_load")
+def test_checkpoints_load_strict_mismatch_message_is_short_and_right(tmp_path):
+    path = save_checkpoint(tmp_path / "m.safetensors", net(0))
+    huge = Sequential(Linear(4, 8), ReLU(), Linear(8, 3), *[Linear(3, 3) for _ in range(40)])
+    with pytest.raises(CheckpointError) as caught:
+        load_checkpoint(path, huge)
+    message = str(caught.value)
+    assert "42.weight" not in message and "(80 in all)" in message, "only the first few names"
+    # the same names and classes, registered in another order: not "the module classes differ"
+    first, second = Module(), Module()
+    first.a, first.b = Linear(2, 2), Linear(2, 2)
+    second.b, second.a = Linear(2, 2), Linear(2, 2)
+    saved = save_checkpoint(tmp_path / "order.safetensors", first)
+    with pytest.raises(CheckpointError, match="another order") as caught:
+        load_checkpoint(saved, second)
+    assert "classes differ" not in str(caught.value)
+    swapped = Sequential(Linear(4, 8), Dropout(0.1), Linear(8, 3))
+    with pytest.raises(CheckpointError, match="classes differ at 1: ReLU in the file, Dropout in the model"):
+        load_checkpoint(path, swapped)
 
 
 @pytest.mark.task("checkpoints_load")
@@ -398,7 +419,7 @@ def test_checkpoints_load_optimizer_and_scheduler_checks_come_first(tmp_path):
     before = other[0].weight.numpy().copy()
     with pytest.raises(CheckpointError, match="StepLR.*scheduler= is a CosineAnnealing"):
         load_checkpoint(path, other, Adam(other.parameters()), CosineAnnealing(0.1, 10))
-    with pytest.raises(CheckpointError, match=r"groups of \[4\] parameters; this Adam has \[2, 2\]"):
+    with pytest.raises(CheckpointError, match=r"the state has 1 parameter groups; this optimizer has 2"):
         params = list(other.parameters())
         load_checkpoint(path, other, Adam([{"params": params[:2]}, {"params": params[2:]}]))
     assert np.array_equal(other[0].weight.numpy(), before), "nothing copied when anything is wrong"
@@ -417,7 +438,7 @@ def test_checkpoints_load_errors_name_the_argument(tmp_path):
         load_checkpoint(tmp_path / "x", None)
     with pytest.raises(ValueError, match="pass a model"):
         save_checkpoint(tmp_path / "x")
-    with pytest.raises(TypeError, match="extra.x is a object"):
+    with pytest.raises(TypeError, match="extra.x has type object"):
         save_checkpoint(tmp_path / "x", net(0), extra={"x": object()})
     holder = Module()
     holder.register_parameter("x", Parameter(np.zeros(2, np.float32)))
@@ -574,9 +595,9 @@ def test_checkpoints_retention_manager_through_fit(tmp_path, background):
     best = steps[int(np.argmin(trainer.history["train_loss"]))]
     expected = {28, 35, 21, best}
     files = sorted(p.name for p in (tmp_path / "ck").iterdir())
-    assert files == sorted([f"ckpt-{s:08d}.safetensors" for s in expected] + ["manifest.json"])
+    assert files == sorted([f"ckpt-{s:08d}.safetensors" for s in expected] + ["ckpt-manifest.json"])
     assert manager.latest().name == "ckpt-00000035.safetensors" and manager.best().name == f"ckpt-{best:08d}.safetensors"
-    manifest = json.loads((tmp_path / "ck" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "ck" / "ckpt-manifest.json").read_text())
     assert [e["step"] for e in manifest["checkpoints"]] == sorted(expected)
     resumed, resumed_loader = run(seed=4)
     resumed.load_checkpoint(manager.latest(), train_loader=resumed_loader)
@@ -584,7 +605,7 @@ def test_checkpoints_retention_manager_through_fit(tmp_path, background):
 
 
 @pytest.mark.task("checkpoints_retention")
-def test_checkpoints_retention_manager_reopens_and_cleans_temp_files(tmp_path):
+def test_checkpoints_retention_manager_reopens_and_leaves_other_files_alone(tmp_path):
     trainer, loader = run()
     manager = CheckpointManager(tmp_path, keep_last=1)
     trainer.fit(loader, epochs=1)
@@ -592,7 +613,7 @@ def test_checkpoints_retention_manager_reopens_and_cleans_temp_files(tmp_path):
     (tmp_path / f".ckpt-00000099.safetensors{checkpoints.TEMP_MARK}abc").write_bytes(b"half")
     again = CheckpointManager(tmp_path, keep_last=1)
     assert again.latest() == manager.latest() and again.best() is None
-    assert not list(tmp_path.glob(".*")), "a temporary file left by a killed save is removed"
+    assert list(tmp_path.glob(".*")), "another process may be writing a temporary file: a manager leaves it alone"
     snapshot = capture_state(trainer=trainer)
     with pytest.raises(ValueError, match="step="):
         again.save(snapshot)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import random
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyflo.core.checkpoints import TEMP_MARK, CheckpointManager, load_file, save_file
+from tinyflo.core.checkpoints import STATE_KEY, TEMP_MARK, CheckpointManager, load_file, save_file
 
 KILLS = 30
 STATE_NUMBERS = 1_000_000  # 4 MB of float32 plus a small int64 tensor: a save takes a few ms
@@ -55,12 +56,13 @@ def test_checkpoints_atomic_sigkill_at_random_moments_never_breaks_the_checkpoin
         child.join()
         assert child.exitcode == -signal.SIGKILL
         counters.append(_check(path))  # old or new, never half
-        left_behind = len(list(tmp_path.glob(f".*{TEMP_MARK}*")))  # ignored by the next save
+    left_behind = len(list(tmp_path.glob(f".*{TEMP_MARK}*")))  # nobody removes them: one per kill mid-save
+    print(f"{KILLS} kills; saves completed per child: {counters}; temporary files left by kills: {left_behind}")
     assert max(counters) > 0, "the children did save"
     assert len(set(counters)) > 1, "the kills landed at different moments"
-    print(f"{KILLS} kills; saves completed per child: {counters}; temporary files left by kills: {left_behind}")
+    assert left_behind > 0, "no kill landed in the middle of a save: the test proved nothing"
     CheckpointManager(tmp_path, keep_last=1)
-    assert not list(tmp_path.glob(f".*{TEMP_MARK}*")), "a manager cleans the temporary files of killed saves"
+    assert len(list(tmp_path.glob(f".*{TEMP_MARK}*"))) == left_behind, "a manager leaves other processes' files alone"
     _check(path)
 
 
@@ -75,10 +77,11 @@ RUN = textwrap.dedent("""
     from tinyflo.core.layers import Dropout, Linear, ReLU, Sequential
     from tinyflo.core.losses import cross_entropy
     from tinyflo.core.optim import Adam
-    from tinyflo.core.schedulers import CosineAnnealing, Warmup
+    from tinyflo.core.schedulers import CosineAnnealing, ReduceLROnPlateau, Warmup
     from tinyflo.core.training import Trainer
 
-    mode, out, flat = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "flat"
+    mode, out, flat, plateau = sys.argv[1], Path(sys.argv[2]), "flat" in sys.argv[3], "plateau" in sys.argv[3]
+    ACC = 2 if plateau else 1  # the plateau case: accumulation, and a schedule fed by the epoch's mean loss
     data = np.random.default_rng(0)
     X, Y = data.standard_normal((60, 6)).astype(np.float32), data.integers(0, 3, 60)
     N, M, STOP = 2, 2, 11  # epochs before and after the stop; the step of the mid-epoch stop (8 per epoch)
@@ -89,8 +92,11 @@ RUN = textwrap.dedent("""
         model = Sequential(Linear(6, 32), ReLU(), Dropout(0.2), Linear(32, 3))
         opt = Adam(model.parameters(), lr=1e-2, flat=flat)
         loader = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, seed=seed + 1)
-        schedule = Warmup(CosineAnnealing(1e-2, 40), warmup_steps=5)
-        return Trainer(model, opt, cross_entropy, scheduler=schedule, scheduler_interval="step",
+        if plateau:
+            schedule, interval = ReduceLROnPlateau(0.3, patience=0, factor=0.5, threshold=0.0), "epoch"
+        else:
+            schedule, interval = Warmup(CosineAnnealing(1e-2, 40), warmup_steps=5), "step"
+        return Trainer(model, opt, cross_entropy, scheduler=schedule, scheduler_interval=interval,
                        verbosity="quiet"), loader
 
 
@@ -116,31 +122,31 @@ RUN = textwrap.dedent("""
 
     if mode == "straight":
         trainer, loader = build(0)
-        trainer.fit(loader, epochs=N + M)
+        trainer.fit(loader, epochs=N + M, accumulation_steps=ACC)
         trainer.save_checkpoint(out / "straight.safetensors")
     elif mode == "first":
         trainer, loader = build(0)
-        trainer.fit(loader, epochs=N)
+        trainer.fit(loader, epochs=N, accumulation_steps=ACC)
         trainer.save_checkpoint(out / "first.safetensors")
     elif mode == "resume":
         np.random.seed(7)
         trainer, loader = build(99)  # other weights, other shuffling: the checkpoint must override them all
         trainer.load_checkpoint(out / "first.safetensors")
-        trainer.fit(loader, epochs=M)
+        trainer.fit(loader, epochs=M, accumulation_steps=ACC)
         trainer.save_checkpoint(out / "resumed.safetensors")
     elif mode == "interrupted":
         trainer, loader = build(0)
-        trainer.fit(StopsAt(loader, trainer), epochs=N + M)
+        trainer.fit(StopsAt(loader, trainer), epochs=N + M, accumulation_steps=ACC)
     elif mode == "resume_mid_epoch":
         trainer, loader = build(42)
         trainer.load_checkpoint(out / "mid_epoch.safetensors", train_loader=loader)
-        trainer.fit(loader, epochs=N + M - trainer.epoch)
+        trainer.fit(loader, epochs=N + M - trainer.epoch, accumulation_steps=ACC)
         trainer.save_checkpoint(out / "resumed_mid_epoch.safetensors")
 """)
 
 
-def _run(mode: str, out: Path, flat: bool) -> None:
-    result = subprocess.run([sys.executable, "-c", RUN, mode, str(out), "flat" if flat else "loop"],
+def _run(mode: str, out: Path, variant: str) -> None:
+    result = subprocess.run([sys.executable, "-c", RUN, mode, str(out), variant],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
 
@@ -150,11 +156,18 @@ def _model_and_optimizer(path: Path) -> dict[str, np.ndarray]:
     return {k: v for k, v in tensors.items() if not k.startswith(("rng.", "loader."))}
 
 
+def _history(path: Path) -> dict[str, list]:
+    _, meta = load_file(path)
+    history = json.loads(meta[STATE_KEY])["trainer"]["history"]
+    return {k: v for k, v in history.items() if k != "time"}
+
+
 @pytest.mark.task("checkpoints_resume")
-@pytest.mark.parametrize("flat", [False, True], ids=["per-parameter", "flat"])
-def test_checkpoints_resume_in_fresh_processes_is_bit_for_bit(tmp_path, flat):
+@pytest.mark.parametrize("variant", ["loop", "flat", "loop-plateau"],
+                         ids=["per-parameter", "flat", "plateau-on-train-loss-with-accumulation"])
+def test_checkpoints_resume_in_fresh_processes_is_bit_for_bit(tmp_path, variant):
     for mode in ("straight", "first", "resume", "interrupted", "resume_mid_epoch"):
-        _run(mode, tmp_path, flat)
+        _run(mode, tmp_path, variant)
     straight = _model_and_optimizer(tmp_path / "straight.safetensors")
     assert any(k.startswith("optimizer.state.") for k in straight)
     for resumed in ("resumed.safetensors", "resumed_mid_epoch.safetensors"):
@@ -162,3 +175,6 @@ def test_checkpoints_resume_in_fresh_processes_is_bit_for_bit(tmp_path, flat):
         assert set(other) == set(straight)
         for key, value in straight.items():
             assert other[key].dtype == value.dtype and np.array_equal(other[key], value), f"{resumed}: {key}"
+        assert _history(tmp_path / resumed) == _history(tmp_path / "straight.safetensors"), f"{resumed}: history"
+    if "plateau" in variant:
+        assert len(set(_history(tmp_path / "straight.safetensors")["lr"])) > 1, "the plateau did cut the rate"

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import tinyflo
@@ -27,6 +27,20 @@ def geometries(draw):
     span = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
     h, w = (draw(st.integers(max(1, s - 2 * p), s + 4)) for s, p in zip(span, padding))
     return (draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w), kernel, stride, padding, dilation
+
+
+LAYOUTS = st.sampled_from(["contiguous", "transposed", "flipped"])
+
+
+def arrange(x: np.ndarray, layout: str) -> np.ndarray:
+    """The same values as x, in memory that is contiguous, transposed (H and W swapped) or flipped (stride < 0)."""
+    if layout == "transposed":
+        out = np.ascontiguousarray(x.swapaxes(2, 3)).swapaxes(2, 3)
+    elif layout == "flipped":
+        out = np.ascontiguousarray(x[:, :, ::-1])[:, :, ::-1]
+    else:
+        return x
+    return out
 
 
 def im2col_loops(x, kernel, stride, padding, dilation):
@@ -57,11 +71,11 @@ def conv2d_loops(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), g
 
 @pytest.mark.task("conv_im2col")
 @SETTINGS
-@given(geometry=geometries(), seed=st.integers(0, 2**16))
-def test_conv_im2col_matches_loops_and_col2im_is_its_adjoint(geometry, seed):
+@given(geometry=geometries(), layout=LAYOUTS, seed=st.integers(0, 2**16))
+def test_conv_im2col_matches_loops_and_col2im_is_its_adjoint(geometry, layout, seed):
     shape, kernel, stride, padding, dilation = geometry
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape)
+    x = arrange(rng.standard_normal(shape), layout)
     cols = conv.im2col(x, kernel, stride, padding, dilation)
     np.testing.assert_array_equal(cols, im2col_loops(x, kernel, stride, padding, dilation))
     c = rng.standard_normal(cols.shape)
@@ -91,6 +105,14 @@ def test_conv_im2col_windows_are_a_view_without_padding():
 
 
 @pytest.mark.task("conv_im2col")
+def test_conv_im2col_is_a_view_of_its_input_only_when_the_windows_are_the_pixels():
+    x = np.arange(12.0).reshape(1, 1, 3, 4)
+    assert np.shares_memory(conv.im2col(x, 1), x), "1×1 kernel, stride 1, C = 1: the documented view"
+    assert not np.shares_memory(conv.im2col(np.ones((1, 2, 3, 4)), 1), x)
+    assert not np.shares_memory(conv.im2col(x, 2), x)
+
+
+@pytest.mark.task("conv_im2col")
 def test_conv_im2col_errors_name_the_problem():
     x = np.zeros((1, 1, 4, 4))
     with pytest.raises(ShapeError, match=r"\(1, 1, 4, 4\)"):
@@ -105,17 +127,22 @@ def test_conv_im2col_errors_name_the_problem():
         conv.im2col(x, (1, 2, 3))
     with pytest.raises(ShapeError, match=r"\(N, C, H, W\)"):
         conv.im2col(np.zeros((4, 4)), 2)
+    for bad in (None, 1.5, (1.0, 2), (1, 2, 3), "3", True):
+        with pytest.raises(TypeError, match=r"im2col: padding must be an int or a pair of ints; got "):
+            conv.im2col(x, 2, padding=bad)
+    assert conv.im2col(x, np.int64(2), stride=[np.int32(2), 2]).shape == (4, 4)
 
 
 # ----- conv_conv2d ---------------------------------------------------------------------
 
 @pytest.mark.task("conv_conv2d")
 @SETTINGS
-@given(geometry=geometries(), groups=st.sampled_from([1, 2]), bias=st.booleans(), seed=st.integers(0, 2**16))
-def test_conv_conv2d_matches_the_definition(geometry, groups, bias, seed, device):
+@given(geometry=geometries(), groups=st.sampled_from([1, 2]), bias=st.booleans(), layout=LAYOUTS,
+       seed=st.integers(0, 2**16))
+def test_conv_conv2d_matches_the_definition(geometry, groups, bias, layout, seed, device):
     (n, c, h, w), kernel, stride, padding, dilation = geometry
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, c * groups, h, w)).astype(np.float32)
+    x = arrange(rng.standard_normal((n, c * groups, h, w)).astype(np.float32), layout)
     weight = rng.standard_normal((2 * groups, c, *kernel)).astype(np.float32)
     b = rng.standard_normal(2 * groups).astype(np.float32) if bias else None
     out = conv.conv2d(Tensor(x, device=device), Tensor(weight, device=device),
@@ -200,6 +227,39 @@ def test_conv_conv2d_errors_are_for_people():
         conv.conv2d(x, w, tinyflo.randn(5), groups=2)
     with pytest.raises(ValueError, match="padding"):
         conv.conv2d(x, w, padding=-1, groups=2)
+    with pytest.raises(TypeError, match=r"conv2d: padding must be an int or a pair of ints; got None"):
+        conv.conv2d(x, w, padding=None, groups=2)
+    with pytest.raises(TypeError, match=r"conv2d: groups must be an int; got 2.0"):
+        conv.conv2d(x, w, groups=2.0)
+    with pytest.raises(TypeError, match=r"conv2d: bias is float64 but weight is float32"):
+        conv.conv2d(x, w, tinyflo.randn(6).double(), groups=2)
+
+
+@pytest.mark.task("conv_conv2d")
+def test_conv_conv2d_layer_checks_its_arguments_when_built():
+    for kwargs, match in (({"kernel_size": 0}, r"Conv2d: kernel_size must be at least 1; got \(0, 0\)"),
+                          ({"stride": (1, 0)}, r"Conv2d: stride must be at least 1; got \(1, 0\)"),
+                          ({"dilation": 0}, "dilation"), ({"padding": -1}, "padding"),
+                          ({"groups": 0}, r"Conv2d: groups must be a positive int; got 0")):
+        with pytest.raises(ValueError, match=match):
+            conv.Conv2d(1, 2, **{"kernel_size": 3, **kwargs})
+    with pytest.raises(ValueError, match="groups must be a positive int; got 1.0"):
+        conv.Conv2d(1, 2, 3, groups=1.0)
+    with pytest.raises(TypeError, match=r"Conv2d: padding must be an int or a pair of ints; got None"):
+        conv.Conv2d(1, 2, 3, padding=None)
+    assert conv.Conv2d(np.int64(2), 4, np.int64(3), groups=np.int64(2)).kernel_size == (3, 3)
+
+
+@pytest.mark.task("conv_conv2d")
+@pytest.mark.parametrize("groups", [1, 2])
+def test_conv_conv2d_batch_of_zero_images(groups, device):
+    layer = conv.Conv2d(2, 4, 3, padding=1, groups=groups).to(device)
+    x = Tensor(np.zeros((0, 2, 5, 5), np.float32), device=device, requires_grad=True)
+    out = layer(x)
+    assert out.shape == (0, 4, 5, 5) and out.dtype == np.float32
+    out.sum().backward()
+    assert x.grad.shape == (0, 2, 5, 5)
+    assert not layer.weight.grad.numpy().any() and not layer.bias.grad.numpy().any()
 
 
 @pytest.mark.task("conv_conv2d")
@@ -209,25 +269,32 @@ def test_conv_conv2d_integer_input_becomes_the_weights_dtype():
 
 
 @pytest.mark.task("conv_conv2d")
-def test_conv_conv2d_skips_the_input_gradient_of_a_data_batch():
+def test_conv_conv2d_skips_the_input_gradient_of_a_data_batch(monkeypatch):
     layer = conv.Conv2d(1, 2, 3)
     x = tinyflo.randn(2, 1, 5, 5)
+
+    def col2im(*args, **kwargs):
+        raise AssertionError("col2im called: the gradient of an input that needs none was computed")
+
+    monkeypatch.setattr(conv, "col2im", col2im)
     layer(x).sum().backward()
     assert x.grad is None and layer.weight.grad is not None
+    with pytest.raises(AssertionError, match="col2im called"):  # the patch is live: a needed gradient calls it
+        layer(tinyflo.randn(2, 1, 5, 5, requires_grad=True)).sum().backward()
 
 
 # ----- conv_pool -----------------------------------------------------------------------
 
 @pytest.mark.task("conv_pool")
 @SETTINGS
-@given(geometry=geometries(), seed=st.integers(0, 2**16))
-def test_conv_pool_max_and_avg_match_window_reductions(geometry, seed):
+@given(geometry=geometries(), layout=LAYOUTS, seed=st.integers(0, 2**16))
+def test_conv_pool_max_and_avg_match_window_reductions(geometry, layout, seed):
     shape, kernel, stride, padding, dilation = geometry
     padding = tuple(min(p, k // 2) for p, k in zip(padding, kernel))
     span = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
-    if any(s > size + 2 * p for s, size, p in zip(span, shape[2:], padding)):
-        return
-    x = np.random.default_rng(seed).standard_normal(shape)
+    assume(all(s <= size + 2 * p for s, size, p in zip(span, shape[2:], padding)))
+    assume(not _only_padding(shape, kernel, stride, padding, dilation))
+    x = arrange(np.random.default_rng(seed).standard_normal(shape), layout)
     n, c = shape[:2]
     for pool, fill, reduce in ((conv.max_pool2d, -np.inf, np.max), (conv.avg_pool2d, 0.0, np.mean)):
         if pool is conv.avg_pool2d and dilation != (1, 1):
@@ -238,6 +305,25 @@ def test_conv_pool_max_and_avg_match_window_reductions(geometry, seed):
         out = pool(Tensor(x), *args).numpy()
         expected = reduce(cols.reshape(n, out.shape[2], out.shape[3], c, -1), axis=-1).transpose(0, 3, 1, 2)
         np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+def _only_padding(shape, kernel, stride, padding, dilation):
+    """Whether some window of this geometry holds padding only, by listing every window's taps."""
+    for size, k, s, p, d in zip(shape[2:], kernel, stride, padding, dilation):
+        for o in range(conv.conv_output_size(size, k, s, p, d)):
+            if not any(0 <= o * s + i * d - p < size for i in range(k)):
+                return True
+    return False
+
+
+@pytest.mark.task("conv_pool")
+def test_conv_pool_max_windows_of_padding_only_are_an_error():
+    x = tinyflo.randn(1, 2, 1, 9)
+    with pytest.raises(ShapeError, match=r"max_pool2d: output row 0 would pool only padding \(input of shape "
+                                         r"\(1, 2, 1, 9\), kernel \(2, 2\), stride \(3, 3\), padding \(1, 1\), "
+                                         r"dilation \(2, 1\)\)"):
+        conv.max_pool2d(x, 2, 3, 1, (2, 1))
+    assert conv.max_pool2d(x, 2, 3, 1, (1, 2)).shape == (1, 2, 1, 3)  # each window keeps a real pixel
 
 
 @pytest.mark.task("conv_pool")
@@ -261,6 +347,33 @@ def test_conv_pool_dtypes(device):
             assert out.dtype == x.grad.dtype == dtype
     ints = Tensor(np.arange(16).reshape(1, 1, 4, 4))
     assert conv.max_pool2d(ints, 3, 1, 1).numpy()[0, 0, 0].tolist() == [5, 6, 7, 7]
+    negative = Tensor(-np.arange(1, 17, dtype=np.int32).reshape(1, 1, 4, 4))
+    assert conv.max_pool2d(negative, 3, 1, 1).numpy()[0, 0, 0].tolist() == [-1, -1, -2, -3], "padding never wins"
+    with pytest.raises(TypeError, match="max_pool2d: expected a numeric input; got bool"):
+        conv.max_pool2d(Tensor(np.ones((1, 1, 4, 4), bool)), 2)
+
+
+@pytest.mark.task("conv_pool")
+def test_conv_pool_max_bfloat16(device):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = -np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    x = Tensor(values.astype(ml_dtypes.bfloat16), device=device, requires_grad=True)
+    out = conv.max_pool2d(x, 3, 1, 1)
+    assert out.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(out.numpy().astype(np.float32),
+                                  conv.max_pool2d(Tensor(values), 3, 1, 1).numpy())
+    out.sum().backward()
+    assert x.grad.dtype == ml_dtypes.bfloat16 and x.grad.numpy().astype(np.float32).sum() == 16
+
+
+@pytest.mark.task("conv_pool")
+def test_conv_pool_batch_of_zero_images(device):
+    for fn in (lambda t: conv.max_pool2d(t, 2), lambda t: conv.avg_pool2d(t, 3, 1, 1),
+               lambda t: conv.adaptive_avg_pool2d(t, 3)):
+        x = Tensor(np.zeros((0, 2, 6, 6), np.float32), device=device, requires_grad=True)
+        out = fn(x)
+        out.sum().backward()
+        assert out.shape[:2] == (0, 2) and x.grad.shape == (0, 2, 6, 6)
 
 
 @pytest.mark.task("conv_pool")
@@ -303,6 +416,12 @@ def test_conv_pool_layers_and_errors():
         conv.adaptive_avg_pool2d(x, 0)
     with pytest.raises(ShapeError):
         conv.adaptive_avg_pool2d(tinyflo.randn(8, 8), 2)
+    for bad in (2.0, (3,), (1, 2, 3), (2, 1.5), "2"):
+        with pytest.raises(TypeError, match=r"adaptive_avg_pool2d: output_size must be an int or a pair of ints "
+                                            r"\(or None\); got "):
+            conv.adaptive_avg_pool2d(x, bad)
+    assert conv.adaptive_avg_pool2d(x, np.int64(3)).shape == (2, 3, 3, 3)
+    assert conv.adaptive_avg_pool2d(x, (np.int32(3), None)).shape == (2, 3, 3, 8)
 
 
 # ----- conv_batchnorm ------------------------------------------------------------------
@@ -333,6 +452,20 @@ def test_conv_batchnorm_reuses_batchnorm1d_state_and_dtypes(device):
     half = conv.BatchNorm2d(4).to(device).half()
     assert half(x.detach().half() * 500).dtype == np.float16
     assert np.isfinite(half(x.detach().half() * 500).numpy()).all()
+
+
+@pytest.mark.task("conv_batchnorm")
+def test_conv_batchnorm_momentum_none_is_a_cumulative_average():
+    rng = np.random.default_rng(4)
+    batches = [(rng.standard_normal((3, 2, 4, 5)) * (k + 1) + k).astype(np.float32) for k in range(3)]
+    bn = conv.BatchNorm2d(2, momentum=None)
+    for x in batches:
+        bn(Tensor(x))
+    means = np.mean([x.mean(axis=(0, 2, 3)) for x in batches], axis=0)
+    variances = np.mean([x.var(axis=(0, 2, 3), ddof=1) for x in batches], axis=0)
+    np.testing.assert_allclose(bn.running_mean.numpy(), means, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), variances, rtol=1e-5)
+    assert bn.num_batches_tracked.item() == 3
 
 
 @pytest.mark.task("conv_batchnorm")

@@ -40,10 +40,10 @@ def image(draw, channels: int | None = None, low: int = 3, high: int = 6) -> tup
     return (n, c, draw(st.integers(low, high)), draw(st.integers(low, high)))
 
 
-def conv_shapes(kernel=(3, 3), groups=1, bias=True, low=3):
+def conv_shapes(kernel=(3, 3), groups=1, bias=True, low=3, channels_per_group=None):
     """An input, a weight with `groups` groups, and a bias (optional)."""
     def draw_shapes(draw):
-        cg = draw(st.integers(1, 2))
+        cg = channels_per_group or draw(st.integers(1, 2))
         ocg = draw(st.integers(1, 2))
         x = image(draw, channels=cg * groups, low=low)
         shapes = (x, (ocg * groups, cg, *kernel))
@@ -70,8 +70,11 @@ CASES = [
          lambda x, w, b: conv.conv2d(x, w, b, dilation=2)),
     Case("conv2d-groups", "conv_conv2d", ("Conv2dFn",), conv_shapes(groups=2),
          lambda x, w, b: conv.conv2d(x, w, b, groups=2)),
-    Case("conv2d-depthwise", "conv_conv2d", ("Conv2dFn",), conv_shapes(groups=3, bias=False),
+    Case("conv2d-depthwise", "conv_conv2d", ("Conv2dFn",), conv_shapes(groups=3, bias=False, channels_per_group=1),
          lambda x, w: conv.conv2d(x, w, groups=3)),
+    Case("conv2d-1x1", "conv_conv2d", ("Conv2dFn",), conv_shapes(kernel=(1, 1), low=1), conv.conv2d),
+    Case("conv2d-1x1-stride", "conv_conv2d", ("Conv2dFn",), conv_shapes(kernel=(1, 1), low=2),
+         lambda x, w, b: conv.conv2d(x, w, b, stride=2)),
     Case("conv2d-non-square", "conv_conv2d", ("Conv2dFn",), conv_shapes(kernel=(3, 1)),
          lambda x, w, b: conv.conv2d(x, w, b, stride=(2, 1), padding=(0, 1), dilation=(1, 2))),
     Case("conv2d-everything", "conv_conv2d", ("Conv2dFn",), conv_shapes(kernel=(2, 3), groups=2),
@@ -81,6 +84,8 @@ CASES = [
          lambda x: conv.max_pool2d(x, 3, stride=1, padding=1)),
     Case("max_pool2d-dilation-non-square", "conv_pool", ("MaxPool2dFn",), pool_input,
          lambda x: conv.max_pool2d(x, (2, 1), stride=(1, 2), dilation=(2, 1))),
+    Case("max_pool2d-padding-and-dilation", "conv_pool", ("MaxPool2dFn",), pool_input,
+         lambda x: conv.max_pool2d(x, (3, 2), stride=(2, 1), padding=(1, 1), dilation=(2, 2))),
     Case("avg_pool2d", "conv_pool", ("AvgPool2dFn",), pool_input, lambda x: conv.avg_pool2d(x, 2)),
     Case("avg_pool2d-overlap-padding", "conv_pool", ("AvgPool2dFn",), pool_input,
          lambda x: conv.avg_pool2d(x, 3, stride=2, padding=1)),
@@ -90,6 +95,8 @@ CASES = [
          lambda x: conv.avg_pool2d(x, (2, 3), stride=(1, 2), padding=(1, 0))),
     Case("adaptive_avg_pool2d-non-divisible", "conv_pool", (), adaptive_input,
          lambda x: conv.adaptive_avg_pool2d(x, (3, 2))),
+    Case("adaptive_avg_pool2d-larger-than-input", "conv_pool", (), lambda draw: (image(draw, low=1, high=3),),
+         lambda x: conv.adaptive_avg_pool2d(x, (4, 5))),
     Case("adaptive_avg_pool2d-global", "conv_pool", ("AvgPool2dFn",), adaptive_input,
          lambda x: conv.adaptive_avg_pool2d(x, 1)),
 ]
@@ -131,10 +138,12 @@ def test_conv_pool_gradcheck_every_option(case: Case, data, seed, device):
 
 LAYERS = {
     "Conv2d": lambda c: conv.Conv2d(c, 2, 3, padding=1),
+    "Conv2d-1x1": lambda c: conv.Conv2d(c, 3, 1),
     "Conv2d-groups-no-bias": lambda c: conv.Conv2d(c, 2 * c, (2, 3), stride=2, groups=c, bias=False),
     "BatchNorm2d-train": lambda c: conv.BatchNorm2d(c),
     "BatchNorm2d-eval": lambda c: conv.BatchNorm2d(c).eval(),
     "BatchNorm2d-no-affine": lambda c: conv.BatchNorm2d(c, affine=False),
+    "BatchNorm2d-momentum-none": lambda c: conv.BatchNorm2d(c, momentum=None),
 }
 
 

@@ -1,9 +1,10 @@
-"""LeNet-5 learns to read: the bundled digits in every run, a fixed subset of real MNIST when it is there.
+"""LeNet-5 learns to read: the bundled digits in every run, one epoch of all of real MNIST when it is there.
 
 The figures asserted here are the ones the module and the README state. LeCun et al. (1998) report
 0.95% test error (99.05% accuracy) for LeNet-5 trained on all 60,000 MNIST images for 20 epochs;
-the MNIST test below trains for one epoch (a bounded budget of 469 optimizer steps, so CI stays
-fast) and must reach 97% on the 10,000 test images. PyTorch with the same recipe: 97.8-98.0%.
+the MNIST test below trains for one epoch (a bounded budget of 938 optimizer steps at batch 64, so
+CI stays fast) and must reach 97% on the 10,000 test images; it reaches 97.6% (seed 0; 98.0% with
+seed 1).
 Nothing is downloaded: MNIST is read from ../shared/data when it exists, otherwise the test skips.
 """
 
@@ -57,9 +58,9 @@ def test_lenet_reaches_97_percent_on_the_bundled_digits():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (MNIST / "train-images-idx3-ubyte.gz").exists(), reason=f"no MNIST at {MNIST}")
-def test_lenet_on_a_fixed_subset_of_real_mnist():
+def test_lenet_one_epoch_of_real_mnist():
     x, y = datasets.mnist(MNIST, as_arrays=True)
     xt, yt = datasets.mnist(MNIST, train=False, as_arrays=True)
-    accuracy, trainer = train_lenet(TensorDataset(x, y), TensorDataset(xt, yt), epochs=1, batch_size=128, lr=3e-3)
-    assert trainer.step == 469
+    accuracy, trainer = train_lenet(TensorDataset(x, y), TensorDataset(xt, yt), epochs=1, batch_size=64, lr=2e-3)
+    assert trainer.step == 938
     assert accuracy >= 0.97, f"LeNet-5, one epoch of MNIST: {accuracy:.2%} of the test set; expected at least 97%"

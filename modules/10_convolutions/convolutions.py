@@ -93,10 +93,15 @@ from tinyflo.core.tensor import float64, manual_seed, randn
 
 # %%
 #| export
+def _is_int(value: Any) -> bool:
+    """A Python or NumPy integer (not a bool, not a float that happens to be whole)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
 def _pair(value: int | tuple[int, int], name: str, op: str) -> tuple[int, int]:
     """An int or a pair of ints as a pair, or an error that names the argument."""
-    pair = (value, value) if isinstance(value, int | np.integer) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int | np.integer) for v in pair):
+    pair = (value, value) if _is_int(value) else value
+    if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(_is_int(v) for v in pair)):
         raise TypeError(f"{op}: {name} must be an int or a pair of ints; got {value!r}")
     return int(pair[0]), int(pair[1])
 
@@ -106,9 +111,15 @@ def conv_output_size(size: int, kernel: int, stride: int = 1, padding: int = 0, 
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, padding: Any,
-              dilation: Any) -> tuple[tuple[int, int], ...]:
-    """Checked (kernel, stride, padding, dilation) pairs for an (N, C, H, W) input."""
+def _output_hw(hw: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+               dilation: tuple[int, int]) -> tuple[int, int]:
+    """(OH, OW) for an input of height and width hw under the given pairs."""
+    oh, ow = (conv_output_size(*args) for args in zip(hw, kernel, stride, padding, dilation))
+    return oh, ow
+
+
+def _pairs(op: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[tuple[int, int], ...]:
+    """Checked (kernel, stride, padding, dilation) pairs: ints ≥ 1 (padding ≥ 0)."""
     kernel = _pair(kernel_size, "kernel_size", op)
     stride, padding, dilation = (_pair(v, n, op) for v, n in
                                  ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
@@ -116,6 +127,13 @@ def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, pa
                             ("padding", padding, 0)):
         if min(pair) < low:
             raise ValueError(f"{op}: {name} must be at least {low}; got {pair}")
+    return kernel, stride, padding, dilation
+
+
+def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, padding: Any,
+              dilation: Any) -> tuple[tuple[int, int], ...]:
+    """Checked (kernel, stride, padding, dilation) pairs for an (N, C, H, W) input."""
+    kernel, stride, padding, dilation = _pairs(op, kernel_size, stride, padding, dilation)
     if len(shape) != 4:
         raise ShapeError(f"{op}: expected an input of shape (N, C, H, W); got {shape}")
     for axis, size in enumerate(shape[2:]):
@@ -139,7 +157,7 @@ print("LeNet's first conv on 32×32:", conv_output_size(32, 5), "; on 28×28 wit
 print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilation 2:", conv_output_size(7, 3, 1, 0, 2))
 
 # %% [markdown]
-# ## Task `conv_im2col`: every window as a row
+# ### Task `conv_im2col`: every window as a row
 #
 # The direct way to convolve is six nested loops (batch, output channel,
 # output row, output column, input channel, kernel offset). Written in
@@ -172,7 +190,8 @@ print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilati
 #   several windows: they must add up, never overwrite. Loop over the KH·KW
 #   kernel offsets (each one adds a strided slice of the padded result:
 #   rows `i·dh, i·dh + sh, …`), never over pixels, and cut the padding off
-#   at the end;
+#   at the end. The result is in the windows' dtype (float16 windows fold
+#   into a float16 image);
 # * `im2col(x, kernel_size, stride=1, padding=0, dilation=1)` and
 #   `col2im(cols, input_shape, kernel_size, stride=1, padding=0,
 #   dilation=1)` — the public pair, in the **column-matrix layout** below.
@@ -183,12 +202,16 @@ print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilati
 # (OC, C·KH·KW) with columns in the same (c, kh, kw) order, so the
 # convolution is one large GEMM `cols @ W.T`, and the weight gradient
 # `gradᵀ @ cols` comes out in the weight's own layout. The price is that
-# the product comes out as (N, OH, OW, OC) and needs one transposing copy
-# into NCHW — but that array is KH·KW/stride² times smaller than `cols`.
-# The other layout, (N, C·KH·KW, OH·OW), gives NCHW directly but turns the
-# one big GEMM into N small ones, which BLAS runs far less efficiently.
-# Building the matrix from the view is the one real copy (a `reshape` of a
-# non-contiguous view copies).
+# the product comes out in (N, OH, OW, OC) memory order: viewed as NCHW
+# (a transpose, no copy) it is not contiguous, and the next operation that
+# needs contiguous NCHW pays one copy — but that array is KH·KW/stride²
+# times smaller than `cols`. The other layout, (N, C·KH·KW, OH·OW), gives
+# NCHW directly but turns the one big GEMM into N small ones, which BLAS
+# runs far less efficiently. Building the matrix from the view is normally
+# the one real copy (a `reshape` of a non-contiguous view copies). Not
+# always: when the view happens to be contiguous — a 1×1 kernel, stride 1,
+# no padding, C = 1 — the reshape is free and `im2col` returns a *view of
+# its input*. Treat its result as read-only.
 
 # %% nbgrader={"grade": false, "grade_id": "conv_im2col_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -200,8 +223,8 @@ def _windows(x: Any, kernel: tuple[int, int], stride: tuple[int, int], padding: 
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     if ph or pw:
         x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
-    n, c, h, w = x.shape
-    oh, ow = conv_output_size(h, kh, sh, 0, dh), conv_output_size(w, kw, sw, 0, dw)
+    n, c = x.shape[:2]
+    oh, ow = _output_hw(x.shape[2:], kernel, stride, (0, 0), dilation)  # x is padded by now
     s0, s1, s2, s3 = x.strides
     return xp.lib.stride_tricks.as_strided(
         x, (n, c, oh, ow, kh, kw), (s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw))
@@ -244,7 +267,7 @@ def col2im(cols: Any, input_shape: tuple[int, ...], kernel_size: Any, stride: An
     ### BEGIN SOLUTION
     kernel, stride, padding, dilation = _geometry("col2im", tuple(input_shape), kernel_size, stride, padding, dilation)
     n, c, h, w = input_shape
-    oh, ow = (conv_output_size(s, k, st, p, d) for s, k, st, p, d in zip((h, w), kernel, stride, padding, dilation))
+    oh, ow = _output_hw((h, w), kernel, stride, padding, dilation)
     if cols.shape != (n * oh * ow, c * kernel[0] * kernel[1]):
         raise ShapeError(f"col2im: expected columns of shape {(n * oh * ow, c * kernel[0] * kernel[1])} for an "
                          f"input of shape {tuple(input_shape)}; got {cols.shape}")
@@ -298,7 +321,7 @@ except ShapeError as err:
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## Task `conv_conv2d`: convolution as one matrix product
+# ### Task `conv_conv2d`: convolution as one matrix product
 #
 # `conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)`
 # takes x of shape (N, C, H, W) and a weight of shape (OC, C/groups, KH, KW)
@@ -328,17 +351,21 @@ except ShapeError as err:
 # `conv2d` checks its arguments before it builds anything, with errors for
 # people: input and weight must be 4-d; C must equal weight.shape[1] ·
 # groups; OC must be divisible by groups; the bias must have shape (OC,);
-# the kernel must fit the padded input (`_geometry` does that); input and
-# weight must have the same dtype (`TypeError`).
+# the kernel must fit the padded input (`_geometry` does that); groups must
+# be an int, and input, weight and bias must have the same dtype (`TypeError`:
+# a float64 bias on float32 weights would otherwise be cast down silently).
+# Use explicit sizes in the reshapes, never −1: with a batch of N = 0 images
+# there are M = 0 rows, and `reshape(0, G, -1)` cannot work out the −1.
 #
 # The layer `Conv2d(in_channels, out_channels, kernel_size, stride=1,
 # padding=0, dilation=1, groups=1, bias=True, device=None, dtype=None)`
 # keeps `weight` (OC, C/groups, KH, KW) and `bias` (OC,), initialised like
 # PyTorch's: `kaiming_uniform_(weight, a=√5)` and the bias uniform in
 # ±1/√fan_in with fan_in = C/groups·KH·KW (module 03's helpers). It stores
-# its size arguments as pairs (`layer.kernel_size == (5, 5)`), raises a
-# `ValueError` when in_channels or out_channels is not divisible by
-# groups, and a `ShapeError` for an input that does not fit:
+# its size arguments as pairs (`layer.kernel_size == (5, 5)`, checked when
+# the layer is built, with the given `_pairs`), raises a `ValueError` when
+# in_channels, out_channels or groups is not a positive int or the channels
+# are not divisible by groups, and a `ShapeError` for an input that does not fit:
 # `Conv2d(1, 6, 5) got input of shape (32, 3, 28, 28); expected (N, 1, H, W)`.
 # An integer input is converted to the weight's dtype; a floating input of
 # another dtype is a `TypeError`, as for `Linear`.
@@ -350,20 +377,21 @@ class Conv2dFn(Function):
 
     def forward(self, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
         ### BEGIN SOLUTION
-        n, _, h, w = x.shape
+        n, c, h, w = x.shape
         oc, _, kh, kw = weight.shape
         self.geometry = ((kh, kw), stride, padding, dilation)
         self.x_shape, self.groups = x.shape, groups
+        oh, ow = _output_hw((h, w), *self.geometry)
+        m, k = n * oh * ow, c // groups * kh * kw  # explicit sizes: no -1, so a batch of 0 works
         cols = im2col(x, (kh, kw), stride, padding, dilation)  # (M, C·KH·KW)
-        m = cols.shape[0]
-        cols = cols.reshape(m, groups, -1).transpose(1, 0, 2)  # (G, M, K), a view
-        wg = weight.reshape(groups, oc // groups, -1)  # (G, OC/G, K), a view
-        out = cols @ wg.transpose(0, 2, 1)  # (G, M, OC/G)
-        oh, ow = (conv_output_size(s, k, st, p, d) for s, k, st, p, d in zip((h, w), (kh, kw), stride, padding, dilation))
-        self.out_hw = (oh, ow)
+        cols = cols.reshape(m, groups, k).transpose(1, 0, 2)  # (G, M, K), a view
+        wg = weight.reshape(groups, oc // groups, k)  # (G, OC/G, K), a view
+        out = cols @ wg.transpose(0, 2, 1)  # (G, M, OC/G), a new array
+        # For G = 1 this reshape and transpose are views of the GEMM's result (NCHW strides over NHWC
+        # memory); for G > 1 the reshape copies. Either way `out` is ours, so += cannot touch an input.
         out = out.reshape(groups, n, oh, ow, oc // groups).transpose(1, 0, 4, 2, 3).reshape(n, oc, oh, ow)
         if bias is not None:
-            out += bias.reshape(1, oc, 1, 1)  # `out` is a fresh array (the reshape above copied)
+            out += bias.reshape(1, oc, 1, 1)
         self.save_for_backward(cols, weight)
         return out
         ### END SOLUTION
@@ -373,11 +401,12 @@ class Conv2dFn(Function):
         cols, weight = self.saved
         needs, g = self.needs_input_grad, self.groups
         n, oc, oh, ow = grad.shape
-        gg = grad.reshape(n, g, oc // g, oh, ow).transpose(1, 0, 3, 4, 2).reshape(g, n * oh * ow, oc // g)
+        m, k = n * oh * ow, cols.shape[2]
+        gg = grad.reshape(n, g, oc // g, oh, ow).transpose(1, 0, 3, 4, 2).reshape(g, m, oc // g)
         grad_x = grad_w = grad_b = None
         if needs[0]:
-            dcols = gg @ weight.reshape(g, oc // g, -1)  # (G, M, K)
-            dcols = dcols.transpose(1, 0, 2).reshape(n * oh * ow, -1)
+            dcols = gg @ weight.reshape(g, oc // g, k)  # (G, M, K)
+            dcols = dcols.transpose(1, 0, 2).reshape(m, g * k)
             grad_x = col2im(dcols, self.x_shape, *self.geometry)
         if needs[1]:
             grad_w = (gg.transpose(0, 2, 1) @ cols).reshape(weight.shape)
@@ -394,6 +423,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d: expected a 4-d input (N, C, H, W) and a 4-d weight (OC, C/groups, KH, KW); "
                          f"got input {x.shape} and weight {weight.shape}")
+    if not _is_int(groups):
+        raise TypeError(f"conv2d: groups must be an int; got {groups!r}")
     if groups < 1 or weight.shape[0] % groups:
         raise ValueError(f"conv2d: groups must be a positive divisor of the weight's {weight.shape[0]} output "
                          f"channels; got groups={groups}")
@@ -404,6 +435,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
         raise ShapeError(f"conv2d: bias of shape {bias.shape}; expected ({weight.shape[0]},)")
     if x.dtype != weight.dtype:
         raise TypeError(f"conv2d: input is {x.dtype} but weight is {weight.dtype}; convert one with .to(dtype=...)")
+    if bias is not None and bias.dtype != weight.dtype:
+        raise TypeError(f"conv2d: bias is {bias.dtype} but weight is {weight.dtype}; convert one with .to(dtype=...)")
     _, stride, padding, dilation = _geometry("conv2d", x.shape, weight.shape[2:], stride, padding, dilation)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Conv2dFn.apply(*inputs, stride=stride, padding=padding, dilation=dilation, groups=groups)
@@ -419,14 +452,15 @@ class Conv2d(Module):
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         ### BEGIN SOLUTION
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"Conv2d: {name} must be a positive int; got {value!r}")
         for name, channels in (("in_channels", in_channels), ("out_channels", out_channels)):
-            if groups < 1 or channels % groups:
+            if channels % groups:
                 raise ValueError(f"Conv2d: {name} ({channels}) must be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2d")
-        self.stride = _pair(stride, "stride", "Conv2d")
-        self.padding = _pair(padding, "padding", "Conv2d")
-        self.dilation = _pair(dilation, "dilation", "Conv2d")
+        self.kernel_size, self.stride, self.padding, self.dilation = _pairs("Conv2d", kernel_size, stride, padding,
+                                                                            dilation)
         shape = (out_channels, in_channels // groups, *self.kernel_size)
         self.weight = Parameter(zeros(shape, dtype=dtype, device=device))
         if bias:
@@ -475,7 +509,7 @@ class Conv2d(Module):
 # Check against the definition, written as loops (slow, but obviously
 # right), and against central differences:
 
-# %%
+# %% nbgrader={"grade": false, "grade_id": "conv_conv2d_reference", "locked": true, "schema_version": 3, "solution": false}
 def conv2d_loops(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """The definition of conv2d, one output number at a time (NumPy, for checking only)."""
     n, c, h, wd = x.shape
@@ -493,6 +527,7 @@ def conv2d_loops(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     return out
 
 
+# %%
 _rng = np.random.default_rng(0)
 _x, _w, _b = _rng.standard_normal((2, 4, 7, 6)), _rng.standard_normal((6, 2, 3, 2)), _rng.standard_normal(6)
 _ours = conv2d(Tensor(_x), Tensor(_w), Tensor(_b), stride=2, padding=1, groups=2).numpy()
@@ -534,7 +569,13 @@ assert gradcheck(lambda x, w: conv2d(x, w, dilation=2, padding=1, groups=2), xs,
 assert gradcheck(lambda x, w: conv2d(x, w, stride=(2, 1), padding=(0, 1), groups=2), xs, ws)
 xn = Tensor(X[:1, :, :5, :4])
 wn = Tensor(W[:2], requires_grad=True)
-conv2d(xn, wn).sum().backward()
+_col2im = col2im
+def col2im(*args, **kwargs):
+    raise AssertionError("the input gradient of a data batch (requires_grad=False) must not be computed")
+try:
+    conv2d(xn, wn).sum().backward()
+finally:
+    col2im = _col2im
 assert wn.grad is not None and xn.grad is None
 g = Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2, bias=False)
 assert g.weight.shape == (6, 2, 3, 2) and g.bias is None and g(randn(1, 4, 8, 8)).shape == (1, 6, 4, 5)
@@ -555,10 +596,15 @@ try:
     raise AssertionError("a float64 input to float32 weights must raise")
 except TypeError:
     pass
+try:
+    conv2d(Tensor(X2), Tensor(W2), Tensor(B2.astype(np.float32)), groups=2)
+    raise AssertionError("a float32 bias with float64 weights must raise")
+except TypeError as err:
+    assert "bias" in str(err)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## Task `conv_pool`: pooling
+# ### Task `conv_pool`: pooling
 #
 # Pooling shrinks the feature map and makes the network care less about
 # exactly where a feature sits. All three reuse `_windows` and `_fold`;
@@ -569,11 +615,17 @@ except TypeError:
 #   the largest value of each window (pad with −∞, so padding never wins).
 #   Backward: each window's gradient goes to its maximum. With ties, PyTorch
 #   sends it to *one* element (the first maximum in the window); so does
-#   ours: copy the windows into (N, C, OH, OW, KH·KW), take `argmax` along
-#   the last axis, pick the maxima with `take_along_axis`, and keep the
-#   indices. In backward, put the gradient at those indices (a comparison
-#   `indices == xp.arange(KH·KW)` and `where` make the one-hot array, and
-#   work on NumPy and CuPy alike) and `_fold` it back.
+#   ours. The simplest way: copy the windows into (N, C, OH, OW, KH·KW),
+#   take `argmax` along the last axis and keep the indices. That copy is
+#   KH·KW times the output, so do what `_fold` does instead — loop over the
+#   KH·KW kernel offsets, never over pixels: the output is a *running
+#   maximum* of the strided slices `windows[..., i, j]` (`xp.maximum(out,
+#   slice, out=out)`), and nothing is copied but the output. In backward,
+#   walk the offsets in the same order: at each one, the positions that
+#   equal the window's maximum *and* whose window has not had its gradient
+#   yet (a boolean "taken" array) receive it — so a tie goes to the first
+#   maximum — and `_fold` the result back. Pad floating inputs with −∞ and
+#   integer ones with their smallest value; a bool input is a `TypeError`.
 # * **`avg_pool2d(x, kernel_size, stride=None, padding=0,
 #   count_include_pad=True)`** — the mean of each window. With
 #   `count_include_pad=False`, padded positions do not count: the divisor
@@ -594,7 +646,11 @@ except TypeError:
 #
 # Both max and average pooling require padding ≤ kernel_size / 2
 # (PyTorch's rule; otherwise a window could hold only padding): a
-# `ValueError` naming the padding. The layers `MaxPool2d`, `AvgPool2d`,
+# `ValueError` naming the padding. Dilation can still spread a window's
+# taps so that all of them land in the padding (kernel 2, dilation 2,
+# padding 1 on an input one pixel high: taps at rows −1 and 1); where
+# PyTorch would return −∞, `_pool_geometry` (given) raises a `ShapeError`
+# naming the geometry. The layers `MaxPool2d`, `AvgPool2d`,
 # `AdaptiveAvgPool2d` hold the arguments and call the functions.
 
 # %% nbgrader={"grade": false, "grade_id": "conv_pool_code", "locked": false, "schema_version": 3, "solution": true}
@@ -603,9 +659,18 @@ def _pool_geometry(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: A
                    dilation: Any = 1) -> tuple[tuple[int, int], ...]:
     """Checked pairs for a pooling op; stride=None means the kernel size; padding at most half the kernel."""
     geometry = _geometry(op, x.shape, kernel_size, kernel_size if stride is None else stride, padding, dilation)
-    kernel, _, pad, _ = geometry
+    kernel, stride, pad, dilation = geometry
     if pad[0] > kernel[0] // 2 or pad[1] > kernel[1] // 2:
         raise ValueError(f"{op}: padding {pad} must be at most half the kernel size {kernel}")
+    for axis, size in enumerate(x.shape[2:]):  # dilated taps can straddle the input and miss it
+        positions = np.arange(conv_output_size(size, kernel[axis], stride[axis], pad[axis], dilation[axis]))
+        taps = positions[:, None] * stride[axis] + np.arange(kernel[axis]) * dilation[axis] - pad[axis]
+        empty = ~((taps >= 0) & (taps < size)).any(axis=1)
+        if empty.any():
+            raise ShapeError(
+                f"{op}: output {'row' if axis == 0 else 'column'} {int(positions[empty][0])} would pool only "
+                f"padding (input of shape {x.shape}, kernel {kernel}, stride {stride}, padding {pad}, "
+                f"dilation {dilation}); use less padding or dilation")
     return geometry
 
 
@@ -615,22 +680,31 @@ class MaxPool2dFn(Function):
     def forward(self, x, kernel, stride, padding, dilation):
         ### BEGIN SOLUTION
         xp = self.xp
-        fill = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min  # padding never wins
-        win = _windows(x, kernel, stride, padding, dilation, fill=fill)
-        n, c, oh, ow, kh, kw = win.shape
-        flat = win.reshape(n, c, oh, ow, kh * kw)  # a copy: argmax needs one axis
-        self.index = flat.argmax(axis=-1)[..., None]
+        fill = -xp.inf if is_floating(x.dtype) else xp.iinfo(x.dtype).min  # padding never wins
+        win = _windows(x, kernel, stride, padding, dilation, fill=fill)  # a view: nothing copied yet
+        out = win[..., 0, 0].copy()
+        for i in range(kernel[0]):  # a running maximum over the KH·KW offsets, never over pixels
+            for j in range(kernel[1]):
+                if i or j:
+                    xp.maximum(out, win[..., i, j], out=out)
+        self.win, self.out = win, out
         self.geometry, self.x_shape = (kernel, stride, padding, dilation), x.shape
-        return xp.take_along_axis(flat, self.index, axis=-1)[..., 0]
+        return out
         ### END SOLUTION
 
     def backward(self, grad):
         ### BEGIN SOLUTION
         xp = self.xp
-        kernel = self.geometry[0]
-        hit = self.index == xp.arange(kernel[0] * kernel[1])  # one-hot along the window
-        spread = xp.where(hit, grad[..., None], grad.dtype.type(0))
-        return _fold(spread.reshape(*grad.shape, *kernel), self.x_shape, *self.geometry)
+        win, out = self.win, self.out
+        spread = xp.zeros(win.shape, dtype=grad.dtype)
+        taken = xp.zeros(out.shape, dtype=bool)  # windows whose maximum has had its gradient
+        zero = grad.dtype.type(0)
+        for i in range(win.shape[4]):  # in window order, so a tie goes to the first maximum
+            for j in range(win.shape[5]):
+                first = (win[..., i, j] == out) & ~taken
+                taken |= first
+                spread[..., i, j] = xp.where(first, grad, zero)
+        return _fold(spread, self.x_shape, *self.geometry)
         ### END SOLUTION
 
 
@@ -665,6 +739,8 @@ class AvgPool2dFn(Function):
 def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
     """The maximum over each (dilated) window of an (N, C, H, W) input."""
     ### BEGIN SOLUTION
+    if x.dtype == np.bool_:
+        raise TypeError("max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))")
     kernel, stride, padding, dilation = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation)
     return MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
     ### END SOLUTION
@@ -691,13 +767,22 @@ def _adaptive_matrix(size: int, out: int) -> np.ndarray:
     ### END SOLUTION
 
 
+def _output_size_pair(output_size: Any, shape: tuple[int, ...]) -> tuple[int, int]:
+    """adaptive_avg_pool2d's output_size (an int, or a pair of ints or None) as (OH, OW)."""
+    pair = (output_size, output_size) if output_size is None or _is_int(output_size) else output_size
+    if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(v is None or _is_int(v) for v in pair)):
+        raise TypeError(f"adaptive_avg_pool2d: output_size must be an int or a pair of ints (or None); "
+                        f"got {output_size!r}")
+    oh, ow = (shape[2 + axis] if v is None else int(v) for axis, v in enumerate(pair))
+    return oh, ow
+
+
 def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | None]) -> Tensor:
     """Average-pool an (N, C, H, W) input to output_size with PyTorch's window rule."""
     ### BEGIN SOLUTION
     if x.ndim != 4:
         raise ShapeError(f"adaptive_avg_pool2d: expected an input of shape (N, C, H, W); got {x.shape}")
-    pair = (output_size, output_size) if isinstance(output_size, int | None) else tuple(output_size)
-    oh, ow = (x.shape[2 + a] if s is None else s for a, s in enumerate(pair))
+    oh, ow = _output_size_pair(output_size, x.shape)
     if oh < 1 or ow < 1:
         raise ValueError(f"adaptive_avg_pool2d: output_size must be positive; got {output_size}")
     h, w = x.shape[2:]
@@ -805,10 +890,15 @@ try:
 except ValueError as err:
     assert "padding" in str(err)
 assert avg_pool2d(Tensor(X.astype(np.float16)), 2).dtype == np.float16
+try:
+    max_pool2d(Tensor(np.ones((1, 1, 4, 4), bool)), 2)
+    raise AssertionError("a bool input must raise")
+except TypeError:
+    pass
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## Task `conv_batchnorm`: `BatchNorm2d`
+# ### Task `conv_batchnorm`: `BatchNorm2d`
 #
 # Batch normalisation of images normalises each *channel* over the batch
 # and all positions: statistics over axes (0, 2, 3), one mean and variance

@@ -143,7 +143,11 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
         ("return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)",
          "return super().forward(x.reshape(n, h * w, c).transpose(1, 2)).transpose(1, 2).reshape(n, c, h, w)"),
         # max pooling sends the gradient to every element of the window, not to its maximum.
-        ("spread = xp.where(hit, grad[..., None], grad.dtype.type(0))", "spread = xp.broadcast_to(grad[..., None], hit.shape)"),
+        ("spread[..., i, j] = xp.where(first, grad, zero)", "spread[..., i, j] = grad"),
+        # ties not broken: every maximum of a window gets the gradient (a hidden test catches it).
+        ("first = (win[..., i, j] == out) & ~taken", "first = win[..., i, j] == out"),
+        # the running maximum starts from zero, not from the first offset: all-negative windows pool to 0.
+        ("out = win[..., 0, 0].copy()", "out = xp.zeros_like(win[..., 0, 0])"),
         # count_include_pad=False ignored (a hidden test catches it).
         ("if count_include_pad or padding == (0, 0):", "if True:"),
     ],
@@ -163,5 +167,13 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
         ("    _Generators.numpy = generator\n", ""),
         # a second background save does not wait for the first (a hidden test catches it).
         ("        self.wait()\n        self._thread = threading.Thread", "        self._thread = threading.Thread"),
+        # the job runs on the caller's thread: training waits for every save (a hidden test catches it).
+        ("        self._thread = threading.Thread(target=self._run, args=(fn,), name=\"tinyflo-checkpoint\")\n"
+         "        self._thread.start()\n", "        self._run(fn)\n"),
+        # the folder is fsynced before the rename, not after: the rename itself may be lost (a hidden test catches it).
+        ("        os.replace(temp, path)\n    except BaseException:\n        with contextlib.suppress(FileNotFoundError):\n"
+         "            os.unlink(temp)\n        raise\n    _fsync_directory(path.parent)\n",
+         "        _fsync_directory(path.parent)\n        os.replace(temp, path)\n    except BaseException:\n"
+         "        with contextlib.suppress(FileNotFoundError):\n            os.unlink(temp)\n        raise\n"),
     ],
 }

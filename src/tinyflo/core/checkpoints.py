@@ -8,7 +8,8 @@ import hashlib
 import json
 import math
 import os
-import tempfile
+import re
+import secrets
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
+from tinyflo.core.optim import _host, _is_array, _validate_state_dict
 from tinyflo.core.tensor import ShapeError, Tensor, _cupy, _Generators, as_device
 from tinyflo.core.training import Callback
 
@@ -28,9 +30,7 @@ STRUCTURE_KEY = "tinyflo.structure"
 STATE_KEY = "tinyflo.state"
 MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit: a larger "header" is a damaged file
 TEMP_MARK = ".tmp-"  # atomic_write's temporary files: .<name>.tmp-<random>
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)  # read once: os.umask can only be read by setting it, which is not thread-safe later
-FILE_MODE = 0o666 & ~_UMASK  # what open() would give; mkstemp's private 0600 would surprise a user
+MAX_DIMS = 64  # more dimensions than any real tensor has: a damaged (or hostile) header
 
 _CODES = {("f", 8): "F64", ("f", 4): "F32", ("f", 2): "F16", ("i", 8): "I64", ("i", 4): "I32", ("i", 2): "I16",
           ("i", 1): "I8", ("u", 8): "U64", ("u", 4): "U32", ("u", 2): "U16", ("u", 1): "U8", ("b", 1): "BOOL"}
@@ -78,21 +78,29 @@ def _check_entry(entry: Any, where: str) -> tuple[np.dtype, tuple[int, ...], int
     """(dtype, shape, begin, end) of one header entry, or a CheckpointError saying what is wrong."""
     if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
         raise CheckpointError(f"{where}: expected {{'dtype', 'shape', 'data_offsets'}}; got {entry!r:.120}")
+    if not isinstance(entry["dtype"], str):
+        raise CheckpointError(f"{where}: dtype must be a string such as 'F32'; got {entry['dtype']!r:.60}")
     dtype = code_dtype(entry["dtype"], where)
     shape, offsets = entry["shape"], entry["data_offsets"]
 
     def natural(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
-    if not isinstance(shape, list) or not all(natural(s) for s in shape):
-        raise CheckpointError(f"{where}: shape must be a list of non-negative integers; got {shape!r}")
+    if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(natural(s) for s in shape):
+        raise CheckpointError(f"{where}: shape must be a list of at most {MAX_DIMS} non-negative integers; "
+                              f"got {shape!r:.120}")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(natural(o) for o in offsets)
             and offsets[0] <= offsets[1]):
         raise CheckpointError(f"{where}: data_offsets must be [begin, end] with 0 <= begin <= end; got {offsets!r}")
     begin, end = offsets
-    expected = math.prod(shape) * dtype.itemsize
+    expected = 0 if 0 in shape else dtype.itemsize
+    for size in shape:  # step by step, stopping once past the byte range: no huge integer products
+        expected *= size
+        if expected > end - begin:
+            break
     if end - begin != expected:
-        raise CheckpointError(f"{where}: shape {tuple(shape)} of {entry['dtype']} needs {expected} bytes; "
+        raise CheckpointError(f"{where}: shape {tuple(shape)!r:.120} of {entry['dtype']} needs "
+                              f"{'more than ' if expected > end - begin and 0 not in shape else ''}{expected} bytes; "
                               f"data_offsets {offsets} give {end - begin}")
     return dtype, tuple(shape), begin, end
 
@@ -127,6 +135,9 @@ def write_safetensors(f: IO[bytes], tensors: Mapping[str, Any], metadata: Mappin
     for name in tensors:
         if not isinstance(name, str) or name == "__metadata__":
             raise ValueError(f"write_safetensors: tensor names must be strings other than '__metadata__'; got {name!r}")
+    if not checksum and FORMAT_KEY in metadata:
+        raise ValueError(f"write_safetensors: metadata key {FORMAT_KEY!r} with checksum=False would make a file "
+                         "tinyflo refuses to read (its files always carry a checksum); drop the key or the flag")
     arrays = {name: _little_endian(a, name) for name, a in tensors.items()}
     order = sorted(arrays, key=lambda name: (-arrays[name].dtype.itemsize, name))
     index, offset = {}, 0
@@ -163,11 +174,12 @@ def parse_header(data: bytes | bytearray | memoryview, where: str) -> tuple[dict
                               "(the file is truncated, or not safetensors)")
     try:
         header = json.loads(bytes(data[8:8 + n]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except (ValueError, RecursionError) as err:  # bad UTF-8 and JSON, huge integers, deep nesting
         raise CheckpointError(f"{where}: the header is not valid JSON ({err}); the file is damaged or not safetensors") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{where}: the header must be a JSON object; got {type(header).__name__}")
-    metadata = header.pop("__metadata__", None) or {}
+    metadata = header.pop("__metadata__", None)
+    metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise CheckpointError(f"{where}: __metadata__ must map strings to strings; got {metadata!r:.120}")
     spans = sorted((_check_entry(entry, f"{where}: tensor {name!r}")[2:], name) for name, entry in header.items())
@@ -191,7 +203,8 @@ def load_file(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, n
     path = Path(path)
     with open(path, "rb") as f:
         data = bytearray(os.fstat(f.fileno()).st_size)
-        f.readinto(data)
+        if f.readinto(data) != len(data):
+            raise CheckpointError(f"{path}: the file changed size while it was read; try again")
     index, metadata, start = parse_header(data, str(path))
     payload = memoryview(data)[start:]
     if verify and CHECKSUM_KEY in metadata:
@@ -207,7 +220,10 @@ def load_file(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, n
         dtype, shape = code_dtype(entry["dtype"], f"{path}: tensor {name!r}"), tuple(entry["shape"])
         begin, end = entry["data_offsets"]
         if end == begin:
-            tensors[name] = np.empty(shape, dtype)
+            try:
+                tensors[name] = np.empty(shape, dtype)
+            except ValueError:
+                raise CheckpointError(f"{path}: tensor {name!r}: shape {shape!r:.120} is too large") from None
         else:
             tensors[name] = np.frombuffer(payload[begin:end], dtype=dtype).reshape(shape)
     return tensors, metadata
@@ -230,14 +246,23 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+def _temp_file(path: Path) -> tuple[int, Path]:
+    """A new file ``.<name>.tmp-<random>`` next to ``path``, open for writing: ``(fd, temp path)``."""
+    while True:
+        temp = path.parent / f".{path.name}{TEMP_MARK}{secrets.token_hex(8)}"
+        try:  # O_EXCL: never an existing file; mode 0o666, so the OS applies the umask as open() would
+            return os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o666), temp
+        except FileExistsError:
+            continue
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> Path:
     """Call ``write(f)`` on a temporary file next to ``path``; fsync it, then rename it onto ``path``."""
     path = Path(path)
     if not path.parent.is_dir():
         raise FileNotFoundError(f"atomic_write: the folder of path {str(path)!r} does not exist")
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}{TEMP_MARK}")
+    fd, temp = _temp_file(path)
     try:
-        os.chmod(temp, FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
@@ -266,43 +291,43 @@ def structural_hash(model: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _host(value: Any) -> np.ndarray:
-    """A NumPy copy (never a view) of a Tensor or a NumPy/CuPy array."""
-    if isinstance(value, Tensor):
-        value = value.data
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    return value.get() if hasattr(value, "get") else np.array(value)
-
-
-def _is_array(value: Any) -> bool:
-    return isinstance(value, Tensor) or (hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.generic))
+def _few(names: Any, limit: int = 5) -> str:
+    """The first few of ``names``, for an error message."""
+    names = list(names)
+    return "none" if not names else ", ".join(map(str, names[:limit])) + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
 def _encode(value: Any, name: str, tensors: dict[str, np.ndarray]) -> Any:
     """``value`` as JSON data; its arrays (host copies) go into ``tensors`` under dotted names."""
-    if _is_array(value):
+    if isinstance(value, Tensor):
+        value = value.data
+    if _is_array(value) and not isinstance(value, np.generic):
         if name in tensors:
             raise ValueError(f"checkpoint: two tensors would be named {name!r} (does the model have a sub-module "
                              "named 'optimizer', 'scheduler', 'rng', 'loader', 'trainer', 'scaler' or 'extra'?)")
-        tensors[name] = _host(value)
+        host = _host(value)  # a host copy, never a view
+        tensors[name] = host if isinstance(host, np.ndarray) and host is not value else np.array(host)
         return {"__tensor__": name}
     if isinstance(value, dict):
-        return {str(k): _encode(v, f"{name}.{k}", tensors) for k, v in value.items()}
+        encoded = {str(k): _encode(v, f"{name}.{k}", tensors) for k, v in value.items()}
+        # user data that looks like one of our markers is wrapped, so that it comes back as data
+        return {"__data__": encoded} if set(encoded) in ({"__tensor__"}, {"__data__"}) else encoded
     if isinstance(value, list | tuple):
         return [_encode(v, f"{name}.{i}", tensors) for i, v in enumerate(value)]
     if isinstance(value, np.generic):
         return value.item()
     if value is None or isinstance(value, bool | int | float | str):
         return value
-    raise TypeError(f"checkpoint: {name} is a {type(value).__name__}, which is neither an array nor JSON data")
+    raise TypeError(f"checkpoint: {name} has type {type(value).__name__}, which is neither an array nor JSON data")
 
 
 def _decode(value: Any, tensors: Mapping[str, np.ndarray], where: str) -> Any:
     """The inverse of ``_encode``: arrays put back from ``tensors``."""
     if isinstance(value, dict):
+        if set(value) == {"__data__"} and isinstance(value["__data__"], dict):
+            return {k: _decode(v, tensors, where) for k, v in value["__data__"].items()}
         if set(value) == {"__tensor__"}:
-            if value["__tensor__"] not in tensors:
+            if not isinstance(value["__tensor__"], str) or value["__tensor__"] not in tensors:
                 raise CheckpointError(f"{where}: the state refers to tensor {value['__tensor__']!r}, which the file lacks")
             return tensors[value["__tensor__"]]
         return {k: _decode(v, tensors, where) for k, v in value.items()}
@@ -380,10 +405,13 @@ def _plan_model_load(model: Any, tensors: Mapping[str, np.ndarray], state: Mappi
         same = state["model"]["hash"] == structural_hash(model) if ours else not skipped and not missing
         if not same:
             if skipped or missing:
-                detail = f"only in the file: {skipped or 'none'}; only in the model: {missing or 'none'}"
+                detail = f"only in the file: {_few(skipped)}; only in the model: {_few(missing)}"
             else:
-                detail = (f"the module classes differ: the file has {state['model']['modules']}, "
-                          f"the model {_module_tree(model)}")
+                theirs = {name: cls for name, cls in state["model"].get("modules", [])}
+                differ = [f"{name or '(root)'}: {theirs.get(name)} in the file, {cls} in the model"
+                          for name, cls in _module_tree(model) if theirs.get(name) != cls]
+                detail = (f"the module classes differ at {_few(differ, 3)}" if differ
+                          else "the same names and module classes, in another order")
             raise CheckpointError(f"load_checkpoint: the model's structure does not match {where} ({detail}); "
                                   "pass strict=False to load the names that match and report the rest")
     pairs = [(own[key], tensors[key]) for key in loaded]
@@ -392,7 +420,7 @@ def _plan_model_load(model: Any, tensors: Mapping[str, np.ndarray], state: Mappi
 
 def _model_state(model: Any, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
     for name, t in model.state_dict().items():
-        tensors[name] = _host(t)
+        tensors[name] = _host(t.data)
     return {"keys": list(tensors), "hash": structural_hash(model), "modules": _module_tree(model)}
 
 
@@ -438,27 +466,92 @@ def read_checkpoint(path: str | os.PathLike, verify: bool = True) -> tuple[dict[
         raise CheckpointError(f"{path}: format version {version!r}; this tinyflo reads version {FORMAT_VERSION!r}")
     try:
         state = json.loads(metadata.get(STATE_KEY, "{}"))
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{path}: the {STATE_KEY} metadata is not valid JSON ({err})") from None
+    except (ValueError, RecursionError) as err:
+        raise CheckpointError(f"{path}: the {STATE_KEY} metadata is not valid JSON ({str(err):.100})") from None
+    _check_state(state, tensors, str(path))
     return tensors, state, verify and CHECKSUM_KEY in metadata
 
 
-def _check_optimizer(optimizer: Any, saved: Mapping[str, Any], where: str) -> None:
-    """The checks optimizer.load_state_dict makes, done before anything is copied."""
-    groups = saved["param_groups"]
-    name = type(optimizer).__name__
-    if len(groups) != len(optimizer.param_groups) or any(
-            len(a["params"]) != len(b["params"]) for a, b in zip(groups, optimizer.param_groups)):
-        raise CheckpointError(f"load_checkpoint: the optimizer in {where} has groups of "
-                              f"{[len(g['params']) for g in groups]} parameters; this {name} has "
-                              f"{[len(g['params']) for g in optimizer.param_groups]}")
-    params = [p for g in optimizer.param_groups for p in g["params"]]
-    for number, entry in saved["state"].items():
-        p = params[int(number)]
-        for key, value in entry.items():
-            if _is_array(value) and tuple(value.shape) != p.shape:
-                raise ShapeError(f"load_checkpoint: optimizer state {key!r} of parameter {number} has shape "
-                                 f"{tuple(value.shape)} in {where}; the parameter has shape {p.shape}")
+def _check_state(state: Any, tensors: Mapping[str, np.ndarray], where: str) -> None:
+    """The layout of a ``tinyflo.state`` (what the loaders read from it), or a CheckpointError naming the part."""
+    def bad(part: str, expected: str) -> CheckpointError:
+        return CheckpointError(f"{where}: the {STATE_KEY} metadata is damaged: {part} must be {expected}")
+
+    if not isinstance(state, dict):
+        raise bad("the state", "a JSON object")
+    model = state.get("model")
+    if model is not None:
+        if not isinstance(model, dict) or not isinstance(model.get("hash"), str):
+            raise bad("'model'", "an object with 'keys', 'hash' and 'modules'")
+        keys, modules = model.get("keys"), model.get("modules", [])
+        if not isinstance(keys, list) or not all(isinstance(k, str) and k in tensors for k in keys):
+            raise bad("'model.keys'", "a list of the names of tensors in the file")
+        if not isinstance(modules, list) or not all(
+                isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in modules):
+            raise bad("'model.modules'", "a list of [name, class] pairs")
+    for key in ("optimizer", "scheduler", "trainer", "rng", "extra"):
+        if state.get(key) is not None and not isinstance(state[key], dict):
+            raise bad(repr(key), "an object")
+    for key in ("loader", "scaler"):
+        if state.get(key) is not None and not isinstance(state[key], dict):
+            raise bad(repr(key), "an object or null")
+    trainer = state.get("trainer")
+    if trainer is not None and not (isinstance(trainer.get("step"), int) and isinstance(trainer.get("epoch"), int)
+                                    and isinstance(trainer.get("history"), dict)):
+        raise bad("'trainer'", "an object with 'step', 'epoch' (integers) and 'history'")
+    totals = trainer.get("epoch_totals") if trainer is not None else None
+    if totals is not None and not (isinstance(totals, dict) and isinstance(totals.get("total"), int | float)
+                                   and totals.get("dtype") in ("float16", "float32", "float64")
+                                   and all(isinstance(totals.get(k), int) for k in ("samples", "batches"))):
+        raise bad("'trainer.epoch_totals'", "an object with 'total', 'dtype', 'samples' and 'batches'")
+    rng = state.get("rng")
+    if rng is not None and not (isinstance(rng.get("tinyflo"), dict) and isinstance(rng.get("numpy"), dict)):
+        raise bad("'rng'", "an object with 'tinyflo' and 'numpy' generator states")
+
+
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def _bit_generator(state: Any, where: str = "load_checkpoint") -> np.random.BitGenerator:
+    """A new NumPy bit generator of the kind ``state`` (a ``bit_generator.state`` dict) names."""
+    name = state.get("bit_generator") if isinstance(state, dict) else None
+    if name not in _BIT_GENERATORS:
+        raise CheckpointError(f"{where}: a random generator state names bit generator {name!r:.60}; "
+                              f"expected one of {', '.join(_BIT_GENERATORS)}")
+    return getattr(np.random, name)()
+
+
+def _check_generator(state: Any, where: str) -> None:
+    """A generator state that a bit generator of its kind accepts (tried on a new one, not the live one)."""
+    generator = _bit_generator(state, where)
+    try:
+        generator.state = state
+    except (ValueError, TypeError, KeyError) as err:
+        raise CheckpointError(f"{where}: a random generator state is damaged ({str(err):.100})") from None
+
+
+def _check_training_state(trainer: Any, state: Mapping[str, Any], loader: Any, where: str) -> None:
+    """What ``_restore_training_state`` needs, checked before anything is copied."""
+    if state.get("scaler") is not None and getattr(trainer, "scaler", None) is None:
+        raise CheckpointError(f"load_checkpoint: {where} holds a GradScaler's state but the trainer has no scaler; "
+                              "give it one (trainer.scaler = GradScaler()) before loading")
+    if state.get("rng") is not None:
+        _check_generator(state["rng"]["tinyflo"], where)
+        legacy = state["rng"]["numpy"]
+        if legacy.get("bit_generator") != "MT19937" or not isinstance(legacy.get("state"), dict) \
+                or np.shape(legacy["state"].get("key")) != (624,):
+            raise CheckpointError(f"{where}: NumPy's global generator state is damaged; expected MT19937 with 624 words")
+    saved = state.get("loader")
+    if saved is None:
+        return
+    if not isinstance(saved.get("rng"), dict) or not isinstance(saved["rng"].get("bit_generator"), dict):
+        raise CheckpointError(f"{where}: the data loader's state is damaged: it has no random generator state")
+    _check_generator(saved["rng"]["bit_generator"], where)
+    if loader is not None and hasattr(loader, "batch_size") and hasattr(loader, "dataset"):
+        for key, mine in (("batch_size", loader.batch_size), ("samples", len(loader.dataset))):
+            if saved.get(key) != mine:
+                raise CheckpointError(f"load_checkpoint: the data loader in {where} was saved with {key}="
+                                      f"{saved.get(key)!r}; train_loader has {key}={mine}: the batches would not line up")
 
 
 def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any = None, scheduler: Any = None,
@@ -472,26 +565,33 @@ def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any =
     if model is None:
         raise ValueError("load_checkpoint: pass a model (or trainer=) to load into")
     where = str(path)
-    tensors, state, verified = read_checkpoint(path, verify)
-    if trainer is not None and "trainer" not in state:
+    tensors, raw, verified = read_checkpoint(path, verify)
+    if trainer is not None and "trainer" not in raw:
         raise CheckpointError(f"load_checkpoint: trainer= was given but {where} holds no training state "
                               "(it was saved from a model alone)")
-    pairs, report = _plan_model_load(model, tensors, state, strict, where)
+    state = _decode(raw, tensors, where)  # once: every check below and every copy use this
+    pairs, report = _plan_model_load(model, tensors, raw, strict, where)
     parts = {}
     for key, part in (("optimizer", optimizer), ("scheduler", scheduler)):
         if part is None or not hasattr(part, "load_state_dict"):
             continue
         if key not in state:
             raise CheckpointError(f"load_checkpoint: {key}= was given but {where} holds no {key} state")
-        parts[key] = _decode(state[key], tensors, where)
+        parts[key] = state[key]
     if "optimizer" in parts:
-        _check_optimizer(optimizer, parts["optimizer"], where)
+        try:
+            _validate_state_dict(optimizer, parts["optimizer"])
+        except (ValueError, TypeError, KeyError) as err:
+            raise CheckpointError(f"load_checkpoint: the optimizer state in {where} does not fit optimizer=: {err}") from None
     if "scheduler" in parts and parts["scheduler"].get("type") != type(scheduler).__name__:
         raise CheckpointError(f"load_checkpoint: {where} holds the state of a {parts['scheduler'].get('type')}; "
                               f"scheduler= is a {type(scheduler).__name__}")
+    if trainer is not None:
+        loader = train_loader if train_loader is not None else getattr(trainer, "train_loader", None)
+        _check_training_state(trainer, state, loader, where)
     if device is not None:  # only now: a file that fails a check leaves the model where it was
         model.to(as_device(device))
-        pairs, _ = _plan_model_load(model, tensors, state, strict, where)  # the moved arrays
+        pairs, _ = _plan_model_load(model, tensors, raw, strict, where)  # the moved arrays
     with no_grad():
         for target, values in pairs:
             _assign(target, values)
@@ -500,7 +600,7 @@ def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any =
     if "scheduler" in parts:
         scheduler.load_state_dict(parts["scheduler"])
     if trainer is not None:
-        _restore_training_state(trainer, _decode(state, tensors, where), train_loader)
+        _restore_training_state(trainer, state, train_loader)
     return dataclasses.replace(report, verified=verified)
 
 
@@ -518,7 +618,7 @@ def _rng_state() -> dict[str, Any]:
 
 def _restore_rng(state: Mapping[str, Any]) -> None:
     """Put back what ``_rng_state`` returned."""
-    generator = np.random.Generator(np.random.PCG64())
+    generator = np.random.Generator(_bit_generator(state["tinyflo"]))
     generator.bit_generator.state = state["tinyflo"]
     _Generators.numpy = generator
     legacy = dict(state["numpy"])
@@ -615,7 +715,12 @@ class BackgroundSaver:
 
 
 class CheckpointManager:
-    """Saves checkpoints into a folder and keeps the last N, the best by a metric, and every k-th."""
+    """Saves checkpoints into a folder and keeps the last N, the best by a metric, and every k-th.
+
+    One manifest per prefix (``<prefix>-manifest.json``); only files listed there under this prefix are ever
+    deleted, so managers with different prefixes can share a folder. Temporary files of killed saves are left
+    alone (another process may be writing one). Callback state (EarlyStopping, BestModel) is not saved.
+    """
 
     def __init__(self, directory: str | os.PathLike, keep_last: int | None = 3, keep_best: int | None = None,
                  monitor: str = "val_loss", mode: str = "min", keep_every: int | None = None,
@@ -627,19 +732,39 @@ class CheckpointManager:
             raise ValueError("CheckpointManager: keep_last, keep_best and keep_every are all None; nothing would be kept")
         if mode not in ("min", "max"):
             raise ValueError(f"CheckpointManager: mode must be 'min' or 'max'; got {mode!r}")
+        if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", prefix):
+            raise ValueError(f"CheckpointManager: prefix must be a plain file-name part (letters, digits, _ . -); "
+                             f"got {prefix!r}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.keep_last, self.keep_best, self.keep_every = keep_last, keep_best, keep_every
         self.monitor, self.mode, self.prefix = monitor, mode, prefix
-        self.manifest_path = self.directory / "manifest.json"
+        self.manifest_path = self.directory / f"{prefix}-manifest.json"
+        self._pattern = re.compile(rf"{re.escape(prefix)}-\d{{8,}}\.safetensors")
         self._lock = threading.Lock()
         self._saver = BackgroundSaver() if background else None
-        for stray in self.directory.glob(f".*{TEMP_MARK}*"):  # left by a process killed mid-save
-            stray.unlink(missing_ok=True)
         self.entries: list[dict[str, Any]] = []
         if self.manifest_path.exists():
-            manifest = json.loads(self.manifest_path.read_text())
-            self.entries = [e for e in manifest["checkpoints"] if (self.directory / e["file"]).exists()]
+            self.entries = [e for e in self._read_manifest() if (self.directory / e["file"]).exists()]
+
+    def _read_manifest(self) -> list[dict[str, Any]]:
+        """The manifest's entries, each checked: a damaged manifest is a CheckpointError naming the file."""
+        where = self.manifest_path
+        try:
+            manifest = json.loads(where.read_text())
+        except (ValueError, RecursionError) as err:
+            raise CheckpointError(f"{where}: the manifest is not valid JSON ({str(err):.100}); "
+                                  "delete or repair it") from None
+        entries = manifest.get("checkpoints") if isinstance(manifest, dict) else None
+        if not isinstance(entries, list):
+            raise CheckpointError(f"{where}: the manifest is damaged: expected an object with a 'checkpoints' list")
+        for e in entries:
+            if not (isinstance(e, dict) and isinstance(e.get("file"), str) and self._pattern.fullmatch(e["file"])
+                    and isinstance(e.get("step"), int)
+                    and (e.get("metric") is None or isinstance(e["metric"], int | float))):
+                raise CheckpointError(f"{where}: the manifest is damaged: entry {e!r:.100} is not "
+                                      f"{{'file': '{self.prefix}-<step>.safetensors', 'step': int, 'metric': number}}")
+        return entries
 
     def __repr__(self) -> str:
         return (f"CheckpointManager({str(self.directory)!r}, {len(self.entries)} kept, keep_last={self.keep_last}, "
@@ -650,7 +775,11 @@ class CheckpointManager:
         return self.directory / f"{self.prefix}-{step:08d}.safetensors"
 
     def save(self, source: Any, step: int | None = None, metric: float | None = None) -> Path:
-        """Save a Trainer (or a CheckpointState) as the checkpoint of ``step``; apply the retention policy."""
+        """Save a Trainer (or a CheckpointState) as the checkpoint of ``step``; apply the retention policy.
+
+        With ``background=True`` the write happens on a worker thread; if it fails, that snapshot is dropped
+        (the checkpoints kept before stay) and the error is raised by the next save(), wait() or close().
+        """
         if isinstance(source, CheckpointState):
             snapshot = source
             if step is None:
@@ -658,6 +787,9 @@ class CheckpointManager:
         else:
             snapshot = capture_state(trainer=source)  # host copies, now: training may go on meanwhile
             step = source.step if step is None else step
+            if metric is None and self.keep_best and source.history and self.monitor not in source.history:
+                raise ValueError(f"CheckpointManager: monitor={self.monitor!r} is not in the trainer's history; "
+                                 f"it has {sorted(source.history)}")
             if metric is None and source.history.get(self.monitor):
                 metric = source.history[self.monitor][-1]
         step = int(step)
@@ -680,18 +812,22 @@ class CheckpointManager:
             atomic_write(self.manifest_path, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
             self.entries = kept
             for e in entries:
-                if e not in kept:
+                if e not in kept and self._pattern.fullmatch(e["file"]):  # only our own files, never a path
                     (self.directory / e["file"]).unlink(missing_ok=True)
 
+    def _present(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries if (self.directory / e["file"]).exists()]
+
     def latest(self) -> Path | None:
-        """The newest checkpoint kept (after any pending background save)."""
+        """The newest checkpoint kept whose file exists (after any pending background save)."""
         self.wait()
-        return self.directory / self.entries[-1]["file"] if self.entries else None
+        present = self._present()
+        return self.directory / present[-1]["file"] if present else None
 
     def best(self) -> Path | None:
-        """The kept checkpoint with the best metric (None when none has one)."""
+        """The kept checkpoint (whose file exists) with the best metric (None when none has one)."""
         self.wait()
-        scored = [e for e in self.entries if e.get("metric") is not None]
+        scored = [e for e in self._present() if e.get("metric") is not None]
         if not scored:
             return None
         pick = min if self.mode == "min" else max

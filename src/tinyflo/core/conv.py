@@ -27,10 +27,15 @@ from tinyflo.core.tensor import (
 )
 
 
+def _is_int(value: Any) -> bool:
+    """A Python or NumPy integer (not a bool, not a float that happens to be whole)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
 def _pair(value: int | tuple[int, int], name: str, op: str) -> tuple[int, int]:
     """An int or a pair of ints as a pair, or an error that names the argument."""
-    pair = (value, value) if isinstance(value, int | np.integer) else tuple(value)
-    if len(pair) != 2 or not all(isinstance(v, int | np.integer) for v in pair):
+    pair = (value, value) if _is_int(value) else value
+    if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(_is_int(v) for v in pair)):
         raise TypeError(f"{op}: {name} must be an int or a pair of ints; got {value!r}")
     return int(pair[0]), int(pair[1])
 
@@ -40,9 +45,15 @@ def conv_output_size(size: int, kernel: int, stride: int = 1, padding: int = 0, 
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, padding: Any,
-              dilation: Any) -> tuple[tuple[int, int], ...]:
-    """Checked (kernel, stride, padding, dilation) pairs for an (N, C, H, W) input."""
+def _output_hw(hw: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+               dilation: tuple[int, int]) -> tuple[int, int]:
+    """(OH, OW) for an input of height and width hw under the given pairs."""
+    oh, ow = (conv_output_size(*args) for args in zip(hw, kernel, stride, padding, dilation))
+    return oh, ow
+
+
+def _pairs(op: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[tuple[int, int], ...]:
+    """Checked (kernel, stride, padding, dilation) pairs: ints ≥ 1 (padding ≥ 0)."""
     kernel = _pair(kernel_size, "kernel_size", op)
     stride, padding, dilation = (_pair(v, n, op) for v, n in
                                  ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
@@ -50,6 +61,13 @@ def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, pa
                             ("padding", padding, 0)):
         if min(pair) < low:
             raise ValueError(f"{op}: {name} must be at least {low}; got {pair}")
+    return kernel, stride, padding, dilation
+
+
+def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, padding: Any,
+              dilation: Any) -> tuple[tuple[int, int], ...]:
+    """Checked (kernel, stride, padding, dilation) pairs for an (N, C, H, W) input."""
+    kernel, stride, padding, dilation = _pairs(op, kernel_size, stride, padding, dilation)
     if len(shape) != 4:
         raise ShapeError(f"{op}: expected an input of shape (N, C, H, W); got {shape}")
     for axis, size in enumerate(shape[2:]):
@@ -75,8 +93,8 @@ def _windows(x: Any, kernel: tuple[int, int], stride: tuple[int, int], padding: 
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     if ph or pw:
         x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
-    n, c, h, w = x.shape
-    oh, ow = conv_output_size(h, kh, sh, 0, dh), conv_output_size(w, kw, sw, 0, dw)
+    n, c = x.shape[:2]
+    oh, ow = _output_hw(x.shape[2:], kernel, stride, (0, 0), dilation)  # x is padded by now
     s0, s1, s2, s3 = x.strides
     return xp.lib.stride_tricks.as_strided(
         x, (n, c, oh, ow, kh, kw), (s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw))
@@ -113,7 +131,7 @@ def col2im(cols: Any, input_shape: tuple[int, ...], kernel_size: Any, stride: An
     """The adjoint of im2col: (N·OH·OW, C·KH·KW) rows added back into an (N, C, H, W) array."""
     kernel, stride, padding, dilation = _geometry("col2im", tuple(input_shape), kernel_size, stride, padding, dilation)
     n, c, h, w = input_shape
-    oh, ow = (conv_output_size(s, k, st, p, d) for s, k, st, p, d in zip((h, w), kernel, stride, padding, dilation))
+    oh, ow = _output_hw((h, w), kernel, stride, padding, dilation)
     if cols.shape != (n * oh * ow, c * kernel[0] * kernel[1]):
         raise ShapeError(f"col2im: expected columns of shape {(n * oh * ow, c * kernel[0] * kernel[1])} for an "
                          f"input of shape {tuple(input_shape)}; got {cols.shape}")
@@ -125,20 +143,21 @@ class Conv2dFn(Function):
     """2-d convolution (cross-correlation) as im2col followed by one GEMM per group."""
 
     def forward(self, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-        n, _, h, w = x.shape
+        n, c, h, w = x.shape
         oc, _, kh, kw = weight.shape
         self.geometry = ((kh, kw), stride, padding, dilation)
         self.x_shape, self.groups = x.shape, groups
+        oh, ow = _output_hw((h, w), *self.geometry)
+        m, k = n * oh * ow, c // groups * kh * kw  # explicit sizes: no -1, so a batch of 0 works
         cols = im2col(x, (kh, kw), stride, padding, dilation)  # (M, C·KH·KW)
-        m = cols.shape[0]
-        cols = cols.reshape(m, groups, -1).transpose(1, 0, 2)  # (G, M, K), a view
-        wg = weight.reshape(groups, oc // groups, -1)  # (G, OC/G, K), a view
-        out = cols @ wg.transpose(0, 2, 1)  # (G, M, OC/G)
-        oh, ow = (conv_output_size(s, k, st, p, d) for s, k, st, p, d in zip((h, w), (kh, kw), stride, padding, dilation))
-        self.out_hw = (oh, ow)
+        cols = cols.reshape(m, groups, k).transpose(1, 0, 2)  # (G, M, K), a view
+        wg = weight.reshape(groups, oc // groups, k)  # (G, OC/G, K), a view
+        out = cols @ wg.transpose(0, 2, 1)  # (G, M, OC/G), a new array
+        # For G = 1 this reshape and transpose are views of the GEMM's result (NCHW strides over NHWC
+        # memory); for G > 1 the reshape copies. Either way `out` is ours, so += cannot touch an input.
         out = out.reshape(groups, n, oh, ow, oc // groups).transpose(1, 0, 4, 2, 3).reshape(n, oc, oh, ow)
         if bias is not None:
-            out += bias.reshape(1, oc, 1, 1)  # `out` is a fresh array (the reshape above copied)
+            out += bias.reshape(1, oc, 1, 1)
         self.save_for_backward(cols, weight)
         return out
 
@@ -146,11 +165,12 @@ class Conv2dFn(Function):
         cols, weight = self.saved
         needs, g = self.needs_input_grad, self.groups
         n, oc, oh, ow = grad.shape
-        gg = grad.reshape(n, g, oc // g, oh, ow).transpose(1, 0, 3, 4, 2).reshape(g, n * oh * ow, oc // g)
+        m, k = n * oh * ow, cols.shape[2]
+        gg = grad.reshape(n, g, oc // g, oh, ow).transpose(1, 0, 3, 4, 2).reshape(g, m, oc // g)
         grad_x = grad_w = grad_b = None
         if needs[0]:
-            dcols = gg @ weight.reshape(g, oc // g, -1)  # (G, M, K)
-            dcols = dcols.transpose(1, 0, 2).reshape(n * oh * ow, -1)
+            dcols = gg @ weight.reshape(g, oc // g, k)  # (G, M, K)
+            dcols = dcols.transpose(1, 0, 2).reshape(m, g * k)
             grad_x = col2im(dcols, self.x_shape, *self.geometry)
         if needs[1]:
             grad_w = (gg.transpose(0, 2, 1) @ cols).reshape(weight.shape)
@@ -165,6 +185,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d: expected a 4-d input (N, C, H, W) and a 4-d weight (OC, C/groups, KH, KW); "
                          f"got input {x.shape} and weight {weight.shape}")
+    if not _is_int(groups):
+        raise TypeError(f"conv2d: groups must be an int; got {groups!r}")
     if groups < 1 or weight.shape[0] % groups:
         raise ValueError(f"conv2d: groups must be a positive divisor of the weight's {weight.shape[0]} output "
                          f"channels; got groups={groups}")
@@ -175,6 +197,8 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
         raise ShapeError(f"conv2d: bias of shape {bias.shape}; expected ({weight.shape[0]},)")
     if x.dtype != weight.dtype:
         raise TypeError(f"conv2d: input is {x.dtype} but weight is {weight.dtype}; convert one with .to(dtype=...)")
+    if bias is not None and bias.dtype != weight.dtype:
+        raise TypeError(f"conv2d: bias is {bias.dtype} but weight is {weight.dtype}; convert one with .to(dtype=...)")
     _, stride, padding, dilation = _geometry("conv2d", x.shape, weight.shape[2:], stride, padding, dilation)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Conv2dFn.apply(*inputs, stride=stride, padding=padding, dilation=dilation, groups=groups)
@@ -188,14 +212,15 @@ class Conv2d(Module):
                  dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True,
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"Conv2d: {name} must be a positive int; got {value!r}")
         for name, channels in (("in_channels", in_channels), ("out_channels", out_channels)):
-            if groups < 1 or channels % groups:
+            if channels % groups:
                 raise ValueError(f"Conv2d: {name} ({channels}) must be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _pair(kernel_size, "kernel_size", "Conv2d")
-        self.stride = _pair(stride, "stride", "Conv2d")
-        self.padding = _pair(padding, "padding", "Conv2d")
-        self.dilation = _pair(dilation, "dilation", "Conv2d")
+        self.kernel_size, self.stride, self.padding, self.dilation = _pairs("Conv2d", kernel_size, stride, padding,
+                                                                            dilation)
         shape = (out_channels, in_channels // groups, *self.kernel_size)
         self.weight = Parameter(zeros(shape, dtype=dtype, device=device))
         if bias:
@@ -239,9 +264,18 @@ def _pool_geometry(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: A
                    dilation: Any = 1) -> tuple[tuple[int, int], ...]:
     """Checked pairs for a pooling op; stride=None means the kernel size; padding at most half the kernel."""
     geometry = _geometry(op, x.shape, kernel_size, kernel_size if stride is None else stride, padding, dilation)
-    kernel, _, pad, _ = geometry
+    kernel, stride, pad, dilation = geometry
     if pad[0] > kernel[0] // 2 or pad[1] > kernel[1] // 2:
         raise ValueError(f"{op}: padding {pad} must be at most half the kernel size {kernel}")
+    for axis, size in enumerate(x.shape[2:]):  # dilated taps can straddle the input and miss it
+        positions = np.arange(conv_output_size(size, kernel[axis], stride[axis], pad[axis], dilation[axis]))
+        taps = positions[:, None] * stride[axis] + np.arange(kernel[axis]) * dilation[axis] - pad[axis]
+        empty = ~((taps >= 0) & (taps < size)).any(axis=1)
+        if empty.any():
+            raise ShapeError(
+                f"{op}: output {'row' if axis == 0 else 'column'} {int(positions[empty][0])} would pool only "
+                f"padding (input of shape {x.shape}, kernel {kernel}, stride {stride}, padding {pad}, "
+                f"dilation {dilation}); use less padding or dilation")
     return geometry
 
 
@@ -250,20 +284,29 @@ class MaxPool2dFn(Function):
 
     def forward(self, x, kernel, stride, padding, dilation):
         xp = self.xp
-        fill = -xp.inf if x.dtype.kind == "f" else xp.iinfo(x.dtype).min  # padding never wins
-        win = _windows(x, kernel, stride, padding, dilation, fill=fill)
-        n, c, oh, ow, kh, kw = win.shape
-        flat = win.reshape(n, c, oh, ow, kh * kw)  # a copy: argmax needs one axis
-        self.index = flat.argmax(axis=-1)[..., None]
+        fill = -xp.inf if is_floating(x.dtype) else xp.iinfo(x.dtype).min  # padding never wins
+        win = _windows(x, kernel, stride, padding, dilation, fill=fill)  # a view: nothing copied yet
+        out = win[..., 0, 0].copy()
+        for i in range(kernel[0]):  # a running maximum over the KH·KW offsets, never over pixels
+            for j in range(kernel[1]):
+                if i or j:
+                    xp.maximum(out, win[..., i, j], out=out)
+        self.win, self.out = win, out
         self.geometry, self.x_shape = (kernel, stride, padding, dilation), x.shape
-        return xp.take_along_axis(flat, self.index, axis=-1)[..., 0]
+        return out
 
     def backward(self, grad):
         xp = self.xp
-        kernel = self.geometry[0]
-        hit = self.index == xp.arange(kernel[0] * kernel[1])  # one-hot along the window
-        spread = xp.where(hit, grad[..., None], grad.dtype.type(0))
-        return _fold(spread.reshape(*grad.shape, *kernel), self.x_shape, *self.geometry)
+        win, out = self.win, self.out
+        spread = xp.zeros(win.shape, dtype=grad.dtype)
+        taken = xp.zeros(out.shape, dtype=bool)  # windows whose maximum has had its gradient
+        zero = grad.dtype.type(0)
+        for i in range(win.shape[4]):  # in window order, so a tie goes to the first maximum
+            for j in range(win.shape[5]):
+                first = (win[..., i, j] == out) & ~taken
+                taken |= first
+                spread[..., i, j] = xp.where(first, grad, zero)
+        return _fold(spread, self.x_shape, *self.geometry)
 
 
 class AvgPool2dFn(Function):
@@ -292,6 +335,8 @@ class AvgPool2dFn(Function):
 
 def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
     """The maximum over each (dilated) window of an (N, C, H, W) input."""
+    if x.dtype == np.bool_:
+        raise TypeError("max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))")
     kernel, stride, padding, dilation = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation)
     return MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
 
@@ -313,12 +358,21 @@ def _adaptive_matrix(size: int, out: int) -> np.ndarray:
     return inside / (end - start)[:, None]
 
 
+def _output_size_pair(output_size: Any, shape: tuple[int, ...]) -> tuple[int, int]:
+    """adaptive_avg_pool2d's output_size (an int, or a pair of ints or None) as (OH, OW)."""
+    pair = (output_size, output_size) if output_size is None or _is_int(output_size) else output_size
+    if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(v is None or _is_int(v) for v in pair)):
+        raise TypeError(f"adaptive_avg_pool2d: output_size must be an int or a pair of ints (or None); "
+                        f"got {output_size!r}")
+    oh, ow = (shape[2 + axis] if v is None else int(v) for axis, v in enumerate(pair))
+    return oh, ow
+
+
 def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | None]) -> Tensor:
     """Average-pool an (N, C, H, W) input to output_size with PyTorch's window rule."""
     if x.ndim != 4:
         raise ShapeError(f"adaptive_avg_pool2d: expected an input of shape (N, C, H, W); got {x.shape}")
-    pair = (output_size, output_size) if isinstance(output_size, int | None) else tuple(output_size)
-    oh, ow = (x.shape[2 + a] if s is None else s for a, s in enumerate(pair))
+    oh, ow = _output_size_pair(output_size, x.shape)
     if oh < 1 or ow < 1:
         raise ValueError(f"adaptive_avg_pool2d: output_size must be positive; got {output_size}")
     h, w = x.shape[2:]

@@ -433,13 +433,25 @@ def _state_dict(opt: Optimizer) -> dict[str, Any]:
     return {"state": state, "param_groups": groups}
 
 
-def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
+def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
+    """Every check ``load_state_dict`` makes, without changing anything: a ValueError saying what does not match."""
     name = type(opt).__name__
+    if not isinstance(state_dict, dict) or not isinstance(state_dict.get("param_groups"), list) \
+            or not isinstance(state_dict.get("state"), dict):
+        raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' (a dict) and 'param_groups' (a list), "
+                         "as state_dict() returns")
     groups, saved = state_dict["param_groups"], state_dict["state"]
     if len(groups) != len(opt.param_groups):
         raise ValueError(f"{name}.load_state_dict: the state has {len(groups)} parameter groups; "
                          f"this optimizer has {len(opt.param_groups)}")
+    try:
+        saved = {int(k): v for k, v in saved.items()}  # JSON turns the keys into strings
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}.load_state_dict: the state's keys must be parameter numbers; "
+                         f"got {sorted(map(str, saved))[:5]}") from None
     for i, (mine, theirs) in enumerate(zip(opt.param_groups, groups)):
+        if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), list):
+            raise ValueError(f"{name}.load_state_dict: group {i} of the state is not a dict with a 'params' list")
         if len(mine["params"]) != len(theirs["params"]):
             raise ValueError(f"{name}.load_state_dict: group {i} has {len(theirs['params'])} parameters in the state; "
                              f"{len(mine['params'])} in this optimizer")
@@ -447,31 +459,43 @@ def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
         if unknown:
             raise ValueError(f"{name}.load_state_dict: group {i} of the state has hyper-parameter(s) {sorted(unknown)}, "
                              f"which {name} does not have; was it saved from another optimizer?")
-    saved = {int(k): v for k, v in saved.items()}  # JSON turns the keys into strings
+        merged = {**mine, **{k: tuple(v) if isinstance(v, list) else v for k, v in theirs.items()
+                             if k not in ("params", "flat")}}
+        opt._check(merged)
+        for p, number in zip(mine["params"], theirs["params"]):
+            if number not in saved:
+                continue
+            entry, fresh = saved[number], opt._new_state(p.data, merged)
+            if not isinstance(entry, dict) or set(entry) != set(fresh):
+                keys = sorted(entry) if isinstance(entry, dict) else entry
+                raise ValueError(f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
+                                 f"{keys}; expected {sorted(fresh)}")
+            for key, value in entry.items():
+                if _is_array(fresh[key]) and (not _is_array(value) or tuple(value.shape) != p.shape):
+                    shape = tuple(value.shape) if _is_array(value) else type(value).__name__
+                    raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter {number} (group {i}) has "
+                                     f"shape {shape}; the parameter has shape {p.shape}")
+
+
+def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
+    _validate_state_dict(opt, state_dict)
+    groups = state_dict["param_groups"]
+    saved = {int(k): v for k, v in state_dict["state"].items()}
     for i, (mine, theirs) in enumerate(zip(opt.param_groups, groups)):
         for key, value in theirs.items():
             if key not in ("params", "flat"):
                 mine[key] = tuple(value) if isinstance(value, list) else value
-        opt._check(mine)
         if i in opt._flat:
             _flat_state(opt, i)
         for p, number in zip(mine["params"], theirs["params"]):
             if number not in saved:
                 continue
-            fresh = opt._new_state(p.data, mine)
-            entry = saved[number]
-            if set(entry) != set(fresh):
-                raise ValueError(f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
-                                 f"{sorted(entry)}; expected {sorted(fresh)}")
-            state = opt.state.setdefault(p, fresh)
-            for key, value in entry.items():
-                if not _is_array(fresh[key]):
+            state = opt.state.setdefault(p, opt._new_state(p.data, mine))
+            for key, value in saved[number].items():
+                if _is_array(state[key]):
+                    state[key][...] = _xp(p.data).asarray(value, dtype=p.dtype)
+                else:
                     state[key] = value
-                    continue
-                if tuple(value.shape) != p.shape:
-                    raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter {number} (group {i}) has "
-                                     f"shape {tuple(value.shape)}; the parameter has shape {p.shape}")
-                state[key][...] = _xp(p.data).asarray(value, dtype=p.dtype)
 
 
 CHUNK = 1 << 15  # numbers per block of a flat NumPy step: a block's arrays stay in the CPU's cache

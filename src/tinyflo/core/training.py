@@ -454,6 +454,8 @@ class Trainer:
         self._epochs_planned: int | None = None
         self.train_loader: Any = None  # the last loader train_epoch got: a checkpoint saves its position
         self.pending_loader_state: dict[str, Any] | None = None  # a loaded position for the next train loader
+        self.epoch_state: _EpochState | None = None  # the running sums of the epoch in progress
+        self.pending_epoch_totals: dict[str, Any] | None = None  # loaded sums of an unfinished epoch
 
     def __repr__(self) -> str:
         return (
@@ -468,7 +470,10 @@ class Trainer:
         if self.pending_loader_state is not None and hasattr(loader, "load_state_dict"):
             loader.load_state_dict(self.pending_loader_state)  # a checkpoint loaded before the loader was known
             self.pending_loader_state = None
-        return _train_epoch(self, loader, accumulation_steps)
+        try:
+            return _train_epoch(self, loader, accumulation_steps)
+        finally:
+            self.epoch_state = self.pending_epoch_totals = None
 
     def evaluate(self, loader: Iterable) -> tuple[float, float]:
         """(mean loss, accuracy) over ``loader`` in eval mode without a graph (accuracy nan if not classes)."""
@@ -529,13 +534,19 @@ class Trainer:
         return Tensor._wrap(array, self.device).item()
 
     def state_dict(self) -> dict[str, Any]:
-        """The Trainer's counters and history (JSON data); the model and optimizer save their own."""
-        return {"step": self.step, "epoch": self.epoch, "history": {k: list(v) for k, v in self.history.items()}}
+        """The Trainer's counters, history and unfinished epoch's sums (JSON data); the model and optimizer save their own."""
+        state = {"step": self.step, "epoch": self.epoch, "history": {k: list(v) for k, v in self.history.items()}}
+        epoch = self.epoch_state
+        if epoch is not None and epoch.total is not None:  # saved in the middle of an epoch: one device read
+            state["epoch_totals"] = {"total": self.read(epoch.total), "dtype": str(epoch.total.dtype),
+                                     "samples": epoch.samples, "batches": epoch.batches}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue counting (and recording history) from a state_dict()."""
+        """Continue counting (and recording history, and an unfinished epoch's sums) from a state_dict()."""
         self.step, self.epoch = int(state["step"]), int(state["epoch"])
         self.history = History({k: list(v) for k, v in state["history"].items()})
+        self.pending_epoch_totals = state.get("epoch_totals")
 
     def save_checkpoint(self, path: str | os.PathLike, **options: Any) -> Path:
         """Save the complete training state to ``path`` (module 09's ``save_checkpoint(path, trainer=self)``)."""
@@ -561,6 +572,13 @@ class _EpochState:
         self.batches = 0
         self.first_bad: Any = None  # device array: the first step with a non-finite loss, or -1
         self.snapshot: list[Any] | None = None
+        saved = trainer.pending_epoch_totals  # a checkpoint taken mid-epoch: go on from its sums
+        if saved is not None:
+            with trainer.device:
+                self.total = self.xp.asarray(saved["total"], dtype=saved["dtype"])
+            self.samples, self.batches = int(saved["samples"]), int(saved["batches"])
+            trainer.pending_epoch_totals = None
+        trainer.epoch_state = self
 
     def add(self, loss: Tensor, n: int) -> None:
         """Add one batch's mean loss times its size, on the device."""
