@@ -805,6 +805,23 @@ class Trainer:
             t = self.step if self.scheduler_interval == "step" else self.epoch
             self.optimizer.set_lr(float(self.scheduler.lr(t)))
 
+    # The three steps of an update. Here they are one line each; mixed precision (module 11)
+    # and data parallelism (module 12) add what they need inside them, and the loop you write
+    # below stays the same.
+    def zero_grad(self) -> None:
+        """Clear the gradients before a group of batches."""
+        self.optimizer.zero_grad()
+
+    def backward(self, loss: Tensor) -> None:
+        """Backpropagate one batch's (already weighted) loss into the gradients."""
+        loss.backward()
+
+    def optimizer_step(self) -> None:
+        """Clip the gradients when ``grad_clip_norm`` is set, then take the optimizer's step."""
+        if self.grad_clip_norm is not None:
+            clip_grad_norm(self.params, self.grad_clip_norm)
+        self.optimizer.step()
+
     @property
     def lr(self) -> float:
         """The first parameter group's learning rate."""
@@ -860,10 +877,12 @@ class Trainer:
 # epoch — scale each batch's mean loss by its share of the group,
 # `n_i / N_group`. So take the whole group from the loader *before* the
 # first backward (`itertools.islice`), to know `N_group`. The last group may
-# be shorter than `k`: step it too. Each group: `zero_grad()`, the
-# backwards, clip if `grad_clip_norm` is set (`clip_grad_norm`), apply the
-# schedule (`trainer.apply_schedule()`), `optimizer.step()`, and
-# `trainer.step += 1`.
+# be shorter than `k`: step it too. Each group: `trainer.zero_grad()`, one
+# `trainer.backward(weighted_loss)` per batch, `trainer.apply_schedule()`,
+# `trainer.optimizer_step()` (it clips when `grad_clip_norm` is set, then
+# steps), and `trainer.step += 1`. Those three helpers are one line each
+# today; modules 11 (mixed precision) and 12 (data parallel) fill them in,
+# and your loop will not change.
 #
 # **No sync per batch.** `loss.item()` after every batch makes a GPU wait
 # for Python, every time. Keep the sum of `loss.data * n` as a device array
@@ -970,7 +989,7 @@ def _train_epoch(trainer: Trainer, loader: Iterable, accumulation_steps: int = 1
             first = state.batches
             group = [trainer.batch(b, first + j) for j, b in enumerate(group)]
             group_samples = sum(y.shape[0] for _, y in group)
-            trainer.optimizer.zero_grad()
+            trainer.zero_grad()
             for j, (x, y) in enumerate(group):
                 _, loss = trainer.compute_loss(x, y, first + j)
                 n = y.shape[0]
@@ -978,13 +997,11 @@ def _train_epoch(trainer: Trainer, loader: Iterable, accumulation_steps: int = 1
                     state.mark(loss)
                 elif not bool(state.xp.isfinite(loss.data)):
                     raise _nonfinite_error(trainer, trainer.step, first + j, rolled_back=False)
-                (loss if n == group_samples else loss * (n / group_samples)).backward()
+                trainer.backward(loss if n == group_samples else loss * (n / group_samples))
                 state.add(loss.detach(), n)
             state.batches += len(group)
-            if trainer.grad_clip_norm is not None:
-                clip_grad_norm(trainer.params, trainer.grad_clip_norm)
             trainer.apply_schedule()
-            trainer.optimizer.step()
+            trainer.optimizer_step()
             trainer.step += 1
             bar.update(len(group))
             if trainer.log_every is not None and trainer.step % trainer.log_every == 0:

@@ -123,8 +123,8 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
         # small gradients scaled *up* to max_norm: the factor is not capped at 1.
         ("factor = xp.minimum(max_norm / (norm + 1e-6), 1.0)", "factor = max_norm / (norm + 1e-6)"),
         # every micro-batch weighted 1/k: wrong when the batches of a group differ in size.
-        ("(loss if n == group_samples else loss * (n / group_samples)).backward()",
-         "(loss * (1 / len(group))).backward()"),
+        ("trainer.backward(loss if n == group_samples else loss * (n / group_samples))",
+         "trainer.backward(loss * (1 / len(group)))"),
         # the slope from the end points instead of least squares (a hidden test catches it).
         ("return float((i * (y - y.mean())).sum() / (i * i).sum())", "return float((y[-1] - y[0]) / (len(y) - 1))"),
         # evaluation in training mode: dropout stays on (a hidden test catches it).

@@ -524,6 +524,23 @@ class Trainer:
             t = self.step if self.scheduler_interval == "step" else self.epoch
             self.optimizer.set_lr(float(self.scheduler.lr(t)))
 
+    # The three steps of an update. Here they are one line each; mixed precision (module 11)
+    # and data parallelism (module 12) add what they need inside them, and the loop you write
+    # below stays the same.
+    def zero_grad(self) -> None:
+        """Clear the gradients before a group of batches."""
+        self.optimizer.zero_grad()
+
+    def backward(self, loss: Tensor) -> None:
+        """Backpropagate one batch's (already weighted) loss into the gradients."""
+        loss.backward()
+
+    def optimizer_step(self) -> None:
+        """Clip the gradients when ``grad_clip_norm`` is set, then take the optimizer's step."""
+        if self.grad_clip_norm is not None:
+            clip_grad_norm(self.params, self.grad_clip_norm)
+        self.optimizer.step()
+
     @property
     def lr(self) -> float:
         """The first parameter group's learning rate."""
@@ -631,7 +648,7 @@ def _train_epoch(trainer: Trainer, loader: Iterable, accumulation_steps: int = 1
             first = state.batches
             group = [trainer.batch(b, first + j) for j, b in enumerate(group)]
             group_samples = sum(y.shape[0] for _, y in group)
-            trainer.optimizer.zero_grad()
+            trainer.zero_grad()
             for j, (x, y) in enumerate(group):
                 _, loss = trainer.compute_loss(x, y, first + j)
                 n = y.shape[0]
@@ -639,13 +656,11 @@ def _train_epoch(trainer: Trainer, loader: Iterable, accumulation_steps: int = 1
                     state.mark(loss)
                 elif not bool(state.xp.isfinite(loss.data)):
                     raise _nonfinite_error(trainer, trainer.step, first + j, rolled_back=False)
-                (loss if n == group_samples else loss * (n / group_samples)).backward()
+                trainer.backward(loss if n == group_samples else loss * (n / group_samples))
                 state.add(loss.detach(), n)
             state.batches += len(group)
-            if trainer.grad_clip_norm is not None:
-                clip_grad_norm(trainer.params, trainer.grad_clip_norm)
             trainer.apply_schedule()
-            trainer.optimizer.step()
+            trainer.optimizer_step()
             trainer.step += 1
             bar.update(len(group))
             if trainer.log_every is not None and trainer.step % trainer.log_every == 0:
