@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 from benchmarks import (
+    bench_allreduce,
+    bench_amp,
     bench_autograd_overhead,
     bench_checkpoint,
     bench_conv,
@@ -14,7 +16,8 @@ from benchmarks import (
     common,
 )
 
-BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_trainer, bench_conv, bench_checkpoint]
+BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_trainer, bench_conv, bench_checkpoint,
+              bench_allreduce, bench_amp]
 
 
 def main(rounds: int = 11) -> None:

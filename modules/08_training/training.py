@@ -44,6 +44,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import io
 import itertools
@@ -52,7 +53,7 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -645,7 +646,8 @@ class Monitor(Callback):
 #
 # `Trainer(model, optimizer, loss_fn, scheduler=None, grad_clip_norm=None,
 # scheduler_interval="epoch", device=None, log_every=50, verbosity=None,
-# nan_check=None, plateau_monitor=None)` keeps the pieces together and counts: `trainer.step` is
+# nan_check=None, plateau_monitor=None, amp=None, scaler=None, group=None,
+# local_sgd=None)` keeps the pieces together and counts: `trainer.step` is
 # the number of optimizer steps taken, `trainer.epoch` the number of epochs
 # completed. The class is given; its three working methods are your tasks
 # below. `loss_fn(outputs, targets)` must return the **mean** loss of the
@@ -672,6 +674,29 @@ class Monitor(Callback):
 # (`state_dict()["epoch_totals"]`), and the resumed epoch starts from them
 # (`trainer.pending_epoch_totals`) — its mean loss, and every decision that
 # reads it, is then the same as without the stop.
+#
+# **Mixed precision** comes with module 11: `amp="float16"` (or
+# `"bfloat16"`) runs the model and the loss under `autocast()` — matmuls in
+# 16 bits, reductions and losses in float32, the parameters stay float32 —
+# in training and in `evaluate`. With float16 the Trainer also keeps a
+# `GradScaler` (`trainer.scaler`; pass `scaler=` to use your own): the three
+# helpers below then scale the loss before backward, unscale the gradients
+# before clipping, skip a step whose gradients overflowed and adjust the
+# scale (such an overflow is expected now and then, so NumPy's overflow
+# warnings are silenced while they run). Your loop does not change.
+#
+# **Data parallelism** comes with module 12: `group=` (a process group from
+# `init_process_group`) wraps the model in a `DataParallel`
+# (`trainer.parallel`): every batch is split into one shard per rank, each
+# replica computes its shard's loss weighted by its share of the batch, and
+# `compute_loss` returns their sum — the batch's mean loss, as before. The
+# helpers all-reduce the gradients before unscaling and clipping (so every
+# rank agrees on an overflow), schedule every replica's optimizer, and step
+# them all. `local_sgd=LocalSGD(period=k)` averages parameters every k steps
+# instead. `trainer.model` is replica 0; checkpoints save it, written by the
+# process that drives rank 0 while the others wait (if that write fails,
+# every rank raises, rather than waiting forever). Your loop does not
+# change either.
 
 # %%
 #| export
@@ -699,7 +724,13 @@ class Trainer:
         verbosity: str | int | None = None,
         nan_check: str | None = None,
         plateau_monitor: str | None = None,
+        amp: str | None = None,
+        scaler: Any = None,
+        group: Any = None,
+        local_sgd: Any = None,
     ) -> None:
+        if amp not in (None, "float16", "bfloat16"):
+            raise ValueError(f"Trainer: amp must be None, 'float16' or 'bfloat16'; got {amp!r}")
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step'; got {scheduler_interval!r}")
         if grad_clip_norm is not None and not float(grad_clip_norm) > 0:
@@ -712,6 +743,18 @@ class Trainer:
         self.grad_clip_norm = None if grad_clip_norm is None else float(grad_clip_norm)
         self.scheduler_interval = scheduler_interval
         self.params = list(model.parameters())
+        self.parallel = None  # data parallelism (module 12): the DataParallel over group's ranks, or None
+        if local_sgd is not None and group is None:
+            raise ValueError("Trainer: local_sgd= needs group= (the ranks whose parameters it averages)")
+        if group is not None:
+            if device is not None:
+                raise ValueError(f"Trainer: with group= the group's devices {group.devices} decide where the "
+                                 f"replicas live; leave out device={device!r}")
+            if not hasattr(group, "data_parallel"):
+                raise TypeError(f"Trainer: group must be a process group from init_process_group(...); "
+                                f"got {type(group).__name__}")
+            self.parallel = group.data_parallel(model, optimizer, local_sgd=local_sgd)
+            self.params = list(model.parameters())
         if device is not None:
             flat = getattr(optimizer, "_flat", None)
             if flat and any(p.device != as_device(device) for p in self.params):
@@ -737,6 +780,14 @@ class Trainer:
         self.pending_loader_state: dict[str, Any] | None = None  # a loaded position for the next train loader
         self.epoch_state: _EpochState | None = None  # the running sums of the epoch in progress
         self.pending_epoch_totals: dict[str, Any] | None = None  # loaded sums of an unfinished epoch
+        self.amp = amp  # mixed precision (module 11): the dtype autocast() computes matmuls in, or None
+        if amp is not None:
+            from tinyflo.core.amp import GradScaler, autocast
+
+            autocast(amp)  # fails now, not at the first batch, when bfloat16 has no ml_dtypes to run on
+            if scaler is None and amp == "float16":  # float16 gradients underflow without loss scaling
+                scaler = GradScaler()
+        self.scaler = scaler  # bfloat16 has float32's range and needs none, but a given scaler is used
 
     def __repr__(self) -> str:
         return (
@@ -752,7 +803,8 @@ class Trainer:
             loader.load_state_dict(self.pending_loader_state)  # a checkpoint loaded before the loader was known
             self.pending_loader_state = None
         try:
-            return _train_epoch(self, loader, accumulation_steps)
+            loss = _train_epoch(self, loader, accumulation_steps)
+            return loss if self.parallel is None else self.parallel.total_loss(loss)  # mpi/nccl: sum the shares
         finally:
             self.epoch_state = self.pending_epoch_totals = None
 
@@ -786,10 +838,15 @@ class Trainer:
         return x, y
 
     def compute_loss(self, x: Tensor, y: Tensor, index: int, op: str = "train_epoch") -> tuple[Tensor, Tensor]:
-        """(outputs, mean loss) of one batch; an error inside names the batch and its shapes."""
+        """(outputs, mean loss) of one batch (outputs None when training with group=); errors name the batch."""
         try:
-            out = self.model(x)
-            loss = self.loss_fn(out, y)
+            if self.amp is None:
+                out, loss = self._forward(x, y, op)
+            else:
+                from tinyflo.core.amp import autocast
+
+                with autocast(self.amp):
+                    out, loss = self._forward(x, y, op)
         except (ShapeError, ValueError, TypeError) as err:
             raise type(err)(f"{op}: batch {index} (inputs {x.shape}, targets {y.shape}): {err}") from err
         if not isinstance(loss, Tensor) or loss.data.size != 1:
@@ -799,28 +856,77 @@ class Trainer:
             )
         return out, loss
 
+    def _forward(self, x: Tensor, y: Tensor, op: str) -> tuple[Tensor | None, Tensor]:
+        if self.parallel is not None and op == "train_epoch":  # every replica on its shard (outputs stay there)
+            self.parallel.train(self.model.training)
+            return None, self.parallel.step_loss(x, y, self.loss_fn)
+        out = self.model(x)
+        return out, self.loss_fn(out, y)
+
     def apply_schedule(self) -> None:
         """``optimizer.set_lr(scheduler.lr(t))`` with t = steps taken or epochs completed."""
         if self.scheduler is not None:
             t = self.step if self.scheduler_interval == "step" else self.epoch
-            self.optimizer.set_lr(float(self.scheduler.lr(t)))
+            (self.parallel or self.optimizer).set_lr(float(self.scheduler.lr(t)))
 
     # The three steps of an update. Here they are one line each; mixed precision (module 11)
     # and data parallelism (module 12) add what they need inside them, and the loop you write
     # below stays the same.
     def zero_grad(self) -> None:
         """Clear the gradients before a group of batches."""
-        self.optimizer.zero_grad()
+        (self.parallel or self.optimizer).zero_grad()
 
     def backward(self, loss: Tensor) -> None:
-        """Backpropagate one batch's (already weighted) loss into the gradients."""
-        loss.backward()
+        """Backpropagate one batch's (already weighted) loss into the gradients (scaled under a GradScaler)."""
+        if self.scaler is None:
+            self._backward(loss)
+            return
+        # A scaled float16 backward may overflow on purpose: the GradScaler finds the inf and skips the step.
+        with np.errstate(over="ignore", invalid="ignore"):
+            self._backward(self.scaler.scale(loss))
+
+    def _backward(self, loss: Tensor) -> None:
+        if self.parallel is not None:
+            self.parallel.backward(loss)  # nothing to do for a process whose shard is empty
+        else:
+            loss.backward()
 
     def optimizer_step(self) -> None:
-        """Clip the gradients when ``grad_clip_norm`` is set, then take the optimizer's step."""
+        """Clip the gradients when ``grad_clip_norm`` is set, then take the optimizer's step.
+
+        With a GradScaler: unscale, clip the true gradients, step (skipped on inf/NaN), update the scale.
+        """
+        if self.scaler is None:
+            self._optimizer_step()
+            return
+        with np.errstate(over="ignore", invalid="ignore"):  # overflowed gradients are expected: the step is skipped
+            self._optimizer_step()
+
+    def _optimizer_step(self) -> None:
+        scaler, parallel = self.scaler, self.parallel
+        if parallel is None:
+            optimizers, param_lists = [self.optimizer], [self.params]
+        else:  # module 12: all-reduce first, so every rank unscales, clips and skips alike
+            parallel.reduce_gradients()
+            optimizers, param_lists = parallel.optimizers, [list(r.parameters()) for r in parallel.replicas]
+        if scaler is not None:
+            for optimizer in optimizers:
+                scaler.unscale_(optimizer)
         if self.grad_clip_norm is not None:
-            clip_grad_norm(self.params, self.grad_clip_norm)
-        self.optimizer.step()
+            for params in param_lists:
+                clip_grad_norm(params, self.grad_clip_norm)
+        if scaler is None:
+            for optimizer in optimizers:
+                optimizer.step()
+        else:
+            skipped = getattr(scaler, "skipped_steps", None)
+            for optimizer in optimizers:
+                scaler.step(optimizer)  # a skipped step still counts as a step, as in PyTorch
+            if skipped is not None and scaler.skipped_steps > skipped + 1:  # local replicas: one step, not N
+                scaler.skipped_steps = skipped + 1
+            scaler.update()
+        if parallel is not None:
+            parallel.after_step()  # local SGD's average when due, or rank 0's buffers
 
     @property
     def lr(self) -> float:
@@ -850,13 +956,53 @@ class Trainer:
         """Save the complete training state to ``path`` (module 09's ``save_checkpoint(path, trainer=self)``)."""
         from tinyflo.core.checkpoints import save_checkpoint
 
-        return save_checkpoint(path, trainer=self, **options)
+        if self.parallel is None:
+            return save_checkpoint(path, trainer=self, **options)
+        group = self.parallel.group
+        # Rank 0 writes; the others wait. Every rank learns whether it worked, so a failed save is an error
+        # everywhere instead of ranks waiting forever in a barrier that rank 0 never reaches.
+        written = Path(path)
+        with _fails_on_every_rank(group, f"Trainer.save_checkpoint: rank 0 could not write {str(path)!r}"):
+            if group.is_main:
+                written = save_checkpoint(path, trainer=self, **options)
+        return written
 
     def load_checkpoint(self, path: str | os.PathLike, **options: Any) -> Any:
         """Resume from ``path``; a LoadReport (module 09's ``load_checkpoint(path, trainer=self)``)."""
         from tinyflo.core.checkpoints import load_checkpoint
 
-        return load_checkpoint(path, trainer=self, **options)
+        if self.parallel is None:
+            return load_checkpoint(path, trainer=self, **options)
+        # mpi/nccl: every process reads the file (a shared file system); if one cannot, all stop
+        with _fails_on_every_rank(self.parallel.group, f"Trainer.load_checkpoint: a rank could not read {str(path)!r}"):
+            report = load_checkpoint(path, trainer=self, **options)
+        self.parallel.sync()  # the other replicas become what replica 0 loaded
+        return report
+
+
+@contextlib.contextmanager
+def _fails_on_every_rank(group: Any, message: str) -> Iterator[None]:
+    """Run the block; then the processes agree (one all-reduce of a flag, also a barrier) whether all got
+    through it: one whose block raised re-raises its error, the others raise RuntimeError(message) —
+    rather than waiting forever for a process that left. ``local``: one process, nothing to agree on."""
+    if len(group.local_ranks) == group.world_size:
+        yield
+        return
+
+    def anyone_failed(failed: int) -> bool:
+        dev = group.devices[0]
+        with dev:
+            flag = dev.xp.asarray([failed], dtype=np.int32)
+        group.all_reduce(flag)
+        return bool(int(flag[0]))
+
+    try:
+        yield
+    except BaseException:
+        anyone_failed(1)
+        raise
+    if anyone_failed(0):
+        raise RuntimeError(f"{message} (the error is in that rank's output)")
 
 
 # %% [markdown]

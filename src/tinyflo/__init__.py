@@ -4,9 +4,10 @@ The code under ``tinyflo.core`` is generated from the course modules
 (``modules/NN_name/name.py``) by ``tinyflo export``; this file only gathers
 the public names, the way ``torch`` does, so user code reads
 ``tinyflo.randn(...)``, ``tinyflo.no_grad()``, ``tinyflo.DataLoader(...)``,
-``tinyflo.Trainer(...)`` and ``tinyflo.save_checkpoint(...)``; layers and
+``tinyflo.Trainer(...)``, ``tinyflo.save_checkpoint(...)`` and ``tinyflo.autocast()``; layers and
 losses live in ``tinyflo.nn``, optimizers and schedules in ``tinyflo.optim``,
-data sets in ``tinyflo.datasets``, ready-made models in ``tinyflo.models``.
+data sets in ``tinyflo.datasets``, ready-made models in ``tinyflo.models``,
+process groups and data parallelism in ``tinyflo.distributed``.
 """
 
 import importlib
@@ -34,6 +35,7 @@ _PUBLIC = {
         "CheckpointError", "CheckpointManager", "LoadReport", "ModelCheckpoint", "load_checkpoint",
         "save_checkpoint", "structural_hash",
     ),
+    "tinyflo.core.amp": ("GradScaler", "autocast", "cast_parameters"),
     "tinyflo.core.autograd": (
         "GradcheckError", "backward", "enable_grad", "gradcheck", "is_grad_enabled", "no_grad",
         "set_grad_enabled",
@@ -43,7 +45,7 @@ _SOURCE = {name: (module, name) for module, names in _PUBLIC.items() for name in
 _SOURCE["device"] = ("tinyflo.core.tensor", "as_device")  # tinyflo.device("cuda:0"), as in torch
 
 
-_SUBMODULES = ("nn", "optim", "datasets", "models")  # tinyflo.nn.Linear works without `import tinyflo.nn`
+_SUBMODULES = ("nn", "optim", "datasets", "models", "distributed")  # tinyflo.nn.Linear works without `import tinyflo.nn`
 
 
 def __getattr__(name: str) -> Any:

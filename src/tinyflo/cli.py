@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tinyflo.course.source import CourseError, find_modules_dir
+from tinyflo.launch import BACKENDS, INSTALL_MPI, LaunchError, launch, mpiexec_path
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -59,11 +61,54 @@ def _gpu() -> str:
     return f"yes ({count} device{'s' if count != 1 else ''}: {name})"
 
 
+_MPI_PROBE = """
+import mpi4py
+mpi4py.rc.initialize = False  # the library's version needs no MPI_Init (and no mpiexec)
+from mpi4py import MPI
+print(mpi4py.__version__)
+print(MPI.Get_library_version().split(",")[0].strip())
+"""
+
+
+def _mpi() -> str:
+    if importlib.util.find_spec("mpi4py") is None:
+        return f"not installed: {INSTALL_MPI}"
+    # in a child process: loading the MPI library can crash, and must not initialise MPI here
+    try:
+        probe = subprocess.run([sys.executable, "-c", _MPI_PROBE], capture_output=True, text=True,
+                               timeout=60)
+    except subprocess.TimeoutExpired:
+        return "mpi4py found, but loading the MPI library did not finish in 60 s"
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"mpi4py found, but the MPI library fails to load ({last})"
+    version, library = probe.stdout.split("\n")[:2]
+    mpiexec = mpiexec_path() or f"no mpiexec found: {INSTALL_MPI}"
+    return f"mpi4py {version}, {library}, {mpiexec}"
+
+
+def _nccl() -> str:
+    try:
+        from cupy.cuda import nccl
+    except ImportError:
+        return "no (CuPy not installed)"
+    except Exception as error:
+        return f"no (CuPy fails to import: {type(error).__name__}: {error})"
+    if not getattr(nccl, "available", False):
+        return "no (CuPy found no NCCL library: python -m cupyx.tools.install_library --library nccl)"
+    try:
+        code = nccl.get_version()
+    except Exception:
+        return "yes (version unknown)"
+    return f"yes (NCCL {code // 10000}.{code // 100 % 100}.{code % 100})" if code >= 10000 else "yes"
+
+
 def _doctor(args: argparse.Namespace) -> int:
     rows = [("python", sys.version.split()[0])]
     rows += [(name, _version(name)) for name in ("numpy", "cupy")]
     rows.append(("gpu", _gpu()))
     rows += [(name, _version(name)) for name in ("mpi4py", "nbgrader", "jupytext", "nbclient")]
+    rows += [("mpi", _mpi()), ("nccl", _nccl())]
     workspace = os.environ.get("TINYFLO_WORKSPACE")
     rows.append(
         (
@@ -75,6 +120,11 @@ def _doctor(args: argparse.Namespace) -> int:
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
     return 0
+
+
+def _launch(args: argparse.Namespace) -> int:
+    return launch(args.script, args.args, args.nproc, args.backend, args.grace, args.timeout,
+                  args.port, args.nnodes, args.node_rank, args.master_addr)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -93,6 +143,28 @@ def _bench(args: argparse.Namespace) -> int:
         raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
     command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds)]
     return subprocess.run(command, cwd=checkout).returncode
+
+
+def _count(text: str) -> int:
+    """A whole number >= 1, for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A number of seconds >= 0, for argparse."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
 
 
 def _workspace_option(parser: argparse.ArgumentParser) -> None:
@@ -164,13 +236,40 @@ def build_parser() -> argparse.ArgumentParser:
         _modules_option(sub)
     course.set_defaults(handler=_course)
 
-    doctor = commands.add_parser("doctor", help="versions, backend, GPU")
+    doctor = commands.add_parser("doctor", help="versions, backend, GPU, MPI, NCCL")
     doctor.set_defaults(handler=_doctor)
 
     bench = commands.add_parser("bench", help="run benchmarks/ and record results (needs a checkout)")
     bench.add_argument("--rounds", type=int, default=11, help="interleaved rounds per comparison")
     _modules_option(bench)
     bench.set_defaults(handler=_bench)
+
+    launcher = commands.add_parser(
+        "launch",
+        help="run a script on N ranks (mpiexec, or one process per GPU); one failing stops all",
+        description="Start N ranks of SCRIPT. When one fails, the others get --grace seconds, "
+        "then are stopped; the exit status is 0 only when every rank exited 0.",
+    )
+    launcher.add_argument("-n", "--nproc", type=_count, default=1, metavar="N",
+                        help="how many ranks (per machine with --nnodes; default: 1)")
+    launcher.add_argument("--backend", choices=BACKENDS,
+                        help="mpi: mpiexec -n N python -m mpi4py SCRIPT; nccl: N processes with "
+                        "RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (default: mpi)")
+    launcher.add_argument("--grace", type=_seconds, default=5.0, metavar="SECONDS",
+                        help="after a rank fails, how long the others may run on (default: 5)")
+    launcher.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                        help="stop the whole job after this long (default: no limit)")
+    launcher.add_argument("--port", type=int, metavar="PORT",
+                        help="MASTER_PORT for --backend nccl (default: a free port)")
+    launcher.add_argument("--nnodes", type=_count, default=1, metavar="K",
+                        help="nccl on K machines: run the launcher on each (default: 1)")
+    launcher.add_argument("--node-rank", type=int, default=0, metavar="I",
+                        help="this machine's index 0..K-1; its ranks are I*N .. I*N+N-1 (default: 0)")
+    launcher.add_argument("--master-addr", default="127.0.0.1", metavar="HOST",
+                        help="machine 0's address, for --nnodes > 1 (default: 127.0.0.1)")
+    launcher.add_argument("script", nargs="?", help="the Python script every rank runs")
+    launcher.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    launcher.set_defaults(handler=_launch)
 
     demo = commands.add_parser(
         "demo", help="run the tinyflo demo", description="Arguments after `demo` go to the demo."
@@ -189,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.handler(args)
-    except CourseError as error:
+    except (CourseError, LaunchError) as error:
         print(f"tinyflo {args.command}: error: {error}", file=sys.stderr)
         return 2
 

@@ -176,4 +176,23 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
          "        _fsync_directory(path.parent)\n        os.replace(temp, path)\n    except BaseException:\n"
          "        with contextlib.suppress(FileNotFoundError):\n            os.unlink(temp)\n        raise\n"),
     ],
+    "12_distributed": [
+        # the all-gather adds the finished chunks instead of copying them: every rank ends with too much.
+        ("                    target[...] = message\n", "                    target += message\n"),
+        # the left-over samples go to the last ranks instead of the first.
+        ("stop = start + base + (1 if r < extra else 0)", "stop = start + base + (1 if r >= world_size - extra else 0)"),
+        # local SGD sums the replicas instead of averaging them: the weights are never applied.
+        ("        flat *= flat.dtype.type(weight)\n", ""),
+        # a replica without a gradient is skipped in the buffer, shifting every later gradient.
+        ("reshape(-1)\n            offset += p.data.size\n        buffers.append(flat)",
+         "reshape(-1)\n                offset += p.data.size\n        buffers.append(flat)"),
+    ],
+    "11_mixed_precision": [
+        # an overflow halves the scale but keeps counting towards growth.
+        ("        return scale * backoff_factor, 0\n", "        return scale * backoff_factor, growth_tracker\n"),
+        # unscaling multiplies by the scale instead of dividing by it.
+        ("xp.multiply(g, g.dtype.type(inv_scale), out=g)", "xp.multiply(g, g.dtype.type(1 / inv_scale), out=g)"),
+        # float64 inputs cast down to float16 (a hidden test catches it).
+        ("is_floating(t.dtype) and t.dtype != float64 and t.dtype != low", "is_floating(t.dtype) and t.dtype != low"),
+    ],
 }

@@ -16,7 +16,7 @@ def test_doctor_reports_versions_without_a_gpu_stack(monkeypatch):
     assert lines["python"].strip() == sys.version.split()[0]
     assert lines["cupy"].strip() == "not installed"
     assert lines["gpu"].strip() == "no (CuPy not installed)"
-    for name in ("numpy", "mpi4py", "nbgrader", "jupytext"):
+    for name in ("numpy", "mpi4py", "nbgrader", "jupytext", "mpi", "nccl"):
         assert name in lines
 
 

@@ -11,6 +11,8 @@
 * `tinyflo.core.training` from modules/08_training/training.py
 * `tinyflo.core.checkpoints` from modules/09_checkpoints/checkpoints.py
 * `tinyflo.core.conv` from modules/10_convolutions/convolutions.py
+* `tinyflo.core.amp` from modules/11_mixed_precision/mixed_precision.py
+* `tinyflo.core.distributed` from modules/12_distributed/distributed.py
 
 When TINYFLO_WORKSPACE names a student workspace, the modules completed there
 (`tinyflo module complete`) are imported instead of these files.

@@ -17,6 +17,7 @@ from tinyflo.core.layers import (
     kaiming_uniform_,
 )
 from tinyflo.core.tensor import (
+    AutocastMode,
     Function,
     ShapeError,
     Tensor,
@@ -195,10 +196,12 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
                          f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}")
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ShapeError(f"conv2d: bias of shape {bias.shape}; expected ({weight.shape[0]},)")
-    if x.dtype != weight.dtype:
-        raise TypeError(f"conv2d: input is {x.dtype} but weight is {weight.dtype}; convert one with .to(dtype=...)")
-    if bias is not None and bias.dtype != weight.dtype:
-        raise TypeError(f"conv2d: bias is {bias.dtype} but weight is {weight.dtype}; convert one with .to(dtype=...)")
+    if AutocastMode.policy is None:  # inside autocast() (module 11) Conv2dFn casts all three itself
+        mix = "; convert one with .to(dtype=...), or mix precisions with autocast() / cast_parameters() (module 11)"
+        if x.dtype != weight.dtype:
+            raise TypeError(f"conv2d: input is {x.dtype} but weight is {weight.dtype}{mix}")
+        if bias is not None and bias.dtype != weight.dtype:
+            raise TypeError(f"conv2d: bias is {bias.dtype} but weight is {weight.dtype}{mix}")
     _, stride, padding, dilation = _geometry("conv2d", x.shape, weight.shape[2:], stride, padding, dilation)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Conv2dFn.apply(*inputs, stride=stride, padding=padding, dilation=dilation, groups=groups)
@@ -243,10 +246,12 @@ class Conv2d(Module):
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ShapeError(f"{self._name()} got input of shape {x.shape}; expected (N, {self.in_channels}, H, W)")
         if x.dtype != self.weight.dtype:
-            if is_floating(x.dtype):
+            if not is_floating(x.dtype):
+                x = x.to(dtype=self.weight.dtype)
+            elif AutocastMode.policy is None:  # inside autocast() Conv2dFn casts both (module 11)
                 raise TypeError(f"{self._name()} holds {self.weight.dtype} weights but got a {x.dtype} input; "
-                                "convert one of them with .to(dtype=...)")
-            x = x.to(dtype=self.weight.dtype)
+                                "convert one of them with .to(dtype=...), or mix precisions with autocast() / "
+                                "cast_parameters() (module 11)")
         return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:

@@ -11,6 +11,7 @@ import numpy as np
 
 from tinyflo.core.autograd import no_grad
 from tinyflo.core.tensor import (
+    AutocastMode,
     Device,
     Function,
     ShapeError,
@@ -730,12 +731,14 @@ class Linear(Module):
                 f"expected (..., {self.in_features})"
             )
         if x.dtype != self.weight.dtype:
-            if is_floating(x.dtype):
+            if not is_floating(x.dtype):
+                x = x.to(dtype=self.weight.dtype)  # integer or bool data becomes the weights' dtype
+            elif AutocastMode.policy is None:  # inside autocast() the op casts both (module 11)
                 raise TypeError(
                     f"Linear({self.in_features}, {self.out_features}) holds {self.weight.dtype} weights "
-                    f"but got a {x.dtype} input; convert one of them with .to(dtype=...)"
+                    f"but got a {x.dtype} input; convert one of them with .to(dtype=...), or mix precisions "
+                    "with autocast() / cast_parameters() (module 11)"
                 )
-            x = x.to(dtype=self.weight.dtype)  # integer or bool data becomes the weights' dtype
         if self.bias is None:
             return LinearFn.apply(x, self.weight)
         return LinearFn.apply(x, self.weight, self.bias)
@@ -1024,6 +1027,8 @@ class LayerNorm(Module):
         out = centered / (var + self.eps).sqrt()
         if self.weight is not None:
             out = out * self.weight + self.bias
+        if AutocastMode.policy is not None:  # inside autocast() (module 11) a norm hands on float32
+            return out
         return out.to(dtype=dtype)
 
     def extra_repr(self) -> str:
@@ -1073,6 +1078,8 @@ class BatchNorm1d(Module):
             out = (x - self.running_mean.reshape(shape)) / (self.running_var.reshape(shape) + self.eps).sqrt()
         if self.weight is not None:
             out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
+        if AutocastMode.policy is not None:  # inside autocast() (module 11) a norm hands on float32
+            return out
         return out.to(dtype=dtype)
 
     def extra_repr(self) -> str:

@@ -9,6 +9,7 @@ import numpy as np
 
 from tinyflo.core.layers import Module, log_softmax, softplus
 from tinyflo.core.tensor import (
+    AutocastMode,
     DeviceError,
     Function,
     ShapeError,
@@ -34,6 +35,9 @@ def _input(x: Any, loss: str, argument: str = "input") -> Tensor:
         raise TypeError(f"{loss}: {argument} must be a Tensor; got {type(x).__name__}")
     if not is_floating(x.dtype):
         raise TypeError(f"{loss}: {argument} must be floating (float32, float64, ...); got {x.dtype}")
+    policy = AutocastMode.policy
+    if policy is not None:  # inside autocast() (module 11) every loss runs in float32
+        (x,) = policy.cast_inputs("loss", (x,))
     return x
 
 

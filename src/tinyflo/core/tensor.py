@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -191,6 +192,15 @@ class GradMode:
     enabled = True
 
 
+class _AutocastState(threading.local):
+    """The mixed-precision policy in force in this thread; module 11's autocast() sets it (None: off)."""
+
+    policy = None  # per thread, as torch.autocast: another thread's autocast() never reaches this one
+
+
+AutocastMode = _AutocastState()
+
+
 class Function:
     """One node of the graph: an op's forward and its backward, side by side."""
 
@@ -217,6 +227,9 @@ class Function:
     @classmethod
     def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
         """Run ``forward`` on the inputs' arrays; record the node when a gradient is wanted."""
+        policy = AutocastMode.policy  # module 11's mixed precision: None unless inside autocast()
+        if policy is not None:
+            return policy.apply(cls, inputs, params)
         fn = cls()
         device = inputs[0]._device
         for t in inputs:

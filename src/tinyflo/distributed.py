@@ -1,0 +1,25 @@
+"""Process groups, data parallelism and local SGD (module 12), as in ``torch.distributed``.
+
+``init_process_group("local", world_size=4)`` gives four replicas in one process (notebooks,
+CI); ``tinyflo launch -n 2 --backend mpi script.py`` runs a script once per rank, and inside it
+``init_process_group()`` finds its rank. ``Trainer(..., group=group)`` trains data parallel.
+"""
+
+from tinyflo.core.distributed import (
+    DataParallel,
+    LocalGroup,
+    LocalSGD,
+    MPIGroup,
+    NCCLGroup,
+    ProcessGroup,
+    all_reduce_gradients,
+    average_parameters,
+    init_process_group,
+    ring_all_reduce,
+    shard_bounds,
+)
+
+__all__ = [
+    "DataParallel", "LocalGroup", "LocalSGD", "MPIGroup", "NCCLGroup", "ProcessGroup",
+    "all_reduce_gradients", "average_parameters", "init_process_group", "ring_all_reduce", "shard_bounds",
+]
