@@ -919,11 +919,8 @@ class Trainer:
             for optimizer in optimizers:
                 optimizer.step()
         else:
-            skipped = getattr(scaler, "skipped_steps", None)
             for optimizer in optimizers:
                 scaler.step(optimizer)  # a skipped step still counts as a step, as in PyTorch
-            if skipped is not None and scaler.skipped_steps > skipped + 1:  # local replicas: one step, not N
-                scaler.skipped_steps = skipped + 1
             scaler.update()
         if parallel is not None:
             parallel.after_step()  # local SGD's average when due, or rank 0's buffers

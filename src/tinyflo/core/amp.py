@@ -203,7 +203,7 @@ class GradScaler:
         self._scale, self._growth_tracker = float(init_scale), 0
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._enabled = int(growth_interval), bool(enabled)
-        self.skipped_steps = 0  # steps skipped for inf/NaN gradients since this scaler was made
+        self.skipped_steps = 0  # updates after an inf/NaN gradient since this scaler was made (one per step)
         self.last_step_skipped = False
         self._per_optimizer: dict[int, dict[str, Any]] = {}
 
@@ -259,7 +259,6 @@ class GradScaler:
         state["found_inf"], state["stepped"] = found, True
         self.last_step_skipped = found
         if found:
-            self.skipped_steps += 1
             return False
         optimizer.step()
         return True
@@ -276,6 +275,7 @@ class GradScaler:
                 raise RuntimeError("GradScaler.update: no inf checks were recorded before update(); call "
                                    "scaler.step(optimizer) (or unscale_) after backward")
             found = any(bool(f) for f in flags)
+            self.skipped_steps += int(found)  # one training step, however many optimizers (or replicas) it has
             self._scale, self._growth_tracker = _update_scale(
                 self._scale, self._growth_tracker, found, self._growth_factor, self._backoff_factor,
                 self._growth_interval)
