@@ -1,4 +1,4 @@
-"""The `tinyflo` command: export, the student's and the instructor's loops, doctor, demo."""
+"""The `tinyflo` command: export, the student's and the instructor's loops, milestones, doctor, demo."""
 
 from __future__ import annotations
 
@@ -137,6 +137,38 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.main(args.argv) or 0
 
 
+def _milestone(args: argparse.Namespace) -> int:
+    from tinyflo import milestones
+
+    checkout = milestones.checkout_dir()
+    if args.action == "list":
+        for m in milestones.MILESTONES.values():
+            result = milestones.load_result(m, checkout) if checkout else None
+            recorded = ("; ".join(f"{row['figure']}: {row['reproduced']}" for row in result["figures"])
+                        + f" ({result['mode']}, {result['device']}, {result['seconds']:g} s)"
+                        if result else "no recorded run")
+            print(f"{m.slug:<14} {m.title}\n{'':<14} needs {', '.join(m.modules)}\n"
+                  f"{'':<14} published: {m.figure}\n{'':<14} recorded: {recorded}")
+        return 0
+    try:
+        milestone = milestones.find_milestone(args.name)
+    except milestones.MilestoneError as error:
+        raise CourseError(str(error)) from None
+    if checkout is None:
+        raise CourseError("the milestone notebooks live in a tinyflo checkout (milestones/ beside "
+                          "pyproject.toml), and none was found here or above; clone the repository "
+                          "and run `tinyflo milestone run` inside it")
+    script = milestone.path(checkout)
+    if not script.is_file():
+        raise CourseError(f"{script} is missing from this checkout")
+    env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")
+    if args.device:
+        env["TINYFLO_MILESTONE_DEVICE"] = args.device
+    if args.out:
+        env["TINYFLO_MILESTONE_OUT"] = str(Path(args.out).expanduser().resolve())
+    return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
+
+
 def _bench(args: argparse.Namespace) -> int:
     checkout = find_modules_dir(args.modules).parent
     if not (checkout / "benchmarks" / "run_all.py").is_file():
@@ -235,6 +267,22 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
         _modules_option(sub)
     course.set_defaults(handler=_course)
+
+    milestone = commands.add_parser("milestone", help="historical results reproduced: list, run NAME")
+    milestone_commands = milestone.add_subparsers(dest="action", required=True, metavar="ACTION")
+    milestone_commands.add_parser("list", help="milestones, the modules they need, recorded figures")
+    run = milestone_commands.add_parser("run", help="run one milestone (needs a checkout)")
+    run.add_argument("name", help="milestone number or name: 1, 01, perceptron or 01_perceptron")
+    modes = run.add_mutually_exclusive_group()
+    modes.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                       help="the reduced run CI checks (fewer epochs, lower but honest figures)")
+    modes.add_argument("--full", dest="mode", action="store_const", const="full",
+                       help="the full run (default)")
+    run.set_defaults(mode="full")
+    run.add_argument("--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)")
+    run.add_argument("--out", metavar="DIR", help="folder for plots and results (default: "
+                     "milestones/results/NAME for full runs, a temporary folder for quick ones)")
+    milestone.set_defaults(handler=_milestone)
 
     doctor = commands.add_parser("doctor", help="versions, backend, GPU, MPI, NCCL")
     doctor.set_defaults(handler=_doctor)

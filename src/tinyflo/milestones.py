@@ -1,0 +1,312 @@
+"""Milestones: historical results reproduced with tinyflo's public API (``tinyflo milestone ...``).
+
+A milestone is a percent notebook ``milestones/NN_name/name.py`` in a checkout. It
+
+* declares the course modules it needs with :func:`require` — with
+  ``$TINYFLO_WORKSPACE`` set, those must be the student's own completed modules;
+* reads its settings from the environment, which ``tinyflo milestone run`` sets:
+  ``TINYFLO_MILESTONE_MODE`` (``quick``: the reduced run CI checks, or ``full``),
+  ``TINYFLO_MILESTONE_DEVICE`` (default ``cuda:0`` when a GPU is there, else ``cpu``)
+  and ``TINYFLO_MILESTONE_OUT`` (where plots and results go);
+* prints each figure it reproduces beside the published one and saves its plots and
+  a ``result.json`` / ``result.md`` through a :class:`Run`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tinyflo
+
+__all__ = [
+    "MILESTONES", "Milestone", "MilestoneError", "Run", "checkout_dir", "find_data", "find_milestone",
+    "load_result", "milestone_device", "milestone_mode", "require", "start",
+]
+
+# course module -> the file `tinyflo module complete` writes into the workspace package
+MODULE_FILES = {
+    "01_tensor": "tensor", "02_autograd": "autograd", "03_layers": "layers", "04_losses": "losses",
+    "05_data": "data", "06_optimizers": "optim", "07_schedulers": "schedulers",
+    "08_training": "training", "09_checkpoints": "checkpoints", "10_convolutions": "conv",
+    "11_mixed_precision": "amp", "12_distributed": "distributed",
+}
+MODES = ("quick", "full")
+
+
+class MilestoneError(Exception):
+    """A milestone cannot run as asked; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Milestone:
+    """One entry of the registry: where the notebook lives and what it reproduces."""
+
+    number: int
+    name: str
+    title: str
+    modules: tuple[str, ...]
+    figure: str  # the published figure it reproduces, with its source
+
+    @property
+    def slug(self) -> str:
+        """The folder name, e.g. ``01_perceptron``."""
+        return f"{self.number:02d}_{self.name}"
+
+    def path(self, checkout: Path) -> Path:
+        """The milestone's percent file inside a checkout."""
+        return checkout / "milestones" / self.slug / f"{self.name}.py"
+
+
+_BASICS = ("01_tensor", "02_autograd", "03_layers", "04_losses")
+MILESTONES = {
+    m.name: m
+    for m in (
+        Milestone(1, "perceptron", "Perceptron (Rosenblatt, 1958)", ("01_tensor",),
+                  "the perceptron rule reaches 0 training errors on separable data, after at most "
+                  "(R/γ)² mistakes (Rosenblatt 1958; Novikoff 1962)"),
+        Milestone(2, "xor", "The XOR crisis (Minsky & Papert, 1969)", _BASICS + ("06_optimizers",),
+                  "no single-layer linear threshold unit exceeds 75% (3 of 4) on XOR "
+                  "(Minsky & Papert 1969)"),
+        Milestone(3, "mlp", "Backpropagation revives the MLP (Rumelhart, Hinton & Williams, 1986)",
+                  _BASICS + ("05_data", "06_optimizers", "07_schedulers", "08_training"),
+                  "a 2-2-1 net learns XOR (100%) by backpropagation (Rumelhart, Hinton & Williams "
+                  "1986); an MLP reaches >= 97.5% on MNIST"),
+    )
+}
+
+
+def find_milestone(name: str) -> Milestone:
+    """The milestone called ``name``: ``1``, ``01``, ``perceptron`` or ``01_perceptron``."""
+    key = name.strip().lower()
+    for milestone in MILESTONES.values():
+        if key in (milestone.name, milestone.slug) or (key.isdigit() and int(key) == milestone.number):
+            return milestone
+    known = ", ".join(m.slug for m in MILESTONES.values())
+    raise MilestoneError(f"no milestone called {name!r}; the milestones are {known}")
+
+
+def checkout_dir() -> Path | None:
+    """The tinyflo checkout (the folder with milestones/ beside pyproject.toml), or None when installed."""
+    candidates = [Path.cwd().resolve(), *Path.cwd().resolve().parents, Path(__file__).resolve().parents[2]]
+    for folder in candidates:
+        if (folder / "pyproject.toml").is_file() and (folder / "milestones").is_dir():
+            return folder
+    return None
+
+
+def milestone_mode() -> str:
+    """``quick`` (the reduced run CI checks) or ``full``, from ``$TINYFLO_MILESTONE_MODE`` (default full)."""
+    mode = os.environ.get("TINYFLO_MILESTONE_MODE", "full").strip().lower() or "full"
+    if mode not in MODES:
+        raise MilestoneError(f"TINYFLO_MILESTONE_MODE must be 'quick' or 'full'; got {mode!r}")
+    return mode
+
+
+def milestone_device() -> tinyflo.Device:
+    """``$TINYFLO_MILESTONE_DEVICE`` if set, else ``cuda:0`` when CuPy sees a GPU, else ``cpu``."""
+    chosen = os.environ.get("TINYFLO_MILESTONE_DEVICE") or ("cuda:0" if tinyflo.cuda_is_available() else "cpu")
+    return tinyflo.device(chosen)
+
+
+def _workspace_problem(workspace: Path, records: dict, slug: str) -> str | None:
+    """Why the workspace's ``slug`` cannot be used (None when it can)."""
+    code = workspace / "package" / "tinyflo" / "core" / f"{MODULE_FILES[slug]}.py"
+    record = records.get(slug)
+    if record is None or not record.get("completed") or not code.is_file():
+        return (f"module {slug} is not complete in the workspace {workspace}: "
+                f"run `tinyflo module test {slug}`, then `tinyflo module complete {slug}`")
+    if record.get("points") != record.get("max_points"):
+        return (f"module {slug} fails its tests in the workspace {workspace} (last test: "
+                f"{record.get('points')}/{record.get('max_points')} points): fix the notebook, "
+                f"run `tinyflo module test {slug}`, then `tinyflo module complete {slug}`")
+    return None
+
+
+def require(modules: list[str] | tuple[str, ...]) -> str:
+    """Check that the course modules a milestone needs are there; say whose code runs.
+
+    With ``$TINYFLO_WORKSPACE`` set, each module must be completed in that workspace
+    (``tinyflo module complete``) and its tests must pass; otherwise a
+    :class:`MilestoneError` names the module and the command to run. Without a
+    workspace the reference package runs. Returns ``"workspace"`` or ``"reference"``.
+    """
+    unknown = [slug for slug in modules if slug not in MODULE_FILES]
+    if unknown:
+        raise MilestoneError(f"require: unknown module(s) {unknown}; expected names like {list(MODULE_FILES)[:2]}")
+    workspace = os.environ.get("TINYFLO_WORKSPACE")
+    if not workspace:
+        print(f"modules {', '.join(modules)}: the reference package (set TINYFLO_WORKSPACE to run on your own)")
+        return "reference"
+    root = Path(workspace).expanduser().resolve()
+    progress = root / "progress.json"
+    try:
+        records = json.loads(progress.read_text()) if progress.is_file() else {}
+    except json.JSONDecodeError:
+        raise MilestoneError(f"{progress} is damaged (not JSON); delete it and run `tinyflo module test`") from None
+    problems = [p for slug in modules if (p := _workspace_problem(root, records, slug))]
+    if problems:
+        raise MilestoneError("this milestone needs your own modules:\n  " + "\n  ".join(problems))
+    for slug in modules:
+        name = f"tinyflo.core.{MODULE_FILES[slug]}"
+        try:
+            module = __import__(name, fromlist=["_"])
+        except Exception as error:
+            raise MilestoneError(f"module {slug}: your exported code fails to import ({type(error).__name__}: "
+                                 f"{error}); fix it and run `tinyflo module complete {slug}`") from error
+        if not Path(module.__file__).resolve().is_relative_to(root):
+            raise MilestoneError(f"module {slug}: {name} was already imported from {module.__file__}, not from "
+                                 f"the workspace {root}; set TINYFLO_WORKSPACE before starting Python")
+    print(f"modules {', '.join(modules)}: your own code from the workspace {root}")
+    return "workspace"
+
+
+def _default_out(name: str, mode: str) -> Path:
+    checkout = checkout_dir()
+    if mode == "full" and checkout is not None:
+        return checkout / "milestones" / "results" / name
+    return Path(tempfile.gettempdir()) / "tinyflo-milestones" / mode / name
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+class Run:
+    """One run of a milestone: its settings, the figures it reproduced, its plots, and the saved result."""
+
+    def __init__(self, name: str, out: str | os.PathLike | None = None) -> None:
+        self.milestone = find_milestone(name)
+        self.mode = milestone_mode()
+        self.quick = self.mode == "quick"
+        self.device = milestone_device()
+        given = out or os.environ.get("TINYFLO_MILESTONE_OUT")
+        self.out = Path(given).expanduser().resolve() if given else _default_out(self.milestone.name, self.mode)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.rows: list[dict[str, Any]] = []
+        self.numbers: dict[str, Any] = {}
+        self.plots: list[str] = []
+        self.code = "reference"
+        self._start = time.perf_counter()
+        print(f"milestone {self.milestone.slug}: {self.milestone.title} — {self.mode} run on {self.device}, "
+              f"results in {self.out}")
+
+    def require(self) -> str:
+        """Check the modules this milestone needs (see :func:`require`)."""
+        self.code = require(self.milestone.modules)
+        return self.code
+
+    def figure(self, name: str, reproduced: Any, published: Any, source: str, passed: bool) -> bool:
+        """Record one figure: what this run got, what was published, where, and whether it holds."""
+        self.rows.append({"figure": name, "reproduced": reproduced, "published": published,
+                          "source": source, "passed": bool(passed)})
+        return bool(passed)
+
+    def savefig(self, fig: Any, filename: str) -> Path:
+        """Save a matplotlib figure into the output folder (showing it first in a notebook) and close it."""
+        import matplotlib.pyplot as plt
+
+        path = self.out / filename
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+        if _in_notebook():
+            from IPython.display import display
+
+            display(fig)
+        plt.close(fig)
+        self.plots.append(filename)
+        print(f"plot saved: {path}")
+        return path
+
+    def table(self) -> str:
+        """The figures as a Markdown table: figure | reproduced | published (source)."""
+        lines = ["| figure | reproduced | published (source) | holds |", "|---|---|---|---|"]
+        for row in self.rows:
+            lines.append(f"| {row['figure']} | {_shown(row['reproduced'])} | {_shown(row['published'])} "
+                         f"({row['source']}) | {'yes' if row['passed'] else 'NO'} |")
+        return "\n".join(lines)
+
+    def finish(self) -> dict[str, Any]:
+        """Print the table, write result.json and result.md; exit with a message if a figure does not hold."""
+        import numpy
+
+        seconds = time.perf_counter() - self._start
+        result = {
+            "milestone": self.milestone.slug, "title": self.milestone.title, "mode": self.mode,
+            "device": str(self.device), "code": self.code, "seconds": round(seconds, 2),
+            "figures": self.rows, "numbers": self.numbers, "plots": self.plots,
+            "versions": {"tinyflo": tinyflo.__version__, "numpy": numpy.__version__,
+                         "python": platform.python_version(), **_cupy_version()},
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
+            "date": time.strftime("%Y-%m-%d"),
+        }
+        (self.out / "result.json").write_text(json.dumps(result, indent=2, default=_plain) + "\n")
+        table = self.table()
+        header = (f"# {self.milestone.title}\n\n{self.mode} run on {result['device']} ({result['machine']}), "
+                  f"{seconds:.1f} s, tinyflo {tinyflo.__version__}, {result['date']}\n\n")
+        (self.out / "result.md").write_text(header + table + "\n")
+        print(table)
+        print(f"{seconds:.1f} s; result saved: {self.out / 'result.json'}")
+        failed = [row["figure"] for row in self.rows if not row["passed"]]
+        if failed:
+            raise SystemExit(f"milestone {self.milestone.slug}: not reproduced: {', '.join(failed)}")
+        return result
+
+
+def _in_notebook() -> bool:
+    shell = sys.modules.get("IPython")
+    return shell is not None and shell.get_ipython() is not None and "ipykernel" in sys.modules
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def _cupy_version() -> dict[str, str]:
+    try:
+        import cupy
+    except Exception:
+        return {}
+    return {"cupy": cupy.__version__}
+
+
+def start(name: str, out: str | os.PathLike | None = None) -> Run:
+    """Begin a milestone run: settings from the environment, then the module check (a refusal exits)."""
+    run = Run(name, out)
+    try:
+        run.require()
+    except MilestoneError as error:
+        raise SystemExit(f"milestone {run.milestone.slug} cannot run: {error}") from None
+    return run
+
+
+def load_result(milestone: Milestone, checkout: Path) -> dict[str, Any] | None:
+    """The recorded full-run result of ``milestone`` in a checkout, or None."""
+    path = checkout / "milestones" / "results" / milestone.name / "result.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+
+
+def find_data(name: str, filename: str) -> Path | None:
+    """A folder holding ``filename`` of data set ``name``: the tinyflo data root, else the checkout's ../shared/data."""
+    candidates = [tinyflo.datasets.data_root(name)]
+    checkout = checkout_dir()
+    if checkout is not None:
+        candidates.append(checkout.parent / "shared" / "data" / name)
+    return next((folder for folder in candidates if (folder / filename).is_file()), None)

@@ -1,0 +1,184 @@
+"""Milestones 1-3 run headless in their quick form and reproduce their (reduced, honest) figures."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinyflo import cli, milestones
+
+ROOT = Path(__file__).resolve().parents[1]
+MNIST = ROOT.parent / "shared" / "data" / "mnist"
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`tinyflo ARGS` in a fresh process (from the checkout, without a student workspace unless given)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    environment.update(env or {})
+    return subprocess.run([sys.executable, "-m", "tinyflo.cli", *args], cwd=ROOT, env=environment,
+                          capture_output=True, text=True, timeout=300)
+
+
+def run_quick(name: str, out: Path, env: dict | None = None) -> dict:
+    """Run a milestone in quick mode into `out`; its result.json, after checking the process and the plots."""
+    done = run_cli("milestone", "run", name, "--quick", "--device", "cpu", "--out", str(out), env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert result["mode"] == "quick" and result["device"] == "cpu"
+    assert result["plots"] and all((out / plot).stat().st_size > 1000 for plot in result["plots"])
+    assert "| figure | reproduced | published (source) | holds |" in done.stdout
+    assert (out / "result.md").read_text().count("| yes |") == len(result["figures"])
+    return result
+
+
+@pytest.mark.slow
+def test_perceptron_converges_within_novikoffs_bound(tmp_path):
+    result = run_quick("perceptron", tmp_path)
+    numbers = result["numbers"]
+    assert numbers["mistakes_per_epoch"][-1] == 0, "the last epoch must be mistake-free"
+    assert 0 < numbers["mistakes"] <= numbers["novikoff_bound"]
+    assert numbers["gamma"] > 0 and all(row["passed"] for row in result["figures"])
+
+
+@pytest.mark.slow
+def test_xor_single_layer_never_exceeds_75_percent(tmp_path):
+    numbers = run_quick("2", tmp_path)["numbers"]
+    assert numbers["single_layer_accuracy"] <= 0.75
+    assert numbers["grid_best_accuracy"] == 0.75 and numbers["grid_size"] >= 61 ** 3
+    assert numbers["perceptron_min_mistakes"] > 0
+
+
+@pytest.mark.slow
+def test_mlp_solves_xor_and_learns_the_digits(tmp_path):
+    result = run_quick("03_mlp", tmp_path)
+    numbers = result["numbers"]
+    assert numbers["xor_accuracy"] == 1.0
+    assert numbers["xor_seeds_solved"] >= numbers["xor_seeds"] // 2
+    assert numbers["digits_accuracy"] >= 0.96
+    if MNIST.is_dir():  # the milestone finds it beside the checkout, as tests/test_lenet.py does
+        assert numbers["mnist_accuracy"] >= 0.93
+    else:
+        assert "mnist_accuracy" not in numbers
+
+
+def fake_workspace(path: Path, records: dict, files: tuple[str, ...] = ()) -> Path:
+    """A student workspace with this progress.json and these reference files as the student's code."""
+    (path / "package" / "tinyflo" / "core").mkdir(parents=True)
+    for name in files:
+        shutil.copy(ROOT / "src" / "tinyflo" / "core" / f"{name}.py", path / "package" / "tinyflo" / "core")
+    (path / "progress.json").write_text(json.dumps(records))
+    return path
+
+
+def passed(points: float = 10, max_points: float = 10) -> dict:
+    return {"points": points, "max_points": max_points, "completed": True}
+
+
+def test_require_refuses_a_module_the_workspace_lacks(tmp_path, monkeypatch):
+    workspace = fake_workspace(tmp_path, {"01_tensor": passed()}, ("tensor",))
+    monkeypatch.setenv("TINYFLO_WORKSPACE", str(workspace))
+    with pytest.raises(milestones.MilestoneError) as error:
+        milestones.require(["01_tensor", "02_autograd"])
+    message = str(error.value)
+    assert "02_autograd is not complete" in message and "01_tensor" not in message
+    assert "tinyflo module test 02_autograd" in message and "tinyflo module complete 02_autograd" in message
+
+
+def test_require_refuses_a_module_whose_tests_fail(tmp_path, monkeypatch):
+    workspace = fake_workspace(tmp_path, {"01_tensor": passed(7, 10)}, ("tensor",))
+    monkeypatch.setenv("TINYFLO_WORKSPACE", str(workspace))
+    with pytest.raises(milestones.MilestoneError, match=r"01_tensor fails its tests .*7/10 points"):
+        milestones.require(["01_tensor"])
+
+
+def test_require_without_a_workspace_uses_the_reference(monkeypatch, capsys):
+    monkeypatch.delenv("TINYFLO_WORKSPACE", raising=False)
+    assert milestones.require(["01_tensor", "08_training"]) == "reference"
+    assert "reference package" in capsys.readouterr().out
+    with pytest.raises(milestones.MilestoneError, match="unknown module"):
+        milestones.require(["13_transformers"])
+
+
+@pytest.mark.slow
+def test_milestone_runs_on_the_students_code_and_refuses_without_it(tmp_path):
+    workspace = fake_workspace(tmp_path / "ws", {"01_tensor": passed()}, ("tensor",))
+    env = {"TINYFLO_WORKSPACE": str(workspace)}
+    result = run_quick("perceptron", tmp_path / "out", env=env)
+    assert result["code"] == "workspace"
+    refused = run_cli("milestone", "run", "xor", "--quick", "--out", str(tmp_path / "xor"), env=env)
+    assert refused.returncode != 0
+    assert "milestone 02_xor cannot run" in refused.stderr
+    assert "tinyflo module complete 02_autograd" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "xor" / "result.json").exists()
+
+
+def test_cli_lists_the_milestones_with_their_modules(capsys):
+    assert cli.main(["milestone", "list"]) == 0
+    out = capsys.readouterr().out
+    for milestone in milestones.MILESTONES.values():
+        assert milestone.slug in out and milestone.title in out
+    assert "needs 01_tensor, 02_autograd, 03_layers, 04_losses, 06_optimizers" in out
+
+
+def test_cli_run_explains_unknown_names_and_a_missing_checkout(monkeypatch, capsys):
+    assert cli.main(["milestone", "run", "lenet-9"]) == 2
+    assert "no milestone called 'lenet-9'; the milestones are 01_perceptron" in capsys.readouterr().err
+    monkeypatch.setattr(milestones, "checkout_dir", lambda: None)
+    assert cli.main(["milestone", "run", "1"]) == 2
+    assert "live in a tinyflo checkout" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["1", "01", "perceptron", "01_perceptron", " Perceptron "])
+def test_find_milestone_accepts_number_name_and_folder(name):
+    assert milestones.find_milestone(name).slug == "01_perceptron"
+
+
+def test_mode_and_device_come_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TINYFLO_MILESTONE_MODE", "quick")
+    monkeypatch.setenv("TINYFLO_MILESTONE_DEVICE", "cpu:1")
+    monkeypatch.setenv("TINYFLO_MILESTONE_OUT", str(tmp_path / "out"))
+    run = milestones.Run("xor")
+    assert (run.mode, run.quick, str(run.device), run.out) == ("quick", True, "cpu:1", tmp_path / "out")
+    monkeypatch.setenv("TINYFLO_MILESTONE_MODE", "fast")
+    with pytest.raises(milestones.MilestoneError, match="TINYFLO_MILESTONE_MODE must be 'quick' or 'full'; got 'fast'"):
+        milestones.milestone_mode()
+
+
+def test_finish_refuses_a_figure_that_does_not_hold(monkeypatch, tmp_path):
+    monkeypatch.delenv("TINYFLO_MILESTONE_MODE", raising=False)
+    run = milestones.Run("perceptron", out=tmp_path)
+    run.figure("training errors", 3, 0, "Rosenblatt 1958", passed=False)
+    with pytest.raises(SystemExit, match="not reproduced: training errors"):
+        run.finish()
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved["figures"][0]["passed"] is False and saved["mode"] == "full"
+
+
+def test_every_registered_milestone_has_its_notebook():
+    for milestone in milestones.MILESTONES.values():
+        text = milestone.path(ROOT).read_text()
+        assert f'milestones.start("{milestone.name}")' in text
+        assert "tinyflo.core" not in text, f"{milestone.slug} must use only the public API"
+
+
+@pytest.mark.slow
+def test_a_milestone_runs_as_a_notebook(tmp_path, monkeypatch):
+    jupytext = pytest.importorskip("jupytext")
+    nbclient = pytest.importorskip("nbclient")
+    monkeypatch.setenv("TINYFLO_MILESTONE_MODE", "quick")
+    monkeypatch.setenv("TINYFLO_MILESTONE_DEVICE", "cpu")
+    monkeypatch.setenv("TINYFLO_MILESTONE_OUT", str(tmp_path))
+    monkeypatch.delenv("TINYFLO_WORKSPACE", raising=False)
+    path = milestones.MILESTONES["xor"].path(ROOT)
+    notebook = jupytext.read(path)
+    nbclient.NotebookClient(notebook, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}}).execute()
+    outputs = [out for cell in notebook.cells if cell.cell_type == "code" for out in cell.outputs]
+    assert any("image/png" in out.get("data", {}) for out in outputs), "the plot is shown in the notebook"
+    assert "| best of 226,981 linear thresholds | 75% |" in "".join(out.get("text", "") for out in outputs)
+    assert json.loads((tmp_path / "result.json").read_text())["mode"] == "quick"
