@@ -62,7 +62,7 @@ def test_mlp_solves_xor_and_learns_the_digits(tmp_path):
     if MNIST.is_dir():  # the milestone finds it beside the checkout, as tests/test_lenet.py does
         assert numbers["mnist_accuracy"] >= 0.93
     else:
-        assert "mnist_accuracy" not in numbers
+        assert "mnist_accuracy" not in numbers and numbers["skipped"][0].startswith("MNIST")
 
 
 def fake_workspace(path: Path, records: dict, files: tuple[str, ...] = ()) -> Path:
@@ -115,6 +115,23 @@ def test_milestone_runs_on_the_students_code_and_refuses_without_it(tmp_path):
     assert "tinyflo module complete 02_autograd" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert not (tmp_path / "xor" / "result.json").exists()
+
+
+@pytest.mark.slow
+def test_cli_default_out_and_a_relative_workspace_follow_the_callers_folder(tmp_path):
+    fake_workspace(tmp_path / "ws", {"01_tensor": passed()}, ("tensor",))
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    environment["TINYFLO_WORKSPACE"] = "ws"
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "milestone", "run", "1", "--quick"],
+                          cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "tinyflo-milestones" / "perceptron" / "result.json").read_text())
+    assert result["code"] == "workspace" and result["mode"] == "quick"
+
+
+def test_cli_record_is_for_full_runs_only(capsys):
+    assert cli.main(["milestone", "run", "1", "--quick", "--record"]) == 2
+    assert "--record keeps the full run" in capsys.readouterr().err
 
 
 def test_cli_lists_the_milestones_with_their_modules(capsys):

@@ -154,7 +154,8 @@ run.numbers.update(digits_accuracy=digits_accuracy, digits_seconds=digits_second
 mnist_root = milestones.find_data("mnist", "train-images-idx3-ubyte.gz")
 mnist_accuracy = None
 if mnist_root is None:
-    print("MNIST not found: skipping part 3 (see the cell above for where the files go)")
+    run.skip_part("MNIST (part 3): no files in $TINYFLO_DATA/mnist, ~/.cache/tinyflo/mnist or "
+                  "../shared/data/mnist (see the cell above for where the files go)")
 else:
     x_train, y_train = datasets.mnist(mnist_root, train=True, flatten=True, as_arrays=True)
     x_test, y_test = datasets.mnist(mnist_root, train=False, flatten=True, as_arrays=True)

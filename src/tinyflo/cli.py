@@ -1,4 +1,4 @@
-"""The `tinyflo` command: export, the student's and the instructor's loops, milestones, doctor, demo."""
+"""The `tinyflo` command: export, the student's and the instructor's loops, milestones, the book, doctor, demo."""
 
 from __future__ import annotations
 
@@ -162,10 +162,15 @@ def _milestone(args: argparse.Namespace) -> int:
     if not script.is_file():
         raise CourseError(f"{script} is missing from this checkout")
     env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")
+    if env.get("TINYFLO_WORKSPACE"):  # the notebook runs in its own folder: a relative path would move
+        env["TINYFLO_WORKSPACE"] = str(Path(env["TINYFLO_WORKSPACE"]).expanduser().resolve())
     if args.device:
         env["TINYFLO_MILESTONE_DEVICE"] = args.device
-    if args.out:
-        env["TINYFLO_MILESTONE_OUT"] = str(Path(args.out).expanduser().resolve())
+    if args.record and args.mode != "full":
+        raise CourseError("--record keeps the full run with the checkout; it cannot be combined with --quick")
+    out = (checkout / "milestones" / "results" / milestone.name if args.record
+           else Path(args.out or Path("tinyflo-milestones") / milestone.name))
+    env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
     return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
 
 
@@ -175,6 +180,16 @@ def _bench(args: argparse.Namespace) -> int:
         raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
     command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds)]
     return subprocess.run(command, cwd=checkout).returncode
+
+
+def _book(args: argparse.Namespace) -> int:
+    from tinyflo import book, milestones
+
+    checkout = milestones.checkout_dir()
+    if checkout is None or not (checkout / "book" / "conf.py").is_file():
+        raise CourseError("the book is built from a tinyflo checkout (book/, modules/ and milestones/ "
+                          "beside pyproject.toml), and none was found here or above")
+    return book.run(args.out, checkout)
 
 
 def _count(text: str) -> int:
@@ -280,8 +295,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the full run (default)")
     run.set_defaults(mode="full")
     run.add_argument("--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)")
-    run.add_argument("--out", metavar="DIR", help="folder for plots and results (default: "
-                     "milestones/results/NAME for full runs, a temporary folder for quick ones)")
+    places = run.add_mutually_exclusive_group()
+    places.add_argument("--out", metavar="DIR", help="folder for plots and results (default: "
+                        "tinyflo-milestones/NAME in the current folder)")
+    places.add_argument("--record", action="store_true", help="write the full run's results into the "
+                        "checkout's milestones/results/NAME, the recorded figures `milestone list` shows")
     milestone.set_defaults(handler=_milestone)
 
     doctor = commands.add_parser("doctor", help="versions, backend, GPU, MPI, NCCL")
@@ -291,6 +309,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rounds", type=int, default=11, help="interleaved rounds per comparison")
     _modules_option(bench)
     bench.set_defaults(handler=_bench)
+
+    book = commands.add_parser("book", help="the browsable book of modules and milestones (needs a checkout)")
+    book_commands = book.add_subparsers(dest="action", required=True, metavar="ACTION")
+    book_build = book_commands.add_parser(
+        "build", help="build the book's HTML offline with Sphinx; prints the path of index.html"
+    )
+    book_build.add_argument("--out", metavar="DIR",
+                            help="folder for the HTML (default: book/_build/html in the checkout)")
+    book.set_defaults(handler=_book)
 
     launcher = commands.add_parser(
         "launch",

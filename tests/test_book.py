@@ -1,0 +1,227 @@
+"""The book: `tinyflo book build` renders modules (student releases only), milestones and the API,
+offline; headless Chromium opens it, follows its navigation and sees a milestone plot."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tinyflo import book, milestones
+from tinyflo.course.source import discover_modules
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts" / "book"
+MODULES = discover_modules(ROOT / "modules")
+MILESTONES = list(milestones.MILESTONES.values())
+BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1400,1000")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, str, float]:
+    """The book built once by the command a person runs: (html folder, its output, seconds)."""
+    out = tmp_path_factory.mktemp("book") / "html"
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "book", "build", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    assert done.returncode == 0, f"tinyflo book build failed:\n{done.stdout}\n{done.stderr}"
+    return out, done.stdout + done.stderr, seconds
+
+
+def _text(page: Path) -> str:
+    """A page's text as a reader sees it: tags stripped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", page.read_text(encoding="utf-8")))
+
+
+def _secret_lines(source: Path) -> set[str]:
+    """Distinctive lines that occur only inside a module's SOLUTION or HIDDEN TESTS regions."""
+    secret: set[str] = set()
+    public: set[str] = set()
+    region = None
+    for line in source.read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if text in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS"):
+            region = secret
+        elif text in ("### END SOLUTION", "### END HIDDEN TESTS"):
+            region = None
+        elif region is not None:
+            region.add(text)
+        else:
+            public.update((text, text.lstrip("#").strip()))  # prose is shown without its "# "
+    return {line for line in secret - public if len(line) >= 24}
+
+
+def _recorded_plot() -> tuple[milestones.Milestone, Path]:
+    """A milestone with a notebook and a recorded plot in this checkout."""
+    for milestone in MILESTONES:
+        plots = sorted((ROOT / "milestones" / "results" / milestone.name).glob("*.png"))
+        if plots and milestone.path(ROOT).is_file():
+            return milestone, plots[0]
+    pytest.fail("no milestone in milestones/results/ has a recorded plot; record one with "
+                "`tinyflo milestone run perceptron --record`")
+
+
+@pytest.mark.slow
+def test_book_build_writes_every_page(built):
+    out, output, seconds = built
+    index = out / "index.html"
+    assert output.strip().splitlines()[-1] == str(index), output
+    expected = ["index.html", "instructor.html", "modules/index.html", "milestones/index.html",
+                "api/index.html", *(f"modules/{m.slug}.html" for m in MODULES),
+                *(f"milestones/{m.slug}.html" for m in MILESTONES),
+                *(f"api/{name}.html" for name, _ in book.API)]
+    missing = [page for page in expected if not (out / page).is_file()]
+    assert not missing, f"the book lacks {missing}"
+    path = _text(out / "modules" / "index.html")
+    for module in MODULES:
+        assert module.slug in (out / "modules" / "index.html").read_text(), module.slug
+    assert "tensor_arithmetic" in path and "autograd_backward" in path
+    api = _text(out / "api" / "tinyflo.nn.html")
+    assert "class tinyflo.nn.Linear" in api and "Conv2d" in api, "autodoc documented no classes"
+    print(f"book built in {seconds:.1f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.slug)
+def test_book_module_pages_hold_no_solutions(built, module):
+    page = built[0] / "modules" / f"{module.slug}.html"
+    text = _text(page)
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"):
+        assert marker not in text, f"{page} shows {marker!r}"
+    shown = {line.strip() for line in text.splitlines()}
+    leaked = sorted(_secret_lines(module.path) & shown)
+    assert not leaked, f"{page} leaks solution or hidden-test lines: {leaked[:5]}"
+    assert "YOUR CODE HERE" in text and "NotImplementedError" in text, "no student stub on the page"
+    assert "Systems" in text or "Questions" in text, "the systems questions are missing"
+
+
+@pytest.mark.slow
+def test_book_is_offline(built):
+    out = built[0]
+    remote = re.compile(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=\"(?:https?:)?//", re.I)
+    pages = sorted(out.rglob("*.html"))
+    assert len(pages) > 30
+    fetching = [str(p.relative_to(out)) for p in pages if remote.search(p.read_text(encoding="utf-8"))]
+    assert not fetching, f"pages that load remote assets: {fetching}"
+    assert (out / "_static" / "mathjax" / "MathJax.js").is_file()
+
+
+def test_book_milestone_pages_say_what_is_not_there_yet(tmp_path):
+    # a checkout with one milestone notebook and no recorded run at all
+    shutil.copytree(ROOT / "milestones" / "01_perceptron", tmp_path / "milestones" / "01_perceptron")
+    pages = book.write_milestone_pages(tmp_path, tmp_path / "out")
+    assert pages == len(MILESTONES) + 1
+    notebook = (tmp_path / "out" / "01_perceptron.ipynb").read_text()
+    assert "no recorded run yet" in notebook and "--record" in notebook
+    for milestone in MILESTONES[1:]:
+        page = (tmp_path / "out" / f"{milestone.slug}.md").read_text()
+        assert "not in this checkout yet" in page and "no recorded run yet" in page
+        assert milestone.title in page
+    overview = (tmp_path / "out" / "index.md").read_text()
+    assert overview.count("no recorded run yet") == len(MILESTONES)
+
+
+def test_book_module_path_lists_tasks_and_points():
+    from tinyflo.course.notebooks import instructor_notebook
+
+    tensor = instructor_notebook(MODULES[0])
+    tasks = book.module_tasks(tensor)
+    grade_cells = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+                   for c in tensor.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert all(t.points == grade_cells[t.id] for t in tasks)
+    assert next(t for t in tasks if t.id == "tensor_dtypes").what == "`promote_types(a, b)`"
+
+
+def test_book_build_refuses_to_clear_a_folder_that_is_not_a_build(tmp_path):
+    keep = tmp_path / "notes.txt"
+    keep.write_text("mine")
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "book", "build", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "is not an earlier book build" in done.stderr and str(tmp_path) in done.stderr
+    assert keep.read_text() == "mine"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A Selenium session in the system's headless Chromium, or a skip (a failure in CI)."""
+    chromium, driver = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver")
+    reason = None
+    if not Path(chromium).is_file():
+        reason = "no Chromium at /usr/bin/chromium (Debian: apt-get install chromium chromium-driver)"
+    elif driver is None:
+        reason = "no chromedriver on PATH (Debian: apt-get install chromium-driver)"
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        reason = reason or "selenium is not installed (it comes with the 'book' extra)"
+    if reason:
+        if os.environ.get("TINYFLO_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"TINYFLO_REQUIRE_BROWSER=1, but {reason}")
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (*BROWSER_FLAGS, f"--user-data-dir={tempfile.mkdtemp(prefix='tinyflo-chromium-')}"):
+        options.add_argument(flag)
+    # an explicit driver path: Selenium Manager never tries to download one
+    session = webdriver.Chrome(service=Service(driver), options=options)
+    session.set_page_load_timeout(30)
+    yield session
+    session.quit()
+
+
+def _sidebar(session) -> dict[str, str]:
+    """The primary sidebar's links: page path (relative to the book) -> link text."""
+    links = session.execute_script(
+        "return Array.from(document.querySelectorAll('.bd-sidebar-primary nav a.reference.internal'))"
+        ".map(a => [a.href, a.textContent.trim()])")
+    return {href.split("/html/", 1)[-1]: text for href, text in links}
+
+
+@pytest.mark.slow
+def test_book_in_chromium(browser, built):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    out = built[0]
+    milestone, plot = _recorded_plot()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    session = browser
+    wait = WebDriverWait(session, 20)
+    session.get((out / "index.html").as_uri())
+    wait.until(lambda s: s.execute_script("return document.readyState") == "complete")
+    assert session.find_element(By.CSS_SELECTOR, "article h1").text.startswith("tinyflo")
+    sidebar = _sidebar(session)
+    pages = [f"modules/{m.slug}.html" for m in MODULES] + [f"milestones/{m.slug}.html" for m in MILESTONES]
+    missing = [page for page in pages if page not in sidebar]
+    assert not missing, f"the sidebar does not list {missing}; it lists {sorted(sidebar)}"
+    session.save_screenshot(str(ARTIFACTS / "index.png"))
+
+    # follow the sidebar to a module page, then to the milestone page
+    for target, heading in ((f"modules/{MODULES[1].slug}.html", f"Module {MODULES[1].number:02d}"),
+                            (f"milestones/{milestone.slug}.html", f"Milestone {milestone.number}")):
+        link = session.find_element(By.CSS_SELECTOR, f'.bd-sidebar-primary a[href$="{target}"]')
+        session.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
+        link.click()
+        wait.until(lambda s, target=target: s.current_url.endswith(target))
+        wait.until(lambda s: s.execute_script("return document.readyState") == "complete")
+        assert session.find_element(By.CSS_SELECTOR, "article h1").text.startswith(heading)
+
+    image = session.find_element(By.CSS_SELECTOR, f'article img[src$="{plot.name}"]')
+    session.execute_script("arguments[0].scrollIntoView({block: 'center'})", image)
+    wait.until(lambda s: s.execute_script("return arguments[0].complete", image))
+    width = session.execute_script("return arguments[0].naturalWidth", image)
+    assert width > 0, f"{plot.name} did not render on {milestone.slug}"
+    session.save_screenshot(str(ARTIFACTS / "milestone.png"))
