@@ -168,8 +168,9 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         "Before timing, the LeNet loss and every parameter gradient of tinyflo are checked against "
         "torch's from the same weights and batch (rtol 1e-3, atol 1e-4 × largest gradient), and each "
         "convolution's weight gradient likewise.",
-        "tinyflo convolves by im2col (a strided view copied into an (N·OH·OW, C·KH·KW) matrix) and one "
-        "GEMM; its backward folds the column gradient back with KH·KW strided additions (col2im).",
+        "tinyflo convolves by unfolding each image's windows (a strided view copied into an (N, C·KH·KW, "
+        "OH·OW) array) and one GEMM per image in a single broadcast matmul, whose result is already NCHW; "
+        "its backward folds the column gradient back with KH·KW strided additions.",
         "GFLOP counts only the nominal GEMM work: 2·N·OC·OH·OW·C·KH·KW per convolution GEMM (forward, "
         "weight gradient, and the input gradient where one is needed), 6·batch·weights for the linear layers.",
         "IQR: interquartile range of the rounds relative to the median.",

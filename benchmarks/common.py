@@ -269,7 +269,7 @@ def save_result(
     """Print the tables; write ``results/<name>.json`` (every sample) and ``results/<name>.md``."""
     machine = machine_info()
     settings = {"timing": TIMING} | settings
-    background = max(t.background_cpu for t in timings.values())
+    background = max((t.background_cpu for t in timings.values()), default=0.0)  # none: memory, not time
     machine["background_cpu"] = f"{background:.1%} of the machine used by other processes (worst comparison)"
     notes = list(notes)
     if background > BUSY:

@@ -17,10 +17,12 @@ from benchmarks import bench_autograd_overhead, bench_mlp_step
 def _targets() -> dict[str, tuple[Callable[[], object], int]]:
     """Each profilable workload and how many times to run it."""
     large, small = bench_mlp_step.SHAPES
+    ops, nn = "tinyflo (tensor ops)", "tinyflo (Linear, ReLU, cross_entropy)"
     return {
         "chain": (bench_autograd_overhead.tinyflo_variants()["tinyflo forward + backward"], 30),
-        "mlp-large": (bench_mlp_step.step_variants(large, None)["tinyflo"], 30),
-        "mlp-small": (bench_mlp_step.step_variants(small, None)["tinyflo"], 2000),
+        "mlp-large": (bench_mlp_step.step_variants(large, None)[ops], 30),
+        "mlp-small": (bench_mlp_step.step_variants(small, None)[ops], 2000),
+        "mlp-small-nn": (bench_mlp_step.step_variants(small, None)[nn], 2000),
     }
 
 

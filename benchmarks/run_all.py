@@ -10,14 +10,15 @@ from benchmarks import (
     bench_autograd_overhead,
     bench_checkpoint,
     bench_conv,
+    bench_memory,
     bench_mlp_step,
     bench_optim_step,
     bench_trainer,
     common,
 )
 
-BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_trainer, bench_conv, bench_checkpoint,
-              bench_allreduce, bench_amp]
+BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_memory, bench_trainer, bench_conv,
+              bench_checkpoint, bench_allreduce, bench_amp]
 
 
 def main(rounds: int = 11) -> None:

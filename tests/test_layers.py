@@ -101,6 +101,22 @@ def test_layers_activations_module_reprs():
 
 
 @pytest.mark.task("layers_activations")
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_layers_activations_vectorised_erf_matches_math_erf_over_a_wide_range(dtype):
+    rng = np.random.default_rng(0)
+    magnitudes = np.concatenate([10.0 ** rng.uniform(-40, 1.5, 20000), rng.uniform(0, 7, 20000),
+                                 [0.84375, 1.25, 1 / 0.35, 6.0, 27.0, 1e30]])
+    x = (magnitudes * rng.choice([-1.0, 1.0], magnitudes.size)).astype(dtype)
+    got = nn._erf_rational(x).astype(dtype)  # the SciPy-free path, whatever is installed
+    ref = np.array([math.erf(float(v)) for v in x])
+    if dtype == np.float32:
+        np.testing.assert_array_equal(got, ref.astype(np.float32))  # exact to float32 rounding
+    else:
+        np.testing.assert_array_less(np.abs(got - ref), np.spacing(np.abs(ref)) * 1.0001 + 1e-300)  # ≤ 1 ulp
+    assert nn.erf(x).dtype == dtype
+
+
+@pytest.mark.task("layers_activations")
 def test_layers_activations_erf_is_float64_accurate():
     x = np.concatenate([np.linspace(-8, 8, 20001), [0.0, -0.0, 1e-300, 0.84375, 1.25, 1 / 0.35, 6.0, np.inf, -np.inf]])
     np.testing.assert_allclose(nn.erf(x), _erf(x), rtol=4e-16, atol=4e-16)
@@ -620,6 +636,32 @@ def test_layers_linear_matches_numpy(batch, n_in, n_out, bias, seed, device):
     expected = x @ layer.weight.numpy().T + (layer.bias.numpy() if bias else 0)
     assert out.shape == batch + (n_out,) and out.dtype == tinyflo.float32 and out.device == tinyflo.device(device)
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.task("layers_linear")
+@pytest.mark.parametrize("lead", [(), (5,), (3, 4), (2, 3, 2), (0, 3)])
+def test_layers_linear_nd_input_equals_the_2d_computation_and_gradchecks(lead, device):
+    from tinyflo.core.autograd import gradcheck
+
+    rng = np.random.default_rng(len(lead))
+    tinyflo.manual_seed(0)
+    layer = nn.Linear(6, 4).to(device)
+    x = rng.standard_normal((*lead, 6)).astype(np.float32)
+    g = rng.standard_normal((*lead, 4)).astype(np.float32)
+    tx = Tensor(x, device=device, requires_grad=True)
+    out = layer(tx)
+    out.backward(Tensor(g, device=device))
+    rows = x.reshape(-1, 6)
+    w, b = layer.weight.numpy(), layer.bias.numpy()
+    assert out.shape == (*lead, 4) and out.dtype == tinyflo.float32
+    np.testing.assert_allclose(out.numpy(), (rows @ w.T + b).reshape(*lead, 4), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tx.grad.numpy(), (g.reshape(-1, 4) @ w).reshape(x.shape), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(layer.weight.grad.numpy(), g.reshape(-1, 4).T @ rows, rtol=1e-4, atol=1e-4)
+    assert tx.grad.dtype == layer.weight.grad.dtype == tinyflo.float32
+    if 0 not in lead:
+        layer64 = nn.Linear(6, 4, dtype="float64").to(device)
+        x64 = Tensor(x.astype(np.float64), device=device, requires_grad=True)
+        assert gradcheck(lambda t, w, b: layer64(t), x64, layer64.weight, layer64.bias)
 
 
 @pytest.mark.task("layers_linear")

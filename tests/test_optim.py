@@ -397,3 +397,34 @@ def test_optim_flat_refuses_parameters_moved_after_flattening():
         p.grad = Tensor(np.ones(p.shape, np.float32), device="cpu:1")
     with pytest.raises(RuntimeError, match="no longer lives in the optimizer's flat buffer"):
         opt.step()
+
+
+@pytest.mark.task("optim_flat")
+@pytest.mark.parametrize("cls,kwargs", [(optim.Adam, {}), (optim.Adam, {"weight_decay": 0.1, "amsgrad": True}),
+                                        (optim.AdamW, {})])
+def test_optim_flat_adam_step_is_the_loops_to_the_bit_and_allocates_no_temporaries(cls, kwargs):
+    """The flat Adam step (given ``_update_block``: out= into one scratch block) matches the loop exactly."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    shapes = [(300, 200), (200,), (200, 100), (100,)] * 5  # 20 tensors, 300 k numbers: several blocks
+    values = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    loop, flat = [Parameter(v.copy()) for v in values], [Parameter(v.copy()) for v in values]
+    opts = [cls(loop, lr=0.01, **kwargs), cls(flat, lr=0.01, flat=True, **kwargs)]
+    blocks = opts[1]._flat[0]
+    for t in range(3):
+        grads = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        for ps in (loop, flat):
+            for p, g in zip(ps, grads):
+                p.grad = Tensor(g)
+        opts[0].step()
+        tracemalloc.start()
+        opts[1].step()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        for a, b in zip(loop, flat):
+            np.testing.assert_array_equal(a.data, b.data)
+        sizes = [block[0].size for block in blocks.blocks]
+        assert len(sizes) > 1 and max(sizes) - min(sizes) < len(sizes) and max(sizes) <= optim.CHUNK
+        if t > 0:  # the first step makes the state and the scratch block
+            assert peak < 100_000, f"the flat step allocated {peak} bytes; expected no array-sized temporaries"

@@ -80,6 +80,8 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
     if grad.shape == shape:
         return grad
     lead = grad.ndim - len(shape)
+    if lead > 0 and grad.shape[lead:] == shape:  # only leading axes were added (a bias): one sum
+        return grad.sum(axis=tuple(range(lead)))
     if lead > 0:
         grad = grad.sum(axis=tuple(range(lead)))
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
@@ -146,11 +148,14 @@ def topological_order(root: Tensor) -> list[Tensor]:
         if id(t) in visited:
             continue
         visited.add(id(t))
+        ctx = t._ctx
+        if ctx is None:  # a leaf has no inputs to wait for: it is done at once
+            order.append(t)
+            continue
+        if ctx.inputs is None:
+            raise _freed_graph_error(t)
         stack.append((t, True))
-        if t._ctx is not None:
-            if t._ctx.inputs is None:
-                raise _freed_graph_error(t)
-            stack.extend((x, False) for x in t._ctx.inputs if x.requires_grad and id(x) not in visited)
+        stack.extend([(x, False) for x in ctx.inputs if x.requires_grad and id(x) not in visited])
     return order
     ### END SOLUTION
 
@@ -258,9 +263,10 @@ def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None
                 continue
             if gx.shape != x.data.shape:
                 gx = unbroadcast(gx, x.data.shape)
-            if gx.dtype != x.dtype:
-                gx = gx.astype(x.dtype)
-            grads[id(x)] = gx if id(x) not in grads else grads[id(x)] + gx
+            if gx.dtype != x.data.dtype:
+                gx = gx.astype(x.data.dtype)
+            key = id(x)
+            grads[key] = gx if key not in grads else grads[key] + gx
         if not retain_graph:
             fn.saved, fn.inputs = None, None
     ### END SOLUTION

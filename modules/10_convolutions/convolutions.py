@@ -28,7 +28,7 @@
 # | task | what |
 # |---|---|
 # | `conv_im2col` | `im2col` / `col2im`: every sliding window as one row of a matrix, and back |
-# | `conv_conv2d` | `conv2d` (stride, padding, dilation, groups, bias) as one GEMM, and the `Conv2d` layer |
+# | `conv_conv2d` | `conv2d` (stride, padding, dilation, groups, bias) as matrix products (GEMMs), and the `Conv2d` layer |
 # | `conv_pool` | `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d` and their layers |
 # | `conv_batchnorm` | `BatchNorm2d`: module 03's `BatchNorm1d`, per channel over (N, H, W) |
 #
@@ -198,21 +198,18 @@ print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilati
 #   dilation=1)` — the public pair, in the **column-matrix layout** below.
 #
 # **The layout.** `im2col` returns an (N·OH·OW, C·KH·KW) matrix: one *row*
-# per output position (n, oh, ow), one column per (c, kh, kw). Why this
-# way round: a weight of shape (OC, C, KH, KW) flattens, without a copy, to
-# (OC, C·KH·KW) with columns in the same (c, kh, kw) order, so the
+# per output position (n, oh, ow), one column per (c, kh, kw) — the
+# textbook layout. A weight of shape (OC, C, KH, KW) flattens, without a
+# copy, to (OC, C·KH·KW) with columns in the same (c, kh, kw) order, so the
 # convolution is one large GEMM `cols @ W.T`, and the weight gradient
-# `gradᵀ @ cols` comes out in the weight's own layout. The price is that
-# the product comes out in (N, OH, OW, OC) memory order: viewed as NCHW
-# (a transpose, no copy) it is not contiguous, and the next operation that
-# needs contiguous NCHW pays one copy — but that array is KH·KW/stride²
-# times smaller than `cols`. The other layout, (N, C·KH·KW, OH·OW), gives
-# NCHW directly but turns the one big GEMM into N small ones, which BLAS
-# runs far less efficiently. Building the matrix from the view is normally
-# the one real copy (a `reshape` of a non-contiguous view copies). Not
-# always: when the view happens to be contiguous — a 1×1 kernel, stride 1,
-# no padding, C = 1 — the reshape is free and `im2col` returns a *view of
-# its input*. Treat its result as read-only.
+# `gradᵀ @ cols` comes out in the weight's own layout. (`conv2d` below
+# will use the same windows in the other order, PyTorch's `unfold` layout
+# (N, C·KH·KW, OH·OW), because on the CPU it measures faster; the task
+# explains why.) Building the matrix from the view is normally the one
+# real copy (a `reshape` of a non-contiguous view copies). Not always: when
+# the view happens to be contiguous — a 1×1 kernel, stride 1, no padding,
+# C = 1 — the reshape is free and `im2col` returns a *view of its input*.
+# Treat its result as read-only.
 
 # %% nbgrader={"grade": false, "grade_id": "conv_im2col_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -322,7 +319,7 @@ except ShapeError as err:
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `conv_conv2d`: convolution as one matrix product
+# ### Task `conv_conv2d`: convolution as matrix products
 #
 # `conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)`
 # takes x of shape (N, C, H, W) and a weight of shape (OC, C/groups, KH, KW)
@@ -334,20 +331,35 @@ except ShapeError as err:
 # framework). **Groups** split the C input channels into `groups` blocks of
 # C/groups and the OC filters into blocks of OC/groups; block g of the
 # filters sees only block g of the channels (`groups = C` is a depthwise
-# convolution). In the column matrix, the columns of group g are a
-# contiguous block, because columns are ordered by channel first. So with
-# M = N·OH·OW rows and K = C/groups·KH·KW columns per group:
+# convolution). Columns are ordered by channel first, so the (c, kh, kw)
+# entries of group g are one contiguous block of K = C/groups·KH·KW.
 #
-# * **forward**: `cols = im2col(x)` viewed as (M, G, K) and transposed to
-#   (G, M, K); the weight viewed as (G, OC/G, K); one batched product
-#   `cols @ wᵀ` of shape (G, M, OC/G) (for G = 1, a single GEMM), then
-#   rearranged into (N, OC, OH, OW), plus the bias along axis 1. Save
-#   `cols` and the weight for backward.
-# * **backward**: bring the gradient into the same (G, M, OC/G) layout `g`; then
-#   grad_w = gᵀ @ cols (reshaped to the weight's shape), grad_cols = g @ w
-#   folded back with `col2im`, and grad_b = the gradient summed over
-#   (N, OH, OW). Skip what `needs_input_grad` says is not needed: the first
-#   layer's input is a data batch, and its gradient would be a whole `col2im`.
+# **One GEMM per image.** `im2col`'s matrix makes the whole convolution a
+# single GEMM, but on the CPU a different order of the same numbers is
+# faster: per image, a (C·KH·KW, OH·OW) matrix — PyTorch's `unfold`
+# layout — so that the filters times it, (OC, K) @ (K, OH·OW), *is* the
+# image's (OC, OH, OW) output, already in NCHW. Three reasons, measured on
+# LeNet (`benchmarks/bench_conv.py`): the copy out of the window view moves
+# runs of OW neighbouring pixels instead of KW (5), which is several times
+# faster; the output needs no transpose copy; and in backward the column
+# gradient comes out with OW contiguous again, so each of `_fold`'s KH·KW
+# strided additions reads whole rows instead of gathering one number per
+# row of a matrix. The price is N smaller GEMMs instead of one large one;
+# `matmul` broadcasts over the batch and runs them in one call. With
+# L = OH·OW:
+#
+# * **forward**: the windows from `_windows`, transposed to (N, C, KH, KW,
+#   OH, OW) and reshaped — the one copy — to `cols` of shape (N, G, K, L);
+#   the weight viewed as (G, OC/G, K); `w @ cols` broadcasts to
+#   (N, G, OC/G, L), which reshapes for free to (N, OC, OH, OW); plus the
+#   bias along axis 1. Save `cols` and the weight for backward.
+# * **backward**: view the gradient as (N, G, OC/G, L) `g`; then grad_w =
+#   Σₙ g @ colsᵀ (reshaped to the weight's shape); the column gradient
+#   wᵀ @ g, of shape (N, G, K, L) = (N, C, KH, KW, OH, OW), transposed to the
+#   windows' (N, C, OH, OW, KH, KW) order (a view) and added back with
+#   `_fold`; grad_b = the gradient summed over (N, OH, OW). Skip what
+#   `needs_input_grad` says is not needed: the first layer's input is a
+#   data batch, and its gradient would be a whole fold.
 #
 # `conv2d` checks its arguments before it builds anything, with errors for
 # people: input and weight must be 4-d; C must equal weight.shape[1] ·
@@ -374,7 +386,7 @@ except ShapeError as err:
 # %% nbgrader={"grade": false, "grade_id": "conv_conv2d_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
 class Conv2dFn(Function):
-    """2-d convolution (cross-correlation) as im2col followed by one GEMM per group."""
+    """2-d convolution (cross-correlation) as unfolded windows and one GEMM per image and group."""
 
     def forward(self, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
         ### BEGIN SOLUTION
@@ -383,14 +395,12 @@ class Conv2dFn(Function):
         self.geometry = ((kh, kw), stride, padding, dilation)
         self.x_shape, self.groups = x.shape, groups
         oh, ow = _output_hw((h, w), *self.geometry)
-        m, k = n * oh * ow, c // groups * kh * kw  # explicit sizes: no -1, so a batch of 0 works
-        cols = im2col(x, (kh, kw), stride, padding, dilation)  # (M, C·KH·KW)
-        cols = cols.reshape(m, groups, k).transpose(1, 0, 2)  # (G, M, K), a view
+        k = c // groups * kh * kw  # explicit sizes: no -1, so a batch of 0 works
+        win = _windows(x, *self.geometry)  # (N, C, OH, OW, KH, KW), a view
+        cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, groups, k, oh * ow)  # (N, G, K, L), the one copy
         wg = weight.reshape(groups, oc // groups, k)  # (G, OC/G, K), a view
-        out = cols @ wg.transpose(0, 2, 1)  # (G, M, OC/G), a new array
-        # For G = 1 this reshape and transpose are views of the GEMM's result (NCHW strides over NHWC
-        # memory); for G > 1 the reshape copies. Either way `out` is ours, so += cannot touch an input.
-        out = out.reshape(groups, n, oh, ow, oc // groups).transpose(1, 0, 4, 2, 3).reshape(n, oc, oh, ow)
+        # (N, G, OC/G, L): one GEMM per image, and already NCHW. `out` is a new array, so += cannot touch an input.
+        out = (wg @ cols).reshape(n, oc, oh, ow)
         if bias is not None:
             out += bias.reshape(1, oc, 1, 1)
         self.save_for_backward(cols, weight)
@@ -402,15 +412,16 @@ class Conv2dFn(Function):
         cols, weight = self.saved
         needs, g = self.needs_input_grad, self.groups
         n, oc, oh, ow = grad.shape
-        m, k = n * oh * ow, cols.shape[2]
-        gg = grad.reshape(n, g, oc // g, oh, ow).transpose(1, 0, 3, 4, 2).reshape(g, m, oc // g)
+        k = cols.shape[2]
+        gl = grad.reshape(n, g, oc // g, oh * ow)  # (N, G, OC/G, L)
         grad_x = grad_w = grad_b = None
         if needs[0]:
-            dcols = gg @ weight.reshape(g, oc // g, k)  # (G, M, K)
-            dcols = dcols.transpose(1, 0, 2).reshape(m, g * k)
-            grad_x = col2im(dcols, self.x_shape, *self.geometry)
+            (kh, kw), c = self.geometry[0], self.x_shape[1]
+            dcols = weight.reshape(g, oc // g, k).transpose(0, 2, 1) @ gl  # (N, G, K, L)
+            win = dcols.reshape(n, c, kh, kw, oh, ow).transpose(0, 1, 4, 5, 2, 3)  # the windows' order, a view
+            grad_x = _fold(win, self.x_shape, *self.geometry)
         if needs[1]:
-            grad_w = (gg.transpose(0, 2, 1) @ cols).reshape(weight.shape)
+            grad_w = (gl @ cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(weight.shape)
         if len(needs) > 2 and needs[2]:
             grad_b = grad.sum(axis=(0, 2, 3))
         return grad_x, grad_w, grad_b
@@ -574,13 +585,14 @@ assert gradcheck(lambda x, w: conv2d(x, w, dilation=2, padding=1, groups=2), xs,
 assert gradcheck(lambda x, w: conv2d(x, w, stride=(2, 1), padding=(0, 1), groups=2), xs, ws)
 xn = Tensor(X[:1, :, :5, :4])
 wn = Tensor(W[:2], requires_grad=True)
-_col2im = col2im
+_col2im, _fold_ = col2im, _fold
 def col2im(*args, **kwargs):
     raise AssertionError("the input gradient of a data batch (requires_grad=False) must not be computed")
+_fold = col2im
 try:
     conv2d(xn, wn).sum().backward()
 finally:
-    col2im = _col2im
+    col2im, _fold = _col2im, _fold_
 assert wn.grad is not None and xn.grad is None
 g = Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2, bias=False)
 assert g.weight.shape == (6, 2, 3, 2) and g.bias is None and g(randn(1, 4, 8, 8)).shape == (1, 6, 4, 5)
@@ -629,7 +641,11 @@ except TypeError as err:
 #   walk the offsets in the same order: at each one, the positions that
 #   equal the window's maximum *and* whose window has not had its gradient
 #   yet (a boolean "taken" array) receive it — so a tie goes to the first
-#   maximum — and `_fold` the result back. Pad floating inputs with −∞ and
+#   maximum. You could write those into a window-shaped array and `_fold`
+#   it; it is about twice as fast (LeNet's pools, measured) to do `_fold`'s
+#   strided addition yourself, offset by offset, straight into a zero
+#   gradient of the padded input, and cut the padding off at the end: no
+#   KH·KW-times-the-output array to fill and then copy. Pad floating inputs with −∞ and
 #   integer ones with their smallest value; a bool input is a `TypeError`.
 # * **`avg_pool2d(x, kernel_size, stride=None, padding=0,
 #   count_include_pad=True)`** — the mean of each window. With
@@ -701,15 +717,21 @@ class MaxPool2dFn(Function):
         ### BEGIN SOLUTION
         xp = self.xp
         win, out = self.win, self.out
-        spread = xp.zeros(win.shape, dtype=grad.dtype)
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.geometry
+        n, c, h, w = self.x_shape
+        oh, ow = out.shape[2:]
+        dx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=grad.dtype)  # the padded input's gradient
         taken = xp.zeros(out.shape, dtype=bool)  # windows whose maximum has had its gradient
         zero = grad.dtype.type(0)
-        for i in range(win.shape[4]):  # in window order, so a tie goes to the first maximum
-            for j in range(win.shape[5]):
+        for i in range(kh):  # in window order, so a tie goes to the first maximum
+            for j in range(kw):
                 first = (win[..., i, j] == out) & ~taken
                 taken |= first
-                spread[..., i, j] = xp.where(first, grad, zero)
-        return _fold(spread, self.x_shape, *self.geometry)
+                # _fold's strided addition, done here directly: no window-shaped array to fill and fold
+                rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+                cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+                dx[:, :, rows, cols] += xp.where(first, grad, zero)
+        return dx[:, :, ph:ph + h, pw:pw + w] if ph or pw else dx
         ### END SOLUTION
 
 

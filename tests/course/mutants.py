@@ -137,13 +137,13 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
         # col2im overwrites where windows overlap instead of adding their contributions.
         ("j * dw + sw * (ow - 1) + 1:sw] += windows[..., i, j]", "j * dw + sw * (ow - 1) + 1:sw] = windows[..., i, j]"),
         # the stride forgotten in backward: the column gradient folded back as if stride were 1.
-        ("grad_x = col2im(dcols, self.x_shape, *self.geometry)",
-         "grad_x = col2im(dcols, self.x_shape, self.geometry[0], 1, *self.geometry[2:])"),
+        ("grad_x = _fold(win, self.x_shape, *self.geometry)",
+         "grad_x = _fold(win, self.x_shape, self.geometry[0], (1, 1), *self.geometry[2:])"),
         # BatchNorm2d reshapes NCHW as if it were channels-last: statistics over mixed-up channels.
         ("return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)",
          "return super().forward(x.reshape(n, h * w, c).transpose(1, 2)).transpose(1, 2).reshape(n, c, h, w)"),
         # max pooling sends the gradient to every element of the window, not to its maximum.
-        ("spread[..., i, j] = xp.where(first, grad, zero)", "spread[..., i, j] = grad"),
+        ("dx[:, :, rows, cols] += xp.where(first, grad, zero)", "dx[:, :, rows, cols] += grad"),
         # ties not broken: every maximum of a window gets the gradient (a hidden test catches it).
         ("first = (win[..., i, j] == out) & ~taken", "first = win[..., i, j] == out"),
         # the running maximum starts from zero, not from the first offset: all-negative windows pool to 0.

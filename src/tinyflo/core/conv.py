@@ -141,7 +141,7 @@ def col2im(cols: Any, input_shape: tuple[int, ...], kernel_size: Any, stride: An
 
 
 class Conv2dFn(Function):
-    """2-d convolution (cross-correlation) as im2col followed by one GEMM per group."""
+    """2-d convolution (cross-correlation) as unfolded windows and one GEMM per image and group."""
 
     def forward(self, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
         n, c, h, w = x.shape
@@ -149,14 +149,12 @@ class Conv2dFn(Function):
         self.geometry = ((kh, kw), stride, padding, dilation)
         self.x_shape, self.groups = x.shape, groups
         oh, ow = _output_hw((h, w), *self.geometry)
-        m, k = n * oh * ow, c // groups * kh * kw  # explicit sizes: no -1, so a batch of 0 works
-        cols = im2col(x, (kh, kw), stride, padding, dilation)  # (M, C·KH·KW)
-        cols = cols.reshape(m, groups, k).transpose(1, 0, 2)  # (G, M, K), a view
+        k = c // groups * kh * kw  # explicit sizes: no -1, so a batch of 0 works
+        win = _windows(x, *self.geometry)  # (N, C, OH, OW, KH, KW), a view
+        cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, groups, k, oh * ow)  # (N, G, K, L), the one copy
         wg = weight.reshape(groups, oc // groups, k)  # (G, OC/G, K), a view
-        out = cols @ wg.transpose(0, 2, 1)  # (G, M, OC/G), a new array
-        # For G = 1 this reshape and transpose are views of the GEMM's result (NCHW strides over NHWC
-        # memory); for G > 1 the reshape copies. Either way `out` is ours, so += cannot touch an input.
-        out = out.reshape(groups, n, oh, ow, oc // groups).transpose(1, 0, 4, 2, 3).reshape(n, oc, oh, ow)
+        # (N, G, OC/G, L): one GEMM per image, and already NCHW. `out` is a new array, so += cannot touch an input.
+        out = (wg @ cols).reshape(n, oc, oh, ow)
         if bias is not None:
             out += bias.reshape(1, oc, 1, 1)
         self.save_for_backward(cols, weight)
@@ -166,15 +164,16 @@ class Conv2dFn(Function):
         cols, weight = self.saved
         needs, g = self.needs_input_grad, self.groups
         n, oc, oh, ow = grad.shape
-        m, k = n * oh * ow, cols.shape[2]
-        gg = grad.reshape(n, g, oc // g, oh, ow).transpose(1, 0, 3, 4, 2).reshape(g, m, oc // g)
+        k = cols.shape[2]
+        gl = grad.reshape(n, g, oc // g, oh * ow)  # (N, G, OC/G, L)
         grad_x = grad_w = grad_b = None
         if needs[0]:
-            dcols = gg @ weight.reshape(g, oc // g, k)  # (G, M, K)
-            dcols = dcols.transpose(1, 0, 2).reshape(m, g * k)
-            grad_x = col2im(dcols, self.x_shape, *self.geometry)
+            (kh, kw), c = self.geometry[0], self.x_shape[1]
+            dcols = weight.reshape(g, oc // g, k).transpose(0, 2, 1) @ gl  # (N, G, K, L)
+            win = dcols.reshape(n, c, kh, kw, oh, ow).transpose(0, 1, 4, 5, 2, 3)  # the windows' order, a view
+            grad_x = _fold(win, self.x_shape, *self.geometry)
         if needs[1]:
-            grad_w = (gg.transpose(0, 2, 1) @ cols).reshape(weight.shape)
+            grad_w = (gl @ cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(weight.shape)
         if len(needs) > 2 and needs[2]:
             grad_b = grad.sum(axis=(0, 2, 3))
         return grad_x, grad_w, grad_b
@@ -303,15 +302,21 @@ class MaxPool2dFn(Function):
     def backward(self, grad):
         xp = self.xp
         win, out = self.win, self.out
-        spread = xp.zeros(win.shape, dtype=grad.dtype)
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.geometry
+        n, c, h, w = self.x_shape
+        oh, ow = out.shape[2:]
+        dx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=grad.dtype)  # the padded input's gradient
         taken = xp.zeros(out.shape, dtype=bool)  # windows whose maximum has had its gradient
         zero = grad.dtype.type(0)
-        for i in range(win.shape[4]):  # in window order, so a tie goes to the first maximum
-            for j in range(win.shape[5]):
+        for i in range(kh):  # in window order, so a tie goes to the first maximum
+            for j in range(kw):
                 first = (win[..., i, j] == out) & ~taken
                 taken |= first
-                spread[..., i, j] = xp.where(first, grad, zero)
-        return _fold(spread, self.x_shape, *self.geometry)
+                # _fold's strided addition, done here directly: no window-shaped array to fill and fold
+                rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+                cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+                dx[:, :, rows, cols] += xp.where(first, grad, zero)
+        return dx[:, :, ph:ph + h, pw:pw + w] if ph or pw else dx
 
 
 class AvgPool2dFn(Function):

@@ -93,6 +93,11 @@ class Optimizer:
         """Update array ``p`` in place from gradient ``g``; ``state['step']`` is already counted."""
         raise NotImplementedError
 
+    def _update_block(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any) -> None:
+        """``_update`` on one block of a flat group, where ``g`` is the optimizer's own copy (it may be
+        overwritten) and ``scratch`` a spare array of the block's size; a rule may override it to go faster."""
+        self._update(p, g, state, group)
+
     def step(self) -> None:
         """Update every parameter that requires grad and has one."""
         for index, group in enumerate(self.param_groups):
@@ -251,6 +256,36 @@ class Adam(Optimizer):
         denom /= math.sqrt(bias2)
         denom += eps
         p -= (lr / bias1) * (m / denom)
+
+    def _update_block(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any) -> None:
+        """The same rule on a block of a flat group, without temporaries: every result goes into ``scratch``."""
+        if _xp(p) is not np or type(self)._update is not Adam._update:  # the fused GPU kernel; RAdam, NAdam
+            self._update(p, g, state, group)
+            return
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        t = state["step"]
+        bias1, bias2 = 1 - beta1**t, 1 - beta2**t
+        m, v, tmp = state["exp_avg"], state["exp_avg_sq"], scratch
+        if decay != 0:
+            if self._decoupled:
+                np.multiply(p, 1 - lr * decay, out=p)
+            else:
+                g += np.multiply(p, decay, out=tmp)  # g is the optimizer's copy of the gradient
+        m *= beta1
+        m += np.multiply(g, 1 - beta1, out=tmp)
+        v *= beta2
+        tmp = np.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
+        v += tmp
+        if group["amsgrad"]:
+            v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
+        # the same operations in the same order as _update, so flat and loop agree to the last bit
+        tmp = np.sqrt(v, out=tmp)
+        tmp /= math.sqrt(bias2)
+        tmp += eps
+        tmp = np.divide(m, tmp, out=tmp)
+        tmp *= lr / bias1
+        p -= tmp
 
 
 class AdamW(Adam):
@@ -498,7 +533,7 @@ def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
                     state[key] = value
 
 
-CHUNK = 1 << 15  # numbers per block of a flat NumPy step: a block's arrays stay in the CPU's cache
+CHUNK = 1 << 17  # numbers per block of a flat NumPy step: 512 KB per array, a block's arrays stay in cache
 
 
 class _FlatGroup:
@@ -507,14 +542,19 @@ class _FlatGroup:
     def __init__(self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]]) -> None:
         self.params, self.grad, self.slices = params, grad, slices
         self.state: dict[str, Any] | None = None
-        self.blocks: list[tuple[Any, Any, dict[str, Any]]] = []
+        self.blocks: list[tuple[Any, Any, dict[str, Any], Any]] = []
 
     def make_blocks(self) -> None:
-        """(parameters, gradient, state) views of consecutive CHUNK-sized blocks of the buffers."""
-        size = self.params.size
-        step = max(size, 1) if _xp(self.params) is not np else CHUNK  # a GPU wants the whole buffer at once
+        """(parameters, gradient, state, scratch) views of consecutive blocks of at most CHUNK numbers."""
+        xp, size = _xp(self.params), self.params.size
+        if xp is np:  # equal blocks: 107 k numbers make 4 blocks of 26.8 k, not 3 full ones and a stub
+            step = -(-size // -(-size // CHUNK)) if size else 1
+        else:  # a GPU wants the whole buffer at once
+            step = max(size, 1)
+        scratch = xp.empty_like(self.params[:step])  # one spare block, on the buffer's device, reused by all
         self.blocks = [(self.params[i:i + step], self.grad[i:i + step],
-                        {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()})
+                        {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()},
+                        scratch[:min(step, size - i)])
                        for i in range(0, size, step)]
 
 
@@ -564,23 +604,24 @@ def _flat_step(opt: Optimizer, index: int) -> None:
                 "optimizer's flat buffer (was the model moved or cast after the optimizer was built?); "
                 "move the model first, then build the optimizer"
             )
-    scalars = {k: v for k, v in opt.state[params[0]].items() if not _is_array(v)}
+    # the per-parameter checks below run on every step: plain list operations keep them to a few µs
+    states = [opt.state[p] for p in params]
+    scalars = {k: v for k, v in states[0].items() if not _is_array(v)}
     together = all(p.requires_grad and p.grad is not None for p in params) and all(
-        all(opt.state[p][k] == v for k, v in scalars.items()) for p in params)
+        [state[k] for state in states].count(v) == len(states) for k, v in scalars.items())
     if not together:
-        for p in params:
+        for p, state in zip(params, states):
             if p.requires_grad and p.grad is not None:
-                state = opt.state[p]
                 state["step"] += 1
                 opt._update(p.data, p.grad.data, state, group)
         return
-    _xp(flat.grad).concatenate([p.grad.data.reshape(-1) for p in params], out=flat.grad)
+    _xp(flat.grad).concatenate([p.grad.data for p in params], axis=None, out=flat.grad)  # None: flattened
     scalars["step"] += 1
-    for block_params, block_grad, block_state in flat.blocks:
+    for block_params, block_grad, block_state, scratch in flat.blocks:
         block_state.update(scalars)  # every block starts from the same scalars (NAdam changes one)
-        opt._update(block_params, block_grad, block_state, group)
+        opt._update_block(block_params, block_grad, block_state, group, scratch)
     if flat.blocks:
         scalars = {k: v for k, v in flat.blocks[-1][2].items() if not _is_array(v)}
     flat.state.update(scalars)
-    for p in params:
-        opt.state[p].update(scalars)
+    for state in states:
+        state.update(scalars)

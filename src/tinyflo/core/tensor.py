@@ -232,14 +232,17 @@ class Function:
             return policy.apply(cls, inputs, params)
         fn = cls()
         device = inputs[0]._device
-        for t in inputs:
+        arrays, needs = [], []
+        for t in inputs:  # one pass: check the device, collect the arrays and who wants a gradient
             if t._device is not device:
                 devices = ", ".join(f"{x._device} {x.shape}" for x in inputs)
                 raise DeviceError(f"{cls.__name__.lower()}: inputs are on different devices: {devices}")
+            arrays.append(t.data)
+            needs.append(t.requires_grad)
         fn.xp = device.xp
         try:
             with device:
-                data = fn.forward(*[t.data for t in inputs], **params)
+                data = fn.forward(*arrays, **params)
         except ShapeError:
             raise
         except ValueError as err:
@@ -250,7 +253,7 @@ class Function:
         if isinstance(data, np.generic):  # NumPy hands back scalars for 0-d results
             data = np.asarray(data)
         out = Tensor._wrap(data, device)
-        needs = tuple(t.requires_grad for t in inputs) if GradMode.enabled else ()
+        needs = tuple(needs) if GradMode.enabled else ()
         if True in needs:
             fn.inputs, fn.needs_input_grad = inputs, needs
             out.requires_grad, out._ctx = True, fn
@@ -380,6 +383,8 @@ class Tensor:
     # ----- moving between devices, dtypes and Python -------------------------
     def to(self, device: str | Device | None = None, dtype: Any = None) -> Tensor:
         """This tensor on another device and/or in another dtype (differentiable)."""
+        if device is None and dtype is self.data.dtype:  # nothing to do (mean() asks this every call)
+            return self
         dev = self._device if device is None else as_device(device)
         dt = self.dtype if dtype is None else as_dtype(dtype)
         if dev is self._device and dt == self.dtype:
@@ -595,6 +600,10 @@ class Tensor:
 
 def _constant(value: Any, like: Tensor) -> Tensor:
     """A Python scalar, list or NumPy array as a constant tensor in ``like``'s dtype family."""
+    if (type(value) is float or type(value) is int) and like.data.dtype.kind == "f":
+        # The common case (`x * 0.5`, `x / 2` on a float tensor), answered before the rules below:
+        # this runs for every scalar in every step, so a few microseconds here add up.
+        return Tensor._wrap(like.data.dtype.type(value), like._device)
     if isinstance(value, bool | int | float):
         kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
     else:
@@ -620,6 +629,8 @@ def _operands(a: Any, b: Any, floating: bool = False) -> tuple[Tensor, Tensor]:
     if not isinstance(b, Tensor):
         b = _constant(b, a)
     _same_device(a, b, "operands")
+    if a.data.dtype is b.data.dtype and (not floating or a.data.dtype.kind == "f"):  # nothing to cast
+        return a, b
     dtype = promote_types(a.data.dtype, b.data.dtype)
     if floating and not is_floating(dtype):
         dtype = default_float
@@ -660,6 +671,8 @@ def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
     """Normalise ``axis`` (None, an int or a tuple of ints) to a sorted tuple; a 0-d tensor takes 0 or -1."""
     if axis is None:
         return None
+    if type(axis) is int and -max(ndim, 1) <= axis < max(ndim, 1):  # the common case, checked at once
+        return (axis % max(ndim, 1),)
     axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
     return tuple(sorted({_axis(a, max(ndim, 1), op) for a in axes}))
 
