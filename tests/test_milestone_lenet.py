@@ -1,13 +1,11 @@
 """Milestone 4 (LeNet-5) runs headless in its quick form and reproduces its reduced, honest figures."""
 
-import json
 
 import pytest
-from test_milestones import ROOT, run_quick
+from test_milestones import ROOT, recorded_run, run_quick
 
 from tinyflo import milestones
 
-RESULTS = ROOT / "milestones" / "results" / "lenet"
 DATA = ROOT.parent / "shared" / "data"
 
 
@@ -33,17 +31,10 @@ def test_lenet_quick_run_reads_digits_mnist_and_fashion(tmp_path):
 
 
 def test_lenet_recorded_full_run_holds_its_figures():
-    path = RESULTS / "result.json"
-    if not path.is_file():
-        pytest.skip(f"no recorded full run at {path}")
-    result = json.loads(path.read_text())
-    assert result["milestone"] == "04_lenet" and result["mode"] == "full"
-    assert all(row["passed"] for row in result["figures"])
-    numbers = result["numbers"]
+    numbers = recorded_run("lenet")["numbers"]
     assert numbers["digits_accuracy"] >= 0.98 and numbers["mnist_accuracy"] >= 0.985
     assert numbers["mnist_train_images"] == 60000
     assert numbers["fashion_mnist_accuracy"] > 0.897
-    assert all((RESULTS / plot).is_file() for plot in result["plots"])
 
 
 def test_lenet_is_registered_with_the_convolutions_module():

@@ -1,9 +1,8 @@
 """Milestone 5 (training at scale) runs headless in its quick form; every feature keeps its promise."""
 
-import json
 
 import pytest
-from test_milestones import ROOT, run_quick
+from test_milestones import ROOT, recorded_run, run_quick
 
 from tinyflo import milestones
 
@@ -46,17 +45,10 @@ def test_scale_quick_run_keeps_every_promise_on_the_digits(tmp_path):
 
 
 def test_scale_recorded_full_run_keeps_every_promise():
-    path = RESULTS / "result.json"
-    if not path.is_file():
-        pytest.skip(f"no recorded full run at {path}")
-    result = json.loads(path.read_text())
-    assert result["milestone"] == "05_scale" and result["mode"] == "full"
-    assert all(row["passed"] for row in result["figures"])
-    numbers = result["numbers"]
+    numbers = recorded_run("scale")["numbers"]
     check_promises(numbers)
     if numbers["data"] == "MNIST at 14×14":
         assert numbers["train_images"] == 60000 and numbers["ablation"]["+ clipping"]["accuracy"] >= 0.97
-    assert all((RESULTS / plot).is_file() for plot in result["plots"])
     assert (RESULTS / "ablation.md").is_file()
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from test_milestones import ROOT, run_quick
+from test_milestones import ROOT, recorded_run, run_quick
 
 import tinyflo
 from tinyflo import milestones, nn
@@ -120,12 +120,8 @@ def test_transformer_quick_run_learns_far_beyond_the_unigram_model(tmp_path):
 
 
 def test_transformer_recorded_full_run_matches_nanogpt():
-    path = RESULTS / "result.json"
-    if not path.is_file():
-        pytest.skip(f"no recorded full run at {path}")
-    result = json.loads(path.read_text())
-    assert result["milestone"] == "06_transformer" and result["mode"] == "full"
-    assert all(row["passed"] for row in result["figures"]) and len(result["figures"]) == 2
+    result = recorded_run("transformer")
+    assert len(result["figures"]) == 2
     numbers = result["numbers"]
     config = numbers["config"]
     nanogpt = dict(block_size=64, batch_size=12, n_layer=4, n_head=4, n_embd=128, dropout=0.0,

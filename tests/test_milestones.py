@@ -65,6 +65,19 @@ def test_mlp_solves_xor_and_learns_the_digits(tmp_path):
         assert "mnist_accuracy" not in numbers and numbers["skipped"][0].startswith("MNIST")
 
 
+def recorded_run(name: str) -> dict:
+    """The committed full run of milestone `name` (the test skips without one), with its common checks done."""
+    folder = ROOT / "milestones" / "results" / name
+    path = folder / "result.json"
+    if not path.is_file():
+        pytest.skip(f"no recorded full run at {path}")
+    result = json.loads(path.read_text())
+    assert result["milestone"] == milestones.MILESTONES[name].slug and result["mode"] == "full"
+    assert all(row["passed"] for row in result["figures"])
+    assert all((folder / plot).is_file() for plot in result["plots"])
+    return result
+
+
 def fake_workspace(path: Path, records: dict, files: tuple[str, ...] = ()) -> Path:
     """A student workspace with this progress.json and these reference files as the student's code."""
     (path / "package" / "tinyflo" / "core").mkdir(parents=True)

@@ -151,12 +151,9 @@ run.numbers.update(digits_accuracy=digits_accuracy, digits_seconds=digits_second
 # images; a quick run takes the first 10,000 for three epochs and asks less of it.
 
 # %%
-mnist_root = milestones.find_data("mnist", "train-images-idx3-ubyte.gz")
+mnist_root = run.need_data("mnist", "train-images-idx3-ubyte.gz", "MNIST (part 3)")
 mnist_accuracy = None
-if mnist_root is None:
-    run.skip_part("MNIST (part 3): no files in $TINYFLO_DATA/mnist, ~/.cache/tinyflo/mnist or "
-                  "../shared/data/mnist (see the cell above for where the files go)")
-else:
+if mnist_root is not None:
     x_train, y_train = datasets.mnist(mnist_root, train=True, flatten=True, as_arrays=True)
     x_test, y_test = datasets.mnist(mnist_root, train=False, flatten=True, as_arrays=True)
     if run.quick:

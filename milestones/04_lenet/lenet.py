@@ -145,6 +145,13 @@ def train_lenet(config, train, test):
 
 parts = {}  # data set name -> Part
 
+
+def idx_split(load, root):
+    """(train, test) arrays of MNIST or Fashion-MNIST; a quick run keeps the first 12,000 training images."""
+    x_train, y_train = load(root, train=True, as_arrays=True)
+    train = (x_train[:12000], y_train[:12000]) if run.quick else (x_train, y_train)
+    return train, load(root, train=False, as_arrays=True)
+
 # %% [markdown]
 # ## 1. The 8×8 digits, resized to 32×32 (bundled, no download)
 #
@@ -172,17 +179,10 @@ print(f"LeNet-5 on the 8×8 digits at 32×32: {digits.accuracy:.1%} of {len(digi
 # takes two epochs over the first 12,000 training images (batches of 32).
 
 # %%
-mnist_root = milestones.find_data("mnist", "train-images-idx3-ubyte.gz")
-if mnist_root is None:
-    run.skip_part("MNIST (part 2): no files in $TINYFLO_DATA/mnist, ~/.cache/tinyflo/mnist or "
-                  "../shared/data/mnist (see the cell above for where the files go)")
-else:
-    x_train, y_train = datasets.mnist(mnist_root, train=True, as_arrays=True)
-    if run.quick:
-        x_train, y_train = x_train[:12000], y_train[:12000]
+mnist_root = run.need_data("mnist", "train-images-idx3-ubyte.gz", "MNIST (part 2)")
+if mnist_root is not None:
     config = Config(epochs=2, batch_size=32) if run.quick else Config(epochs=4)
-    parts["MNIST"] = mnist = train_lenet(config, (x_train, y_train),
-                                         datasets.mnist(mnist_root, train=False, as_arrays=True))
+    parts["MNIST"] = mnist = train_lenet(config, *idx_split(datasets.mnist, mnist_root))
     print(f"LeNet-5 on MNIST, {mnist.train_images:,} training images × {epochs(config)}: "
           f"{mnist.accuracy:.2%} of the 10,000 test images ({1 - mnist.accuracy:.2%} error) in "
           f"{mnist.seconds:.1f} s")
@@ -197,17 +197,10 @@ else:
 # the first 12,000.
 
 # %%
-fashion_root = milestones.find_data("fashion-mnist", "train-images-idx3-ubyte.gz")
-if fashion_root is None:
-    run.skip_part("Fashion-MNIST (part 3): no files in $TINYFLO_DATA/fashion-mnist, "
-                  "~/.cache/tinyflo/fashion-mnist or ../shared/data/fashion-mnist")
-else:
-    x_train, y_train = datasets.fashion_mnist(fashion_root, train=True, as_arrays=True)
-    if run.quick:
-        x_train, y_train = x_train[:12000], y_train[:12000]
+fashion_root = run.need_data("fashion-mnist", "train-images-idx3-ubyte.gz", "Fashion-MNIST (part 3)")
+if fashion_root is not None:
     config = Config(epochs=1, batch_size=32) if run.quick else Config(epochs=10)
-    parts["Fashion-MNIST"] = fashion = train_lenet(config, (x_train, y_train),
-                                                   datasets.fashion_mnist(fashion_root, train=False, as_arrays=True))
+    parts["Fashion-MNIST"] = fashion = train_lenet(config, *idx_split(datasets.fashion_mnist, fashion_root))
     print(f"LeNet-5 on Fashion-MNIST, {fashion.train_images:,} training images × {epochs(config)}: "
           f"{fashion.accuracy:.2%} of the 10,000 test images in {fashion.seconds:.1f} s")
 

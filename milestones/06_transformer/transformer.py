@@ -74,9 +74,9 @@ run = milestones.start("transformer")
 
 # %%
 data_root = milestones.find_data("tinyshakespeare", "input.txt")
-if data_root is None:
-    run.skip("Tiny Shakespeare: input.txt not found in $TINYFLO_DATA/tinyshakespeare, "
-             "~/.cache/tinyflo/tinyshakespeare or ../shared/data/tinyshakespeare")  # nothing below can run
+if data_root is None:  # nothing below can run without the text
+    run.skip("Tiny Shakespeare: input.txt not found in "
+             + ", ".join(map(str, milestones.data_folders("tinyshakespeare"))))
 
 corpus = datasets.tiny_shakespeare(data_root)
 train_ids, val_ids = corpus.split(0.9)

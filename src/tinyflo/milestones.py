@@ -28,7 +28,7 @@ import numpy as np
 import tinyflo
 
 __all__ = [
-    "MILESTONES", "Milestone", "MilestoneError", "Run", "checkout_dir", "find_data", "find_milestone",
+    "MILESTONES", "Milestone", "MilestoneError", "Run", "checkout_dir", "data_folders", "find_data", "find_milestone",
     "load_result", "milestone_device", "milestone_mode", "require", "start",
 ]
 
@@ -232,6 +232,13 @@ class Run:
         self.numbers.setdefault("skipped", []).append(reason)
         print(f"skipped: {reason}")
 
+    def need_data(self, name: str, filename: str, part: str) -> Path | None:
+        """The folder of data set ``name`` (see :func:`find_data`); None, with ``part`` skipped, when absent."""
+        root = find_data(name, filename)
+        if root is None:
+            self.skip_part(f"{part}: {filename} not found in {', '.join(map(str, data_folders(name)))}")
+        return root
+
     def skip(self, reason: str) -> None:
         """Stop here, cleanly: the data this milestone needs is missing. Saves a result that says why."""
         self.skip_part(reason)
@@ -329,10 +336,15 @@ def load_result(milestone: Milestone, checkout: Path) -> dict[str, Any] | None:
         return None
 
 
-def find_data(name: str, filename: str) -> Path | None:
-    """A folder holding ``filename`` of data set ``name``: the tinyflo data root, else the checkout's ../shared/data."""
-    candidates = [tinyflo.datasets.data_root(name)]
+def data_folders(name: str) -> list[Path]:
+    """Where data set ``name`` may be: the tinyflo data root, then the checkout's ../shared/data."""
+    folders = [tinyflo.datasets.data_root(name)]
     checkout = checkout_dir()
     if checkout is not None:
-        candidates.append(checkout.parent / "shared" / "data" / name)
-    return next((folder for folder in candidates if (folder / filename).is_file()), None)
+        folders.append(checkout.parent / "shared" / "data" / name)
+    return folders
+
+
+def find_data(name: str, filename: str) -> Path | None:
+    """The first of :func:`data_folders` holding ``filename`` of data set ``name``, or None."""
+    return next((folder for folder in data_folders(name) if (folder / filename).is_file()), None)
