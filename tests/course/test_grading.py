@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import nbformat
 import pytest
@@ -88,3 +89,25 @@ def test_cells_after_a_dead_kernel_score_zero(demo_module, tmp_path):
     report = grade(submission, instructor, tmp_path, timeout=60)
     assert report.points == 0 and report.max_points == 5
     assert all("kernel died" in cell.error for cell in report.cells)
+
+
+@pytest.mark.slow
+def test_a_kernel_that_cannot_start_says_why(demo_module, tmp_path):
+    """The kernel starts in the student's folder; a file there shadowing its launcher stops it."""
+    instructor = instructor_notebook(demo_module)
+    (tmp_path / "ipykernel_launcher.py").write_text("raise SystemExit('launcher replaced')\n")
+    report = grade(copy.deepcopy(instructor), instructor, tmp_path, timeout=60)
+    assert report.points == 0
+    assert all(cell.error == "the kernel did not start (launcher replaced)" for cell in report.cells)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name != "posix", reason="Unix sockets are POSIX only")
+def test_the_grading_kernel_talks_over_unix_sockets_not_tcp_ports(demo_module, tmp_path):
+    """A TCP port picked for one kernel can be taken by another starting beside it (nbgrader)."""
+    instructor = instructor_notebook(demo_module)
+    submission = copy.deepcopy(instructor)
+    check = "from ipykernel.kernelapp import IPKernelApp\nassert IPKernelApp.instance().transport == 'ipc'"
+    submission.cells.insert(2, nbformat.v4.new_code_cell(check))
+    report = grade(submission, instructor, tmp_path, timeout=60)
+    assert report.full_marks

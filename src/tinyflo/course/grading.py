@@ -7,9 +7,11 @@ scores with nbgrader's own rule (full points unless it raised or wrote to stderr
 
 from __future__ import annotations
 
+import atexit
 import copy
+import os
 import re
-import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,33 +101,60 @@ def execute(notebook: Any, workdir: Path, timeout: int = DEFAULT_TIMEOUT) -> str
     """Run every cell in a fresh python3 kernel in `workdir`; returns why the kernel died, if so."""
     nbclient = require("nbclient")
     kernelspec = require("jupyter_client.kernelspec")
+    traitlets_config = require("traitlets.config")
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    client = nbclient.NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name="python3",
-        allow_errors=True,
-        interrupt_on_timeout=True,
-        error_on_timeout={
-            "ename": "CellTimeoutError",
-            "evalue": f"the cell ran longer than {timeout} s",
-            "traceback": [f"CellTimeoutError: the cell ran longer than {timeout} s"],
-        },
-        extra_arguments=["--HistoryManager.hist_file=:memory:"],  # as nbgrader's Execute does
-        resources={"metadata": {"path": str(workdir)}},
-    )
-    try:
-        # The kernel's own stderr carries only launcher noise; cell output comes separately.
-        client.execute(stderr=subprocess.DEVNULL)
-    except nbclient.exceptions.DeadKernelError as error:
-        return f"the kernel died ({error})"
-    except kernelspec.NoSuchKernel:
-        raise CourseError(
-            "cannot start a `python3` Jupyter kernel to run the notebook: pip install ipykernel"
-        ) from None
+    with tempfile.TemporaryDirectory(prefix="tinyflo-kernel-") as scratch:
+        config = traitlets_config.Config()
+        if os.name == "posix":
+            # Unix sockets in a folder of our own instead of TCP ports: a port picked for this
+            # kernel can be taken by another kernel starting at the same moment (nbgrader
+            # grading beside us), and the kernel then dies before it ever replies.
+            config.KernelManager.transport = "ipc"
+            config.KernelManager.connection_file = os.path.join(scratch, "kernel.json")
+        client = nbclient.NotebookClient(
+            notebook,
+            config=config,
+            timeout=timeout,
+            kernel_name="python3",
+            allow_errors=True,
+            interrupt_on_timeout=True,
+            error_on_timeout={
+                "ename": "CellTimeoutError",
+                "evalue": f"the cell ran longer than {timeout} s",
+                "traceback": [f"CellTimeoutError: the cell ran longer than {timeout} s"],
+            },
+            extra_arguments=["--HistoryManager.hist_file=:memory:"],  # as nbgrader's Execute does
+            resources={"metadata": {"path": str(workdir)}},
+        )
+        log_path = Path(scratch) / "kernel-stderr.txt"
+        # The kernel's own stderr carries launcher noise (cell output comes separately), but
+        # when the kernel dies its last line says why.
+        with open(log_path, "wb") as log:
+            try:
+                client.execute(stderr=log)
+            except nbclient.exceptions.DeadKernelError as error:
+                return f"the kernel died ({_last_line(log_path) or error})"
+            except kernelspec.NoSuchKernel:
+                raise CourseError(
+                    "cannot start a `python3` Jupyter kernel to run the notebook: "
+                    "pip install ipykernel"
+                ) from None
+            except RuntimeError as error:
+                if "before replying to kernel_info" not in str(error):
+                    raise
+                # nbclient has already cleaned up, but left its exit hook behind, which
+                # would fail at interpreter exit.
+                atexit.unregister(client._cleanup_kernel)
+                return f"the kernel did not start ({_last_line(log_path) or error})"
     return None
+
+
+def _last_line(path: Path) -> str:
+    """The last non-blank line of a text file, or ''."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return next((line.strip() for line in reversed(lines) if line.strip()), "")
 
 
 def _failure(cell: Any) -> str | None:
