@@ -20,9 +20,11 @@ import tinyflo
 from benchmarks import common
 from tinyflo.core.layers import Linear, ReLU, Sequential
 from tinyflo.core.losses import cross_entropy
+from tinyflo.core.optim import SGD
 
 LR = 0.01
 NUMPY = "numpy (hand-derived backward)"  # the baseline variant
+LOOP = "tinyflo (the same, as a training loop with optim.SGD)"
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,15 @@ def tinyflo_nn_step(model, x: tinyflo.Tensor, y: tinyflo.Tensor) -> tinyflo.Tens
     with tinyflo.no_grad():
         for p in model.parameters():
             p.data -= LR * p.grad.data
+    return loss
+
+
+def tinyflo_loop_step(model, optimizer, x: tinyflo.Tensor, y: tinyflo.Tensor) -> tinyflo.Tensor:
+    """The training loop as a user writes it: zero_grad, forward, cross_entropy, backward, step."""
+    optimizer.zero_grad()
+    loss = cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
     return loss
 
 
@@ -199,6 +210,15 @@ def torch_nn_step(torch, model, x, y):
     return loss
 
 
+def torch_loop_step(torch, model, optimizer, x, y):
+    """zero_grad, forward, F.cross_entropy, backward, optimizer.step(); returns the loss."""
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
 # ----- checking, then timing ------------------------------------------------------------
 
 
@@ -214,12 +234,19 @@ def step_variants(shape: Shape, torch) -> dict[str, Callable[[], object]]:
         "tinyflo (tensor ops)": lambda: tinyflo_step(tf_params, tf_x, y),
         "tinyflo (Linear, ReLU, cross_entropy)": lambda: tinyflo_nn_step(tf_model, tf_x, tf_y),
     }
+    loop_model = tinyflo_model(weights)
+    loop_optimizer = SGD(loop_model.parameters(), lr=LR)
+    variants[LOOP] = lambda: tinyflo_loop_step(loop_model, loop_optimizer, tf_x, tf_y)
     if torch is not None:
         t_params = [torch.tensor(w, requires_grad=True) for w in weights]
         t_x, t_y = torch.from_numpy(x), torch.from_numpy(y)
         t_model = torch_model(torch, weights)
         variants["torch (tensor ops)"] = lambda: torch_step(torch, t_params, t_x, t_y)
         variants["torch (nn.Linear, F.cross_entropy)"] = lambda: torch_nn_step(torch, t_model, t_x, t_y)
+        t_loop_model = torch_model(torch, weights)
+        t_optimizer = torch.optim.SGD(t_loop_model.parameters(), lr=LR)
+        variants["torch (the same loop with optim.SGD)"] = lambda: torch_loop_step(
+            torch, t_loop_model, t_optimizer, t_x, t_y)
     return variants
 
 
@@ -286,7 +313,9 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         "'tensor ops' variants write log-softmax out: x - max (a detached constant), exp, sum, log, "
         "then the label entries picked by integer indexing and averaged; torch uses the same ops. "
         "The module variants use tinyflo's Linear/ReLU/Sequential and cross_entropy (module 03/04) "
-        "and torch.nn.Linear/ReLU with F.cross_entropy.",
+        "and torch.nn.Linear/ReLU with F.cross_entropy. The module variants update the parameters "
+        "in a loop over model.parameters(); the training-loop variants do what a training loop "
+        "does: optimizer.zero_grad(), forward, loss, backward, optimizer.step() with plain SGD.",
         "IQR: interquartile range of the rounds relative to the median.",
     ]
     if torch is None:

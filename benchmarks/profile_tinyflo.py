@@ -23,6 +23,7 @@ def _targets() -> dict[str, tuple[Callable[[], object], int]]:
         "mlp-large": (bench_mlp_step.step_variants(large, None)[ops], 30),
         "mlp-small": (bench_mlp_step.step_variants(small, None)[ops], 2000),
         "mlp-small-nn": (bench_mlp_step.step_variants(small, None)[nn], 2000),
+        "mlp-small-loop": (bench_mlp_step.step_variants(small, None)[bench_mlp_step.LOOP], 2000),
     }
 
 

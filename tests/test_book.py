@@ -80,7 +80,7 @@ def test_book_build_writes_every_page(built):
     expected = ["index.html", "instructor.html", "modules/index.html", "milestones/index.html",
                 "api/index.html", *(f"modules/{m.slug}.html" for m in MODULES),
                 *(f"milestones/{m.slug}.html" for m in MILESTONES),
-                *(f"api/{name}.html" for name, _ in book.API)]
+                *(f"api/{name}.html" for name, _ in book.API), "performance.html"]
     missing = [page for page in expected if not (out / page).is_file()]
     assert not missing, f"the book lacks {missing}"
     path = _text(out / "modules" / "index.html")
@@ -130,6 +130,20 @@ def test_book_milestone_pages_say_what_is_not_there_yet(tmp_path):
         assert milestone.title in page
     overview = (tmp_path / "out" / "index.md").read_text()
     assert overview.count("no recorded run yet") == len(MILESTONES)
+
+
+def test_book_performance_page_holds_the_readme_summary_and_every_recorded_benchmark(tmp_path):
+    assert book.write_performance_page(ROOT, tmp_path) == 1
+    page = (tmp_path / "performance.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    summary = readme.split("## Performance", 1)[1]
+    rows = [line for line in summary.splitlines() if line.startswith("| MLP")]
+    assert rows and all(row in page for row in rows), "the README's summary table"
+    assert "](benchmarks/" not in page, "a link into the repository would be broken in the book"
+    for result in sorted((ROOT / "benchmarks" / "results").glob("*.md")):
+        title = result.read_text(encoding="utf-8").splitlines()[0]
+        assert f"#{title}" in page.splitlines(), f"{result.name} is missing from the page"
+    assert page.count("## Machine") >= len(list((ROOT / "benchmarks" / "results").glob("*.md")))
 
 
 def test_book_module_path_lists_tasks_and_points():

@@ -147,6 +147,28 @@ def test_losses_binary_extreme_logits_are_finite(loss, dtype, device):
     assert np.isfinite(out.item()) and np.all(np.isfinite(x.grad.numpy()))
 
 
+@pytest.mark.task("losses_cross_entropy")
+@pytest.mark.parametrize("name, case, arrays", [pytest.param(*c, id=c[0]) for c in load_cases("cross_entropy")])
+def test_losses_cross_entropy_composition_matches_pytorch_too(name, case, arrays, device):
+    """The graded composition, which the fused CrossEntropyFn replaces for class indices, on the same cases."""
+    replay("_composed_cross_entropy", case, arrays, device)
+
+
+@pytest.mark.task("losses_cross_entropy")
+def test_losses_cross_entropy_class_indices_are_one_graph_node_keeping_only_probabilities():
+    z = Tensor(np.random.default_rng(0).standard_normal((32, 10)).astype(np.float32), requires_grad=True)
+    target = np.arange(32) % 10
+    for reduction in ("mean", "sum", "none"):
+        fn = L.cross_entropy(z, target, reduction=reduction, label_smoothing=0.1)._ctx
+        if reduction == "none":
+            fn = fn.inputs[0]._ctx  # the loss of each row comes back through a free reshape
+        assert type(fn).__name__ == "CrossEntropyFn" and len(fn.inputs) == 1 and fn.inputs[0] is z
+        assert fn.saved[0].shape == (32, 10) and fn.saved[0].dtype == np.float32, "the probabilities"
+        assert all(a is None or a.size <= 32 for a in fn.saved[1:]), "nothing else of size N × C is kept"
+    soft = L.cross_entropy(z, np.full((32, 10), 0.1, dtype=np.float32))
+    assert type(soft._ctx).__name__ != "CrossEntropyFn", "probability targets go through the composition"
+
+
 @pytest.mark.task("losses_binary")
 def test_losses_binary_with_logits_keeps_learning_where_bce_of_sigmoid_saturates():
     x = Tensor([40.0], requires_grad=True)  # σ(40) is 1.0 in float32: bce(σ(x)) is stuck at its clamp
@@ -327,7 +349,8 @@ def test_losses_cross_entropy_float_class_indices_are_explained():
 
 
 @pytest.mark.task("losses_cross_entropy")
-@pytest.mark.parametrize("loss", [L.cross_entropy, lambda z, t: L.nll_loss(log_softmax(z, axis=1), t)])
+@pytest.mark.parametrize("loss", [L.cross_entropy, L._composed_cross_entropy,
+                                  lambda z, t: L.nll_loss(log_softmax(z, axis=1), t)])
 def test_losses_cross_entropy_all_targets_ignored_gives_no_gradient(loss):
     """A batch of padding only must not poison the parameters with NaN."""
     z = Tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32), requires_grad=True)

@@ -61,11 +61,11 @@ def classes(draw, rng):
     return shape, target, rng.uniform(0.2, 2.0, c), draw(REDUCTION)
 
 
-def cross_entropy_indices(draw, rng):
+def cross_entropy_indices(draw, rng, loss=L.cross_entropy):
     shape, target, w, reduction = classes(draw, rng)
     eps = draw(st.sampled_from([0.0, 0.15]))
     weight = draw(st.sampled_from([None, w]))
-    return [rng.standard_normal(shape) * 2], lambda x: L.cross_entropy(
+    return [rng.standard_normal(shape) * 2], lambda x: loss(
         x, target, weight=weight, reduction=reduction, label_smoothing=eps)
 
 
@@ -174,7 +174,9 @@ CASES = [
     Case("smooth-l1", ("smooth_l1_loss",), regression("smooth_l1_loss", beta=0.7)),
     Case("smooth-l1-beta0", ("smooth_l1_loss",), regression("smooth_l1_loss", beta=0.0)),
     Case("huber", ("huber_loss",), regression("huber_loss", delta=0.6)),
-    Case("cross-entropy", ("cross_entropy",), cross_entropy_indices),
+    Case("cross-entropy", ("cross_entropy", "CrossEntropyFn"), cross_entropy_indices),
+    Case("cross-entropy-composed", ("cross_entropy",),  # the graded composition the fused node replaces
+         lambda draw, rng: cross_entropy_indices(draw, rng, L._composed_cross_entropy)),
     Case("cross-entropy-soft", ("cross_entropy",), cross_entropy_soft),
     Case("nll", ("nll_loss",), nll),
     Case("bce", ("binary_cross_entropy", "BinaryCrossEntropyFn"), bce),

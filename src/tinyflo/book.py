@@ -9,7 +9,9 @@ The pages are generated into a staging folder, never into the checkout:
 * ``milestones/index.md`` and one page per milestone — its notebook with the recorded run
   (``milestones/results/<name>/``: the result table and the plots) after the introduction,
   or a page that says the milestone has no notebook or no recorded run yet;
-* ``api/`` — one autodoc page per public namespace.
+* ``api/`` — one autodoc page per public namespace;
+* ``performance.md`` — the README's Performance section (the summary table) and every
+  recorded benchmark result in ``benchmarks/results/``, with its machine and versions.
 
 Then Sphinx builds the HTML with warnings as errors, so a missing image or a broken
 cross-reference fails the build. Nothing is executed and nothing is fetched.
@@ -244,6 +246,34 @@ def write_api_pages(dest: Path) -> int:
     return len(API) + 1
 
 
+def _readme_section(readme: Path, heading: str) -> list[str]:
+    """The lines of the README's ``## heading`` section, without the heading."""
+    lines = readme.read_text(encoding="utf-8").splitlines()
+    try:
+        start = lines.index(f"## {heading}") + 1
+    except ValueError:
+        raise CourseError(f"{readme} has no '## {heading}' section for the book") from None
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start:end]
+
+
+def write_performance_page(checkout: Path, dest: Path) -> int:
+    """The performance page: the README's summary, then each recorded benchmark; 1 page."""
+    # The book holds no repository files: a link into benchmarks/ becomes the path it names.
+    summary = [re.sub(r"\[[^]]*\]\((benchmarks/[^)]*)\)", r"`\1`", line)
+               for line in _readme_section(checkout / "README.md", "Performance")]
+    page = ["# Performance", "", *summary, "", "## Recorded benchmark results", "",
+            "Each table below is a file in `benchmarks/results/`, written by the benchmark that "
+            "measured it (`python -m benchmarks.<name>`), with the machine and library versions "
+            "it ran on.", ""]
+    for result in sorted((checkout / "benchmarks" / "results").glob("*.md")):
+        page += [("#" + line) if line.startswith("#") else line
+                 for line in result.read_text(encoding="utf-8").splitlines()]
+        page.append("")
+    (dest / "performance.md").write_text("\n".join(page), encoding="utf-8")
+    return 1
+
+
 def write_sources(checkout: Path, dest: Path) -> int:
     """Write every page of the book into ``dest``; the number of pages."""
     import jupyter_server_mathjax
@@ -260,6 +290,7 @@ def write_sources(checkout: Path, dest: Path) -> int:
     pages += write_module_pages(discover_modules(checkout / "modules"), dest / "modules")
     pages += write_milestone_pages(checkout, dest / "milestones")
     pages += write_api_pages(dest / "api")
+    pages += write_performance_page(checkout, dest)
     return pages
 
 

@@ -41,6 +41,7 @@ AUTOCAST_POLICY: dict[str, str] = {
     # every loss: the module-04 losses' entry point, and the losses that are Functions themselves
     "loss": "float32",
     "BinaryCrossEntropyFn": "float32",
+    "CrossEntropyFn": "float32",
     "CTCLossFn": "float32",
 }
 
