@@ -1510,23 +1510,25 @@ class Linear(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         ### BEGIN SOLUTION
+        # Each read of self.weight goes through Module.__getattr__: read each parameter once.
+        weight, bias = self.weight, self.bias
         if x.ndim == 0 or x.shape[-1] != self.in_features:
             raise ShapeError(
                 f"Linear({self.in_features}, {self.out_features}) got input of shape {x.shape}; "
                 f"expected (..., {self.in_features})"
             )
-        if x.dtype != self.weight.dtype:
+        if x.dtype != weight.dtype:
             if not is_floating(x.dtype):
-                x = x.to(dtype=self.weight.dtype)  # integer or bool data becomes the weights' dtype
+                x = x.to(dtype=weight.dtype)  # integer or bool data becomes the weights' dtype
             elif AutocastMode.policy is None:  # inside autocast() the op casts both (module 11)
                 raise TypeError(
-                    f"Linear({self.in_features}, {self.out_features}) holds {self.weight.dtype} weights "
+                    f"Linear({self.in_features}, {self.out_features}) holds {weight.dtype} weights "
                     f"but got a {x.dtype} input; convert one of them with .to(dtype=...), or mix precisions "
                     "with autocast() / cast_parameters() (module 11)"
                 )
-        if self.bias is None:
-            return LinearFn.apply(x, self.weight)
-        return LinearFn.apply(x, self.weight, self.bias)
+        if bias is None:
+            return LinearFn.apply(x, weight)
+        return LinearFn.apply(x, weight, bias)
         ### END SOLUTION
 
     def extra_repr(self) -> str:

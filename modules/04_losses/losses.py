@@ -550,16 +550,19 @@ class CrossEntropyFn(Function):
         shifted = logits - logits.max(axis=1, keepdims=True)
         exp = xp.exp(shifted)
         total = exp.sum(axis=1, keepdims=True)
-        logp = shifted - xp.log(total)
+        log_total = xp.log(total)
         rows = xp.arange(target.shape[0])
         w_y = valid.astype(logits.dtype) if weight is None else weight[target] * valid
-        loss = -logp[rows, target] * w_y
+        # −log p_y = log Σ e^z − z_y, per row: the full (M, C) log-probabilities only for smoothing
+        loss = (log_total[:, 0] - shifted[rows, target]) * w_y
         if smoothing:
+            logp = shifted - log_total
             per_class = logp if weight is None else logp * weight
             loss = (1 - smoothing) * loss - (smoothing / logits.shape[1]) * per_class.sum(axis=1) * valid
         scale = None
-        if reduction == "mean":  # a weighted mean; the floor makes an all-ignored batch 0, not 0/0
-            scale = 1 / xp.maximum(w_y.sum(), xp.finfo(logits.dtype).tiny)
+        if reduction == "mean":  # a weighted mean; an all-ignored batch (Σ w_y = 0) gives 0, not 0/0
+            w_sum = w_y.sum()
+            scale = 1 / (w_sum + (w_sum == 0))
             out = loss.sum() * scale
         else:
             out = loss.sum() if reduction == "sum" else loss
