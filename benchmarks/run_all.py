@@ -10,6 +10,7 @@ from benchmarks import (
     bench_autograd_overhead,
     bench_checkpoint,
     bench_conv,
+    bench_dispatch_instructions,
     bench_memory,
     bench_mlp_step,
     bench_optim_step,
@@ -18,7 +19,7 @@ from benchmarks import (
 )
 
 BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_memory, bench_trainer, bench_conv,
-              bench_checkpoint, bench_allreduce, bench_amp]
+              bench_checkpoint, bench_allreduce, bench_amp, bench_dispatch_instructions]
 
 
 def main(rounds: int = 11) -> None:
