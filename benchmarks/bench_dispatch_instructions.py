@@ -24,8 +24,8 @@ from benchmarks import bench_mlp_step, common
 
 VARIANTS = {
     "numpy": bench_mlp_step.NUMPY,
-    "ops": "tinyflo (tensor ops)",
-    "modules": "tinyflo (Linear, ReLU, cross_entropy)",
+    "ops": bench_mlp_step.OPS,
+    "modules": bench_mlp_step.MODULES,
     "loop": bench_mlp_step.LOOP,
 }
 WARMUP_STEPS = 20

@@ -24,6 +24,8 @@ from tinyflo.core.optim import SGD
 
 LR = 0.01
 NUMPY = "numpy (hand-derived backward)"  # the baseline variant
+OPS = "tinyflo (tensor ops)"
+MODULES = "tinyflo (Linear, ReLU, cross_entropy)"
 LOOP = "tinyflo (the same, as a training loop with optim.SGD)"
 
 
@@ -231,8 +233,8 @@ def step_variants(shape: Shape, torch) -> dict[str, Callable[[], object]]:
     tf_model, tf_y = tinyflo_model(weights), tinyflo.tensor(y)
     variants = {
         NUMPY: lambda: numpy_step(numpy_params, x, y),
-        "tinyflo (tensor ops)": lambda: tinyflo_step(tf_params, tf_x, y),
-        "tinyflo (Linear, ReLU, cross_entropy)": lambda: tinyflo_nn_step(tf_model, tf_x, tf_y),
+        OPS: lambda: tinyflo_step(tf_params, tf_x, y),
+        MODULES: lambda: tinyflo_nn_step(tf_model, tf_x, tf_y),
     }
     loop_model = tinyflo_model(weights)
     loop_optimizer = SGD(loop_model.parameters(), lr=LR)

@@ -270,16 +270,16 @@ class CrossEntropyFn(Function):
             out = loss.sum() * scale
         else:
             out = loss.sum() if reduction == "sum" else loss
-        self.save_for_backward(exp / total, target, valid, w_y, weight, scale)
+        self.save_for_backward(exp / total, rows, target, valid, w_y, weight, scale)
         self.smoothing = smoothing
         return out
 
     def backward(self, grad):
-        probs, target, valid, w_y, weight, scale = self.saved
+        probs, rows, target, valid, w_y, weight, scale = self.saved
         eps = self.smoothing
         coef = (1 - eps) * w_y  # (M,)
         dz = probs * coef[:, None]
-        dz[self.xp.arange(target.shape[0]), target] -= coef
+        dz[rows, target] -= coef
         if eps:
             uniform = (eps / probs.shape[1]) * valid.astype(probs.dtype)
             if weight is None:
