@@ -1,8 +1,9 @@
-"""Shared fixtures: the devices every tensor test runs on."""
+"""Shared fixtures: the devices every tensor test runs on, and a CPU that behaves like a GPU for reads."""
 
 import pytest
 
 import tinyflo
+import tinyflo.core.tensor
 
 GPU_AVAILABLE = tinyflo.cuda_is_available()
 
@@ -16,6 +17,16 @@ def device_params() -> list:
 def device(request) -> str:
     """Each available device in turn."""
     return request.param
+
+
+@pytest.fixture
+def reads_wait(monkeypatch):
+    """Within the test, every device says reading a value back waits (``Device.reads_wait``), as a GPU does.
+
+    The checks that a GPU keeps on the device instead of reading (class targets, Embedding indices)
+    then run on the CPU, where a test can see them.
+    """
+    monkeypatch.setattr(tinyflo.core.tensor.Device, "reads_wait", property(lambda self: True))
 
 
 def pytest_collection_modifyitems(config, items):

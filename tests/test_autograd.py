@@ -8,6 +8,7 @@ import pytest
 import tinyflo
 from tinyflo import ShapeError, Tensor
 from tinyflo.core.autograd import topological_order, unbroadcast
+from tinyflo.core.tensor import Device, Function
 
 
 @pytest.mark.task("autograd_unbroadcast")
@@ -47,6 +48,27 @@ def test_autograd_backward_diamond_accumulates_both_paths(device):
     y = x * x + x * 3  # dy/dx = 2x + 3
     y.sum().backward()
     assert x.grad.tolist() == [7.0, 9.0]
+
+
+def test_autograd_backward_runs_inside_the_roots_device(monkeypatch):
+    """Backward ops allocate on the current GPU, so Tensor.backward makes it the root's (cuda:1 is not the default)."""
+    current = []
+    enter, exit_ = Device.__enter__, Device.__exit__
+    monkeypatch.setattr(Device, "__enter__", lambda self: (current.append(self), enter(self))[1])
+    monkeypatch.setattr(Device, "__exit__", lambda self, *err: (current.pop(), exit_(self, *err))[1])
+    seen = []
+
+    class Spy(Function):
+        def forward(self, a):
+            return a * 1
+
+        def backward(self, grad):
+            seen.append(list(current))
+            return grad
+
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    Spy.apply(x).sum().backward()
+    assert seen == [[x.device]] and current == []
 
 
 @pytest.mark.task("autograd_backward")

@@ -702,10 +702,31 @@ def test_layers_linear_embedding_lookup_and_scatter(device):
     assert emb([3]).shape == (1, 4) and emb(np.array(1)).shape == (4,)
     assert emb.weight.numpy().std() > 0.3
     for bad in ([6], [-1]):
+        if tinyflo.device(device).reads_wait:  # a GPU: checked on the device, the row is NaN
+            assert np.isnan(emb(Tensor(bad, device=device)).numpy()).all()
+            continue
         with pytest.raises(IndexError, match=r"Embedding\(6, 4\): index -?\d+ is out of range \[0, 6\)"):
             emb(Tensor(bad, device=device))
     with pytest.raises(TypeError, match="integers"):
         emb(Tensor([1.0], device=device))
+
+
+@pytest.mark.task("layers_linear")
+def test_layers_linear_embedding_checked_without_a_read(request):
+    """Where reads wait (a GPU), an index out of range gets a row of NaN; the others are the plain lookup."""
+    emb = nn.Embedding(6, 4)
+    idx = [[0, 5, 7], [2, -1, 0]]
+    good = [[0, 5, 1], [2, 3, 0]]
+    eager = emb(Tensor(good)).numpy()
+    request.getfixturevalue("reads_wait")
+    np.testing.assert_array_equal(emb(Tensor(good)).numpy(), eager)
+    out = emb(Tensor(idx))
+    assert out.dtype == np.float32
+    assert np.isnan(out.numpy()[[0, 1], [2, 1]]).all()
+    np.testing.assert_array_equal(out.numpy()[[0, 0, 1, 1], [0, 1, 0, 2]], eager[[0, 0, 1, 1], [0, 1, 0, 2]])
+    emb.weight.grad = None
+    emb(Tensor(good)).sum().backward()
+    np.testing.assert_array_equal(emb.weight.grad.numpy()[:, 0], [2, 1, 1, 1, 0, 1])
 
 
 # ----- task layers_dropout --------------------------------------------------------

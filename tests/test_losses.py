@@ -254,6 +254,26 @@ def test_losses_regression_shape_mismatch_is_an_error():
 
 
 @pytest.mark.task("losses_cross_entropy")
+@pytest.mark.parametrize("loss", ["cross_entropy", "composed", "nll_loss"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_losses_class_targets_checked_without_a_read(request, loss, reduction):
+    """Where reads wait (a GPU), a target out of range makes its loss NaN instead of raising."""
+    fn = {"cross_entropy": L.cross_entropy, "composed": L._composed_cross_entropy, "nll_loss": L.nll_loss}[loss]
+    x = Tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+    good, bad = [0, 2, -100, 1], [0, 3, -100, 1]
+    eager = fn(x, good, reduction=reduction).numpy()
+    request.getfixturevalue("reads_wait")
+    out = fn(x, good, reduction=reduction)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out.numpy(), eager)
+    poisoned = fn(x, bad, reduction=reduction).numpy()
+    if reduction == "none":
+        assert np.isnan(poisoned[1]) and np.array_equal(np.delete(poisoned, 1), np.delete(eager, 1))
+    else:
+        assert np.isnan(poisoned)
+
+
+@pytest.mark.task("losses_cross_entropy")
 def test_losses_cross_entropy_errors_name_what_is_wrong():
     x = Tensor(np.zeros((2, 3)))
     with pytest.raises(IndexError, match="not a class index in \\[0, 3\\)"):

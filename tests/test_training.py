@@ -253,6 +253,53 @@ def test_training_epoch_reads_once_per_log_interval(monkeypatch):
     assert counter.calls - before == 4 + 1
 
 
+class ReadCountingArray(np.ndarray):
+    """A NumPy array that counts the reads of its values (``bool``, ``item``); results of ops inherit it."""
+
+    reads = 0
+
+    def __bool__(self):
+        ReadCountingArray.reads += 1
+        return super().__bool__()
+
+    def item(self, *args):
+        ReadCountingArray.reads += 1
+        return super().item(*args)
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_reads_no_target_per_batch_where_reads_wait(request):
+    """On a GPU the class-target check is kept on the device: the reads per epoch do not grow with the batches.
+
+    On the CPU (the control) the same check reads once per batch, which shows the counter sees it.
+    """
+    def reads(n):
+        X, Y = data(n)
+        loader = DataLoader(TensorDataset(X.view(ReadCountingArray), Y.view(ReadCountingArray)), batch_size=5)
+        trainer = quiet(tiny(), nan_check="interval", log_every=None)
+        ReadCountingArray.reads = 0
+        trainer.train_epoch(loader)
+        return ReadCountingArray.reads
+
+    cpu = reads(20), reads(40)
+    assert cpu[1] - cpu[0] == 4, cpu  # the control: one read per batch
+    request.getfixturevalue("reads_wait")
+    gpu = reads(20), reads(40)
+    assert gpu[0] == gpu[1] <= 2, gpu
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_target_out_of_range_without_a_read_rolls_back(request):
+    request.getfixturevalue("reads_wait")
+    X, Y = data(60)
+    Y[45] = 3  # three classes
+    model = tiny()
+    trainer = quiet(model, nan_check="interval", log_every=2)
+    with pytest.raises(FloatingPointError, match=r"step 4 .*rolled back.*index out of range"):
+        trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    assert all(np.isfinite(p).all() for p in params_of(model))
+
+
 @pytest.mark.task("training_epoch")
 def test_training_epoch_schedule_before_each_step():
     class Recorder:

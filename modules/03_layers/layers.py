@@ -1553,13 +1553,24 @@ class Embedding(Module):
         name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
         if indices.dtype.kind not in "iu":
             raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
+        if indices.device.reads_wait:  # a GPU: no read, an index out of range gives a row of NaN
+            return self._lookup_without_reading(indices)
         if indices.numel():
-            low, high = int(indices.data.min()), int(indices.data.max())  # two device syncs
+            low, high = int(indices.data.min()), int(indices.data.max())
             if low < 0 or high >= self.num_embeddings:
                 bad = low if low < 0 else high
                 raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
         return self.weight[indices]
         ### END SOLUTION
+
+    def _lookup_without_reading(self, indices: Tensor) -> Tensor:
+        """The lookup with the range check kept on the device: rows of out-of-range indices are NaN."""
+        device, data, dtype = indices.device, indices.data, self.weight.dtype
+        with device:
+            bad = (data < 0) | (data >= self.num_embeddings)
+            mask = device.xp.where(bad, dtype.type("nan"), dtype.type(1))[..., None]
+            safe = device.xp.where(bad, 0, data)
+        return self.weight[Tensor._wrap(safe, device)] * Tensor._wrap(mask, device)
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"
@@ -2150,8 +2161,11 @@ for step in range(3):
 #   after many users moved models *after* building their optimizers.
 # * **Dropout's randomness is a sync point only if you make it one.** The
 #   mask is drawn on the tensor's device; nothing crosses to the host.
-#   `Embedding`'s range check does read two numbers back (`min` and `max`):
-#   a GPU sync per call, the price of an error message instead of garbage.
+#   `Embedding`'s range check reads two numbers back (`min` and `max`).
+#   That is free on the CPU; on a GPU it would be a sync per call, so there
+#   (`device.reads_wait`) the check stays on the device: an index out of
+#   range gets a row of NaN instead of an error, never another row's
+#   weights, and the NaN reaches the loss, which the Trainer checks.
 # * **BatchNorm and the batch.** In training mode an example's output
 #   depends on the rest of its batch, and a batch of one has no variance.
 #   That is why `eval()` matters before inference, and why LayerNorm

@@ -342,7 +342,11 @@ def _class_last(x: Tensor) -> Tensor:
 
 
 def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> tuple[Any, Any]:
-    """Check class-index targets against ``input``; return (valid, safe) arrays of the target's shape."""
+    """Check class-index targets against ``input``; return (valid, safe) arrays of the target's shape.
+
+    ``valid`` is a boolean mask on the CPU. On a GPU it is a mask of the input's dtype: 1 counts, 0 is
+    ignored, NaN marks a target out of range (see below).
+    """
     target = _like(target, input, loss, floating=False)
     expected = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
     if target.dtype.kind not in "iu":
@@ -356,12 +360,19 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     classes = input.shape[0] if input.ndim == 1 else input.shape[1]
     valid = data != ignore_index
     bad = valid & ((data < 0) | (data >= classes))
-    if bool(bad.any()):
-        raise IndexError(
-            f"{loss}: target holds {data[bad].ravel()[0].item()}, not a class index in [0, {classes}) "
-            f"nor ignore_index={ignore_index}"
-        )
-    return valid, xp.where(valid, data, 0)
+    if not input.device.reads_wait:
+        if bad.any():
+            raise IndexError(
+                f"{loss}: target holds {data[bad].ravel()[0].item()}, not a class index in [0, {classes}) "
+                f"nor ignore_index={ignore_index}"
+            )
+        return valid, xp.where(valid, data, 0)
+    # On a GPU, `if bad.any()` would make Python wait for every queued kernel, once per batch. The mask
+    # carries the check instead: NaN where a target is out of range makes the loss NaN, which the
+    # Trainer's nan check reports (module 08), and no read is needed.
+    with input.device:
+        mask = xp.where(bad, input.dtype.type("nan"), valid.astype(input.dtype))
+        return mask, xp.where(valid & ~bad, data, 0)
 
 
 def _class_weights(weight: Any, input: Tensor, loss: str) -> Tensor | None:
@@ -1489,6 +1500,10 @@ print(criterion, criterion(Tensor([[2.0, 0.5, -1.0]]), [0]))
 #   [0, 1], and `nll_loss` that class indices are in range: each is a
 #   reduction read back to Python — a device sync on a GPU. PyTorch does
 #   the same checks (on the GPU, asynchronously, as a device-side assert).
+#   The class-index check runs on every batch of a classifier, so on a GPU
+#   (`device.reads_wait`) `_class_targets` reads nothing: an index out of
+#   range puts NaN in the `valid` mask, the loss comes out NaN, and the
+#   Trainer's NaN check, which reads once per log interval, reports it.
 # * **Precision.** Keep losses in float32 even under mixed precision
 #   (module 11): the sum of a batch of losses and log-sum-exp lose too many
 #   digits in float16.

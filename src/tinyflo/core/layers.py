@@ -827,12 +827,23 @@ class Embedding(Module):
         name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
         if indices.dtype.kind not in "iu":
             raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
+        if indices.device.reads_wait:  # a GPU: no read, an index out of range gives a row of NaN
+            return self._lookup_without_reading(indices)
         if indices.numel():
-            low, high = int(indices.data.min()), int(indices.data.max())  # two device syncs
+            low, high = int(indices.data.min()), int(indices.data.max())
             if low < 0 or high >= self.num_embeddings:
                 bad = low if low < 0 else high
                 raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
         return self.weight[indices]
+
+    def _lookup_without_reading(self, indices: Tensor) -> Tensor:
+        """The lookup with the range check kept on the device: rows of out-of-range indices are NaN."""
+        device, data, dtype = indices.device, indices.data, self.weight.dtype
+        with device:
+            bad = (data < 0) | (data >= self.num_embeddings)
+            mask = device.xp.where(bad, dtype.type("nan"), dtype.type(1))[..., None]
+            safe = device.xp.where(bad, 0, data)
+        return self.weight[Tensor._wrap(safe, device)] * Tensor._wrap(mask, device)
 
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"

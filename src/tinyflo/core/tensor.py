@@ -75,6 +75,15 @@ class Device:
     def __repr__(self) -> str:
         return "cpu" if (self.type, self.index) == ("cpu", 0) else f"{self.type}:{self.index}"
 
+    @property
+    def reads_wait(self) -> bool:
+        """Whether reading a value back to Python (``bool(x)``, ``.item()``) waits for queued work.
+
+        Not on the CPU, where NumPy has finished every operation before it returns. On a GPU the read
+        waits for every kernel queued so far, so a check read once per batch stalls the pipeline.
+        """
+        return self.type != "cpu"
+
     def __reduce__(self):
         return (Device, (self.type, self.index))
 
@@ -441,7 +450,8 @@ class Tensor:
         """Fill ``.grad`` of every leaf this tensor depends on (runs module 02's engine)."""
         from tinyflo.core.autograd import backward
 
-        backward(self, grad, retain_graph=retain_graph)
+        with self._device:  # the backward ops allocate on the current GPU: make it this tensor's
+            backward(self, grad, retain_graph=retain_graph)
 
     # ----- arithmetic ---------------------------------------------------------
     def __add__(self, other): return Add.apply(*_operands(self, other))

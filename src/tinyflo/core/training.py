@@ -743,9 +743,13 @@ def _nonfinite_error(trainer: Trainer, step: int, batch: int | None, rolled_back
         "state was not (make a new optimizer or load a checkpoint before going on)"
         if rolled_back else "the optimizer did not take it, so the model is as it was after the last good step"
     )
+    cause = (
+        "; or look for an index out of range: on a GPU, class targets and Embedding indices are checked "
+        "without a read, and one out of range makes the loss NaN" if trainer.device.reads_wait else ""
+    )
     return FloatingPointError(
         f"train_epoch: the loss is not finite (nan or inf) at {where}; {state}. "
-        "Try a lower learning rate, or clip the gradients (Trainer(..., grad_clip_norm=1.0))"
+        f"Try a lower learning rate, or clip the gradients (Trainer(..., grad_clip_norm=1.0)){cause}"
     )
 
 
