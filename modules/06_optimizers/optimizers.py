@@ -1015,8 +1015,10 @@ for broken in ({"param_groups": saved["param_groups"][:1], "state": saved["state
 # `scratch` block (`np.sqrt(v, out=scratch)`, in-place `*=`), so nothing is
 # allocated and the result is bit for bit the loop's (a checkpoint resumes
 # exactly in either layout; folding the bias corrections into one scalar
-# would save a pass but change the rounding). It may also overwrite `g`,
-# which in the flat step is the optimizer's own copy. It is faster and
+# would save a pass but change the rounding). It also overwrites `g`,
+# which in the flat step is the optimizer's own copy: the division by
+# √(1 − β₂ᵗ) writes there, because NumPy divides in place (`tmp /= c`) about
+# twice as slowly as into another array. It is faster and
 # harder to read — which is why the rule you write stays the plain one, and
 # the tests hold both to PyTorch's numbers.
 #
