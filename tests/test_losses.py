@@ -274,6 +274,33 @@ def test_losses_class_targets_checked_without_a_read(request, loss, reduction):
 
 
 @pytest.mark.task("losses_cross_entropy")
+@pytest.mark.parametrize("loss", ["cross_entropy", "composed"])
+@pytest.mark.parametrize("options", [{"weight": [0.5, 2.0, 1.0]}, {"label_smoothing": 0.2},
+                                     {"weight": [0.5, 2.0, 1.0], "label_smoothing": 0.1}])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_losses_class_targets_without_a_read_weights_smoothing_gradients(request, loss, options, dtype):
+    """(N, C, d) logits: valid targets give the eager values and gradients; one out of range, NaN in both."""
+    fn = {"cross_entropy": L.cross_entropy, "composed": L._composed_cross_entropy}[loss]
+    logits = np.random.default_rng(1).standard_normal((2, 3, 2)).astype(dtype)
+    good, bad = np.array([[0, 2], [-100, 1]]), np.array([[0, 2], [-100, 5]])
+
+    def run(target):
+        x = Tensor(logits, requires_grad=True)
+        out = fn(x, target, **options)
+        out.backward()
+        return out.numpy(), x.grad.numpy()
+
+    eager = run(good)
+    request.getfixturevalue("reads_wait")
+    value, grad = run(good)
+    assert value.dtype == grad.dtype == dtype
+    np.testing.assert_array_equal(value, eager[0])
+    np.testing.assert_array_equal(grad, eager[1])
+    value, grad = run(bad)
+    assert np.isnan(value) and np.isnan(grad).any()
+
+
+@pytest.mark.task("losses_cross_entropy")
 def test_losses_cross_entropy_errors_name_what_is_wrong():
     x = Tensor(np.zeros((2, 3)))
     with pytest.raises(IndexError, match="not a class index in \\[0, 3\\)"):

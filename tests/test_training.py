@@ -254,7 +254,7 @@ def test_training_epoch_reads_once_per_log_interval(monkeypatch):
 
 
 class ReadCountingArray(np.ndarray):
-    """A NumPy array that counts the reads of its values (``bool``, ``item``); results of ops inherit it."""
+    """A NumPy array that counts the reads of its values to Python; the results of ops on it inherit it."""
 
     reads = 0
 
@@ -265,6 +265,22 @@ class ReadCountingArray(np.ndarray):
     def item(self, *args):
         ReadCountingArray.reads += 1
         return super().item(*args)
+
+    def tolist(self):
+        ReadCountingArray.reads += 1
+        return super().tolist()
+
+    def __int__(self):
+        ReadCountingArray.reads += 1
+        return super().__int__()
+
+    def __float__(self):
+        ReadCountingArray.reads += 1
+        return super().__float__()
+
+    def __index__(self):
+        ReadCountingArray.reads += 1
+        return super().__index__()
 
 
 @pytest.mark.task("training_epoch")
@@ -294,10 +310,26 @@ def test_training_epoch_target_out_of_range_without_a_read_rolls_back(request):
     X, Y = data(60)
     Y[45] = 3  # three classes
     model = tiny()
-    trainer = quiet(model, nan_check="interval", log_every=2)
+    trainer = quiet(model, log_every=2)
+    assert trainer.nan_check == "interval", "where reads wait, the NaN check reads once per interval"
     with pytest.raises(FloatingPointError, match=r"step 4 .*rolled back.*index out of range"):
         trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
     assert all(np.isfinite(p).all() for p in params_of(model))
+
+
+@pytest.mark.task("training_evaluate")
+def test_training_evaluate_target_out_of_range_without_a_read_is_an_error(request):
+    X, Y = data(20)
+    Y[13] = 7
+    trainer = quiet(tiny())
+    with pytest.raises(IndexError, match="not a class index"):
+        trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=5))
+    request.getfixturevalue("reads_wait")
+    with pytest.raises(FloatingPointError, match="evaluate: the loss is not finite.*index out of range"):
+        trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=5))
+    Y[13] = 2
+    loss, _ = trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=5))
+    assert math.isfinite(loss)
 
 
 @pytest.mark.task("training_epoch")

@@ -53,6 +53,7 @@ from tinyflo.core.autograd import no_grad
 from tinyflo.core.tensor import (
     AutocastMode,
     Device,
+    DeviceError,
     Function,
     ShapeError,
     Tensor,
@@ -1547,14 +1548,14 @@ class Embedding(Module):
         ### END SOLUTION
 
     def forward(self, indices: Any) -> Tensor:
+        if self.weight.device.reads_wait:  # a GPU: no read, an index out of range gives a row of NaN
+            return self._lookup_without_reading(indices)
         ### BEGIN SOLUTION
         if not isinstance(indices, Tensor):
             indices = Tensor(indices, device=self.weight.device)
         name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
         if indices.dtype.kind not in "iu":
             raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
-        if indices.device.reads_wait:  # a GPU: no read, an index out of range gives a row of NaN
-            return self._lookup_without_reading(indices)
         if indices.numel():
             low, high = int(indices.data.min()), int(indices.data.max())
             if low < 0 or high >= self.num_embeddings:
@@ -1563,9 +1564,16 @@ class Embedding(Module):
         return self.weight[indices]
         ### END SOLUTION
 
-    def _lookup_without_reading(self, indices: Tensor) -> Tensor:
+    def _lookup_without_reading(self, indices: Any) -> Tensor:
         """The lookup with the range check kept on the device: rows of out-of-range indices are NaN."""
-        device, data, dtype = indices.device, indices.data, self.weight.dtype
+        device, dtype, name = self.weight.device, self.weight.dtype, f"Embedding({self.num_embeddings}, {self.embedding_dim})"
+        if not isinstance(indices, Tensor):
+            indices = Tensor(indices, device=device)
+        if indices.dtype.kind not in "iu":
+            raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
+        if indices.device is not device:
+            raise DeviceError(f"{name}: indices are on {indices.device}, the weight on {device}")
+        data = indices.data
         with device:
             bad = (data < 0) | (data >= self.num_embeddings)
             mask = device.xp.where(bad, dtype.type("nan"), dtype.type(1))[..., None]
@@ -2163,9 +2171,11 @@ for step in range(3):
 #   mask is drawn on the tensor's device; nothing crosses to the host.
 #   `Embedding`'s range check reads two numbers back (`min` and `max`).
 #   That is free on the CPU; on a GPU it would be a sync per call, so there
-#   (`device.reads_wait`) the check stays on the device: an index out of
-#   range gets a row of NaN instead of an error, never another row's
-#   weights, and the NaN reaches the loss, which the Trainer checks.
+#   (`device.reads_wait`) the given `_lookup_without_reading` keeps the
+#   check on the device: an index out of range gets a row of NaN instead of
+#   an error, never another row's weights, and the NaN reaches the loss,
+#   which the Trainer checks. Without a loss (generating text) NaN logits
+#   make `argmax` answer 0: validate token ids once, where they are made.
 # * **BatchNorm and the batch.** In training mode an example's output
 #   depends on the rest of its batch, and a batch of one has no variance.
 #   That is why `eval()` matters before inference, and why LayerNorm

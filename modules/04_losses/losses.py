@@ -324,7 +324,11 @@ except ShapeError as err:
 # then index with two integer arrays (`x[rows, classes]` — module 01's
 # `GetItem` scatters the gradient back). `_class_targets` below checks the
 # targets and gives you `valid` (not ignored) and `safe` (ignored ones
-# replaced by class 0, so indexing never goes out of range).
+# replaced by class 0, so indexing never goes out of range). Use `valid` only
+# as a factor (`valid.astype(dtype)`, `* valid`), never as a condition or an
+# index: on a GPU it is a mask of numbers, 1 or 0, and NaN for a target out
+# of range (the systems corner says why), and a NaN factor is what carries
+# that error into the loss.
 #
 # ### Task `losses_cross_entropy`
 
@@ -1497,13 +1501,14 @@ print(criterion, criterion(Tensor([[2.0, 0.5, -1.0]]), [0]))
 #   why fused kernels compute the loss and its gradient without keeping it.
 #   CTC keeps α (T × N × (2S + 1)) for its backward.
 # * **Sync points.** `binary_cross_entropy` checks that its input lies in
-#   [0, 1], and `nll_loss` that class indices are in range: each is a
-#   reduction read back to Python — a device sync on a GPU. PyTorch does
-#   the same checks (on the GPU, asynchronously, as a device-side assert).
-#   The class-index check runs on every batch of a classifier, so on a GPU
-#   (`device.reads_wait`) `_class_targets` reads nothing: an index out of
-#   range puts NaN in the `valid` mask, the loss comes out NaN, and the
-#   Trainer's NaN check, which reads once per log interval, reports it.
+#   [0, 1]: a reduction read back to Python, free on the CPU, a device sync
+#   on a GPU. `nll_loss` and `cross_entropy` check that class indices are in
+#   range; on the CPU the same way, but that check runs on every batch of a
+#   classifier, so on a GPU (`device.reads_wait`) `_class_targets` reads
+#   nothing: an index out of range puts NaN in the `valid` mask, the loss
+#   comes out NaN, and the Trainer's NaN check, which reads once per log
+#   interval, reports it. PyTorch checks on the GPU too, asynchronously, as
+#   a device-side assert that stops the process.
 # * **Precision.** Keep losses in float32 even under mixed precision
 #   (module 11): the sum of a batch of losses and log-sum-exp lose too many
 #   digits in float16.

@@ -516,12 +516,11 @@ class Adam(Optimizer):
         v += tmp
         if group["amsgrad"]:
             v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-        # the same operations in the same order as _update, so flat and loop agree to the last bit; the
-        # division by sqrt(bias2) writes into g (no longer needed): NumPy divides in place ~2x slower
+        # the same operations in the same order as _update, so flat and loop agree to the last bit
         tmp = np.sqrt(v, out=tmp)
-        denom = np.divide(tmp, math.sqrt(bias2), out=g)
-        denom += eps
-        tmp = np.divide(m, denom, out=tmp)
+        tmp /= math.sqrt(bias2)
+        tmp += eps
+        tmp = np.divide(m, tmp, out=tmp)
         tmp *= lr / bias1
         p -= tmp
 
@@ -1015,10 +1014,8 @@ for broken in ({"param_groups": saved["param_groups"][:1], "state": saved["state
 # `scratch` block (`np.sqrt(v, out=scratch)`, in-place `*=`), so nothing is
 # allocated and the result is bit for bit the loop's (a checkpoint resumes
 # exactly in either layout; folding the bias corrections into one scalar
-# would save a pass but change the rounding). It also overwrites `g`,
-# which in the flat step is the optimizer's own copy: the division by
-# √(1 − β₂ᵗ) writes there, because NumPy divides in place (`tmp /= c`) about
-# twice as slowly as into another array. It is faster and
+# would save a pass but change the rounding). It may also overwrite `g`,
+# which in the flat step is the optimizer's own copy. It is faster and
 # harder to read — which is why the rule you write stays the plain one, and
 # the tests hold both to PyTorch's numbers.
 #

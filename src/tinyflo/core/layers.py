@@ -13,6 +13,7 @@ from tinyflo.core.autograd import no_grad
 from tinyflo.core.tensor import (
     AutocastMode,
     Device,
+    DeviceError,
     Function,
     ShapeError,
     Tensor,
@@ -822,13 +823,13 @@ class Embedding(Module):
         normal_(self.weight)
 
     def forward(self, indices: Any) -> Tensor:
+        if self.weight.device.reads_wait:  # a GPU: no read, an index out of range gives a row of NaN
+            return self._lookup_without_reading(indices)
         if not isinstance(indices, Tensor):
             indices = Tensor(indices, device=self.weight.device)
         name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
         if indices.dtype.kind not in "iu":
             raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
-        if indices.device.reads_wait:  # a GPU: no read, an index out of range gives a row of NaN
-            return self._lookup_without_reading(indices)
         if indices.numel():
             low, high = int(indices.data.min()), int(indices.data.max())
             if low < 0 or high >= self.num_embeddings:
@@ -836,9 +837,16 @@ class Embedding(Module):
                 raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
         return self.weight[indices]
 
-    def _lookup_without_reading(self, indices: Tensor) -> Tensor:
+    def _lookup_without_reading(self, indices: Any) -> Tensor:
         """The lookup with the range check kept on the device: rows of out-of-range indices are NaN."""
-        device, data, dtype = indices.device, indices.data, self.weight.dtype
+        device, dtype, name = self.weight.device, self.weight.dtype, f"Embedding({self.num_embeddings}, {self.embedding_dim})"
+        if not isinstance(indices, Tensor):
+            indices = Tensor(indices, device=device)
+        if indices.dtype.kind not in "iu":
+            raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
+        if indices.device is not device:
+            raise DeviceError(f"{name}: indices are on {indices.device}, the weight on {device}")
+        data = indices.data
         with device:
             bad = (data < 0) | (data >= self.num_embeddings)
             mask = device.xp.where(bad, dtype.type("nan"), dtype.type(1))[..., None]

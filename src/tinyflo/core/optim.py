@@ -279,12 +279,11 @@ class Adam(Optimizer):
         v += tmp
         if group["amsgrad"]:
             v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-        # the same operations in the same order as _update, so flat and loop agree to the last bit; the
-        # division by sqrt(bias2) writes into g (no longer needed): NumPy divides in place ~2x slower
+        # the same operations in the same order as _update, so flat and loop agree to the last bit
         tmp = np.sqrt(v, out=tmp)
-        denom = np.divide(tmp, math.sqrt(bias2), out=g)
-        denom += eps
-        tmp = np.divide(m, denom, out=tmp)
+        tmp /= math.sqrt(bias2)
+        tmp += eps
+        tmp = np.divide(m, tmp, out=tmp)
         tmp *= lr / bias1
         p -= tmp
 

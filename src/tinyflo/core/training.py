@@ -462,7 +462,7 @@ class Trainer:
         self.log_every = _positive_int(log_every, "Trainer: log_every", allow_none=True)
         self.verbosity = resolve_verbosity(verbosity)
         if nan_check is None:
-            nan_check = "step" if self.device.type == "cpu" else "interval"
+            nan_check = "interval" if self.device.reads_wait else "step"
         if nan_check not in ("step", "interval"):
             raise ValueError(f"Trainer: nan_check must be 'step' or 'interval'; got {nan_check!r}")
         self.nan_check = nan_check
@@ -505,7 +505,10 @@ class Trainer:
 
     def evaluate(self, loader: Iterable) -> tuple[float, float]:
         """(mean loss, accuracy) over ``loader`` in eval mode without a graph (accuracy nan if not classes)."""
-        return _evaluate(self, loader)
+        loss, accuracy = _evaluate(self, loader)
+        if self.device.reads_wait and not math.isfinite(loss):  # on the CPU a bad index raised already
+            raise FloatingPointError(f"evaluate: the loss is not finite (nan or inf); {OUT_OF_RANGE_ON_GPU}")
+        return loss, accuracy
 
     def fit(self, train_loader: Iterable, val_loader: Iterable | None = None, epochs: int = 1,
             callbacks: Sequence[Callback] = (), accumulation_steps: int = 1) -> History:
@@ -736,6 +739,12 @@ class _EpochState:
             self.first_bad = xp.where((self.first_bad < 0) & ~xp.isfinite(loss.data), step, self.first_bad)
 
 
+OUT_OF_RANGE_ON_GPU = (
+    "look for an index out of range in the data: on a GPU, class targets and Embedding indices are checked "
+    "without a read (modules 03 and 04), and one out of range makes the loss NaN"
+)
+
+
 def _nonfinite_error(trainer: Trainer, step: int, batch: int | None, rolled_back: bool) -> FloatingPointError:
     where = f"step {step} (epoch {trainer.epoch + 1}" + (f", batch {batch})" if batch is not None else ")")
     state = (
@@ -743,10 +752,7 @@ def _nonfinite_error(trainer: Trainer, step: int, batch: int | None, rolled_back
         "state was not (make a new optimizer or load a checkpoint before going on)"
         if rolled_back else "the optimizer did not take it, so the model is as it was after the last good step"
     )
-    cause = (
-        "; or look for an index out of range: on a GPU, class targets and Embedding indices are checked "
-        "without a read, and one out of range makes the loss NaN" if trainer.device.reads_wait else ""
-    )
+    cause = f"; or {OUT_OF_RANGE_ON_GPU}" if trainer.device.reads_wait else ""
     return FloatingPointError(
         f"train_epoch: the loss is not finite (nan or inf) at {where}; {state}. "
         f"Try a lower learning rate, or clip the gradients (Trainer(..., grad_clip_norm=1.0)){cause}"
