@@ -256,10 +256,10 @@ def test_losses_regression_shape_mismatch_is_an_error():
 @pytest.mark.task("losses_cross_entropy")
 @pytest.mark.parametrize("loss", ["cross_entropy", "composed", "nll_loss"])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_losses_class_targets_checked_without_a_read(request, loss, reduction):
+def test_losses_class_targets_checked_without_a_read(request, loss, reduction, device):
     """Where reads wait (a GPU), a target out of range makes its loss NaN instead of raising."""
     fn = {"cross_entropy": L.cross_entropy, "composed": L._composed_cross_entropy, "nll_loss": L.nll_loss}[loss]
-    x = Tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+    x = Tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32), device=device)
     good, bad = [0, 2, -100, 1], [0, 3, -100, 1]
     eager = fn(x, good, reduction=reduction).numpy()
     request.getfixturevalue("reads_wait")

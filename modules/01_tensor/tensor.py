@@ -659,7 +659,9 @@ class Tensor:
         """Fill ``.grad`` of every leaf this tensor depends on (runs module 02's engine)."""
         from tinyflo.core.autograd import backward
 
-        with self._device:  # the backward ops allocate on the current GPU: make it this tensor's
+        # the backward ops allocate on the current GPU: make it this tensor's (a graph that spans GPUs,
+        # through .to(), runs its whole backward with the root's GPU current)
+        with self._device:
             backward(self, grad, retain_graph=retain_graph)
 
     # ----- arithmetic ---------------------------------------------------------
