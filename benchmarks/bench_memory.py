@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+import tinyflo
 from benchmarks import common
 from benchmarks.bench_mlp_step import (
     SHAPES,
@@ -43,6 +44,8 @@ from benchmarks.bench_mlp_step import (
     numpy_loss_and_grads,
     tinyflo_model,
 )
+from tinyflo.core.losses import cross_entropy
+from tinyflo.core.optim import SGD, Adam, flat_block_size
 
 SHAPE = SHAPES[0]  # 784-512-512-10, batch 256
 LR = 1e-3
@@ -98,10 +101,6 @@ def make_step(library: str, optimizer: str) -> tuple[Any, Any]:
 
         return numpy_step, None
 
-    import tinyflo
-    from tinyflo.core.losses import cross_entropy
-    from tinyflo.core.optim import SGD, Adam
-
     model = tinyflo_model(weights)
     tx, ty = tinyflo.tensor(x), tinyflo.tensor(y)
     params = list(model.parameters())
@@ -155,10 +154,7 @@ def computed(optimizer: str) -> dict[str, int]:
     activations = batch * sizes[0] + 2 * hidden + 2 * batch * sizes[-1]  # input; pre-act + ReLU; logits + softmax
     state = {"sgd": 0, "adam": 2 * n_params, "adam-flat": 3 * n_params}[optimizer]  # flat: + its gradient copy
     if optimizer == "adam-flat":
-        from tinyflo.core.optim import CHUNK
-
-        blocks = -(-n_params // CHUNK)
-        state += -(-n_params // blocks)  # one scratch block
+        state += flat_block_size(n_params)  # one scratch block
     return {"parameters": n_params * f32, "gradients": n_params * f32, "optimizer state": state * f32,
             "activations": activations * f32}
 

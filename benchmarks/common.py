@@ -268,10 +268,11 @@ def save_result(
 ) -> tuple[Path, Path]:
     """Print the tables; write ``results/<name>.json`` (every sample) and ``results/<name>.md``."""
     machine = machine_info()
-    settings = {"timing": TIMING} | settings
-    background = max((t.background_cpu for t in timings.values()), default=0.0)  # none: memory, not time
-    machine["background_cpu"] = f"{background:.1%} of the machine used by other processes (worst comparison)"
     notes = list(notes)
+    background = max((t.background_cpu for t in timings.values()), default=0.0)
+    if timings:  # counts and memory are not timed: no timing method, no background load to report
+        settings = {"timing": TIMING} | settings
+        machine["background_cpu"] = f"{background:.1%} of the machine used by other processes (worst comparison)"
     if background > BUSY:
         notes.insert(0, f"WARNING: other processes used {background:.0%} of the CPU during the measurement; "
                         "the numbers are not comparable with a quiet run.")

@@ -16,14 +16,14 @@ from benchmarks import bench_autograd_overhead, bench_mlp_step
 
 def _targets() -> dict[str, tuple[Callable[[], object], int]]:
     """Each profilable workload and how many times to run it."""
-    large, small = bench_mlp_step.SHAPES
+    large, small = (bench_mlp_step.step_variants(shape, None) for shape in bench_mlp_step.SHAPES)
     ops, nn, loop = bench_mlp_step.OPS, bench_mlp_step.MODULES, bench_mlp_step.LOOP
     return {
         "chain": (bench_autograd_overhead.tinyflo_variants()["tinyflo forward + backward"], 30),
-        "mlp-large": (bench_mlp_step.step_variants(large, None)[ops], 30),
-        "mlp-small": (bench_mlp_step.step_variants(small, None)[ops], 2000),
-        "mlp-small-nn": (bench_mlp_step.step_variants(small, None)[nn], 2000),
-        "mlp-small-loop": (bench_mlp_step.step_variants(small, None)[loop], 2000),
+        "mlp-large": (large[ops], 30),
+        "mlp-small": (small[ops], 2000),
+        "mlp-small-nn": (small[nn], 2000),
+        "mlp-small-loop": (small[loop], 2000),
     }
 
 

@@ -73,10 +73,9 @@ run = milestones.start("transformer")
 # character occurs (the *unigram* model) costs its entropy.
 
 # %%
-data_root = milestones.find_data("tinyshakespeare", "input.txt")
+data_root = run.need_data("tinyshakespeare", "input.txt", "Tiny Shakespeare")
 if data_root is None:  # nothing below can run without the text
-    run.skip("Tiny Shakespeare: input.txt not found in "
-             + ", ".join(map(str, milestones.data_folders("tinyshakespeare"))))
+    run.stop()
 
 corpus = datasets.tiny_shakespeare(data_root)
 train_ids, val_ids = corpus.split(0.9)

@@ -1045,6 +1045,12 @@ for broken in ({"param_groups": saved["param_groups"][:1], "state": saved["state
 CHUNK = 1 << 17  # numbers per block of a flat NumPy step: 512 KB per array, a block's arrays stay in cache
 
 
+def flat_block_size(size: int) -> int:
+    """Numbers per block of a flat NumPy step over ``size`` numbers: equal blocks of at most CHUNK
+    (300 k numbers make 3 blocks of 100 k, not 2 full ones and a stub)."""
+    return -(-size // -(-size // CHUNK)) if size else 1
+
+
 class _FlatGroup:
     """One group's flat buffers: parameters, gradients, state, and where each parameter lies."""
 
@@ -1056,10 +1062,7 @@ class _FlatGroup:
     def make_blocks(self) -> None:
         """(parameters, gradient, state, scratch) views of consecutive blocks of at most CHUNK numbers."""
         xp, size = _xp(self.params), self.params.size
-        if xp is np:  # equal blocks: 107 k numbers make 4 blocks of 26.8 k, not 3 full ones and a stub
-            step = -(-size // -(-size // CHUNK)) if size else 1
-        else:  # a GPU wants the whole buffer at once
-            step = max(size, 1)
+        step = flat_block_size(size) if xp is np else max(size, 1)  # a GPU wants the whole buffer at once
         scratch = xp.empty_like(self.params[:step])  # one spare block, on the buffer's device, reused by all
         self.blocks = [(self.params[i:i + step], self.grad[i:i + step],
                         {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()},

@@ -145,8 +145,9 @@ def write_module_pages(modules: list[Module], dest: Path) -> int:
     return len(modules) + 1
 
 
-def _recorded_run(result: dict | None, results: Path, image_dir: str, command: str) -> str:
-    """The Markdown of a milestone's recorded run: when and where, its table, its plots."""
+def _recorded_run(result: dict | None, results: Path, plots: list[Path], command: str) -> str:
+    """The Markdown of a milestone's recorded run: when and where, its table, its plots (copied
+    beside the page, in ``results/<name>/``)."""
     if result is None:
         return ("## Recorded run\n\nThis milestone has no recorded run yet. "
                 f"`{command} --record` runs it in full and keeps its figures and plots in "
@@ -162,8 +163,8 @@ def _recorded_run(result: dict | None, results: Path, image_dir: str, command: s
         text = table.read_text(encoding="utf-8")
         lines += [line for line in text.splitlines() if line.startswith("|")]
         lines.append("")
-    for plot in sorted(results.glob("*.png")):
-        lines += [f"![{plot.stem}]({image_dir}/{plot.name})", ""]
+    for plot in plots:
+        lines += [f"![{plot.stem}](results/{results.name}/{plot.name})", ""]
     return "\n".join(lines)
 
 
@@ -177,15 +178,15 @@ def write_milestone_pages(checkout: Path, dest: Path) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     rows = []
     for milestone in milestones.MILESTONES.values():
-        results = checkout / "milestones" / "results" / milestone.name
+        results = milestone.results(checkout)
         result = milestones.load_result(milestone, checkout)
-        command = f"tinyflo milestone run {milestone.name}"
-        if result is not None:
+        plots = sorted(results.glob("*.png")) if result is not None else []
+        if plots:
             copied = dest / "results" / milestone.name
             copied.mkdir(parents=True, exist_ok=True)
-            for plot in sorted(results.glob("*.png")):
+            for plot in plots:
                 shutil.copy2(plot, copied / plot.name)
-        recorded = _recorded_run(result, results, f"results/{milestone.name}", command)
+        recorded = _recorded_run(result, results, plots, f"tinyflo milestone run {milestone.name}")
         source = milestone.path(checkout)
         if source.is_file():
             notebook = jupytext.read(source, fmt="py:percent")
@@ -200,8 +201,7 @@ def write_milestone_pages(checkout: Path, dest: Path) -> int:
                     f"Its notebook, `milestones/{milestone.slug}/{milestone.name}.py`, is not in "
                     "this checkout yet.", "", recorded]
             (dest / f"{milestone.slug}.md").write_text("\n".join(page), encoding="utf-8")
-        reproduced = ("; ".join(f"{_cell(str(row['figure']))}: {_cell(str(row['reproduced']))}"
-                                for row in result.get("figures", [])) if result else "no recorded run yet")
+        reproduced = _cell(milestones.recorded_figures(result)) if result else "no recorded run yet"
         rows.append(f"| {milestone.number} | {{doc}}`{_cell(milestone.title)} <{milestone.slug}>` | "
                     f"{_cell(milestone.figure)} | {reproduced} |")
     page = [
@@ -304,20 +304,15 @@ def _clear_output(out: Path) -> None:
     shutil.rmtree(out)
 
 
-def build(out: Path, checkout: Path, sources: Path | None = None) -> Path:
-    """Build the book's HTML into ``out``; the path of its index.html.
-
-    ``sources`` keeps the generated pages there (for looking at them); by default they go into
-    a temporary folder that is removed afterwards.
-    """
+def build(out: Path, checkout: Path) -> Path:
+    """Build the book's HTML into ``out``; the path of its index.html (the generated pages go into a
+    temporary folder, removed afterwards)."""
     _require_sphinx()
     out = out.expanduser().resolve()
     _clear_output(out)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tinyflo-book-") as temporary:
-        staging = Path(sources).expanduser().resolve() if sources else Path(temporary) / "src"
-        if staging.exists():
-            shutil.rmtree(staging)
+        staging = Path(temporary) / "src"
         pages = write_sources(checkout, staging)
         command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going",
                    "-d", str(Path(temporary) / "doctrees"), str(staging), str(out)]

@@ -144,7 +144,7 @@ def _milestone(args: argparse.Namespace) -> int:
     if args.action == "list":
         for m in milestones.MILESTONES.values():
             result = milestones.load_result(m, checkout) if checkout else None
-            recorded = ("; ".join(f"{row['figure']}: {row['reproduced']}" for row in result["figures"])
+            recorded = (milestones.recorded_figures(result)
                         + f" ({result['mode']}, {result['device']}, {result['seconds']:g} s)"
                         if result else "no recorded run")
             print(f"{m.slug:<14} {m.title}\n{'':<14} needs {', '.join(m.modules)}\n"
@@ -168,8 +168,8 @@ def _milestone(args: argparse.Namespace) -> int:
         env["TINYFLO_MILESTONE_DEVICE"] = args.device
     if args.record and args.mode != "full":
         raise CourseError("--record keeps the full run with the checkout; it cannot be combined with --quick")
-    out = (checkout / "milestones" / "results" / milestone.name if args.record
-           else Path(args.out or Path("tinyflo-milestones") / milestone.name))
+    out = (milestone.results(checkout) if args.record
+           else Path(args.out) if args.out else milestones.default_out(milestone.name))
     env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
     return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
 

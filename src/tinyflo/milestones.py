@@ -28,8 +28,8 @@ import numpy as np
 import tinyflo
 
 __all__ = [
-    "MILESTONES", "Milestone", "MilestoneError", "Run", "checkout_dir", "data_folders", "find_data", "find_milestone",
-    "load_result", "milestone_device", "milestone_mode", "require", "start",
+    "MILESTONES", "Milestone", "MilestoneError", "Run", "checkout_dir", "data_folders", "default_out", "find_data",
+    "find_milestone", "load_result", "milestone_device", "milestone_mode", "recorded_figures", "require", "start",
 ]
 
 # course module -> the file `tinyflo module complete` writes into the workspace package
@@ -64,6 +64,10 @@ class Milestone:
     def path(self, checkout: Path) -> Path:
         """The milestone's percent file inside a checkout."""
         return checkout / "milestones" / self.slug / f"{self.name}.py"
+
+    def results(self, checkout: Path) -> Path:
+        """The folder of its recorded full run inside a checkout (``--record`` writes there)."""
+        return checkout / "milestones" / "results" / self.name
 
 
 _BASICS = ("01_tensor", "02_autograd", "03_layers", "04_losses")
@@ -186,7 +190,7 @@ def require(modules: list[str] | tuple[str, ...]) -> str:
     return "workspace"
 
 
-def _default_out(name: str) -> Path:
+def default_out(name: str) -> Path:
     """Where a run without ``$TINYFLO_MILESTONE_OUT`` saves: ``tinyflo-milestones/<name>`` here."""
     return Path.cwd() / "tinyflo-milestones" / name
 
@@ -206,7 +210,7 @@ class Run:
         self.quick = self.mode == "quick"
         self.device = milestone_device()
         given = out or os.environ.get("TINYFLO_MILESTONE_OUT")
-        self.out = Path(given).expanduser().resolve() if given else _default_out(self.milestone.name)
+        self.out = Path(given).expanduser().resolve() if given else default_out(self.milestone.name)
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows: list[dict[str, Any]] = []
         self.numbers: dict[str, Any] = {}
@@ -239,9 +243,8 @@ class Run:
             self.skip_part(f"{part}: {filename} not found in {', '.join(map(str, data_folders(name)))}")
         return root
 
-    def skip(self, reason: str) -> None:
-        """Stop here, cleanly: the data this milestone needs is missing. Saves a result that says why."""
-        self.skip_part(reason)
+    def stop(self) -> None:
+        """Stop here, cleanly, after :meth:`need_data` found nothing: save a result that says what is missing."""
         self.finish()
         raise SystemExit(0)
 
@@ -327,7 +330,7 @@ def start(name: str, out: str | os.PathLike | None = None) -> Run:
 
 def load_result(milestone: Milestone, checkout: Path) -> dict[str, Any] | None:
     """The recorded full-run result of ``milestone`` in a checkout, or None."""
-    path = checkout / "milestones" / "results" / milestone.name / "result.json"
+    path = milestone.results(checkout) / "result.json"
     if not path.is_file():
         return None
     try:
@@ -343,6 +346,11 @@ def data_folders(name: str) -> list[Path]:
     if checkout is not None:
         folders.append(checkout.parent / "shared" / "data" / name)
     return folders
+
+
+def recorded_figures(result: dict[str, Any]) -> str:
+    """A recorded result's figures in one line: ``figure: what this run got; ...``."""
+    return "; ".join(f"{row['figure']}: {row['reproduced']}" for row in result.get("figures", []))
 
 
 def find_data(name: str, filename: str) -> Path | None:

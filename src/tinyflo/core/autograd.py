@@ -16,10 +16,10 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
     if grad.shape == shape:
         return grad
     lead = grad.ndim - len(shape)
-    if lead > 0 and grad.shape[lead:] == shape:  # only leading axes were added (a bias): one sum
-        return grad.sum(axis=tuple(range(lead)))
     if lead > 0:
         grad = grad.sum(axis=tuple(range(lead)))
+        if grad.shape == shape:  # only leading axes were added (a bias): done
+            return grad
     stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
     if stretched:
         grad = grad.sum(axis=stretched, keepdims=True)

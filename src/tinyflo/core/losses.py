@@ -176,6 +176,11 @@ def _class_weights(weight: Any, input: Tensor, loss: str) -> Tensor | None:
     return _constant(weight, input, loss, "weight", shape=(classes,))
 
 
+def _holds_probabilities(target: Any) -> bool:
+    """Whether a cross_entropy target holds class probabilities (floating) rather than class indices."""
+    return is_floating(np.dtype(target.dtype if hasattr(target, "dtype") else np.asarray(target).dtype))
+
+
 def _cross_entropy_arguments(
     input: Any, target: Any, weight: Any, reduction: str, label_smoothing: float
 ) -> tuple[Tensor, Tensor | None, bool]:
@@ -185,7 +190,7 @@ def _cross_entropy_arguments(
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1]; got {label_smoothing}")
     w = _class_weights(weight, input, "cross_entropy")
-    soft = is_floating(np.dtype(target.dtype if hasattr(target, "dtype") else np.asarray(target).dtype))
+    soft = _holds_probabilities(target)
     target_shape = tuple(target.shape if hasattr(target, "shape") else np.shape(target))
     if soft and target_shape != input.shape:
         raise ShapeError(
@@ -314,10 +319,10 @@ def cross_entropy(
     label_smoothing: float = 0.0,
 ) -> Tensor:
     """Softmax cross-entropy of logits along axis 1 against class indices or class probabilities."""
-    input, w, soft = _cross_entropy_arguments(input, target, weight, reduction, label_smoothing)
-    if soft:
+    if _holds_probabilities(target):  # the composed form checks its own arguments
         return _composed_cross_entropy(input, target, weight, ignore_index=ignore_index,
                                        reduction=reduction, label_smoothing=label_smoothing)
+    input, w, _ = _cross_entropy_arguments(input, target, weight, reduction, label_smoothing)
     valid, safe = _class_targets(input, target, ignore_index, "cross_entropy")
     loss = CrossEntropyFn.apply(
         _class_last(input), target=safe.reshape(-1), valid=valid.reshape(-1),

@@ -144,10 +144,11 @@ def execute(notebook: Any, workdir: Path, timeout: int = DEFAULT_TIMEOUT) -> str
             except RuntimeError as error:
                 if "before replying to kernel_info" not in str(error):
                     raise
-                # nbclient has already cleaned up, but left its exit hook behind, which
-                # would fail at interpreter exit.
-                atexit.unregister(client._cleanup_kernel)
                 return f"the kernel did not start ({_last_line(log_path) or error})"
+            finally:
+                # After a failed start nbclient has cleaned up but left its exit hook behind,
+                # which would fail at interpreter exit; after a good run it is gone already.
+                atexit.unregister(client._cleanup_kernel)
     return None
 
 
