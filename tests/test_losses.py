@@ -322,6 +322,21 @@ def test_losses_cross_entropy_mean_ignores_ignored_elements():
     assert L.cross_entropy(x, [0, -100, 2, -100]).item() == pytest.approx(full[[0, 2]].mean())
 
 
+@pytest.mark.task("losses_cross_entropy")
+@pytest.mark.parametrize("loss", [L.cross_entropy, L._composed_cross_entropy,
+                                  lambda z, t, **kw: L.nll_loss(log_softmax(z, axis=1), t, **kw)])
+def test_losses_cross_entropy_ignore_index_that_is_a_class(loss):
+    """ignore_index=0 (a padding token) lies inside [0, C): those rows drop out of value and gradient."""
+    rng = np.random.default_rng(1)
+    z = Tensor(rng.standard_normal((5, 4)), requires_grad=True)
+    target = [0, 3, 0, 1, 2]
+    out = loss(z, target, ignore_index=0)
+    out.backward()
+    kept = Tensor(z.numpy()[[1, 3, 4]])
+    assert out.item() == pytest.approx(L.cross_entropy(kept, [3, 1, 2]).item())
+    assert np.all(z.grad.numpy()[[0, 2]] == 0) and np.all(z.grad.numpy()[[1, 3, 4]] != 0)
+
+
 @pytest.mark.task("losses_ctc")
 def test_losses_ctc_errors_name_what_is_wrong():
     lp = Tensor(np.zeros((4, 2, 3)))

@@ -155,7 +155,9 @@ def topological_order(root: Tensor) -> list[Tensor]:
         if ctx.inputs is None:
             raise _freed_graph_error(t)
         stack.append((t, True))
-        stack.extend([(x, False) for x in ctx.inputs if x.requires_grad and id(x) not in visited])
+        for x in ctx.inputs:  # one visited already is skipped when it comes off the stack
+            if x.requires_grad:
+                stack.append((x, False))
     return order
     ### END SOLUTION
 

@@ -752,8 +752,11 @@ class LinearFn(Function):
 
     def forward(self, x, weight, bias=None):
         self.save_for_backward(x, weight)
-        rows = math.prod(x.shape[:-1])  # explicit, not -1: works for an empty batch too
-        out = (x.reshape(rows, x.shape[-1]) @ weight.T).reshape(*x.shape[:-1], weight.shape[0])
+        if x.ndim == 2:  # (rows, in) already, the usual case: nothing to reshape
+            out = x @ weight.T
+        else:
+            rows = math.prod(x.shape[:-1])  # explicit, not -1: works for an empty batch too
+            out = (x.reshape(rows, x.shape[-1]) @ weight.T).reshape(*x.shape[:-1], weight.shape[0])
         if bias is not None:
             out += bias  # `out` is a fresh array: adding in place saves allocating another
         return out
@@ -761,9 +764,12 @@ class LinearFn(Function):
     def backward(self, grad):
         x, weight = self.saved
         needs = self.needs_input_grad
-        rows = grad.reshape(-1, grad.shape[-1])  # (rows, out)
+        if x.ndim == 2:
+            rows, x_rows = grad, x  # (rows, out) and (rows, in)
+        else:
+            rows, x_rows = grad.reshape(-1, grad.shape[-1]), x.reshape(-1, x.shape[-1])
         grad_x = (rows @ weight).reshape(x.shape) if needs[0] else None
-        grad_w = rows.T @ x.reshape(-1, x.shape[-1]) if needs[1] else None
+        grad_w = rows.T @ x_rows if needs[1] else None
         grad_b = rows.sum(axis=0) if len(needs) > 2 and needs[2] else None
         return grad_x, grad_w, grad_b
 

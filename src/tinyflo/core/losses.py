@@ -153,8 +153,10 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     xp, data = input.device.xp, target.data
     classes = input.shape[0] if input.ndim == 1 else input.shape[1]
     valid = data != ignore_index
-    bad = valid & ((data < 0) | (data >= classes))
     if not input.device.reads_wait:
+        if data.size == 0 or (data.min() >= 0 and data.max() < classes):
+            return valid, data  # all in range (an ignored one included): two reductions check it, no masks
+        bad = valid & ((data < 0) | (data >= classes))
         if bad.any():
             raise IndexError(
                 f"{loss}: target holds {data[bad].ravel()[0].item()}, not a class index in [0, {classes}) "
@@ -164,6 +166,7 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     # On a GPU, `if bad.any()` would make Python wait for every queued kernel, once per batch. The mask
     # carries the check instead: NaN where a target is out of range makes the loss NaN, which the
     # Trainer's nan check reports (module 08), and no read is needed.
+    bad = valid & ((data < 0) | (data >= classes))
     with input.device:
         mask = xp.where(bad, input.dtype.type("nan"), valid.astype(input.dtype))
         return mask, xp.where(valid & ~bad, data, 0)
