@@ -24,6 +24,7 @@ from tinyflo.core.optim import SGD
 
 LR = 0.01
 NUMPY = "numpy (hand-derived backward)"  # the baseline variant
+GEMMS = "its matrix products alone (BLAS, no framework)"
 OPS = "tinyflo (tensor ops)"
 MODULES = "tinyflo (Linear, ReLU, cross_entropy)"
 LOOP = "tinyflo (the same, as a training loop with optim.SGD)"
@@ -163,6 +164,29 @@ def numpy_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
     return loss
 
 
+def gemms_only(shape: Shape) -> Callable[[], None]:
+    """The matrix products of numpy_step, with its shapes and layouts, and nothing else.
+
+    Its time is what this machine's BLAS needs for a step's matmul work, so a variant's
+    "GEMM share" (this time / the variant's) is the fraction of the machine's measured
+    GEMM throughput that the variant's step reaches.
+    """
+    weights, (x, _) = initial_weights(shape), batch_of(shape)
+    rng = np.random.default_rng(2)
+    inputs = [x] + [rng.standard_normal((shape.batch, n)).astype(np.float32) for n in shape.sizes[1:-1]]
+    grads = [rng.standard_normal((shape.batch, n)).astype(np.float32) for n in shape.sizes[1:]]
+    layers = list(zip(inputs, weights[0::2], grads))
+
+    def step() -> None:
+        for i, (h, w, g) in enumerate(layers):
+            h @ w  # forward
+            h.T @ g  # weight gradient
+            if i > 0:
+                g @ w.T  # gradient of the layer's input (the first layer's input is data)
+
+    return step
+
+
 # ----- (c) PyTorch: the same ops, eager, CPU -----------------------------------------
 
 
@@ -290,16 +314,19 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
     tables, all_timings = [], {}
     for shape in SHAPES:
         check_same_math(shape, torch)
-        timings = common.compare(step_variants(shape, torch), baseline=NUMPY, rounds=rounds)
+        variants = step_variants(shape, torch) | {GEMMS: gemms_only(shape)}
+        timings = common.compare(variants, baseline=NUMPY, rounds=rounds)
+        gemm_s = timings[GEMMS].median_s
         rows = [
-            [name, t.median_s * 1e3, t.ratio, shape.flops / t.median_s / 1e9, f"{t.spread:.0%}"]
+            [name, t.median_s * 1e3, t.ratio, shape.flops / t.median_s / 1e9, f"{gemm_s / t.median_s:.0%}",
+             f"{t.spread:.0%}"]
             for name, t in timings.items()
         ]
         sizes = "-".join(map(str, shape.sizes))
         tables.append(
             common.Table(
                 f"{shape.name}: {sizes} MLP, batch {shape.batch} ({shape.flops / 1e9:.3g} GFLOP per step)",
-                ["variant", "ms/step", "× numpy", "GFLOP/s", "IQR"],
+                ["variant", "ms/step", "× numpy", "GFLOP/s", "GEMM share", "IQR"],
                 rows,
             )
         )
@@ -318,6 +345,10 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         "and torch.nn.Linear/ReLU with F.cross_entropy. The module variants update the parameters "
         "in a loop over model.parameters(); the training-loop variants do what a training loop "
         "does: optimizer.zero_grad(), forward, loss, backward, optimizer.step() with plain SGD.",
+        f"GEMM share: the time of '{GEMMS}' — numpy_step's eight matrix products with the same "
+        "shapes and layouts, timed in the same rounds — over the variant's time: the fraction of "
+        "this machine's measured GEMM throughput that the whole step reaches (100% would be a step "
+        "that costs nothing but its matmuls).",
         "IQR: interquartile range of the rounds relative to the median.",
     ]
     if torch is None:

@@ -277,7 +277,7 @@ for _name in ReadCountingArray.NAMES:
 def test_training_epoch_reads_no_target_per_batch_where_reads_wait(request):
     """On a GPU the class-target check is kept on the device: the reads per epoch do not grow with the batches.
 
-    On the CPU (the control) the same check reads once per batch, which shows the counter sees it.
+    On the CPU (the control) the same check reads at every batch, which shows the counter sees it.
     """
     def reads(n):
         X, Y = data(n)
@@ -288,7 +288,7 @@ def test_training_epoch_reads_no_target_per_batch_where_reads_wait(request):
         return ReadCountingArray.reads
 
     cpu = reads(20), reads(40)
-    assert cpu[1] - cpu[0] == 4, cpu  # the control: one read per batch
+    assert cpu[1] - cpu[0] in (4, 8), cpu  # the control: the range check's one or two reads per batch
     request.getfixturevalue("reads_wait")
     gpu = reads(20), reads(40)
     assert gpu[0] == gpu[1] <= 2, gpu
