@@ -323,8 +323,9 @@ except ShapeError as err:
 # To pick `input[k, y_k]` move the class axis last and flatten to (M, C),
 # then index with two integer arrays (`x[rows, classes]` — module 01's
 # `GetItem` scatters the gradient back). `_class_targets` below checks the
-# targets and gives you `valid` (not ignored) and `safe` (ignored ones
-# replaced by class 0, so indexing never goes out of range). Use `valid` only
+# targets and gives you `valid` (not ignored) and `safe` (a class index in
+# every place: an ignored target outside [0, C), such as the default -100,
+# becomes class 0, so indexing never goes out of range). Use `valid` only
 # as a factor (`valid.astype(dtype)`, `* valid`), never as a condition or an
 # index: on a GPU it is a mask of numbers, 1 or 0, and NaN for a target out
 # of range (the systems corner says why), and a NaN factor is what carries
@@ -365,7 +366,7 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     valid = data != ignore_index
     if not input.device.reads_wait:
         if data.size == 0 or (data.min() >= 0 and data.max() < classes):
-            return valid, data  # all in range (an ignored one included): two reductions check it, no masks
+            return valid, data  # every target is a class index already: two reductions check it, no masks
         bad = valid & ((data < 0) | (data >= classes))
         if bad.any():
             raise IndexError(

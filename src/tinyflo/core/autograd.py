@@ -55,7 +55,7 @@ def topological_order(root: Tensor) -> list[Tensor]:
         if ctx.inputs is None:
             raise _freed_graph_error(t)
         stack.append((t, True))
-        for x in ctx.inputs:  # one visited already is skipped when it comes off the stack
+        for x in ctx.inputs:  # an input visited already is skipped when it comes off the stack
             if x.requires_grad:
                 stack.append((x, False))
     return order

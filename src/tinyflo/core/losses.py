@@ -155,7 +155,7 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     valid = data != ignore_index
     if not input.device.reads_wait:
         if data.size == 0 or (data.min() >= 0 and data.max() < classes):
-            return valid, data  # all in range (an ignored one included): two reductions check it, no masks
+            return valid, data  # every target is a class index already: two reductions check it, no masks
         bad = valid & ((data < 0) | (data >= classes))
         if bad.any():
             raise IndexError(
