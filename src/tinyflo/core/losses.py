@@ -153,10 +153,11 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     xp, data = input.device.xp, target.data
     classes = input.shape[0] if input.ndim == 1 else input.shape[1]
     valid = data != ignore_index
-    if not input.device.reads_wait:
-        if data.size == 0 or (data.min() >= 0 and data.max() < classes):
-            return valid, data  # every target is a class index already: two reductions check it, no masks
-        bad = valid & ((data < 0) | (data >= classes))
+    on_cpu = not input.device.reads_wait
+    if on_cpu and (data.size == 0 or (data.min() >= 0 and data.max() < classes)):
+        return valid, data  # every target is a class index already: two reductions check it, no masks
+    bad = valid & ((data < 0) | (data >= classes))
+    if on_cpu:
         if bad.any():
             raise IndexError(
                 f"{loss}: target holds {data[bad].ravel()[0].item()}, not a class index in [0, {classes}) "
@@ -166,7 +167,6 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     # On a GPU, `if bad.any()` would make Python wait for every queued kernel, once per batch. The mask
     # carries the check instead: NaN where a target is out of range makes the loss NaN, which the
     # Trainer's nan check reports (module 08), and no read is needed.
-    bad = valid & ((data < 0) | (data >= classes))
     with input.device:
         mask = xp.where(bad, input.dtype.type("nan"), valid.astype(input.dtype))
         return mask, xp.where(valid & ~bad, data, 0)
@@ -322,10 +322,10 @@ def cross_entropy(
     label_smoothing: float = 0.0,
 ) -> Tensor:
     """Softmax cross-entropy of logits along axis 1 against class indices or class probabilities."""
-    if _holds_probabilities(target):  # the composed form checks its own arguments
+    input, w, soft = _cross_entropy_arguments(input, target, weight, reduction, label_smoothing)
+    if soft:  # class probabilities: the composition above
         return _composed_cross_entropy(input, target, weight, ignore_index=ignore_index,
                                        reduction=reduction, label_smoothing=label_smoothing)
-    input, w, _ = _cross_entropy_arguments(input, target, weight, reduction, label_smoothing)
     valid, safe = _class_targets(input, target, ignore_index, "cross_entropy")
     loss = CrossEntropyFn.apply(
         _class_last(input), target=safe.reshape(-1), valid=valid.reshape(-1),
