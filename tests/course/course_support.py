@@ -35,8 +35,17 @@ STUB_LINES = {"# YOUR CODE HERE", "raise NotImplementedError()"}
 
 
 def proof_modules() -> list[Module]:
-    """The demo fixture module and every module of the course."""
-    return discover_modules(FIXTURE_MODULES) + discover_modules(REPO / "modules")
+    """The demo fixture module and every module of the course.
+
+    TINYFLO_PROOF_MODULES (comma-separated folder names, e.g. `01_tensor,00_demo`) narrows
+    the proofs to those modules while working on them; CI always runs them all.
+    """
+    modules = discover_modules(FIXTURE_MODULES) + discover_modules(REPO / "modules")
+    chosen = os.environ.get("TINYFLO_PROOF_MODULES")
+    if chosen:
+        wanted = set(chosen.split(","))
+        modules = [module for module in modules if module.slug in wanted]
+    return modules
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -131,17 +140,19 @@ def _submissions(module: Module, root: Path) -> tuple[dict[str, Path | None], st
     files: dict[str, Path | None] = {"blank": None, "reference": root / "reference.ipynb"}
     write_notebook(instructor, files["reference"])
     error = None
-    pairs = MUTANTS.get(module.slug, [])
-    for number, (old, new) in enumerate(pairs, start=1):
+    mutants = MUTANTS.get(module.slug, [])
+    for number, mutant in enumerate(mutants, start=1):
         student = "mutant" if number == 1 else f"mutant{number}"
         try:
-            mutated = apply_mutant(instructor, old, new, f"{module.slug} (mutant {number})")
+            mutated = apply_mutant(
+                instructor, mutant.old, mutant.new, f"{module.slug} (mutant {number})"
+            )
         except MutantError as failure:
             error = str(failure)
             continue
         files[student] = root / f"{student}.ipynb"
         write_notebook(mutated, files[student])
-    if not pairs:
+    if not mutants:
         error = f"no seeded mutant for {module.slug}: add one to tests/course/mutants.py"
     return files, error
 

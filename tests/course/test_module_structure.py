@@ -1,0 +1,110 @@
+"""Tasks a student can learn from: small, graded right after their code, with points in the heading.
+
+Static rules over modules/, checked without running a notebook:
+* a task is worth at most 4 points, and its heading says how many;
+* its solution cells come after the previous task's grade cell, and its grade cell follows its
+  last solution cell with at most one ungraded code cell (a demonstration) between them;
+* every hidden check carries a message for the student (see tinyflo.course.checks);
+* every task has at least MIN_PER_TASK seeded mutants (tests/course/mutants/).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from mutants import MIN_PER_TASK, MUTANTS
+
+from tinyflo.course.checks import parse_checks, split_hidden
+from tinyflo.course.source import Cell, Module, discover_modules
+
+REPO = Path(__file__).resolve().parents[2]
+MODULES = discover_modules(REPO / "modules")
+MAX_POINTS = 4
+
+
+def _points(value: float) -> str:
+    return f"({value:g} point{'' if value == 1 else 's'})"
+
+
+def _tasks(module: Module) -> list[tuple[Cell, list[Cell], list[Cell]]]:
+    """(grade cell, solution cells, cells since the previous grade cell) per task, in order."""
+    tasks, since = [], []
+    for cell in module.cells():
+        if cell.is_grade:
+            solutions = [c for c in since if c.nbgrader.get("solution")]
+            tasks.append((cell, solutions, since))
+            since = []
+        else:
+            since.append(cell)
+    return tasks
+
+
+@pytest.fixture(params=MODULES, ids=lambda module: module.slug)
+def module(request) -> Module:
+    return request.param
+
+
+def test_tasks_are_small_and_state_their_points(module):
+    for grade, _, before in _tasks(module):
+        points = float(grade.nbgrader["points"])
+        where = grade.where(module.relpath())
+        assert 0 < points <= MAX_POINTS, (
+            f"{where}: {points:g} points; split tasks above {MAX_POINTS}"
+        )
+        headings = [
+            c for c in before if c.kind == "markdown" and f"### Task `{grade.grade_id}`" in c.source
+        ]
+        assert headings, f"{where}: no `### Task `{grade.grade_id}`` heading before its code"
+        heading = next(
+            line for line in headings[0].source.splitlines() if f"Task `{grade.grade_id}`" in line
+        )
+        assert _points(points) in heading, (
+            f"{where}: the heading {heading.strip()!r} must state {_points(points)}"
+        )
+
+
+def test_grade_cells_follow_the_code_they_grade(module):
+    for grade, solutions, before in _tasks(module):
+        where = grade.where(module.relpath())
+        assert solutions, f"{where}: no solution cell since the previous grade cell"
+        for cell in solutions:
+            assert re.fullmatch(rf"{grade.grade_id}_code\d*", cell.grade_id or ""), (
+                f"{cell.where(module.relpath())}: a solution cell before grade cell "
+                f"{grade.grade_id!r} must be named {grade.grade_id}_code (or _code2, ...)"
+            )
+        between = before[before.index(solutions[-1]) + 1 :]
+        code = [c for c in between if c.kind == "code"]
+        assert len(code) <= 1, (
+            f"{where}: {len(code)} code cells between the last solution cell and its grade cell; "
+            "grade the code right after it (at most one demonstration cell between)"
+        )
+
+
+def test_every_hidden_check_has_a_message_for_the_student(module):
+    for grade, _, _ in _tasks(module):
+        parts = split_hidden(grade.source)
+        if parts is None:
+            continue
+        try:
+            checks = parse_checks(parts[1])
+        except ValueError as error:
+            pytest.fail(f"{grade.where(module.relpath())}: {error}")
+        assert checks, f"{grade.where(module.relpath())}: an empty hidden region"
+
+
+def test_every_task_has_seeded_mutants(module):
+    tasks = [grade.grade_id for grade, _, _ in _tasks(module)]
+    mutants = MUTANTS.get(module.slug, [])
+    unknown = sorted({m.task for m in mutants} - set(tasks))
+    assert not unknown, f"tests/course/mutants/{module.slug}.py names unknown tasks: {unknown}"
+    short = {
+        task: count
+        for task in tasks
+        if (count := sum(m.task == task for m in mutants)) < MIN_PER_TASK
+    }
+    assert not short, (
+        f"{module.slug}: tasks with fewer than {MIN_PER_TASK} seeded mutants "
+        f"(tests/course/mutants/{module.slug}.py): {short}"
+    )
