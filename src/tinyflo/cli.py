@@ -259,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = module_commands.add_parser(action, help=summary)
         if action != "list":
             sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
+        if action in ("test", "complete"):
+            _grading_options(sub)
         _workspace_option(sub)
         _modules_option(sub)
     module.set_defaults(handler=_module)
@@ -278,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
         if action in ("release", "autograde"):
             sub.add_argument("module", nargs="?", help="one module (default: all)")
             sub.add_argument("--force", action="store_true", help="overwrite existing output")
+        if action == "autograde":
+            _grading_options(sub)
         if action == "report":
             sub.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
         _modules_option(sub)
@@ -353,6 +357,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _grading_options(parser: argparse.ArgumentParser) -> None:
+    from tinyflo.course.grading import DEFAULT_TIMEOUT
+
+    parser.add_argument(
+        "--timeout", type=_count, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help=f"time limit per cell (default {DEFAULT_TIMEOUT} s; a cell's metadata may ask for more)",
+    )
+    parser.add_argument(
+        "--no-sandbox", dest="sandboxed", action="store_false",
+        help="run kernels without bubblewrap (grades can then be faked: not for credit)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `tinyflo` with `argv` (default: the command line); returns the exit status."""
     parser = build_parser()
@@ -366,6 +383,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CourseError, LaunchError) as error:
         print(f"tinyflo {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"tinyflo {args.command}: stopped (Ctrl-C); nothing more was done", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -21,14 +21,15 @@ import time
 from pathlib import Path
 
 from tinyflo.course.export import default_exp, render_module, target_path
-from tinyflo.course.grading import GradeReport, grade
+from tinyflo.course.grading import DEFAULT_TIMEOUT, GradeReport, grade
+from tinyflo.course.kit import cached_tree, grading_notebook, reference_source
 from tinyflo.course.notebooks import (
-    instructor_notebook,
     notebook_cells,
     read_notebook,
     student_notebook,
     write_notebook,
 )
+from tinyflo.course.sandbox import bwrap_works
 from tinyflo.course.source import (
     CourseError,
     Module,
@@ -116,7 +117,7 @@ def _start(workspace: Path, module: Module) -> int:
             f"For a fresh copy (yours is backed up first): tinyflo module reset {module.slug}"
         )
         return 0
-    write_notebook(student_notebook(instructor_notebook(module), module.name), path)
+    write_notebook(student_notebook(grading_notebook(module), module.name), path)
     print(f"started {module.slug}: {_shown(path)}")
     return 0
 
@@ -132,12 +133,30 @@ def _reset(workspace: Path, module: Module) -> int:
             backup = path.with_name(f"{module.name}.backup-{stamp}-{counter}.ipynb")
         path.rename(backup)
         print(f"your previous notebook is kept at {_shown(backup)}")
-    write_notebook(student_notebook(instructor_notebook(module), module.name), path)
+    write_notebook(student_notebook(grading_notebook(module), module.name), path)
     print(f"fresh notebook: {_shown(path)}")
     return 0
 
 
-def grade_module(workspace: Path, module: Module, completed: bool = False) -> GradeReport:
+def _own_or_reference(workspace: Path):
+    """Earlier modules for grading: the student's completed code where there is some."""
+
+    def source(module: Module) -> str:
+        dotted = default_exp(module.cells(), module.relpath())
+        own = target_path(workspace / "package" / "tinyflo", dotted)
+        return own.read_text(encoding="utf-8") if own.is_file() else reference_source(module)
+
+    return source
+
+
+def grade_module(
+    workspace: Path,
+    module: Module,
+    modules: list[Module],
+    completed: bool = False,
+    timeout: int = DEFAULT_TIMEOUT,
+    sandboxed: bool = True,
+) -> GradeReport:
     """Grade the student's notebook of `module`, print each grade cell, and record the result."""
     path = notebook_path(workspace, module)
     if not path.is_file():
@@ -145,11 +164,17 @@ def grade_module(workspace: Path, module: Module, completed: bool = False) -> Gr
             f"{module.slug} is not started: no {_shown(path)}; "
             f"run `tinyflo module start {module.slug}`"
         )
-    print(f"grading {_shown(path)} (hidden tests included) ...", flush=True)
-    report = grade(read_notebook(path), instructor_notebook(module), path.parent)
+    problem = bwrap_works() if sandboxed else "--no-sandbox was given"
+    if problem:
+        print(f"note: grading outside the sandbox ({problem}); treat this grade as a self-check")
+    print(f"grading {_shown(path)} (hidden checks included, {timeout} s per cell) ...", flush=True)
+    tree = cached_tree(modules, module, _own_or_reference(workspace))
+    report = grade(
+        read_notebook(path), grading_notebook(module), path.parent, tree, timeout, not problem
+    )
     width = max((len(cell.grade_id) for cell in report.cells), default=0)
     for cell in report.cells:
-        verdict = "passed" if cell.passed else cell.error
+        verdict = cell.error or "passed"
         score = f"{_points(cell.points)}/{_points(cell.max_points)}"
         print(f"  {cell.grade_id:<{width}}  {score}  {verdict}")
     print(f"total: {_points(report.points)}/{_points(report.max_points)} points")
@@ -157,8 +182,8 @@ def grade_module(workspace: Path, module: Module, completed: bool = False) -> Gr
     return report
 
 
-def _test(workspace: Path, module: Module) -> int:
-    report = grade_module(workspace, module)
+def _test(workspace: Path, module: Module, modules: list[Module], args) -> int:
+    report = grade_module(workspace, module, modules, False, args.timeout, args.sandboxed)
     if not report.full_marks:
         print(f"not yet: fix the failing cells, then run `tinyflo module test {module.slug}` again")
         return 1
@@ -166,8 +191,8 @@ def _test(workspace: Path, module: Module) -> int:
     return 0
 
 
-def _complete(workspace: Path, module: Module) -> int:
-    report = grade_module(workspace, module, completed=True)
+def _complete(workspace: Path, module: Module, modules: list[Module], args) -> int:
+    report = grade_module(workspace, module, modules, True, args.timeout, args.sandboxed)
     if not report.full_marks:
         print(f"{module.slug} is not complete: every grade cell must pass first")
         return 1
@@ -208,5 +233,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "list":
         return _list(workspace, modules)
     module = resolve_module(modules, args.module)
-    action = {"start": _start, "test": _test, "reset": _reset, "complete": _complete}[args.action]
-    return action(workspace, module)
+    if args.action in ("test", "complete"):
+        action = {"test": _test, "complete": _complete}[args.action]
+        return action(workspace, module, modules, args)
+    return {"start": _start, "reset": _reset}[args.action](workspace, module)
