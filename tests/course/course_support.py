@@ -8,6 +8,7 @@ executes once per pipeline. conftest.py runs it once per session.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import csv
@@ -22,11 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 from mutants import MUTANTS
 
+import tinyflo
 from tinyflo.cli import main
-from tinyflo.course.notebooks import instructor_notebook, write_notebook
+from tinyflo.course.export import default_exp, target_path
+from tinyflo.course.kit import grading_notebook
+from tinyflo.course.notebooks import instructor_notebook, student_notebook, write_notebook
 from tinyflo.course.source import Module, discover_modules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,11 +139,84 @@ def _record(
     return done
 
 
+CHEATS = ("delegate", "import", "read_source", "delete_setup", "edit_tests")
+
+
+def _defined_names(source: str) -> list[str]:
+    """The top-level names a solution cell defines."""
+    names = []
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:  # a written answer, not code
+        return []
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return names
+
+
+def cheat_notebook(module: Module, cheat: str) -> Any:
+    """The release with one of the known cheats in place of the student's work.
+
+    delegate: every solution cell drops the module from sys.modules and takes its names from a
+    fresh import; import: a plain import of them; read_source: exec of the reference source
+    from where the calling environment has it; delete_setup: the locked setup cell deleted and
+    `from tinyflo.core.<module> import *` instead; edit_tests: every grade cell made `pass`.
+    """
+    instructor = instructor_notebook(module)
+    release = student_notebook(grading_notebook(module), module.name)
+    dotted = "tinyflo." + default_exp(module.cells(), module.relpath())
+    reference_file = target_path(Path(tinyflo.__file__).parent, dotted.split(".", 1)[1])
+    originals = {
+        cell.metadata.get("nbgrader", {}).get("grade_id"): cell.source for cell in instructor.cells
+    }
+    for cell in release.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        names = (
+            _defined_names(originals.get(meta.get("grade_id"), ""))
+            if cell.cell_type == "code"
+            else []
+        )
+        if meta.get("solution") and not meta.get("grade") and names:
+            lines = {
+                "delegate": [
+                    "import importlib, sys",
+                    f"sys.modules.pop({dotted!r}, None)",
+                    f"_reference = importlib.import_module({dotted!r})",
+                    *(f"{name} = _reference.{name}" for name in names),
+                ],
+                "import": [f"from {dotted} import {', '.join(names)}"],
+                "read_source": [
+                    f"_path = {str(reference_file)!r}",
+                    "exec(compile(open(_path).read(), _path, 'exec'), globals())",
+                ],
+            }.get(cheat)
+            if lines:
+                cell.source = "\n".join(lines)
+        if cheat == "edit_tests" and meta.get("grade"):
+            cell.source = "pass"
+    if cheat == "delete_setup":
+        setup = [
+            c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"
+        ]
+        index = release.cells.index(setup[0]) if setup else 0
+        release.cells[index : index + len(setup)] = [
+            nbformat.v4.new_code_cell(f"from {dotted} import *")
+        ]
+    return release
+
+
 def _submissions(module: Module, root: Path) -> tuple[dict[str, Path | None], str | None]:
     """Notebooks to hand in: None for blank (the release itself), else a file under root."""
     instructor = instructor_notebook(module)
     files: dict[str, Path | None] = {"blank": None, "reference": root / "reference.ipynb"}
     write_notebook(instructor, files["reference"])
+    for cheat in CHEATS:
+        files[f"cheat_{cheat}"] = root / f"cheat_{cheat}.ipynb"
+        write_notebook(cheat_notebook(module, cheat), files[f"cheat_{cheat}"])
     error = None
     mutants = MUTANTS.get(module.slug, [])
     for number, mutant in enumerate(mutants, start=1):
@@ -227,12 +305,15 @@ def grade_all_modules(root: Path) -> dict[str, ModuleProof]:
     modules_dir = root / "modules"
     proofs: dict[str, ModuleProof] = {}
     files = {}
-    for module in proof_modules():
+    # Every module is there (a module's grading tree holds the ones before it); the chosen
+    # ones are graded.
+    for module in discover_modules(FIXTURE_MODULES) + discover_modules(REPO / "modules"):
         shutil.copytree(
             module.path.parent,
             modules_dir / module.slug,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
+    for module in proof_modules():
         files[module.slug], error = _submissions(module, root / "submissions" / module.slug)
         proofs[module.slug] = ModuleProof(module, list(files[module.slug]), mutant_error=error)
     with pytest.MonkeyPatch.context() as env, ThreadPoolExecutor(max_workers=1) as pool:

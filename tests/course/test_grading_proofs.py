@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from course_support import ModuleProof, Outcome, proof_modules, secret_lines
+from course_support import CHEATS, ModuleProof, Outcome, proof_modules, secret_lines
 
 pytestmark = pytest.mark.slow
 
@@ -99,3 +99,14 @@ def test_nbgrader_and_student_loop_agree(proof):
         by_nbgrader = {k: v for k, v in outcome.nbgrader.items() if k != "total"}
         assert outcome.loop["cells"] == by_nbgrader, f"{student}:\n{outcome.loop_output}"
         assert outcome.loop["points"] == outcome.nbgrader["total"]
+
+
+@pytest.mark.parametrize("cheat", CHEATS)
+def test_known_cheats_score_zero(proof, cheat):
+    """Delegating to the reference, importing or reading it, deleting the setup cell, or
+    editing the tests earns nothing: the kernel sees hollow modules, and the cells come back."""
+    outcome = _outcome(proof, f"cheat_{cheat}")
+    assert outcome.nbgrader["total"] == 0, (
+        f"nbgrader gave the {cheat} cheat points in {proof.module.slug}: {outcome.nbgrader}"
+    )
+    assert outcome.loop["points"] == 0, outcome.loop_output
