@@ -112,6 +112,7 @@ class Outcome:
     loop: dict | None = None  # the progress.json record of `module test`
     loop_exit: int | None = None
     loop_output: str = ""
+    autograded: Path | None = None  # nbgrader's executed copy of the submission
 
 
 @dataclass
@@ -125,6 +126,7 @@ class ModuleProof:
     loop_release: Path | None = None
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
+    mutant_tasks: dict[str, str] = field(default_factory=dict)  # student -> the task it breaks
 
     def explain(self) -> str:
         """The command output gathered for this module, for assertion messages."""
@@ -138,6 +140,11 @@ def _record(
         proof.log.append(f"$ tinyflo {' '.join(done.args[3:])}\n{done.stdout}{done.stderr}")
     return done
 
+
+# What the proofs found, for the tables printed at the end of the run (conftest.py).
+MUTANT_TASKS: dict[tuple[str, str], str] = {}
+MUTATION_ROWS: list[tuple[str, str, int, int]] = []  # module, task, mutants, killed
+CHEAT_ROWS: dict[tuple[str, str], float] = {}  # (module, cheat) -> points (the higher grader)
 
 CHEATS = ("delegate", "import", "read_source", "delete_setup", "edit_tests")
 
@@ -230,6 +237,7 @@ def _submissions(module: Module, root: Path) -> tuple[dict[str, Path | None], st
             continue
         files[student] = root / f"{student}.ipynb"
         write_notebook(mutated, files[student])
+        MUTANT_TASKS[(module.slug, student)] = mutant.task
     if not mutants:
         error = f"no seeded mutant for {module.slug}: add one to tests/course/mutants.py"
     return files, error
@@ -252,10 +260,17 @@ def _instructor_pipeline(
             continue
         proof.nbgrader_release = release
         for student, path in files[slug].items():
+            if student.startswith("mutant") and student != "mutant":
+                continue  # every mutant goes through the student loop; nbgrader takes the first
             target = course / "submitted" / student / slug / release.name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path or release, target)
     _record(everyone, run_cli("course", "autograde", *common, cwd=root))
+    for slug, proof in proofs.items():
+        for student in files[slug]:
+            executed = course / "autograded" / student / slug / f"{proof.module.name}.ipynb"
+            if executed.is_file():
+                proof.outcomes.setdefault(student, Outcome()).autograded = executed
     report = root / "report.csv"
     _record(everyone, run_cli("course", "report", "--csv", str(report), *common, cwd=root))
     if report.is_file():
@@ -315,7 +330,12 @@ def grade_all_modules(root: Path) -> dict[str, ModuleProof]:
         )
     for module in proof_modules():
         files[module.slug], error = _submissions(module, root / "submissions" / module.slug)
-        proofs[module.slug] = ModuleProof(module, list(files[module.slug]), mutant_error=error)
+        proofs[module.slug] = ModuleProof(
+            module,
+            list(files[module.slug]),
+            mutant_error=error,
+            mutant_tasks={s: t for (m, s), t in MUTANT_TASKS.items() if m == module.slug},
+        )
     with pytest.MonkeyPatch.context() as env, ThreadPoolExecutor(max_workers=1) as pool:
         # Kernels inherit the environment: a developer's workspace overlay must not leak in.
         env.delenv("TINYFLO_WORKSPACE", raising=False)

@@ -49,7 +49,10 @@ def test_course_build_writes_config_and_sources(tmp_path):
     assert code == 0, out
     config = (course / "nbgrader_config.py").read_text()
     assert f'c.CourseDirectory.root = "{course}"' in config
-    assert "c.Execute.timeout = 60\n" in config and "c.Execute.kernel_name = \"tinyflo-grading\"" in config
+    assert (
+        "c.Execute.timeout = 60\n" in config
+        and 'c.Execute.kernel_name = "tinyflo-grading"' in config
+    )
     assert (course / "source" / "00_demo" / "demo.ipynb").is_file()
     (course / "source" / "07_gone").mkdir()
     call_cli("course", "build", "--dir", str(course), "--modules", str(FIXTURE_MODULES))

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
+import time
 
 import nbformat
 import pytest
 
 from tinyflo.course.grading import grade, score_cell
-from tinyflo.course.kit import cached_tree
+from tinyflo.course.kit import cached_tree, grading_notebook
 from tinyflo.course.notebooks import instructor_notebook, student_notebook
 
 
@@ -119,3 +121,58 @@ def test_the_grading_kernel_talks_over_unix_sockets_not_tcp_ports(demo_module, t
     submission.cells.insert(2, nbformat.v4.new_code_cell(check))
     report = grade(submission, instructor, tmp_path, tree, timeout=60)
     assert report.full_marks
+
+
+def _with_code(notebook, grade_id: str, extra: str):
+    """A copy of `notebook` with `extra` appended to the cell `grade_id`."""
+    changed = copy.deepcopy(notebook)
+    for cell in changed.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            cell.source += "\n" + extra
+    return changed
+
+
+@pytest.mark.slow
+def test_a_looping_cell_is_stopped_and_the_rest_is_graded(demo_module, tmp_path, tree):
+    instructor = instructor_notebook(demo_module)
+    submission = _with_code(instructor, "demo_square_code", "while True:\n    pass")
+    submission = _with_code(
+        submission, "demo_relu_code", "def relu(x):\n    while True:\n        pass"
+    )
+    started = time.monotonic()
+    report = grade(submission, instructor, tmp_path, tree, timeout=3)
+    assert time.monotonic() - started < 3 + 3 + 20, "each loop stops at its limit"
+    square, relu = report.cells
+    assert square.passed and square.error == (
+        "passed, but your code in cell `demo_square_code` ran past 3 s and was stopped"
+    )
+    assert relu.points == 0 and relu.error.startswith("the tests in cell `demo_relu` ran past 3 s")
+
+
+@pytest.mark.slow
+def test_a_syntax_error_is_reported_against_its_cell_and_line(demo_module, tmp_path, tree):
+    instructor = instructor_notebook(demo_module)
+    submission = _with_code(instructor, "demo_relu_code", "y = (1,")
+    report = grade(submission, instructor, tmp_path, tree, timeout=30)
+    relu = report.by_id()
+    assert relu["demo_square"] == 2 and relu["demo_relu"] == 0
+    error = report.cells[1].error
+    assert error.startswith("your code in cell `demo_relu_code` failed: SyntaxError"), error
+    assert "line" in error and "`y = (1,`" in error, error
+
+
+@pytest.mark.slow
+def test_a_failing_hidden_check_says_which_and_why_but_never_how(demo_module, tmp_path, tree):
+    """The demo's relu mutant fails only the hidden check; the student reads its message."""
+    instructor = instructor_notebook(demo_module)
+    source = grading_notebook(demo_module)
+    wrong = copy.deepcopy(instructor)
+    for cell in wrong.cells:
+        cell.source = cell.source.replace("np.maximum(x, 0)", "np.maximum(x, -1)")
+    report = grade(wrong, source, tmp_path, tree, timeout=30)
+    relu = report.cells[1]
+    assert relu.points == 0
+    assert relu.error == (
+        "HiddenCheckFailed: hidden check 1 of 1 of task `demo_relu`: relu(-1.5) should be 0.0"
+    )
+    assert "assert relu(-1.5)" not in json.dumps(nbformat.v4.new_notebook(cells=source.cells))

@@ -10,7 +10,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from course_support import CHEATS, ModuleProof, Outcome, proof_modules, secret_lines
+from course_support import (
+    CHEAT_ROWS,
+    CHEATS,
+    MUTATION_ROWS,
+    ModuleProof,
+    Outcome,
+    proof_modules,
+    secret_lines,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -23,9 +31,9 @@ def proof(request, proofs) -> ModuleProof:
     return proofs[request.param.slug]
 
 
-def _outcome(proof: ModuleProof, student: str) -> Outcome:
+def _outcome(proof: ModuleProof, student: str, nbgrader: bool = True) -> Outcome:
     outcome = proof.outcomes.get(student)
-    assert outcome and outcome.nbgrader is not None, (
+    assert outcome and (outcome.nbgrader is not None or not nbgrader), (
         f"nbgrader produced no grade for {student}/{proof.module.slug}:\n{proof.explain()}"
     )
     assert outcome.loop is not None, (
@@ -79,23 +87,37 @@ def test_reference_scores_full_points(proof):
 
 
 def test_seeded_mutants_lose_points(proof):
+    """Every mutant loses points on the task it breaks (the student loop grades them all,
+    nbgrader the first of each module)."""
     if proof.mutant_error:
         pytest.fail(proof.mutant_error)
     mutants = [student for student in proof.students if student.startswith("mutant")]
     assert mutants, f"no seeded mutant for {proof.module.slug}"
+    full = _outcome(proof, "reference").loop["cells"]
+    survivors = []
+    for task in sorted(set(proof.mutant_tasks.values()), key=list(full).index):
+        mine = [s for s in mutants if proof.mutant_tasks[s] == task]
+        killed = [
+            s for s in mine if _outcome(proof, s, nbgrader=False).loop["cells"][task] < full[task]
+        ]
+        MUTATION_ROWS.append((proof.module.slug, task, len(mine), len(killed)))
+        survivors += [(s, task) for s in mine if s not in killed]
+    assert not survivors, (
+        f"mutants of {proof.module.slug} that lose no points on their task: {survivors}"
+    )
+    first = _outcome(proof, "mutant")
+    assert first.nbgrader["total"] < first.nbgrader_max, (
+        f"nbgrader gave the first mutant of {proof.module.slug} full points"
+    )
     for student in mutants:
-        mutant = _outcome(proof, student)
-        assert mutant.nbgrader["total"] < mutant.nbgrader_max, (
-            f"nbgrader gave {student} of {proof.module.slug} full points: the grade cells "
-            "cannot tell this wrong implementation from the reference"
-        )
-        assert mutant.loop["points"] < mutant.loop["max_points"], mutant.loop_output
-        assert mutant.loop_exit == 1, mutant.loop_output
+        assert _outcome(proof, student, nbgrader=False).loop_exit == 1
 
 
 def test_nbgrader_and_student_loop_agree(proof):
     for student in proof.students:
-        outcome = _outcome(proof, student)
+        outcome = _outcome(proof, student, nbgrader=False)
+        if outcome.nbgrader is None:
+            continue  # a mutant graded by the student loop only
         by_nbgrader = {k: v for k, v in outcome.nbgrader.items() if k != "total"}
         assert outcome.loop["cells"] == by_nbgrader, f"{student}:\n{outcome.loop_output}"
         assert outcome.loop["points"] == outcome.nbgrader["total"]
@@ -106,7 +128,36 @@ def test_known_cheats_score_zero(proof, cheat):
     """Delegating to the reference, importing or reading it, deleting the setup cell, or
     editing the tests earns nothing: the kernel sees hollow modules, and the cells come back."""
     outcome = _outcome(proof, f"cheat_{cheat}")
+    CHEAT_ROWS[(proof.module.slug, cheat)] = max(outcome.nbgrader["total"], outcome.loop["points"])
     assert outcome.nbgrader["total"] == 0, (
         f"nbgrader gave the {cheat} cheat points in {proof.module.slug}: {outcome.nbgrader}"
     )
     assert outcome.loop["points"] == 0, outcome.loop_output
+
+
+def _shown_text(path) -> str:
+    """Every cell's source and output text of a notebook, as a person would read them."""
+    parts = []
+    for cell in json.loads(path.read_text())["cells"]:
+        parts.append("".join(cell["source"]))
+        for output in cell.get("outputs", []):
+            for key in ("text", "evalue", "traceback"):
+                value = output.get(key, "")
+                parts.append("".join(value) if isinstance(value, list) else value)
+            parts.extend(str(v) for v in output.get("data", {}).values())
+    return "\n".join(parts)
+
+
+def test_no_hidden_line_reaches_the_student(proof):
+    """Neither `module test` nor nbgrader's executed notebook holds a line of hidden checks."""
+    _, hidden = secret_lines(proof.module)
+    hidden = {line for line in hidden if len(line) > 12 and not line.startswith("#")}
+    assert hidden, f"{proof.module.slug} has no hidden checks"
+    for student in proof.students:
+        outcome = _outcome(proof, student, nbgrader=False)
+        shown = [("module test", outcome.loop_output)]
+        if outcome.autograded is not None:
+            shown.append(("the autograded notebook", _shown_text(outcome.autograded)))
+        for what, text in shown:
+            leaked = sorted(line for line in hidden if line in text)
+            assert not leaked, f"{what} of {student} shows hidden lines: {leaked[:3]}"
