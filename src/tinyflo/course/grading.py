@@ -330,9 +330,13 @@ def grade(
     tree: Path,
     timeout: int = DEFAULT_TIMEOUT,
     sandboxed: bool = True,
+    released: bool = False,
 ) -> GradeReport:
-    """Restore the course's cells from `source` (the grading notebook), run, and score it."""
-    graded = graded_source(source)
+    """Restore the course's cells from `source` (the grading notebook), run, and score it.
+
+    `released`: `source` is a release notebook (a student kit's), already without solutions.
+    """
+    graded = copy.deepcopy(source) if released else graded_source(source)
     notebook = restore_locked_cells(submission, graded)
     died = execute(notebook, workdir, tree, timeout, sandboxed)
     problems = _task_problems(notebook.cells, timeout, {cell.get("id") for cell in graded.cells})

@@ -80,8 +80,18 @@ def reference_source(module: Module) -> str:
 
 @lru_cache(maxsize=64)
 def _stub_source(path: Path, text: str, module: Module) -> str:
-    release = student_notebook(instructor_notebook(module), module.name)
-    return render_module(notebook_cells(release), module.relpath())
+    return render_module(notebook_cells(release_notebook(module)), module.relpath())
+
+
+def release_notebook(module: Module) -> Any:
+    """The notebook a student gets: solutions replaced by stubs, no hidden checks, cells locked.
+
+    A student kit's module is already its release (nbgrader's steps must not run on it again:
+    they would turn each solution cell, whose markers are gone, into a bare stub).
+    """
+    if module.released:
+        return instructor_notebook(module)
+    return student_notebook(grading_notebook(module), module.name)
 
 
 def stub_source(module: Module) -> str:
@@ -207,3 +217,143 @@ def cached_tree(
     except OSError:  # built by another grader at the same time: theirs is as good
         shutil.rmtree(building, ignore_errors=True)
     return target
+
+
+# --- the student kit --------------------------------------------------------------------------
+
+KIT_EXTRAS = ("course", "gpu")  # what a student may add: the course tools, a GPU
+RELEASE_DIR = PACKAGE_ROOT / "course" / "release"  # where a kit carries its notebooks
+
+
+def _requirements() -> tuple[list[str], dict[str, list[str]]]:
+    """This tinyflo's own dependencies, and those of the extras a student kit offers."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        found = requires("tinyflo") or []
+    except PackageNotFoundError:
+        found = []
+    base: list[str] = []
+    extras: dict[str, list[str]] = {extra: [] for extra in KIT_EXTRAS}
+    for line in found:
+        requirement, _, marker = line.partition(";")
+        if not marker:
+            base.append(requirement.strip())
+            continue
+        for extra in KIT_EXTRAS:
+            if f'extra == "{extra}"' in marker:
+                extras[extra].append(requirement.strip())
+    return base or ["numpy>=1.26", "matplotlib>=3.7", "tqdm>=4.66"], extras
+
+
+def write_wheel(out: Path, package: Path, version: str) -> Path:
+    """Pack `package` (a tinyflo/ folder) into a pure-Python wheel (PEP 427) in `out`.
+
+    The format is a zip with a .dist-info folder; writing it directly needs no build tool
+    or network on the instructor's machine.
+    """
+    import base64
+    import zipfile
+
+    base, extras = _requirements()
+    info = f"tinyflo-{version}.dist-info"
+    requires = [f"Requires-Dist: {r}" for r in base]
+    for extra, reqs in extras.items():
+        requires += [f"Provides-Extra: {extra}"]
+        requires += [f'Requires-Dist: {r}; extra == "{extra}"' for r in reqs]
+    meta = {
+        f"{info}/METADATA": "\n".join(
+            [
+                "Metadata-Version: 2.1",
+                "Name: tinyflo",
+                f"Version: {version}",
+                "Summary: tinyflo, the course kit: every graded part left for you to write",
+                "Requires-Python: >=3.10",
+                *requires,
+            ]
+        )
+        + "\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tinyflo course release\n"
+        "Root-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": "[console_scripts]\ntinyflo = tinyflo.cli:main\n",
+    }
+    files = {
+        f"tinyflo/{path.relative_to(package).as_posix()}": path.read_bytes()
+        for path in sorted(package.rglob("*"))
+        if path.is_file()
+    } | {name: text.encode() for name, text in meta.items()}
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    wheel = out / f"tinyflo-{version}-py3-none-any.whl"
+    partial = wheel.with_suffix(".partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in files.items():
+            entry = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+            entry.external_attr = 0o644 << 16
+            archive.writestr(entry, data, zipfile.ZIP_DEFLATED)
+    partial.replace(wheel)
+    return wheel
+
+
+def kit_readme(wheel: str) -> str:
+    """The README of a student kit: the one command that installs it, and the loop."""
+    return (
+        "# tinyflo: your course kit\n\n"
+        "Install it (Python 3.10 or newer) with one command, in a fresh virtual environment:\n\n"
+        f"    pip install '{wheel}[course]'\n\n"
+        "Then, in the folder where you want to work:\n\n"
+        "    tinyflo module list            # the modules and your progress\n"
+        "    tinyflo module start 01        # writes workspace/01_tensor/tensor.ipynb\n"
+        "    jupyter lab workspace/         # fill in the YOUR CODE HERE cells\n"
+        "    tinyflo module test 01         # runs the tests you can see, points per task\n"
+        "    tinyflo module complete 01     # tests, then makes your code the package's\n\n"
+        "The package in this kit has every graded part of every module left for you to\n"
+        "write, exactly as in the notebooks: later modules and milestones run on the\n"
+        "modules you completed (`export TINYFLO_WORKSPACE=$PWD/workspace`).\n"
+        "`tinyflo module test` runs the visible tests only; your instructor grades your\n"
+        "notebook with hidden checks as well, in a sandbox where the modules from the one\n"
+        "being graded on are empty, so your own code is what earns the points.\n"
+    )
+
+
+def build_student_kit(out: Path, modules: list[Module], version: str | None = None) -> Path:
+    """Build the student kit into `out` (replaced): the stub wheel and its README; the wheel."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed_version
+
+    from tinyflo.course.notebooks import write_notebook
+
+    try:
+        version = version or installed_version("tinyflo")
+    except PackageNotFoundError:
+        version = "0.0.0"
+    with tempfile.TemporaryDirectory(prefix="tinyflo-kit-") as staging:
+        package = Path(staging) / "tinyflo"
+        _copy_handwritten(package)
+        produced = []
+        for module in modules:
+            dotted = default_exp(module.cells(), module.relpath())
+            produced.append((dotted, module.relpath()))
+            path = target_path(package, dotted)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(stub_source(module), encoding="utf-8")
+            release = release_notebook(module)
+            write_notebook(
+                release,
+                package
+                / "course"
+                / "release"
+                / module.slug
+                / module.path.with_suffix(".ipynb").name,
+            )
+        (package / "core" / "__init__.py").write_text(render_init("core", produced))
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        wheel = write_wheel(out, package, version)
+    (out / "README.md").write_text(kit_readme(wheel.name), encoding="utf-8")
+    return wheel

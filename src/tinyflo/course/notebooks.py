@@ -33,7 +33,12 @@ def require(name: str) -> ModuleType:
 
 
 def instructor_notebook(module: Module) -> Any:
-    """The module as an nbformat v4 notebook, solutions and hidden tests included."""
+    """The module as an nbformat v4 notebook, solutions and hidden tests included.
+
+    A student kit's module is its release notebook: stubs, no hidden tests.
+    """
+    if module.released:
+        return read_notebook(module.path)
     jupytext = require("jupytext")
     nbformat = require("nbformat")
     parsed = jupytext.reads(module.path.read_text(encoding="utf-8"), fmt="py:percent")

@@ -125,8 +125,19 @@ class Module:
         """The source path relative to the repository, e.g. `modules/01_tensor/tensor.py`."""
         return f"{self.path.parent.parent.name}/{self.slug}/{self.path.name}"
 
+    @property
+    def released(self) -> bool:
+        """True for a module of a student kit: its source is the release notebook itself."""
+        return self.path.suffix == ".ipynb"
+
     def cells(self) -> list[Cell]:
         """The module's cells."""
+        if self.released:
+            notebook = json.loads(self.path.read_text(encoding="utf-8"))
+            return [
+                Cell(cell["cell_type"], "".join(cell["source"]), cell.get("metadata", {}), index=i)
+                for i, cell in enumerate(notebook["cells"], start=1)
+            ]
         return parse_percent(self.path.read_text(encoding="utf-8"), self.relpath())
 
 
@@ -142,6 +153,8 @@ def discover_modules(modules_dir: Path) -> list[Module]:
             continue
         number, name = int(match.group(1)), match.group(2)
         source = folder / f"{name}.py"
+        if not source.is_file() and (folder / f"{name}.ipynb").is_file():
+            source = folder / f"{name}.ipynb"  # a student kit carries release notebooks
         if not source.is_file():
             others = sorted(p.name for p in folder.glob("*.py"))
             if others:
@@ -189,6 +202,9 @@ def find_modules_dir(explicit: str | os.PathLike | None = None) -> Path:
     checkout = Path(__file__).resolve().parents[3]  # src/tinyflo/course/source.py -> repo
     if _is_repo(checkout):
         return checkout / "modules"
+    kit = Path(__file__).resolve().parent / "release"  # a student kit's release notebooks
+    if kit.is_dir():
+        return kit
     raise CourseError(
         "cannot find the course modules/: pass --modules PATH, set TINYFLO_MODULES, or run "
         "inside a tinyflo checkout (a folder with modules/ beside pyproject.toml)"

@@ -22,11 +22,10 @@ from pathlib import Path
 
 from tinyflo.course.export import default_exp, render_module, target_path
 from tinyflo.course.grading import DEFAULT_TIMEOUT, GradeReport, grade
-from tinyflo.course.kit import cached_tree, grading_notebook, reference_source
+from tinyflo.course.kit import cached_tree, grading_notebook, reference_source, release_notebook
 from tinyflo.course.notebooks import (
     notebook_cells,
     read_notebook,
-    student_notebook,
     write_notebook,
 )
 from tinyflo.course.sandbox import bwrap_works
@@ -117,7 +116,7 @@ def _start(workspace: Path, module: Module) -> int:
             f"For a fresh copy (yours is backed up first): tinyflo module reset {module.slug}"
         )
         return 0
-    write_notebook(student_notebook(grading_notebook(module), module.name), path)
+    write_notebook(release_notebook(module), path)
     print(f"started {module.slug}: {_shown(path)}")
     return 0
 
@@ -133,7 +132,7 @@ def _reset(workspace: Path, module: Module) -> int:
             backup = path.with_name(f"{module.name}.backup-{stamp}-{counter}.ipynb")
         path.rename(backup)
         print(f"your previous notebook is kept at {_shown(backup)}")
-    write_notebook(student_notebook(grading_notebook(module), module.name), path)
+    write_notebook(release_notebook(module), path)
     print(f"fresh notebook: {_shown(path)}")
     return 0
 
@@ -167,10 +166,21 @@ def grade_module(
     problem = bwrap_works() if sandboxed else "--no-sandbox was given"
     if problem:
         print(f"note: grading outside the sandbox ({problem}); treat this grade as a self-check")
-    print(f"grading {_shown(path)} (hidden checks included, {timeout} s per cell) ...", flush=True)
+    checks = (
+        "visible tests only: hidden checks run when your instructor grades"
+        if module.released
+        else "hidden checks included"
+    )
+    print(f"grading {_shown(path)} ({checks}, {timeout} s per cell) ...", flush=True)
     tree = cached_tree(modules, module, _own_or_reference(workspace))
     report = grade(
-        read_notebook(path), grading_notebook(module), path.parent, tree, timeout, not problem
+        read_notebook(path),
+        grading_notebook(module),
+        path.parent,
+        tree,
+        timeout,
+        not problem,
+        module.released,
     )
     width = max((len(cell.grade_id) for cell in report.cells), default=0)
     for cell in report.cells:
