@@ -35,16 +35,23 @@ def test_tensor_dtypes_promotion_never_invents_float64(a, b):
         assert result == max(floats, key=lambda d: d.itemsize)
 
 
-# ----- task tensor_creation -----------------------------------------------------
+# ----- tasks tensor_python_data / tensor_creation ------------------------------
 
-@pytest.mark.task("tensor_creation")
-def test_tensor_creation_python_data_defaults():
+@pytest.mark.task("tensor_python_data")
+def test_tensor_python_data_defaults():
     assert Tensor([1.5, 2]).dtype == tinyflo.float32
     assert Tensor([1, 2]).dtype == tinyflo.int64
     assert Tensor([True, False]).dtype == tinyflo.bool_
+    assert tinyflo.tensor(2.0, dtype=float).dtype == tinyflo.float32
+    assert Tensor([0.1], dtype="float64").item() == 0.1, "a requested float64 keeps every digit"
+
+
+@pytest.mark.task("tensor_creation")
+def test_tensor_creation_arrays_keep_their_dtype():
     assert Tensor(np.arange(3, dtype=np.float64)).dtype == tinyflo.float64
     assert Tensor(np.arange(3, dtype=np.int32)).dtype == tinyflo.int32
-    assert tinyflo.tensor(2.0, dtype=float).dtype == tinyflo.float32
+    assert Tensor(np.float64(2.5)).dtype == tinyflo.float64
+    assert Tensor(np.arange(3, dtype=np.float64), dtype="float32").dtype == tinyflo.float32
 
 
 @pytest.mark.task("tensor_creation")
@@ -119,53 +126,127 @@ def test_bad_input_names_the_argument(make, words):
         assert word in str(info.value), f"{word!r} missing from: {info.value}"
 
 
-# ----- tasks tensor_arithmetic / tensor_elementwise: values and dtypes --------
+# ----- the ops' values and dtypes (tensor_arithmetic ... tensor_relu_abs) -----
 
-BINARY = {
+ADD_SUB = {
     "add": (lambda a, b: a + b, np.add),
     "sub": (lambda a, b: a - b, np.subtract),
+}
+MUL_DIV = {
     "mul": (lambda a, b: a * b, np.multiply),
     "div": (lambda a, b: a / b, np.divide),
 }
-UNARY = {
+BINARY = {**ADD_SUB, **MUL_DIV}
+EXP_LOG = {
     "exp": (lambda t: t.exp(), np.exp),
     "log": (lambda t: (abs(t) + 0.5).log(), lambda x: np.log(np.abs(x) + 0.5)),
     "sqrt": (lambda t: abs(t).sqrt(), lambda x: np.sqrt(np.abs(x))),
+}
+TANH_SIGMOID = {
     "tanh": (lambda t: t.tanh(), np.tanh),
     "sigmoid": (lambda t: t.sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
+}
+RELU_ABS = {
     "relu": (lambda t: t.relu(), lambda x: np.maximum(x, 0)),
     "abs": (lambda t: abs(t), np.abs),
+}
+UNARY = {
+    **EXP_LOG,
+    **TANH_SIGMOID,
+    **RELU_ABS,
     "neg": (lambda t: -t, np.negative),
     "square": (lambda t: t ** 2, np.square),
 }
 
 
-@pytest.mark.task("tensor_arithmetic")
-@pytest.mark.parametrize("name", BINARY)
-@SETTINGS
-@given(data=st.data())
-def test_tensor_arithmetic_binary_ops_broadcast_like_numpy(name, data, device):
+def _binary_matches_numpy(ops, name, data, device):
     shapes = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4))
     x = data.draw(arrays(shapes.input_shapes[0]))
     y = data.draw(arrays(shapes.input_shapes[1], low=0.5, high=3.0))
-    ours, theirs = BINARY[name]
+    ours, theirs = ops[name]
     out = ours(Tensor(x, device=device), Tensor(y, device=device))
     assert out.shape == shapes.result_shape and out.dtype == tinyflo.float32
     np.testing.assert_allclose(out.numpy(), theirs(x, y), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.task("tensor_elementwise")
-@pytest.mark.parametrize("name", UNARY)
-@SETTINGS
-@given(x=arrays(hnp.array_shapes(min_dims=0, max_dims=3, max_side=5), low=-5, high=5))
-def test_tensor_elementwise_unary_ops_match_numpy(name, x, device):
-    ours, theirs = UNARY[name]
+def _unary_matches_numpy(ops, name, x, device):
+    ours, theirs = ops[name]
     expected = theirs(x.astype(np.float64))
     np.testing.assert_allclose(ours(Tensor(x, device=device)).numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.task("tensor_elementwise")
-def test_tensor_elementwise_sigmoid_is_stable_at_extremes():
+UNARY_INPUTS = arrays(hnp.array_shapes(min_dims=0, max_dims=3, max_side=5), low=-5, high=5)
+
+
+@pytest.mark.task("tensor_arithmetic")
+@pytest.mark.parametrize("name", ADD_SUB)
+@SETTINGS
+@given(data=st.data())
+def test_tensor_arithmetic_binary_ops_broadcast_like_numpy(name, data, device):
+    _binary_matches_numpy(ADD_SUB, name, data, device)
+
+
+@pytest.mark.task("tensor_arithmetic")
+@SETTINGS
+@given(x=UNARY_INPUTS)
+def test_tensor_arithmetic_negation_matches_numpy(x, device):
+    _unary_matches_numpy(UNARY, "neg", x, device)
+
+
+@pytest.mark.task("tensor_mul_div")
+@pytest.mark.parametrize("name", MUL_DIV)
+@SETTINGS
+@given(data=st.data())
+def test_tensor_mul_div_broadcast_like_numpy(name, data, device):
+    _binary_matches_numpy(MUL_DIV, name, data, device)
+
+
+@pytest.mark.task("tensor_pow")
+@SETTINGS
+@given(x=UNARY_INPUTS)
+def test_tensor_pow_matches_numpy(x, device):
+    _unary_matches_numpy(UNARY, "square", x, device)
+    base = np.abs(x) + 0.5
+    np.testing.assert_allclose((Tensor(base, device=device) ** 1.5).numpy(), base.astype(np.float64) ** 1.5, rtol=1e-5)
+
+
+@pytest.mark.task("tensor_pow")
+def test_tensor_pow_gradients_only_where_wanted():
+    a, e = tinyflo.tensor([1.0, 2.0], requires_grad=True), tinyflo.tensor(3.0, requires_grad=True)
+    grads = (a ** 3)._ctx.backward(np.ones(2, np.float32))
+    assert grads[1] is None
+    np.testing.assert_allclose(grads[0], [3, 12])
+    grads = (tinyflo.tensor(2.0) ** e)._ctx.backward(np.float32(1.0))
+    assert grads[0] is None
+    np.testing.assert_allclose(grads[1], 8 * np.log(2.0), rtol=1e-6)
+
+
+@pytest.mark.task("tensor_exp_log")
+@pytest.mark.parametrize("name", EXP_LOG)
+@SETTINGS
+@given(x=UNARY_INPUTS)
+def test_tensor_exp_log_match_numpy(name, x, device):
+    _unary_matches_numpy(EXP_LOG, name, x, device)
+
+
+@pytest.mark.task("tensor_tanh_sigmoid")
+@pytest.mark.parametrize("name", TANH_SIGMOID)
+@SETTINGS
+@given(x=UNARY_INPUTS)
+def test_tensor_tanh_sigmoid_match_numpy(name, x, device):
+    _unary_matches_numpy(TANH_SIGMOID, name, x, device)
+
+
+@pytest.mark.task("tensor_relu_abs")
+@pytest.mark.parametrize("name", RELU_ABS)
+@SETTINGS
+@given(x=UNARY_INPUTS)
+def test_tensor_relu_abs_match_numpy(name, x, device):
+    _unary_matches_numpy(RELU_ABS, name, x, device)
+
+
+@pytest.mark.task("tensor_tanh_sigmoid")
+def test_tensor_tanh_sigmoid_is_stable_at_extremes():
     out = Tensor([-1e4, -100.0, 0.0, 100.0, 1e4]).sigmoid().numpy()
     assert np.all(np.isfinite(out)) and out[0] == 0 and out[-1] == 1 and out[2] == 0.5
 
@@ -247,46 +328,77 @@ def test_tensor_matmul_error_names_both_shapes():
         tinyflo.tensor(2.0) @ tinyflo.zeros(2)
 
 
-# ----- task tensor_reductions -----------------------------------------------------
+# ----- tasks tensor_sum / tensor_mean_var / tensor_max ------------------------
 
-@pytest.mark.task("tensor_reductions")
-@SETTINGS
-@given(
+REDUCTION_INPUTS = dict(
     x=arrays(hnp.array_shapes(min_dims=1, max_dims=3, min_side=2, max_side=4)),
     keepdims=st.booleans(),
     data=st.data(),
 )
-def test_tensor_reductions_match_numpy(x, keepdims, data):
+
+
+def _reductions_match_numpy(x, keepdims, data, pairs):
     axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
-    t = Tensor(x)
-    x64 = x.astype(np.float64)
-    for ours, theirs in [
-        (t.sum(axis, keepdims), x64.sum(axis, keepdims=keepdims)),
-        (t.mean(axis, keepdims), x64.mean(axis, keepdims=keepdims)),
-        (t.max(axis, keepdims), x64.max(axis, keepdims=keepdims)),
-        (t.min(axis, keepdims), x64.min(axis, keepdims=keepdims)),
-        (t.var(axis, keepdims), x64.var(axis, keepdims=keepdims, ddof=1)),
-        (t.argmax(axis, keepdims), x.argmax(axis, keepdims=keepdims)),
-    ]:
+    t, x64 = Tensor(x), x.astype(np.float64)
+    for ours, theirs in pairs(t, x, x64, axis, keepdims):
         assert ours.shape == np.shape(theirs)
         np.testing.assert_allclose(ours.numpy(), theirs, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.task("tensor_reductions")
-def test_tensor_reductions_axis_errors():
+@pytest.mark.task("tensor_sum")
+@SETTINGS
+@given(**REDUCTION_INPUTS)
+def test_tensor_sum_matches_numpy(x, keepdims, data):
+    _reductions_match_numpy(x, keepdims, data, lambda t, x, x64, axis, keepdims: [
+        (t.sum(axis, keepdims), x64.sum(axis, keepdims=keepdims)),
+    ])
+
+
+@pytest.mark.task("tensor_mean_var")
+@SETTINGS
+@given(**REDUCTION_INPUTS)
+def test_tensor_mean_var_match_numpy(x, keepdims, data):
+    _reductions_match_numpy(x, keepdims, data, lambda t, x, x64, axis, keepdims: [
+        (t.mean(axis, keepdims), x64.mean(axis, keepdims=keepdims)),
+        (t.var(axis, keepdims), x64.var(axis, keepdims=keepdims, ddof=1)),
+    ])
+
+
+@pytest.mark.task("tensor_max")
+@SETTINGS
+@given(**REDUCTION_INPUTS)
+def test_tensor_max_matches_numpy(x, keepdims, data):
+    _reductions_match_numpy(x, keepdims, data, lambda t, x, x64, axis, keepdims: [
+        (t.max(axis, keepdims), x64.max(axis, keepdims=keepdims)),
+        (t.min(axis, keepdims), x64.min(axis, keepdims=keepdims)),
+        (t.argmax(axis, keepdims), x.argmax(axis, keepdims=keepdims)),
+    ])
+
+
+@pytest.mark.task("tensor_sum")
+def test_tensor_sum_axis_errors():
     with pytest.raises(ShapeError, match="axis 2 is out of range"):
         tinyflo.zeros(2, 3).sum(axis=2)
+
+
+@pytest.mark.task("tensor_max")
+def test_tensor_max_of_nothing_is_an_error():
     with pytest.raises(ShapeError, match="empty"):
         tinyflo.zeros(0).max()
 
 
-# ----- task tensor_shapes ---------------------------------------------------------
+# ----- tasks tensor_views / tensor_indexing / tensor_cat_stack ----------------
 
-@pytest.mark.task("tensor_shapes")
-def test_tensor_shapes_ops_match_numpy(device):
+def _all_equal(checks):
+    for ours, theirs in checks:
+        np.testing.assert_array_equal(ours.numpy(), theirs)
+
+
+@pytest.mark.task("tensor_views")
+def test_tensor_views_match_numpy(device):
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     t = Tensor(x, device=device)
-    checks = [
+    _all_equal([
         (t.reshape(4, 6), x.reshape(4, 6)),
         (t.reshape(-1, 4), x.reshape(-1, 4)),
         (t.permute(2, 0, 1), x.transpose(2, 0, 1)),
@@ -296,45 +408,92 @@ def test_tensor_shapes_ops_match_numpy(device):
         (t.flatten(1), x.reshape(2, 12)),
         (t.unsqueeze(1), x[:, None]),
         (t[:, :1].squeeze(1), x[:, 0]),
+        (t.expand(3, 2, 3, 4), np.broadcast_to(x, (3, 2, 3, 4))),
+    ])
+
+
+@pytest.mark.task("tensor_indexing")
+def test_tensor_indexing_matches_numpy(device):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = Tensor(x, device=device)
+    _all_equal([
         (t[:1].expand(3, 3, 4), np.broadcast_to(x[:1], (3, 3, 4))),
         (t[1, ::2, -1], x[1, ::2, -1]),
         (t[..., [0, 0, 3]], x[..., [0, 0, 3]]),
         (t[t > 20], x[x > 20]),
+    ])
+
+
+@pytest.mark.task("tensor_cat_stack")
+def test_tensor_cat_stack_match_numpy(device):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = Tensor(x, device=device)
+    _all_equal([
         (tinyflo.cat([t, t], axis=-1), np.concatenate([x, x], axis=-1)),
         (tinyflo.stack([t, t], axis=1), np.stack([x, x], axis=1)),
-    ]
-    for ours, theirs in checks:
-        np.testing.assert_array_equal(ours.numpy(), theirs)
+    ])
 
 
-@pytest.mark.task("tensor_shapes")
-@pytest.mark.parametrize(
-    "make, pattern",
-    [
+SHAPE_ERRORS = {
+    "tensor_views": [
         (lambda t: t.reshape(5, 5), r"reshape: cannot reshape shape \(2, 3, 4\) \(24 elements\)"),
         (lambda t: t.permute(0, 1), r"permute: axes \(0, 1\)"),
         (lambda t: t.expand(3, 4), "expand"),
-        (lambda t: t[5], "getitem"),
+    ],
+    "tensor_indexing": [(lambda t: t[5], "getitem")],
+    "tensor_cat_stack": [
         (lambda t: tinyflo.cat([t, tinyflo.zeros(2, 2, 2)], axis=0), r"cat: shapes \[\(2, 3, 4\), \(2, 2, 2\)\]"),
         (lambda t: tinyflo.stack([t, t[0]]), "stack: all tensors need one shape"),
-        (lambda t: t + tinyflo.zeros(5), r"add: inputs of shapes \(2, 3, 4\), \(5,\)"),
     ],
-)
-def test_tensor_shapes_errors(make, pattern):
+    "tensor_function": [(lambda t: t + tinyflo.zeros(5), r"add: inputs of shapes \(2, 3, 4\), \(5,\)")],
+}
+
+
+def _raises_shape_error(make, pattern):
     with pytest.raises(ShapeError, match=pattern):
         make(tinyflo.zeros(2, 3, 4))
 
 
-# ----- task tensor_select ---------------------------------------------------------
+@pytest.mark.task("tensor_views")
+@pytest.mark.parametrize("make, pattern", SHAPE_ERRORS["tensor_views"])
+def test_tensor_views_errors(make, pattern):
+    _raises_shape_error(make, pattern)
 
-@pytest.mark.task("tensor_select")
-def test_tensor_select_comparisons_where_clip(device):
+
+@pytest.mark.task("tensor_indexing")
+@pytest.mark.parametrize("make, pattern", SHAPE_ERRORS["tensor_indexing"])
+def test_tensor_indexing_errors(make, pattern):
+    _raises_shape_error(make, pattern)
+
+
+@pytest.mark.task("tensor_cat_stack")
+@pytest.mark.parametrize("make, pattern", SHAPE_ERRORS["tensor_cat_stack"])
+def test_tensor_cat_stack_errors(make, pattern):
+    _raises_shape_error(make, pattern)
+
+
+@pytest.mark.task("tensor_function")
+@pytest.mark.parametrize("make, pattern", SHAPE_ERRORS["tensor_function"])
+def test_tensor_function_shape_errors_name_the_op(make, pattern):
+    _raises_shape_error(make, pattern)
+
+
+# ----- tasks tensor_where / tensor_clip -----------------------------------------
+
+@pytest.mark.task("tensor_where")
+def test_tensor_where_comparisons_and_where(device):
     a = Tensor([1.0, -2.0, 3.0], device=device)
     assert (a > 0).tolist() == [True, False, True] and (a == 3.0).tolist() == [False, False, True]
     assert (a <= Tensor([1.0, 0.0, 0.0], device=device)).tolist() == [True, True, False]
     assert tinyflo.where(a > 0, a, -1.0).tolist() == [1, -1, 3]
-    assert a.clip(-1, 2).tolist() == [1, -1, 2]
     assert (a > 0).requires_grad is False
+
+
+@pytest.mark.task("tensor_clip")
+def test_tensor_clip(device):
+    a = Tensor([1.0, -2.0, 3.0], device=device)
+    assert a.clip(-1, 2).tolist() == [1, -1, 2]
+    assert a.clip(min=0.0).tolist() == [1, 0, 3] and a.clip(max=0.0).tolist() == [0, -2, 0]
 
 
 # ----- devices ------------------------------------------------------------------
@@ -440,15 +599,15 @@ def test_tensor_dtypes_numpy_operands_do_not_upcast():
     assert (tinyflo.arange(3) + np.ones(3)).dtype == tinyflo.float32
 
 
-@pytest.mark.task("tensor_reductions")
-def test_tensor_reductions_float16_reductions_accumulate_in_float32():
+@pytest.mark.task("tensor_sum")
+def test_tensor_sum_float16_reductions_accumulate_in_float32():
     assert tinyflo.ones(4097, dtype="float16").sum().dtype == tinyflo.float16
     assert (tinyflo.ones(2049, dtype="float16") * 3).mean().item() == 3.0
     assert float(tinyflo.ones(5000, dtype="float16").sum()) == 5000.0
     assert tinyflo.ones(10, dtype="float16").var().dtype == tinyflo.float16
 
 
-@pytest.mark.task("tensor_shapes")
+@pytest.mark.task("tensor_views")
 @pytest.mark.parametrize(
     "make",
     [
@@ -465,7 +624,7 @@ def test_tensor_reductions_float16_reductions_accumulate_in_float32():
         lambda t: t[:, 0].expand(-1, 2),
     ],
 )
-def test_tensor_shapes_out_of_range_axes_are_errors(make):
+def test_tensor_views_out_of_range_axes_are_errors(make):
     with pytest.raises(ShapeError, match="axis|axes|-1"):
         make(tinyflo.zeros(2, 3))
 

@@ -39,19 +39,29 @@
 # Nothing is bolted onto `Tensor` later: module 02 adds no methods to this
 # class, it only runs the graph this module records.
 #
-# You will build, task by task:
+# You will build, task by task, each graded right after its code:
 #
-# | task | what |
-# |---|---|
-# | `tensor_dtypes` | the type-promotion rule that keeps float32 float32 |
-# | `tensor_creation` | turning Python data and arrays into tensors; `zeros`, `randn`, ... |
-# | `tensor_function` | `Function.apply`: run `forward`, record the node |
-# | `tensor_arithmetic` | `+ - * / **` and negation, with broadcasting |
-# | `tensor_elementwise` | `exp log sqrt tanh sigmoid relu abs` |
-# | `tensor_matmul` | (batched) matrix multiplication |
-# | `tensor_reductions` | `sum mean max min var argmax` with `axis` / `keepdims` |
-# | `tensor_shapes` | `reshape permute expand`, indexing, `cat`, `stack` |
-# | `tensor_select` | comparisons, `where`, `clip` |
+# | task | points | what |
+# |---|---|---|
+# | `tensor_dtypes` | 1 | the type-promotion rule that keeps float32 float32 |
+# | `tensor_python_data` | 1 | Python numbers and lists to arrays, never float64 by accident |
+# | `tensor_creation` | 1 | arrays and tensors to a tensor's array: copied, cast, moved |
+# | `tensor_function` | 3 | `Function.apply`: run `forward`, record the node |
+# | `tensor_arithmetic` | 1 | `+`, `-` and negation, with broadcasting |
+# | `tensor_mul_div` | 1 | `*` and `/` |
+# | `tensor_pow` | 1 | `**` |
+# | `tensor_exp_log` | 1 | `exp log sqrt` |
+# | `tensor_tanh_sigmoid` | 1 | `tanh` and a stable `sigmoid` |
+# | `tensor_relu_abs` | 1 | `relu abs` |
+# | `tensor_matmul` | 2 | (batched) matrix multiplication |
+# | `tensor_sum` | 1 | `sum` with `axis` / `keepdims` |
+# | `tensor_mean_var` | 1 | `mean` and `var`, built from `sum` |
+# | `tensor_max` | 1 | `max` (and `min`), ties sharing the gradient |
+# | `tensor_views` | 1 | `reshape permute expand` |
+# | `tensor_indexing` | 1 | `x[index]`, repeated picks included |
+# | `tensor_cat_stack` | 1 | `cat` and `stack` |
+# | `tensor_where` | 1 | `where` |
+# | `tensor_clip` | 1 | `clip` |
 
 # %%
 #| default_exp core.tensor
@@ -73,6 +83,11 @@ import sys
 # This notebook *is* tinyflo.core.tensor: hide the package's copy of it, so
 # that nothing here leans on the reference solution, by accident or otherwise.
 sys.modules["tinyflo.core.tensor"] = None
+
+
+def _close(x, y, tol=1e-6):
+    """Whether two arrays agree to within ``tol``: how the grade cells compare numbers."""
+    return np.allclose(np.asarray(x), np.asarray(y), atol=tol)
 
 
 # %% [markdown]
@@ -230,7 +245,7 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
 # * a Python scalar takes the tensor's dtype, except that a Python float meets
 #   an integer tensor as float32 (`arange(3) * 0.5` is float32).
 #
-# ### Task `tensor_dtypes`: `promote_types(a, b)`
+# ### Task `tensor_dtypes` (1 point): `promote_types(a, b)`
 
 # %%
 #| export
@@ -308,141 +323,19 @@ def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
 print(promote_types(float32, int64), promote_types(float16, float32), promote_types(int32, int64))
 
 # %% nbgrader={"grade": true, "grade_id": "tensor_dtypes", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-assert promote_types(float32, float32) == float32
+assert promote_types(float32, float32) == float32, "float32 with float32 must stay float32"
 assert promote_types(float32, int64) == float32, "an integer must not widen a float32 to float64"
-assert promote_types(int64, float16) == float16
-assert promote_types(float16, float32) == float32
+assert promote_types(int64, float16) == float16, "an integer with float16 must give float16"
+assert promote_types(float16, float32) == float32, "float16 with float32 must give the wider float32"
 ### BEGIN HIDDEN TESTS
-assert promote_types(bool_, bool_) == bool_
-assert promote_types(int32, int64) == int64
-assert promote_types(bool_, int32) == int32
-assert promote_types(float64, float32) == float64
-assert promote_types(uint8, float32) == float32
+assert promote_types(bool_, bool_) == bool_, "bool with bool must stay bool"
+assert promote_types(int32, int64) == int64, "int32 with int64 must give the wider int64"
+assert promote_types(bool_, int32) == int32, "bool with int32 must give int32"
+assert promote_types(float64, float32) == float64, "float64 with float32 must give float64: the user chose float64"
+assert promote_types(uint8, float32) == float32, "uint8 with float32 must give float32"
+assert promote_types(int64, float32) == float32, "the order must not matter: int64 with float32 gives float32"
+assert promote_types(float32, float16) == float32, "the order must not matter: float32 with float16 gives float32"
 ### END HIDDEN TESTS
-
-# %% [markdown]
-# ## Function: an op's forward and backward, side by side
-#
-# Every op is a subclass of `Function`. `forward` receives raw arrays (NumPy
-# or CuPy) and returns the output array; it saves what `backward` will need.
-# `backward` receives the gradient of the final result with respect to this
-# op's output and returns one gradient per input (in the input's order).
-#
-# Two things `backward` does **not** need to worry about — the engine of
-# module 02 does them once for every op:
-#
-# * when an input was broadcast, its gradient has the output's shape; the
-#   engine sums it back down to the input's shape;
-# * gradients for inputs that do not require one are dropped.
-#
-# `Function.apply` is the one door every op goes through. It unwraps the
-# input tensors, runs `forward` on the inputs' device, wraps the result in a
-# `Tensor` and — only when gradients are wanted — records the node: the
-# `Function` instance keeps its inputs (`fn.inputs`), which inputs need a
-# gradient (`fn.needs_input_grad`), and the output points back to it
-# (`out._ctx`). When nothing requires a gradient, or inside `no_grad()`
-# (module 02), nothing is recorded and the `Function` is garbage right away.
-#
-# `apply` is also the one place that guarantees an op never mixes devices:
-# every input must be on the first input's device, or it raises a
-# `DeviceError` listing each input's device and shape.
-#
-# And it is where shape errors become readable. NumPy says
-# `operands could not be broadcast together with shapes (2,3) (4,)`, without
-# naming the op. When `forward` raises a `ValueError` about shapes, re-raise
-# it as a `ShapeError` whose message starts with the op's name and lists the
-# input shapes — `add: inputs of shapes (2, 3), (4,) do not fit: ...`; keep a
-# `ShapeError` an op raised itself, and any other error, as it is.
-#
-# One NumPy quirk to absorb: an op on 0-d arrays returns a NumPy *scalar*
-# (`np.float32`), which cannot be written into in place. Turn it back into a
-# 0-d array so every tensor's `data` is an array.
-#
-# The first three lines of `apply` are given: they hand the op to the
-# mixed-precision policy of module 11 when one is in force (inside
-# `autocast()`), which casts the inputs and then calls `apply` again with the
-# policy switched off. Outside `autocast()` they cost one attribute read. The
-# policy is per thread (`AutocastMode` is a `threading.local`), as in PyTorch.
-#
-# ### Task `tensor_function`: `Function.apply`
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_function_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-class GradMode:
-    """Whether ops record the graph; no_grad() and enable_grad() in module 02 switch it."""
-
-    enabled = True
-
-
-class _AutocastState(threading.local):
-    """The mixed-precision policy in force in this thread; module 11's autocast() sets it (None: off)."""
-
-    policy = None  # per thread, as torch.autocast: another thread's autocast() never reaches this one
-
-
-AutocastMode = _AutocastState()
-
-
-class Function:
-    """One node of the graph: an op's forward and its backward, side by side."""
-
-    inputs: tuple = ()
-    needs_input_grad: tuple = ()
-    saved: tuple | None = ()
-    xp: Any = np
-
-    def save_for_backward(self, *arrays: Any) -> None:
-        """Keep the arrays backward() will need (the engine frees them after use)."""
-        self.saved = arrays
-
-    def forward(self, *arrays: Any, **params: Any) -> Any:
-        """Compute the output array from the input arrays."""
-        raise NotImplementedError(f"{type(self).__name__}.forward")
-
-    def backward(self, grad: Any) -> Any:
-        """Gradients with respect to each input, given the gradient of the output."""
-        raise NotImplementedError(f"{type(self).__name__}.backward")
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__}>"
-
-    @classmethod
-    def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
-        """Run ``forward`` on the inputs' arrays; record the node when a gradient is wanted."""
-        policy = AutocastMode.policy  # module 11's mixed precision: None unless inside autocast()
-        if policy is not None:
-            return policy.apply(cls, inputs, params)
-        ### BEGIN SOLUTION
-        fn = cls()
-        device = inputs[0]._device
-        arrays, needs = [], []
-        for t in inputs:  # one pass: check the device, collect the arrays and who wants a gradient
-            if t._device is not device:
-                devices = ", ".join(f"{x._device} {x.shape}" for x in inputs)
-                raise DeviceError(f"{cls.__name__.lower()}: inputs are on different devices: {devices}")
-            arrays.append(t.data)
-            needs.append(t.requires_grad)
-        fn.xp = device.xp
-        try:
-            with device:
-                data = fn.forward(*arrays, **params)
-        except ShapeError:
-            raise
-        except ValueError as err:
-            if "shape" not in str(err):  # not a shape problem: let it through unchanged
-                raise
-            shapes = ", ".join(str(t.shape) for t in inputs)
-            raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
-        if isinstance(data, np.generic):  # NumPy hands back scalars for 0-d results
-            data = np.asarray(data)
-        out = Tensor._wrap(data, device)
-        needs = tuple(needs) if GradMode.enabled else ()
-        if True in needs:
-            fn.inputs, fn.needs_input_grad = inputs, needs
-            out.requires_grad, out._ctx = True, fn
-        return out
-        ### END SOLUTION
-
 
 # %% [markdown]
 # ## The Tensor
@@ -452,60 +345,12 @@ class Function:
 # for a leaf). `__slots__` keeps each tensor small and attribute access fast:
 # a training step creates thousands of them.
 #
-# ### Task `tensor_creation`: from Python data and arrays to a tensor
-#
-# `_to_array(data, dtype, device)` turns whatever the user passes into an
-# array of a supported dtype on the right device:
-#
-# * a Tensor → a copy of its array;
-# * a NumPy / CuPy array → a copy of it (its dtype kept unless `dtype` says
-#   otherwise; float64 data stays float64 because the user chose it —
-#   `from_numpy` is the way to share memory instead);
-# * Python numbers and nested lists → float32 for floats, int64 for ints,
-#   bool for bools — never float64 by accident;
-# * anything else (strings, ragged lists, unsupported dtypes) → a `TypeError`
-#   that says what was expected and what came.
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_creation_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
-    """An array of a supported dtype on ``dev`` holding ``data``."""
-    ### BEGIN SOLUTION
-    if isinstance(data, Tensor):
-        array, src = data.data.copy(), data._device
-    elif isinstance(data, np.ndarray | np.generic):
-        array, src = np.array(data, order="K"), Device("cpu", 0)  # a copy that keeps the layout
-    elif type(data).__module__.startswith("cupy"):
-        array, src = data.copy(), _device_of(data)
-    else:
-        try:
-            array = np.asarray(data)
-        except ValueError as err:
-            raise TypeError(f"tensor: data must be a rectangular nested list of numbers; {err}") from None
-        if array.dtype.kind not in "biuf":
-            raise TypeError(
-                f"tensor: expected numbers, (nested lists of) numbers or an array; "
-                f"got {type(data).__name__} {data!r:.60}"
-            )
-        if dtype is None and array.dtype.kind == "f":
-            array = array.astype(default_float)
-        elif dtype is None and array.dtype.kind in "iu":
-            array = array.astype(int64)
-        src = Device("cpu", 0)
-    if dtype is None and array.dtype not in SUPPORTED_DTYPES:
-        names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
-        raise TypeError(f"tensor: data has dtype {array.dtype}, which tinyflo does not support ({names})")
-    if dtype is not None and array.dtype != dtype:
-        array = array.astype(dtype)
-    return _move(array, src, dev)
-    ### END SOLUTION
-
-
-# %% [markdown]
-# The class itself. Its arithmetic operators are one line each: they bring
+# The class is given. Its arithmetic operators are one line each: they bring
 # both operands to a common dtype and device (`_operands`) and call the op's
-# `Function`. The ops themselves are defined after the class; Python looks the
-# names up when an operator runs, so the order in the file does not matter.
+# `Function`. You write those `Function`s below, one task at a time; Python
+# looks the names up when an operator runs, so the order in the file does not
+# matter. Its constructor hands `data` to `_to_array`, which the next two
+# tasks write.
 
 # %%
 #| export
@@ -820,7 +665,158 @@ class Tensor:
 
 
 # %% [markdown]
-# ### Bringing two operands together
+# ### Task `tensor_python_data` (1 point): Python numbers and lists
+#
+# `_from_python(data, dtype)` turns Python numbers and (nested) lists of
+# numbers into a NumPy array. NumPy's own choice is the float64 trap again
+# (`np.asarray([0.5])` is float64), so:
+#
+# * with `dtype=None`: floats become float32, integers int64, bools stay
+#   bool — never float64 by accident;
+# * with a `dtype`: the array in that dtype, converted from NumPy's own array
+#   (going through float32 first would lose digits of a float64 the user
+#   asked for);
+# * a ragged list (`[[1, 2], [3]]`, which NumPy refuses with a `ValueError`)
+#   is a `TypeError` that says the data must be rectangular; anything that is
+#   not numbers (a string, None, a complex number) is a `TypeError` that names
+#   what came: `tensor: expected numbers, (nested lists of) numbers or an
+#   array; got str 'abc'`.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_python_data_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _from_python(data: Any, dtype: np.dtype | None) -> np.ndarray:
+    """Python numbers or (nested) lists of them as a NumPy array: ``dtype``, else float32, int64 or bool."""
+    ### BEGIN SOLUTION
+    try:
+        array = np.asarray(data)
+    except ValueError as err:  # NumPy refuses ragged lists
+        raise TypeError(f"tensor: data must be a rectangular nested list of numbers; {err}") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(
+            f"tensor: expected numbers, (nested lists of) numbers or an array; "
+            f"got {type(data).__name__} {data!r:.60}"
+        )
+    if dtype is not None:
+        return array.astype(dtype)
+    if array.dtype.kind == "f":
+        return array.astype(default_float)
+    if array.dtype.kind in "iu":
+        return array.astype(int64)
+    return array
+    ### END SOLUTION
+
+
+# %%
+print(_from_python([[1, 2], [3, 4]], None).dtype, _from_python(0.5, None).dtype, _from_python([True], None).dtype)
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_python_data", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert _from_python([1.0, 2.0], None).dtype == float32, "Python floats must become float32"
+assert _from_python([1, 2], None).dtype == int64, "Python ints must become int64"
+assert _from_python([True, False], None).dtype == bool_, "Python bools must stay bool"
+assert _from_python([[1, 2], [3, 4]], None).shape == (2, 2), "nested lists keep their shape"
+assert _from_python([1, 2], float16).dtype == float16, "a dtype that is given wins"
+try:
+    _from_python("abc", None)
+    raise AssertionError("a string is not numbers: _from_python must raise a TypeError")
+except TypeError as err:
+    assert "str" in str(err), f"the error must name the type that came (str); got: {err}"
+### BEGIN HIDDEN TESTS
+assert _from_python(3.5, None).shape == () and _from_python(3.5, None).dtype == float32, "a Python float becomes a 0-d float32 array"
+assert _from_python([1, 2.5], None).dtype == float32, "ints mixed with floats must give float32"
+assert isinstance(_from_python([1.0], None), np.ndarray), "the result must be a NumPy array"
+assert _from_python([0.1], float64)[0] == 0.1, "with dtype float64, 0.1 must keep all its digits: convert NumPy's array, not the float32 default"
+assert _from_python([[True, False]], int64).tolist() == [[1, 0]], "bools converted to int64 on request become 1 and 0"
+try:
+    _from_python([[1, 2], [3]], None)
+    raise AssertionError("a ragged list must raise a TypeError")
+except TypeError as err:
+    assert "rectangular" in str(err), f"the error for a ragged list must say the data must be rectangular; got: {err}"
+for bad in (None, 1 + 2j, ["a", "b"]):
+    try:
+        _from_python(bad, None)
+        raise AssertionError(f"{bad!r} is not numbers: _from_python must raise a TypeError")
+    except TypeError:
+        pass
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_creation` (1 point): arrays and tensors to a tensor's array
+#
+# `_to_array(data, dtype, device)` is what `Tensor(data, dtype, device)` calls
+# to get its array. It returns an array of a supported dtype on the right
+# device:
+#
+# * a Tensor → a copy of its array;
+# * a NumPy array or scalar, or a CuPy array → a copy of it (its dtype kept
+#   unless `dtype` says otherwise; float64 data stays float64 because the
+#   user chose it — `from_numpy` is the way to share memory instead);
+# * anything else → `_from_python(data, dtype)`, the task above;
+# * with `dtype=None`, an array of a dtype tinyflo does not support
+#   (`complex64`, `int8`, ...) is a `TypeError` that names that dtype and the
+#   supported ones; with a `dtype`, the array is converted to it;
+# * last, the array goes from the device it is on to `device`:
+#   `_move(array, source, device)` (given, with the devices) does that.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_creation_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
+    """An array of a supported dtype on ``dev`` holding ``data``."""
+    ### BEGIN SOLUTION
+    if isinstance(data, Tensor):
+        array, src = data.data.copy(), data._device
+    elif isinstance(data, np.ndarray | np.generic):
+        array, src = np.array(data, order="K"), Device("cpu", 0)  # a copy that keeps the layout
+    elif type(data).__module__.startswith("cupy"):
+        array, src = data.copy(), _device_of(data)
+    else:
+        array, src = _from_python(data, dtype), Device("cpu", 0)
+    if dtype is None and array.dtype not in SUPPORTED_DTYPES:
+        names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
+        raise TypeError(f"tensor: data has dtype {array.dtype}, which tinyflo does not support ({names})")
+    if dtype is not None and array.dtype != dtype:
+        array = array.astype(dtype)
+    return _move(array, src, dev)
+    ### END SOLUTION
+
+
+# %%
+print(Tensor([[1, 2], [3, 4]]), Tensor(np.zeros(2)).dtype, Tensor([1, 2], dtype="float16").dtype)
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_creation", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert Tensor([1.0, 2.0]).dtype == float32, "Python floats become float32 (through _from_python)"
+assert Tensor(np.zeros(3, np.float64)).dtype == float64, "NumPy arrays keep their dtype"
+shared = np.zeros(2, np.float32)
+Tensor(shared).data[0] = 1
+assert shared[0] == 0, "Tensor(array) must copy the array, not share it"
+assert Tensor(np.zeros(2, np.float64), dtype="float32").dtype == float32, "a given dtype converts an array"
+try:
+    Tensor(np.zeros(2, np.complex64))
+    raise AssertionError("complex64 is not a tinyflo dtype: Tensor must raise a TypeError")
+except TypeError as err:
+    assert "complex64" in str(err), f"the error must name the dtype that came; got: {err}"
+### BEGIN HIDDEN TESTS
+src = Tensor([1.0, 2.0])
+copy = Tensor(src)
+copy.data[0] = 99
+assert src.data[0] == 1.0, "Tensor(tensor) must copy the tensor's array"
+assert Tensor(src, dtype="float16").dtype == float16 and src.dtype == float32, "Tensor(tensor, dtype) converts the copy, not the original"
+assert Tensor(np.float64(2.5)).dtype == float64 and Tensor(np.float64(2.5)).shape == (), "a NumPy scalar is an array too: its float64 is kept"
+assert Tensor(np.arange(3, dtype=np.int8), dtype="int64").tolist() == [0, 1, 2], "with a dtype given, an int8 array converts to it"
+assert Tensor(3.5).shape == () and Tensor(3.5).dtype == float32, "Tensor(3.5) is a 0-d float32 tensor"
+try:
+    Tensor(np.zeros(2, np.int8))
+    raise AssertionError("int8 is not a tinyflo dtype: Tensor(int8 array) must raise a TypeError")
+except TypeError as err:
+    assert "int8" in str(err), f"the error must name the unsupported dtype int8; got: {err}"
+try:
+    Tensor([[1, 2], [3]])
+    raise AssertionError("a ragged list must raise a TypeError")
+except TypeError as err:
+    assert "rectangular" in str(err), f"Python data must go through _from_python; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Bringing two operands together
 #
 # `_operands(a, b)` is where the dtype rule and the device rule are enforced,
 # once, for every binary op. A Python scalar, list or NumPy array operand
@@ -830,6 +826,9 @@ class Tensor:
 # two tensors on different devices are an error that names both devices.
 # With `floating=True` (true division) integer operands are brought to float32
 # first — NumPy would have given float64.
+#
+# The same cell holds the checks that every op taking a shape, an axis or an
+# index shares: `_shape_arg`, `_axis`, `_axes` and `_index_arg`.
 
 # %%
 #| export
@@ -936,805 +935,6 @@ def _index_arg(index: Any, dev: Device) -> Any:
         return np.asarray(index)
     return index
 
-
-# %% [markdown]
-# The first op, which needs no task: `To` moves a tensor to another device and/or
-# dtype, and its backward moves the gradient back. `_operands` uses it to
-# cast, and mixed precision (module 11) leans on it.
-
-# %%
-#| export
-class To(Function):
-    def forward(self, a, source, device, dtype):
-        self.source, self.device, self.source_dtype = source, device, a.dtype
-        return _move(a, source, device).astype(dtype, copy=False)
-
-    def backward(self, grad):
-        return _move(grad, self.device, self.source).astype(self.source_dtype, copy=False)
-
-
-# %% [markdown]
-# ## Ops
-#
-# Now the ops. Each is a `Function` whose `forward` computes the value and
-# whose `backward` gives the local derivative — the chain rule's factor that
-# belongs to this op — multiplied by the incoming `grad`.
-#
-# A note on dtypes in `backward`: multiplying by a bool mask keeps float32
-# (`grad * (a > 0)`), whereas dividing by an integer count would not
-# (float32 / int64 is float64 in NumPy). Keep counts in the array's dtype.
-#
-# ### Task `tensor_arithmetic`: `+ - * / **` and negation
-#
-# | op | forward | backward (∂out/∂a · grad, ∂out/∂b · grad) |
-# |---|---|---|
-# | Add | a + b | grad, grad |
-# | Sub | a − b | grad, −grad |
-# | Mul | a · b | grad · b, grad · a |
-# | Div | a / b | grad / b, −grad · a / b² |
-# | Pow | aᵇ | grad · b · aᵇ⁻¹, grad · aᵇ · ln a |
-# | Neg | −a | −grad |
-#
-# `Pow` computes the gradient for the exponent only when the exponent needs
-# one (`self.needs_input_grad[1]`): for `x ** 2` it does not, and `ln x`
-# would be wasted work (and NaN for negative x).
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_arithmetic_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-class Add(Function):
-    def forward(self, a, b):
-        ### BEGIN SOLUTION
-        return a + b
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return grad, grad
-        ### END SOLUTION
-
-
-class Sub(Function):
-    def forward(self, a, b):
-        ### BEGIN SOLUTION
-        return a - b
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return grad, -grad
-        ### END SOLUTION
-
-
-class Mul(Function):
-    def forward(self, a, b):
-        ### BEGIN SOLUTION
-        self.save_for_backward(a, b)
-        return a * b
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        a, b = self.saved
-        return grad * b, grad * a
-        ### END SOLUTION
-
-
-class Div(Function):
-    def forward(self, a, b):
-        ### BEGIN SOLUTION
-        out = a / b
-        self.save_for_backward(b, out)
-        return out
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        b, out = self.saved
-        grad_a = grad / b
-        return grad_a, -grad_a * out
-        ### END SOLUTION
-
-
-class Pow(Function):
-    def forward(self, a, b):
-        ### BEGIN SOLUTION
-        out = a ** b
-        self.save_for_backward(a, b, out)
-        return out
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        a, b, out = self.saved
-        grad_a = grad * b * a ** (b - 1) if self.needs_input_grad[0] else None
-        grad_b = grad * out * self.xp.log(a) if self.needs_input_grad[1] else None
-        return grad_a, grad_b
-        ### END SOLUTION
-
-
-class Neg(Function):
-    def forward(self, a):
-        ### BEGIN SOLUTION
-        return -a
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return -grad
-        ### END SOLUTION
-
-
-# %% [markdown]
-# Try it. With `requires_grad=True` the output records its node, and we can
-# call that node's `backward` by hand — exactly what module 02's engine will
-# do for every node of a graph.
-
-# %%
-a = Tensor([[1.0, 2.0, 3.0]], requires_grad=True)
-b = Tensor([[10.0], [20.0]], requires_grad=True)
-c = a * b + 1          # broadcasting: (1, 3) * (2, 1) -> (2, 3)
-print(c, c.dtype)
-print("recorded:", c._ctx, "made from", c._ctx.inputs[0]._ctx)
-print("local derivatives of the Mul:", c._ctx.inputs[0]._ctx.backward(np.ones((2, 3), np.float32)))
-
-# %% nbgrader={"grade": true, "grade_id": "tensor_arithmetic", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-def _close(x, y, tol=1e-6):
-    return np.allclose(np.asarray(x), np.asarray(y), atol=tol)
-
-a = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
-b = Tensor([2.0, 5.0], requires_grad=True)
-assert _close((a + b).data, [[3, 7], [5, 9]])
-assert _close((a - b).data, [[-1, -3], [1, -1]])
-assert _close((a * b).data, [[2, 10], [6, 20]])
-assert _close((a / b).data, [[0.5, 0.4], [1.5, 0.8]])
-assert _close((a ** 2).data, [[1, 4], [9, 16]])
-assert _close((-a).data, [[-1, -2], [-3, -4]])
-assert (a * 2.5).dtype == float32 and (2 - a).dtype == float32, "Python scalars must keep float32"
-g = np.ones((2, 2), np.float32)
-ga, gb = (a * b)._ctx.backward(g)
-assert _close(ga, [[2, 5], [2, 5]]) and _close(gb, [[1, 2], [3, 4]])
-ga, gb = (a / b)._ctx.backward(g)
-assert _close(ga, [[0.5, 0.2], [0.5, 0.2]]) and _close(gb, [[-0.25, -0.08], [-0.75, -0.16]])
-### BEGIN HIDDEN TESTS
-ga, gb = (a - b)._ctx.backward(g)
-assert _close(ga, g) and _close(gb, -g)
-ga, gb = (a + b)._ctx.backward(g)
-assert _close(ga, g) and _close(gb, g)
-e = Tensor(3.0, requires_grad=True)
-p = Tensor(2.0) ** e
-gp, ge = p._ctx.backward(np.float32(1.0))
-assert _close(ge, 8 * np.log(2.0), 1e-5)
-gp, ge = (a ** 3)._ctx.backward(g)
-assert _close(gp, 3 * a.data ** 2) and ge is None
-assert _close((-a)._ctx.backward(g), -g)
-i = Tensor([1, 2, 3])
-assert (i / 2).dtype == float32, "true division of integers gives float32, not float64"
-assert (i * 2).dtype == int64 and (i * 0.5).dtype == float32
-assert (Tensor([1.0], dtype="float16") + Tensor([1.0])).dtype == float32
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### Task `tensor_elementwise`: `exp log sqrt tanh sigmoid relu abs`
-#
-# Reuse the output where the derivative is written in terms of it:
-# d exp(a) = exp(a), d tanh(a) = 1 − tanh²(a), d σ(a) = σ(a)(1 − σ(a)),
-# d √a = 1 / (2√a).
-#
-# `sigmoid` must be *stable*: `1 / (1 + exp(-a))` overflows for a = −1000.
-# Compute `e = exp(-|a|)`, which never overflows, and use `1 / (1 + e)` where
-# a ≥ 0 and `e / (1 + e)` where a < 0.
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_elementwise_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-class Exp(Function):
-    def forward(self, a):
-        ### BEGIN SOLUTION
-        out = self.xp.exp(a)
-        self.save_for_backward(out)
-        return out
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        (out,) = self.saved
-        return grad * out
-        ### END SOLUTION
-
-
-class Log(Function):
-    def forward(self, a):
-        ### BEGIN SOLUTION
-        self.save_for_backward(a)
-        return self.xp.log(a)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        (a,) = self.saved
-        return grad / a
-        ### END SOLUTION
-
-
-class Sqrt(Function):
-    def forward(self, a):
-        ### BEGIN SOLUTION
-        out = self.xp.sqrt(a)
-        self.save_for_backward(out)
-        return out
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        (out,) = self.saved
-        return grad / (out + out)
-        ### END SOLUTION
-
-
-class Tanh(Function):
-    def forward(self, a):
-        ### BEGIN SOLUTION
-        out = self.xp.tanh(a)
-        self.save_for_backward(out)
-        return out
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        (out,) = self.saved
-        return grad * (1 - out * out)
-        ### END SOLUTION
-
-
-class Sigmoid(Function):
-    def forward(self, a):
-        ### BEGIN SOLUTION
-        e = self.xp.exp(-self.xp.abs(a))
-        out = self.xp.where(a >= 0, 1 / (1 + e), e / (1 + e))
-        self.save_for_backward(out)
-        return out
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        (out,) = self.saved
-        return grad * out * (1 - out)
-        ### END SOLUTION
-
-
-class ReLU(Function):
-    def forward(self, a):
-        ### BEGIN SOLUTION
-        self.save_for_backward(a)
-        return self.xp.maximum(a, a.dtype.type(0))
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        (a,) = self.saved
-        return grad * (a > 0)
-        ### END SOLUTION
-
-
-class Abs(Function):
-    def forward(self, a):
-        ### BEGIN SOLUTION
-        self.save_for_backward(a)
-        return self.xp.abs(a)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        (a,) = self.saved
-        return grad * self.xp.sign(a)
-        ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "tensor_elementwise", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-x = Tensor([-2.0, -0.5, 0.5, 2.0], requires_grad=True)
-ones = np.ones(4, np.float32)
-assert _close(x.exp().data, np.exp(x.data)) and _close(x.exp()._ctx.backward(ones), np.exp(x.data))
-assert _close(x.tanh().data, np.tanh(x.data))
-assert _close(x.tanh()._ctx.backward(ones), 1 - np.tanh(x.data) ** 2)
-assert _close(x.relu().data, [0, 0, 0.5, 2]) and _close(x.relu()._ctx.backward(ones), [0, 0, 1, 1])
-assert _close(x.sigmoid().data, 1 / (1 + np.exp(-x.data)))
-big = Tensor([-1000.0, 1000.0])
-assert np.all(np.isfinite(big.sigmoid().data)), "sigmoid must not overflow"
-for op in ("exp", "log", "sqrt", "tanh", "sigmoid", "relu", "abs"):
-    assert getattr(x.abs(), op)().dtype == float32, f"{op} must keep float32"
-### BEGIN HIDDEN TESTS
-p = Tensor([0.25, 1.0, 4.0], requires_grad=True)
-assert _close(p.log().data, np.log(p.data)) and _close(p.log()._ctx.backward(np.ones(3, np.float32)), 1 / p.data)
-assert _close(p.sqrt().data, [0.5, 1, 2]) and _close(p.sqrt()._ctx.backward(np.ones(3, np.float32)), [1, 0.5, 0.25])
-s = 1 / (1 + np.exp(-x.data))
-assert _close(x.sigmoid()._ctx.backward(ones), s * (1 - s))
-assert _close(big.sigmoid().data, [0, 1])
-assert _close(x.abs().data, [2, 0.5, 0.5, 2]) and _close(x.abs()._ctx.backward(ones), [-1, -1, 1, 1])
-assert Tensor([1, 2]).exp().dtype == float32, "exp of an integer tensor is float32"
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### Task `tensor_matmul`: matrix multiplication
-#
-# `a @ b` multiplies the last two axes and broadcasts the ones in front
-# (a batch of matrices times one matrix, say). A 1-D operand is a vector:
-# `a` of shape (n,) acts as (1, n) and `b` of shape (n,) as (n, 1), and that
-# axis is dropped from the result.
-#
-# For C = A B: ∂L/∂A = ∂L/∂C · Bᵀ and ∂L/∂B = Aᵀ · ∂L/∂C, with the transposes
-# over the last two axes. Each is a full matmul, so compute only the ones
-# `self.needs_input_grad` asks for: the gradient with respect to a batch of
-# input data is a fifth of an MLP's training FLOPs, and nobody needs it. Handle the vector cases by giving them their
-# matrix shape in backward, then dropping it again. Batch axes that were
-# broadcast are summed back by the engine.
-#
-# Shapes that do not fit must give an error a person can act on:
-# `matmul: shapes (32, 785) and (784, 10) do not fit: the last axis of the
-# first (785) must equal the first of the last two of the second (784)`.
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_matmul_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-class MatMul(Function):
-    def forward(self, a, b):
-        ### BEGIN SOLUTION
-        if a.ndim == 0 or b.ndim == 0:
-            raise ShapeError(f"matmul: both operands need at least one axis; got shapes {a.shape} and {b.shape}")
-        k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
-        if a.shape[-1] != k_b:
-            raise ShapeError(
-                f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not fit: the last axis of "
-                f"the first ({a.shape[-1]}) must equal the first of the last two of the second ({k_b})"
-            )
-        self.save_for_backward(a, b)
-        return a @ b
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        a, b = self.saved
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
-        if a.ndim == 1:
-            grad = grad[..., None, :]
-        if b.ndim == 1:
-            grad = grad[..., None]
-        grad_a = grad_b = None
-        if self.needs_input_grad[0]:  # skip a whole matmul for inputs like a data batch
-            grad_a = grad @ b2.swapaxes(-1, -2)
-            grad_a = grad_a[..., 0, :] if a.ndim == 1 else grad_a
-        if self.needs_input_grad[1]:
-            grad_b = a2.swapaxes(-1, -2) @ grad
-            grad_b = grad_b[..., 0] if b.ndim == 1 else grad_b
-        return grad_a, grad_b
-        ### END SOLUTION
-
-
-# %% nbgrader={"grade": true, "grade_id": "tensor_matmul", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-A = np.arange(6, dtype=np.float32).reshape(2, 3)
-B = np.arange(12, dtype=np.float32).reshape(3, 4)
-a, b = Tensor(A, requires_grad=True), Tensor(B, requires_grad=True)
-c = a @ b
-assert c.shape == (2, 4) and c.dtype == float32 and _close(c.data, A @ B)
-G = np.ones((2, 4), np.float32)
-ga, gb = c._ctx.backward(G)
-assert _close(ga, G @ B.T) and _close(gb, A.T @ G)
-try:
-    Tensor(np.ones((32, 785), np.float32)) @ Tensor(np.ones((784, 10), np.float32))
-    raise AssertionError("mismatched shapes must raise")
-except ShapeError as err:
-    assert "785" in str(err) and "784" in str(err), "the error names both shapes"
-### BEGIN HIDDEN TESTS
-batch = Tensor(np.ones((5, 2, 3), np.float32), requires_grad=True)
-out = batch @ b
-assert out.shape == (5, 2, 4)
-ga, gb = out._ctx.backward(np.ones((5, 2, 4), np.float32))
-assert ga.shape == (5, 2, 3) and gb.shape == (5, 3, 4)
-v = Tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
-mv = Tensor(B.T.copy(), requires_grad=True) @ v
-assert mv.shape == (4,) and _close(mv.data, B.T @ v.data)
-gm, gv = mv._ctx.backward(np.ones(4, np.float32))
-assert gm.shape == (4, 3) and gv.shape == (3,) and _close(gv, B.T.T @ np.ones(4))
-vm = v @ b
-gv2, gb2 = vm._ctx.backward(np.ones(4, np.float32))
-assert gv2.shape == (3,) and gb2.shape == (3, 4) and _close(gb2, np.outer(v.data, np.ones(4)))
-g_data, g_weight = (Tensor(A) @ b)._ctx.backward(G)
-assert g_data is None and _close(g_weight, A.T @ G), "no matmul for an input that needs no gradient"
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### Task `tensor_reductions`: `sum`, `max` (and `mean`, `var`, `min` built on them)
-#
-# `Sum` and `Max` are the primitives; `mean`, `var` and `min` are built from
-# them and the arithmetic ops, so they get their gradients for free.
-#
-# * `Sum` backward: every input element contributed once, so each gets the
-#   output's gradient. Give `grad` back its reduced axes (size 1) and
-#   broadcast it to the input's shape. In forward, add float16 numbers up
-#   in float32 (`dtype=np.float32`) and cast the total back: float16 counts
-#   exactly only to 2048, so a float16 running sum of 4097 ones is 4096.
-# * `Max` backward: only the elements that *were* the maximum get gradient;
-#   when several tie, they share it equally (so the total stays right).
-#
-# `axis` arrives normalised: None (all axes) or a sorted tuple of
-# non-negative axes.
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_reductions_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-def _keepdims_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tuple[int, ...]:
-    """The shape a reduction over ``axis`` has with ``keepdims=True``."""
-    return tuple(1 if axis is None or i in axis else n for i, n in enumerate(shape))
-
-
-class Sum(Function):
-    def forward(self, a, axis=None, keepdims=False):
-        ### BEGIN SOLUTION
-        self.shape, self.axis = a.shape, axis
-        if is_floating(a.dtype) and a.dtype.itemsize < 4:
-            return a.sum(axis=axis, keepdims=keepdims, dtype=np.float32).astype(a.dtype)
-        return a.sum(axis=axis, keepdims=keepdims)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        grad = grad.reshape(_keepdims_shape(self.shape, self.axis))
-        return self.xp.broadcast_to(grad, self.shape)
-        ### END SOLUTION
-
-
-class Max(Function):
-    def forward(self, a, axis=None, keepdims=False):
-        ### BEGIN SOLUTION
-        if a.size == 0:
-            raise ShapeError(f"max: cannot reduce an empty tensor of shape {a.shape}")
-        out = a.max(axis=axis, keepdims=True)
-        self.axis = axis
-        self.save_for_backward(a, out)
-        return out if keepdims else out.squeeze(axis)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        a, out = self.saved
-        winners = a == out
-        share = winners.sum(axis=self.axis, keepdims=True, dtype=a.dtype)
-        return grad.reshape(out.shape) * winners / share
-        ### END SOLUTION
-
-
-def _mean(x: Tensor, axis, keepdims: bool) -> Tensor:
-    """Mean = sum / count, built from ops that already have gradients."""
-    ### BEGIN SOLUTION
-    axes = _axes(axis, x.ndim, "mean")
-    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
-    return x.sum(axes, keepdims) / count
-    ### END SOLUTION
-
-
-def _var(x: Tensor, axis, keepdims: bool, correction: int) -> Tensor:
-    """Variance with ``correction`` (1: unbiased, PyTorch's default; 0: biased)."""
-    ### BEGIN SOLUTION
-    axes = _axes(axis, x.ndim, "var")
-    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
-    centered = x - x.mean(axes, keepdims=True)
-    return (centered * centered).sum(axes, keepdims) / (count - correction)
-    ### END SOLUTION
-
-
-def _argext(x: Tensor, axis: int | None, keepdims: bool, which: str) -> Tensor:
-    """argmax / argmin: int64 indices, outside the graph."""
-    axis = None if axis is None else _axis(axis, max(x.ndim, 1), which)
-    if x.numel() == 0:
-        raise ShapeError(f"{which}: cannot reduce an empty tensor of shape {x.shape}")
-    data = x.device.xp.asarray(getattr(x.data, which)(axis=axis, keepdims=keepdims))
-    return Tensor._wrap(data.astype(int64, copy=False), x._device)
-
-
-# %% nbgrader={"grade": true, "grade_id": "tensor_reductions", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-X = np.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], np.float32)
-x = Tensor(X, requires_grad=True)
-assert _close(x.sum().data, 21) and x.sum().shape == ()
-assert _close(x.sum(axis=0).data, [5, 7, 9]) and x.sum(axis=1, keepdims=True).shape == (2, 1)
-assert _close(x.sum(axis=1)._ctx.backward(np.array([1.0, 2.0], np.float32)), [[1, 1, 1], [2, 2, 2]])
-assert _close(x.mean().data, 3.5) and x.mean().dtype == float32
-assert _close(x.max(axis=1).data, [5, 6])
-assert _close(x.max(axis=1)._ctx.backward(np.ones(2, np.float32)), [[0, 1, 0], [0, 0, 1]])
-assert _close(x.var(axis=1).data, X.var(axis=1, ddof=1))
-assert x.argmax(axis=1).tolist() == [1, 2] and x.argmax(axis=1).dtype == int64
-### BEGIN HIDDEN TESTS
-assert _close(x.min(axis=0).data, [1, 2, 3]) and _close(x.max().data, 6)
-tie = Tensor([2.0, 7.0, 7.0], requires_grad=True)
-assert _close(tie.max()._ctx.backward(np.float32(1.0)), [0, 0.5, 0.5]), "ties share the gradient"
-assert tie.max()._ctx.backward(np.float32(1.0)).dtype == float32
-assert _close(x.sum(axis=(0, 1)).data, 21) and _close(x.sum(axis=-1).data, [9, 12])
-assert _close(x.var(axis=0, correction=0).data, X.var(axis=0))
-assert Tensor([1, 2, 4]).mean().dtype == float32
-assert x.max(axis=0, keepdims=True).shape == (1, 3) and x.max().shape == ()
-assert x.argmin().item() == 0
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### Task `tensor_shapes`: reshape, permute, expand, indexing, cat, stack
-#
-# Shape ops move numbers around without changing them, so their backward
-# moves the gradient back: `Reshape` reshapes it to the input shape,
-# `Permute` applies the inverse permutation, `Expand` returns it unchanged
-# (the engine sums the broadcast axes back), `GetItem` scatters it into a
-# zero array of the input's shape, `Cat` and `Stack` cut it into pieces.
-#
-# Indexing with an integer array may pick the same element twice
-# (`x[[0, 0]]`); its gradient must then be the *sum* of both picks. Plain
-# assignment `g[index] = grad` keeps only the last one; `np.add.at`
-# accumulates.
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_shapes_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-def _has_integer_array(index: Any) -> bool:
-    """True when an index can select the same element more than once."""
-    parts = index if isinstance(index, tuple) else (index,)
-    return any(hasattr(p, "dtype") and p.dtype.kind in "iu" and p.ndim > 0 for p in parts)
-
-
-def _scatter_add(target: Any, index: Any, values: Any) -> None:
-    """``target[index] += values``, adding up repeated indices (NumPy or CuPy)."""
-    if isinstance(target, np.ndarray):
-        np.add.at(target, index, values)
-    else:
-        import cupyx
-
-        cupyx.scatter_add(target, index, values)
-
-
-class Reshape(Function):
-    def forward(self, a, shape):
-        ### BEGIN SOLUTION
-        self.shape = a.shape
-        try:
-            return a.reshape(shape)
-        except ValueError:
-            raise ShapeError(f"reshape: cannot reshape shape {tuple(a.shape)} ({a.size} elements) into {shape}") from None
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return grad.reshape(self.shape)
-        ### END SOLUTION
-
-
-class Permute(Function):
-    def forward(self, a, axes):
-        ### BEGIN SOLUTION
-        self.axes = axes
-        return a.transpose(axes)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return grad.transpose(np.argsort(self.axes))
-        ### END SOLUTION
-
-
-class Expand(Function):
-    def forward(self, a, shape):
-        ### BEGIN SOLUTION
-        try:
-            return self.xp.broadcast_to(a, shape)
-        except ValueError:
-            raise ShapeError(f"expand: cannot expand shape {tuple(a.shape)} to {shape}") from None
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return grad
-        ### END SOLUTION
-
-
-class GetItem(Function):
-    def forward(self, a, index):
-        ### BEGIN SOLUTION
-        self.shape, self.dtype, self.index = a.shape, a.dtype, index
-        try:
-            return a[index]
-        except IndexError as err:
-            raise ShapeError(f"getitem: index {index!r} does not fit shape {tuple(a.shape)}: {err}") from None
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        full = self.xp.zeros(self.shape, self.dtype)
-        if _has_integer_array(self.index):
-            _scatter_add(full, self.index, grad)
-        else:
-            full[self.index] = grad
-        return full
-        ### END SOLUTION
-
-
-class Cat(Function):
-    def forward(self, *arrays, axis=0):
-        ### BEGIN SOLUTION
-        self.axis = axis
-        self.ends = np.cumsum([a.shape[axis] for a in arrays])[:-1]
-        return self.xp.concatenate(arrays, axis=axis)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return tuple(self.xp.split(grad, self.ends, axis=self.axis))
-        ### END SOLUTION
-
-
-class Stack(Function):
-    def forward(self, *arrays, axis=0):
-        ### BEGIN SOLUTION
-        self.axis = axis
-        return self.xp.stack(arrays, axis=axis)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return tuple(self.xp.moveaxis(grad, self.axis, 0))
-        ### END SOLUTION
-
-
-# %% [markdown]
-# `cat` and `stack` take a list of tensors; they check what the arrays would
-# otherwise complain about in less helpful words.
-
-# %%
-#| export
-def _same_device_and_dtype(tensors: Sequence[Tensor], op: str) -> list[Tensor]:
-    """The tensors of a list-taking op, brought to one dtype; one device required."""
-    if not tensors:
-        raise ValueError(f"{op}: expected a non-empty sequence of tensors; got {tensors!r}")
-    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
-    devices = {t._device for t in tensors}
-    if len(devices) > 1:
-        raise DeviceError(f"{op}: tensors are on different devices: {sorted(map(str, devices))}")
-    dtype = functools.reduce(promote_types, (t.dtype for t in tensors))
-    return [t.to(dtype=dtype) for t in tensors]
-
-
-def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors along an existing axis."""
-    tensors = _same_device_and_dtype(tensors, "cat")
-    ndim = tensors[0].ndim
-    if ndim == 0 or not -ndim <= axis < ndim:
-        raise ShapeError(f"cat: axis {axis} is out of range for tensors with {ndim} axes")
-    axis %= ndim
-    shapes = [t.shape[:axis] + t.shape[axis + 1:] for t in tensors]
-    if any(len(t.shape) != ndim for t in tensors) or len(set(shapes)) > 1:
-        raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {axis}")
-    return Cat.apply(*tensors, axis=axis)
-
-
-def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join same-shaped tensors along a new axis."""
-    tensors = _same_device_and_dtype(tensors, "stack")
-    if len({t.shape for t in tensors}) > 1:
-        raise ShapeError(f"stack: all tensors need one shape; got {[t.shape for t in tensors]}")
-    ndim = tensors[0].ndim + 1
-    if not -ndim <= axis < ndim:
-        raise ShapeError(f"stack: axis {axis} is out of range for the {ndim} axes of the result")
-    return Stack.apply(*tensors, axis=axis % ndim)
-
-
-# %% nbgrader={"grade": true, "grade_id": "tensor_shapes", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-X = np.arange(6, dtype=np.float32).reshape(2, 3)
-x = Tensor(X, requires_grad=True)
-r = x.reshape(3, 2)
-assert r.shape == (3, 2) and r._ctx.backward(np.ones((3, 2), np.float32)).shape == (2, 3)
-assert x.reshape(-1).shape == (6,) and x.flatten().shape == (6,)
-assert x.T.shape == (3, 2) and _close(x.T.data, X.T) and x.T._ctx.backward(np.ones((3, 2))).shape == (2, 3)
-assert x.unsqueeze(0).shape == (1, 2, 3) and x.unsqueeze(0).squeeze(0).shape == (2, 3)
-assert x.expand(4, 2, 3).shape == (4, 2, 3)
-assert _close(x[1].data, [3, 4, 5]) and _close(x[:, 1:].data, X[:, 1:])
-assert _close(x[1]._ctx.backward(np.ones(3, np.float32)), [[0, 0, 0], [1, 1, 1]])
-picked = x[np.array([0, 0, 1])]
-assert _close(picked._ctx.backward(np.ones((3, 3), np.float32)), [[2, 2, 2], [1, 1, 1]]), "repeated picks add up"
-c = cat([x, x * 2], axis=0)
-assert c.shape == (4, 3) and [g.shape for g in c._ctx.backward(np.ones((4, 3), np.float32))] == [(2, 3), (2, 3)]
-s = stack([x, x], axis=1)
-assert s.shape == (2, 2, 3) and len(s._ctx.backward(np.ones((2, 2, 3), np.float32))) == 2
-### BEGIN HIDDEN TESTS
-p = Tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4), requires_grad=True).permute(2, 0, 1)
-assert p.shape == (4, 2, 3)
-G = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
-assert _close(p._ctx.backward(G), G.transpose(1, 2, 0))
-assert x.transpose(0, 1).shape == (3, 2)
-cs = cat([x, Tensor(np.zeros((2, 1), np.float32), requires_grad=True)], axis=1)
-g1, g2 = cs._ctx.backward(np.arange(8, dtype=np.float32).reshape(2, 4))
-assert _close(g1, [[0, 1, 2], [4, 5, 6]]) and _close(g2, [[3], [7]])
-st = stack([x, x * 0], axis=-1)
-assert st.shape == (2, 3, 2)
-ga, gb = st._ctx.backward(np.stack([np.ones((2, 3)), 2 * np.ones((2, 3))], axis=-1).astype(np.float32))
-assert _close(ga, 1) and _close(gb, 2)
-mask = Tensor(X > 2)
-assert _close(x[mask].data, [3, 4, 5])
-for bad in (lambda: x.reshape(4, 2), lambda: cat([x, Tensor(np.ones((3, 2)))], axis=0)):
-    try:
-        bad()
-        raise AssertionError("bad shapes must raise")
-    except ShapeError as err:
-        assert "(2, 3)" in str(err)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ### Task `tensor_select`: `where`, `clip`
-#
-# Comparisons (`a < b`, `a == b`, ...) give bool tensors and no gradient —
-# they are already written above with `_compare`. `where(cond, a, b)` picks
-# from `a` where `cond` is true and from `b` elsewhere, so the gradient goes
-# to `a` through the mask and to `b` through its complement. `clip` passes
-# the gradient only where the value was not limited.
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_select_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-class Where(Function):
-    def forward(self, a, b, cond):
-        ### BEGIN SOLUTION
-        self.cond = cond
-        return self.xp.where(cond, a, b)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        return grad * self.cond, grad * ~self.cond
-        ### END SOLUTION
-
-
-class Clip(Function):
-    def forward(self, a, low=None, high=None):
-        ### BEGIN SOLUTION
-        low = None if low is None else a.dtype.type(low)
-        high = None if high is None else a.dtype.type(high)
-        self.save_for_backward(a)
-        self.low, self.high = low, high
-        return a.clip(low, high)
-        ### END SOLUTION
-
-    def backward(self, grad):
-        ### BEGIN SOLUTION
-        (a,) = self.saved
-        inside = self.xp.ones(a.shape, dtype=bool)
-        if self.low is not None:
-            inside &= a >= self.low
-        if self.high is not None:
-            inside &= a <= self.high
-        return grad * inside
-        ### END SOLUTION
-
-
-def where(cond: Any, a: Any, b: Any) -> Tensor:
-    """Elementwise ``a if cond else b``, broadcasting all three."""
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        a = Tensor(a)
-    a, b = _operands(a, b)
-    if isinstance(cond, Tensor):
-        _same_device(cond, a, "where")
-        cond = cond.data
-    else:
-        cond = _to_array(cond, bool_, a._device)
-    return Where.apply(a, b, cond=cond.astype(bool, copy=False))
-
-
-# %% nbgrader={"grade": true, "grade_id": "tensor_select", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-a = Tensor([1.0, -2.0, 3.0], requires_grad=True)
-b = Tensor([0.0, 0.0, 0.0], requires_grad=True)
-w = where(a > 0, a, b)
-assert _close(w.data, [1, 0, 3])
-ga, gb = w._ctx.backward(np.ones(3, np.float32))
-assert _close(ga, [1, 0, 1]) and _close(gb, [0, 1, 0]) and ga.dtype == float32
-c = a.clip(-1.0, 2.0)
-assert _close(c.data, [1, -1, 2]) and _close(c._ctx.backward(np.ones(3, np.float32)), [1, 0, 0])
-assert (a > 0).dtype == bool_ and (a > 0).tolist() == [True, False, True]
-### BEGIN HIDDEN TESTS
-assert _close(a.clip(min=0.0).data, [1, 0, 3]) and _close(a.clip(max=0.0).data, [0, -2, 0])
-assert _close(a.clip(min=0.0)._ctx.backward(np.ones(3, np.float32)), [1, 0, 1])
-w2 = where(Tensor([True, False]), 1.0, a[:2])
-assert _close(w2.data, [1, -2]) and w2.dtype == float32
-assert (a == a).tolist() == [True] * 3 and (a != 1.0).tolist() == [False, True, True]
-assert (a <= -2.0).tolist() == [False, True, False]
-assert a.clip(0.0, 1.0).dtype == float32
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## Creating tensors
@@ -1862,87 +1062,1293 @@ def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tenso
     return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
-# %% nbgrader={"grade": true, "grade_id": "tensor_creation", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-assert Tensor([1.0, 2.0]).dtype == float32, "Python floats become float32"
-assert Tensor([1, 2]).dtype == int64 and Tensor([True]).dtype == bool_
-assert Tensor(np.zeros(3, np.float64)).dtype == float64, "NumPy arrays keep their dtype"
-shared = np.zeros(2, np.float32)
-Tensor(shared).data[0] = 1
-assert shared[0] == 0, "Tensor(array) copies the array"
-assert Tensor([1, 2], dtype="float16").dtype == float16
-assert tensor([[1.0, 2.0]]).shape == (1, 2) and zeros(2, 3).shape == (2, 3) and ones((4,)).dtype == float32
-assert full((2,), 7).dtype == int64 and arange(5).tolist() == [0, 1, 2, 3, 4] and arange(0, 1, 0.5).dtype == float32
+# %%
+print(tensor([[1.0, 2.0]]), zeros(2, 3).shape, ones((4,)).dtype, full((2,), 7).dtype, arange(0, 1, 0.25))
 manual_seed(0)
 first = randn(3)
 manual_seed(0)
 assert randn(3).tolist() == first.tolist(), "manual_seed makes draws reproducible"
+assert 0 <= rand(1000).numpy().min() and rand(1000).numpy().max() < 1 and rand(2, dtype="float16").dtype == float16
+assert zeros_like(first).tolist() == [0, 0, 0] and ones_like(first).dtype == float32
+
+# %% [markdown]
+# ## Function: an op's forward and backward, side by side
+#
+# Every op is a subclass of `Function`. `forward` receives raw arrays (NumPy
+# or CuPy) and returns the output array; it saves what `backward` will need.
+# `backward` receives the gradient of the final result with respect to this
+# op's output and returns one gradient per input (in the input's order).
+#
+# Two things `backward` does **not** need to worry about — the engine of
+# module 02 does them once for every op:
+#
+# * when an input was broadcast, its gradient has the output's shape; the
+#   engine sums it back down to the input's shape;
+# * gradients for inputs that do not require one are dropped.
+#
+# `Function.apply` is the one door every op goes through. It unwraps the
+# input tensors, runs `forward` (with any keyword parameters) on the inputs'
+# device, wraps the result in a `Tensor` on that device and — only when
+# gradients are wanted — records the node: the `Function` instance keeps its
+# inputs (`fn.inputs`, a tuple of the tensors), which inputs need a gradient
+# (`fn.needs_input_grad`, a tuple of bools), and the output points back to it
+# (`out._ctx`, with `out.requires_grad` set). When nothing requires a
+# gradient, or while `GradMode.enabled` is False (module 02's `no_grad()`),
+# nothing is recorded and the `Function` is garbage right away. Set `fn.xp`
+# to the device's array module, so that `forward` and `backward` can write
+# `self.xp.exp(a)` for NumPy and CuPy alike.
+#
+# `apply` is also the one place that guarantees an op never mixes devices:
+# every input must be on the first input's device, or it raises a
+# `DeviceError` that names the op and lists each input's device and shape —
+# `mul: inputs are on different devices: cpu (2,), cpu:1 (2,)`.
+#
+# And it is where shape errors become readable. NumPy says
+# `operands could not be broadcast together with shapes (2,3) (4,)`, without
+# naming the op. When `forward` raises a `ValueError` about shapes, re-raise
+# it as a `ShapeError` whose message starts with the op's name and lists the
+# input shapes — `add: inputs of shapes (2, 3), (4,) do not fit: ...`; keep a
+# `ShapeError` an op raised itself, and any other error, as it is.
+#
+# One NumPy quirk to absorb: an op on 0-d arrays returns a NumPy *scalar*
+# (`np.float32`), which cannot be written into in place. Turn it back into a
+# 0-d array so every tensor's `data` is an array.
+#
+# The first three lines of `apply` are given: they hand the op to the
+# mixed-precision policy of module 11 when one is in force (inside
+# `autocast()`), which casts the inputs and then calls `apply` again with the
+# policy switched off. Outside `autocast()` they cost one attribute read. The
+# policy is per thread (`AutocastMode` is a `threading.local`), as in PyTorch.
+#
+# ### Task `tensor_function` (3 points): `Function.apply`
+#
+# The two switches `apply` reads come first; they are given.
+
+# %%
+#| export
+class GradMode:
+    """Whether ops record the graph; no_grad() and enable_grad() in module 02 switch it."""
+
+    enabled = True
+
+
+class _AutocastState(threading.local):
+    """The mixed-precision policy in force in this thread; module 11's autocast() sets it (None: off)."""
+
+    policy = None  # per thread, as torch.autocast: another thread's autocast() never reaches this one
+
+
+AutocastMode = _AutocastState()
+
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_function_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Function:
+    """One node of the graph: an op's forward and its backward, side by side."""
+
+    inputs: tuple = ()
+    needs_input_grad: tuple = ()
+    saved: tuple | None = ()
+    xp: Any = np
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        """Keep the arrays backward() will need (the engine frees them after use)."""
+        self.saved = arrays
+
+    def forward(self, *arrays: Any, **params: Any) -> Any:
+        """Compute the output array from the input arrays."""
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def backward(self, grad: Any) -> Any:
+        """Gradients with respect to each input, given the gradient of the output."""
+        raise NotImplementedError(f"{type(self).__name__}.backward")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+    @classmethod
+    def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
+        """Run ``forward`` on the inputs' arrays; record the node when a gradient is wanted."""
+        policy = AutocastMode.policy  # module 11's mixed precision: None unless inside autocast()
+        if policy is not None:
+            return policy.apply(cls, inputs, params)
+        ### BEGIN SOLUTION
+        fn = cls()
+        device = inputs[0]._device
+        arrays, needs = [], []
+        for t in inputs:  # one pass: check the device, collect the arrays and who wants a gradient
+            if t._device is not device:
+                devices = ", ".join(f"{x._device} {x.shape}" for x in inputs)
+                raise DeviceError(f"{cls.__name__.lower()}: inputs are on different devices: {devices}")
+            arrays.append(t.data)
+            needs.append(t.requires_grad)
+        fn.xp = device.xp
+        try:
+            with device:
+                data = fn.forward(*arrays, **params)
+        except ShapeError:
+            raise
+        except ValueError as err:
+            if "shape" not in str(err):  # not a shape problem: let it through unchanged
+                raise
+            shapes = ", ".join(str(t.shape) for t in inputs)
+            raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
+        if isinstance(data, np.generic):  # NumPy hands back scalars for 0-d results
+            data = np.asarray(data)
+        out = Tensor._wrap(data, device)
+        needs = tuple(needs) if GradMode.enabled else ()
+        if True in needs:
+            fn.inputs, fn.needs_input_grad = inputs, needs
+            out.requires_grad, out._ctx = True, fn
+        return out
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_function", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+class Scale(Function):
+    """A test op, out = a * b * factor: enough to drive apply (no backward needed)."""
+
+    def forward(self, a, b, factor=1.0):
+        self.seen = (a, b)
+        return a * b * factor
+
+
+a = Tensor([1.0, 2.0], requires_grad=True)
+b = Tensor([3.0, 4.0])
+c = Scale.apply(a, b)
+assert isinstance(c, Tensor) and _close(c.data, [3, 8]), "apply must return forward's array wrapped in a Tensor"
+assert isinstance(c._ctx, Scale) and c._ctx.inputs[0] is a and c._ctx.inputs[1] is b, "the output must record its node, which keeps the input tensors"
+assert c._ctx.needs_input_grad == (True, False) and c.requires_grad, "the node says which inputs need a gradient, and the output requires one"
+d = Scale.apply(b, b)
+assert d._ctx is None and not d.requires_grad, "no node when no input needs a gradient"
+assert _close(Scale.apply(a, b, factor=2.0).data, [6, 16]), "keyword parameters must reach forward"
 try:
-    Tensor("abc")
-    raise AssertionError("strings are not numbers")
-except TypeError as err:
-    assert "str" in str(err)
+    Scale.apply(Tensor([1.0]), Tensor([1.0], device="cpu:1"))
+    raise AssertionError("inputs on different devices must raise a DeviceError")
+except DeviceError as err:
+    assert "cpu:1" in str(err), f"the error must list the inputs' devices; got: {err}"
 ### BEGIN HIDDEN TESTS
-src = Tensor([1.0, 2.0])
-copy = Tensor(src)
-copy.data[0] = 99
-assert src.data[0] == 1.0, "Tensor(tensor) copies"
-assert Tensor(3.5).shape == () and Tensor(3.5).dtype == float32
-assert rand(1000).numpy().min() >= 0 and rand(1000).numpy().max() < 1 and rand(2, dtype="float16").dtype == float16
-assert abs(float(randn(20000).numpy().std()) - 1) < 0.05
-assert zeros_like(src).tolist() == [0, 0] and ones_like(src).dtype == float32
+assert isinstance(c._ctx.inputs, tuple) and isinstance(c._ctx.needs_input_grad, tuple), "inputs and needs_input_grad must be tuples, one entry per input"
+assert all(isinstance(x, np.ndarray) for x in c._ctx.seen), "forward must receive the inputs' arrays, not the tensors"
+GradMode.enabled = False
 try:
-    Tensor([[1, 2], [3]])
-    raise AssertionError("ragged lists must raise")
-except TypeError:
-    pass
+    e = Scale.apply(a, b)
+finally:
+    GradMode.enabled = True
+assert e._ctx is None and not e.requires_grad, "nothing is recorded while GradMode.enabled is False"
+s = Scale.apply(Tensor(2.0, requires_grad=True), Tensor(3.0))
+assert isinstance(s.data, np.ndarray) and s.shape == (), "a 0-d result must be a 0-d array, not a NumPy scalar"
+x1, y1 = Tensor([1.0, 2.0], device="cpu:1"), Tensor([3.0, 4.0], device="cpu:1")
+assert Scale.apply(x1, y1).device is x1.device, "the output must live on the inputs' device"
 try:
-    Tensor(np.zeros(2, np.complex64))
-    raise AssertionError("complex is not supported")
-except TypeError as err:
-    assert "complex64" in str(err)
+    Scale.apply(Tensor([1.0, 2.0]), x1)
+    raise AssertionError("apply must refuse inputs on different devices")
+except DeviceError as err:
+    assert str(err).startswith("scale") and "(2,)" in str(err), f"the device error must start with the op's name and list each input's device and shape; got: {err}"
 try:
-    zeros(2, dtype="int8")
-    raise AssertionError("int8 is not a tinyflo dtype")
-except TypeError as err:
-    assert "dtype" in str(err)
+    Scale.apply(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((4,), np.float32)))
+    raise AssertionError("shapes that do not broadcast must raise a ShapeError")
+except ShapeError as err:
+    assert str(err).startswith("scale") and "(2, 3)" in str(err) and "(4,)" in str(err), f"the shape error must start with the op's name and list the input shapes; got: {err}"
+
+
+class Raises(Function):
+    """A test op that raises the error it is given."""
+
+    def forward(self, a, error=None):
+        raise error
+
+
+try:
+    Raises.apply(a, error=ShapeError("raises: shapes (2,) and (3,) differ"))
+    raise AssertionError("a ShapeError raised by an op must come out of apply")
+except ShapeError as err:
+    assert str(err) == "raises: shapes (2,) and (3,) differ", f"a ShapeError an op raised itself must be kept as it is; got: {err}"
+try:
+    Raises.apply(a, error=ValueError("negative values are not allowed"))
+    raise AssertionError("a ValueError raised by an op must come out of apply")
+except ValueError as err:
+    assert not isinstance(err, ShapeError), "a ValueError that is not about shapes must stay a plain ValueError"
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## Recording the graph: `Function.apply`
-#
-# With every op in place we can test the door they all go through.
+# The first op, which needs no task: `To` moves a tensor to another device and/or
+# dtype, and its backward moves the gradient back. `_operands` uses it to
+# cast, and mixed precision (module 11) leans on it.
 
-# %% nbgrader={"grade": true, "grade_id": "tensor_function", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-a = Tensor([1.0, 2.0], requires_grad=True)
-b = Tensor([3.0, 4.0])
-c = a * b
-assert isinstance(c._ctx, Mul) and c._ctx.inputs == (a, b) and c.requires_grad
-assert c._ctx.needs_input_grad == (True, False)
-d = b * b
-assert d._ctx is None and not d.requires_grad, "no node when no input needs a gradient"
+# %%
+#| export
+class To(Function):
+    def forward(self, a, source, device, dtype):
+        self.source, self.device, self.source_dtype = source, device, a.dtype
+        return _move(a, source, device).astype(dtype, copy=False)
+
+    def backward(self, grad):
+        return _move(grad, self.device, self.source).astype(self.source_dtype, copy=False)
+
+
+# %% [markdown]
+# ## Ops
+#
+# Now the ops. Each is a `Function` whose `forward` computes the value and
+# whose `backward` gives the local derivative — the chain rule's factor that
+# belongs to this op — multiplied by the incoming `grad`.
+#
+# A note on dtypes in `backward`: multiplying by a bool mask keeps float32
+# (`grad * (a > 0)`), whereas dividing by an integer count would not
+# (float32 / int64 is float64 in NumPy). Keep counts in the array's dtype.
+#
+# | op | forward | backward (∂out/∂a · grad, ∂out/∂b · grad) |
+# |---|---|---|
+# | Add | a + b | grad, grad |
+# | Sub | a − b | grad, −grad |
+# | Mul | a · b | grad · b, grad · a |
+# | Div | a / b | grad / b, −grad · a / b² |
+# | Pow | aᵇ | grad · b · aᵇ⁻¹, grad · aᵇ · ln a |
+# | Neg | −a | −grad |
+#
+# ### Task `tensor_arithmetic` (1 point): `+`, `-` and negation
+#
+# `Add`, `Sub` and `Neg`: the table's first, second and last rows.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_arithmetic_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Add(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        return a + b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad, grad
+        ### END SOLUTION
+
+
+class Sub(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        return a - b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad, -grad
+        ### END SOLUTION
+
+
+class Neg(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        return -a
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return -grad
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_arithmetic", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+a = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+b = Tensor([2.0, 5.0], requires_grad=True)
+g = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+assert _close((a + b).data, [[3, 7], [5, 9]]), "a + b must add, broadcasting b over the rows"
+assert _close((a - b).data, [[-1, -3], [1, -1]]), "a - b must subtract b from a"
+assert _close((-a).data, [[-1, -2], [-3, -4]]), "-a must negate every element"
+ga, gb = (a - b)._ctx.backward(g)
+assert _close(ga, g) and _close(gb, -g), "the gradients of a - b are grad for a and -grad for b"
 ### BEGIN HIDDEN TESTS
-GradMode.enabled = False
-try:
-    e = a * b
-finally:
-    GradMode.enabled = True
-assert e._ctx is None and not e.requires_grad, "nothing is recorded while grad mode is off"
-assert (a + 1).device is a.device
+ga, gb = (a + b)._ctx.backward(g)
+assert _close(ga, g) and _close(gb, g), "the gradients of a + b are grad for both inputs"
+assert _close((-a)._ctx.backward(g), -g), "the gradient of -a is -grad"
+assert (2 - a).dtype == float32 and _close((2 - a).data, [[1, 0], [-1, -2]]), "2 - a must subtract a from 2 and keep float32"
+assert (Tensor([1.0], dtype="float16") + Tensor([1.0])).dtype == float32, "float16 + float32 must give float32"
+assert (Tensor([1, 2]) + 1).dtype == int64 and (Tensor([1, 2]) - 1).tolist() == [0, 1], "int64 arithmetic with a Python int stays int64"
 try:
     Tensor([1.0]) + Tensor([1.0], device="cpu:1")
-    raise AssertionError("mixing devices must raise")
+    raise AssertionError("adding tensors on different devices must raise a DeviceError")
 except DeviceError as err:
-    assert "cpu" in str(err) and "cpu:1" in str(err)
+    assert "cpu:1" in str(err), f"the error must name both devices; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_mul_div` (1 point): `*` and `/`
+#
+# `Mul` and `Div`, the table's third and fourth rows. Each saves what its
+# backward needs with `save_for_backward`; `Div` can save its output and
+# write −grad · a / b² as −(grad / b) · out.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_mul_div_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Mul(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        self.save_for_backward(a, b)
+        return a * b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, b = self.saved
+        return grad * b, grad * a
+        ### END SOLUTION
+
+
+class Div(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        out = a / b
+        self.save_for_backward(b, out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        b, out = self.saved
+        grad_a = grad / b
+        return grad_a, -grad_a * out
+        ### END SOLUTION
+
+
+# %% [markdown]
+# Try it. With `requires_grad=True` the output records its node, and we can
+# call that node's `backward` by hand — exactly what module 02's engine will
+# do for every node of a graph.
+
+# %%
+a = Tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+b = Tensor([[10.0], [20.0]], requires_grad=True)
+c = a * b + 1          # broadcasting: (1, 3) * (2, 1) -> (2, 3)
+print(c, c.dtype)
+print("recorded:", c._ctx, "made from", c._ctx.inputs[0]._ctx)
+print("local derivatives of the Mul:", c._ctx.inputs[0]._ctx.backward(np.ones((2, 3), np.float32)))
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_mul_div", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+a = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+b = Tensor([2.0, 5.0], requires_grad=True)
+g = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+assert _close((a * b).data, [[2, 10], [6, 20]]), "a * b must multiply, broadcasting b over the rows"
+assert _close((a / b).data, [[0.5, 0.4], [1.5, 0.8]]), "a / b must divide a by b"
+ga, gb = (a * b)._ctx.backward(g)
+assert _close(ga, g * b.data) and _close(gb, g * a.data), "the gradients of a * b are grad * b for a and grad * a for b"
+ga, gb = (a / b)._ctx.backward(g)
+assert _close(ga, g / b.data), "the gradient of a / b for a is grad / b"
+assert _close(gb, -g * a.data / b.data ** 2), "the gradient of a / b for b is -grad * a / b**2"
+### BEGIN HIDDEN TESTS
+assert ga.dtype == float32 and gb.dtype == float32, "the gradients of a / b must stay float32"
+assert (a * 2.5).dtype == float32 and (2 / a).dtype == float32, "Python scalars must keep float32"
+assert _close((2 / a).data, 2 / a.data), "2 / a must divide 2 by a"
+i = Tensor([1, 2, 3])
+assert (i / 2).dtype == float32 and _close((i / 2).data, [0.5, 1, 1.5]), "true division of integers gives float32, not float64"
+assert (i * 2).dtype == int64 and (i * 0.5).dtype == float32, "int64 * 2 stays int64; int64 * 0.5 gives float32"
+gs = (Tensor(3.0, requires_grad=True) * Tensor(4.0, requires_grad=True))._ctx.backward(np.float32(2.0))
+assert _close(gs[0], 8) and _close(gs[1], 6), "for 0-d inputs 3 and 4 and grad 2, the gradients of a * b are 8 and 6"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_pow` (1 point): `**`
+#
+# `Pow`, the table's fifth row. Compute each gradient only when its input
+# needs one (`self.needs_input_grad`), and return None for the other: for
+# `x ** 2` the exponent needs none, and `ln x` would be wasted work (and NaN
+# for negative x).
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_pow_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Pow(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        out = a ** b
+        self.save_for_backward(a, b, out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, b, out = self.saved
+        grad_a = grad * b * a ** (b - 1) if self.needs_input_grad[0] else None
+        grad_b = grad * out * self.xp.log(a) if self.needs_input_grad[1] else None
+        return grad_a, grad_b
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_pow", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+a = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+g = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+assert _close((a ** 2).data, [[1, 4], [9, 16]]), "a ** 2 must square every element"
+ga, ge = (a ** 3)._ctx.backward(g)
+assert _close(ga, g * 3 * a.data ** 2), "the gradient of a ** 3 for a is grad * 3 * a ** 2"
+assert ge is None, "the exponent 3 needs no gradient: return None for it"
+### BEGIN HIDDEN TESTS
+e = Tensor(3.0, requires_grad=True)
+gp, ge = (Tensor(2.0) ** e)._ctx.backward(np.float32(1.5))
+assert _close(ge, 1.5 * 8 * np.log(2.0), 1e-5), "the gradient of 2 ** e for e is grad * 2 ** e * ln 2"
+assert gp is None, "the base 2.0 needs no gradient: return None for it"
+assert (2 ** a).dtype == float32 and _close((2 ** a).data, 2 ** a.data), "2 ** a must raise 2 to the power a, in float32"
+b = Tensor([2.0, 0.5], requires_grad=True)
+ga, gb = (a ** b)._ctx.backward(g)
+assert _close(ga, g * b.data * a.data ** (b.data - 1), 1e-5), "a ** b: the gradient for a is grad * b * a ** (b - 1)"
+assert _close(gb, g * a.data ** b.data * np.log(a.data), 1e-5), "a ** b: the gradient for b is grad * a ** b * ln a"
+assert ga.dtype == float32 and gb.dtype == float32, "the gradients of a ** b must stay float32"
+assert (Tensor([1, 2]) ** 2).dtype == int64, "an int64 tensor squared stays int64"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Elementwise functions
+#
+# One input, one output of the same shape. Where the derivative is written in
+# terms of the output, save the output and reuse it.
+#
+# ### Task `tensor_exp_log` (1 point): `exp`, `log`, `sqrt`
+#
+# d exp(a) = exp(a) and d √a = 1 / (2√a), both in terms of the output;
+# d log(a) = 1 / a needs the input.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_exp_log_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Exp(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        out = self.xp.exp(a)
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad * out
+        ### END SOLUTION
+
+
+class Log(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        self.save_for_backward(a)
+        return self.xp.log(a)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (a,) = self.saved
+        return grad / a
+        ### END SOLUTION
+
+
+class Sqrt(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        out = self.xp.sqrt(a)
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad / (out + out)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_exp_log", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = Tensor([0.25, 1.0, 4.0], requires_grad=True)
+g = np.array([1.0, 2.0, 3.0], np.float32)
+assert _close(x.exp().data, np.exp(x.data)), "exp must match np.exp"
+assert _close(x.exp()._ctx.backward(g), g * np.exp(x.data), 1e-5), "the gradient of exp(a) is grad * exp(a)"
+assert _close(x.log().data, np.log(x.data)), "log must match np.log"
+assert _close(x.log()._ctx.backward(g), g / x.data), "the gradient of log(a) is grad / a"
+### BEGIN HIDDEN TESTS
+assert _close(x.sqrt().data, [0.5, 1, 2]), "sqrt must match np.sqrt"
+assert _close(x.sqrt()._ctx.backward(g), g / (2 * np.sqrt(x.data))), "the gradient of sqrt(a) is grad / (2 sqrt(a))"
+for op in ("exp", "log", "sqrt"):
+    assert getattr(x, op)().dtype == float32 and getattr(x, op)()._ctx.backward(g).dtype == float32, f"{op} must keep float32, gradient included"
+assert Tensor([1, 2]).exp().dtype == float32, "exp of an integer tensor is float32"
+h = Tensor([1.0, 2.0], dtype="float16", requires_grad=True)
+assert h.exp().dtype == float16 and h.log()._ctx.backward(np.ones(2, np.float16)).dtype == float16, "float16 in, float16 out, gradients included"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_tanh_sigmoid` (1 point): `tanh` and a stable `sigmoid`
+#
+# d tanh(a) = 1 − tanh²(a) and d σ(a) = σ(a)(1 − σ(a)): both in terms of the
+# output.
+#
+# `sigmoid` must be *stable*: `1 / (1 + exp(-a))` overflows for a = −1000.
+# Compute `e = exp(-|a|)`, which never overflows, and use `1 / (1 + e)` where
+# a ≥ 0 and `e / (1 + e)` where a < 0.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_tanh_sigmoid_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Tanh(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        out = self.xp.tanh(a)
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad * (1 - out * out)
+        ### END SOLUTION
+
+
+class Sigmoid(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        e = self.xp.exp(-self.xp.abs(a))
+        out = self.xp.where(a >= 0, 1 / (1 + e), e / (1 + e))
+        self.save_for_backward(out)
+        return out
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (out,) = self.saved
+        return grad * out * (1 - out)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_tanh_sigmoid", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = Tensor([-2.0, -0.5, 0.5, 2.0], requires_grad=True)
+g = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+s = 1 / (1 + np.exp(-x.data))
+assert _close(x.tanh().data, np.tanh(x.data)), "tanh must match np.tanh"
+assert _close(x.tanh()._ctx.backward(g), g * (1 - np.tanh(x.data) ** 2)), "the gradient of tanh(a) is grad * (1 - tanh(a)**2)"
+assert _close(x.sigmoid().data, s), "sigmoid(a) is 1 / (1 + exp(-a))"
+with np.errstate(over="raise"):  # here an overflow is an error, not a warning
+    big = Tensor([-1000.0, 1000.0]).sigmoid()
+assert _close(big.data, [0, 1]), "sigmoid(-1000) is 0 and sigmoid(1000) is 1"
+### BEGIN HIDDEN TESTS
+assert _close(x.sigmoid()._ctx.backward(g), g * s * (1 - s)), "the gradient of sigmoid(a) is grad * sigmoid(a) * (1 - sigmoid(a))"
+assert x.tanh().dtype == float32 and x.sigmoid().dtype == float32, "tanh and sigmoid must keep float32"
+assert x.sigmoid()._ctx.backward(g).dtype == float32, "the gradient of sigmoid must stay float32"
+with np.errstate(over="raise"):
+    far = Tensor([-100.0, -30.0, 30.0, 100.0]).sigmoid().data
+assert _close(far, [0, 0, 1, 1]), "sigmoid must not overflow for large |a|, and must give 0 and 1 there"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_relu_abs` (1 point): `relu` and `abs`
+#
+# Both are piecewise linear, so their derivatives are masks: relu passes the
+# gradient where a > 0, abs multiplies it by the sign of a. At a = 0 both
+# give 0, as in PyTorch.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_relu_abs_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class ReLU(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        self.save_for_backward(a)
+        return self.xp.maximum(a, a.dtype.type(0))
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (a,) = self.saved
+        return grad * (a > 0)
+        ### END SOLUTION
+
+
+class Abs(Function):
+    def forward(self, a):
+        ### BEGIN SOLUTION
+        self.save_for_backward(a)
+        return self.xp.abs(a)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (a,) = self.saved
+        return grad * self.xp.sign(a)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_relu_abs", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+x = Tensor([-2.0, -0.5, 0.0, 0.5, 2.0], requires_grad=True)
+g = np.array([1.0, 2.0, 3.0, 4.0, 5.0], np.float32)
+assert _close(x.relu().data, [0, 0, 0, 0.5, 2]), "relu(a) is max(a, 0)"
+assert _close(x.relu()._ctx.backward(g), [0, 0, 0, 4, 5]), "relu passes the gradient only where a > 0"
+assert _close(abs(x).data, [2, 0.5, 0, 0.5, 2]), "abs(a) is |a|"
+### BEGIN HIDDEN TESTS
+assert _close(x.abs()._ctx.backward(g), [-1, -2, 0, 4, 5]), "the gradient of |a| is grad * sign(a), and 0 at a = 0"
+assert x.relu().dtype == float32 and x.relu()._ctx.backward(g).dtype == float32, "relu must keep float32, gradient included"
+assert x.abs()._ctx.backward(g).dtype == float32, "the gradient of abs must stay float32"
+assert Tensor([-1, 2]).relu().tolist() == [0, 2] and Tensor([-1, 2]).relu().dtype == int64, "relu of an int64 tensor stays int64"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Matrix multiplication
+#
+# ### Task `tensor_matmul` (2 points): `a @ b`
+#
+# `a @ b` multiplies the last two axes and broadcasts the ones in front
+# (a batch of matrices times one matrix, say). A 1-D operand is a vector:
+# `a` of shape (n,) acts as (1, n) and `b` of shape (n,) as (n, 1), and that
+# axis is dropped from the result.
+#
+# For C = A B: ∂L/∂A = ∂L/∂C · Bᵀ and ∂L/∂B = Aᵀ · ∂L/∂C, with the transposes
+# over the last two axes. Each is a full matmul, so compute only the ones
+# `self.needs_input_grad` asks for (None for the other): the gradient with
+# respect to a batch of input data is a fifth of an MLP's training FLOPs, and
+# nobody needs it. Handle the vector cases by giving them their matrix shape
+# in backward, then dropping it again. Batch axes that were broadcast are
+# summed back by the engine.
+#
+# Shapes that do not fit must give an error a person can act on:
+# `matmul: shapes (32, 785) and (784, 10) do not fit: the last axis of the
+# first (785) must equal the first of the last two of the second (784)`.
+# A 0-d operand is a `ShapeError` too:
+# `matmul: both operands need at least one axis; got shapes () and (2,)`.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_matmul_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class MatMul(Function):
+    def forward(self, a, b):
+        ### BEGIN SOLUTION
+        if a.ndim == 0 or b.ndim == 0:
+            raise ShapeError(f"matmul: both operands need at least one axis; got shapes {a.shape} and {b.shape}")
+        k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
+        if a.shape[-1] != k_b:
+            raise ShapeError(
+                f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} do not fit: the last axis of "
+                f"the first ({a.shape[-1]}) must equal the first of the last two of the second ({k_b})"
+            )
+        self.save_for_backward(a, b)
+        return a @ b
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, b = self.saved
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        if a.ndim == 1:
+            grad = grad[..., None, :]
+        if b.ndim == 1:
+            grad = grad[..., None]
+        grad_a = grad_b = None
+        if self.needs_input_grad[0]:  # skip a whole matmul for inputs like a data batch
+            grad_a = grad @ b2.swapaxes(-1, -2)
+            grad_a = grad_a[..., 0, :] if a.ndim == 1 else grad_a
+        if self.needs_input_grad[1]:
+            grad_b = a2.swapaxes(-1, -2) @ grad
+            grad_b = grad_b[..., 0] if b.ndim == 1 else grad_b
+        return grad_a, grad_b
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_matmul", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+A = np.arange(6, dtype=np.float32).reshape(2, 3)
+B = np.arange(12, dtype=np.float32).reshape(3, 4)
+a, b = Tensor(A, requires_grad=True), Tensor(B, requires_grad=True)
+c = a @ b
+assert c.shape == (2, 4) and c.dtype == float32 and _close(c.data, A @ B), "a @ b must be the matrix product, in float32"
+G = np.arange(8, dtype=np.float32).reshape(2, 4)
+ga, gb = c._ctx.backward(G)
+assert _close(ga, G @ B.T) and _close(gb, A.T @ G), "the gradients of A @ B are grad @ B.T for A and A.T @ grad for B"
 try:
-    Mul.apply(Tensor([1.0]), Tensor([1.0], device="cpu:1"))
-    raise AssertionError("apply itself must refuse inputs on different devices")
-except DeviceError as err:
-    assert "cpu:1" in str(err)
-try:
-    Tensor(np.ones((2, 3), np.float32)) + Tensor(np.ones((4,), np.float32))
-    raise AssertionError("shapes that do not broadcast must raise")
+    Tensor(np.ones((32, 785), np.float32)) @ Tensor(np.ones((784, 10), np.float32))
+    raise AssertionError("mismatched shapes must raise a ShapeError")
 except ShapeError as err:
-    assert "(2, 3)" in str(err) and "(4,)" in str(err)
+    assert "785" in str(err) and "784" in str(err), f"the error must name both sizes that differ; got: {err}"
+### BEGIN HIDDEN TESTS
+batch = Tensor(np.ones((5, 2, 3), np.float32), requires_grad=True)
+out = batch @ b
+assert out.shape == (5, 2, 4), "a batch of matrices times one matrix keeps the batch axis"
+ga, gb = out._ctx.backward(np.ones((5, 2, 4), np.float32))
+assert ga.shape == (5, 2, 3) and gb.shape == (5, 3, 4), "batched gradients keep the batch axis (the engine sums it back)"
+stacked = Tensor(np.ones((5, 3, 4), np.float32))
+assert (a @ stacked).shape == (5, 2, 4), "one matrix times a batch of matrices: the inner size is the second-last axis of the second"
+v = Tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
+mv = Tensor(B.T.copy(), requires_grad=True) @ v
+assert mv.shape == (4,) and _close(mv.data, B.T @ v.data), "matrix @ vector gives a vector"
+gm, gv = mv._ctx.backward(np.ones(4, np.float32))
+assert gm.shape == (4, 3) and gv.shape == (3,) and _close(gv, B @ np.ones(4)), "matrix @ vector: the vector's gradient is a vector"
+vm = v @ b
+gv2, gb2 = vm._ctx.backward(np.ones(4, np.float32))
+assert gv2.shape == (3,) and gb2.shape == (3, 4) and _close(gb2, np.outer(v.data, np.ones(4))), "vector @ matrix: the gradients have the inputs' shapes"
+g_data, g_weight = (Tensor(A) @ b)._ctx.backward(G)
+assert g_data is None and _close(g_weight, A.T @ G), "no gradient (and no matmul) for an input that needs none"
+try:
+    Tensor(2.0) @ Tensor(np.ones(2, np.float32))
+    raise AssertionError("a 0-d operand must raise a ShapeError")
+except ShapeError as err:
+    assert "axis" in str(err), f"the error must say that matmul needs at least one axis; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Reductions
+#
+# `Sum` and `Max` are the primitives; `mean`, `var` and `min` are built from
+# them and the arithmetic ops, so they get their gradients for free.
+#
+# `axis` arrives normalised: None (all axes) or a sorted tuple of
+# non-negative axes. `_keepdims_shape(shape, axis)` (given) is the shape the
+# result has with `keepdims=True`: backward uses it to give `grad` its reduced
+# axes back.
+
+# %%
+#| export
+def _keepdims_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The shape a reduction over ``axis`` has with ``keepdims=True``."""
+    return tuple(1 if axis is None or i in axis else n for i, n in enumerate(shape))
+
+
+# %% [markdown]
+# ### Task `tensor_sum` (1 point): `Sum`
+#
+# * forward: add float16 numbers up in float32 (`dtype=np.float32`) and cast
+#   the total back: float16 counts exactly only to 2048, so a float16 running
+#   sum of 3000 ones stalls at 2048.
+# * backward: every input element contributed once, so each gets the
+#   output's gradient. Give `grad` back its reduced axes (size 1) and
+#   broadcast it to the input's shape.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_sum_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Sum(Function):
+    def forward(self, a, axis=None, keepdims=False):
+        ### BEGIN SOLUTION
+        self.shape, self.axis = a.shape, axis
+        if is_floating(a.dtype) and a.dtype.itemsize < 4:
+            return a.sum(axis=axis, keepdims=keepdims, dtype=np.float32).astype(a.dtype)
+        return a.sum(axis=axis, keepdims=keepdims)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        grad = grad.reshape(_keepdims_shape(self.shape, self.axis))
+        return self.xp.broadcast_to(grad, self.shape)
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_sum", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+X = np.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], np.float32)
+x = Tensor(X, requires_grad=True)
+assert _close(x.sum().data, 21) and x.sum().shape == (), "sum() adds every element into a 0-d tensor"
+assert _close(x.sum(axis=0).data, [5, 7, 9]), "sum(axis=0) adds the rows"
+assert x.sum(axis=1, keepdims=True).shape == (2, 1), "keepdims=True keeps the reduced axis with size 1"
+assert _close(x.sum(axis=1)._ctx.backward(np.array([1.0, 2.0], np.float32)), [[1, 1, 1], [2, 2, 2]]), "each element gets the gradient of the sum it went into"
+### BEGIN HIDDEN TESTS
+assert _close(x.sum(axis=(0, 1)).data, 21) and _close(x.sum(axis=-1).data, [9, 12]), "sum over a tuple of axes, and over a negative axis"
+g0 = x.sum(axis=0, keepdims=True)._ctx.backward(np.array([[1.0, 2.0, 3.0]], np.float32))
+assert _close(g0, [[1, 2, 3], [1, 2, 3]]), "the gradient of a keepdims sum over axis 0 goes to every row"
+gall = x.sum()._ctx.backward(np.float32(2.0))
+assert gall.shape == (2, 3) and _close(gall, np.full((2, 3), 2.0)), "the gradient of a full sum goes to every element"
+h = Tensor(np.ones((3000, 2), np.float16)).sum(axis=0)
+assert h.dtype == float16 and _close(h.data, [3000, 3000]), f"a float16 sum of 3000 ones must add up in float32 and give 3000; got {h.data}"
+assert Tensor([1, 2, 3]).sum().dtype == int64 and Tensor([True, True]).sum().item() == 2, "integer and bool sums count in int64"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_mean_var` (1 point): `mean` and `var`
+#
+# Built from ops that already have gradients, so there is no backward to
+# write: mean = sum / count and var = Σ (x − mean)² / (count − correction),
+# where count is the number of elements reduced over (all of them for
+# `axis=None`). `correction=1` (the unbiased estimate, PyTorch's default)
+# divides by n − 1, `correction=0` by n. `Tensor.mean` and `Tensor.var`
+# (given) call these, in float32 for float16 input.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_mean_var_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _mean(x: Tensor, axis, keepdims: bool) -> Tensor:
+    """Mean = sum / count, built from ops that already have gradients."""
+    ### BEGIN SOLUTION
+    axes = _axes(axis, x.ndim, "mean")
+    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
+    return x.sum(axes, keepdims) / count
+    ### END SOLUTION
+
+
+def _var(x: Tensor, axis, keepdims: bool, correction: int) -> Tensor:
+    """Variance with ``correction`` (1: unbiased, PyTorch's default; 0: biased)."""
+    ### BEGIN SOLUTION
+    axes = _axes(axis, x.ndim, "var")
+    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
+    centered = x - x.mean(axes, keepdims=True)
+    return (centered * centered).sum(axes, keepdims) / (count - correction)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_mean_var", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+X = np.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], np.float32)
+x = Tensor(X, requires_grad=True)
+assert _close(x.mean().data, 3.5) and x.mean().dtype == float32, "mean() averages every element, in float32"
+assert _close(x.mean(axis=1).data, [3, 4]), "mean(axis=1) averages each row"
+assert _close(x.var(axis=1).data, X.var(axis=1, ddof=1)), "var divides by n - 1 by default (correction=1)"
+### BEGIN HIDDEN TESTS
+assert _close(x.var(axis=0, correction=0).data, X.var(axis=0)), "var(correction=0) divides by n"
+assert _close(x.var().data, X.var(ddof=1)), "var() over every element"
+assert x.mean(axis=0, keepdims=True).shape == (1, 3) and x.var(axis=1, keepdims=True).shape == (2, 1), "keepdims keeps the reduced axis with size 1"
+assert _close(x.mean(axis=(0, 1)).data, 3.5) and _close(x.mean(axis=-1).data, [3, 4]), "mean over a tuple of axes, and over a negative axis"
+assert Tensor([1, 2, 4]).mean().dtype == float32, "the mean of integers is float32"
+m = x.mean(axis=1)
+assert m._ctx is not None and m.requires_grad, "mean must be built from ops, so it records the graph"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_max` (1 point): `Max`
+#
+# * forward: an empty tensor has no maximum; say so with a `ShapeError`:
+#   `max: cannot reduce an empty tensor of shape (0,)`.
+# * backward: only the elements that *were* the maximum get gradient; when
+#   several tie, they share it equally (so the total stays right). Count the
+#   ties in the array's dtype (see the note on dtypes above).
+#
+# `min` is given: min(x) = −max(−x).
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_max_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Max(Function):
+    def forward(self, a, axis=None, keepdims=False):
+        ### BEGIN SOLUTION
+        if a.size == 0:
+            raise ShapeError(f"max: cannot reduce an empty tensor of shape {a.shape}")
+        out = a.max(axis=axis, keepdims=True)
+        self.axis = axis
+        self.save_for_backward(a, out)
+        return out if keepdims else out.squeeze(axis)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        a, out = self.saved
+        winners = a == out
+        share = winners.sum(axis=self.axis, keepdims=True, dtype=a.dtype)
+        return grad.reshape(out.shape) * winners / share
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_max", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+X = np.array([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]], np.float32)
+x = Tensor(X, requires_grad=True)
+assert _close(x.max(axis=1).data, [5, 6]) and _close(x.max().data, 6), "max over an axis, and over everything"
+assert _close(x.max(axis=1)._ctx.backward(np.array([1.0, 2.0], np.float32)), [[0, 1, 0], [0, 0, 2]]), "only the maximum of each row gets the gradient"
+tie = Tensor([2.0, 7.0, 7.0], requires_grad=True)
+assert _close(tie.max()._ctx.backward(np.float32(1.0)), [0, 0.5, 0.5]), "ties share the gradient equally"
+### BEGIN HIDDEN TESTS
+assert tie.max()._ctx.backward(np.float32(1.0)).dtype == float32, "the gradient of max must stay float32: count the ties in the array's dtype"
+assert x.max(axis=0, keepdims=True).shape == (1, 3) and x.max().shape == (), "keepdims keeps the reduced axis; max() is 0-d"
+gk = x.max(axis=0, keepdims=True)._ctx.backward(np.array([[1.0, 2.0, 3.0]], np.float32))
+assert _close(gk, [[0, 2, 0], [1, 0, 3]]), "the gradient of a keepdims max goes to each column's maximum"
+rows = Tensor([[1.0, 1.0], [3.0, 2.0]], requires_grad=True)
+gr = rows.max(axis=1)._ctx.backward(np.array([4.0, 1.0], np.float32))
+assert _close(gr, [[2, 2], [1, 0]]), "ties are shared within each row, not over the whole tensor"
+assert _close(x.min(axis=0).data, [1, 2, 3]), "min, built on max, takes the smallest of each column"
+try:
+    Tensor(np.zeros(0, np.float32)).max()
+    raise AssertionError("the max of an empty tensor must raise a ShapeError")
+except ShapeError as err:
+    assert "empty" in str(err), f"the error must say the tensor is empty; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# `argmax` and `argmin` are given: indices have no gradient, so they are read
+# straight off the array, as int64.
+
+# %%
+#| export
+def _argext(x: Tensor, axis: int | None, keepdims: bool, which: str) -> Tensor:
+    """argmax / argmin: int64 indices, outside the graph."""
+    axis = None if axis is None else _axis(axis, max(x.ndim, 1), which)
+    if x.numel() == 0:
+        raise ShapeError(f"{which}: cannot reduce an empty tensor of shape {x.shape}")
+    data = x.device.xp.asarray(getattr(x.data, which)(axis=axis, keepdims=keepdims))
+    return Tensor._wrap(data.astype(int64, copy=False), x._device)
+
+
+# %%
+x = Tensor([[1.0, 5.0, 3.0], [4.0, 2.0, 6.0]])
+print(x.argmax(axis=1), x.argmin())
+assert x.argmax(axis=1).tolist() == [1, 2] and x.argmax(axis=1).dtype == int64 and x.argmin().item() == 0
+
+# %% [markdown]
+# ## Shapes
+#
+# Shape ops move numbers around without changing them, so their backward
+# moves the gradient back.
+#
+# ### Task `tensor_views` (1 point): `Reshape`, `Permute`, `Expand`
+#
+# * `Reshape` remembers the input's shape, and its backward reshapes the
+#   gradient to it. A shape that does not fit is a `ShapeError` that names the
+#   input's shape and size: `reshape: cannot reshape shape (2, 3)
+#   (6 elements) into (4, 2)`.
+# * `Permute` backward applies the inverse permutation.
+# * `Expand` broadcasts (`xp.broadcast_to`) and its backward returns the
+#   gradient unchanged: the engine sums the broadcast axes back. A shape it
+#   cannot reach is a `ShapeError` like `expand: cannot expand shape (2, 3) to
+#   (4, 3)`.
+#
+# `flatten`, `squeeze`, `unsqueeze`, `transpose` and `.T` (given, in the
+# class) are built on these.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_views_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Reshape(Function):
+    def forward(self, a, shape):
+        ### BEGIN SOLUTION
+        self.shape = a.shape
+        try:
+            return a.reshape(shape)
+        except ValueError:
+            raise ShapeError(f"reshape: cannot reshape shape {tuple(a.shape)} ({a.size} elements) into {shape}") from None
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad.reshape(self.shape)
+        ### END SOLUTION
+
+
+class Permute(Function):
+    def forward(self, a, axes):
+        ### BEGIN SOLUTION
+        self.axes = axes
+        return a.transpose(axes)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad.transpose(np.argsort(self.axes))
+        ### END SOLUTION
+
+
+class Expand(Function):
+    def forward(self, a, shape):
+        ### BEGIN SOLUTION
+        try:
+            return self.xp.broadcast_to(a, shape)
+        except ValueError:
+            raise ShapeError(f"expand: cannot expand shape {tuple(a.shape)} to {shape}") from None
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_views", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+x = Tensor(X, requires_grad=True)
+r = x.reshape(3, 2)
+assert r.shape == (3, 2) and _close(r.data, X.reshape(3, 2)), "reshape(3, 2) keeps the order of the elements"
+assert r._ctx.backward(np.ones((3, 2), np.float32)).shape == (2, 3), "the gradient of a reshape has the input's shape"
+p = Tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4), requires_grad=True).permute(2, 0, 1)
+assert p.shape == (4, 2, 3), "permute(2, 0, 1) puts axis 2 first"
+G = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+assert _close(p._ctx.backward(G), G.transpose(1, 2, 0)), "the gradient of a permute goes back through the inverse permutation"
+assert x.expand(4, 2, 3).shape == (4, 2, 3), "expand(4, 2, 3) adds a leading axis of 4"
+### BEGIN HIDDEN TESTS
+assert _close(x.reshape(-1).data, np.arange(6)) and x.flatten().shape == (6,), "reshape(-1) and flatten give all 6 elements in order"
+assert x.T.shape == (3, 2) and _close(x.T.data, X.T) and _close(x.T._ctx.backward(X.T.copy()), X), "the gradient of x.T is transposed back"
+assert x.unsqueeze(0).shape == (1, 2, 3) and x.unsqueeze(0).squeeze(0).shape == (2, 3), "unsqueeze and squeeze add and remove an axis of size 1"
+e = Tensor([[1.0], [2.0]], requires_grad=True).expand(2, 3)
+assert _close(e.data, [[1, 1, 1], [2, 2, 2]]), "expand repeats along the axes of size 1"
+ge = e._ctx.backward(np.arange(6, dtype=np.float32).reshape(2, 3))
+assert ge.shape == (2, 3) and _close(ge, np.arange(6).reshape(2, 3)), "the backward of Expand returns the gradient unchanged (the engine sums it back)"
+try:
+    x.reshape(4, 2)
+    raise AssertionError("reshape(4, 2) of 6 elements must raise a ShapeError")
+except ShapeError as err:
+    assert "(2, 3)" in str(err) and "6 elements" in str(err), f"the reshape error must name the input's shape and its number of elements; got: {err}"
+try:
+    x.expand(4, 3)
+    raise AssertionError("expanding (2, 3) to (4, 3) must raise a ShapeError")
+except ShapeError as err:
+    assert "(2, 3)" in str(err), f"the expand error must name the input's shape; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_indexing` (1 point): `x[index]`
+#
+# `GetItem` picks with NumPy's indexing (`index` arrives with tensors and
+# lists already turned into arrays). Its backward puts the gradient into a
+# zero array of the input's shape and dtype, at the places that were picked.
+#
+# Indexing with an integer array may pick the same element twice
+# (`x[[0, 0]]`); its gradient must then be the *sum* of both picks. Plain
+# assignment `g[index] = grad` keeps only the last one: where
+# `_has_integer_array(index)` says an index can repeat, use
+# `_scatter_add(target, index, values)`, which adds repeats up (on the CPU
+# and on the GPU). Both are given.
+#
+# An index that does not fit is a `ShapeError` (NumPy raises an
+# `IndexError`): `getitem: index 5 does not fit shape (2, 3): ...`.
+
+# %%
+#| export
+def _has_integer_array(index: Any) -> bool:
+    """True when an index can select the same element more than once."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(hasattr(p, "dtype") and p.dtype.kind in "iu" and p.ndim > 0 for p in parts)
+
+
+def _scatter_add(target: Any, index: Any, values: Any) -> None:
+    """``target[index] += values``, adding up repeated indices (NumPy or CuPy)."""
+    if isinstance(target, np.ndarray):
+        np.add.at(target, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(target, index, values)
+
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_indexing_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class GetItem(Function):
+    def forward(self, a, index):
+        ### BEGIN SOLUTION
+        self.shape, self.dtype, self.index = a.shape, a.dtype, index
+        try:
+            return a[index]
+        except IndexError as err:
+            raise ShapeError(f"getitem: index {index!r} does not fit shape {tuple(a.shape)}: {err}") from None
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        full = self.xp.zeros(self.shape, self.dtype)
+        if _has_integer_array(self.index):
+            _scatter_add(full, self.index, grad)
+        else:
+            full[self.index] = grad
+        return full
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_indexing", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+x = Tensor(X, requires_grad=True)
+assert _close(x[1].data, [3, 4, 5]) and _close(x[:, 1:].data, X[:, 1:]), "x[1] and x[:, 1:] pick like NumPy"
+assert _close(x[1]._ctx.backward(np.array([1.0, 2.0, 3.0], np.float32)), [[0, 0, 0], [1, 2, 3]]), "the gradient goes back to the picked row, zeros elsewhere"
+picked = x[np.array([0, 0, 1])]
+assert _close(picked._ctx.backward(np.ones((3, 3), np.float32)), [[2, 2, 2], [1, 1, 1]]), "repeated picks add up"
+### BEGIN HIDDEN TESTS
+assert _close(x[Tensor(X > 2)].data, [3, 4, 5]), "a bool mask picks the elements where it is true"
+gm = x[:, [2, 2]]._ctx.backward(np.ones((2, 2), np.float32))
+assert _close(gm, [[0, 0, 2], [0, 0, 2]]), "repeated picks along the last axis add up too"
+assert x[1]._ctx.backward(np.ones(3, np.float32)).dtype == float32, "the gradient of an index must keep the input's dtype"
+assert _close(x[1, 2].data, 5) and x[1, 2].shape == (), "x[1, 2] is a 0-d tensor"
+try:
+    x[5]
+    raise AssertionError("x[5] of a tensor with 2 rows must raise a ShapeError")
+except ShapeError as err:
+    assert "getitem" in str(err) and "(2, 3)" in str(err), f"the error must name getitem and the shape; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_cat_stack` (1 point): `Cat` and `Stack`
+#
+# `cat(tensors, axis)` joins tensors along an existing axis, `stack(tensors,
+# axis)` along a new one. Both are given: they check the list (one device,
+# fitting shapes, one dtype) and call `Cat.apply(*tensors, axis=axis)` or
+# `Stack.apply(...)` with a non-negative `axis`. `Cat`'s backward cuts the
+# gradient back into pieces the sizes of the inputs (remember where each one
+# ended along `axis`); `Stack`'s gives each input its slice along the new
+# axis.
+
+# %%
+#| export
+def _same_device_and_dtype(tensors: Sequence[Tensor], op: str) -> list[Tensor]:
+    """The tensors of a list-taking op, brought to one dtype; one device required."""
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty sequence of tensors; got {tensors!r}")
+    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+    devices = {t._device for t in tensors}
+    if len(devices) > 1:
+        raise DeviceError(f"{op}: tensors are on different devices: {sorted(map(str, devices))}")
+    dtype = functools.reduce(promote_types, (t.dtype for t in tensors))
+    return [t.to(dtype=dtype) for t in tensors]
+
+
+def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis."""
+    tensors = _same_device_and_dtype(tensors, "cat")
+    ndim = tensors[0].ndim
+    if ndim == 0 or not -ndim <= axis < ndim:
+        raise ShapeError(f"cat: axis {axis} is out of range for tensors with {ndim} axes")
+    axis %= ndim
+    shapes = [t.shape[:axis] + t.shape[axis + 1:] for t in tensors]
+    if any(len(t.shape) != ndim for t in tensors) or len(set(shapes)) > 1:
+        raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {axis}")
+    return Cat.apply(*tensors, axis=axis)
+
+
+def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
+    """Join same-shaped tensors along a new axis."""
+    tensors = _same_device_and_dtype(tensors, "stack")
+    if len({t.shape for t in tensors}) > 1:
+        raise ShapeError(f"stack: all tensors need one shape; got {[t.shape for t in tensors]}")
+    ndim = tensors[0].ndim + 1
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"stack: axis {axis} is out of range for the {ndim} axes of the result")
+    return Stack.apply(*tensors, axis=axis % ndim)
+
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_cat_stack_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Cat(Function):
+    def forward(self, *arrays, axis=0):
+        ### BEGIN SOLUTION
+        self.axis = axis
+        self.ends = np.cumsum([a.shape[axis] for a in arrays])[:-1]
+        return self.xp.concatenate(arrays, axis=axis)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return tuple(self.xp.split(grad, self.ends, axis=self.axis))
+        ### END SOLUTION
+
+
+class Stack(Function):
+    def forward(self, *arrays, axis=0):
+        ### BEGIN SOLUTION
+        self.axis = axis
+        return self.xp.stack(arrays, axis=axis)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return tuple(self.xp.moveaxis(grad, self.axis, 0))
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_cat_stack", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+X = np.arange(6, dtype=np.float32).reshape(2, 3)
+x = Tensor(X, requires_grad=True)
+c = cat([x, Tensor(2 * X, requires_grad=True)], axis=0)
+assert c.shape == (4, 3) and _close(c.data, np.concatenate([X, 2 * X])), "cat joins along an existing axis"
+g1, g2 = c._ctx.backward(np.arange(12, dtype=np.float32).reshape(4, 3))
+assert _close(g1, np.arange(6).reshape(2, 3)) and _close(g2, np.arange(6, 12).reshape(2, 3)), "the gradient of cat is cut back into the pieces"
+zero = Tensor(np.zeros((2, 3), np.float32), requires_grad=True)
+s = stack([x, zero], axis=0)
+assert s.shape == (2, 2, 3) and _close(s.data[0], X), "stack joins along a new axis"
+### BEGIN HIDDEN TESTS
+g1, g2 = s._ctx.backward(np.stack([np.ones((2, 3)), 2 * np.ones((2, 3))]).astype(np.float32))
+assert g1.shape == (2, 3) and _close(g1, 1) and _close(g2, 2), "stack along axis 0 gives each input its slice of the gradient"
+parts = [Tensor(np.zeros((2, n), np.float32), requires_grad=True) for n in (1, 3, 2)]
+grads = cat(parts, axis=1)._ctx.backward(np.arange(12, dtype=np.float32).reshape(2, 6))
+assert [g.shape for g in grads] == [(2, 1), (2, 3), (2, 2)], f"pieces of widths 1, 3 and 2 must get gradients of those widths; got {[g.shape for g in grads]}"
+assert _close(grads[1], [[1, 2, 3], [7, 8, 9]]), "each piece of a cat along axis 1 gets its own columns of the gradient"
+st = stack([x, zero], axis=-1)
+assert st.shape == (2, 3, 2) and _close(st.data[..., 0], X), "stack along the last axis"
+ga, gb = st._ctx.backward(np.stack([np.ones((2, 3)), 2 * np.ones((2, 3))], axis=-1).astype(np.float32))
+assert ga.shape == (2, 3) and _close(ga, 1) and _close(gb, 2), "stack along the last axis gives each input its slice of the gradient"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Selecting
+#
+# Comparisons (`a < b`, `a == b`, ...) give bool tensors and no gradient —
+# they are already written above with `_compare`.
+#
+# ### Task `tensor_where` (1 point): `where`
+#
+# `where(cond, a, b)` (given) brings `a` and `b` to one dtype and device and
+# calls `Where.apply(a, b, cond=mask)` with a bool mask array. `Where` picks
+# from `a` where the mask is true and from `b` elsewhere, so the gradient goes
+# to `a` through the mask and to `b` through its complement.
+
+# %%
+#| export
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """Elementwise ``a if cond else b``, broadcasting all three."""
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a)
+    a, b = _operands(a, b)
+    if isinstance(cond, Tensor):
+        _same_device(cond, a, "where")
+        cond = cond.data
+    else:
+        cond = _to_array(cond, bool_, a._device)
+    return Where.apply(a, b, cond=cond.astype(bool, copy=False))
+
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_where_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Where(Function):
+    def forward(self, a, b, cond):
+        ### BEGIN SOLUTION
+        self.cond = cond
+        return self.xp.where(cond, a, b)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        return grad * self.cond, grad * ~self.cond
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_where", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+a = Tensor([1.0, -2.0, 3.0], requires_grad=True)
+b = Tensor([0.0, 0.0, 0.0], requires_grad=True)
+w = where(a > 0, a, b)
+assert _close(w.data, [1, 0, 3]), "where picks from a where the condition holds, from b elsewhere"
+ga, gb = w._ctx.backward(np.array([1.0, 2.0, 3.0], np.float32))
+assert _close(ga, [1, 0, 3]) and _close(gb, [0, 2, 0]), "the gradient goes to a where the condition holds, to b elsewhere"
+### BEGIN HIDDEN TESTS
+assert ga.dtype == float32 and gb.dtype == float32, "the gradients of where must stay float32"
+w2 = where(Tensor([True, False]), 1.0, Tensor([1.0, -2.0]))
+assert _close(w2.data, [1, -2]) and w2.dtype == float32, "where with a Python number for a keeps float32"
+m = where(Tensor([[True], [False]]), Tensor([1.0, 2.0, 3.0]), 0.0)
+assert m.shape == (2, 3) and _close(m.data, [[1, 2, 3], [0, 0, 0]]), "where broadcasts the condition with a and b"
+assert (a == a).tolist() == [True] * 3 and (a != 1.0).tolist() == [False, True, True], "comparisons give bool tensors"
+assert (a <= -2.0).tolist() == [False, True, False] and (a > 0).dtype == bool_, "comparisons give bool tensors"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `tensor_clip` (1 point): `clip`
+#
+# `Clip` limits values to [low, high]; either may be None, for no limit on
+# that side (`Tensor.clip` is given). Convert the limits to the array's dtype
+# first, so that float32 stays float32. The gradient flows only where the
+# value was within the limits — a value exactly at a limit counts as within,
+# as in PyTorch.
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_clip_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Clip(Function):
+    def forward(self, a, low=None, high=None):
+        ### BEGIN SOLUTION
+        low = None if low is None else a.dtype.type(low)
+        high = None if high is None else a.dtype.type(high)
+        self.save_for_backward(a)
+        self.low, self.high = low, high
+        return a.clip(low, high)
+        ### END SOLUTION
+
+    def backward(self, grad):
+        ### BEGIN SOLUTION
+        (a,) = self.saved
+        inside = self.xp.ones(a.shape, dtype=bool)
+        if self.low is not None:
+            inside &= a >= self.low
+        if self.high is not None:
+            inside &= a <= self.high
+        return grad * inside
+        ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_clip", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+a = Tensor([1.0, -2.0, 3.0, 2.0, -1.0], requires_grad=True)
+g = np.array([1.0, 2.0, 3.0, 4.0, 5.0], np.float32)
+c = a.clip(-1.0, 2.0)
+assert _close(c.data, [1, -1, 2, 2, -1]), "clip(-1, 2) limits the values to [-1, 2]"
+assert _close(c._ctx.backward(g), [1, 0, 0, 4, 5]), "the gradient flows where the value was within the limits (a limit itself counts as within)"
+### BEGIN HIDDEN TESTS
+assert _close(a.clip(min=0.0).data, [1, 0, 3, 2, 0]) and _close(a.clip(max=0.0).data, [0, -2, 0, 0, -1]), "clip with one limit only"
+assert _close(a.clip(min=-1.0)._ctx.backward(g), [1, 0, 3, 4, 5]), "with only a lower limit, the gradient stops only below it"
+assert _close(a.clip(max=2.0)._ctx.backward(g), [1, 2, 0, 4, 5]), "with only an upper limit, the gradient stops only above it"
+assert a.clip(0.0, 1.0).dtype == float32 and a.clip(0.0, 1.0)._ctx.backward(g).dtype == float32, "clip must keep float32, gradient included"
+assert Tensor([1, 5, 9]).clip(2, 6).tolist() == [2, 5, 6], "clip works on integer tensors"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -195,111 +195,6 @@ def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
     return np.promote_types(a, b)
 
 
-class GradMode:
-    """Whether ops record the graph; no_grad() and enable_grad() in module 02 switch it."""
-
-    enabled = True
-
-
-class _AutocastState(threading.local):
-    """The mixed-precision policy in force in this thread; module 11's autocast() sets it (None: off)."""
-
-    policy = None  # per thread, as torch.autocast: another thread's autocast() never reaches this one
-
-
-AutocastMode = _AutocastState()
-
-
-class Function:
-    """One node of the graph: an op's forward and its backward, side by side."""
-
-    inputs: tuple = ()
-    needs_input_grad: tuple = ()
-    saved: tuple | None = ()
-    xp: Any = np
-
-    def save_for_backward(self, *arrays: Any) -> None:
-        """Keep the arrays backward() will need (the engine frees them after use)."""
-        self.saved = arrays
-
-    def forward(self, *arrays: Any, **params: Any) -> Any:
-        """Compute the output array from the input arrays."""
-        raise NotImplementedError(f"{type(self).__name__}.forward")
-
-    def backward(self, grad: Any) -> Any:
-        """Gradients with respect to each input, given the gradient of the output."""
-        raise NotImplementedError(f"{type(self).__name__}.backward")
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__}>"
-
-    @classmethod
-    def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
-        """Run ``forward`` on the inputs' arrays; record the node when a gradient is wanted."""
-        policy = AutocastMode.policy  # module 11's mixed precision: None unless inside autocast()
-        if policy is not None:
-            return policy.apply(cls, inputs, params)
-        fn = cls()
-        device = inputs[0]._device
-        arrays, needs = [], []
-        for t in inputs:  # one pass: check the device, collect the arrays and who wants a gradient
-            if t._device is not device:
-                devices = ", ".join(f"{x._device} {x.shape}" for x in inputs)
-                raise DeviceError(f"{cls.__name__.lower()}: inputs are on different devices: {devices}")
-            arrays.append(t.data)
-            needs.append(t.requires_grad)
-        fn.xp = device.xp
-        try:
-            with device:
-                data = fn.forward(*arrays, **params)
-        except ShapeError:
-            raise
-        except ValueError as err:
-            if "shape" not in str(err):  # not a shape problem: let it through unchanged
-                raise
-            shapes = ", ".join(str(t.shape) for t in inputs)
-            raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
-        if isinstance(data, np.generic):  # NumPy hands back scalars for 0-d results
-            data = np.asarray(data)
-        out = Tensor._wrap(data, device)
-        needs = tuple(needs) if GradMode.enabled else ()
-        if True in needs:
-            fn.inputs, fn.needs_input_grad = inputs, needs
-            out.requires_grad, out._ctx = True, fn
-        return out
-
-
-def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
-    """An array of a supported dtype on ``dev`` holding ``data``."""
-    if isinstance(data, Tensor):
-        array, src = data.data.copy(), data._device
-    elif isinstance(data, np.ndarray | np.generic):
-        array, src = np.array(data, order="K"), Device("cpu", 0)  # a copy that keeps the layout
-    elif type(data).__module__.startswith("cupy"):
-        array, src = data.copy(), _device_of(data)
-    else:
-        try:
-            array = np.asarray(data)
-        except ValueError as err:
-            raise TypeError(f"tensor: data must be a rectangular nested list of numbers; {err}") from None
-        if array.dtype.kind not in "biuf":
-            raise TypeError(
-                f"tensor: expected numbers, (nested lists of) numbers or an array; "
-                f"got {type(data).__name__} {data!r:.60}"
-            )
-        if dtype is None and array.dtype.kind == "f":
-            array = array.astype(default_float)
-        elif dtype is None and array.dtype.kind in "iu":
-            array = array.astype(int64)
-        src = Device("cpu", 0)
-    if dtype is None and array.dtype not in SUPPORTED_DTYPES:
-        names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
-        raise TypeError(f"tensor: data has dtype {array.dtype}, which tinyflo does not support ({names})")
-    if dtype is not None and array.dtype != dtype:
-        array = array.astype(dtype)
-    return _move(array, src, dev)
-
-
 class Tensor:
     """An n-dimensional array on a device that remembers how it was computed."""
 
@@ -610,6 +505,44 @@ class Tensor:
         return self.to(dtype=float32) if self.dtype.itemsize < 4 else self
 
 
+def _from_python(data: Any, dtype: np.dtype | None) -> np.ndarray:
+    """Python numbers or (nested) lists of them as a NumPy array: ``dtype``, else float32, int64 or bool."""
+    try:
+        array = np.asarray(data)
+    except ValueError as err:  # NumPy refuses ragged lists
+        raise TypeError(f"tensor: data must be a rectangular nested list of numbers; {err}") from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(
+            f"tensor: expected numbers, (nested lists of) numbers or an array; "
+            f"got {type(data).__name__} {data!r:.60}"
+        )
+    if dtype is not None:
+        return array.astype(dtype)
+    if array.dtype.kind == "f":
+        return array.astype(default_float)
+    if array.dtype.kind in "iu":
+        return array.astype(int64)
+    return array
+
+
+def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
+    """An array of a supported dtype on ``dev`` holding ``data``."""
+    if isinstance(data, Tensor):
+        array, src = data.data.copy(), data._device
+    elif isinstance(data, np.ndarray | np.generic):
+        array, src = np.array(data, order="K"), Device("cpu", 0)  # a copy that keeps the layout
+    elif type(data).__module__.startswith("cupy"):
+        array, src = data.copy(), _device_of(data)
+    else:
+        array, src = _from_python(data, dtype), Device("cpu", 0)
+    if dtype is None and array.dtype not in SUPPORTED_DTYPES:
+        names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
+        raise TypeError(f"tensor: data has dtype {array.dtype}, which tinyflo does not support ({names})")
+    if dtype is not None and array.dtype != dtype:
+        array = array.astype(dtype)
+    return _move(array, src, dev)
+
+
 def _constant(value: Any, like: Tensor) -> Tensor:
     """A Python scalar, list or NumPy array as a constant tensor in ``like``'s dtype family."""
     if (type(value) is float or type(value) is int) and like.data.dtype.kind == "f":
@@ -714,6 +647,196 @@ def _index_arg(index: Any, dev: Device) -> Any:
     return index
 
 
+class _Generators:
+    """tinyflo's random generators: NumPy's and (lazily) CuPy's."""
+
+    numpy = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> None:
+    """Seed every generator tinyflo draws from (NumPy and, if present, CuPy)."""
+    if not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"manual_seed: seed must be a non-negative integer; got {seed!r}")
+    _Generators.numpy = np.random.default_rng(int(seed))
+    if cuda_is_available():
+        _cupy().random.seed(int(seed))
+
+
+def _creation_dtype(dtype: Any, default: np.dtype = default_float) -> np.dtype:
+    return default if dtype is None else as_dtype(dtype)
+
+
+def _filled(op: str, shape: tuple, fill: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    dev = as_device(device)
+    shape = _shape_arg(shape, op)
+    with dev:
+        data = dev.xp.full(shape, fill, dtype=_creation_dtype(dtype))
+    return Tensor._wrap(data, dev).requires_grad_(requires_grad)
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A tensor holding ``data`` (numbers, nested lists, a NumPy/CuPy array or a Tensor)."""
+    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A CPU tensor sharing memory with a NumPy array (its dtype kept)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray; got {type(array).__name__}")
+    as_dtype(array.dtype, "from_numpy: array dtype")
+    return Tensor._wrap(array, Device("cpu", 0))
+
+
+def zeros(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of zeros."""
+    return _filled("zeros", shape, 0, dtype, device, requires_grad)
+
+
+def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor of ones."""
+    return _filled("ones", shape, 1, dtype, device, requires_grad)
+
+
+def full(shape, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A tensor filled with one value (bool → bool, int → int64, float → float32)."""
+    if dtype is None:
+        dtype = bool_ if isinstance(fill_value, bool) else int64 if isinstance(fill_value, int) else default_float
+    return _filled("full", (shape,) if isinstance(shape, int) else tuple(shape), fill_value, dtype, device, requires_grad)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Evenly spaced values in [start, stop) (int64 for integer arguments, else float32)."""
+    if stop is None:
+        start, stop = 0, start
+    if dtype is None:
+        integral = all(isinstance(v, int | np.integer) for v in (start, stop, step))
+        dtype = int64 if integral else default_float
+    dev = as_device(device)
+    with dev:
+        data = dev.xp.arange(start, stop, step, dtype=as_dtype(dtype))
+    return Tensor._wrap(data, dev).requires_grad_(requires_grad)
+
+
+def _random(op: str, shape: tuple, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    dev = as_device(device)
+    shape, dtype = _shape_arg(shape, op), _creation_dtype(dtype)
+    if not is_floating(dtype):
+        raise TypeError(f"{op}: dtype must be floating; got {dtype}")
+    draw_dtype = dtype if dtype in (float32, float64) else float32
+    if dev.type == "cuda":
+        with dev:
+            random = dev.xp.random
+            data = random.random_sample(shape, draw_dtype) if op == "rand" else random.standard_normal(shape, draw_dtype)
+    else:
+        gen = _Generators.numpy
+        data = gen.random(shape, draw_dtype) if op == "rand" else gen.standard_normal(shape, draw_dtype)
+    return Tensor._wrap(data.astype(dtype, copy=False), dev).requires_grad_(requires_grad)
+
+
+def rand(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    return _random("rand", shape, dtype, device, requires_grad)
+
+
+def randn(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """Standard normal samples."""
+    return _random("randn", shape, dtype, device, requires_grad)
+
+
+def zeros_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def rand_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
+
+
+class GradMode:
+    """Whether ops record the graph; no_grad() and enable_grad() in module 02 switch it."""
+
+    enabled = True
+
+
+class _AutocastState(threading.local):
+    """The mixed-precision policy in force in this thread; module 11's autocast() sets it (None: off)."""
+
+    policy = None  # per thread, as torch.autocast: another thread's autocast() never reaches this one
+
+
+AutocastMode = _AutocastState()
+
+
+class Function:
+    """One node of the graph: an op's forward and its backward, side by side."""
+
+    inputs: tuple = ()
+    needs_input_grad: tuple = ()
+    saved: tuple | None = ()
+    xp: Any = np
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        """Keep the arrays backward() will need (the engine frees them after use)."""
+        self.saved = arrays
+
+    def forward(self, *arrays: Any, **params: Any) -> Any:
+        """Compute the output array from the input arrays."""
+        raise NotImplementedError(f"{type(self).__name__}.forward")
+
+    def backward(self, grad: Any) -> Any:
+        """Gradients with respect to each input, given the gradient of the output."""
+        raise NotImplementedError(f"{type(self).__name__}.backward")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+    @classmethod
+    def apply(cls, *inputs: Tensor, **params: Any) -> Tensor:
+        """Run ``forward`` on the inputs' arrays; record the node when a gradient is wanted."""
+        policy = AutocastMode.policy  # module 11's mixed precision: None unless inside autocast()
+        if policy is not None:
+            return policy.apply(cls, inputs, params)
+        fn = cls()
+        device = inputs[0]._device
+        arrays, needs = [], []
+        for t in inputs:  # one pass: check the device, collect the arrays and who wants a gradient
+            if t._device is not device:
+                devices = ", ".join(f"{x._device} {x.shape}" for x in inputs)
+                raise DeviceError(f"{cls.__name__.lower()}: inputs are on different devices: {devices}")
+            arrays.append(t.data)
+            needs.append(t.requires_grad)
+        fn.xp = device.xp
+        try:
+            with device:
+                data = fn.forward(*arrays, **params)
+        except ShapeError:
+            raise
+        except ValueError as err:
+            if "shape" not in str(err):  # not a shape problem: let it through unchanged
+                raise
+            shapes = ", ".join(str(t.shape) for t in inputs)
+            raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
+        if isinstance(data, np.generic):  # NumPy hands back scalars for 0-d results
+            data = np.asarray(data)
+        out = Tensor._wrap(data, device)
+        needs = tuple(needs) if GradMode.enabled else ()
+        if True in needs:
+            fn.inputs, fn.needs_input_grad = inputs, needs
+            out.requires_grad, out._ctx = True, fn
+        return out
+
+
 class To(Function):
     def forward(self, a, source, device, dtype):
         self.source, self.device, self.source_dtype = source, device, a.dtype
@@ -737,6 +860,14 @@ class Sub(Function):
 
     def backward(self, grad):
         return grad, -grad
+
+
+class Neg(Function):
+    def forward(self, a):
+        return -a
+
+    def backward(self, grad):
+        return -grad
 
 
 class Mul(Function):
@@ -772,14 +903,6 @@ class Pow(Function):
         grad_a = grad * b * a ** (b - 1) if self.needs_input_grad[0] else None
         grad_b = grad * out * self.xp.log(a) if self.needs_input_grad[1] else None
         return grad_a, grad_b
-
-
-class Neg(Function):
-    def forward(self, a):
-        return -a
-
-    def backward(self, grad):
-        return -grad
 
 
 class Exp(Function):
@@ -905,6 +1028,21 @@ class Sum(Function):
         return self.xp.broadcast_to(grad, self.shape)
 
 
+def _mean(x: Tensor, axis, keepdims: bool) -> Tensor:
+    """Mean = sum / count, built from ops that already have gradients."""
+    axes = _axes(axis, x.ndim, "mean")
+    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
+    return x.sum(axes, keepdims) / count
+
+
+def _var(x: Tensor, axis, keepdims: bool, correction: int) -> Tensor:
+    """Variance with ``correction`` (1: unbiased, PyTorch's default; 0: biased)."""
+    axes = _axes(axis, x.ndim, "var")
+    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
+    centered = x - x.mean(axes, keepdims=True)
+    return (centered * centered).sum(axes, keepdims) / (count - correction)
+
+
 class Max(Function):
     def forward(self, a, axis=None, keepdims=False):
         if a.size == 0:
@@ -921,21 +1059,6 @@ class Max(Function):
         return grad.reshape(out.shape) * winners / share
 
 
-def _mean(x: Tensor, axis, keepdims: bool) -> Tensor:
-    """Mean = sum / count, built from ops that already have gradients."""
-    axes = _axes(axis, x.ndim, "mean")
-    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
-    return x.sum(axes, keepdims) / count
-
-
-def _var(x: Tensor, axis, keepdims: bool, correction: int) -> Tensor:
-    """Variance with ``correction`` (1: unbiased, PyTorch's default; 0: biased)."""
-    axes = _axes(axis, x.ndim, "var")
-    count = x.numel() if axes is None else int(np.prod([x.shape[a] for a in axes]))
-    centered = x - x.mean(axes, keepdims=True)
-    return (centered * centered).sum(axes, keepdims) / (count - correction)
-
-
 def _argext(x: Tensor, axis: int | None, keepdims: bool, which: str) -> Tensor:
     """argmax / argmin: int64 indices, outside the graph."""
     axis = None if axis is None else _axis(axis, max(x.ndim, 1), which)
@@ -943,22 +1066,6 @@ def _argext(x: Tensor, axis: int | None, keepdims: bool, which: str) -> Tensor:
         raise ShapeError(f"{which}: cannot reduce an empty tensor of shape {x.shape}")
     data = x.device.xp.asarray(getattr(x.data, which)(axis=axis, keepdims=keepdims))
     return Tensor._wrap(data.astype(int64, copy=False), x._device)
-
-
-def _has_integer_array(index: Any) -> bool:
-    """True when an index can select the same element more than once."""
-    parts = index if isinstance(index, tuple) else (index,)
-    return any(hasattr(p, "dtype") and p.dtype.kind in "iu" and p.ndim > 0 for p in parts)
-
-
-def _scatter_add(target: Any, index: Any, values: Any) -> None:
-    """``target[index] += values``, adding up repeated indices (NumPy or CuPy)."""
-    if isinstance(target, np.ndarray):
-        np.add.at(target, index, values)
-    else:
-        import cupyx
-
-        cupyx.scatter_add(target, index, values)
 
 
 class Reshape(Function):
@@ -993,6 +1100,22 @@ class Expand(Function):
         return grad
 
 
+def _has_integer_array(index: Any) -> bool:
+    """True when an index can select the same element more than once."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(hasattr(p, "dtype") and p.dtype.kind in "iu" and p.ndim > 0 for p in parts)
+
+
+def _scatter_add(target: Any, index: Any, values: Any) -> None:
+    """``target[index] += values``, adding up repeated indices (NumPy or CuPy)."""
+    if isinstance(target, np.ndarray):
+        np.add.at(target, index, values)
+    else:
+        import cupyx
+
+        cupyx.scatter_add(target, index, values)
+
+
 class GetItem(Function):
     def forward(self, a, index):
         self.shape, self.dtype, self.index = a.shape, a.dtype, index
@@ -1008,25 +1131,6 @@ class GetItem(Function):
         else:
             full[self.index] = grad
         return full
-
-
-class Cat(Function):
-    def forward(self, *arrays, axis=0):
-        self.axis = axis
-        self.ends = np.cumsum([a.shape[axis] for a in arrays])[:-1]
-        return self.xp.concatenate(arrays, axis=axis)
-
-    def backward(self, grad):
-        return tuple(self.xp.split(grad, self.ends, axis=self.axis))
-
-
-class Stack(Function):
-    def forward(self, *arrays, axis=0):
-        self.axis = axis
-        return self.xp.stack(arrays, axis=axis)
-
-    def backward(self, grad):
-        return tuple(self.xp.moveaxis(grad, self.axis, 0))
 
 
 def _same_device_and_dtype(tensors: Sequence[Tensor], op: str) -> list[Tensor]:
@@ -1065,6 +1169,38 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     return Stack.apply(*tensors, axis=axis % ndim)
 
 
+class Cat(Function):
+    def forward(self, *arrays, axis=0):
+        self.axis = axis
+        self.ends = np.cumsum([a.shape[axis] for a in arrays])[:-1]
+        return self.xp.concatenate(arrays, axis=axis)
+
+    def backward(self, grad):
+        return tuple(self.xp.split(grad, self.ends, axis=self.axis))
+
+
+class Stack(Function):
+    def forward(self, *arrays, axis=0):
+        self.axis = axis
+        return self.xp.stack(arrays, axis=axis)
+
+    def backward(self, grad):
+        return tuple(self.xp.moveaxis(grad, self.axis, 0))
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """Elementwise ``a if cond else b``, broadcasting all three."""
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        a = Tensor(a)
+    a, b = _operands(a, b)
+    if isinstance(cond, Tensor):
+        _same_device(cond, a, "where")
+        cond = cond.data
+    else:
+        cond = _to_array(cond, bool_, a._device)
+    return Where.apply(a, b, cond=cond.astype(bool, copy=False))
+
+
 class Where(Function):
     def forward(self, a, b, cond):
         self.cond = cond
@@ -1090,132 +1226,3 @@ class Clip(Function):
         if self.high is not None:
             inside &= a <= self.high
         return grad * inside
-
-
-def where(cond: Any, a: Any, b: Any) -> Tensor:
-    """Elementwise ``a if cond else b``, broadcasting all three."""
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        a = Tensor(a)
-    a, b = _operands(a, b)
-    if isinstance(cond, Tensor):
-        _same_device(cond, a, "where")
-        cond = cond.data
-    else:
-        cond = _to_array(cond, bool_, a._device)
-    return Where.apply(a, b, cond=cond.astype(bool, copy=False))
-
-
-class _Generators:
-    """tinyflo's random generators: NumPy's and (lazily) CuPy's."""
-
-    numpy = np.random.default_rng(0)
-
-
-def manual_seed(seed: int) -> None:
-    """Seed every generator tinyflo draws from (NumPy and, if present, CuPy)."""
-    if not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"manual_seed: seed must be a non-negative integer; got {seed!r}")
-    _Generators.numpy = np.random.default_rng(int(seed))
-    if cuda_is_available():
-        _cupy().random.seed(int(seed))
-
-
-def _creation_dtype(dtype: Any, default: np.dtype = default_float) -> np.dtype:
-    return default if dtype is None else as_dtype(dtype)
-
-
-def _filled(op: str, shape: tuple, fill: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
-    dev = as_device(device)
-    shape = _shape_arg(shape, op)
-    with dev:
-        data = dev.xp.full(shape, fill, dtype=_creation_dtype(dtype))
-    return Tensor._wrap(data, dev).requires_grad_(requires_grad)
-
-
-def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """A tensor holding ``data`` (numbers, nested lists, a NumPy/CuPy array or a Tensor)."""
-    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
-
-
-def from_numpy(array: np.ndarray) -> Tensor:
-    """A CPU tensor sharing memory with a NumPy array (its dtype kept)."""
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy: expected a numpy.ndarray; got {type(array).__name__}")
-    as_dtype(array.dtype, "from_numpy: array dtype")
-    return Tensor._wrap(array, Device("cpu", 0))
-
-
-def zeros(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """A tensor of zeros."""
-    return _filled("zeros", shape, 0, dtype, device, requires_grad)
-
-
-def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """A tensor of ones."""
-    return _filled("ones", shape, 1, dtype, device, requires_grad)
-
-
-def full(shape, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """A tensor filled with one value (bool → bool, int → int64, float → float32)."""
-    if dtype is None:
-        dtype = bool_ if isinstance(fill_value, bool) else int64 if isinstance(fill_value, int) else default_float
-    return _filled("full", (shape,) if isinstance(shape, int) else tuple(shape), fill_value, dtype, device, requires_grad)
-
-
-def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Evenly spaced values in [start, stop) (int64 for integer arguments, else float32)."""
-    if stop is None:
-        start, stop = 0, start
-    if dtype is None:
-        integral = all(isinstance(v, int | np.integer) for v in (start, stop, step))
-        dtype = int64 if integral else default_float
-    dev = as_device(device)
-    with dev:
-        data = dev.xp.arange(start, stop, step, dtype=as_dtype(dtype))
-    return Tensor._wrap(data, dev).requires_grad_(requires_grad)
-
-
-def _random(op: str, shape: tuple, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
-    dev = as_device(device)
-    shape, dtype = _shape_arg(shape, op), _creation_dtype(dtype)
-    if not is_floating(dtype):
-        raise TypeError(f"{op}: dtype must be floating; got {dtype}")
-    draw_dtype = dtype if dtype in (float32, float64) else float32
-    if dev.type == "cuda":
-        with dev:
-            random = dev.xp.random
-            data = random.random_sample(shape, draw_dtype) if op == "rand" else random.standard_normal(shape, draw_dtype)
-    else:
-        gen = _Generators.numpy
-        data = gen.random(shape, draw_dtype) if op == "rand" else gen.standard_normal(shape, draw_dtype)
-    return Tensor._wrap(data.astype(dtype, copy=False), dev).requires_grad_(requires_grad)
-
-
-def rand(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Uniform samples in [0, 1)."""
-    return _random("rand", shape, dtype, device, requires_grad)
-
-
-def randn(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """Standard normal samples."""
-    return _random("randn", shape, dtype, device, requires_grad)
-
-
-def zeros_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
-
-
-def ones_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
-
-
-def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
-
-
-def rand_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
-
-
-def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
