@@ -47,7 +47,10 @@ API = (
     ("tinyflo.distributed", "Process groups, data parallelism and local SGD."),
 )
 
-_TASK_HEADING = re.compile(r"^###\s+Task\s+`(?P<id>\w+)`(?::\s*(?P<what>.+?))?\s*$")
+# `### Task `id` (N points): what it is` (the points and the description are optional)
+_TASK_HEADING = re.compile(
+    r"^###\s+Task\s+`(?P<id>\w+)`(?:\s+\([\d.]+ points?\))?(?::\s*(?P<what>.+?))?\s*$"
+)
 _TITLE = re.compile(r"^#\s+(?P<title>.+?)\s*$", re.MULTILINE)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyflo.course.grading import DEFAULT_TIMEOUT
-from tinyflo.course.kit import build_tree, grading_notebook
+from tinyflo.course.kit import build_student_kit, build_tree, grading_notebook
 from tinyflo.course.notebooks import require, write_notebook
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, bwrap_works
 from tinyflo.course.source import (
@@ -34,6 +34,7 @@ COURSE_ID = "tinyflo"
 CONFIG_NAME = "nbgrader_config.py"
 
 
+KIT_DIR = "kit"  # release/kit/: the student kit's wheel and README
 GRADING_DIR = "grading"  # trees, the sandbox kernelspec and the kernels' sockets
 KERNEL_NAME = "tinyflo-grading"
 TIMEOUT_VARIABLE = "TINYFLO_GRADING_TIMEOUT"
@@ -185,12 +186,15 @@ def _selected(modules: list[Module], spec: str | None) -> tuple[str, list[Module
 def release(
     course_dir: Path, modules: list[Module], spec: str | None = None, force: bool = False
 ) -> None:
-    """`nbgrader generate_assignment` for one module or all."""
+    """`nbgrader generate_assignment` for one module or all; releasing all builds the kit too."""
     _require_built(course_dir, modules)
     assignment, chosen = _selected(modules, spec)
     nbgrader(course_dir, "generate_assignment", assignment, *(["--force"] if force else []))
     for module in chosen:
         print(f"released {module.slug}: {course_dir / 'release' / module.slug}")
+    if spec is None:
+        wheel = build_student_kit(course_dir / "release" / KIT_DIR, modules)
+        print(f"student kit: {wheel} (its README.md says how students install it)")
 
 
 def autograde(
