@@ -34,7 +34,7 @@ COURSE_ID = "tinyflo"
 CONFIG_NAME = "nbgrader_config.py"
 
 
-KIT_DIR = "kit"  # release/kit/: the student kit's wheel and README
+KIT_DIR = "kit"  # kit/: the student kit (wheel and README), beside nbgrader's release/
 GRADING_DIR = "grading"  # trees, the sandbox kernelspec and the kernels' sockets
 KERNEL_NAME = "tinyflo-grading"
 TIMEOUT_VARIABLE = "TINYFLO_GRADING_TIMEOUT"
@@ -193,7 +193,7 @@ def release(
     for module in chosen:
         print(f"released {module.slug}: {course_dir / 'release' / module.slug}")
     if spec is None:
-        wheel = build_student_kit(course_dir / "release" / KIT_DIR, modules)
+        wheel = build_student_kit(course_dir / KIT_DIR, modules)
         print(f"student kit: {wheel} (its README.md says how students install it)")
 
 
