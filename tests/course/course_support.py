@@ -113,6 +113,7 @@ class Outcome:
     loop_exit: int | None = None
     loop_output: str = ""
     autograded: Path | None = None  # nbgrader's executed copy of the submission
+    feedback: Path | None = None  # the HTML page `tinyflo course feedback` made of it
 
 
 @dataclass
@@ -146,7 +147,7 @@ MUTANT_TASKS: dict[tuple[str, str], str] = {}
 MUTATION_ROWS: list[tuple[str, str, int, int]] = []  # module, task, mutants, killed
 CHEAT_ROWS: dict[tuple[str, str], float] = {}  # (module, cheat) -> points (the higher grader)
 
-CHEATS = ("delegate", "import", "read_source", "delete_setup", "edit_tests")
+CHEATS = ("delegate", "import", "read_source", "delete_setup", "edit_tests", "print_checks")
 
 
 def _defined_names(source: str) -> list[str]:
@@ -171,7 +172,8 @@ def cheat_notebook(module: Module, cheat: str) -> Any:
     delegate: every solution cell drops the module from sys.modules and takes its names from a
     fresh import; import: a plain import of them; read_source: exec of the reference source
     from where the calling environment has it; delete_setup: the locked setup cell deleted and
-    `from tinyflo.core.<module> import *` instead; edit_tests: every grade cell made `pass`.
+    `from tinyflo.core.<module> import *` instead; edit_tests: every grade cell made `pass`;
+    print_checks: every solution cell prints the hidden checks the grading kernel can read.
     """
     instructor = instructor_notebook(module)
     release = student_notebook(grading_notebook(module), module.name)
@@ -199,6 +201,11 @@ def cheat_notebook(module: Module, cheat: str) -> Any:
                 "read_source": [
                     f"_path = {str(reference_file)!r}",
                     "exec(compile(open(_path).read(), _path, 'exec'), globals())",
+                ],
+                "print_checks": [
+                    "import json, os",
+                    "_checks = json.load(open(os.environ['TINYFLO_HIDDEN_CHECKS']))",
+                    "print('\\n'.join(c['code'] for t in _checks.values() for c in t))",
                 ],
             }.get(cheat)
             if lines:
@@ -271,6 +278,12 @@ def _instructor_pipeline(
             executed = course / "autograded" / student / slug / f"{proof.module.name}.ipynb"
             if executed.is_file():
                 proof.outcomes.setdefault(student, Outcome()).autograded = executed
+    _record(everyone, run_cli("course", "feedback", *common, cwd=root))
+    for slug, proof in proofs.items():
+        for student in files[slug]:
+            page = course / "feedback" / student / slug / f"{proof.module.name}.html"
+            if page.is_file():
+                proof.outcomes.setdefault(student, Outcome()).feedback = page
     report = root / "report.csv"
     _record(everyone, run_cli("course", "report", "--csv", str(report), *common, cwd=root))
     if report.is_file():

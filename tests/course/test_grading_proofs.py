@@ -7,7 +7,9 @@ graders agree cell by cell. New modules are picked up from modules/ automaticall
 
 from __future__ import annotations
 
+import html
 import json
+import re
 
 import pytest
 from course_support import (
@@ -135,21 +137,9 @@ def test_known_cheats_score_zero(proof, cheat):
     assert outcome.loop["points"] == 0, outcome.loop_output
 
 
-def _shown_text(path) -> str:
-    """Every cell's source and output text of a notebook, as a person would read them."""
-    parts = []
-    for cell in json.loads(path.read_text())["cells"]:
-        parts.append("".join(cell["source"]))
-        for output in cell.get("outputs", []):
-            for key in ("text", "evalue", "traceback"):
-                value = output.get(key, "")
-                parts.append("".join(value) if isinstance(value, list) else value)
-            parts.extend(str(v) for v in output.get("data", {}).values())
-    return "\n".join(parts)
-
-
 def test_no_hidden_line_reaches_the_student(proof):
-    """Neither `module test` nor nbgrader's executed notebook holds a line of hidden checks."""
+    """Neither `module test` nor nbgrader's feedback page shows a line of hidden checks, even
+    to a submission that printed them (the print_checks cheat)."""
     _, hidden = secret_lines(proof.module)
     hidden = {line for line in hidden if len(line) > 12 and not line.startswith("#")}
     assert hidden, f"{proof.module.slug} has no hidden checks"
@@ -157,7 +147,9 @@ def test_no_hidden_line_reaches_the_student(proof):
         outcome = _outcome(proof, student, nbgrader=False)
         shown = [("module test", outcome.loop_output)]
         if outcome.autograded is not None:
-            shown.append(("the autograded notebook", _shown_text(outcome.autograded)))
+            assert outcome.feedback is not None, f"no feedback page for {student}"
+            page = html.unescape(re.sub(r"<[^>]+>", "", outcome.feedback.read_text()))
+            shown.append(("the feedback page", page))
         for what, text in shown:
             leaked = sorted(line for line in hidden if line in text)
             assert not leaked, f"{what} of {student} shows hidden lines: {leaked[:3]}"

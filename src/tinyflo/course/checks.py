@@ -176,3 +176,30 @@ def run_hidden_checks(task: str) -> None:
                 f"{label}: {check['message']} — your code raised "
                 f"{type(error).__name__}: {error}{where}"
             ) from None
+
+
+SCRUBBED = "[a hidden check's code]"
+
+
+def secret_lines(checks: dict[str, list[dict]]) -> list[str]:
+    """The lines of hidden checks worth scrubbing (long enough not to be common code)."""
+    lines = {
+        line.strip()
+        for task in checks.values()
+        for check in task
+        for line in check["code"].splitlines()
+        if len(line.strip()) >= 12 and not line.strip().startswith("#")
+    }
+    return sorted(lines, key=len, reverse=True)
+
+
+def scrub(text: str, lines: list[str]) -> str:
+    """`text` with every line of hidden-check code in it replaced.
+
+    Hidden code never enters a notebook, but a submission may print what the grading kernel
+    can read; nothing a student gets back shows it.
+    """
+    for line in lines:
+        if line in text:
+            text = text.replace(line, SCRUBBED)
+    return text

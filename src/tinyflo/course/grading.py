@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import copy
+import dataclasses
 import functools
 import os
 import re
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinyflo.course.checks import scrub
 from tinyflo.course.notebooks import graded_source, require
 
 DEFAULT_TIMEOUT = 60  # seconds per cell; a cell may ask for more: tinyflo={"timeout": 300}
@@ -323,6 +325,16 @@ def _task_problems(cells: list[Any], timeout: int, course_ids: set[str]) -> dict
     return problems
 
 
+def _tree_secrets(tree: Path) -> list[str]:
+    """The hidden-check lines of a grading tree, to scrub from what the student reads."""
+    import json
+
+    from tinyflo.course.checks import secret_lines
+
+    path = tree / "checks.json"
+    return secret_lines(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else []
+
+
 def grade(
     submission: Any,
     source: Any,
@@ -344,6 +356,7 @@ def grade(
         _nbgrader(cell)["grade_id"]: cell for cell in notebook.cells if _nbgrader(cell).get("grade")
     }
     results = []
+    hidden = _tree_secrets(tree)
     for cell in graded.cells:
         meta = _nbgrader(cell)
         if not meta.get("grade"):
@@ -351,8 +364,11 @@ def grade(
         score = score_cell(executed[meta["grade_id"]], died)
         problem = problems.get(meta["grade_id"])
         if problem:
-            error = problem if not score.passed else f"passed, but {problem}"
-            score = CellScore(score.grade_id, score.points, score.max_points, error)
+            score = dataclasses.replace(
+                score, error=problem if not score.passed else f"passed, but {problem}"
+            )
+        if score.error:
+            score = dataclasses.replace(score, error=scrub(score.error, hidden))
         results.append(score)
     return GradeReport(tuple(results), sandboxed)
 
@@ -383,4 +399,47 @@ def __getattr__(name: str) -> Any:
     # this file needs no nbgrader.
     if name == "RestoreCourseCells":
         return _restore_preprocessor()
+    if name == "ScrubHiddenChecks":
+        return _scrub_preprocessor()
     raise AttributeError(name)
+
+
+def scrub_notebook(notebook: Any, lines: list[str]) -> Any:
+    """Every output of `notebook` with hidden-check code replaced (see checks.scrub)."""
+    from tinyflo.course.checks import scrub
+
+    if not lines:
+        return notebook
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output.text = scrub(output.text, lines)
+            if "evalue" in output:
+                output.evalue = scrub(output.evalue, lines)
+                output.traceback = [scrub(entry, lines) for entry in output.traceback]
+            for kind, value in output.get("data", {}).items():
+                if isinstance(value, str) and kind.startswith("text/"):
+                    output.data[kind] = scrub(value, lines)
+    return notebook
+
+
+@functools.cache
+def _scrub_preprocessor() -> type:
+    preprocessors = require("nbgrader.preprocessors")
+    traitlets = require("traitlets")
+
+    class ScrubHiddenChecks(preprocessors.NbGraderPreprocessor):
+        """nbgrader's feedback step: no output shows a line of a hidden check."""
+
+        grading_dir = traitlets.Unicode("", help="the course's grading/ folder").tag(config=True)
+
+        def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
+            import json
+
+            from tinyflo.course.checks import secret_lines
+
+            path = Path(self.grading_dir) / resources["nbgrader"]["assignment"] / "checks.json"
+            checks = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            return scrub_notebook(nb, secret_lines(checks)), resources
+
+    return ScrubHiddenChecks

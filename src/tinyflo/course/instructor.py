@@ -49,7 +49,9 @@ def render_config(root: Path) -> str:
         "from nbgrader.preprocessors import (\n"
         "    CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteCells, OverwriteKernelspec,\n"
         ")\n\n"
-        "from tinyflo.course.grading import RestoreCourseCells, cell_timeout\n\n"
+        "from nbgrader.preprocessors import GetGrades\n"
+        "from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor\n\n"
+        "from tinyflo.course.grading import RestoreCourseCells, ScrubHiddenChecks, cell_timeout\n\n"
         "c = get_config()  # noqa: F821\n"
         f"c.CourseDirectory.root = {json.dumps(str(root))}\n"
         f"c.CourseDirectory.course_id = {json.dumps(COURSE_ID)}\n"
@@ -71,6 +73,9 @@ def render_config(root: Path) -> str:
         "c.Execute.error_on_timeout = {'ename': 'CellTimeoutError', 'evalue': '', 'traceback': []}\n"
         "# Given and locked cells a student edited or deleted come back from source/ first.\n"
         f"c.RestoreCourseCells.source_dir = {json.dumps(str(root / 'source'))}\n"
+        "# Feedback shows no line of a hidden check, whatever a submission printed.\n"
+        f"c.ScrubHiddenChecks.grading_dir = {json.dumps(str(grading))}\n"
+        "c.GenerateFeedback.preprocessors = [ScrubHiddenChecks, GetGrades, CSSHTMLHeaderPreprocessor]\n"
         "c.Autograde.sanitize_preprocessors = [\n"
         "    RestoreCourseCells, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells,\n"
         "    CheckCellMetadata,\n"
@@ -142,7 +147,11 @@ def _require_built(course_dir: Path, modules: list[Module]) -> None:
 
 # Expected on every run: the kernel's transport notice, and the checksum of grade cells
 # whose hidden tests nbgrader restores.
-_NOISE = ("Kernel is running over TCP", "Attribute 'checksum' for cell")
+_NOISE = (
+    "Kernel is running over TCP",
+    "Attribute 'checksum' for cell",
+    "not recognized by `ScrubHiddenChecks`",  # nbconvert hands every step the exporter's options
+)
 _EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(?:Error|Exception|MissingEntry)\b.*$")
 
 
@@ -234,6 +243,17 @@ def autograde(
             print(f"autograded {slug}: {', '.join(students)}")
 
 
+def feedback(course_dir: Path, modules: list[Module], spec: str | None = None, force: bool = False) -> None:
+    """`nbgrader generate_feedback`: one HTML page per graded submission, hidden checks scrubbed."""
+    _require_built(course_dir, modules)
+    assignment, chosen = _selected(modules, spec)
+    nbgrader(course_dir, "generate_feedback", assignment, *(["--force"] if force else []))
+    for module in chosen:
+        pages = sorted((course_dir / "feedback").glob(f"*/{module.slug}/*.html"))
+        if pages:
+            print(f"feedback for {module.slug}: {len(pages)} page(s) in {course_dir / 'feedback'}")
+
+
 @dataclass(frozen=True)
 class Score:
     """One autograded submission from the gradebook."""
@@ -314,6 +334,8 @@ def run(args: argparse.Namespace) -> int:
         build(course_dir, modules)
     elif args.action == "release":
         release(course_dir, modules, args.module, args.force)
+    elif args.action == "feedback":
+        feedback(course_dir, modules, args.module, args.force)
     elif args.action == "autograde":
         autograde(course_dir, modules, args.module, args.force, args.timeout, args.sandboxed)
     else:
