@@ -318,6 +318,13 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--force", action="store_true", help="overwrite existing output")
         if action == "autograde":
             _grading_options(sub)
+            sub.add_argument(
+                "--jobs",
+                type=_count,
+                default=1,
+                metavar="N",
+                help="grade N submissions at a time, each in its own sandbox (default 1)",
+            )
         if action == "report":
             sub.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
         _modules_option(sub)

@@ -213,8 +213,13 @@ def autograde(
     force: bool = False,
     timeout: int = DEFAULT_TIMEOUT,
     sandboxed: bool = True,
+    jobs: int = 1,
 ) -> None:
-    """`nbgrader autograde` of the submissions in submitted/<student>/<module>/, sandboxed."""
+    """`nbgrader autograde` of the submissions in submitted/<student>/<module>/, sandboxed.
+
+    With `jobs` > 1, submissions are graded that many at a time, one nbgrader process each
+    (one student of one module), every kernel in a sandbox and with sockets of its own.
+    """
     _require_built(course_dir, modules)
     if sandboxed and (problem := bwrap_works()):
         raise CourseError(
@@ -237,10 +242,56 @@ def autograde(
         if submitted[module.slug]:
             build_tree(course_dir / GRADING_DIR / module.slug, modules, module)
     grading_env = {TIMEOUT_VARIABLE: str(timeout), NO_SANDBOX_VARIABLE: "0" if sandboxed else "1"}
-    nbgrader(course_dir, "autograde", assignment, *(["--force"] if force else []), env=grading_env)
+    force_flag = ["--force"] if force else []
+    if jobs == 1:
+        nbgrader(course_dir, "autograde", assignment, *force_flag, env=grading_env)
+    else:
+        _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs)
     for slug, students in submitted.items():
         if students:
             print(f"autograded {slug}: {', '.join(students)}")
+
+
+def _autograde_in_parallel(
+    course_dir: Path,
+    submitted: dict[str, list[str]],
+    force_flag: list[str],
+    env: dict[str, str],
+    jobs: int,
+) -> None:
+    """One `nbgrader autograde MODULE --student S` per submission, `jobs` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pairs = [(slug, student) for slug, students in submitted.items() for student in students]
+    slots = [course_dir / GRADING_DIR / "run" / f"job-{n}" for n in range(jobs)]
+    for slot in slots:
+        slot.mkdir(parents=True, exist_ok=True)
+    free = list(slots)  # each job's kernel sockets in a folder of its own
+
+    def one(pair: tuple[str, str]) -> str | None:
+        slot = free.pop()
+        try:
+            sockets = f"--KernelManager.ip={slot / 'kernel'}"
+            args = ["autograde", pair[0], "--student", pair[1], *force_flag, sockets]
+            for attempt in range(3):
+                try:
+                    nbgrader(course_dir, *args, env=env)
+                    return None
+                except CourseError as error:
+                    # SQLite lets one writer at a time: a busy gradebook is worth another try.
+                    if "database is locked" not in str(error) or attempt == 2:
+                        return f"{pair[1]}/{pair[0]}: {str(error).splitlines()[0]}"
+            return None
+        finally:
+            free.append(slot)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        failures = [failure for failure in pool.map(one, pairs) if failure]
+    if failures:
+        raise CourseError(
+            f"{len(failures)} of {len(pairs)} submissions could not be graded:\n"
+            + "\n".join(failures)
+        )
 
 
 def feedback(course_dir: Path, modules: list[Module], spec: str | None = None, force: bool = False) -> None:
@@ -337,7 +388,9 @@ def run(args: argparse.Namespace) -> int:
     elif args.action == "feedback":
         feedback(course_dir, modules, args.module, args.force)
     elif args.action == "autograde":
-        autograde(course_dir, modules, args.module, args.force, args.timeout, args.sandboxed)
+        autograde(
+            course_dir, modules, args.module, args.force, args.timeout, args.sandboxed, args.jobs
+        )
     else:
         report(course_dir, Path(args.csv) if args.csv else None)
     return 0
