@@ -140,8 +140,18 @@ def test_known_cheats_score_zero(proof, cheat):
 def test_no_hidden_line_reaches_the_student(proof):
     """Neither `module test` nor nbgrader's feedback page shows a line of hidden checks, even
     to a submission that printed them (the print_checks cheat)."""
-    _, hidden = secret_lines(proof.module)
-    hidden = {line for line in hidden if len(line) > 12 and not line.startswith("#")}
+    solution, hidden = secret_lines(proof.module)
+    # Lines that are hidden code only: not also a solution's line (the reference shows those),
+    # nor anything the release itself shows.
+    assert proof.nbgrader_release, proof.explain()
+    released = {
+        line.strip()
+        for _, source, _ in _cells(proof.nbgrader_release)
+        for line in source.splitlines()
+    }
+    hidden = {
+        line for line in hidden - solution - released if len(line) > 12 and not line.startswith("#")
+    }
     assert hidden, f"{proof.module.slug} has no hidden checks"
     for student in proof.students:
         outcome = _outcome(proof, student, nbgrader=False)
