@@ -1,5 +1,10 @@
 """Shared fixtures: the devices every tensor test runs on, and a CPU that behaves like a GPU for reads."""
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 import tinyflo
@@ -36,3 +41,37 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--window-size=1400,1000")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A Selenium session in the system's headless Chromium, or a skip (a failure in CI)."""
+    chromium, driver = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver")
+    reason = None
+    if not Path(chromium).is_file():
+        reason = "no Chromium at /usr/bin/chromium (Debian: apt-get install chromium chromium-driver)"
+    elif driver is None:
+        reason = "no chromedriver on PATH (Debian: apt-get install chromium-driver)"
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        reason = reason or "selenium is not installed (it comes with the 'book' extra)"
+    if reason:
+        if os.environ.get("TINYFLO_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"TINYFLO_REQUIRE_BROWSER=1, but {reason}")
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (*BROWSER_FLAGS, f"--user-data-dir={tempfile.mkdtemp(prefix='tinyflo-chromium-')}"):
+        options.add_argument(flag)
+    # an explicit driver path: Selenium Manager never tries to download one
+    session = webdriver.Chrome(service=Service(driver), options=options)
+    session.set_page_load_timeout(30)
+    yield session
+    session.quit()

@@ -4,12 +4,10 @@ offline; headless Chromium opens it, follows its navigation and sees a milestone
 from __future__ import annotations
 
 import html
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -22,9 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "book"
 MODULES = discover_modules(ROOT / "modules")
 MILESTONES = list(milestones.MILESTONES.values())
-BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--window-size=1400,1000")
 
 
 @pytest.fixture(scope="module")
@@ -166,35 +161,6 @@ def test_book_build_refuses_to_clear_a_folder_that_is_not_a_build(tmp_path):
     assert done.returncode == 2
     assert "is not an earlier book build" in done.stderr and str(tmp_path) in done.stderr
     assert keep.read_text() == "mine"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """A Selenium session in the system's headless Chromium, or a skip (a failure in CI)."""
-    chromium, driver = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver")
-    reason = None
-    if not Path(chromium).is_file():
-        reason = "no Chromium at /usr/bin/chromium (Debian: apt-get install chromium chromium-driver)"
-    elif driver is None:
-        reason = "no chromedriver on PATH (Debian: apt-get install chromium-driver)"
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        reason = reason or "selenium is not installed (it comes with the 'book' extra)"
-    if reason:
-        if os.environ.get("TINYFLO_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"TINYFLO_REQUIRE_BROWSER=1, but {reason}")
-        pytest.skip(reason)
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (*BROWSER_FLAGS, f"--user-data-dir={tempfile.mkdtemp(prefix='tinyflo-chromium-')}"):
-        options.add_argument(flag)
-    # an explicit driver path: Selenium Manager never tries to download one
-    session = webdriver.Chrome(service=Service(driver), options=options)
-    session.set_page_load_timeout(30)
-    yield session
-    session.quit()
 
 
 def _sidebar(session) -> dict[str, str]:

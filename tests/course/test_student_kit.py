@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
 from course_support import REPO, secret_lines
 
-from tinyflo.course.kit import build_student_kit
+from tinyflo.course.kit import INSTRUCTOR_PLUGINS, build_student_kit
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
 from tinyflo.course.source import discover_modules
 
@@ -115,3 +121,164 @@ def test_the_student_loop_runs_from_the_kit(kit, tmp_path):
     )
     done = _tinyflo(site, home, "module", "test", "02")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for(url: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+            return
+        except (OSError, urllib.error.URLError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def student_lab(kit, tmp_path_factory):
+    """JupyterLab on loopback, in an environment that has the kit installed (prefix install)."""
+    root = tmp_path_factory.mktemp("lab")
+    prefix, home = root / "prefix", root / "student"
+    home.mkdir()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--ignore-installed",  # never uninstall the environment's own tinyflo
+            "--prefix",
+            str(prefix),
+            str(kit),
+        ],
+        check=True,
+    )
+    site = next(prefix.glob("lib/python3*/site-packages"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TINYFLO_", "JUPYTER"))}
+    env |= {
+        "PYTHONPATH": str(site),  # the kit's tinyflo, before the environment's own
+        "JUPYTER_CONFIG_PATH": str(prefix / "etc" / "jupyter"),  # what the kit installed
+        "JUPYTER_CONFIG_DIR": str(root / "jupyter-config"),
+        "JUPYTER_DATA_DIR": str(root / "jupyter-data"),
+        "JUPYTER_RUNTIME_DIR": str(root / "jupyter-runtime"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "tinyflo.cli", "module", "start", "01"],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    port, token = _free_port(), "kit-test"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={home}",
+            "--LabApp.news_url=",
+            "--ServerApp.port_retries=0",
+            "--allow-root",  # CI runs as root
+        ],
+        cwd=home,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(root / "lab.log", "w"),
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(f"{base}/api/status?token={token}", 90)
+        yield base, token, home
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_jupyterlab_shows_students_no_instructor_tools(student_lab):
+    base, token, _ = student_lab
+    page = urllib.request.urlopen(f"{base}/lab?token={token}", timeout=30).read().decode()
+    config = json.loads(
+        re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1)
+    )
+    for plugin in INSTRUCTOR_PLUGINS:
+        assert plugin in config["disabledExtensions"], config["disabledExtensions"]
+    assert "@jupyter/nbgrader:validate-assignment" not in config["disabledExtensions"]
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"{base}/formgrader?token={token}", timeout=30)
+    assert missing.value.code == 404
+
+
+def test_validate_agrees_with_module_test_on_the_visible_tests(student_lab):
+    base, token, home = student_lab
+    request = urllib.request.Request(
+        f"{base}/assignments/validate",
+        data=urllib.parse.urlencode({"path": "workspace/01_tensor/tensor.ipynb"}).encode(),
+        headers={"Authorization": f"token {token}"},
+    )
+    reply = json.loads(urllib.request.urlopen(request, timeout=300).read())
+    result = json.loads(reply["value"]) if isinstance(reply["value"], str) else reply["value"]
+    assert reply["success"] and result.get("failed"), reply  # the blank release fails its tests
+    assert all("run_hidden_checks" not in cell["source"] for cell in result["failed"])
+
+
+def test_a_released_notebook_runs_in_chromium(student_lab, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, token, _ = student_lab
+    browser.set_page_load_timeout(90)
+    browser.get(f"{base}/lab/tree/workspace/01_tensor/tensor.ipynb?token={token}")
+    wait = WebDriverWait(browser, 120)
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"))
+    wait.until(lambda b: "Idle" in b.find_element(By.TAG_NAME, "body").text)
+    menu = next(
+        e
+        for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel")
+        if e.text == "Run"
+    )
+    menu.click()
+    wait.until(
+        lambda b: [
+            e
+            for e in b.find_elements(By.CSS_SELECTOR, ".lm-Menu-itemLabel")
+            if e.text == "Run All Cells"
+        ]
+    )
+    next(
+        e
+        for e in browser.find_elements(By.CSS_SELECTOR, ".lm-Menu-itemLabel")
+        if e.text == "Run All Cells"
+    ).click()
+    # Run All stops at the first stub a cell calls: its output names the task to write.
+    output = wait.until(
+        lambda b: next(
+            (
+                e.text
+                for e in b.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output")
+                if "NotImplementedError" in e.text
+            ),
+            None,
+        )
+    )
+    assert "NotImplementedError" in output
+    prompts = [
+        e.text
+        for e in browser.find_elements(By.CSS_SELECTOR, ".jp-InputPrompt")
+        if e.text.strip("[]: ")
+    ]
+    assert "[1]:" in prompts, prompts

@@ -27,7 +27,12 @@ from typing import Any
 
 from tinyflo.course.checks import graded_cell_source, split_hidden
 from tinyflo.course.export import default_exp, render_init, render_module, target_path
-from tinyflo.course.notebooks import instructor_notebook, notebook_cells, student_notebook
+from tinyflo.course.notebooks import (
+    instructor_notebook,
+    notebook_cells,
+    require,
+    student_notebook,
+)
 from tinyflo.course.sandbox import CHECKS_NAME, PACKAGE_DIR, hollow
 from tinyflo.course.source import CourseError, Module
 
@@ -42,9 +47,23 @@ def _digest(*parts: str | bytes) -> str:
     return sha.hexdigest()[:16]
 
 
+GRADING_NOTE = (
+    "**How this notebook is graded.** Each task's heading says its points; its tests come right "
+    "after its code. JupyterLab's *Validate* button and `tinyflo module test` run the tests you "
+    "can see. Your instructor's grading also runs hidden checks, in a sandbox where this module "
+    "and the later ones are empty: only your own code earns points, and each cell has a time "
+    "limit (a loop is stopped and reported)."
+)
+
+
 @lru_cache(maxsize=64)
 def _grading_notebook(path: Path, text: str, module: Module) -> tuple[Any, dict]:
+    nbformat = require("nbformat")
     notebook = instructor_notebook(module)
+    if not module.released:  # a kit's release has the note already
+        note = nbformat.v4.new_markdown_cell(GRADING_NOTE)
+        note.id = "grading-note"
+        notebook.cells.insert(1, note)
     checks: dict[str, list[dict]] = {}
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
@@ -222,6 +241,26 @@ def cached_tree(
 # --- the student kit --------------------------------------------------------------------------
 
 KIT_EXTRAS = ("course", "gpu")  # what a student may add: the course tools, a GPU
+# JupyterLab in a student's environment: nbgrader's instructor tools switched off (its
+# create-assignment panel, formgrader and course list), Validate and the assignment list kept.
+INSTRUCTOR_PLUGINS = (
+    "@jupyter/nbgrader:create-assignment",
+    "@jupyter/nbgrader:formgrader",
+    "@jupyter/nbgrader:course-list",
+)
+INSTRUCTOR_SERVER_EXTENSIONS = (
+    "nbgrader.server_extensions.formgrader",
+    "nbgrader.server_extensions.course_list",
+)
+STUDENT_JUPYTER_CONFIG = {
+    # Later files of a .d folder win: this one sorts after nbgrader.json.
+    "jupyter_server_config.d/tinyflo-student.json": {
+        "ServerApp": {"jpserver_extensions": dict.fromkeys(INSTRUCTOR_SERVER_EXTENSIONS, False)}
+    },
+    "labconfig/page_config.d/tinyflo-student.json": {
+        "disabledExtensions": dict.fromkeys(INSTRUCTOR_PLUGINS, True)
+    },
+}
 RELEASE_DIR = PACKAGE_ROOT / "course" / "release"  # where a kit carries its notebooks
 
 
@@ -282,6 +321,10 @@ def write_wheel(out: Path, package: Path, version: str) -> Path:
         for path in sorted(package.rglob("*"))
         if path.is_file()
     } | {name: text.encode() for name, text in meta.items()}
+    # Installed into the environment's etc/jupyter/ (the wheel's data scheme).
+    for name, config in STUDENT_JUPYTER_CONFIG.items():
+        data = (json.dumps(config, indent=1) + "\n").encode()
+        files[f"tinyflo-{version}.data/data/etc/jupyter/{name}"] = data
     record = []
     for name, data in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
