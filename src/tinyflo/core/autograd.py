@@ -61,6 +61,19 @@ def topological_order(root: Tensor) -> list[Tensor]:
     return order
 
 
+def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
+    """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
+    if leaf.grad is None:
+        xp = leaf.device.xp
+        if g.base is not None or id(g) in stored or not isinstance(g, xp.ndarray):
+            with leaf.device:
+                g = xp.array(g)  # our own copy; a NumPy scalar becomes a 0-d array
+        stored.add(id(g))
+        leaf.grad = Tensor._wrap(g, leaf.device)
+    else:
+        leaf.grad.data += g
+
+
 def _initial_grad(root: Tensor, grad: Any) -> Any:
     """The gradient backward() starts from, checked against root's shape and device."""
     xp = root.device.xp
@@ -114,19 +127,6 @@ def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None
             grads[key] = gx if key not in grads else grads[key] + gx
         if not retain_graph:
             fn.saved, fn.inputs = None, None
-
-
-def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
-    """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
-    if leaf.grad is None:
-        xp = leaf.device.xp
-        if g.base is not None or id(g) in stored or not isinstance(g, xp.ndarray):
-            with leaf.device:
-                g = xp.array(g)  # our own copy; a NumPy scalar becomes a 0-d array
-        stored.add(id(g))
-        leaf.grad = Tensor._wrap(g, leaf.device)
-    else:
-        leaf.grad.data += g
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
