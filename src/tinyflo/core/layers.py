@@ -126,6 +126,11 @@ class EluFn(Function):
         return self.xp.where(a > 0, grad, grad * (out + self.alpha))
 
 
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha · (eˣ − 1)."""
+    return EluFn.apply(x._floating(), alpha=alpha)
+
+
 class SoftplusFn(Function):
     def forward(self, a, beta=1.0, threshold=20.0):
         xp = self.xp
@@ -138,6 +143,11 @@ class SoftplusFn(Function):
 
     def backward(self, grad):
         return self.xp.where(self.linear, grad, grad * self.sig)
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """(1/beta) · log(1 + exp(beta · x)), and x itself where beta · x > threshold."""
+    return SoftplusFn.apply(x._floating(), beta=beta, threshold=threshold)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -166,6 +176,13 @@ class GeluFn(Function):
         return grad * (cdf + a * pdf)
 
 
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """x · Φ(x), exactly (``"none"``) or with the tanh approximation (``"tanh"``)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
+    return GeluFn.apply(x._floating(), approximate=approximate)
+
+
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
@@ -190,31 +207,14 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     return where(x > 0, x, x * negative_slope)
 
 
-def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
-    """x where x > 0, else alpha · (eˣ − 1)."""
-    return EluFn.apply(x._floating(), alpha=alpha)
-
-
 def selu(x: Tensor) -> Tensor:
     """Self-normalising ELU: scale · elu(x, alpha) with the constants of Klambauer et al. (2017)."""
     return elu(x, _SELU_ALPHA) * _SELU_SCALE
 
 
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """x · Φ(x), exactly (``"none"``) or with the tanh approximation (``"tanh"``)."""
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
-    return GeluFn.apply(x._floating(), approximate=approximate)
-
-
 def silu(x: Tensor) -> Tensor:
     """x · σ(x) (also called swish)."""
     return x * x.sigmoid()
-
-
-def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """(1/beta) · log(1 + exp(beta · x)), and x itself where beta · x > threshold."""
-    return SoftplusFn.apply(x._floating(), beta=beta, threshold=threshold)
 
 
 def mish(x: Tensor) -> Tensor:
@@ -302,10 +302,6 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
-def _is_device_spec(spec: Any) -> bool:
-    return isinstance(spec, Device) or (isinstance(spec, str) and spec.partition(":")[0] in ("cpu", "cuda"))
-
-
 class Module:
     """Base class of layers and models: parameters, buffers and sub-modules, registered by name."""
 
@@ -341,11 +337,9 @@ class Module:
                 "call super().__init__() first"
             )
         if isinstance(value, Parameter):
-            self._forget(name, keep=self._parameters)
-            self._parameters[name] = value
+            self.register_parameter(name, value)
         elif isinstance(value, Module):
-            self._forget(name, keep=self._modules)
-            self._modules[name] = value
+            self.add_module(name, value)
         elif "_parameters" in self.__dict__ and name in self._parameters:
             if value is not None:
                 raise TypeError(
@@ -405,38 +399,18 @@ class Module:
         self._forget(name, keep=self._modules)
         self._modules[name] = module
 
-    # ----- walking the tree ---------------------------------------------------
+    # ----- walking the tree: written in task layers_module_walk, below -------
     def named_modules(self, prefix: str = "", remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         """This module and every sub-module below it, with dotted names, depth first."""
-        seen: set[int] = set()
-        stack = [(prefix, self)]
-        while stack:
-            name, module = stack.pop()
-            if remove_duplicate:
-                if id(module) in seen:
-                    continue
-                seen.add(id(module))
-            yield name, module
-            children = [(f"{name}.{n}" if name else n, m) for n, m in module._modules.items() if m is not None]
-            stack.extend(reversed(children))
-
-    def _named_members(self, registry: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Tensor]]:
-        seen: set[int] = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
-        for module_name, module in modules:
-            for name, t in getattr(module, registry).items():
-                if t is None or id(t) in seen:
-                    continue
-                seen.add(id(t))
-                yield (f"{module_name}.{name}" if module_name else name), t
+        return _named_modules(self, prefix, remove_duplicate)
 
     def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
         """Every parameter with its qualified name (``encoder.0.weight``), each once."""
-        return self._named_members("_parameters", prefix, recurse)
+        return _named_members(self, "_parameters", prefix, recurse)
 
     def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
         """Every buffer with its qualified name, each once."""
-        return self._named_members("_buffers", prefix, recurse)
+        return _named_members(self, "_buffers", prefix, recurse)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         """Every parameter, each once (what an optimizer takes)."""
@@ -465,12 +439,10 @@ class Module:
         fn(self)
         return self
 
-    # ----- modes and gradients ------------------------------------------------
+    # ----- modes and gradients: train() is written in task layers_module_train ---
     def train(self, mode: bool = True) -> Module:
         """Training mode (dropout active, batch statistics) for this module and all below it."""
-        for module in self.modules():
-            module.training = bool(mode)
-        return self
+        return _train(self, mode)
 
     def eval(self) -> Module:
         """Evaluation mode: ``train(False)``."""
@@ -499,28 +471,10 @@ class Module:
         """How many numbers the parameters hold (only those that require grad, if asked)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
-    # ----- devices and dtypes -------------------------------------------------
+    # ----- devices and dtypes: to() is written in task layers_module_to --------
     def to(self, device: Any = None, dtype: Any = None) -> Module:
         """Move every parameter and buffer in place (floating ones also cast to ``dtype``)."""
-        if device is not None and not _is_device_spec(device):
-            try:
-                device, dtype = None, as_dtype(device)  # model.to(float64)
-            except TypeError:
-                raise TypeError(
-                    f"Module.to: expected a device ('cpu', 'cpu:N', 'cuda:N') or a floating dtype; got {device!r}"
-                ) from None
-        dev = None if device is None else as_device(device)
-        dt = None if dtype is None else as_dtype(dtype)
-        if dt is not None and not is_floating(dt):
-            raise TypeError(f"Module.to: dtype must be floating (integer buffers keep theirs); got {dt}")
-        with no_grad():
-            for t in [*self.parameters(), *self.buffers()]:
-                target = dt if dt is not None and is_floating(t.dtype) else t.dtype
-                for held in (t, t.grad):
-                    if held is not None:
-                        moved = held.to(device=dev or held.device, dtype=target)
-                        held.data, held._device = moved.data, moved._device
-        return self
+        return _to(self, device, dtype)
 
     def cpu(self) -> Module:
         return self.to("cpu")
@@ -537,7 +491,7 @@ class Module:
     def half(self) -> Module:
         return self.to(dtype=float16)
 
-    # ----- saving and loading: written in task layers_state_dict, below ---------
+    # ----- saving and loading: written in tasks layers_state_dict and layers_load_state_dict ---
     def state_dict(self, prefix: str = "") -> dict[str, Tensor]:
         """Every parameter and persistent buffer by qualified name (detached views, no copies)."""
         return _state_dict(self, prefix)
@@ -559,11 +513,65 @@ class Module:
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 
-class IncompatibleKeys(NamedTuple):
-    """What load_state_dict(strict=False) skipped."""
+def _named_modules(module: Module, prefix: str = "", remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+    """Module.named_modules: ``module`` and every sub-module below it, with dotted names, depth first."""
+    seen: set[int] = set()
+    stack = [(prefix, module)]
+    while stack:
+        name, current = stack.pop()
+        if remove_duplicate:
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+        yield name, current
+        children = [(f"{name}.{n}" if name else n, m) for n, m in current._modules.items() if m is not None]
+        stack.extend(reversed(children))
 
-    missing_keys: list[str]
-    unexpected_keys: list[str]
+
+def _named_members(module: Module, registry: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Tensor]]:
+    """Module.named_parameters / named_buffers: each entry of ``registry`` with its qualified name, once."""
+    seen: set[int] = set()
+    modules = _named_modules(module, prefix) if recurse else [(prefix, module)]
+    for module_name, owner in modules:
+        for name, t in getattr(owner, registry).items():
+            if t is None or id(t) in seen:
+                continue
+            seen.add(id(t))
+            yield (f"{module_name}.{name}" if module_name else name), t
+
+
+def _train(module: Module, mode: bool = True) -> Module:
+    """Module.train: set ``training`` on ``module`` and every module below it; return ``module``."""
+    for m in module.modules():
+        m.training = bool(mode)
+    return module
+
+
+def _is_device_spec(spec: Any) -> bool:
+    return isinstance(spec, Device) or (isinstance(spec, str) and spec.partition(":")[0] in ("cpu", "cuda"))
+
+
+def _to(module: Module, device: Any = None, dtype: Any = None) -> Module:
+    """Module.to: move every parameter, buffer and gradient in place (floating ones also cast to ``dtype``)."""
+    if device is not None and not _is_device_spec(device):
+        try:
+            device, dtype = None, as_dtype(device)  # model.to(float64)
+        except TypeError:
+            raise TypeError(
+                f"Module.to: expected a device ('cpu', 'cpu:N', 'cuda:N') or a floating dtype; got {device!r}"
+            ) from None
+    dev = None if device is None else as_device(device)
+    dt = None if dtype is None else as_dtype(dtype)
+    if dt is not None and not is_floating(dt):
+        raise TypeError(f"Module.to: dtype must be floating (integer buffers keep theirs); got {dt}")
+    with no_grad():
+        for t in [*module.parameters(), *module.buffers()]:
+            target = dt if dt is not None and is_floating(t.dtype) else t.dtype
+            for held in (t, t.grad):
+                if held is not None:
+                    moved = held.to(device=dev or held.device, dtype=target)
+                    held.data, held._device = moved.data, moved._device
+    return module
 
 
 def _state_dict(self: Module, prefix: str = "") -> dict[str, Tensor]:
@@ -576,6 +584,13 @@ def _state_dict(self: Module, prefix: str = "") -> dict[str, Tensor]:
             if t is not None:
                 state[prefix + (f"{module_name}.{name}" if module_name else name)] = t.detach()
     return state
+
+
+class IncompatibleKeys(NamedTuple):
+    """What load_state_dict(strict=False) skipped."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
 
 
 def _load_state_dict(self: Module, state: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
@@ -608,21 +623,6 @@ def _load_state_dict(self: Module, state: dict[str, Any], strict: bool = True) -
     return IncompatibleKeys(missing, unexpected)
 
 
-def _fill_(tensor: Tensor, values: Any) -> Tensor:
-    """Write ``values`` (an array or Tensor on tensor's device) into ``tensor`` in place."""
-    with no_grad():
-        tensor[...] = values
-    return tensor
-
-
-def _draw(kind: str, tensor: Tensor, shape: tuple[int, ...] | None = None) -> Any:
-    """Uniform [0, 1) or standard normal samples shaped like ``tensor``, from tinyflo's generator."""
-    if not is_floating(tensor.dtype):
-        raise TypeError(f"init: only floating tensors can be initialised this way; got {tensor.dtype}")
-    draw = rand if kind == "uniform" else randn
-    return draw(tensor.shape if shape is None else shape, dtype=tensor.dtype, device=tensor.device).data
-
-
 def calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
     """(fan_in, fan_out) of a weight of shape (out, in, *kernel)."""
     if tensor.ndim < 2:
@@ -649,6 +649,21 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     if nonlinearity == "selu":
         return 3.0 / 4
     raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def _fill_(tensor: Tensor, values: Any) -> Tensor:
+    """Write ``values`` (an array or Tensor on tensor's device) into ``tensor`` in place."""
+    with no_grad():
+        tensor[...] = values
+    return tensor
+
+
+def _draw(kind: str, tensor: Tensor, shape: tuple[int, ...] | None = None) -> Any:
+    """Uniform [0, 1) or standard normal samples shaped like ``tensor``, from tinyflo's generator."""
+    if not is_floating(tensor.dtype):
+        raise TypeError(f"init: only floating tensors can be initialised this way; got {tensor.dtype}")
+    draw = rand if kind == "uniform" else randn
+    return draw(tensor.shape if shape is None else shape, dtype=tensor.dtype, device=tensor.device).data
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
@@ -830,7 +845,7 @@ class Embedding(Module):
 
     def forward(self, indices: Any) -> Tensor:
         if self.weight.device.reads_wait:  # a GPU: no read, an index out of range gives a row of NaN
-            return self._lookup_without_reading(indices)
+            return _lookup_without_reading(self, indices)
         if not isinstance(indices, Tensor):
             indices = Tensor(indices, device=self.weight.device)
         name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
@@ -843,24 +858,26 @@ class Embedding(Module):
                 raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
         return self.weight[indices]
 
-    def _lookup_without_reading(self, indices: Any) -> Tensor:
-        """The lookup with the range check kept on the device: rows of out-of-range indices are NaN."""
-        device, dtype, name = self.weight.device, self.weight.dtype, f"Embedding({self.num_embeddings}, {self.embedding_dim})"
-        if not isinstance(indices, Tensor):
-            indices = Tensor(indices, device=device)
-        if indices.dtype.kind not in "iu":
-            raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
-        if indices.device is not device:
-            raise DeviceError(f"{name}: indices are on {indices.device}, the weight on {device}")
-        data = indices.data
-        with device:
-            bad = (data < 0) | (data >= self.num_embeddings)
-            mask = device.xp.where(bad, dtype.type("nan"), dtype.type(1))[..., None]
-            safe = device.xp.where(bad, 0, data)
-        return self.weight[Tensor._wrap(safe, device)] * Tensor._wrap(mask, device)
-
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+def _lookup_without_reading(layer: Embedding, indices: Any) -> Tensor:
+    """The lookup with the range check kept on the device: rows of out-of-range indices are NaN."""
+    device, dtype = layer.weight.device, layer.weight.dtype
+    name = f"Embedding({layer.num_embeddings}, {layer.embedding_dim})"
+    if not isinstance(indices, Tensor):
+        indices = Tensor(indices, device=device)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
+    if indices.device is not device:
+        raise DeviceError(f"{name}: indices are on {indices.device}, the weight on {device}")
+    data = indices.data
+    with device:
+        bad = (data < 0) | (data >= layer.num_embeddings)
+        mask = device.xp.where(bad, dtype.type("nan"), dtype.type(1))[..., None]
+        safe = device.xp.where(bad, 0, data)
+    return layer.weight[Tensor._wrap(safe, device)] * Tensor._wrap(mask, device)
 
 
 class Sequential(Module):
