@@ -71,8 +71,8 @@ def test_autograd_backward_runs_inside_the_roots_device(monkeypatch):
     assert seen == [[x.device]] and current == []
 
 
-@pytest.mark.task("autograd_backward")
-def test_autograd_backward_grad_accumulates_until_reset():
+@pytest.mark.task("autograd_accumulate")
+def test_autograd_accumulate_into_grad_until_reset():
     w = Tensor([1.0, 2.0], requires_grad=True)
     held = None
     for step in range(3):
@@ -86,14 +86,22 @@ def test_autograd_backward_grad_accumulates_until_reset():
     assert w.grad.tolist() == [2.0, 4.0]
 
 
-@pytest.mark.task("autograd_backward")
-def test_autograd_backward_leaves_never_share_a_gradient_array():
+@pytest.mark.task("autograd_accumulate")
+def test_autograd_accumulate_leaves_never_share_a_gradient_array():
     a, b = Tensor([1.0], requires_grad=True), Tensor([1.0], requires_grad=True)
     (a + b).sum().backward()
     assert not np.shares_memory(a.grad.data, b.grad.data)
     c = Tensor([[1.0, 2.0]], requires_grad=True)
     c.expand(3, 2).sum().backward()
     assert c.grad.data.flags.writeable and c.grad.tolist() == [[3.0, 3.0]]
+
+
+@pytest.mark.task("autograd_accumulate")
+def test_autograd_accumulate_a_scalar_gradient_is_stored_as_an_array():
+    x = Tensor(2.0, requires_grad=True)
+    (x * x).backward()
+    (x * x).backward()
+    assert isinstance(x.grad.data, np.ndarray) and x.grad.item() == 8.0
 
 
 @pytest.mark.task("autograd_backward")

@@ -100,9 +100,9 @@ def test_layers_activations_module_reprs():
     assert repr(nn.PReLU(3)) == "PReLU(num_parameters=3)"
 
 
-@pytest.mark.task("layers_activations")
+@pytest.mark.task("layers_gelu")
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_layers_activations_vectorised_erf_matches_math_erf_over_a_wide_range(dtype):
+def test_layers_gelu_vectorised_erf_matches_math_erf_over_a_wide_range(dtype):
     rng = np.random.default_rng(0)
     magnitudes = np.concatenate([10.0 ** rng.uniform(-40, 1.5, 20000), rng.uniform(0, 7, 20000),
                                  [0.84375, 1.25, 1 / 0.35, 6.0, 27.0, 1e30]])
@@ -116,8 +116,8 @@ def test_layers_activations_vectorised_erf_matches_math_erf_over_a_wide_range(dt
     assert nn.erf(x).dtype == dtype
 
 
-@pytest.mark.task("layers_activations")
-def test_layers_activations_erf_is_float64_accurate():
+@pytest.mark.task("layers_gelu")
+def test_layers_gelu_erf_is_float64_accurate():
     x = np.concatenate([np.linspace(-8, 8, 20001), [0.0, -0.0, 1e-300, 0.84375, 1.25, 1 / 0.35, 6.0, np.inf, -np.inf]])
     np.testing.assert_allclose(nn.erf(x), _erf(x), rtol=4e-16, atol=4e-16)
     assert np.isnan(nn.erf(np.array([np.nan])))[0]
@@ -144,13 +144,23 @@ def test_layers_activations_extreme_inputs_stay_finite(name, dtype):
     assert np.all(np.isfinite(x.grad.numpy())), x.grad
 
 
-@pytest.mark.task("layers_activations")
-def test_layers_activations_softplus_is_stable_and_linear_past_threshold():
+@pytest.mark.task("layers_softplus")
+def test_layers_softplus_is_stable_and_linear_past_threshold():
     x = Tensor([-1e4, -50.0, 0.0, 19.0, 21.0, 1e4], requires_grad=True)
     out = nn.softplus(x)
     np.testing.assert_allclose(out.numpy(), [0, math.exp(-50), math.log(2), math.log1p(math.exp(19)), 21, 1e4], rtol=1e-6, atol=1e-30)
     out.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [0, math.exp(-50), 0.5, 1 / (1 + math.exp(-19)), 1, 1], rtol=1e-6)
+
+
+@pytest.mark.task("layers_elu")
+@pytest.mark.parametrize("alpha", [1.0, 0.3])
+def test_layers_elu_gradient_is_out_plus_alpha_on_the_negative_side(alpha):
+    x = Tensor([-3.0, -0.5, 0.5, 2.0], requires_grad=True)
+    out = nn.elu(x, alpha=alpha)
+    assert isinstance(out._ctx, nn.EluFn), "one node"
+    out.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.where(x.numpy() > 0, 1.0, out.numpy() + alpha), rtol=1e-6)
 
 
 @pytest.mark.task("layers_activations")
@@ -232,8 +242,8 @@ class Block(nn.Module):
         return self.head(self.drop(self.norm(self.encoder(x)))) * self.scale
 
 
-@pytest.mark.task("layers_module")
-def test_layers_module_registration_order_and_qualified_names():
+@pytest.mark.task("layers_module_walk")
+def test_layers_module_walk_registration_order_and_qualified_names():
     block = Block()
     assert [n for n, _ in block.named_parameters()] == [
         "scale", "encoder.0.weight", "encoder.0.bias", "encoder.2.weight", "encoder.2.bias",
@@ -252,8 +262,8 @@ def test_layers_module_registration_order_and_qualified_names():
     assert [n for n, _ in block.named_parameters(recurse=False)] == ["scale"]
 
 
-@pytest.mark.task("layers_module")
-def test_layers_module_shared_parameters_and_modules_listed_once():
+@pytest.mark.task("layers_module_walk")
+def test_layers_module_walk_shared_parameters_and_modules_listed_once():
     a = nn.Linear(3, 3)
     model = nn.Sequential(a, nn.ReLU(), a)
     assert [n for n, _ in model.named_parameters()] == ["0.weight", "0.bias"]
@@ -313,7 +323,7 @@ def test_layers_module_parameter_is_a_tensor_that_requires_grad():
         nn.Parameter([1, 2])
 
 
-@pytest.mark.task("layers_module")
+@pytest.mark.task("layers_module_train")
 def test_layers_module_train_eval_propagate():
     block = Block()
     assert all(m.training for m in block.modules())
@@ -323,8 +333,8 @@ def test_layers_module_train_eval_propagate():
     assert all(m.training for m in block.train().modules())
 
 
-@pytest.mark.task("layers_module")
-def test_layers_module_freeze_unfreeze_counts():
+@pytest.mark.task("layers_module_walk")
+def test_layers_module_walk_freeze_unfreeze_counts():
     block = Block()
     total = 1 + 3 * 4 + 4 + 4 * 4 + 4 + 4 + 4 + 4 * 2 + 2
     assert block.num_parameters() == block.num_parameters(trainable_only=True) == total
@@ -338,8 +348,8 @@ def test_layers_module_freeze_unfreeze_counts():
     assert block.requires_grad_(False) is block and block.num_parameters(trainable_only=True) == 0
 
 
-@pytest.mark.task("layers_module")
-def test_layers_module_zero_grad_and_backward_through_frozen_parts():
+@pytest.mark.task("layers_module_walk")
+def test_layers_module_walk_zero_grad_and_backward_through_frozen_parts():
     block = Block()
     block.encoder.freeze()
     block(tinyflo.randn(8, 3)).sum().backward()
@@ -349,7 +359,7 @@ def test_layers_module_zero_grad_and_backward_through_frozen_parts():
     assert all(p.grad is None for p in block.parameters())
 
 
-@pytest.mark.task("layers_module")
+@pytest.mark.task("layers_module_to")
 def test_layers_module_to_moves_in_place(device):
     block = Block()
     params = list(block.parameters())
@@ -371,7 +381,7 @@ def test_layers_module_to_moves_in_place(device):
         block.to(dtype="int64")
 
 
-@pytest.mark.task("layers_module")
+@pytest.mark.task("layers_module_to")
 def test_layers_module_to_a_virtual_device_keeps_optimizer_references():
     model = nn.Linear(3, 2)
     held = list(model.parameters())
@@ -460,8 +470,8 @@ def test_layers_state_dict_nested_round_trip():
     np.testing.assert_array_equal(src.eval()(x).numpy(), dst.eval()(x).numpy())
 
 
-@pytest.mark.task("layers_state_dict")
-def test_layers_state_dict_strict_errors_name_keys_and_shapes():
+@pytest.mark.task("layers_load_state_dict")
+def test_layers_load_state_dict_strict_errors_name_keys_and_shapes():
     model = Block()
     state = model.state_dict()
     del state["head.bias"]
@@ -482,8 +492,8 @@ def test_layers_state_dict_strict_errors_name_keys_and_shapes():
     np.testing.assert_array_equal(model.head.weight.numpy(), before), "nothing copied when anything is wrong"
 
 
-@pytest.mark.task("layers_state_dict")
-def test_layers_state_dict_values_keep_dtype_and_device():
+@pytest.mark.task("layers_load_state_dict")
+def test_layers_load_state_dict_values_keep_dtype_and_device():
     model = nn.Linear(3, 2).to("cpu:1")
     source = nn.Linear(3, 2).to(dtype="float64")
     model.load_state_dict(source.state_dict())
@@ -508,7 +518,7 @@ def test_layers_state_dict_skips_non_persistent_and_none():
 N = 200_000
 
 
-@pytest.mark.task("layers_init")
+@pytest.mark.task("layers_init_fans")
 def test_layers_init_fans_and_gains():
     assert nn.calculate_fan_in_and_fan_out(tinyflo.zeros(10, 20)) == (20, 10)
     assert nn.calculate_fan_in_and_fan_out(tinyflo.zeros(8, 4, 3, 3)) == (36, 72)
@@ -569,10 +579,10 @@ def test_layers_init_uniform_and_normal_with_offsets():
         nn.normal_(tinyflo.zeros(3, dtype="int64"))
 
 
-@pytest.mark.task("layers_init")
+@pytest.mark.task("layers_orthogonal")
 @pytest.mark.parametrize("shape", [(40, 30), (30, 40), (16, 3, 3, 3), (5, 5), (1, 7)])
 @pytest.mark.parametrize("gain", [1.0, 2.5])
-def test_layers_init_orthogonal(shape, gain, device):
+def test_layers_orthogonal_is_orthonormal(shape, gain, device):
     t = nn.orthogonal_(tinyflo.zeros(shape, dtype="float64", device=device), gain=gain)
     q = t.numpy().reshape(shape[0], -1)
     rows, cols = q.shape
@@ -580,17 +590,17 @@ def test_layers_init_orthogonal(shape, gain, device):
     np.testing.assert_allclose(gram, gain**2 * np.eye(min(rows, cols)), atol=1e-10)
 
 
-@pytest.mark.task("layers_init")
-def test_layers_init_orthogonal_is_uniformly_signed():
+@pytest.mark.task("layers_orthogonal")
+def test_layers_orthogonal_is_uniformly_signed():
     # Without the sign fix, R's diagonal is non-negative in LAPACK's convention and Q's first
     # column correlates with the first column of the normal draw; with it, entries average to 0.
     firsts = np.array([nn.orthogonal_(tinyflo.zeros(4, 4, dtype="float64")).numpy()[0, 0] for _ in range(2000)])
     assert abs(firsts.mean()) < 0.05
 
 
-@pytest.mark.task("layers_init")
+@pytest.mark.task("layers_trunc_normal")
 @pytest.mark.parametrize("mean, std, a, b", [(0.0, 1.0, -2.0, 2.0), (0.0, 1.0, -1.0, 0.5), (1.0, 0.5, 0.0, 3.0), (0.0, 0.02, -0.04, 0.04)])
-def test_layers_init_trunc_normal_resamples(mean, std, a, b):
+def test_layers_trunc_normal_resamples(mean, std, a, b):
     t = nn.trunc_normal_(tinyflo.zeros(N, dtype="float64"), mean, std, a, b).numpy()
     assert t.min() >= a and t.max() <= b
     alpha, beta = (a - mean) / std, (b - mean) / std
@@ -690,8 +700,8 @@ def test_layers_linear_errors_and_repr():
     assert nn.Linear(3, 2, bias=False).bias is None
 
 
-@pytest.mark.task("layers_linear")
-def test_layers_linear_embedding_lookup_and_scatter(device):
+@pytest.mark.task("layers_embedding")
+def test_layers_embedding_lookup_and_scatter(device):
     emb = nn.Embedding(6, 4).to(device)
     idx = Tensor([[0, 5, 5], [2, 0, 0]], device=device)
     out = emb(idx)
@@ -711,8 +721,8 @@ def test_layers_linear_embedding_lookup_and_scatter(device):
         emb(Tensor([1.0], device=device))
 
 
-@pytest.mark.task("layers_linear")
-def test_layers_linear_embedding_checked_without_a_read(request):
+@pytest.mark.task("layers_embedding")
+def test_layers_embedding_checked_without_a_read(request):
     """Where reads wait (a GPU), an index out of range gets a row of NaN; the others are the plain lookup."""
     emb = nn.Embedding(6, 4)
     idx = [[0, 5, 7], [2, -1, 0]]
@@ -771,12 +781,12 @@ def test_layers_dropout_reproducible_and_gradient_through_the_mask(device):
     np.testing.assert_array_equal(x.grad.numpy(), np.where(kept, 2.0, 0.0))
 
 
-# ----- task layers_norm -----------------------------------------------------------
+# ----- tasks layers_layer_norm and layers_batch_norm -----------------------------------------------------------
 
-@pytest.mark.task("layers_norm")
+@pytest.mark.task("layers_layer_norm")
 @SETTINGS
 @given(data=st.data())
-def test_layers_norm_layernorm_matches_numpy(data, device):
+def test_layers_layer_norm_matches_numpy(data, device):
     shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=5))
     k = data.draw(st.integers(1, len(shape)))
     x = data.draw(arrays(shape, -5, 5))
@@ -794,8 +804,8 @@ def test_layers_norm_layernorm_matches_numpy(data, device):
     np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.task("layers_norm")
-def test_layers_norm_layernorm_options_and_errors():
+@pytest.mark.task("layers_layer_norm")
+def test_layers_layer_norm_options_and_errors():
     layer = nn.LayerNorm((2, 3), eps=1e-3, elementwise_affine=False)
     assert list(layer.parameters()) == [] and layer.weight is None
     x = tinyflo.randn(4, 2, 3)
@@ -825,10 +835,10 @@ def _batchnorm_reference(batches, momentum, eps=1e-5):
     return outputs, mean, var, count
 
 
-@pytest.mark.task("layers_norm")
+@pytest.mark.task("layers_batch_norm")
 @pytest.mark.parametrize("shape", [(16, 5), (6, 5, 7), (2, 5)])
 @pytest.mark.parametrize("momentum", [0.1, 0.7, None])
-def test_layers_norm_batchnorm_running_statistics(shape, momentum, device):
+def test_layers_batch_norm_running_statistics(shape, momentum, device):
     rng = np.random.default_rng(0)
     batches = [rng.standard_normal(shape) * (i + 1) + i for i in range(5)]
     layer = nn.BatchNorm1d(5, momentum=momentum).to(device)
@@ -847,8 +857,8 @@ def test_layers_norm_batchnorm_running_statistics(shape, momentum, device):
     np.testing.assert_allclose(layer.running_mean.numpy(), mean, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.task("layers_norm")
-def test_layers_norm_batchnorm_affine_shapes_and_errors():
+@pytest.mark.task("layers_batch_norm")
+def test_layers_batch_norm_affine_shapes_and_errors():
     layer = nn.BatchNorm1d(3)
     with tinyflo.no_grad():
         layer.weight[...] = [1.0, 2.0, 3.0]
@@ -867,8 +877,8 @@ def test_layers_norm_batchnorm_affine_shapes_and_errors():
     assert list(layer.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
 
 
-@pytest.mark.task("layers_norm")
-def test_layers_norm_float16_inputs_are_normalised_in_float32():
+@pytest.mark.task("layers_layer_norm")
+def test_layers_layer_norm_float16_inputs_are_normalised_in_float32():
     big = Tensor((np.random.default_rng(0).standard_normal((8, 4)) * 300).astype(np.float16))
     out = nn.LayerNorm(4)(big)
     assert out.dtype == np.float16 and np.abs(out.numpy()).max() > 0.5, "not all zeros"
@@ -892,7 +902,7 @@ def test_layers_dropout_refuses_integer_tensors():
         nn.dropout(Tensor([1, 2, 3, 4]), 0.5)
 
 
-@pytest.mark.task("layers_module")
+@pytest.mark.task("layers_module_to")
 def test_layers_module_to_names_a_bad_target():
     with pytest.raises(TypeError, match="expected a device .* or a floating dtype; got 'tpu'"):
         nn.Linear(2, 2).to("tpu")

@@ -79,8 +79,8 @@ def test_layers_activations_prelu_matches_pytorch():
     np.testing.assert_allclose(w.grad.numpy(), REFERENCE["act/prelu/grad_weight"], rtol=1e-10)
 
 
-@pytest.mark.task("layers_norm")
-def test_layers_norm_batchnorm_matches_pytorch():
+@pytest.mark.task("layers_batch_norm")
+def test_layers_batch_norm_matches_pytorch():
     layer = nn.BatchNorm1d(3, momentum=0.3).to(dtype="float64")
     with tinyflo.no_grad():
         layer.weight[...] = [0.5, 1.0, 2.0]

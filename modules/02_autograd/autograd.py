@@ -26,7 +26,8 @@
 # |---|---|
 # | `autograd_unbroadcast` | sum a gradient back down to the shape of an input that was broadcast |
 # | `autograd_toposort` | order the graph so each node comes after everything it feeds |
-# | `autograd_backward` | walk that order, call each node's `backward`, accumulate into `.grad`, free the graph |
+# | `autograd_accumulate` | add a leaf's gradient into its `.grad`, never sharing an array with another leaf |
+# | `autograd_backward` | walk that order, call each node's `backward`, sum the gradients, free the graph |
 # | `autograd_grad_mode` | `no_grad()` / `enable_grad()`: switch recording off and on |
 # | `autograd_gradcheck` | compare any op's `backward` with float64 central differences |
 #
@@ -70,7 +71,7 @@ sys.modules["tinyflo.core.autograd"] = None
 # The engine does this once for every op, which is why no `backward` in
 # module 01 had to.
 #
-# ### Task `autograd_unbroadcast`
+# ### Task `autograd_unbroadcast` (2 points): sum a gradient back to its input's shape
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_unbroadcast_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -99,12 +100,23 @@ assert unbroadcast(g, (4, 2, 3)) is g
 assert unbroadcast(g, (3,)).shape == (3,) and np.all(unbroadcast(g, (3,)) == 8)
 assert unbroadcast(g, (2, 1)).shape == (2, 1) and np.all(unbroadcast(g, (2, 1)) == 12)
 ### BEGIN HIDDEN TESTS
-assert unbroadcast(g, ()).shape == () and unbroadcast(g, ()) == 24
-assert unbroadcast(g, (1, 2, 1)).shape == (1, 2, 1) and np.all(unbroadcast(g, (1, 2, 1)) == 12)
-assert unbroadcast(g, (4, 1, 3)).shape == (4, 1, 3) and np.all(unbroadcast(g, (4, 1, 3)) == 2)
-assert unbroadcast(g, (1, 1)).dtype == np.float32
+assert unbroadcast(g, ()).shape == () and unbroadcast(g, ()) == 24, "a scalar input gets the sum of every element"
+assert unbroadcast(g, (1, 2, 1)).shape == (1, 2, 1) and np.all(unbroadcast(g, (1, 2, 1)) == 12), (
+    "shape (1, 2, 1) from (4, 2, 3): sum axes 0 and 2, keeping them as size 1"
+)
+assert unbroadcast(g, (4, 1, 3)).shape == (4, 1, 3) and np.all(unbroadcast(g, (4, 1, 3)) == 2), (
+    "shape (4, 1, 3) from (4, 2, 3): sum the middle axis only, keeping it as size 1"
+)
+assert unbroadcast(g, (1, 1)).dtype == np.float32, "the gradient keeps its dtype (float32 stays float32)"
 ramp = np.arange(6, dtype=np.float64).reshape(2, 3)
-assert np.allclose(unbroadcast(ramp, (1, 3)), [[3, 5, 7]]) and np.allclose(unbroadcast(ramp, (2, 1)), [[3], [12]])
+assert np.allclose(unbroadcast(ramp, (1, 3)), [[3, 5, 7]]), "shape (1, 3) from (2, 3): the two rows added"
+assert np.allclose(unbroadcast(ramp, (2, 1)), [[3], [12]]), "shape (2, 1) from (2, 3): each row's three values added"
+assert np.allclose(unbroadcast(ramp, (3,)), [3, 5, 7]), "shape (3,) from (2, 3): the leading axis summed away"
+try:
+    unbroadcast(ramp, (4,))
+    raise AssertionError("a gradient of shape (2, 3) cannot belong to an input of shape (4,): raise ShapeError")
+except ShapeError:
+    pass
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -123,7 +135,7 @@ assert np.allclose(unbroadcast(ramp, (1, 3)), [[3, 5, 7]]) and np.allclose(unbro
 # A node whose graph was freed by an earlier backward has `fn.inputs is None`;
 # walking through it is an error (see the next task).
 #
-# ### Task `autograd_toposort`
+# ### Task `autograd_toposort` (2 points): order the graph with an explicit stack
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_toposort_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -173,15 +185,110 @@ position = {id(t): i for i, t in enumerate(order)}
 assert len(order) == 5 and order[-1] is e
 assert position[id(a)] < position[id(c)] < position[id(d)] < position[id(e)]
 ### BEGIN HIDDEN TESTS
-assert position[id(b)] < position[id(c)]
+assert position[id(b)] < position[id(c)], "every input comes before the node it feeds (b before c = a * b)"
+assert len({id(t) for t in order}) == len(order), "a tensor reached along two paths is listed once"
 constant = Tensor([5.0, 6.0])
 f = (a * constant).sum()
-assert all(t is not constant for t in topological_order(f)), "constants are not part of the graph"
+assert all(t is not constant for t in topological_order(f)), "constants (no requires_grad) are not part of the graph"
+assert len(topological_order(f)) == 3, f"(a * constant).sum() has 3 tensors that require grad, got {len(topological_order(f))}"
+alone = topological_order(a)
+assert len(alone) == 1 and alone[0] is a, "a leaf on its own is its whole graph"
 x = Tensor([1.0], requires_grad=True)
 y = x
 for _ in range(5000):
     y = y * 1.0
-assert len(topological_order(y)) == 5001, "no recursion limit"
+assert len(topological_order(y)) == 5001, "a chain of 5,000 ops must work: use an explicit stack, not recursion"
+freed_inner = a * b
+freed_root = freed_inner.sum()
+freed_inner._ctx.inputs = None  # what an earlier backward() leaves behind
+try:
+    topological_order(freed_root)
+    raise AssertionError("walking through a freed node (fn.inputs is None) must raise the freed-graph RuntimeError")
+except RuntimeError as err:
+    assert "retain_graph" in str(err), f"the freed-graph error must suggest retain_graph; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Gradients end in `.grad`
+#
+# The backward pass (next task) ends at the leaves: the tensors you made
+# with `requires_grad=True`, such as a model's weights. Each gets its
+# gradient **accumulated** into `.grad`: the first one stored, every later
+# one added to it — a second backward adds to the first (that is what makes
+# gradient accumulation over micro-batches work), until someone sets
+# `.grad = None`.
+#
+# `_accumulate(leaf, g, stored)` does this for one leaf. Since later
+# gradients are added into the stored array *in place*, the first array
+# stored into a leaf must be one nobody else holds:
+#
+# * an op such as `Add` hands the *same* array to both its inputs: each array
+#   stored during one backward pass goes into `stored` (a set of `id`s the
+#   backward pass makes once and hands to every call), and one found there
+#   already is copied;
+# * `Expand` or `Reshape` hand back *views* of another array (`g.base` is not
+#   None): copied too;
+# * NumPy returns a *scalar*, not an array, for arithmetic on 0-d arrays, and
+#   a scalar cannot be added into: make it a 0-d array (`xp.array(g)` copies
+#   and does that).
+#
+# Store the array wrapped as a tensor on the leaf's device,
+# `Tensor._wrap(g, leaf.device)`.
+#
+# ### Task `autograd_accumulate` (1 point): add a gradient into a leaf's `.grad`
+
+# %% nbgrader={"grade": false, "grade_id": "autograd_accumulate_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
+    """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
+    ### BEGIN SOLUTION
+    if leaf.grad is None:
+        xp = leaf.device.xp
+        if g.base is not None or id(g) in stored or not isinstance(g, xp.ndarray):
+            with leaf.device:
+                g = xp.array(g)  # our own copy; a NumPy scalar becomes a 0-d array
+        stored.add(id(g))
+        leaf.grad = Tensor._wrap(g, leaf.device)
+    else:
+        leaf.grad.data += g
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "autograd_accumulate", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+stored = set()
+leaf = Tensor([1.0, 2.0], requires_grad=True)
+first = np.array([0.5, 0.5], np.float32)
+_accumulate(leaf, first, stored)
+assert isinstance(leaf.grad, Tensor) and np.allclose(leaf.grad.data, [0.5, 0.5])
+_accumulate(leaf, np.array([1.0, 2.0], np.float32), stored)
+assert np.allclose(leaf.grad.data, [1.5, 2.5]), "a second gradient is added to the first"
+other = Tensor([3.0, 4.0], requires_grad=True)
+_accumulate(other, first, stored)  # the array stored into leaf, handed on again (as Add does)
+other.grad.data += 100
+assert np.allclose(leaf.grad.data, [1.5, 2.5]), "two leaves must not share one gradient array"
+### BEGIN HIDDEN TESTS
+shared = np.array([1.0, 1.0], np.float32)
+u, v = Tensor([0.0, 0.0], requires_grad=True), Tensor([0.0, 0.0], requires_grad=True)
+pair = set()
+_accumulate(u, shared, pair)
+_accumulate(v, shared, pair)
+assert u.grad.data is not v.grad.data, "the same array given to two leaves in one backward pass must be copied for the second"
+u.grad.data += 1
+assert np.allclose(v.grad.data, [1, 1]), "adding into one leaf's .grad must not change another leaf's"
+whole = np.ones((2, 2), np.float32)
+viewed = Tensor([0.0, 0.0], requires_grad=True)
+_accumulate(viewed, whole[0], set())
+whole[...] = 7
+assert np.allclose(viewed.grad.data, [1, 1]), "a view of another array (g.base is not None) must be copied before it is stored"
+point = Tensor(2.0, requires_grad=True)
+_accumulate(point, np.float32(3.0), set())
+assert isinstance(point.grad.data, np.ndarray), f"a NumPy scalar gradient must be stored as a 0-d array, got {type(point.grad.data).__name__}"
+_accumulate(point, np.float32(1.0), set())
+assert point.grad.item() == 4.0, f"3 + 1 accumulated into a 0-d .grad must give 4, got {point.grad.item()}"
+held = point.grad.data
+_accumulate(point, np.float32(1.0), set())
+assert point.grad.data is held and point.grad.item() == 5.0, "a later gradient is added into the stored array in place"
+assert point.grad.device is point.device and not point.grad.requires_grad, ".grad lives on the leaf's device and needs no gradient itself"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -191,7 +298,7 @@ assert len(topological_order(y)) == 5001, "no recursion limit"
 #
 # 1. the gradient of `root` with respect to itself is `grad`, or 1 when
 #    `root` holds one number (a loss) — anything else needs an explicit
-#    `grad` of root's shape;
+#    `grad` of root's shape (the given `_initial_grad` checks and builds it);
 # 2. walk the topological order backwards, keeping a dict from tensor id to
 #    the gradient summed so far; a node's gradient is complete when it is
 #    reached, so pop it;
@@ -199,21 +306,17 @@ assert len(topological_order(y)) == 5001, "no recursion limit"
 #    gradient per input (a bare array for a one-input op, None for an input
 #    that needs none); `unbroadcast` each to its input's shape, cast it to
 #    the input's dtype, and add it to that input's running sum;
-# 4. a leaf (no `_ctx`) that requires a gradient gets it **accumulated** into
-#    `.grad`: a second backward adds to the first (that is what makes
-#    gradient accumulation over micro-batches work), until someone sets
-#    `.grad = None`;
+# 4. a leaf (no `_ctx`) that requires a gradient gets it accumulated into
+#    `.grad` by `_accumulate`, with one `stored` set for the whole pass;
 # 5. unless `retain_graph`, free each node after use — drop its saved arrays
-#    and inputs — so the activations it held can go; a second backward
-#    through the same graph is then a clear error.
+#    and inputs (`fn.saved, fn.inputs = None, None`) — so the activations it
+#    held can go; a second backward through the same graph is then the clear
+#    error `topological_order` raises.
 #
-# One detail in step 4: the first gradient stored into a leaf must be an
-# array nobody else holds, because later accumulation adds into it in place.
-# An op such as `Add` hands the *same* array to both its inputs, and `Expand`
-# or `Reshape` hand back views; those get copied. So do NumPy scalars (what
-# NumPy returns for arithmetic on 0-d arrays), which cannot be added into.
+# A root that does not require a gradient has no graph to walk: that is a
+# `RuntimeError` saying so.
 #
-# ### Task `autograd_backward`
+# ### Task `autograd_backward` (3 points): walk the graph and apply the chain rule
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_backward_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -274,21 +377,6 @@ def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None
     ### END SOLUTION
 
 
-def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
-    """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
-    ### BEGIN SOLUTION
-    if leaf.grad is None:
-        xp = leaf.device.xp
-        if g.base is not None or id(g) in stored or not isinstance(g, xp.ndarray):
-            with leaf.device:
-                g = xp.array(g)  # our own copy; a NumPy scalar becomes a 0-d array
-        stored.add(id(g))
-        leaf.grad = Tensor._wrap(g, leaf.device)
-    else:
-        leaf.grad.data += g
-    ### END SOLUTION
-
-
 # %% [markdown]
 # Try it on a tiny network: one linear layer and a squared error. Compare
 # with the derivative by hand: for L = Σ (x·w − y)², ∂L/∂w = 2 xᵀ(x·w − y).
@@ -302,7 +390,9 @@ backward(loss)
 print("autograd :", w.grad.data.ravel())
 print("by hand  :", (2 * x.data.T @ (x.data @ w.data - y.data)).ravel())
 
-# %% nbgrader={"grade": true, "grade_id": "autograd_backward", "locked": true, "points": 4, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "autograd_backward", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+from tinyflo.core.tensor import Function
+
 a = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
 b = Tensor([10.0, 20.0], requires_grad=True)
 backward((a * b + a).sum())
@@ -316,17 +406,17 @@ try:
     backward(loss)
     raise AssertionError("a second backward through a freed graph must raise")
 except RuntimeError as err:
-    assert "retain_graph" in str(err)
+    assert "retain_graph" in str(err), f"the error should suggest retain_graph; got: {err}"
 ### BEGIN HIDDEN TESTS
 p = Tensor([2.0, 3.0], requires_grad=True)
 q = (p * p).sum()
 backward(q, retain_graph=True)
 backward(q)
-assert np.allclose(p.grad.data, [8, 12]), "retain_graph allows a second pass"
+assert np.allclose(p.grad.data, [8, 12]), "backward(retain_graph=True) keeps the graph for a second pass"
 s = Tensor([1.0, 2.0], requires_grad=True)
 t = s + s
 backward(t, grad=np.array([1.0, 1.0], np.float32))
-assert np.allclose(s.grad.data, [2, 2])
+assert np.allclose(s.grad.data, [2, 2]), "s + s: both paths into s are summed (d/ds = 2)"
 u = Tensor([1.0, 2.0], requires_grad=True)
 v = Tensor([3.0, 4.0], requires_grad=True)
 backward((u + v).sum())
@@ -334,21 +424,41 @@ u.grad.data += 100
 assert np.allclose(v.grad.data, [1, 1]), "two leaves must not share one gradient array"
 try:
     backward(Tensor([1.0, 2.0], requires_grad=True) * 2)
-    raise AssertionError("a non-scalar root needs grad=")
+    raise AssertionError("backward of a non-scalar root without grad= must raise ShapeError")
 except ShapeError:
+    pass
+try:
+    backward(Tensor([1.0]))
+    raise AssertionError("backward of a tensor that does not require grad must raise RuntimeError")
+except RuntimeError:
     pass
 chain = Tensor([1.0], requires_grad=True)
 out = chain
 for _ in range(10000):
     out = out * 1.0
 backward(out.sum())
-assert np.allclose(chain.grad.data, 1.0), "a 10,000-op chain works"
+assert np.allclose(chain.grad.data, 1.0), "a chain of 10,000 ops must work"
 m = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
 backward(m.sum(axis=0).max())
-assert m.grad.shape == (2, 3) and m.grad.data.flags.writeable
+assert m.grad.shape == (2, 3) and m.grad.data.flags.writeable, "a gradient that came back as a read-only view is stored as an array of its own"
 scalar = Tensor(2.0, requires_grad=True)
 backward(scalar * scalar)
-assert isinstance(scalar.grad.data, np.ndarray) and scalar.grad.item() == 4.0, "a 0-d gradient is an array"
+assert isinstance(scalar.grad.data, np.ndarray) and scalar.grad.item() == 4.0, "a 0-d gradient is stored as an array"
+
+
+class Sloppy(Function):  # an op whose backward hands back float64 for a float32 input
+    def forward(self, a):
+        return a * 2
+
+    def backward(self, grad):
+        return grad.astype(np.float64) * 2
+
+
+p32 = Tensor([1.0, 2.0], requires_grad=True)
+backward(Sloppy.apply(p32 * 1.0).sum())
+assert p32.grad.dtype == np.float32 and np.allclose(p32.grad.data, [2, 2]), (
+    f"each input's gradient is cast to the input's dtype: float32 expected, got {p32.grad.dtype}"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -361,7 +471,7 @@ assert isinstance(scalar.grad.data, np.ndarray) and scalar.grad.item() == 4.0, "
 # the block raises, and also when they are nested or the decorated function
 # calls itself.
 #
-# ### Task `autograd_grad_mode`
+# ### Task `autograd_grad_mode` (2 points): `no_grad()` and `enable_grad()`
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_grad_mode_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -414,24 +524,34 @@ with no_grad():
 assert is_grad_enabled()
 assert not y.requires_grad and y._ctx is None and z.requires_grad
 ### BEGIN HIDDEN TESTS
+inside = []
+
+
 @no_grad()
 def depth(n):
-    assert not is_grad_enabled()
+    inside.append(is_grad_enabled())
     return 0 if n == 0 else 1 + depth(n - 1)
 
-assert depth(3) == 3 and is_grad_enabled(), "a decorated recursive function restores the mode"
+
+assert depth(3) == 3 and not any(inside), "inside a function decorated with @no_grad() recording is off"
+assert is_grad_enabled(), "a decorated function that calls itself restores the mode when it returns"
 with no_grad():
     with no_grad():
         pass
     assert not is_grad_enabled(), "leaving an inner no_grad() keeps the outer one in force"
+with no_grad():
+    with enable_grad():
+        assert is_grad_enabled(), "enable_grad() inside no_grad() switches recording on"
+    assert not is_grad_enabled(), "leaving enable_grad() returns to the no_grad() around it"
 try:
     with no_grad():
         raise KeyError("boom")
 except KeyError:
     pass
 assert is_grad_enabled(), "an exception inside no_grad() restores the mode"
-with set_grad_enabled(False):
-    assert not (w * 3).requires_grad
+with set_grad_enabled(False) as mode:
+    assert not (w * 3).requires_grad, "set_grad_enabled(False) switches recording off"
+assert isinstance(mode, set_grad_enabled), "`with set_grad_enabled(...) as m` gives the context manager itself"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -453,7 +573,7 @@ with set_grad_enabled(False):
 # Raise a `GradcheckError` that names the input, the element, and both
 # values; return True when everything agrees.
 #
-# ### Task `autograd_gradcheck`
+# ### Task `autograd_gradcheck` (3 points): compare `backward` with central differences
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_gradcheck_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -526,10 +646,9 @@ for name, f in [("tanh", lambda t: t.tanh()), ("var", lambda t: t.var(axis=0)),
                 ("softmax-ish", lambda t: t.exp() / t.exp().sum(axis=1, keepdims=True))]:
     print(name, gradcheck(f, x))
 
-# %%
+# %% nbgrader={"grade": true, "grade_id": "autograd_gradcheck", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 from tinyflo.core.tensor import Function
 
-# %% nbgrader={"grade": true, "grade_id": "autograd_gradcheck", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 rng = np.random.default_rng(0)
 x = Tensor(rng.standard_normal((3, 4)), requires_grad=True)
 w = Tensor(rng.standard_normal((4, 2)), requires_grad=True)
@@ -551,18 +670,37 @@ try:
     gradcheck(lambda a: WrongSquare.apply(a), x)
     raise AssertionError("gradcheck must catch a wrong backward")
 except GradcheckError as err:
-    assert "input 0" in str(err)
+    assert "input 0" in str(err), f"the error should name the input that is off; got: {err}"
 ### BEGIN HIDDEN TESTS
 try:
     gradcheck(lambda a: a * 2, Tensor([1.0, 2.0], requires_grad=True))
-    raise AssertionError("float32 inputs must be refused")
+    raise AssertionError("a float32 input that requires grad must be refused with a TypeError")
 except TypeError as err:
-    assert "float64" in str(err)
+    assert "float64" in str(err), f"the TypeError should say that float64 is needed; got: {err}"
 b = Tensor(rng.standard_normal(4), requires_grad=True)
-assert gradcheck(lambda a, c: (a + c).sum(axis=0), x, b), "broadcast inputs"
-assert gradcheck(lambda a: a.T.reshape(2, 6)[1], x)
+assert gradcheck(lambda a, c: (a + c).sum(axis=0), x, b), "a correct op with a broadcast input must pass"
+assert gradcheck(lambda a: a.T.reshape(2, 6)[1], x), "a correct op through transpose, reshape and indexing must pass"
 nc = Tensor(rng.standard_normal((4, 3)), requires_grad=True)
-assert gradcheck(lambda a: (a * a).exp(), nc), "non-square shapes"
+before = nc.numpy().copy()
+assert gradcheck(lambda a: (a * a).exp(), nc), "a correct op on a non-square input must pass"
+assert np.array_equal(nc.numpy(), before), "gradcheck must leave every input as it found it (restore each element)"
+
+
+class Swapped(Function):  # right in total, wrong per element: hands each output's gradient to the mirrored input
+    def forward(self, a):
+        return a * 2
+
+    def backward(self, grad):
+        return grad[::-1] * 2
+
+
+try:
+    gradcheck(lambda a: Swapped.apply(a), Tensor(rng.standard_normal(5), requires_grad=True))
+    raise AssertionError("a backward that mixes up the output elements must be caught: weight the outputs by a random v")
+except GradcheckError:
+    pass
+constant = Tensor(rng.standard_normal((3, 4)))
+assert gradcheck(lambda a, c: a * c, x, constant), "inputs that do not require grad are used but not checked"
 ### END HIDDEN TESTS
 
 # %% [markdown]

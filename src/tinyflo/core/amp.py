@@ -45,33 +45,14 @@ AUTOCAST_POLICY: dict[str, str] = {
     "CTCLossFn": "float32",
 }
 
-RUNS_AS_IT_COMES: frozenset[str] = frozenset(
-    {
-        "To",  # the cast itself: never re-cast
-        "Add",
-        "Sub",
-        "Mul",
-        "Div",
-        "Neg",  # mixed dtypes promote to the wider one
-        "Tanh",
-        "Sigmoid",
-        "ReLU",
-        "Abs",
-        "EluFn",
-        "GeluFn",  # bounded, elementwise
-        "Max",
-        "MaxPool2dFn",  # picking an element is exact in any precision
-        "AvgPool2dFn",  # accumulates in float32 inside
-        "Reshape",
-        "Permute",
-        "Expand",
-        "GetItem",
-        "Cat",
-        "Stack",
-        "Where",
-        "Clip",  # move or pick values
-    }
-)
+RUNS_AS_IT_COMES: frozenset[str] = frozenset({
+    "To",  # the cast itself: never re-cast
+    "Add", "Sub", "Mul", "Div", "Neg",  # mixed dtypes promote to the wider one
+    "Tanh", "Sigmoid", "ReLU", "Abs", "EluFn", "GeluFn",  # bounded, elementwise
+    "Max", "MaxPool2dFn",  # picking an element is exact in any precision
+    "AvgPool2dFn",  # accumulates in float32 inside
+    "Reshape", "Permute", "Expand", "GetItem", "Cat", "Stack", "Where", "Clip",  # move or pick values
+})
 
 
 class AutocastPolicy:
@@ -88,9 +69,7 @@ class AutocastPolicy:
         rule = self.table.get(op)
         if rule == "low":
             low = self.dtype
-            wanted = [
-                is_floating(t.dtype) and t.dtype != float64 and t.dtype != low for t in inputs
-            ]
+            wanted = [is_floating(t.dtype) and t.dtype != float64 and t.dtype != low for t in inputs]
             target = low
         elif rule == "float32":
             wanted = [is_floating(t.dtype) and t.dtype.itemsize < 4 for t in inputs]
@@ -107,21 +86,12 @@ class AutocastPolicy:
             return data.astype(self.dtype)
         return data
 
-    def apply(
-        self, fn: type[Function], inputs: tuple[Tensor, ...], params: dict[str, Any]
-    ) -> Tensor:
+    def apply(self, fn: type[Function], inputs: tuple[Tensor, ...], params: dict[str, Any]) -> Tensor:
         """``fn.apply`` on the cast inputs, with the policy off while it runs (so a cast is never re-cast)."""
         op = fn.__name__
-        if (
-            self.dtype == bfloat16
-            and op in self.table
-            and inputs
-            and inputs[0].device.type == "cuda"
-        ):
-            raise TypeError(
-                f"autocast(dtype='bfloat16'): {op} on {inputs[0].device}: CuPy has no bfloat16 "
-                "dtype; use autocast('float16') on the GPU"
-            )
+        if self.dtype == bfloat16 and op in self.table and inputs and inputs[0].device.type == "cuda":
+            raise TypeError(f"autocast(dtype='bfloat16'): {op} on {inputs[0].device}: CuPy has no bfloat16 "
+                            "dtype; use autocast('float16') on the GPU")
         AutocastMode.policy = None
         try:
             out = fn.apply(*self.cast_inputs(op, inputs), **params)
@@ -152,9 +122,7 @@ class autocast:
         if name not in _AUTOCAST_DTYPES:
             raise ValueError(f"autocast: dtype must be 'float16' or 'bfloat16'; got {dtype!r}")
         if _AUTOCAST_DTYPES[name] is None:
-            raise RuntimeError(
-                "autocast: dtype 'bfloat16' needs the ml_dtypes package on NumPy: pip install ml_dtypes"
-            )
+            raise RuntimeError("autocast: dtype 'bfloat16' needs the ml_dtypes package on NumPy: pip install ml_dtypes")
         self.dtype, self.enabled = _AUTOCAST_DTYPES[name], bool(enabled)
         self._policy = AutocastPolicy(self.dtype) if self.enabled else None
         self._previous: list[Any] = []
@@ -170,9 +138,7 @@ class autocast:
     def __call__(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with autocast(
-                self.dtype, self.enabled
-            ):  # a fresh context per call: safe from several threads
+            with autocast(self.dtype, self.enabled):  # a fresh context per call: safe from several threads
                 return fn(*args, **kwargs)
 
         return wrapper
@@ -185,9 +151,7 @@ def cast_parameters(model: Any, dtype: Any) -> Any:
     """Cast every floating parameter and buffer of ``model`` to ``dtype`` in place; the model."""
     dt = as_dtype(dtype, "cast_parameters: dtype")
     if not is_floating(dt):
-        raise TypeError(
-            f"cast_parameters: dtype must be floating (integer buffers keep theirs); got {dt}"
-        )
+        raise TypeError(f"cast_parameters: dtype must be floating (integer buffers keep theirs); got {dt}")
     for name, p in model.named_parameters():
         if p.data.base is not None and is_floating(p.dtype) and p.dtype != dt:
             raise ValueError(
@@ -213,14 +177,8 @@ def _unscale_grads(grads: list[Any], inv_scale: float) -> Any:
     return np.zeros((), bool) if found is None else found
 
 
-def _update_scale(
-    scale: float,
-    growth_tracker: int,
-    found_inf: bool,
-    growth_factor: float,
-    backoff_factor: float,
-    growth_interval: int,
-) -> tuple[float, int]:
+def _update_scale(scale: float, growth_tracker: int, found_inf: bool, growth_factor: float,
+                  backoff_factor: float, growth_interval: int) -> tuple[float, int]:
     """The next (scale, growth_tracker): back off on inf/NaN, grow after ``growth_interval`` clean steps."""
     if found_inf:
         return scale * backoff_factor, 0
@@ -233,36 +191,20 @@ def _update_scale(
 class GradScaler:
     """Dynamic loss scaling for float16 training, with torch.amp.GradScaler's rules and names."""
 
-    def __init__(
-        self,
-        init_scale: float = 2.0**16,
-        growth_factor: float = 2.0,
-        backoff_factor: float = 0.5,
-        growth_interval: int = 2000,
-        enabled: bool = True,
-    ) -> None:
+    def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                 growth_interval: int = 2000, enabled: bool = True) -> None:
         if not init_scale > 0:
             raise ValueError(f"GradScaler: init_scale must be > 0; got {init_scale!r}")
         if not growth_factor > 1:
             raise ValueError(f"GradScaler: growth_factor must be > 1; got {growth_factor!r}")
         if not 0 < backoff_factor < 1:
-            raise ValueError(
-                f"GradScaler: backoff_factor must be between 0 and 1 (exclusive); got {backoff_factor!r}"
-            )
-        if (
-            isinstance(growth_interval, bool)
-            or not isinstance(growth_interval, int | np.integer)
-            or growth_interval < 1
-        ):
-            raise ValueError(
-                f"GradScaler: growth_interval must be a positive int; got {growth_interval!r}"
-            )
+            raise ValueError(f"GradScaler: backoff_factor must be between 0 and 1 (exclusive); got {backoff_factor!r}")
+        if isinstance(growth_interval, bool) or not isinstance(growth_interval, int | np.integer) or growth_interval < 1:
+            raise ValueError(f"GradScaler: growth_interval must be a positive int; got {growth_interval!r}")
         self._scale, self._growth_tracker = float(init_scale), 0
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._enabled = int(growth_interval), bool(enabled)
-        self.skipped_steps = (
-            0  # updates after an inf/NaN gradient since this scaler was made (one per step)
-        )
+        self.skipped_steps = 0  # updates after an inf/NaN gradient since this scaler was made (one per step)
         self.last_step_skipped = False
         self._per_optimizer: dict[int, dict[str, Any]] = {}
 
@@ -287,9 +229,7 @@ class GradScaler:
         return loss * self._scale
 
     def _state(self, optimizer: Any) -> dict[str, Any]:
-        return self._per_optimizer.setdefault(
-            id(optimizer), {"unscaled": False, "found_inf": None, "stepped": False}
-        )
+        return self._per_optimizer.setdefault(id(optimizer), {"unscaled": False, "found_inf": None, "stepped": False})
 
     def unscale_(self, optimizer: Any) -> None:
         """Divide the gradients of ``optimizer``'s parameters by the scale, in place (once per step)."""
@@ -297,20 +237,11 @@ class GradScaler:
             return
         state = self._state(optimizer)
         if state["unscaled"]:
-            raise RuntimeError(
-                "GradScaler.unscale_: unscale_() has already been called on this optimizer since "
-                "the last update(); a second call would divide the gradients twice"
-            )
+            raise RuntimeError("GradScaler.unscale_: unscale_() has already been called on this optimizer since "
+                               "the last update(); a second call would divide the gradients twice")
         if state["stepped"]:
-            raise RuntimeError(
-                "GradScaler.unscale_: step() was already called on this optimizer since the last update()"
-            )
-        grads = [
-            p.grad.data
-            for group in optimizer.param_groups
-            for p in group["params"]
-            if p.grad is not None
-        ]
+            raise RuntimeError("GradScaler.unscale_: step() was already called on this optimizer since the last update()")
+        grads = [p.grad.data for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         with no_grad():
             state["found_inf"] = _unscale_grads(grads, 1.0 / self._scale)
         state["unscaled"] = True
@@ -322,9 +253,7 @@ class GradScaler:
             return True
         state = self._state(optimizer)
         if state["stepped"]:
-            raise RuntimeError(
-                "GradScaler.step: step() has already been called on this optimizer since the last update()"
-            )
+            raise RuntimeError("GradScaler.step: step() has already been called on this optimizer since the last update()")
         if not state["unscaled"]:
             self.unscale_(optimizer)
         found = bool(state["found_inf"])  # the one device-to-host read of a step, as in PyTorch
@@ -342,49 +271,31 @@ class GradScaler:
         if new_scale is not None:
             self._scale = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
         else:
-            flags = [
-                s["found_inf"] for s in self._per_optimizer.values() if s["found_inf"] is not None
-            ]
+            flags = [s["found_inf"] for s in self._per_optimizer.values() if s["found_inf"] is not None]
             if not flags:
-                raise RuntimeError(
-                    "GradScaler.update: no inf checks were recorded before update(); call "
-                    "scaler.step(optimizer) (or unscale_) after backward"
-                )
+                raise RuntimeError("GradScaler.update: no inf checks were recorded before update(); call "
+                                   "scaler.step(optimizer) (or unscale_) after backward")
             found = any(bool(f) for f in flags)
-            self.skipped_steps += int(
-                found
-            )  # one training step, however many optimizers (or replicas) it has
+            self.skipped_steps += int(found)  # one training step, however many optimizers (or replicas) it has
             self._scale, self._growth_tracker = _update_scale(
-                self._scale,
-                self._growth_tracker,
-                found,
-                self._growth_factor,
-                self._backoff_factor,
-                self._growth_interval,
-            )
+                self._scale, self._growth_tracker, found, self._growth_factor, self._backoff_factor,
+                self._growth_interval)
         self._per_optimizer = {}
 
     def state_dict(self) -> dict[str, Any]:
         """PyTorch's keys (plus skipped_steps), as plain JSON data; empty when disabled."""
         if not self._enabled:
             return {}
-        return {
-            "scale": self._scale,
-            "growth_factor": self._growth_factor,
-            "backoff_factor": self._backoff_factor,
-            "growth_interval": self._growth_interval,
-            "_growth_tracker": self._growth_tracker,
-            "skipped_steps": self.skipped_steps,
-        }
+        return {"scale": self._scale, "growth_factor": self._growth_factor, "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval, "_growth_tracker": self._growth_tracker,
+                "skipped_steps": self.skipped_steps}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a state_dict() (a disabled scaler ignores it, as in PyTorch)."""
         if not self._enabled:
             return
         if not state:
-            raise RuntimeError(
-                "GradScaler.load_state_dict: the state is empty (saved from a disabled GradScaler?)"
-            )
+            raise RuntimeError("GradScaler.load_state_dict: the state is empty (saved from a disabled GradScaler?)")
         self._scale = float(np.asarray(state["scale"]))
         self._growth_factor = float(state["growth_factor"])
         self._backoff_factor = float(state["backoff_factor"])

@@ -24,9 +24,7 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
     if stretched:
         grad = grad.sum(axis=stretched, keepdims=True)
     if grad.shape != shape:
-        raise ShapeError(
-            f"unbroadcast: a gradient of shape {grad.shape} cannot belong to an input of shape {shape}"
-        )
+        raise ShapeError(f"unbroadcast: a gradient of shape {grad.shape} cannot belong to an input of shape {shape}")
     return grad
 
 
@@ -63,6 +61,19 @@ def topological_order(root: Tensor) -> list[Tensor]:
     return order
 
 
+def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
+    """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
+    if leaf.grad is None:
+        xp = leaf.device.xp
+        if g.base is not None or id(g) in stored or not isinstance(g, xp.ndarray):
+            with leaf.device:
+                g = xp.array(g)  # our own copy; a NumPy scalar becomes a 0-d array
+        stored.add(id(g))
+        leaf.grad = Tensor._wrap(g, leaf.device)
+    else:
+        leaf.grad.data += g
+
+
 def _initial_grad(root: Tensor, grad: Any) -> Any:
     """The gradient backward() starts from, checked against root's shape and device."""
     xp = root.device.xp
@@ -76,16 +87,12 @@ def _initial_grad(root: Tensor, grad: Any) -> Any:
             return xp.ones(root.data.shape, root.dtype)
     if isinstance(grad, Tensor):
         if grad.device is not root.device:
-            raise ValueError(
-                f"backward: grad is on {grad.device} but the tensor is on {root.device}"
-            )
+            raise ValueError(f"backward: grad is on {grad.device} but the tensor is on {root.device}")
         grad = grad.data
     with root.device:
         grad = xp.array(grad, dtype=root.dtype)  # a copy: the caller's array is never written to
     if grad.shape != root.data.shape:
-        raise ShapeError(
-            f"backward: grad has shape {grad.shape} but the tensor has shape {root.shape}"
-        )
+        raise ShapeError(f"backward: grad has shape {grad.shape} but the tensor has shape {root.shape}")
     return grad
 
 
@@ -120,19 +127,6 @@ def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None
             grads[key] = gx if key not in grads else grads[key] + gx
         if not retain_graph:
             fn.saved, fn.inputs = None, None
-
-
-def _accumulate(leaf: Tensor, g: Any, stored: set[int]) -> None:
-    """Add ``g`` into ``leaf.grad``, copying it first when someone else may hold it."""
-    if leaf.grad is None:
-        xp = leaf.device.xp
-        if g.base is not None or id(g) in stored or not isinstance(g, xp.ndarray):
-            with leaf.device:
-                g = xp.array(g)  # our own copy; a NumPy scalar becomes a 0-d array
-        stored.add(id(g))
-        leaf.grad = Tensor._wrap(g, leaf.device)
-    else:
-        leaf.grad.data += g
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
@@ -185,14 +179,10 @@ def gradcheck(
     """Check fn's gradients for every input that requires grad against float64 central differences."""
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
-        raise ValueError(
-            "gradcheck: no input requires grad; pass tensors made with requires_grad=True"
-        )
+        raise ValueError("gradcheck: no input requires grad; pass tensors made with requires_grad=True")
     for i in checked:
         if inputs[i].dtype != float64:
-            raise TypeError(
-                f"gradcheck: input {i} is {inputs[i].dtype}; central differences need float64"
-            )
+            raise TypeError(f"gradcheck: input {i} is {inputs[i].dtype}; central differences need float64")
     out = fn(*inputs)
     if not isinstance(out, Tensor) or not is_floating(out.dtype):
         raise TypeError(f"gradcheck: fn must return a floating Tensor; got {type(out).__name__}")
@@ -208,9 +198,7 @@ def gradcheck(
     backward((out * Tensor._wrap(v, out.device)).sum())
     for i in checked:
         x = inputs[i]
-        analytic = (
-            np.zeros(x.shape) if x.grad is None else np.asarray(x.grad.numpy(), dtype=np.float64)
-        )
+        analytic = np.zeros(x.shape) if x.grad is None else np.asarray(x.grad.numpy(), dtype=np.float64)
         numeric = np.zeros(x.shape)
         with no_grad():
             for idx in np.ndindex(*x.shape):
@@ -223,9 +211,7 @@ def gradcheck(
                 numeric[idx] = (plus - minus) / (2 * eps)
         bad = ~np.isclose(analytic, numeric, atol=atol, rtol=rtol)
         if bad.any():
-            worst = np.unravel_index(
-                np.argmax(np.where(bad, np.abs(analytic - numeric), -1)), x.shape
-            )
+            worst = np.unravel_index(np.argmax(np.where(bad, np.abs(analytic - numeric), -1)), x.shape)
             raise GradcheckError(
                 f"gradcheck: input {i} (shape {x.shape}) disagrees with central differences at "
                 f"{tuple(int(j) for j in worst)}: backward gives {analytic[worst]:.6g}, "

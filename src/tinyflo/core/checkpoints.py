@@ -28,30 +28,13 @@ CHECKSUM_KEY = "tinyflo.sha256"
 FORMAT_KEY = "tinyflo.format"
 STRUCTURE_KEY = "tinyflo.structure"
 STATE_KEY = "tinyflo.state"
-MAX_HEADER_BYTES = (
-    100_000_000  # the reference implementation's limit: a larger "header" is a damaged file
-)
+MAX_HEADER_BYTES = 100_000_000  # the reference implementation's limit: a larger "header" is a damaged file
 TEMP_MARK = ".tmp-"  # atomic_write's temporary files: .<name>.tmp-<random>
 MAX_DIMS = 64  # more dimensions than any real tensor has: a damaged (or hostile) header
 
-_CODES = {
-    ("f", 8): "F64",
-    ("f", 4): "F32",
-    ("f", 2): "F16",
-    ("i", 8): "I64",
-    ("i", 4): "I32",
-    ("i", 2): "I16",
-    ("i", 1): "I8",
-    ("u", 8): "U64",
-    ("u", 4): "U32",
-    ("u", 2): "U16",
-    ("u", 1): "U8",
-    ("b", 1): "BOOL",
-}
-_DTYPES = {
-    code: np.dtype(f"<{kind}{size}") if kind != "b" else np.dtype(bool)
-    for (kind, size), code in _CODES.items()
-}
+_CODES = {("f", 8): "F64", ("f", 4): "F32", ("f", 2): "F16", ("i", 8): "I64", ("i", 4): "I32", ("i", 2): "I16",
+          ("i", 1): "I8", ("u", 8): "U64", ("u", 4): "U32", ("u", 2): "U16", ("u", 1): "U8", ("b", 1): "BOOL"}
+_DTYPES = {code: np.dtype(f"<{kind}{size}") if kind != "b" else np.dtype(bool) for (kind, size), code in _CODES.items()}
 
 
 class CheckpointError(ValueError):
@@ -74,10 +57,8 @@ def dtype_code(dtype: Any, name: str) -> str:
         return "BF16"
     code = _CODES.get((dtype.kind, dtype.itemsize))
     if code is None:
-        raise CheckpointError(
-            f"tensor {name!r} has dtype {dtype}, which safetensors cannot store; "
-            f"expected one of {', '.join(sorted(_DTYPES))} or bfloat16"
-        )
+        raise CheckpointError(f"tensor {name!r} has dtype {dtype}, which safetensors cannot store; "
+                              f"expected one of {', '.join(sorted(_DTYPES))} or bfloat16")
     return code
 
 
@@ -86,27 +67,19 @@ def code_dtype(code: Any, where: str) -> np.dtype:
     if code == "BF16":
         bf16 = _bfloat16()
         if bf16 is None:
-            raise CheckpointError(
-                f"{where}: dtype BF16 needs the ml_dtypes package (pip install ml_dtypes)"
-            )
+            raise CheckpointError(f"{where}: dtype BF16 needs the ml_dtypes package (pip install ml_dtypes)")
         return bf16
     if code not in _DTYPES:
-        raise CheckpointError(
-            f"{where}: unknown dtype {code!r}; expected one of {', '.join(sorted(_DTYPES))}, BF16"
-        )
+        raise CheckpointError(f"{where}: unknown dtype {code!r}; expected one of {', '.join(sorted(_DTYPES))}, BF16")
     return _DTYPES[code]
 
 
 def _check_entry(entry: Any, where: str) -> tuple[np.dtype, tuple[int, ...], int, int]:
     """(dtype, shape, begin, end) of one header entry, or a CheckpointError saying what is wrong."""
     if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
-        raise CheckpointError(
-            f"{where}: expected {{'dtype', 'shape', 'data_offsets'}}; got {entry!r:.120}"
-        )
+        raise CheckpointError(f"{where}: expected {{'dtype', 'shape', 'data_offsets'}}; got {entry!r:.120}")
     if not isinstance(entry["dtype"], str):
-        raise CheckpointError(
-            f"{where}: dtype must be a string such as 'F32'; got {entry['dtype']!r:.60}"
-        )
+        raise CheckpointError(f"{where}: dtype must be a string such as 'F32'; got {entry['dtype']!r:.60}")
     dtype = code_dtype(entry["dtype"], where)
     shape, offsets = entry["shape"], entry["data_offsets"]
 
@@ -114,19 +87,11 @@ def _check_entry(entry: Any, where: str) -> tuple[np.dtype, tuple[int, ...], int
         return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
     if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(natural(s) for s in shape):
-        raise CheckpointError(
-            f"{where}: shape must be a list of at most {MAX_DIMS} non-negative integers; "
-            f"got {shape!r:.120}"
-        )
-    if not (
-        isinstance(offsets, list)
-        and len(offsets) == 2
-        and all(natural(o) for o in offsets)
-        and offsets[0] <= offsets[1]
-    ):
-        raise CheckpointError(
-            f"{where}: data_offsets must be [begin, end] with 0 <= begin <= end; got {offsets!r}"
-        )
+        raise CheckpointError(f"{where}: shape must be a list of at most {MAX_DIMS} non-negative integers; "
+                              f"got {shape!r:.120}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(natural(o) for o in offsets)
+            and offsets[0] <= offsets[1]):
+        raise CheckpointError(f"{where}: data_offsets must be [begin, end] with 0 <= begin <= end; got {offsets!r}")
     begin, end = offsets
     expected = 0 if 0 in shape else dtype.itemsize
     for size in shape:  # step by step, stopping once past the byte range: no huge integer products
@@ -134,11 +99,9 @@ def _check_entry(entry: Any, where: str) -> tuple[np.dtype, tuple[int, ...], int
         if expected > end - begin:
             break
     if end - begin != expected:
-        raise CheckpointError(
-            f"{where}: shape {tuple(shape)!r:.120} of {entry['dtype']} needs "
-            f"{'more than ' if expected > end - begin and 0 not in shape else ''}{expected} bytes; "
-            f"data_offsets {offsets} give {end - begin}"
-        )
+        raise CheckpointError(f"{where}: shape {tuple(shape)!r:.120} of {entry['dtype']} needs "
+                              f"{'more than ' if expected > end - begin and 0 not in shape else ''}{expected} bytes; "
+                              f"data_offsets {offsets} give {end - begin}")
     return dtype, tuple(shape), begin, end
 
 
@@ -159,44 +122,28 @@ def _little_endian(array: Any, name: str) -> np.ndarray:
         array = array.get() if hasattr(array, "get") else np.asarray(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
-    return (
-        array if array.flags.c_contiguous else array.copy(order="C")
-    )  # ascontiguousarray would make 0-d 1-d
+    return array if array.flags.c_contiguous else array.copy(order="C")  # ascontiguousarray would make 0-d 1-d
 
 
-def write_safetensors(
-    f: IO[bytes],
-    tensors: Mapping[str, Any],
-    metadata: Mapping[str, str] | None = None,
-    checksum: bool = True,
-) -> int:
+def write_safetensors(f: IO[bytes], tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None,
+                      checksum: bool = True) -> int:
     """Write ``tensors`` (name → array) and ``metadata`` (str → str) to the binary file ``f``; bytes written."""
     metadata = dict(metadata or {})
     for key, value in metadata.items():
         if not isinstance(key, str) or not isinstance(value, str):
-            raise TypeError(
-                f"write_safetensors: metadata must map str to str; {key!r} maps to a {type(value).__name__}"
-            )
+            raise TypeError(f"write_safetensors: metadata must map str to str; {key!r} maps to a {type(value).__name__}")
     for name in tensors:
         if not isinstance(name, str) or name == "__metadata__":
-            raise ValueError(
-                f"write_safetensors: tensor names must be strings other than '__metadata__'; got {name!r}"
-            )
+            raise ValueError(f"write_safetensors: tensor names must be strings other than '__metadata__'; got {name!r}")
     if not checksum and FORMAT_KEY in metadata:
-        raise ValueError(
-            f"write_safetensors: metadata key {FORMAT_KEY!r} with checksum=False would make a file "
-            "tinyflo refuses to read (its files always carry a checksum); drop the key or the flag"
-        )
+        raise ValueError(f"write_safetensors: metadata key {FORMAT_KEY!r} with checksum=False would make a file "
+                         "tinyflo refuses to read (its files always carry a checksum); drop the key or the flag")
     arrays = {name: _little_endian(a, name) for name, a in tensors.items()}
     order = sorted(arrays, key=lambda name: (-arrays[name].dtype.itemsize, name))
     index, offset = {}, 0
     for name in order:
         a = arrays[name]
-        index[name] = {
-            "dtype": dtype_code(a.dtype, name),
-            "shape": list(a.shape),
-            "data_offsets": [offset, offset + a.nbytes],
-        }
+        index[name] = {"dtype": dtype_code(a.dtype, name), "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
         offset += a.nbytes
     if checksum:
         metadata.setdefault(FORMAT_KEY, FORMAT_VERSION)
@@ -216,67 +163,42 @@ def write_safetensors(
     return 8 + len(raw) + offset
 
 
-def parse_header(
-    data: bytes | bytearray | memoryview, where: str
-) -> tuple[dict[str, Any], dict[str, str], int]:
+def parse_header(data: bytes | bytearray | memoryview, where: str) -> tuple[dict[str, Any], dict[str, str], int]:
     """``(index, metadata, payload_start)`` of a safetensors file's bytes, every entry checked."""
     if len(data) < 8:
-        raise CheckpointError(
-            f"{where}: the file has {len(data)} bytes; a safetensors file starts with an "
-            "8-byte header length (the file is truncated, or not safetensors)"
-        )
+        raise CheckpointError(f"{where}: the file has {len(data)} bytes; a safetensors file starts with an "
+                              "8-byte header length (the file is truncated, or not safetensors)")
     n = int.from_bytes(data[:8], "little")
     if n > MAX_HEADER_BYTES or 8 + n > len(data):
-        raise CheckpointError(
-            f"{where}: the header length is {n} bytes but the file has {len(data)} bytes "
-            "(the file is truncated, or not safetensors)"
-        )
+        raise CheckpointError(f"{where}: the header length is {n} bytes but the file has {len(data)} bytes "
+                              "(the file is truncated, or not safetensors)")
     try:
-        header = json.loads(bytes(data[8 : 8 + n]).decode("utf-8"))
+        header = json.loads(bytes(data[8:8 + n]).decode("utf-8"))
     except (ValueError, RecursionError) as err:  # bad UTF-8 and JSON, huge integers, deep nesting
-        raise CheckpointError(
-            f"{where}: the header is not valid JSON ({err}); the file is damaged or not safetensors"
-        ) from None
+        raise CheckpointError(f"{where}: the header is not valid JSON ({err}); the file is damaged or not safetensors") from None
     if not isinstance(header, dict):
-        raise CheckpointError(
-            f"{where}: the header must be a JSON object; got {type(header).__name__}"
-        )
+        raise CheckpointError(f"{where}: the header must be a JSON object; got {type(header).__name__}")
     metadata = header.pop("__metadata__", None)
     metadata = {} if metadata is None else metadata
-    if not isinstance(metadata, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
-    ):
-        raise CheckpointError(
-            f"{where}: __metadata__ must map strings to strings; got {metadata!r:.120}"
-        )
-    spans = sorted(
-        (_check_entry(entry, f"{where}: tensor {name!r}")[2:], name)
-        for name, entry in header.items()
-    )
+    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise CheckpointError(f"{where}: __metadata__ must map strings to strings; got {metadata!r:.120}")
+    spans = sorted((_check_entry(entry, f"{where}: tensor {name!r}")[2:], name) for name, entry in header.items())
     payload = len(data) - 8 - n
     position = 0
     for (begin, end), name in spans:
         if begin != position:
-            raise CheckpointError(
-                f"{where}: tensor {name!r} begins at byte {begin} of the payload; expected "
-                f"{position} (the tensors must follow each other without gaps or overlaps)"
-            )
+            raise CheckpointError(f"{where}: tensor {name!r} begins at byte {begin} of the payload; expected "
+                                  f"{position} (the tensors must follow each other without gaps or overlaps)")
         position = end
     if position > payload:
-        raise CheckpointError(
-            f"{where}: truncated: the header promises {position} bytes of tensor data, "
-            f"the file holds {payload}"
-        )
+        raise CheckpointError(f"{where}: truncated: the header promises {position} bytes of tensor data, "
+                              f"the file holds {payload}")
     if position < payload:
-        raise CheckpointError(
-            f"{where}: {payload - position} bytes follow the last tensor; the file is damaged"
-        )
+        raise CheckpointError(f"{where}: {payload - position} bytes follow the last tensor; the file is damaged")
     return header, metadata, 8 + n
 
 
-def load_file(
-    path: str | os.PathLike, verify: bool = True
-) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def load_file(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """``(tensors, metadata)`` of a safetensors file; the checksum is checked when the file has one."""
     path = Path(path)
     with open(path, "rb") as f:
@@ -289,14 +211,10 @@ def load_file(
         digest = hashlib.sha256(_canonical(index, metadata))
         digest.update(payload)
         if digest.hexdigest() != metadata[CHECKSUM_KEY]:
-            raise CheckpointError(
-                f"{path}: the checksum does not match: the file is damaged (altered or truncated); "
-                "refusing to load it"
-            )
+            raise CheckpointError(f"{path}: the checksum does not match: the file is damaged (altered or truncated); "
+                                  "refusing to load it")
     if verify and FORMAT_KEY in metadata and CHECKSUM_KEY not in metadata:
-        raise CheckpointError(
-            f"{path}: a tinyflo file without its checksum: the file is damaged; refusing to load it"
-        )
+        raise CheckpointError(f"{path}: a tinyflo file without its checksum: the file is damaged; refusing to load it")
     tensors = {}
     for name, entry in index.items():
         dtype, shape = code_dtype(entry["dtype"], f"{path}: tensor {name!r}"), tuple(entry["shape"])
@@ -305,20 +223,14 @@ def load_file(
             try:
                 tensors[name] = np.empty(shape, dtype)
             except ValueError:
-                raise CheckpointError(
-                    f"{path}: tensor {name!r}: shape {shape!r:.120} is too large"
-                ) from None
+                raise CheckpointError(f"{path}: tensor {name!r}: shape {shape!r:.120} is too large") from None
         else:
             tensors[name] = np.frombuffer(payload[begin:end], dtype=dtype).reshape(shape)
     return tensors, metadata
 
 
-def save_file(
-    path: str | os.PathLike,
-    tensors: Mapping[str, Any],
-    metadata: Mapping[str, str] | None = None,
-    checksum: bool = True,
-) -> Path:
+def save_file(path: str | os.PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None,
+              checksum: bool = True) -> Path:
     """Write a safetensors file atomically (a crash leaves any previous file at ``path`` intact)."""
     return atomic_write(path, lambda f: write_safetensors(f, tensors, metadata, checksum))
 
@@ -339,9 +251,7 @@ def _temp_file(path: Path) -> tuple[int, Path]:
     while True:
         temp = path.parent / f".{path.name}{TEMP_MARK}{secrets.token_hex(8)}"
         try:  # O_EXCL: never an existing file; mode 0o666, so the OS applies the umask as open() would
-            return os.open(
-                temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o666
-            ), temp
+            return os.open(temp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_BINARY", 0), 0o666), temp
         except FileExistsError:
             continue
 
@@ -376,22 +286,15 @@ def _shapes(model: Any) -> dict[str, list[int]]:
 
 def structural_hash(model: Any) -> str:
     """SHA-256 over the sorted (name, shape) of parameters and buffers and the module class tree."""
-    text = json.dumps(
-        {"tensors": sorted(_shapes(model).items()), "modules": _module_tree(model)},
-        separators=(",", ":"),
-    )
+    text = json.dumps({"tensors": sorted(_shapes(model).items()), "modules": _module_tree(model)},
+                      separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _few(names: Any, limit: int = 5) -> str:
     """The first few of ``names``, for an error message."""
     names = list(names)
-    return (
-        "none"
-        if not names
-        else ", ".join(map(str, names[:limit]))
-        + (f", ... ({len(names)} in all)" if len(names) > limit else "")
-    )
+    return "none" if not names else ", ".join(map(str, names[:limit])) + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
 def _encode(value: Any, name: str, tensors: dict[str, np.ndarray]) -> Any:
@@ -400,14 +303,10 @@ def _encode(value: Any, name: str, tensors: dict[str, np.ndarray]) -> Any:
         value = value.data
     if _is_array(value) and not isinstance(value, np.generic):
         if name in tensors:
-            raise ValueError(
-                f"checkpoint: two tensors would be named {name!r} (does the model have a sub-module "
-                "named 'optimizer', 'scheduler', 'rng', 'loader', 'trainer', 'scaler' or 'extra'?)"
-            )
+            raise ValueError(f"checkpoint: two tensors would be named {name!r} (does the model have a sub-module "
+                             "named 'optimizer', 'scheduler', 'rng', 'loader', 'trainer', 'scaler' or 'extra'?)")
         host = _host(value)  # a host copy, never a view
-        tensors[name] = (
-            host if isinstance(host, np.ndarray) and host is not value else np.array(host)
-        )
+        tensors[name] = host if isinstance(host, np.ndarray) and host is not value else np.array(host)
         return {"__tensor__": name}
     if isinstance(value, dict):
         encoded = {str(k): _encode(v, f"{name}.{k}", tensors) for k, v in value.items()}
@@ -419,9 +318,7 @@ def _encode(value: Any, name: str, tensors: dict[str, np.ndarray]) -> Any:
         return value.item()
     if value is None or isinstance(value, bool | int | float | str):
         return value
-    raise TypeError(
-        f"checkpoint: {name} has type {type(value).__name__}, which is neither an array nor JSON data"
-    )
+    raise TypeError(f"checkpoint: {name} has type {type(value).__name__}, which is neither an array nor JSON data")
 
 
 def _decode(value: Any, tensors: Mapping[str, np.ndarray], where: str) -> Any:
@@ -431,9 +328,7 @@ def _decode(value: Any, tensors: Mapping[str, np.ndarray], where: str) -> Any:
             return {k: _decode(v, tensors, where) for k, v in value["__data__"].items()}
         if set(value) == {"__tensor__"}:
             if not isinstance(value["__tensor__"], str) or value["__tensor__"] not in tensors:
-                raise CheckpointError(
-                    f"{where}: the state refers to tensor {value['__tensor__']!r}, which the file lacks"
-                )
+                raise CheckpointError(f"{where}: the state refers to tensor {value['__tensor__']!r}, which the file lacks")
             return tensors[value["__tensor__"]]
         return {k: _decode(v, tensors, where) for k, v in value.items()}
     if isinstance(value, list):
@@ -475,11 +370,7 @@ class LoadReport:
             shown = ", ".join(items[:5]) + (", ..." if len(items) > 5 else "")
             return f"{len(items)}" + (f" [{shown}]" if items else "")
 
-        check = (
-            "checksum verified"
-            if self.verified
-            else "no checksum in the file: integrity not checked"
-        )
+        check = "checksum verified" if self.verified else "no checksum in the file: integrity not checked"
         return f"LoadReport(loaded={names(self.loaded)}, skipped={names(self.skipped)}, missing={names(self.missing)}; {check})"
 
     def freeze_loaded(self, model: Any) -> Any:
@@ -497,13 +388,8 @@ def _assign(target: Tensor, values: np.ndarray) -> None:
         target.data[...] = device.xp.asarray(values).astype(target.dtype, copy=False)
 
 
-def _plan_model_load(
-    model: Any,
-    tensors: Mapping[str, np.ndarray],
-    state: Mapping[str, Any],
-    strict: bool,
-    where: str,
-) -> tuple[list[tuple[Tensor, np.ndarray]], LoadReport]:
+def _plan_model_load(model: Any, tensors: Mapping[str, np.ndarray], state: Mapping[str, Any], strict: bool,
+                     where: str) -> tuple[list[tuple[Tensor, np.ndarray]], LoadReport]:
     """(target, values) pairs and the LoadReport of loading ``tensors`` into ``model``; nothing copied yet."""
     own = model.state_dict()
     ours = "model" in state
@@ -513,35 +399,21 @@ def _plan_model_load(
     missing = [k for k in own if k not in names]
     for key in loaded:
         if tuple(tensors[key].shape) != own[key].shape:
-            raise ShapeError(
-                f"load_checkpoint: {key!r} has shape {tuple(tensors[key].shape)} in the file {where} "
-                f"and {own[key].shape} in the model"
-            )
+            raise ShapeError(f"load_checkpoint: {key!r} has shape {tuple(tensors[key].shape)} in the file {where} "
+                             f"and {own[key].shape} in the model")
     if strict:
-        same = (
-            state["model"]["hash"] == structural_hash(model)
-            if ours
-            else not skipped and not missing
-        )
+        same = state["model"]["hash"] == structural_hash(model) if ours else not skipped and not missing
         if not same:
             if skipped or missing:
                 detail = f"only in the file: {_few(skipped)}; only in the model: {_few(missing)}"
             else:
                 theirs = {name: cls for name, cls in state["model"].get("modules", [])}
-                differ = [
-                    f"{name or '(root)'}: {theirs.get(name)} in the file, {cls} in the model"
-                    for name, cls in _module_tree(model)
-                    if theirs.get(name) != cls
-                ]
-                detail = (
-                    f"the module classes differ at {_few(differ, 3)}"
-                    if differ
-                    else "the same names and module classes, in another order"
-                )
-            raise CheckpointError(
-                f"load_checkpoint: the model's structure does not match {where} ({detail}); "
-                "pass strict=False to load the names that match and report the rest"
-            )
+                differ = [f"{name or '(root)'}: {theirs.get(name)} in the file, {cls} in the model"
+                          for name, cls in _module_tree(model) if theirs.get(name) != cls]
+                detail = (f"the module classes differ at {_few(differ, 3)}" if differ
+                          else "the same names and module classes, in another order")
+            raise CheckpointError(f"load_checkpoint: the model's structure does not match {where} ({detail}); "
+                                  "pass strict=False to load the names that match and report the rest")
     pairs = [(own[key], tensors[key]) for key in loaded]
     return pairs, LoadReport(tuple(loaded), tuple(skipped), tuple(missing))
 
@@ -552,14 +424,8 @@ def _model_state(model: Any, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
     return {"keys": list(tensors), "hash": structural_hash(model), "modules": _module_tree(model)}
 
 
-def capture_state(
-    model: Any = None,
-    optimizer: Any = None,
-    scheduler: Any = None,
-    trainer: Any = None,
-    extra: Mapping[str, Any] | None = None,
-    rng: bool | None = None,
-) -> CheckpointState:
+def capture_state(model: Any = None, optimizer: Any = None, scheduler: Any = None, trainer: Any = None,
+                  extra: Mapping[str, Any] | None = None, rng: bool | None = None) -> CheckpointState:
     """Host copies of everything to save: model, optimizer, scheduler; with a trainer, the full training state."""
     if trainer is not None:
         model = trainer.model if model is None else model
@@ -581,25 +447,15 @@ def capture_state(
     return CheckpointState(tensors, state)
 
 
-def save_checkpoint(
-    path: str | os.PathLike,
-    model: Any = None,
-    optimizer: Any = None,
-    scheduler: Any = None,
-    *,
-    trainer: Any = None,
-    extra: Mapping[str, Any] | None = None,
-    rng: bool | None = None,
-) -> Path:
+def save_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any = None, scheduler: Any = None, *,
+                    trainer: Any = None, extra: Mapping[str, Any] | None = None, rng: bool | None = None) -> Path:
     """Save a model (and optimizer, scheduler; or a Trainer's complete state) to one safetensors file."""
     if model is None and trainer is None:
         raise ValueError("save_checkpoint: pass a model (or trainer=) to save")
     return write_state(path, capture_state(model, optimizer, scheduler, trainer, extra, rng))
 
 
-def read_checkpoint(
-    path: str | os.PathLike, verify: bool = True
-) -> tuple[dict[str, np.ndarray], dict[str, Any], bool]:
+def read_checkpoint(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any], bool]:
     """``(tensors, state, verified)`` of a checkpoint file (ours or any plain safetensors file)."""
     path = Path(path)
     if not path.is_file():
@@ -607,26 +463,19 @@ def read_checkpoint(
     tensors, metadata = load_file(path, verify)
     version = metadata.get(FORMAT_KEY)
     if version is not None and version != FORMAT_VERSION:
-        raise CheckpointError(
-            f"{path}: format version {version!r}; this tinyflo reads version {FORMAT_VERSION!r}"
-        )
+        raise CheckpointError(f"{path}: format version {version!r}; this tinyflo reads version {FORMAT_VERSION!r}")
     try:
         state = json.loads(metadata.get(STATE_KEY, "{}"))
     except (ValueError, RecursionError) as err:
-        raise CheckpointError(
-            f"{path}: the {STATE_KEY} metadata is not valid JSON ({str(err):.100})"
-        ) from None
+        raise CheckpointError(f"{path}: the {STATE_KEY} metadata is not valid JSON ({str(err):.100})") from None
     _check_state(state, tensors, str(path))
     return tensors, state, verify and CHECKSUM_KEY in metadata
 
 
 def _check_state(state: Any, tensors: Mapping[str, np.ndarray], where: str) -> None:
     """The layout of a ``tinyflo.state`` (what the loaders read from it), or a CheckpointError naming the part."""
-
     def bad(part: str, expected: str) -> CheckpointError:
-        return CheckpointError(
-            f"{where}: the {STATE_KEY} metadata is damaged: {part} must be {expected}"
-        )
+        return CheckpointError(f"{where}: the {STATE_KEY} metadata is damaged: {part} must be {expected}")
 
     if not isinstance(state, dict):
         raise bad("the state", "a JSON object")
@@ -638,9 +487,7 @@ def _check_state(state: Any, tensors: Mapping[str, np.ndarray], where: str) -> N
         if not isinstance(keys, list) or not all(isinstance(k, str) and k in tensors for k in keys):
             raise bad("'model.keys'", "a list of the names of tensors in the file")
         if not isinstance(modules, list) or not all(
-            isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m)
-            for m in modules
-        ):
+                isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m) for m in modules):
             raise bad("'model.modules'", "a list of [name, class] pairs")
     for key in ("optimizer", "scheduler", "trainer", "rng", "extra"):
         if state.get(key) is not None and not isinstance(state[key], dict):
@@ -649,26 +496,16 @@ def _check_state(state: Any, tensors: Mapping[str, np.ndarray], where: str) -> N
         if state.get(key) is not None and not isinstance(state[key], dict):
             raise bad(repr(key), "an object or null")
     trainer = state.get("trainer")
-    if trainer is not None and not (
-        isinstance(trainer.get("step"), int)
-        and isinstance(trainer.get("epoch"), int)
-        and isinstance(trainer.get("history"), dict)
-    ):
+    if trainer is not None and not (isinstance(trainer.get("step"), int) and isinstance(trainer.get("epoch"), int)
+                                    and isinstance(trainer.get("history"), dict)):
         raise bad("'trainer'", "an object with 'step', 'epoch' (integers) and 'history'")
     totals = trainer.get("epoch_totals") if trainer is not None else None
-    if totals is not None and not (
-        isinstance(totals, dict)
-        and isinstance(totals.get("total"), int | float)
-        and totals.get("dtype") in ("float16", "float32", "float64")
-        and all(isinstance(totals.get(k), int) for k in ("samples", "batches"))
-    ):
-        raise bad(
-            "'trainer.epoch_totals'", "an object with 'total', 'dtype', 'samples' and 'batches'"
-        )
+    if totals is not None and not (isinstance(totals, dict) and isinstance(totals.get("total"), int | float)
+                                   and totals.get("dtype") in ("float16", "float32", "float64")
+                                   and all(isinstance(totals.get(k), int) for k in ("samples", "batches"))):
+        raise bad("'trainer.epoch_totals'", "an object with 'total', 'dtype', 'samples' and 'batches'")
     rng = state.get("rng")
-    if rng is not None and not (
-        isinstance(rng.get("tinyflo"), dict) and isinstance(rng.get("numpy"), dict)
-    ):
+    if rng is not None and not (isinstance(rng.get("tinyflo"), dict) and isinstance(rng.get("numpy"), dict)):
         raise bad("'rng'", "an object with 'tinyflo' and 'numpy' generator states")
 
 
@@ -679,10 +516,8 @@ def _bit_generator(state: Any, where: str = "load_checkpoint") -> np.random.BitG
     """A new NumPy bit generator of the kind ``state`` (a ``bit_generator.state`` dict) names."""
     name = state.get("bit_generator") if isinstance(state, dict) else None
     if name not in _BIT_GENERATORS:
-        raise CheckpointError(
-            f"{where}: a random generator state names bit generator {name!r:.60}; "
-            f"expected one of {', '.join(_BIT_GENERATORS)}"
-        )
+        raise CheckpointError(f"{where}: a random generator state names bit generator {name!r:.60}; "
+                              f"expected one of {', '.join(_BIT_GENERATORS)}")
     return getattr(np.random, name)()
 
 
@@ -692,60 +527,36 @@ def _check_generator(state: Any, where: str) -> None:
     try:
         generator.state = state
     except (ValueError, TypeError, KeyError) as err:
-        raise CheckpointError(
-            f"{where}: a random generator state is damaged ({str(err):.100})"
-        ) from None
+        raise CheckpointError(f"{where}: a random generator state is damaged ({str(err):.100})") from None
 
 
 def _check_training_state(trainer: Any, state: Mapping[str, Any], loader: Any, where: str) -> None:
     """What ``_restore_training_state`` needs, checked before anything is copied."""
     if state.get("scaler") is not None and getattr(trainer, "scaler", None) is None:
-        raise CheckpointError(
-            f"load_checkpoint: {where} holds a GradScaler's state but the trainer has no scaler; "
-            "give it one (trainer.scaler = GradScaler()) before loading"
-        )
+        raise CheckpointError(f"load_checkpoint: {where} holds a GradScaler's state but the trainer has no scaler; "
+                              "give it one (trainer.scaler = GradScaler()) before loading")
     if state.get("rng") is not None:
         _check_generator(state["rng"]["tinyflo"], where)
         legacy = state["rng"]["numpy"]
-        if (
-            legacy.get("bit_generator") != "MT19937"
-            or not isinstance(legacy.get("state"), dict)
-            or np.shape(legacy["state"].get("key")) != (624,)
-        ):
-            raise CheckpointError(
-                f"{where}: NumPy's global generator state is damaged; expected MT19937 with 624 words"
-            )
+        if legacy.get("bit_generator") != "MT19937" or not isinstance(legacy.get("state"), dict) \
+                or np.shape(legacy["state"].get("key")) != (624,):
+            raise CheckpointError(f"{where}: NumPy's global generator state is damaged; expected MT19937 with 624 words")
     saved = state.get("loader")
     if saved is None:
         return
-    if not isinstance(saved.get("rng"), dict) or not isinstance(
-        saved["rng"].get("bit_generator"), dict
-    ):
-        raise CheckpointError(
-            f"{where}: the data loader's state is damaged: it has no random generator state"
-        )
+    if not isinstance(saved.get("rng"), dict) or not isinstance(saved["rng"].get("bit_generator"), dict):
+        raise CheckpointError(f"{where}: the data loader's state is damaged: it has no random generator state")
     _check_generator(saved["rng"]["bit_generator"], where)
     if loader is not None and hasattr(loader, "batch_size") and hasattr(loader, "dataset"):
         for key, mine in (("batch_size", loader.batch_size), ("samples", len(loader.dataset))):
             if saved.get(key) != mine:
-                raise CheckpointError(
-                    f"load_checkpoint: the data loader in {where} was saved with {key}="
-                    f"{saved.get(key)!r}; train_loader has {key}={mine}: the batches would not line up"
-                )
+                raise CheckpointError(f"load_checkpoint: the data loader in {where} was saved with {key}="
+                                      f"{saved.get(key)!r}; train_loader has {key}={mine}: the batches would not line up")
 
 
-def load_checkpoint(
-    path: str | os.PathLike,
-    model: Any = None,
-    optimizer: Any = None,
-    scheduler: Any = None,
-    strict: bool = True,
-    device: Any = None,
-    *,
-    trainer: Any = None,
-    train_loader: Any = None,
-    verify: bool = True,
-) -> LoadReport:
+def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any = None, scheduler: Any = None,
+                    strict: bool = True, device: Any = None, *, trainer: Any = None, train_loader: Any = None,
+                    verify: bool = True) -> LoadReport:
     """Load a checkpoint into a model (and optimizer, scheduler; or a Trainer); checked first, then copied."""
     if trainer is not None:
         model = trainer.model if model is None else model
@@ -756,10 +567,8 @@ def load_checkpoint(
     where = str(path)
     tensors, raw, verified = read_checkpoint(path, verify)
     if trainer is not None and "trainer" not in raw:
-        raise CheckpointError(
-            f"load_checkpoint: trainer= was given but {where} holds no training state "
-            "(it was saved from a model alone)"
-        )
+        raise CheckpointError(f"load_checkpoint: trainer= was given but {where} holds no training state "
+                              "(it was saved from a model alone)")
     state = _decode(raw, tensors, where)  # once: every check below and every copy use this
     pairs, report = _plan_model_load(model, tensors, raw, strict, where)
     parts = {}
@@ -767,26 +576,18 @@ def load_checkpoint(
         if part is None or not hasattr(part, "load_state_dict"):
             continue
         if key not in state:
-            raise CheckpointError(
-                f"load_checkpoint: {key}= was given but {where} holds no {key} state"
-            )
+            raise CheckpointError(f"load_checkpoint: {key}= was given but {where} holds no {key} state")
         parts[key] = state[key]
     if "optimizer" in parts:
         try:
             _validate_state_dict(optimizer, parts["optimizer"])
         except (ValueError, TypeError, KeyError) as err:
-            raise CheckpointError(
-                f"load_checkpoint: the optimizer state in {where} does not fit optimizer=: {err}"
-            ) from None
+            raise CheckpointError(f"load_checkpoint: the optimizer state in {where} does not fit optimizer=: {err}") from None
     if "scheduler" in parts and parts["scheduler"].get("type") != type(scheduler).__name__:
-        raise CheckpointError(
-            f"load_checkpoint: {where} holds the state of a {parts['scheduler'].get('type')}; "
-            f"scheduler= is a {type(scheduler).__name__}"
-        )
+        raise CheckpointError(f"load_checkpoint: {where} holds the state of a {parts['scheduler'].get('type')}; "
+                              f"scheduler= is a {type(scheduler).__name__}")
     if trainer is not None:
-        loader = (
-            train_loader if train_loader is not None else getattr(trainer, "train_loader", None)
-        )
+        loader = train_loader if train_loader is not None else getattr(trainer, "train_loader", None)
         _check_training_state(trainer, state, loader, where)
     if device is not None:  # only now: a file that fails a check leaves the model where it was
         model.to(as_device(device))
@@ -805,10 +606,8 @@ def load_checkpoint(
 
 def _rng_state() -> dict[str, Any]:
     """The state of every generator training draws from (CuPy's as a fresh seed it is reseeded with)."""
-    state: dict[str, Any] = {
-        "tinyflo": _Generators.numpy.bit_generator.state,
-        "numpy": np.random.get_state(legacy=False),
-    }
+    state: dict[str, Any] = {"tinyflo": _Generators.numpy.bit_generator.state,
+                             "numpy": np.random.get_state(legacy=False)}
     cupy = _cupy()
     if cupy is not None:
         seed = int(cupy.random.randint(0, 2**31 - 1))
@@ -823,10 +622,7 @@ def _restore_rng(state: Mapping[str, Any]) -> None:
     generator.bit_generator.state = state["tinyflo"]
     _Generators.numpy = generator
     legacy = dict(state["numpy"])
-    legacy["state"] = {
-        **legacy["state"],
-        "key": np.asarray(legacy["state"]["key"], dtype=np.uint32),
-    }
+    legacy["state"] = {**legacy["state"], "key": np.asarray(legacy["state"]["key"], dtype=np.uint32)}
     np.random.set_state(legacy)
     cupy = _cupy()
     if cupy is not None and state.get("cupy") is not None:
@@ -839,56 +635,39 @@ def _training_state(trainer: Any, tensors: dict[str, np.ndarray]) -> dict[str, A
     scaler = getattr(trainer, "scaler", None)
     return {
         "trainer": _encode(trainer.state_dict(), "trainer", tensors),
-        "loader": _encode(loader.state_dict(), "loader", tensors)
-        if hasattr(loader, "state_dict")
-        else None,
+        "loader": _encode(loader.state_dict(), "loader", tensors) if hasattr(loader, "state_dict") else None,
         "scaler": _encode(scaler.state_dict(), "scaler", tensors) if scaler is not None else None,
     }
 
 
-def _restore_training_state(
-    trainer: Any, state: Mapping[str, Any], train_loader: Any = None
-) -> None:
+def _restore_training_state(trainer: Any, state: Mapping[str, Any], train_loader: Any = None) -> None:
     """Put back what ``_training_state`` and ``_rng_state`` saved."""
     scaler = getattr(trainer, "scaler", None)
     if state.get("scaler") is not None:
         if scaler is None:
-            raise CheckpointError(
-                "load_checkpoint: the checkpoint holds a GradScaler's state but the trainer "
-                "has no scaler; give it one (trainer.scaler = GradScaler()) before loading"
-            )
+            raise CheckpointError("load_checkpoint: the checkpoint holds a GradScaler's state but the trainer "
+                                  "has no scaler; give it one (trainer.scaler = GradScaler()) before loading")
         scaler.load_state_dict(state["scaler"])
     trainer.load_state_dict(state["trainer"])
     if state.get("rng") is not None:
         _restore_rng(state["rng"])
     loader_state = state.get("loader")
     if loader_state is not None:
-        loader = (
-            train_loader if train_loader is not None else getattr(trainer, "train_loader", None)
-        )
+        loader = train_loader if train_loader is not None else getattr(trainer, "train_loader", None)
         if loader is not None:
             loader.load_state_dict(loader_state)
         else:
             trainer.pending_loader_state = loader_state
 
 
-def retained(
-    entries: list[dict[str, Any]],
-    keep_last: int | None = 3,
-    keep_best: int | None = None,
-    mode: str = "min",
-    keep_every: int | None = None,
-) -> list[dict[str, Any]]:
+def retained(entries: list[dict[str, Any]], keep_last: int | None = 3, keep_best: int | None = None,
+             mode: str = "min", keep_every: int | None = None) -> list[dict[str, Any]]:
     """The entries (oldest first) a retention policy keeps: the last, the best, and every k-th step."""
     keep = set()
     if keep_last:
         keep.update(range(max(len(entries) - keep_last, 0), len(entries)))
     if keep_best:
-        scored = [
-            i
-            for i, e in enumerate(entries)
-            if e.get("metric") is not None and not math.isnan(e["metric"])
-        ]
+        scored = [i for i, e in enumerate(entries) if e.get("metric") is not None and not math.isnan(e["metric"])]
         scored.sort(key=lambda i: entries[i]["metric"] if mode == "min" else -entries[i]["metric"])
         keep.update(scored[:keep_best])
     if keep_every:
@@ -906,9 +685,7 @@ class BackgroundSaver:
     def _run(self, fn: Callable[[], Any]) -> None:
         try:
             fn()
-        except (
-            BaseException
-        ) as err:  # kept for the caller's thread: an error must not vanish with the worker
+        except BaseException as err:  # kept for the caller's thread: an error must not vanish with the worker
             self._error = err
 
     def submit(self, fn: Callable[[], Any]) -> None:
@@ -945,39 +722,19 @@ class CheckpointManager:
     alone (another process may be writing one). Callback state (EarlyStopping, BestModel) is not saved.
     """
 
-    def __init__(
-        self,
-        directory: str | os.PathLike,
-        keep_last: int | None = 3,
-        keep_best: int | None = None,
-        monitor: str = "val_loss",
-        mode: str = "min",
-        keep_every: int | None = None,
-        background: bool = False,
-        prefix: str = "ckpt",
-    ) -> None:
-        for name, value in (
-            ("keep_last", keep_last),
-            ("keep_best", keep_best),
-            ("keep_every", keep_every),
-        ):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ValueError(
-                    f"CheckpointManager: {name} must be a positive integer or None; got {value!r}"
-                )
+    def __init__(self, directory: str | os.PathLike, keep_last: int | None = 3, keep_best: int | None = None,
+                 monitor: str = "val_loss", mode: str = "min", keep_every: int | None = None,
+                 background: bool = False, prefix: str = "ckpt") -> None:
+        for name, value in (("keep_last", keep_last), ("keep_best", keep_best), ("keep_every", keep_every)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"CheckpointManager: {name} must be a positive integer or None; got {value!r}")
         if not (keep_last or keep_best or keep_every):
-            raise ValueError(
-                "CheckpointManager: keep_last, keep_best and keep_every are all None; nothing would be kept"
-            )
+            raise ValueError("CheckpointManager: keep_last, keep_best and keep_every are all None; nothing would be kept")
         if mode not in ("min", "max"):
             raise ValueError(f"CheckpointManager: mode must be 'min' or 'max'; got {mode!r}")
         if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", prefix):
-            raise ValueError(
-                f"CheckpointManager: prefix must be a plain file-name part (letters, digits, _ . -); "
-                f"got {prefix!r}"
-            )
+            raise ValueError(f"CheckpointManager: prefix must be a plain file-name part (letters, digits, _ . -); "
+                             f"got {prefix!r}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.keep_last, self.keep_best, self.keep_every = keep_last, keep_best, keep_every
@@ -988,9 +745,7 @@ class CheckpointManager:
         self._saver = BackgroundSaver() if background else None
         self.entries: list[dict[str, Any]] = []
         if self.manifest_path.exists():
-            self.entries = [
-                e for e in self._read_manifest() if (self.directory / e["file"]).exists()
-            ]
+            self.entries = [e for e in self._read_manifest() if (self.directory / e["file"]).exists()]
 
     def _read_manifest(self) -> list[dict[str, Any]]:
         """The manifest's entries, each checked: a damaged manifest is a CheckpointError naming the file."""
@@ -998,33 +753,22 @@ class CheckpointManager:
         try:
             manifest = json.loads(where.read_text())
         except (ValueError, RecursionError) as err:
-            raise CheckpointError(
-                f"{where}: the manifest is not valid JSON ({str(err):.100}); delete or repair it"
-            ) from None
+            raise CheckpointError(f"{where}: the manifest is not valid JSON ({str(err):.100}); "
+                                  "delete or repair it") from None
         entries = manifest.get("checkpoints") if isinstance(manifest, dict) else None
         if not isinstance(entries, list):
-            raise CheckpointError(
-                f"{where}: the manifest is damaged: expected an object with a 'checkpoints' list"
-            )
+            raise CheckpointError(f"{where}: the manifest is damaged: expected an object with a 'checkpoints' list")
         for e in entries:
-            if not (
-                isinstance(e, dict)
-                and isinstance(e.get("file"), str)
-                and self._pattern.fullmatch(e["file"])
-                and isinstance(e.get("step"), int)
-                and (e.get("metric") is None or isinstance(e["metric"], int | float))
-            ):
-                raise CheckpointError(
-                    f"{where}: the manifest is damaged: entry {e!r:.100} is not "
-                    f"{{'file': '{self.prefix}-<step>.safetensors', 'step': int, 'metric': number}}"
-                )
+            if not (isinstance(e, dict) and isinstance(e.get("file"), str) and self._pattern.fullmatch(e["file"])
+                    and isinstance(e.get("step"), int)
+                    and (e.get("metric") is None or isinstance(e["metric"], int | float))):
+                raise CheckpointError(f"{where}: the manifest is damaged: entry {e!r:.100} is not "
+                                      f"{{'file': '{self.prefix}-<step>.safetensors', 'step': int, 'metric': number}}")
         return entries
 
     def __repr__(self) -> str:
-        return (
-            f"CheckpointManager({str(self.directory)!r}, {len(self.entries)} kept, keep_last={self.keep_last}, "
-            f"keep_best={self.keep_best}, keep_every={self.keep_every})"
-        )
+        return (f"CheckpointManager({str(self.directory)!r}, {len(self.entries)} kept, keep_last={self.keep_last}, "
+                f"keep_best={self.keep_best}, keep_every={self.keep_every})")
 
     def path_for(self, step: int) -> Path:
         """The file name of the checkpoint at ``step``."""
@@ -1041,20 +785,11 @@ class CheckpointManager:
             if step is None:
                 raise ValueError("CheckpointManager.save: step= is needed with a CheckpointState")
         else:
-            snapshot = capture_state(
-                trainer=source
-            )  # host copies, now: training may go on meanwhile
+            snapshot = capture_state(trainer=source)  # host copies, now: training may go on meanwhile
             step = source.step if step is None else step
-            if (
-                metric is None
-                and self.keep_best
-                and source.history
-                and self.monitor not in source.history
-            ):
-                raise ValueError(
-                    f"CheckpointManager: monitor={self.monitor!r} is not in the trainer's history; "
-                    f"it has {sorted(source.history)}"
-                )
+            if metric is None and self.keep_best and source.history and self.monitor not in source.history:
+                raise ValueError(f"CheckpointManager: monitor={self.monitor!r} is not in the trainer's history; "
+                                 f"it has {sorted(source.history)}")
             if metric is None and source.history.get(self.monitor):
                 metric = source.history[self.monitor][-1]
         step = int(step)
@@ -1074,14 +809,10 @@ class CheckpointManager:
             entries.append({"file": path.name, "step": step, "metric": metric})
             kept = retained(entries, self.keep_last, self.keep_best, self.mode, self.keep_every)
             manifest = {"monitor": self.monitor, "mode": self.mode, "checkpoints": kept}
-            atomic_write(
-                self.manifest_path, lambda f: f.write(json.dumps(manifest, indent=1).encode())
-            )
+            atomic_write(self.manifest_path, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
             self.entries = kept
             for e in entries:
-                if e not in kept and self._pattern.fullmatch(
-                    e["file"]
-                ):  # only our own files, never a path
+                if e not in kept and self._pattern.fullmatch(e["file"]):  # only our own files, never a path
                     (self.directory / e["file"]).unlink(missing_ok=True)
 
     def _present(self) -> list[dict[str, Any]]:
@@ -1123,9 +854,7 @@ class ModelCheckpoint(Callback):
 
     def __init__(self, manager: CheckpointManager, every: int = 1) -> None:
         if not isinstance(manager, CheckpointManager):
-            raise TypeError(
-                f"ModelCheckpoint: manager must be a CheckpointManager; got {type(manager).__name__}"
-            )
+            raise TypeError(f"ModelCheckpoint: manager must be a CheckpointManager; got {type(manager).__name__}")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
             raise ValueError(f"ModelCheckpoint: every must be a positive integer; got {every!r}")
         self.manager, self.every = manager, every

@@ -41,48 +41,32 @@ def _pair(value: int | tuple[int, int], name: str, op: str) -> tuple[int, int]:
     return int(pair[0]), int(pair[1])
 
 
-def conv_output_size(
-    size: int, kernel: int, stride: int = 1, padding: int = 0, dilation: int = 1
-) -> int:
+def conv_output_size(size: int, kernel: int, stride: int = 1, padding: int = 0, dilation: int = 1) -> int:
     """Positions a kernel fits along one axis: ⌊(size + 2·padding − dilation·(kernel − 1) − 1) / stride⌋ + 1."""
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _output_hw(
-    hw: tuple[int, ...],
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    padding: tuple[int, int],
-    dilation: tuple[int, int],
-) -> tuple[int, int]:
+def _output_hw(hw: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+               dilation: tuple[int, int]) -> tuple[int, int]:
     """(OH, OW) for an input of height and width hw under the given pairs."""
     oh, ow = (conv_output_size(*args) for args in zip(hw, kernel, stride, padding, dilation))
     return oh, ow
 
 
-def _pairs(
-    op: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any
-) -> tuple[tuple[int, int], ...]:
+def _pairs(op: str, kernel_size: Any, stride: Any, padding: Any, dilation: Any) -> tuple[tuple[int, int], ...]:
     """Checked (kernel, stride, padding, dilation) pairs: ints ≥ 1 (padding ≥ 0)."""
     kernel = _pair(kernel_size, "kernel_size", op)
-    stride, padding, dilation = (
-        _pair(v, n, op)
-        for v, n in ((stride, "stride"), (padding, "padding"), (dilation, "dilation"))
-    )
-    for name, pair, low in (
-        ("kernel_size", kernel, 1),
-        ("stride", stride, 1),
-        ("dilation", dilation, 1),
-        ("padding", padding, 0),
-    ):
+    stride, padding, dilation = (_pair(v, n, op) for v, n in
+                                 ((stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+    for name, pair, low in (("kernel_size", kernel, 1), ("stride", stride, 1), ("dilation", dilation, 1),
+                            ("padding", padding, 0)):
         if min(pair) < low:
             raise ValueError(f"{op}: {name} must be at least {low}; got {pair}")
     return kernel, stride, padding, dilation
 
 
-def _geometry(
-    op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, padding: Any, dilation: Any
-) -> tuple[tuple[int, int], ...]:
+def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, padding: Any,
+              dilation: Any) -> tuple[tuple[int, int], ...]:
     """Checked (kernel, stride, padding, dilation) pairs for an (N, C, H, W) input."""
     kernel, stride, padding, dilation = _pairs(op, kernel_size, stride, padding, dilation)
     if len(shape) != 4:
@@ -103,14 +87,8 @@ def _xp(array: Any) -> Any:
     return np if isinstance(array, np.ndarray) else _cupy()
 
 
-def _windows(
-    x: Any,
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    padding: tuple[int, int],
-    dilation: tuple[int, int],
-    fill: float = 0,
-) -> Any:
+def _windows(x: Any, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
+             dilation: tuple[int, int], fill: float = 0) -> Any:
     """The (N, C, OH, OW, KH, KW) sliding windows of x as a strided view (of a padded copy if padding)."""
     xp = _xp(x)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
@@ -120,18 +98,11 @@ def _windows(
     oh, ow = _output_hw(x.shape[2:], kernel, stride, (0, 0), dilation)  # x is padded by now
     s0, s1, s2, s3 = x.strides
     return xp.lib.stride_tricks.as_strided(
-        x, (n, c, oh, ow, kh, kw), (s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw)
-    )
+        x, (n, c, oh, ow, kh, kw), (s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw))
 
 
-def _fold(
-    windows: Any,
-    input_shape: tuple[int, ...],
-    kernel: tuple[int, int],
-    stride: tuple[int, int],
-    padding: tuple[int, int],
-    dilation: tuple[int, int],
-) -> Any:
+def _fold(windows: Any, input_shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int],
+          padding: tuple[int, int], dilation: tuple[int, int]) -> Any:
     """Add (N, C, OH, OW, KH, KW) window values back onto an input of input_shape (overlaps add up)."""
     xp = _xp(windows)
     n, c, h, w = input_shape
@@ -140,17 +111,12 @@ def _fold(
     out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=windows.dtype)
     if (sh, sw) == (kh, kw) and (dh, dw) == (1, 1):  # windows tile the input: no overlaps, one copy
         tiles = windows.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh * kh, ow * kw)
-        out[:, :, : oh * kh, : ow * kw] = tiles
-        return out[:, :, ph : ph + h, pw : pw + w] if ph or pw else out
+        out[:, :, :oh * kh, :ow * kw] = tiles
+        return out[:, :, ph:ph + h, pw:pw + w] if ph or pw else out
     for i in range(kh):  # KH·KW strided additions, each covering every window at once
         for j in range(kw):
-            out[
-                :,
-                :,
-                i * dh : i * dh + sh * (oh - 1) + 1 : sh,
-                j * dw : j * dw + sw * (ow - 1) + 1 : sw,
-            ] += windows[..., i, j]
-    return out[:, :, ph : ph + h, pw : pw + w] if ph or pw else out
+            out[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw] += windows[..., i, j]
+    return out[:, :, ph:ph + h, pw:pw + w] if ph or pw else out
 
 
 def im2col(x: Any, kernel_size: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1) -> Any:
@@ -161,25 +127,15 @@ def im2col(x: Any, kernel_size: Any, stride: Any = 1, padding: Any = 0, dilation
     return win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
 
 
-def col2im(
-    cols: Any,
-    input_shape: tuple[int, ...],
-    kernel_size: Any,
-    stride: Any = 1,
-    padding: Any = 0,
-    dilation: Any = 1,
-) -> Any:
+def col2im(cols: Any, input_shape: tuple[int, ...], kernel_size: Any, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1) -> Any:
     """The adjoint of im2col: (N·OH·OW, C·KH·KW) rows added back into an (N, C, H, W) array."""
-    kernel, stride, padding, dilation = _geometry(
-        "col2im", tuple(input_shape), kernel_size, stride, padding, dilation
-    )
+    kernel, stride, padding, dilation = _geometry("col2im", tuple(input_shape), kernel_size, stride, padding, dilation)
     n, c, h, w = input_shape
     oh, ow = _output_hw((h, w), kernel, stride, padding, dilation)
     if cols.shape != (n * oh * ow, c * kernel[0] * kernel[1]):
-        raise ShapeError(
-            f"col2im: expected columns of shape {(n * oh * ow, c * kernel[0] * kernel[1])} for an "
-            f"input of shape {tuple(input_shape)}; got {cols.shape}"
-        )
+        raise ShapeError(f"col2im: expected columns of shape {(n * oh * ow, c * kernel[0] * kernel[1])} for an "
+                         f"input of shape {tuple(input_shape)}; got {cols.shape}")
     win = cols.reshape(n, oh, ow, c, *kernel).transpose(0, 3, 1, 2, 4, 5)
     return _fold(win, input_shape, kernel, stride, padding, dilation)
 
@@ -187,9 +143,7 @@ def col2im(
 class Conv2dFn(Function):
     """2-d convolution (cross-correlation) as unfolded windows and one GEMM per image and group."""
 
-    def forward(
-        self, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1
-    ):
+    def forward(self, x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
         n, c, h, w = x.shape
         oc, _, kh, kw = weight.shape
         self.geometry = ((kh, kw), stride, padding, dilation)
@@ -197,9 +151,7 @@ class Conv2dFn(Function):
         oh, ow = _output_hw((h, w), *self.geometry)
         k = c // groups * kh * kw  # explicit sizes: no -1, so a batch of 0 works
         win = _windows(x, *self.geometry)  # (N, C, OH, OW, KH, KW), a view
-        cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(
-            n, groups, k, oh * ow
-        )  # (N, G, K, L), the one copy
+        cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, groups, k, oh * ow)  # (N, G, K, L), the one copy
         wg = weight.reshape(groups, oc // groups, k)  # (G, OC/G, K), a view
         # (N, G, OC/G, L): one GEMM per image, and already NCHW. `out` is a new array, so += cannot touch an input.
         out = (wg @ cols).reshape(n, oc, oh, ow)
@@ -218,9 +170,7 @@ class Conv2dFn(Function):
         if needs[0]:
             (kh, kw), c = self.geometry[0], self.x_shape[1]
             dcols = weight.reshape(g, oc // g, k).transpose(0, 2, 1) @ gl  # (N, G, K, L)
-            win = dcols.reshape(n, c, kh, kw, oh, ow).transpose(
-                0, 1, 4, 5, 2, 3
-            )  # the windows' order, a view
+            win = dcols.reshape(n, c, kh, kw, oh, ow).transpose(0, 1, 4, 5, 2, 3)  # the windows' order, a view
             grad_x = _fold(win, self.x_shape, *self.geometry)
         if needs[1]:
             grad_w = (gl @ cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(weight.shape)
@@ -229,33 +179,20 @@ class Conv2dFn(Function):
         return grad_x, grad_w, grad_b
 
 
-def conv2d(
-    x: Tensor,
-    weight: Tensor,
-    bias: Tensor | None = None,
-    stride: Any = 1,
-    padding: Any = 0,
-    dilation: Any = 1,
-    groups: int = 1,
-) -> Tensor:
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-d convolution of an (N, C, H, W) input with an (OC, C/groups, KH, KW) weight, as torch's conv2d."""
     if x.ndim != 4 or weight.ndim != 4:
-        raise ShapeError(
-            f"conv2d: expected a 4-d input (N, C, H, W) and a 4-d weight (OC, C/groups, KH, KW); "
-            f"got input {x.shape} and weight {weight.shape}"
-        )
+        raise ShapeError(f"conv2d: expected a 4-d input (N, C, H, W) and a 4-d weight (OC, C/groups, KH, KW); "
+                         f"got input {x.shape} and weight {weight.shape}")
     if not _is_int(groups):
         raise TypeError(f"conv2d: groups must be an int; got {groups!r}")
     if groups < 1 or weight.shape[0] % groups:
-        raise ValueError(
-            f"conv2d: groups must be a positive divisor of the weight's {weight.shape[0]} output "
-            f"channels; got groups={groups}"
-        )
+        raise ValueError(f"conv2d: groups must be a positive divisor of the weight's {weight.shape[0]} output "
+                         f"channels; got groups={groups}")
     if x.shape[1] != weight.shape[1] * groups:
-        raise ShapeError(
-            f"conv2d: input of shape {x.shape} has {x.shape[1]} channels; the weight of shape "
-            f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}"
-        )
+        raise ShapeError(f"conv2d: input of shape {x.shape} has {x.shape[1]} channels; the weight of shape "
+                         f"{weight.shape} with groups={groups} expects {weight.shape[1] * groups}")
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ShapeError(f"conv2d: bias of shape {bias.shape}; expected ({weight.shape[0]},)")
     if AutocastMode.policy is None:  # inside autocast() (module 11) Conv2dFn casts all three itself
@@ -264,9 +201,7 @@ def conv2d(
             raise TypeError(f"conv2d: input is {x.dtype} but weight is {weight.dtype}{mix}")
         if bias is not None and bias.dtype != weight.dtype:
             raise TypeError(f"conv2d: bias is {bias.dtype} but weight is {weight.dtype}{mix}")
-    _, stride, padding, dilation = _geometry(
-        "conv2d", x.shape, weight.shape[2:], stride, padding, dilation
-    )
+    _, stride, padding, dilation = _geometry("conv2d", x.shape, weight.shape[2:], stride, padding, dilation)
     inputs = (x, weight) if bias is None else (x, weight, bias)
     return Conv2dFn.apply(*inputs, stride=stride, padding=padding, dilation=dilation, groups=groups)
 
@@ -274,36 +209,20 @@ def conv2d(
 class Conv2d(Module):
     """A 2-d convolution layer with PyTorch's arguments, shapes and default initialisation."""
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: int | tuple[int, int],
-        stride: int | tuple[int, int] = 1,
-        padding: int | tuple[int, int] = 0,
-        dilation: int | tuple[int, int] = 1,
-        groups: int = 1,
-        bias: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-    ) -> None:
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
+                 dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        for name, value in (
-            ("in_channels", in_channels),
-            ("out_channels", out_channels),
-            ("groups", groups),
-        ):
+        for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
             if not _is_int(value) or value < 1:
                 raise ValueError(f"Conv2d: {name} must be a positive int; got {value!r}")
         for name, channels in (("in_channels", in_channels), ("out_channels", out_channels)):
             if channels % groups:
-                raise ValueError(
-                    f"Conv2d: {name} ({channels}) must be divisible by groups ({groups})"
-                )
+                raise ValueError(f"Conv2d: {name} ({channels}) must be divisible by groups ({groups})")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride, self.padding, self.dilation = _pairs(
-            "Conv2d", kernel_size, stride, padding, dilation
-        )
+        self.kernel_size, self.stride, self.padding, self.dilation = _pairs("Conv2d", kernel_size, stride, padding,
+                                                                            dilation)
         shape = (out_channels, in_channels // groups, *self.kernel_size)
         self.weight = Parameter(zeros(shape, dtype=dtype, device=device))
         if bias:
@@ -324,21 +243,15 @@ class Conv2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim != 4 or x.shape[1] != self.in_channels:
-            raise ShapeError(
-                f"{self._name()} got input of shape {x.shape}; expected (N, {self.in_channels}, H, W)"
-            )
+            raise ShapeError(f"{self._name()} got input of shape {x.shape}; expected (N, {self.in_channels}, H, W)")
         if x.dtype != self.weight.dtype:
             if not is_floating(x.dtype):
                 x = x.to(dtype=self.weight.dtype)
             elif AutocastMode.policy is None:  # inside autocast() Conv2dFn casts both (module 11)
-                raise TypeError(
-                    f"{self._name()} holds {self.weight.dtype} weights but got a {x.dtype} input; "
-                    "convert one of them with .to(dtype=...), or mix precisions with autocast() / "
-                    "cast_parameters() (module 11)"
-                )
-        return conv2d(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+                raise TypeError(f"{self._name()} holds {self.weight.dtype} weights but got a {x.dtype} input; "
+                                "convert one of them with .to(dtype=...), or mix precisions with autocast() / "
+                                "cast_parameters() (module 11)")
+        return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -351,30 +264,22 @@ class Conv2d(Module):
         return text + ("" if self.bias is not None else ", bias=False")
 
 
-def _pool_geometry(
-    op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any = 1
-) -> tuple[tuple[int, int], ...]:
+def _pool_geometry(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any,
+                   dilation: Any = 1) -> tuple[tuple[int, int], ...]:
     """Checked pairs for a pooling op; stride=None means the kernel size; padding at most half the kernel."""
-    geometry = _geometry(
-        op, x.shape, kernel_size, kernel_size if stride is None else stride, padding, dilation
-    )
+    geometry = _geometry(op, x.shape, kernel_size, kernel_size if stride is None else stride, padding, dilation)
     kernel, stride, pad, dilation = geometry
     if pad[0] > kernel[0] // 2 or pad[1] > kernel[1] // 2:
         raise ValueError(f"{op}: padding {pad} must be at most half the kernel size {kernel}")
     for axis, size in enumerate(x.shape[2:]):  # dilated taps can straddle the input and miss it
-        positions = np.arange(
-            conv_output_size(size, kernel[axis], stride[axis], pad[axis], dilation[axis])
-        )
-        taps = (
-            positions[:, None] * stride[axis] + np.arange(kernel[axis]) * dilation[axis] - pad[axis]
-        )
+        positions = np.arange(conv_output_size(size, kernel[axis], stride[axis], pad[axis], dilation[axis]))
+        taps = positions[:, None] * stride[axis] + np.arange(kernel[axis]) * dilation[axis] - pad[axis]
         empty = ~((taps >= 0) & (taps < size)).any(axis=1)
         if empty.any():
             raise ShapeError(
                 f"{op}: output {'row' if axis == 0 else 'column'} {int(positions[empty][0])} would pool only "
                 f"padding (input of shape {x.shape}, kernel {kernel}, stride {stride}, padding {pad}, "
-                f"dilation {dilation}); use less padding or dilation"
-            )
+                f"dilation {dilation}); use less padding or dilation")
     return geometry
 
 
@@ -384,9 +289,7 @@ class MaxPool2dFn(Function):
     def forward(self, x, kernel, stride, padding, dilation):
         xp = self.xp
         fill = -xp.inf if is_floating(x.dtype) else xp.iinfo(x.dtype).min  # padding never wins
-        win = _windows(
-            x, kernel, stride, padding, dilation, fill=fill
-        )  # a view: nothing copied yet
+        win = _windows(x, kernel, stride, padding, dilation, fill=fill)  # a view: nothing copied yet
         out = win[..., 0, 0].copy()
         for i in range(kernel[0]):  # a running maximum over the KH·KW offsets, never over pixels
             for j in range(kernel[1]):
@@ -402,9 +305,7 @@ class MaxPool2dFn(Function):
         (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.geometry
         n, c, h, w = self.x_shape
         oh, ow = out.shape[2:]
-        dx = xp.zeros(
-            (n, c, h + 2 * ph, w + 2 * pw), dtype=grad.dtype
-        )  # the padded input's gradient
+        dx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=grad.dtype)  # the padded input's gradient
         taken = xp.zeros(out.shape, dtype=bool)  # windows whose maximum has had its gradient
         zero = grad.dtype.type(0)
         for i in range(kh):  # in window order, so a tie goes to the first maximum
@@ -415,7 +316,7 @@ class MaxPool2dFn(Function):
                 rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
                 cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
                 dx[:, :, rows, cols] += xp.where(first, grad, zero)
-        return dx[:, :, ph : ph + h, pw : pw + w] if ph or pw else dx
+        return dx[:, :, ph:ph + h, pw:pw + w] if ph or pw else dx
 
 
 class AvgPool2dFn(Function):
@@ -442,36 +343,20 @@ class AvgPool2dFn(Function):
         return _fold(spread, self.x_shape, *self.geometry)
 
 
-def max_pool2d(
-    x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1
-) -> Tensor:
+def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
     """The maximum over each (dilated) window of an (N, C, H, W) input."""
     if x.dtype == np.bool_:
-        raise TypeError(
-            "max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))"
-        )
-    kernel, stride, padding, dilation = _pool_geometry(
-        "max_pool2d", x, kernel_size, stride, padding, dilation
-    )
+        raise TypeError("max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))")
+    kernel, stride, padding, dilation = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation)
     return MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
 
 
-def avg_pool2d(
-    x: Tensor,
-    kernel_size: Any,
-    stride: Any = None,
-    padding: Any = 0,
-    count_include_pad: bool = True,
-) -> Tensor:
+def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               count_include_pad: bool = True) -> Tensor:
     """The mean over each window of an (N, C, H, W) input."""
     kernel, stride, padding, _ = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding)
-    return AvgPool2dFn.apply(
-        x._floating(),
-        kernel=kernel,
-        stride=stride,
-        padding=padding,
-        count_include_pad=count_include_pad,
-    )
+    return AvgPool2dFn.apply(x._floating(), kernel=kernel, stride=stride, padding=padding,
+                             count_include_pad=count_include_pad)
 
 
 def _adaptive_matrix(size: int, out: int) -> np.ndarray:
@@ -485,18 +370,10 @@ def _adaptive_matrix(size: int, out: int) -> np.ndarray:
 
 def _output_size_pair(output_size: Any, shape: tuple[int, ...]) -> tuple[int, int]:
     """adaptive_avg_pool2d's output_size (an int, or a pair of ints or None) as (OH, OW)."""
-    pair = (
-        (output_size, output_size) if output_size is None or _is_int(output_size) else output_size
-    )
-    if not (
-        isinstance(pair, tuple | list)
-        and len(pair) == 2
-        and all(v is None or _is_int(v) for v in pair)
-    ):
-        raise TypeError(
-            f"adaptive_avg_pool2d: output_size must be an int or a pair of ints (or None); "
-            f"got {output_size!r}"
-        )
+    pair = (output_size, output_size) if output_size is None or _is_int(output_size) else output_size
+    if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(v is None or _is_int(v) for v in pair)):
+        raise TypeError(f"adaptive_avg_pool2d: output_size must be an int or a pair of ints (or None); "
+                        f"got {output_size!r}")
     oh, ow = (shape[2 + axis] if v is None else int(v) for axis, v in enumerate(pair))
     return oh, ow
 
@@ -504,9 +381,7 @@ def _output_size_pair(output_size: Any, shape: tuple[int, ...]) -> tuple[int, in
 def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | None]) -> Tensor:
     """Average-pool an (N, C, H, W) input to output_size with PyTorch's window rule."""
     if x.ndim != 4:
-        raise ShapeError(
-            f"adaptive_avg_pool2d: expected an input of shape (N, C, H, W); got {x.shape}"
-        )
+        raise ShapeError(f"adaptive_avg_pool2d: expected an input of shape (N, C, H, W); got {x.shape}")
     oh, ow = _output_size_pair(output_size, x.shape)
     if oh < 1 or ow < 1:
         raise ValueError(f"adaptive_avg_pool2d: output_size must be positive; got {output_size}")
@@ -522,9 +397,7 @@ def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | No
 class MaxPool2d(Module):
     """Max pooling over (dilated) windows; stride defaults to the kernel size."""
 
-    def __init__(
-        self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1
-    ) -> None:
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> None:
         super().__init__()
         self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
         self.stride = kernel_size if stride is None else stride
@@ -539,9 +412,7 @@ class MaxPool2d(Module):
 class AvgPool2d(Module):
     """Average pooling; stride defaults to the kernel size."""
 
-    def __init__(
-        self, kernel_size: Any, stride: Any = None, padding: Any = 0, count_include_pad: bool = True
-    ) -> None:
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, count_include_pad: bool = True) -> None:
         super().__init__()
         self.kernel_size, self.padding = kernel_size, padding
         self.stride = kernel_size if stride is None else stride
@@ -574,14 +445,10 @@ class BatchNorm2d(BatchNorm1d):
     def forward(self, x: Tensor) -> Tensor:
         c = self.num_features
         if x.ndim != 4 or x.shape[1] != c:
-            raise ShapeError(
-                f"BatchNorm2d({c}) got input of shape {x.shape}; expected (N, {c}, H, W)"
-            )
+            raise ShapeError(f"BatchNorm2d({c}) got input of shape {x.shape}; expected (N, {c}, H, W)")
         n, _, h, w = x.shape
         if self.training and n * h * w < 2:
-            raise ValueError(
-                f"BatchNorm2d: training needs more than 1 value per channel; got input of shape {x.shape}"
-            )
+            raise ValueError(f"BatchNorm2d: training needs more than 1 value per channel; got input of shape {x.shape}")
         return super().forward(x.reshape(n, c, h * w)).reshape(n, c, h, w)
 
 
@@ -592,18 +459,12 @@ class LeNet5(Module):
         super().__init__()
         self.conv1 = Conv2d(in_channels, 6, 5)
         self.conv2 = Conv2d(6, 16, 5)
-        self.fc1, self.fc2, self.fc3 = (
-            Linear(16 * 5 * 5, 120),
-            Linear(120, 84),
-            Linear(84, num_classes),
-        )
+        self.fc1, self.fc2, self.fc3 = Linear(16 * 5 * 5, 120), Linear(120, 84), Linear(84, num_classes)
 
     def forward(self, x: Tensor) -> Tensor:
         c = self.conv1.in_channels
         if x.ndim != 4 or x.shape[1] != c or x.shape[2:] not in ((28, 28), (32, 32)):
-            raise ShapeError(
-                f"LeNet5 got input of shape {x.shape}; expected (N, {c}, 32, 32) or (N, {c}, 28, 28)"
-            )
+            raise ShapeError(f"LeNet5 got input of shape {x.shape}; expected (N, {c}, 32, 32) or (N, {c}, 28, 28)")
         if not is_floating(x.dtype):
             x = x.to(dtype=self.conv1.weight.dtype)  # integer pixels become the weights' dtype
         pad = (32 - x.shape[2]) // 2  # 28×28 (MNIST) is padded to the paper's 32×32

@@ -58,9 +58,7 @@ class Rng:
         """True with probability ``p`` (a number or an array of them), as bool."""
         p = np.asarray(p, dtype=np.float32)
         if p.size and (p.min() < 0 or p.max() > 1):
-            raise ValueError(
-                f"Rng.bernoulli: p must lie in [0, 1]; got values from {p.min()} to {p.max()}"
-            )
+            raise ValueError(f"Rng.bernoulli: p must lie in [0, 1]; got values from {p.min()} to {p.max()}")
         shape = p.shape if size is None else size
         return self._generator.random(shape, dtype=np.float32) < p
 
@@ -83,9 +81,7 @@ class Rng:
         """Continue exactly where the stream that wrote ``state`` was."""
         for key in ("entropy", "spawn_key", "forks", "bit_generator"):
             if key not in state:
-                raise ValueError(
-                    f"Rng.load_state_dict: missing key {key!r}; expected a dict from Rng.state_dict()"
-                )
+                raise ValueError(f"Rng.load_state_dict: missing key {key!r}; expected a dict from Rng.state_dict()")
         sequence = np.random.SeedSequence(
             state["entropy"], spawn_key=tuple(state["spawn_key"]), n_children_spawned=state["forks"]
         )
@@ -161,9 +157,7 @@ class Subset(Dataset):
         raw = raw.astype(np.int64)
         bad = raw[(raw < -n) | (raw >= n)]
         if bad.size:
-            raise IndexError(
-                f"Subset: index {int(bad[0])} is out of range for a dataset of {n} samples"
-            )
+            raise IndexError(f"Subset: index {int(bad[0])} is out of range for a dataset of {n} samples")
         self.dataset = dataset
         self.indices = np.where(raw < 0, raw + n, raw)
 
@@ -184,9 +178,7 @@ def _make_rng(rng: Rng | None, seed: int | None, owner: str) -> Rng:
     if rng is None:
         return Rng(seed)
     if not isinstance(rng, Rng):
-        raise TypeError(
-            f"{owner}: rng must be a tinyflo Rng; got {type(rng).__name__} (use seed= for an int)"
-        )
+        raise TypeError(f"{owner}: rng must be a tinyflo Rng; got {type(rng).__name__} (use seed= for an int)")
     return rng
 
 
@@ -197,37 +189,26 @@ def random_split(
     n = len(dataset)
     lengths = list(lengths)
     if not lengths:
-        raise ValueError(
-            "random_split: lengths is empty; give counts or fractions such as [0.8, 0.2]"
-        )
-    if any(
-        isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating)
-        for v in lengths
-    ):
+        raise ValueError("random_split: lengths is empty; give counts or fractions such as [0.8, 0.2]")
+    if any(isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating) for v in lengths):
         raise TypeError(f"random_split: lengths must be numbers; got {lengths!r}")
     if any(v < 0 for v in lengths):
         raise ValueError(f"random_split: lengths must not be negative; got {lengths!r}")
     if all(isinstance(v, int | np.integer) for v in lengths):
         counts = [int(v) for v in lengths]
         if sum(counts) != n:
-            raise ValueError(
-                f"random_split: lengths {counts} add up to {sum(counts)}, but the dataset has {n} samples"
-            )
+            raise ValueError(f"random_split: lengths {counts} add up to {sum(counts)}, but the dataset has {n} samples")
     elif all(isinstance(v, float | np.floating) for v in lengths):
         if abs(sum(lengths) - 1) > 1e-6:
-            raise ValueError(
-                f"random_split: fractions {lengths} add up to {sum(lengths):g}; expected 1"
-            )
+            raise ValueError(f"random_split: fractions {lengths} add up to {sum(lengths):g}; expected 1")
         counts = [int(np.floor(f * n)) for f in lengths]
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
     else:
-        raise ValueError(
-            f"random_split: lengths must be all counts (ints) or all fractions (floats); got {lengths!r}"
-        )
+        raise ValueError(f"random_split: lengths must be all counts (ints) or all fractions (floats); got {lengths!r}")
     order = _make_rng(rng, seed, "random_split").permutation(n)
     ends = np.cumsum(counts)
-    return [Subset(dataset, order[end - count : end]) for count, end in zip(counts, ends)]
+    return [Subset(dataset, order[end - count:end]) for count, end in zip(counts, ends)]
 
 
 def default_collate(samples: Sequence[Any]) -> Any:
@@ -277,10 +258,7 @@ def _fast_path(dataset: Any) -> tuple[tuple, np.ndarray | None] | None:
     while isinstance(dataset, Subset):
         rows = dataset.indices if rows is None else dataset.indices[rows]
         dataset = dataset.dataset
-    if (
-        isinstance(dataset, TensorDataset)
-        and type(dataset).__getitem__ is TensorDataset.__getitem__
-    ):
+    if isinstance(dataset, TensorDataset) and type(dataset).__getitem__ is TensorDataset.__getitem__:
         return dataset.arrays, rows
     return None
 
@@ -300,24 +278,14 @@ class DataLoader:
         seed: int | None = None,
     ) -> None:
         if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
-            raise TypeError(
-                f"DataLoader: dataset must have __len__ and __getitem__; got {type(dataset).__name__}"
-            )
-        if (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, int | np.integer)
-            or batch_size < 1
-        ):
-            raise ValueError(
-                f"DataLoader: batch_size must be a positive integer; got {batch_size!r}"
-            )
+            raise TypeError(f"DataLoader: dataset must have __len__ and __getitem__; got {type(dataset).__name__}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
+            raise ValueError(f"DataLoader: batch_size must be a positive integer; got {batch_size!r}")
         for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
             if not isinstance(flag, bool | np.bool_):
                 raise TypeError(f"DataLoader: {name} must be True or False; got {flag!r}")
         if collate_fn is not None and not callable(collate_fn):
-            raise TypeError(
-                f"DataLoader: collate_fn must be callable; got {type(collate_fn).__name__}"
-            )
+            raise TypeError(f"DataLoader: collate_fn must be callable; got {type(collate_fn).__name__}")
         n = len(dataset)
         if n == 0:
             raise ValueError("DataLoader: the dataset is empty; there is nothing to load")
@@ -335,9 +303,7 @@ class DataLoader:
         self.rng = _make_rng(rng, seed, "DataLoader")
         self.epoch = 0  # epochs completed
         self._batch = 0  # batches handed out in the current epoch
-        self._epoch_state: dict | None = (
-            None  # the Rng before this epoch's permutation; None between epochs
-        )
+        self._epoch_state: dict | None = None  # the Rng before this epoch's permutation; None between epochs
         self._skip = 0  # batches to skip at the next epoch's start (after load_state_dict)
 
     def __len__(self) -> int:
@@ -360,14 +326,9 @@ class DataLoader:
         order = self.rng.permutation(n) if self.shuffle else np.arange(n)
         start, self._skip = self._skip, 0
         self._batch = start
-        fast = (
-            _fast_path(self.dataset) if self._fast else None
-        )  # once per epoch: nested subsets compose in O(n)
+        fast = _fast_path(self.dataset) if self._fast else None  # once per epoch: nested subsets compose in O(n)
         for b in range(start, len(self)):
-            batch = _to_device(
-                self._fetch(order[b * self.batch_size : (b + 1) * self.batch_size], fast),
-                self.device,
-            )
+            batch = _to_device(self._fetch(order[b * self.batch_size:(b + 1) * self.batch_size], fast), self.device)
             self._batch = b + 1
             yield batch
         self.epoch += 1

@@ -27,9 +27,7 @@ class ProcessGroup:
 
     backend = "none"
 
-    def __init__(
-        self, rank: int, world_size: int, local_ranks: Sequence[int], devices: Sequence[Device]
-    ) -> None:
+    def __init__(self, rank: int, world_size: int, local_ranks: Sequence[int], devices: Sequence[Device]) -> None:
         self.rank, self.world_size = rank, world_size
         self.local_ranks = list(local_ranks)
         self.devices = list(devices)
@@ -37,10 +35,8 @@ class ProcessGroup:
         self.bytes_sent = [0] * len(self.local_ranks)
 
     def __repr__(self) -> str:
-        return (
-            f"ProcessGroup(backend={self.backend!r}, rank={self.rank}, world_size={self.world_size}, "
-            f"devices={self.devices})"
-        )
+        return (f"ProcessGroup(backend={self.backend!r}, rank={self.rank}, world_size={self.world_size}, "
+                f"devices={self.devices})")
 
     @property
     def is_main(self) -> bool:
@@ -53,9 +49,7 @@ class ProcessGroup:
             raise ValueError(f"all_reduce: op must be 'sum' or 'avg'; got {op!r}")
         arrays = self._arrays(arrays, "all_reduce")
         if op == "avg" and not is_floating(arrays[0].dtype):
-            raise TypeError(
-                f"all_reduce: op='avg' needs floating arrays; got {arrays[0].dtype} (use op='sum')"
-            )
+            raise TypeError(f"all_reduce: op='avg' needs floating arrays; got {arrays[0].dtype} (use op='sum')")
         self._all_reduce_sum(arrays)
         if op == "avg":
             for a in arrays:
@@ -64,9 +58,7 @@ class ProcessGroup:
     def broadcast(self, arrays: Any, root: int = 0) -> None:
         """Overwrite every rank's array with rank ``root``'s."""
         if not isinstance(root, int | np.integer) or not 0 <= root < self.world_size:
-            raise ValueError(
-                f"broadcast: root must be a rank in 0..{self.world_size - 1}; got {root!r}"
-            )
+            raise ValueError(f"broadcast: root must be a rank in 0..{self.world_size - 1}; got {root!r}")
         self._broadcast(self._arrays(arrays, "broadcast"), int(root))
 
     def barrier(self) -> None:
@@ -79,56 +71,34 @@ class ProcessGroup:
     def _arrays(self, arrays: Any, op: str) -> list[Any]:
         """The raw arrays of ``arrays`` (one per local rank), checked."""
         n = len(self.local_ranks)
-        if (
-            isinstance(arrays, Tensor)
-            or hasattr(arrays, "__array_interface__")
-            or hasattr(arrays, "__cuda_array_interface__")
-        ):
+        if isinstance(arrays, Tensor) or hasattr(arrays, "__array_interface__") or hasattr(arrays, "__cuda_array_interface__"):
             if n != 1:
-                raise ValueError(
-                    f"{op}: this process drives {n} ranks ({self.local_ranks}); pass a list of "
-                    f"{n} arrays, one per rank; got a single array"
-                )
+                raise ValueError(f"{op}: this process drives {n} ranks ({self.local_ranks}); pass a list of "
+                                 f"{n} arrays, one per rank; got a single array")
             arrays = [arrays]
         if not isinstance(arrays, list | tuple) or len(arrays) != n:
-            got = (
-                f"{len(arrays)} arrays"
-                if isinstance(arrays, list | tuple)
-                else type(arrays).__name__
-            )
-            raise ValueError(
-                f"{op}: expected one array per local rank ({n}: ranks {self.local_ranks}); got {got}"
-            )
+            got = f"{len(arrays)} arrays" if isinstance(arrays, list | tuple) else type(arrays).__name__
+            raise ValueError(f"{op}: expected one array per local rank ({n}: ranks {self.local_ranks}); got {got}")
         raw = []
         for i, (a, dev) in enumerate(zip(arrays, self.devices)):
             if isinstance(a, Tensor):
                 if a.device is not dev:
-                    raise DeviceError(
-                        f"{op}: the tensor for rank {self.local_ranks[i]} is on {a.device}; "
-                        f"that rank's device is {dev}"
-                    )
+                    raise DeviceError(f"{op}: the tensor for rank {self.local_ranks[i]} is on {a.device}; "
+                                      f"that rank's device is {dev}")
                 a = a.data
             if not (isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy")):
-                raise TypeError(
-                    f"{op}: rank {self.local_ranks[i]}'s array must be a NumPy/CuPy array or a Tensor; "
-                    f"got {type(a).__name__}"
-                )
+                raise TypeError(f"{op}: rank {self.local_ranks[i]}'s array must be a NumPy/CuPy array or a Tensor; "
+                                f"got {type(a).__name__}")
             held = _device_of(a)
             if held.type != dev.type or (dev.type == "cuda" and held.index != dev.index):
-                raise DeviceError(
-                    f"{op}: the array for rank {self.local_ranks[i]} lives on {held}; "
-                    f"that rank's device is {dev}"
-                )
+                raise DeviceError(f"{op}: the array for rank {self.local_ranks[i]} lives on {held}; "
+                                  f"that rank's device is {dev}")
             if raw and a.shape != raw[0].shape:
-                raise ShapeError(
-                    f"{op}: rank {self.local_ranks[i]}'s array has shape {a.shape}, "
-                    f"rank {self.local_ranks[0]}'s {raw[0].shape}; every rank needs the same shape"
-                )
+                raise ShapeError(f"{op}: rank {self.local_ranks[i]}'s array has shape {a.shape}, "
+                                 f"rank {self.local_ranks[0]}'s {raw[0].shape}; every rank needs the same shape")
             if raw and a.dtype != raw[0].dtype:
-                raise TypeError(
-                    f"{op}: rank {self.local_ranks[i]}'s array is {a.dtype}, "
-                    f"rank {self.local_ranks[0]}'s {raw[0].dtype}; every rank needs the same dtype"
-                )
+                raise TypeError(f"{op}: rank {self.local_ranks[i]}'s array is {a.dtype}, "
+                                f"rank {self.local_ranks[0]}'s {raw[0].dtype}; every rank needs the same dtype")
             raw.append(a)
         return raw
 
@@ -160,13 +130,11 @@ def ring_all_reduce(buffers: list[Any], devices: list[Device]) -> list[int]:
     bounds = [size * c // n for c in range(n + 1)]
 
     def chunk(r: int, c: int) -> Any:
-        return buffers[r][bounds[c] : bounds[c + 1]]
+        return buffers[r][bounds[c]:bounds[c + 1]]
 
     for phase in ("reduce-scatter", "all-gather"):
         for s in range(n - 1):
-            first = (
-                (-s) if phase == "reduce-scatter" else (1 - s)
-            )  # the chunk rank r sends is (r + first) mod n
+            first = (-s) if phase == "reduce-scatter" else (1 - s)  # the chunk rank r sends is (r + first) mod n
             messages = [transfer(chunk(r, (r + first) % n), devices[(r + 1) % n]) for r in range(n)]
             for r, message in enumerate(messages):
                 target = chunk((r + 1) % n, (r + first) % n)
@@ -184,22 +152,14 @@ class LocalGroup(ProcessGroup):
     backend = "local"
 
     def __init__(self, world_size: int, devices: Sequence[Any] | None = None) -> None:
-        if (
-            isinstance(world_size, bool)
-            or not isinstance(world_size, int | np.integer)
-            or world_size < 1
-        ):
-            raise ValueError(
-                f"init_process_group('local'): world_size must be a positive int; got {world_size!r}"
-            )
+        if isinstance(world_size, bool) or not isinstance(world_size, int | np.integer) or world_size < 1:
+            raise ValueError(f"init_process_group('local'): world_size must be a positive int; got {world_size!r}")
         if devices is None:
             devices = [f"cpu:{r}" for r in range(world_size)]
         devices = [as_device(d) for d in devices]
         if len(devices) != world_size:
-            raise ValueError(
-                f"init_process_group('local'): devices has {len(devices)} entries for "
-                f"world_size={world_size}; give one device per rank"
-            )
+            raise ValueError(f"init_process_group('local'): devices has {len(devices)} entries for "
+                             f"world_size={world_size}; give one device per rank")
         super().__init__(0, int(world_size), range(world_size), devices)
 
     def _all_reduce_sum(self, arrays: list[Any]) -> None:
@@ -221,19 +181,13 @@ def _mpi() -> Any:
     try:
         from mpi4py import MPI
     except ImportError as err:
-        raise ImportError(
-            "the 'mpi' backend needs mpi4py and an MPI (pip install 'tinyflo[dist]')"
-        ) from err
+        raise ImportError("the 'mpi' backend needs mpi4py and an MPI (pip install 'tinyflo[dist]')") from err
     return MPI
 
 
 def _host_buffer(a: Any) -> tuple[Any, bool]:
     """A contiguous NumPy buffer MPI can reduce (16-bit floats widened), and whether it is a copy."""
-    if (
-        isinstance(a, np.ndarray)
-        and a.flags.c_contiguous
-        and not (is_floating(a.dtype) and a.itemsize < 4)
-    ):
+    if isinstance(a, np.ndarray) and a.flags.c_contiguous and not (is_floating(a.dtype) and a.itemsize < 4):
         return a, False
     host = a.get() if not isinstance(a, np.ndarray) else a
     if is_floating(host.dtype) and host.dtype.itemsize < 4:
@@ -284,17 +238,13 @@ def _env_int(name: str, value: int | None, backend: str) -> int:
     if value is not None:
         return int(value)
     if name not in os.environ:
-        raise RuntimeError(
-            f"init_process_group('{backend}'): {name} is not set; start the ranks with "
-            f"`tinyflo launch -n N --backend {backend} script.py`, or pass {name.lower()}="
-        )
+        raise RuntimeError(f"init_process_group('{backend}'): {name} is not set; start the ranks with "
+                           f"`tinyflo launch -n N --backend {backend} script.py`, or pass {name.lower()}=")
     try:
         return int(os.environ[name])
     except ValueError:
-        raise ValueError(
-            f"init_process_group('{backend}'): the environment variable {name} must be an "
-            f"integer; got {os.environ[name]!r}"
-        ) from None
+        raise ValueError(f"init_process_group('{backend}'): the environment variable {name} must be an "
+                         f"integer; got {os.environ[name]!r}") from None
 
 
 class NCCLGroup(ProcessGroup):
@@ -302,21 +252,15 @@ class NCCLGroup(ProcessGroup):
 
     backend = "nccl"
 
-    def __init__(
-        self, world_size: int | None = None, rank: int | None = None, device: Any = None
-    ) -> None:
+    def __init__(self, world_size: int | None = None, rank: int | None = None, device: Any = None) -> None:
         if _cupy() is None:
-            raise RuntimeError(
-                "init_process_group('nccl'): needs CuPy and a GPU (pip install 'tinyflo[gpu]')"
-            )
+            raise RuntimeError("init_process_group('nccl'): needs CuPy and a GPU (pip install 'tinyflo[gpu]')")
         world_size = _env_int("WORLD_SIZE", world_size, "nccl")
         rank = _env_int("RANK", rank, "nccl")
         local_rank = int(os.environ.get("LOCAL_RANK", rank))
         dev = as_device(device if device is not None else f"cuda:{local_rank}")
         if dev.type != "cuda":
-            raise DeviceError(
-                f"init_process_group('nccl'): NCCL moves GPU memory; device must be cuda:N, got {dev}"
-            )
+            raise DeviceError(f"init_process_group('nccl'): NCCL moves GPU memory; device must be cuda:N, got {dev}")
         host = os.environ.get("MASTER_ADDR", "127.0.0.1")
         port = int(os.environ.get("MASTER_PORT", "13333"))
         from cupyx import distributed as cupy_distributed
@@ -352,22 +296,13 @@ def _under_mpiexec() -> bool:
     return any(k in os.environ for k in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
 
 
-def init_process_group(
-    backend: str | None = None,
-    world_size: int | None = None,
-    rank: int | None = None,
-    devices: Sequence[Any] | None = None,
-    device: Any = None,
-) -> ProcessGroup:
+def init_process_group(backend: str | None = None, world_size: int | None = None, rank: int | None = None,
+                       devices: Sequence[Any] | None = None, device: Any = None) -> ProcessGroup:
     """A process group on ``backend`` ('local', 'mpi' or 'nccl'; None: from the environment)."""
     source = ""
     if backend is None:
         backend = os.environ.get("TINYFLO_BACKEND") or ("mpi" if _under_mpiexec() else None)
-        source = (
-            " (from the environment variable TINYFLO_BACKEND)"
-            if os.environ.get("TINYFLO_BACKEND")
-            else ""
-        )
+        source = " (from the environment variable TINYFLO_BACKEND)" if os.environ.get("TINYFLO_BACKEND") else ""
         if backend is None:
             raise ValueError(
                 "init_process_group: no backend given and none in the environment; pass backend='local' with "
@@ -376,38 +311,24 @@ def init_process_group(
             )
     if backend == "local":
         if world_size is None:
-            raise ValueError(
-                "init_process_group('local'): needs world_size=N (how many ranks this process drives)"
-            )
+            raise ValueError("init_process_group('local'): needs world_size=N (how many ranks this process drives)")
         if device is not None:
-            raise ValueError(
-                "init_process_group('local'): give devices=[...] (one per rank), not device="
-            )
+            raise ValueError("init_process_group('local'): give devices=[...] (one per rank), not device=")
         if rank is not None:
-            raise ValueError(
-                f"init_process_group('local'): this process drives every rank; leave out rank={rank!r}"
-            )
+            raise ValueError(f"init_process_group('local'): this process drives every rank; leave out rank={rank!r}")
         return LocalGroup(world_size, devices)
     if backend not in ("mpi", "nccl"):
-        raise ValueError(
-            f"init_process_group: backend must be 'local', 'mpi' or 'nccl'; got {backend!r}{source}"
-        )
+        raise ValueError(f"init_process_group: backend must be 'local', 'mpi' or 'nccl'; got {backend!r}{source}")
     if devices is not None:
-        raise ValueError(
-            f"init_process_group('{backend}'): one rank per process; give device=, not devices="
-        )
+        raise ValueError(f"init_process_group('{backend}'): one rank per process; give device=, not devices=")
     if backend == "mpi":
         group = MPIGroup(device)
         if world_size is not None and world_size != group.world_size:
-            raise ValueError(
-                f"init_process_group('mpi'): world_size={world_size}, but mpiexec started "
-                f"{group.world_size} ranks"
-            )
+            raise ValueError(f"init_process_group('mpi'): world_size={world_size}, but mpiexec started "
+                             f"{group.world_size} ranks")
         if rank is not None and rank != group.rank:
-            raise ValueError(
-                f"init_process_group('mpi'): rank={rank}, but MPI made this process rank "
-                f"{group.rank} (leave rank= out: MPI numbers the processes)"
-            )
+            raise ValueError(f"init_process_group('mpi'): rank={rank}, but MPI made this process rank "
+                             f"{group.rank} (leave rank= out: MPI numbers the processes)")
         return group
     return NCCLGroup(world_size, rank, device)
 
@@ -427,10 +348,8 @@ def _trainable(params: Iterable[Tensor]) -> list[Tensor]:
     params = [p for p in params if p.requires_grad]
     for p in params:
         if p.dtype != params[0].dtype:
-            raise TypeError(
-                f"data parallel: one flat buffer needs one dtype; parameters are {params[0].dtype} "
-                f"and {p.dtype} (cast the model with model.to(dtype) first)"
-            )
+            raise TypeError(f"data parallel: one flat buffer needs one dtype; parameters are {params[0].dtype} "
+                            f"and {p.dtype} (cast the model with model.to(dtype) first)")
     return params
 
 
@@ -440,13 +359,11 @@ def all_reduce_gradients(group: ProcessGroup, param_lists: list[list[Tensor]]) -
     for params, dev in zip(param_lists, group.devices):
         params = _trainable(params)
         with dev:
-            flat = dev.xp.zeros(
-                sum(p.data.size for p in params), params[0].dtype if params else np.float32
-            )
+            flat = dev.xp.zeros(sum(p.data.size for p in params), params[0].dtype if params else np.float32)
         offset = 0
         for p in params:
             if p.grad is not None:
-                flat[offset : offset + p.data.size] = p.grad.data.reshape(-1)
+                flat[offset:offset + p.data.size] = p.grad.data.reshape(-1)
             offset += p.data.size
         buffers.append(flat)
         lists.append(params)
@@ -454,16 +371,13 @@ def all_reduce_gradients(group: ProcessGroup, param_lists: list[list[Tensor]]) -
     for params, flat, dev in zip(lists, buffers, group.devices):
         offset = 0
         for p in params:
-            p.grad = Tensor._wrap(flat[offset : offset + p.data.size].reshape(p.shape), dev)
+            p.grad = Tensor._wrap(flat[offset:offset + p.data.size].reshape(p.shape), dev)
             offset += p.data.size
 
 
 def _floating_state(module: Any) -> list[Tensor]:
     """The module's trainable parameters and floating buffers: what local SGD averages."""
-    return [
-        *_trainable(module.parameters()),
-        *(b for b in module.buffers() if is_floating(b.dtype)),
-    ]
+    return [*_trainable(module.parameters()), *(b for b in module.buffers() if is_floating(b.dtype))]
 
 
 def _clone_optimizer(optimizer: Any, source: list[Tensor], params: list[Tensor]) -> Any:
@@ -473,10 +387,8 @@ def _clone_optimizer(optimizer: Any, source: list[Tensor], params: list[Tensor])
     for group in optimizer.param_groups:
         missing = [p.shape for p in group["params"] if id(p) not in index]
         if missing:
-            raise ValueError(
-                f"DataParallel: the optimizer holds parameters of shapes {missing} that are not the "
-                "model's; build the optimizer over model.parameters()"
-            )
+            raise ValueError(f"DataParallel: the optimizer holds parameters of shapes {missing} that are not the "
+                             "model's; build the optimizer over model.parameters()")
         settings = {k: v for k, v in group.items() if k != "params"}
         groups.append({"params": [params[index[id(p)]] for p in group["params"]], **settings})
     clone = type(optimizer)(groups)
@@ -489,9 +401,7 @@ class LocalSGD:
 
     def __init__(self, period: int = 4) -> None:
         if not isinstance(period, int | np.integer) or period < 1:
-            raise ValueError(
-                f"LocalSGD: period must be a positive int (steps between averages); got {period!r}"
-            )
+            raise ValueError(f"LocalSGD: period must be a positive int (steps between averages); got {period!r}")
         self.period = int(period)
 
     def __repr__(self) -> str:
@@ -501,41 +411,22 @@ class LocalSGD:
 class DataParallel:
     """One model replica per rank; each trains on its shard of the batch, all take the same steps."""
 
-    def __init__(
-        self,
-        model: Any,
-        group: ProcessGroup,
-        optimizer: Any = None,
-        local_sgd: LocalSGD | None = None,
-        broadcast_buffers: bool = True,
-    ) -> None:
+    def __init__(self, model: Any, group: ProcessGroup, optimizer: Any = None,
+                 local_sgd: LocalSGD | None = None, broadcast_buffers: bool = True) -> None:
         if not isinstance(group, ProcessGroup):
-            raise TypeError(
-                f"DataParallel: group must be a ProcessGroup (init_process_group(...)); "
-                f"got {type(group).__name__}"
-            )
+            raise TypeError(f"DataParallel: group must be a ProcessGroup (init_process_group(...)); "
+                            f"got {type(group).__name__}")
         if local_sgd is not None and not isinstance(local_sgd, LocalSGD):
-            raise TypeError(
-                f"DataParallel: local_sgd must be LocalSGD(period=k) or None; got {local_sgd!r}"
-            )
+            raise TypeError(f"DataParallel: local_sgd must be LocalSGD(period=k) or None; got {local_sgd!r}")
         self.group, self.local_sgd, self.broadcast_buffers = group, local_sgd, broadcast_buffers
         model.to(group.devices[0])
         self.replicas = [model] + [copy.deepcopy(model).to(dev) for dev in group.devices[1:]]
         source = list(model.parameters())
-        self.optimizers = (
-            []
-            if optimizer is None
-            else [optimizer]
-            + [
-                _clone_optimizer(optimizer, source, list(replica.parameters()))
-                for replica in self.replicas[1:]
-            ]
-        )
+        self.optimizers = [] if optimizer is None else [optimizer] + [
+            _clone_optimizer(optimizer, source, list(replica.parameters())) for replica in self.replicas[1:]]
         self.steps = 0
         self._sizes: list[int] = []  # shard sizes of every rank in the last batch
-        self._seen = np.zeros(
-            group.world_size
-        )  # samples per rank since the last average (local SGD)
+        self._seen = np.zeros(group.world_size)  # samples per rank since the last average (local SGD)
         self.sync()
 
     def sync(self) -> None:
@@ -573,20 +464,14 @@ class DataParallel:
         """This process's ranks' shards of the global batch ``(x, y)``, each on its rank's device."""
         n = x.shape[0]
         if n == 0 or y.shape[0] != n:
-            raise ShapeError(
-                f"DataParallel.shard: inputs {x.shape} and targets {y.shape} need the same, "
-                "non-zero number of samples along the first axis"
-            )
+            raise ShapeError(f"DataParallel.shard: inputs {x.shape} and targets {y.shape} need the same, "
+                             "non-zero number of samples along the first axis")
         bounds = shard_bounds(n, self.group.world_size)
         self._sizes = [b - a for a, b in bounds]
-        return [
-            (x[bounds[r][0] : bounds[r][1]].to(dev), y[bounds[r][0] : bounds[r][1]].to(dev))
-            for r, dev in zip(self.group.local_ranks, self.group.devices)
-        ]
+        return [(x[bounds[r][0]:bounds[r][1]].to(dev), y[bounds[r][0]:bounds[r][1]].to(dev))
+                for r, dev in zip(self.group.local_ranks, self.group.devices)]
 
-    def step_loss(
-        self, x: Tensor, y: Tensor, loss_fn: Callable[[Tensor, Tensor], Tensor]
-    ) -> Tensor:
+    def step_loss(self, x: Tensor, y: Tensor, loss_fn: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
         """Each replica's loss on its shard weighted by n_r/B, summed on rank 0's device (a graph).
 
         Under local SGD the value is the same, but each replica's gradient is its own shard's mean.
@@ -598,9 +483,7 @@ class DataParallel:
                 continue  # an empty shard: no loss, its gradient is zero
             loss = loss_fn(replica(xs), ys)
             weighted = loss * (self._sizes[r] / x.shape[0])
-            if (
-                self.local_sgd is not None
-            ):  # same value, but each replica steps on its own shard's mean gradient
+            if self.local_sgd is not None:  # same value, but each replica steps on its own shard's mean gradient
                 weighted = loss + (weighted - loss).detach()
             weighted = weighted.to(self.group.devices[0])
             total = weighted if total is None else total + weighted
@@ -668,14 +551,10 @@ class DataParallel:
             for tensors in zip(*buffers):
                 self.group.broadcast(list(tensors), root=0)
 
-    def train_step(
-        self, x: Tensor, y: Tensor, loss_fn: Callable[[Tensor, Tensor], Tensor]
-    ) -> Tensor:
+    def train_step(self, x: Tensor, y: Tensor, loss_fn: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
         """zero_grad, weighted shard losses, backward, all-reduce, step; the loss (see ``step_loss``)."""
         if not self.optimizers:
-            raise ValueError(
-                "DataParallel.train_step: needs an optimizer (DataParallel(model, group, optimizer))"
-            )
+            raise ValueError("DataParallel.train_step: needs an optimizer (DataParallel(model, group, optimizer))")
         self.zero_grad()
         loss = self.step_loss(x, y, loss_fn)
         self.backward(loss)
@@ -684,23 +563,17 @@ class DataParallel:
         return loss
 
 
-def average_parameters(
-    group: ProcessGroup, tensor_lists: list[list[Tensor]], weights: Sequence[float]
-) -> None:
+def average_parameters(group: ProcessGroup, tensor_lists: list[list[Tensor]], weights: Sequence[float]) -> None:
     """Replace every rank's tensors, in place, by their weighted sum over ranks (one flat all-reduce)."""
     buffers = []
     for tensors, weight, dev in zip(tensor_lists, weights, group.devices):
         with dev:
-            flat = (
-                dev.xp.concatenate([t.data.reshape(-1) for t in tensors])
-                if tensors
-                else dev.xp.zeros(0)
-            )
+            flat = dev.xp.concatenate([t.data.reshape(-1) for t in tensors]) if tensors else dev.xp.zeros(0)
         flat *= flat.dtype.type(weight)
         buffers.append(flat)
     group.all_reduce(buffers, op="sum")
     for tensors, flat in zip(tensor_lists, buffers):
         offset = 0
         for t in tensors:
-            t.data[...] = flat[offset : offset + t.data.size].reshape(t.shape)
+            t.data[...] = flat[offset:offset + t.data.size].reshape(t.shape)
             offset += t.data.size

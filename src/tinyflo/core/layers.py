@@ -44,79 +44,27 @@ def _poly(z: np.ndarray, coefficients: tuple[float, ...]) -> np.ndarray:
 # fdlibm s_erf.c (Sun Microsystems, 1993): erf on [0, 0.84375) as x + x·P(x²)/Q(x²), on [0.84375, 1.25)
 # as erx + P(s)/Q(s) with s = |x| − 1, and erfc on [1.25, 1/0.35) and [1/0.35, 6) as
 # exp(−x² − 0.5625 + R(1/x²)/S(1/x²)) / x. Q and S have a leading 1.
-_ERF_PP = (
-    1.28379167095512558561e-01,
-    -3.25042107247001499370e-01,
-    -2.84817495755985104766e-02,
-    -5.77027029648944159157e-03,
-    -2.37630166566501626084e-05,
-)
-_ERF_QQ = (
-    1.0,
-    3.97917223959155352819e-01,
-    6.50222499887672944485e-02,
-    5.08130628187576562776e-03,
-    1.32494738004321644526e-04,
-    -3.96022827877536812320e-06,
-)
-_ERF_PA = (
-    -2.36211856075265944077e-03,
-    4.14856118683748331666e-01,
-    -3.72207876035701323847e-01,
-    3.18346619901161753674e-01,
-    -1.10894694282396677476e-01,
-    3.54783043256182359371e-02,
-    -2.16637559486879084300e-03,
-)
-_ERF_QA = (
-    1.0,
-    1.06420880400844228286e-01,
-    5.40397917702171048937e-01,
-    7.18286544141962662868e-02,
-    1.26171219808761642112e-01,
-    1.36370839120290507362e-02,
-    1.19844998467991074170e-02,
-)
-_ERF_RA = (
-    -9.86494403484714822705e-03,
-    -6.93858572707181764372e-01,
-    -1.05586262253232909814e01,
-    -6.23753324503260060396e01,
-    -1.62396669462573470355e02,
-    -1.84605092906711035994e02,
-    -8.12874355063065934246e01,
-    -9.81432934416914548592e00,
-)
-_ERF_SA = (
-    1.0,
-    1.96512716674392571292e01,
-    1.37657754143519042600e02,
-    4.34565877475229228821e02,
-    6.45387271733267880336e02,
-    4.29008140027567833386e02,
-    1.08635005541779435134e02,
-    6.57024977031928170135e00,
-    -6.04244152148580987438e-02,
-)
-_ERF_RB = (
-    -9.86494292470009928597e-03,
-    -7.99283237680523006574e-01,
-    -1.77579549177547519889e01,
-    -1.60636384855821916062e02,
-    -6.37566443368389627722e02,
-    -1.02509513161107724954e03,
-    -4.83519191608651397019e02,
-)
-_ERF_SB = (
-    1.0,
-    3.03380607434824582924e01,
-    3.25792512996573918826e02,
-    1.53672958608443695994e03,
-    3.19985821950859553908e03,
-    2.55305040643316442583e03,
-    4.74528541206955367215e02,
-    -2.24409524465858183362e01,
-)
+_ERF_PP = (1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02,
+           -5.77027029648944159157e-03, -2.37630166566501626084e-05)
+_ERF_QQ = (1.0, 3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03,
+           1.32494738004321644526e-04, -3.96022827877536812320e-06)
+_ERF_PA = (-2.36211856075265944077e-03, 4.14856118683748331666e-01, -3.72207876035701323847e-01,
+           3.18346619901161753674e-01, -1.10894694282396677476e-01, 3.54783043256182359371e-02,
+           -2.16637559486879084300e-03)
+_ERF_QA = (1.0, 1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02,
+           1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02)
+_ERF_RA = (-9.86494403484714822705e-03, -6.93858572707181764372e-01, -1.05586262253232909814e+01,
+           -6.23753324503260060396e+01, -1.62396669462573470355e+02, -1.84605092906711035994e+02,
+           -8.12874355063065934246e+01, -9.81432934416914548592e+00)
+_ERF_SA = (1.0, 1.96512716674392571292e+01, 1.37657754143519042600e+02, 4.34565877475229228821e+02,
+           6.45387271733267880336e+02, 4.29008140027567833386e+02, 1.08635005541779435134e+02,
+           6.57024977031928170135e+00, -6.04244152148580987438e-02)
+_ERF_RB = (-9.86494292470009928597e-03, -7.99283237680523006574e-01, -1.77579549177547519889e+01,
+           -1.60636384855821916062e+02, -6.37566443368389627722e+02, -1.02509513161107724954e+03,
+           -4.83519191608651397019e+02)
+_ERF_SB = (1.0, 3.03380607434824582924e+01, 3.25792512996573918826e+02, 1.53672958608443695994e+03,
+           3.19985821950859553908e+03, 2.55305040643316442583e+03, 4.74528541206955367215e+02,
+           -2.24409524465858183362e+01)
 _ERX = 8.45062911510467529297e-01  # erf(1) rounded to float, so erx + P/Q loses nothing
 
 
@@ -125,9 +73,7 @@ def _erf_rational(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     flat = x.ravel()
     ax = np.abs(flat)
-    out = np.where(
-        np.isnan(flat), flat, np.sign(flat)
-    )  # |x| ≥ 6 (and ±inf): ±1 to double precision; NaN stays
+    out = np.where(np.isnan(flat), flat, np.sign(flat))  # |x| ≥ 6 (and ±inf): ±1 to double precision; NaN stays
     # Each range works on the positions it owns; integer indices (flatnonzero) gather and scatter several
     # times faster than a boolean mask does on a random mixture of ranges.
     i = np.flatnonzero(ax < 0.84375)
@@ -141,13 +87,9 @@ def _erf_rational(x: np.ndarray) -> np.ndarray:
         i = np.flatnonzero((ax >= low) & (ax < high))
         a = ax[i]
         s = 1 / (a * a)
-        hi = (a.view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(
-            np.float64
-        )  # a with its low 32 bits cut
+        hi = (a.view(np.uint64) & np.uint64(0xFFFFFFFF00000000)).view(np.float64)  # a with its low 32 bits cut
         # exp(−a²) as exp(−hi²)·exp((hi − a)(hi + a)): hi² is exact, so squaring a adds no rounding error
-        erfc = (
-            np.exp(-hi * hi - 0.5625) * np.exp((hi - a) * (hi + a) + _poly(s, r) / _poly(s, q)) / a
-        )
+        erfc = np.exp(-hi * hi - 0.5625) * np.exp((hi - a) * (hi + a) + _poly(s, r) / _poly(s, q)) / a
         out[i] = np.copysign(1 - erfc, flat[i])
     return out.reshape(x.shape)
 
@@ -184,6 +126,11 @@ class EluFn(Function):
         return self.xp.where(a > 0, grad, grad * (out + self.alpha))
 
 
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha · (eˣ − 1)."""
+    return EluFn.apply(x._floating(), alpha=alpha)
+
+
 class SoftplusFn(Function):
     def forward(self, a, beta=1.0, threshold=20.0):
         xp = self.xp
@@ -196,6 +143,11 @@ class SoftplusFn(Function):
 
     def backward(self, grad):
         return self.xp.where(self.linear, grad, grad * self.sig)
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """(1/beta) · log(1 + exp(beta · x)), and x itself where beta · x > threshold."""
+    return SoftplusFn.apply(x._floating(), beta=beta, threshold=threshold)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
@@ -224,6 +176,13 @@ class GeluFn(Function):
         return grad * (cdf + a * pdf)
 
 
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """x · Φ(x), exactly (``"none"``) or with the tanh approximation (``"tanh"``)."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
+    return GeluFn.apply(x._floating(), approximate=approximate)
+
+
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 
@@ -248,31 +207,14 @@ def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     return where(x > 0, x, x * negative_slope)
 
 
-def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
-    """x where x > 0, else alpha · (eˣ − 1)."""
-    return EluFn.apply(x._floating(), alpha=alpha)
-
-
 def selu(x: Tensor) -> Tensor:
     """Self-normalising ELU: scale · elu(x, alpha) with the constants of Klambauer et al. (2017)."""
     return elu(x, _SELU_ALPHA) * _SELU_SCALE
 
 
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """x · Φ(x), exactly (``"none"``) or with the tanh approximation (``"tanh"``)."""
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
-    return GeluFn.apply(x._floating(), approximate=approximate)
-
-
 def silu(x: Tensor) -> Tensor:
     """x · σ(x) (also called swish)."""
     return x * x.sigmoid()
-
-
-def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """(1/beta) · log(1 + exp(beta · x)), and x itself where beta · x > threshold."""
-    return SoftplusFn.apply(x._floating(), beta=beta, threshold=threshold)
 
 
 def mish(x: Tensor) -> Tensor:
@@ -360,12 +302,6 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
-def _is_device_spec(spec: Any) -> bool:
-    return isinstance(spec, Device) or (
-        isinstance(spec, str) and spec.partition(":")[0] in ("cpu", "cuda")
-    )
-
-
 class Module:
     """Base class of layers and models: parameters, buffers and sub-modules, registered by name."""
 
@@ -401,11 +337,9 @@ class Module:
                 "call super().__init__() first"
             )
         if isinstance(value, Parameter):
-            self._forget(name, keep=self._parameters)
-            self._parameters[name] = value
+            self.register_parameter(name, value)
         elif isinstance(value, Module):
-            self._forget(name, keep=self._modules)
-            self._modules[name] = value
+            self.add_module(name, value)
         elif "_parameters" in self.__dict__ and name in self._parameters:
             if value is not None:
                 raise TypeError(
@@ -445,9 +379,7 @@ class Module:
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Keep ``tensor`` as state that is saved (if persistent) and moved, but not trained."""
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(
-                f"register_buffer: {name!r} must be a Tensor or None; got {type(tensor).__name__}"
-            )
+            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None; got {type(tensor).__name__}")
         self._forget(name, keep=self._buffers)
         self._buffers[name] = tensor
         if not persistent:
@@ -456,63 +388,29 @@ class Module:
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Register ``param`` under ``name`` (None keeps the name, holding no parameter)."""
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(
-                f"register_parameter: {name!r} must be a Parameter or None; got {type(param).__name__}"
-            )
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None; got {type(param).__name__}")
         self._forget(name, keep=self._parameters)
         self._parameters[name] = param
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Register ``module`` as a sub-module called ``name``."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(
-                f"add_module: {name!r} must be a Module or None; got {type(module).__name__}"
-            )
+            raise TypeError(f"add_module: {name!r} must be a Module or None; got {type(module).__name__}")
         self._forget(name, keep=self._modules)
         self._modules[name] = module
 
-    # ----- walking the tree ---------------------------------------------------
-    def named_modules(
-        self, prefix: str = "", remove_duplicate: bool = True
-    ) -> Iterator[tuple[str, Module]]:
+    # ----- walking the tree: written in task layers_module_walk, below -------
+    def named_modules(self, prefix: str = "", remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         """This module and every sub-module below it, with dotted names, depth first."""
-        seen: set[int] = set()
-        stack = [(prefix, self)]
-        while stack:
-            name, module = stack.pop()
-            if remove_duplicate:
-                if id(module) in seen:
-                    continue
-                seen.add(id(module))
-            yield name, module
-            children = [
-                (f"{name}.{n}" if name else n, m)
-                for n, m in module._modules.items()
-                if m is not None
-            ]
-            stack.extend(reversed(children))
+        return _named_modules(self, prefix, remove_duplicate)
 
-    def _named_members(
-        self, registry: str, prefix: str, recurse: bool
-    ) -> Iterator[tuple[str, Tensor]]:
-        seen: set[int] = set()
-        modules = self.named_modules(prefix) if recurse else [(prefix, self)]
-        for module_name, module in modules:
-            for name, t in getattr(module, registry).items():
-                if t is None or id(t) in seen:
-                    continue
-                seen.add(id(t))
-                yield (f"{module_name}.{name}" if module_name else name), t
-
-    def named_parameters(
-        self, prefix: str = "", recurse: bool = True
-    ) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
         """Every parameter with its qualified name (``encoder.0.weight``), each once."""
-        return self._named_members("_parameters", prefix, recurse)
+        return _named_members(self, "_parameters", prefix, recurse)
 
     def named_buffers(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
         """Every buffer with its qualified name, each once."""
-        return self._named_members("_buffers", prefix, recurse)
+        return _named_members(self, "_buffers", prefix, recurse)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         """Every parameter, each once (what an optimizer takes)."""
@@ -541,12 +439,10 @@ class Module:
         fn(self)
         return self
 
-    # ----- modes and gradients ------------------------------------------------
+    # ----- modes and gradients: train() is written in task layers_module_train ---
     def train(self, mode: bool = True) -> Module:
         """Training mode (dropout active, batch statistics) for this module and all below it."""
-        for module in self.modules():
-            module.training = bool(mode)
-        return self
+        return _train(self, mode)
 
     def eval(self) -> Module:
         """Evaluation mode: ``train(False)``."""
@@ -575,30 +471,10 @@ class Module:
         """How many numbers the parameters hold (only those that require grad, if asked)."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
-    # ----- devices and dtypes -------------------------------------------------
+    # ----- devices and dtypes: to() is written in task layers_module_to --------
     def to(self, device: Any = None, dtype: Any = None) -> Module:
         """Move every parameter and buffer in place (floating ones also cast to ``dtype``)."""
-        if device is not None and not _is_device_spec(device):
-            try:
-                device, dtype = None, as_dtype(device)  # model.to(float64)
-            except TypeError:
-                raise TypeError(
-                    f"Module.to: expected a device ('cpu', 'cpu:N', 'cuda:N') or a floating dtype; got {device!r}"
-                ) from None
-        dev = None if device is None else as_device(device)
-        dt = None if dtype is None else as_dtype(dtype)
-        if dt is not None and not is_floating(dt):
-            raise TypeError(
-                f"Module.to: dtype must be floating (integer buffers keep theirs); got {dt}"
-            )
-        with no_grad():
-            for t in [*self.parameters(), *self.buffers()]:
-                target = dt if dt is not None and is_floating(t.dtype) else t.dtype
-                for held in (t, t.grad):
-                    if held is not None:
-                        moved = held.to(device=dev or held.device, dtype=target)
-                        held.data, held._device = moved.data, moved._device
-        return self
+        return _to(self, device, dtype)
 
     def cpu(self) -> Module:
         return self.to("cpu")
@@ -615,7 +491,7 @@ class Module:
     def half(self) -> Module:
         return self.to(dtype=float16)
 
-    # ----- saving and loading: written in task layers_state_dict, below ---------
+    # ----- saving and loading: written in tasks layers_state_dict and layers_load_state_dict ---
     def state_dict(self, prefix: str = "") -> dict[str, Tensor]:
         """Every parameter and persistent buffer by qualified name (detached views, no copies)."""
         return _state_dict(self, prefix)
@@ -631,20 +507,71 @@ class Module:
 
     def __repr__(self) -> str:
         lines = [self.extra_repr()] if self.extra_repr() else []
-        lines += [
-            f"({name}): " + repr(child).replace("\n", "\n  ")
-            for name, child in self.named_children()
-        ]
+        lines += [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self.named_children()]
         if not self._modules:
             return f"{type(self).__name__}({self.extra_repr()})"
         return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
 
 
-class IncompatibleKeys(NamedTuple):
-    """What load_state_dict(strict=False) skipped."""
+def _named_modules(module: Module, prefix: str = "", remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+    """Module.named_modules: ``module`` and every sub-module below it, with dotted names, depth first."""
+    seen: set[int] = set()
+    stack = [(prefix, module)]
+    while stack:
+        name, current = stack.pop()
+        if remove_duplicate:
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+        yield name, current
+        children = [(f"{name}.{n}" if name else n, m) for n, m in current._modules.items() if m is not None]
+        stack.extend(reversed(children))
 
-    missing_keys: list[str]
-    unexpected_keys: list[str]
+
+def _named_members(module: Module, registry: str, prefix: str, recurse: bool) -> Iterator[tuple[str, Tensor]]:
+    """Module.named_parameters / named_buffers: each entry of ``registry`` with its qualified name, once."""
+    seen: set[int] = set()
+    modules = _named_modules(module, prefix) if recurse else [(prefix, module)]
+    for module_name, owner in modules:
+        for name, t in getattr(owner, registry).items():
+            if t is None or id(t) in seen:
+                continue
+            seen.add(id(t))
+            yield (f"{module_name}.{name}" if module_name else name), t
+
+
+def _train(module: Module, mode: bool = True) -> Module:
+    """Module.train: set ``training`` on ``module`` and every module below it; return ``module``."""
+    for m in module.modules():
+        m.training = bool(mode)
+    return module
+
+
+def _is_device_spec(spec: Any) -> bool:
+    return isinstance(spec, Device) or (isinstance(spec, str) and spec.partition(":")[0] in ("cpu", "cuda"))
+
+
+def _to(module: Module, device: Any = None, dtype: Any = None) -> Module:
+    """Module.to: move every parameter, buffer and gradient in place (floating ones also cast to ``dtype``)."""
+    if device is not None and not _is_device_spec(device):
+        try:
+            device, dtype = None, as_dtype(device)  # model.to(float64)
+        except TypeError:
+            raise TypeError(
+                f"Module.to: expected a device ('cpu', 'cpu:N', 'cuda:N') or a floating dtype; got {device!r}"
+            ) from None
+    dev = None if device is None else as_device(device)
+    dt = None if dtype is None else as_dtype(dtype)
+    if dt is not None and not is_floating(dt):
+        raise TypeError(f"Module.to: dtype must be floating (integer buffers keep theirs); got {dt}")
+    with no_grad():
+        for t in [*module.parameters(), *module.buffers()]:
+            target = dt if dt is not None and is_floating(t.dtype) else t.dtype
+            for held in (t, t.grad):
+                if held is not None:
+                    moved = held.to(device=dev or held.device, dtype=target)
+                    held.data, held._device = moved.data, moved._device
+    return module
 
 
 def _state_dict(self: Module, prefix: str = "") -> dict[str, Tensor]:
@@ -657,6 +584,13 @@ def _state_dict(self: Module, prefix: str = "") -> dict[str, Tensor]:
             if t is not None:
                 state[prefix + (f"{module_name}.{name}" if module_name else name)] = t.detach()
     return state
+
+
+class IncompatibleKeys(NamedTuple):
+    """What load_state_dict(strict=False) skipped."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
 
 
 def _load_state_dict(self: Module, state: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
@@ -674,9 +608,7 @@ def _load_state_dict(self: Module, state: dict[str, Any], strict: bool = True) -
             value = state[key]
             shape = value.shape if isinstance(value, Tensor) else tuple(np.shape(value))
             if tuple(shape) != target.shape:
-                problems.append(
-                    f"{key}: the state has shape {tuple(shape)}, the model {target.shape}"
-                )
+                problems.append(f"{key}: the state has shape {tuple(shape)}, the model {target.shape}")
     if problems:
         raise RuntimeError(f"load_state_dict into {type(self).__name__}: " + "; ".join(problems))
     with no_grad():
@@ -691,48 +623,18 @@ def _load_state_dict(self: Module, state: dict[str, Any], strict: bool = True) -
     return IncompatibleKeys(missing, unexpected)
 
 
-def _fill_(tensor: Tensor, values: Any) -> Tensor:
-    """Write ``values`` (an array or Tensor on tensor's device) into ``tensor`` in place."""
-    with no_grad():
-        tensor[...] = values
-    return tensor
-
-
-def _draw(kind: str, tensor: Tensor, shape: tuple[int, ...] | None = None) -> Any:
-    """Uniform [0, 1) or standard normal samples shaped like ``tensor``, from tinyflo's generator."""
-    if not is_floating(tensor.dtype):
-        raise TypeError(
-            f"init: only floating tensors can be initialised this way; got {tensor.dtype}"
-        )
-    draw = rand if kind == "uniform" else randn
-    return draw(
-        tensor.shape if shape is None else shape, dtype=tensor.dtype, device=tensor.device
-    ).data
-
-
 def calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
     """(fan_in, fan_out) of a weight of shape (out, in, *kernel)."""
     if tensor.ndim < 2:
-        raise ValueError(
-            f"fan in and fan out need a tensor with at least 2 axes; got shape {tensor.shape}"
-        )
+        raise ValueError(f"fan in and fan out need a tensor with at least 2 axes; got shape {tensor.shape}")
     receptive = math.prod(tensor.shape[2:])
     return tensor.shape[1] * receptive, tensor.shape[0] * receptive
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     """The factor that keeps the spread of activations through ``nonlinearity`` (torch.nn.init's table)."""
-    ones = {
-        "linear",
-        "identity",
-        "sigmoid",
-        "conv1d",
-        "conv2d",
-        "conv3d",
-        "conv_transpose1d",
-        "conv_transpose2d",
-        "conv_transpose3d",
-    }
+    ones = {"linear", "identity", "sigmoid", "conv1d", "conv2d", "conv3d",
+            "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
     if nonlinearity in ones:
         return 1.0
     if nonlinearity == "tanh":
@@ -747,6 +649,21 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     if nonlinearity == "selu":
         return 3.0 / 4
     raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def _fill_(tensor: Tensor, values: Any) -> Tensor:
+    """Write ``values`` (an array or Tensor on tensor's device) into ``tensor`` in place."""
+    with no_grad():
+        tensor[...] = values
+    return tensor
+
+
+def _draw(kind: str, tensor: Tensor, shape: tuple[int, ...] | None = None) -> Any:
+    """Uniform [0, 1) or standard normal samples shaped like ``tensor``, from tinyflo's generator."""
+    if not is_floating(tensor.dtype):
+        raise TypeError(f"init: only floating tensors can be initialised this way; got {tensor.dtype}")
+    draw = rand if kind == "uniform" else randn
+    return draw(tensor.shape if shape is None else shape, dtype=tensor.dtype, device=tensor.device).data
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
@@ -781,18 +698,14 @@ def _fan(tensor: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def kaiming_uniform_(
-    tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
-) -> Tensor:
+def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
     """He initialisation, uniform: U(−b, b) with b = gain · √(3 / fan)."""
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
     return uniform_(tensor, -bound, bound)
 
 
-def kaiming_normal_(
-    tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"
-) -> Tensor:
+def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
     """He initialisation, normal: N(0, gain² / fan)."""
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
 
@@ -819,9 +732,7 @@ def fan_in_uniform_(tensor: Tensor, fan_in: int) -> Tensor:
 def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """A (semi-)orthogonal matrix, scaled by ``gain``: QR of a normal matrix with the sign fix."""
     if tensor.ndim < 2:
-        raise ValueError(
-            f"orthogonal_: needs a tensor with at least 2 axes; got shape {tensor.shape}"
-        )
+        raise ValueError(f"orthogonal_: needs a tensor with at least 2 axes; got shape {tensor.shape}")
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     flat = _draw("normal", tensor, (rows, cols))
@@ -837,9 +748,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     return _fill_(tensor, (gain * q).reshape(tensor.shape).astype(tensor.dtype))
 
 
-def trunc_normal_(
-    tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0
-) -> Tensor:
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
     """N(mean, std²) restricted to [a, b]: samples outside are drawn again, not clamped."""
     if not a < b:
         raise ValueError(f"trunc_normal_: the interval [a, b] = [{a}, {b}] is empty")
@@ -850,9 +759,7 @@ def trunc_normal_(
         if count == 0:
             return _fill_(tensor, values)
         values[outside] = mean + std * _draw("normal", tensor, (count,))
-    raise ValueError(
-        f"trunc_normal_: [{a}, {b}] is too unlikely under N({mean}, {std}²) to sample by redrawing"
-    )
+    raise ValueError(f"trunc_normal_: [{a}, {b}] is too unlikely under N({mean}, {std}²) to sample by redrawing")
 
 
 class LinearFn(Function):
@@ -885,14 +792,8 @@ class LinearFn(Function):
 class Linear(Module):
     """y = x Wᵀ + b, with PyTorch's shapes and default initialisation."""
 
-    def __init__(
-        self,
-        in_features: int,
-        out_features: int,
-        bias: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-    ) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(zeros(out_features, in_features, dtype=dtype, device=device))
@@ -936,19 +837,15 @@ class Linear(Module):
 class Embedding(Module):
     """A lookup table: integer indices in, rows of a learned weight out."""
 
-    def __init__(
-        self, num_embeddings: int, embedding_dim: int, device: Any = None, dtype: Any = None
-    ) -> None:
+    def __init__(self, num_embeddings: int, embedding_dim: int, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.weight = Parameter(zeros(num_embeddings, embedding_dim, dtype=dtype, device=device))
         normal_(self.weight)
 
     def forward(self, indices: Any) -> Tensor:
-        if (
-            self.weight.device.reads_wait
-        ):  # a GPU: no read, an index out of range gives a row of NaN
-            return self._lookup_without_reading(indices)
+        if self.weight.device.reads_wait:  # a GPU: no read, an index out of range gives a row of NaN
+            return _lookup_without_reading(self, indices)
         if not isinstance(indices, Tensor):
             indices = Tensor(indices, device=self.weight.device)
         name = f"Embedding({self.num_embeddings}, {self.embedding_dim})"
@@ -961,28 +858,26 @@ class Embedding(Module):
                 raise IndexError(f"{name}: index {bad} is out of range [0, {self.num_embeddings})")
         return self.weight[indices]
 
-    def _lookup_without_reading(self, indices: Any) -> Tensor:
-        """The lookup with the range check kept on the device: rows of out-of-range indices are NaN."""
-        device, dtype, name = (
-            self.weight.device,
-            self.weight.dtype,
-            f"Embedding({self.num_embeddings}, {self.embedding_dim})",
-        )
-        if not isinstance(indices, Tensor):
-            indices = Tensor(indices, device=device)
-        if indices.dtype.kind not in "iu":
-            raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
-        if indices.device is not device:
-            raise DeviceError(f"{name}: indices are on {indices.device}, the weight on {device}")
-        data = indices.data
-        with device:
-            bad = (data < 0) | (data >= self.num_embeddings)
-            mask = device.xp.where(bad, dtype.type("nan"), dtype.type(1))[..., None]
-            safe = device.xp.where(bad, 0, data)
-        return self.weight[Tensor._wrap(safe, device)] * Tensor._wrap(mask, device)
-
     def extra_repr(self) -> str:
         return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+def _lookup_without_reading(layer: Embedding, indices: Any) -> Tensor:
+    """The lookup with the range check kept on the device: rows of out-of-range indices are NaN."""
+    device, dtype = layer.weight.device, layer.weight.dtype
+    name = f"Embedding({layer.num_embeddings}, {layer.embedding_dim})"
+    if not isinstance(indices, Tensor):
+        indices = Tensor(indices, device=device)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{name}: indices must be integers; got {indices.dtype}")
+    if indices.device is not device:
+        raise DeviceError(f"{name}: indices are on {indices.device}, the weight on {device}")
+    data = indices.data
+    with device:
+        bad = (data < 0) | (data >= layer.num_embeddings)
+        mask = device.xp.where(bad, dtype.type("nan"), dtype.type(1))[..., None]
+        safe = device.xp.where(bad, 0, data)
+    return layer.weight[Tensor._wrap(safe, device)] * Tensor._wrap(mask, device)
 
 
 class Sequential(Module):
@@ -996,9 +891,7 @@ class Sequential(Module):
         else:
             for i, module in enumerate(modules):
                 if not isinstance(module, Module):
-                    raise TypeError(
-                        f"Sequential: argument {i} is a {type(module).__name__}, not a Module"
-                    )
+                    raise TypeError(f"Sequential: argument {i} is a {type(module).__name__}, not a Module")
                 self.add_module(str(i), module)
 
     def forward(self, x: Any) -> Any:
@@ -1168,14 +1061,10 @@ class LogSoftmax(_Elementwise):
 class PReLU(Module):
     """leaky ReLU whose slope is learned: one for all channels, or one per channel (axis 1)."""
 
-    def __init__(
-        self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None
-    ) -> None:
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         self.num_parameters = num_parameters
-        self.weight = Parameter(
-            Tensor(np.full(num_parameters, init), dtype=dtype or float32, device=device)
-        )
+        self.weight = Parameter(Tensor(np.full(num_parameters, init), dtype=dtype or float32, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         return prelu(x, self.weight)
@@ -1219,18 +1108,10 @@ class Dropout(Module):
 class LayerNorm(Module):
     """Normalise each example over its last axes, then scale and shift (learned)."""
 
-    def __init__(
-        self,
-        normalized_shape: int | tuple[int, ...],
-        eps: float = 1e-5,
-        elementwise_affine: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-    ) -> None:
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5,
+                 elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        shape = (
-            (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        )
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         if elementwise_affine:
             self.weight = Parameter(ones(shape, dtype=dtype, device=device))
@@ -1241,7 +1122,7 @@ class LayerNorm(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         k = len(self.normalized_shape)
-        if x.ndim < k or x.shape[x.ndim - k :] != self.normalized_shape:
+        if x.ndim < k or x.shape[x.ndim - k:] != self.normalized_shape:
             raise ShapeError(
                 f"LayerNorm({self.normalized_shape}) got input of shape {x.shape}; "
                 f"expected (..., {', '.join(map(str, self.normalized_shape))})"
@@ -1258,30 +1139,16 @@ class LayerNorm(Module):
         return out.to(dtype=dtype)
 
     def extra_repr(self) -> str:
-        return (
-            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
-        )
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class BatchNorm1d(Module):
     """Normalise each channel over the batch; running statistics for evaluation."""
 
-    def __init__(
-        self,
-        num_features: int,
-        eps: float = 1e-5,
-        momentum: float | None = 0.1,
-        affine: bool = True,
-        device: Any = None,
-        dtype: Any = None,
-    ) -> None:
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        self.num_features, self.eps, self.momentum, self.affine = (
-            num_features,
-            eps,
-            momentum,
-            affine,
-        )
+        self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
         if affine:
             self.weight = Parameter(ones(num_features, dtype=dtype, device=device))
             self.bias = Parameter(zeros(num_features, dtype=dtype, device=device))
@@ -1304,29 +1171,18 @@ class BatchNorm1d(Module):
         if self.training:
             n = x.numel() // self.num_features
             if n < 2:
-                raise ValueError(
-                    f"BatchNorm1d: training needs more than 1 value per channel; got input of shape {x.shape}"
-                )
+                raise ValueError(f"BatchNorm1d: training needs more than 1 value per channel; got input of shape {x.shape}")
             mean = x.mean(axis=axes)
             centered = x - mean.reshape(shape)
             var = (centered * centered).mean(axis=axes)
             with no_grad():
                 self.num_batches_tracked.data += 1
-                factor = (
-                    self.momentum
-                    if self.momentum is not None
-                    else 1 / int(self.num_batches_tracked.item())
-                )
-                for running, stat in (
-                    (self.running_mean, mean.data),
-                    (self.running_var, var.data * (n / (n - 1))),
-                ):
+                factor = self.momentum if self.momentum is not None else 1 / int(self.num_batches_tracked.item())
+                for running, stat in ((self.running_mean, mean.data), (self.running_var, var.data * (n / (n - 1)))):
                     running.data[...] = (1 - factor) * running.data + factor * stat
             out = centered / (var.reshape(shape) + self.eps).sqrt()
         else:
-            out = (x - self.running_mean.reshape(shape)) / (
-                self.running_var.reshape(shape) + self.eps
-            ).sqrt()
+            out = (x - self.running_mean.reshape(shape)) / (self.running_var.reshape(shape) + self.eps).sqrt()
         if self.weight is not None:
             out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
         if AutocastMode.policy is not None:  # inside autocast() (module 11) a norm hands on float32
@@ -1334,6 +1190,4 @@ class BatchNorm1d(Module):
         return out.to(dtype=dtype)
 
     def extra_repr(self) -> str:
-        return (
-            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"
-        )
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}"

@@ -34,24 +34,18 @@ def _input(x: Any, loss: str, argument: str = "input") -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{loss}: {argument} must be a Tensor; got {type(x).__name__}")
     if not is_floating(x.dtype):
-        raise TypeError(
-            f"{loss}: {argument} must be floating (float32, float64, ...); got {x.dtype}"
-        )
+        raise TypeError(f"{loss}: {argument} must be floating (float32, float64, ...); got {x.dtype}")
     policy = AutocastMode.policy
     if policy is not None:  # inside autocast() (module 11) every loss runs in float32
         (x,) = policy.cast_inputs("loss", (x,))
     return x
 
 
-def _like(
-    value: Any, input: Tensor, loss: str, argument: str = "target", floating: bool = True
-) -> Tensor:
+def _like(value: Any, input: Tensor, loss: str, argument: str = "target", floating: bool = True) -> Tensor:
     """``value`` as a tensor on ``input``'s device; in its dtype when floating (float32 stays float32)."""
     if isinstance(value, Tensor):
         if value.device is not input.device:
-            raise DeviceError(
-                f"{loss}: {argument} is on {value.device} but the input is on {input.device}"
-            )
+            raise DeviceError(f"{loss}: {argument} is on {value.device} but the input is on {input.device}")
     else:
         value = Tensor(value, device=input.device)
     if floating and value.dtype != input.dtype:
@@ -67,9 +61,7 @@ def _same_shape(input: Tensor, other: Tensor, loss: str, argument: str = "target
         )
 
 
-def _constant(
-    value: Any, input: Tensor, loss: str, argument: str, shape: tuple | None = None
-) -> Tensor:
+def _constant(value: Any, input: Tensor, loss: str, argument: str, shape: tuple | None = None) -> Tensor:
     """A weight: a constant tensor (no gradient) on input's device, in its dtype, of ``shape`` if given."""
     t = _like(value, input, loss, argument).detach()
     if shape is not None and t.shape != shape:
@@ -104,9 +96,7 @@ def l1_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:
     return _reduce((input - target).abs(), reduction, "l1_loss")
 
 
-def smooth_l1_loss(
-    input: Tensor, target: Any, *, reduction: str = "mean", beta: float = 1.0
-) -> Tensor:
+def smooth_l1_loss(input: Tensor, target: Any, *, reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """Quadratic below ``beta``, linear above: ½d²/β or |d| − ½β."""
     input = _input(input, "smooth_l1_loss")
     target = _like(target, input, "smooth_l1_loss")
@@ -165,10 +155,7 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     valid = data != ignore_index
     on_cpu = not input.device.reads_wait
     if on_cpu and (data.size == 0 or (data.min() >= 0 and data.max() < classes)):
-        return (
-            valid,
-            data,
-        )  # every target is a class index already: two reductions check it, no masks
+        return valid, data  # every target is a class index already: two reductions check it, no masks
     bad = valid & ((data < 0) | (data >= classes))
     if on_cpu:
         if bad.any():
@@ -194,9 +181,7 @@ def _class_weights(weight: Any, input: Tensor, loss: str) -> Tensor | None:
 
 def _holds_probabilities(target: Any) -> bool:
     """Whether a cross_entropy target holds class probabilities (floating) rather than class indices."""
-    return is_floating(
-        np.dtype(target.dtype if hasattr(target, "dtype") else np.asarray(target).dtype)
-    )
+    return is_floating(np.dtype(target.dtype if hasattr(target, "dtype") else np.asarray(target).dtype))
 
 
 def _cross_entropy_arguments(
@@ -236,12 +221,7 @@ def _nll_parts(logp: Tensor, valid: Any, safe: Any, w: Tensor | None) -> tuple[T
 
 
 def nll_loss(
-    input: Tensor,
-    target: Any,
-    weight: Any = None,
-    *,
-    ignore_index: int = -100,
-    reduction: str = "mean",
+    input: Tensor, target: Any, weight: Any = None, *, ignore_index: int = -100, reduction: str = "mean"
 ) -> Tensor:
     """Negative log-likelihood of class indices, given log-probabilities along axis 1."""
     input = _input(input, "nll_loss")
@@ -278,9 +258,7 @@ def cross_entropy(
     valid, safe = _class_targets(input, target, ignore_index, "cross_entropy")
     loss, total_weight = _nll_parts(logp, valid, safe, w)
     if label_smoothing > 0:
-        uniform = -weighted.sum(axis=class_axis) * Tensor._wrap(
-            valid.astype(input.dtype), input.device
-        )
+        uniform = -weighted.sum(axis=class_axis) * Tensor._wrap(valid.astype(input.dtype), input.device)
         loss = (1 - label_smoothing) * loss + (label_smoothing / classes) * uniform
     if reduction == "mean":
         return loss.sum() / total_weight
@@ -303,13 +281,9 @@ class CrossEntropyFn(Function):
         if smoothing:
             logp = shifted - log_total
             per_class = logp if weight is None else logp * weight
-            loss = (1 - smoothing) * loss - (smoothing / logits.shape[1]) * per_class.sum(
-                axis=1
-            ) * valid
+            loss = (1 - smoothing) * loss - (smoothing / logits.shape[1]) * per_class.sum(axis=1) * valid
         scale = None
-        if (
-            reduction == "mean"
-        ):  # a weighted mean; an all-ignored batch (Σ w_y = 0) gives 0, not 0/0
+        if reduction == "mean":  # a weighted mean; an all-ignored batch (Σ w_y = 0) gives 0, not 0/0
             w_sum = w_y.sum()
             scale = 1 / (w_sum + (w_sum == 0))
             out = loss.sum() * scale
@@ -350,22 +324,12 @@ def cross_entropy(
     """Softmax cross-entropy of logits along axis 1 against class indices or class probabilities."""
     input, w, soft = _cross_entropy_arguments(input, target, weight, reduction, label_smoothing)
     if soft:  # class probabilities: the composition above
-        return _composed_cross_entropy(
-            input,
-            target,
-            weight,
-            ignore_index=ignore_index,
-            reduction=reduction,
-            label_smoothing=label_smoothing,
-        )
+        return _composed_cross_entropy(input, target, weight, ignore_index=ignore_index,
+                                       reduction=reduction, label_smoothing=label_smoothing)
     valid, safe = _class_targets(input, target, ignore_index, "cross_entropy")
     loss = CrossEntropyFn.apply(
-        _class_last(input),
-        target=safe.reshape(-1),
-        valid=valid.reshape(-1),
-        weight=None if w is None else w.data,
-        smoothing=float(label_smoothing),
-        reduction=reduction,
+        _class_last(input), target=safe.reshape(-1), valid=valid.reshape(-1),
+        weight=None if w is None else w.data, smoothing=float(label_smoothing), reduction=reduction,
     )
     return loss.reshape(safe.shape) if reduction == "none" else loss
 
@@ -388,9 +352,7 @@ class BinaryCrossEntropyFn(Function):
         return grad_p, grad_t
 
 
-def binary_cross_entropy(
-    input: Tensor, target: Any, weight: Any = None, *, reduction: str = "mean"
-) -> Tensor:
+def binary_cross_entropy(input: Tensor, target: Any, weight: Any = None, *, reduction: str = "mean") -> Tensor:
     """−[t log p + (1 − t) log(1 − p)] for probabilities p, each log clamped at −100."""
     input = _input(input, "binary_cross_entropy")
     target = _like(target, input, "binary_cross_entropy")
@@ -407,12 +369,7 @@ def binary_cross_entropy(
 
 
 def binary_cross_entropy_with_logits(
-    input: Tensor,
-    target: Any,
-    weight: Any = None,
-    *,
-    reduction: str = "mean",
-    pos_weight: Any = None,
+    input: Tensor, target: Any, weight: Any = None, *, reduction: str = "mean", pos_weight: Any = None
 ) -> Tensor:
     """Binary cross-entropy of σ(input), computed from the logits without overflow."""
     input = _input(input, "binary_cross_entropy_with_logits")
@@ -453,9 +410,7 @@ def _xlogx(t: Tensor) -> Tensor:
     return where(positive, safe * safe.log(), 0.0)
 
 
-def kl_div(
-    input: Tensor, target: Any, *, reduction: str = "mean", log_target: bool = False
-) -> Tensor:
+def kl_div(input: Tensor, target: Any, *, reduction: str = "mean", log_target: bool = False) -> Tensor:
     """KL(target ‖ exp(input)) elementwise, for log-probabilities ``input``."""
     input = _input(input, "kl_div")
     target = _like(target, input, "kl_div")
@@ -539,21 +494,15 @@ def cosine_embedding_loss(
     _same_shape(input1, input2, "cosine_embedding_loss", "input2")
     target = _like(target, input1, "cosine_embedding_loss")
     if target.shape != input1.shape[:-1]:
-        raise ShapeError(
-            f"cosine_embedding_loss: target must have shape {input1.shape[:-1]}; got {target.shape}"
-        )
+        raise ShapeError(f"cosine_embedding_loss: target must have shape {input1.shape[:-1]}; got {target.shape}")
     dot = (input1 * input2).sum(axis=-1)
-    norms = ((input1 * input1).sum(axis=-1) + _COSINE_EPS) * (
-        (input2 * input2).sum(axis=-1) + _COSINE_EPS
-    )
+    norms = ((input1 * input1).sum(axis=-1) + _COSINE_EPS) * ((input2 * input2).sum(axis=-1) + _COSINE_EPS)
     cos = dot / norms.sqrt()
     loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, (cos - margin).relu(), 0.0)
     return _reduce(loss, reduction, "cosine_embedding_loss")
 
 
-def hinge_embedding_loss(
-    input: Tensor, target: Any, margin: float = 1.0, *, reduction: str = "mean"
-) -> Tensor:
+def hinge_embedding_loss(input: Tensor, target: Any, margin: float = 1.0, *, reduction: str = "mean") -> Tensor:
     """input where target is 1; max(0, margin − input) where it is −1."""
     input = _input(input, "hinge_embedding_loss")
     target = _like(target, input, "hinge_embedding_loss")
@@ -630,9 +579,7 @@ class CTCLossFn(Function):
         following = xp.full((n, length), neg_inf, dtype=lp.dtype)
         for t in range(steps - 1, -1, -1):
             paths = xp.logaddexp(following, _shift(following, -1, neg_inf))
-            paths = xp.logaddexp(
-                paths, xp.where(skip_into, _shift(following, -2, neg_inf), neg_inf)
-            )
+            paths = xp.logaddexp(paths, xp.where(skip_into, _shift(following, -2, neg_inf), neg_inf))
             start = (input_lengths - 1 == t)[:, None]
             beta[t] = xp.where(start, xp.where(finals, lp[t], neg_inf), paths + lp[t])
             following = beta[t]
@@ -681,14 +628,10 @@ def ctc_loss(
             f"got {t_len.shape[0]} and {s_len.shape[0]}"
         )
     if (t_len < 1).any() or (t_len > steps).any():
-        raise ValueError(
-            f"ctc_loss: input_lengths must be in [1, {steps}] (T); got {t_len.tolist()}"
-        )
+        raise ValueError(f"ctc_loss: input_lengths must be in [1, {steps}] (T); got {t_len.tolist()}")
     if tgt.ndim == 1:  # concatenated: cut into padded rows
         if tgt.shape[0] != s_len.sum():
-            raise ShapeError(
-                f"ctc_loss: 1-D targets hold {tgt.shape[0]} labels but target_lengths sum to {s_len.sum()}"
-            )
+            raise ShapeError(f"ctc_loss: 1-D targets hold {tgt.shape[0]} labels but target_lengths sum to {s_len.sum()}")
         padded = np.full((n, int(s_len.max(initial=0))), blank, dtype=np.int64)
         for i, start in enumerate(np.cumsum(s_len) - s_len):
             padded[i, : s_len[i]] = tgt[start : start + s_len[i]]
@@ -700,15 +643,11 @@ def ctc_loss(
         )
     used = tgt[np.arange(tgt.shape[1])[None, :] < s_len[:, None]]
     if ((used < 0) | (used >= classes) | (used == blank)).any():
-        raise ValueError(
-            f"ctc_loss: targets must be class indices in [0, {classes}) other than blank={blank}"
-        )
+        raise ValueError(f"ctc_loss: targets must be class indices in [0, {classes}) other than blank={blank}")
     xp = log_probs.device.xp
     with log_probs.device:
         tgt, t_len, s_len_dev = xp.asarray(tgt), xp.asarray(t_len), xp.asarray(s_len)
-    nll = CTCLossFn.apply(
-        log_probs, targets=tgt, input_lengths=t_len, target_lengths=s_len_dev, blank=blank
-    )
+    nll = CTCLossFn.apply(log_probs, targets=tgt, input_lengths=t_len, target_lengths=s_len_dev, blank=blank)
     if zero_infinity:
         nll = where(Tensor._wrap(xp.isinf(nll.data), nll.device), 0.0, nll)
     if reduction == "mean":
@@ -728,11 +667,7 @@ class _Loss(Module):
         if "reduction" in options:
             _check_reduction(options["reduction"], type(self).__name__, self._reductions)
         for name, value in options.items():
-            if (
-                name in ("weight", "pos_weight")
-                and value is not None
-                and not isinstance(value, Tensor)
-            ):
+            if name in ("weight", "pos_weight") and value is not None and not isinstance(value, Tensor):
                 value = Tensor(value)  # a weight given as a list or array is state too
             if isinstance(value, Tensor):
                 self.register_buffer(name, value)
@@ -741,16 +676,10 @@ class _Loss(Module):
         self._options = tuple(options)
 
     def forward(self, *inputs: Any) -> Tensor:
-        return type(self)._function(
-            *inputs, **{name: getattr(self, name) for name in self._options}
-        )
+        return type(self)._function(*inputs, **{name: getattr(self, name) for name in self._options})
 
     def extra_repr(self) -> str:
-        return ", ".join(
-            f"{n}={getattr(self, n)!r}"
-            for n in self._options
-            if not isinstance(getattr(self, n), Tensor)
-        )
+        return ", ".join(f"{n}={getattr(self, n)!r}" for n in self._options if not isinstance(getattr(self, n), Tensor))
 
 
 class MSELoss(_Loss):
@@ -784,9 +713,7 @@ class HuberLoss(_Loss):
 class PoissonNLLLoss(_Loss):
     _function = staticmethod(poisson_nll_loss)
 
-    def __init__(
-        self, log_input: bool = True, full: bool = False, eps: float = 1e-8, reduction: str = "mean"
-    ) -> None:
+    def __init__(self, log_input: bool = True, full: bool = False, eps: float = 1e-8, reduction: str = "mean") -> None:
         super().__init__(log_input=log_input, full=full, eps=eps, reduction=reduction)
 
 
@@ -794,26 +721,15 @@ class CrossEntropyLoss(_Loss):
     _function = staticmethod(cross_entropy)
 
     def __init__(
-        self,
-        weight: Any = None,
-        ignore_index: int = -100,
-        reduction: str = "mean",
-        label_smoothing: float = 0.0,
+        self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0
     ) -> None:
-        super().__init__(
-            weight=weight,
-            ignore_index=ignore_index,
-            reduction=reduction,
-            label_smoothing=label_smoothing,
-        )
+        super().__init__(weight=weight, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing)
 
 
 class NLLLoss(_Loss):
     _function = staticmethod(nll_loss)
 
-    def __init__(
-        self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean"
-    ) -> None:
+    def __init__(self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean") -> None:
         super().__init__(weight=weight, ignore_index=ignore_index, reduction=reduction)
 
 
@@ -843,12 +759,7 @@ class TripletMarginLoss(_Loss):
     _function = staticmethod(triplet_margin_loss)
 
     def __init__(
-        self,
-        margin: float = 1.0,
-        p: float = 2.0,
-        eps: float = 1e-6,
-        swap: bool = False,
-        reduction: str = "mean",
+        self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False, reduction: str = "mean"
     ) -> None:
         super().__init__(margin=margin, p=p, eps=eps, swap=swap, reduction=reduction)
 
@@ -877,7 +788,5 @@ class MarginRankingLoss(_Loss):
 class CTCLoss(_Loss):
     _function = staticmethod(ctc_loss)
 
-    def __init__(
-        self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False
-    ) -> None:
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> None:
         super().__init__(blank=blank, reduction=reduction, zero_infinity=zero_infinity)

@@ -40,18 +40,14 @@ class Optimizer:
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         name = type(self).__name__
         if isinstance(params, Tensor):
-            raise TypeError(
-                f"{name} expects an iterable of Parameters or of dicts; got one {type(params).__name__}"
-            )
+            raise TypeError(f"{name} expects an iterable of Parameters or of dicts; got one {type(params).__name__}")
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[Tensor, dict[str, Any]] = {}
         self._flat: dict[int, _FlatGroup] = {}
         params = list(params)
         if not params:
-            raise ValueError(
-                f"{name} got an empty parameter list; pass model.parameters() or a list of groups"
-            )
+            raise ValueError(f"{name} got an empty parameter list; pass model.parameters() or a list of groups")
         if not isinstance(params[0], dict):
             params = [{"params": params}]
         for group in params:
@@ -61,9 +57,7 @@ class Optimizer:
         """Add a group of parameters with its own hyper-parameters (the rest from ``defaults``)."""
         name = type(self).__name__
         if not isinstance(group, dict) or "params" not in group:
-            raise TypeError(
-                f"{name}.add_param_group expects a dict with 'params'; got {group!r:.80}"
-            )
+            raise TypeError(f"{name}.add_param_group expects a dict with 'params'; got {group!r:.80}")
         group = dict(group)
         params = [group["params"]] if isinstance(group["params"], Tensor) else list(group["params"])
         if not params:
@@ -71,20 +65,14 @@ class Optimizer:
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
-                raise TypeError(
-                    f"{name}: parameter {i} of group {len(self.param_groups)} is a {type(p).__name__}, not a Tensor"
-                )
+                raise TypeError(f"{name}: parameter {i} of group {len(self.param_groups)} is a {type(p).__name__}, not a Tensor")
             if id(p) in seen:
-                raise ValueError(
-                    f"{name}: parameter {i} of group {len(self.param_groups)} (shape {p.shape}) "
-                    "appears twice; a parameter may be in only one group, once"
-                )
+                raise ValueError(f"{name}: parameter {i} of group {len(self.param_groups)} (shape {p.shape}) "
+                                 "appears twice; a parameter may be in only one group, once")
             seen.add(id(p))
         unknown = set(group) - set(self.defaults) - {"params"}
         if unknown:
-            raise TypeError(
-                f"{name}: unknown hyper-parameter(s) {sorted(unknown)}; expected some of {sorted(self.defaults)}"
-            )
+            raise TypeError(f"{name}: unknown hyper-parameter(s) {sorted(unknown)}; expected some of {sorted(self.defaults)}")
         for key, value in self.defaults.items():
             group.setdefault(key, value)
         group["params"] = params
@@ -105,9 +93,7 @@ class Optimizer:
         """Update array ``p`` in place from gradient ``g``; ``state['step']`` is already counted."""
         raise NotImplementedError
 
-    def _update_block(
-        self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any
-    ) -> None:
+    def _update_block(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any) -> None:
         """``_update`` on one block of a flat group, where ``g`` is the optimizer's own copy (it may be
         overwritten) and ``scratch`` a spare array of the block's size; a rule may override it to go faster."""
         self._update(p, g, state, group)
@@ -161,33 +147,17 @@ class Optimizer:
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, Nesterov momentum and weight decay."""
 
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
-        nesterov: bool = False,
-        flat: bool = False,
-    ) -> None:
-        defaults = dict(
-            lr=lr,
-            momentum=momentum,
-            dampening=dampening,
-            weight_decay=weight_decay,
-            nesterov=nesterov,
-            flat=flat,
-        )
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, flat: bool = False) -> None:
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                        nesterov=nesterov, flat=flat)
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
         _nonnegative("SGD", group, "lr", "momentum", "weight_decay")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
-            raise ValueError(
-                f"SGD got nesterov=True with momentum={group['momentum']}, dampening={group['dampening']}; "
-                "Nesterov momentum requires momentum > 0 and dampening = 0"
-            )
+            raise ValueError(f"SGD got nesterov=True with momentum={group['momentum']}, dampening={group['dampening']}; "
+                             "Nesterov momentum requires momentum > 0 and dampening = 0")
 
     def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
         state = {"step": 0}
@@ -196,12 +166,7 @@ class SGD(Optimizer):
         return state
 
     def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        lr, momentum, dampening, decay = (
-            group["lr"],
-            group["momentum"],
-            group["dampening"],
-            group["weight_decay"],
-        )
+        lr, momentum, dampening, decay = group["lr"], group["momentum"], group["dampening"], group["weight_decay"]
         if decay != 0:
             g = g + decay * p
         if momentum != 0:
@@ -248,24 +213,9 @@ class Adam(Optimizer):
 
     _decoupled = False
 
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        amsgrad: bool = False,
-        flat: bool = False,
-    ) -> None:
-        defaults = dict(
-            lr=lr,
-            betas=tuple(betas),
-            eps=eps,
-            weight_decay=weight_decay,
-            amsgrad=amsgrad,
-            flat=flat,
-        )
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, flat: bool = False) -> None:
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
@@ -281,33 +231,15 @@ class Adam(Optimizer):
         return state
 
     def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps, decay = (
-            group["lr"],
-            group["betas"],
-            group["eps"],
-            group["weight_decay"],
-        )
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t = state["step"]
         bias1, bias2 = 1 - beta1**t, 1 - beta2**t
         m, v = state["exp_avg"], state["exp_avg_sq"]
         xp = _xp(p)
         if xp is not np:
             extra = (state["max_exp_avg_sq"],) if group["amsgrad"] else ()
-            _adam_kernel(group["amsgrad"])(
-                g,
-                lr,
-                beta1,
-                beta2,
-                eps,
-                decay,
-                bias1,
-                math.sqrt(bias2),
-                self._decoupled,
-                p,
-                m,
-                v,
-                *extra,
-            )
+            _adam_kernel(group["amsgrad"])(g, lr, beta1, beta2, eps, decay, bias1, math.sqrt(bias2),
+                                           self._decoupled, p, m, v, *extra)
             return
         if decay != 0:
             if self._decoupled:
@@ -325,21 +257,12 @@ class Adam(Optimizer):
         denom += eps
         p -= (lr / bias1) * (m / denom)
 
-    def _update_block(
-        self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any
-    ) -> None:
+    def _update_block(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any) -> None:
         """The same rule on a block of a flat group, without temporaries: every result goes into ``scratch``."""
-        if (
-            _xp(p) is not np or type(self)._update is not Adam._update
-        ):  # the fused GPU kernel; RAdam, NAdam
+        if _xp(p) is not np or type(self)._update is not Adam._update:  # the fused GPU kernel; RAdam, NAdam
             self._update(p, g, state, group)
             return
-        lr, (beta1, beta2), eps, decay = (
-            group["lr"],
-            group["betas"],
-            group["eps"],
-            group["weight_decay"],
-        )
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t = state["step"]
         bias1, bias2 = 1 - beta1**t, 1 - beta2**t
         m, v, tmp = state["exp_avg"], state["exp_avg_sq"], scratch
@@ -370,42 +293,18 @@ class AdamW(Adam):
 
     _decoupled = True
 
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-        amsgrad: bool = False,
-        flat: bool = False,
-    ) -> None:
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, flat: bool = False) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, flat)
 
 
 class RMSprop(Optimizer):
     """RMSprop: divide each step by a running root-mean-square of the gradient."""
 
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-2,
-        alpha: float = 0.99,
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        momentum: float = 0.0,
-        centered: bool = False,
-        flat: bool = False,
-    ) -> None:
-        defaults = dict(
-            lr=lr,
-            alpha=alpha,
-            eps=eps,
-            weight_decay=weight_decay,
-            momentum=momentum,
-            centered=centered,
-            flat=flat,
-        )
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, flat: bool = False) -> None:
+        defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
+                        centered=centered, flat=flat)
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
@@ -421,9 +320,7 @@ class RMSprop(Optimizer):
         return state
 
     def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        lr, alpha, eps, decay, momentum = (
-            group[k] for k in ("lr", "alpha", "eps", "weight_decay", "momentum")
-        )
+        lr, alpha, eps, decay, momentum = (group[k] for k in ("lr", "alpha", "eps", "weight_decay", "momentum"))
         xp = _xp(p)
         if decay != 0:
             g = g + decay * p
@@ -450,30 +347,14 @@ class RMSprop(Optimizer):
 class Adagrad(Optimizer):
     """Adagrad: divide each step by the root of the sum of all squared gradients so far."""
 
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-2,
-        lr_decay: float = 0.0,
-        weight_decay: float = 0.0,
-        initial_accumulator_value: float = 0.0,
-        eps: float = 1e-10,
-        flat: bool = False,
-    ) -> None:
-        defaults = dict(
-            lr=lr,
-            lr_decay=lr_decay,
-            weight_decay=weight_decay,
-            initial_accumulator_value=initial_accumulator_value,
-            eps=eps,
-            flat=flat,
-        )
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
+                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, flat: bool = False) -> None:
+        defaults = dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, eps=eps, flat=flat)
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative(
-            "Adagrad", group, "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"
-        )
+        _nonnegative("Adagrad", group, "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
     def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
         return {"step": 0, "sum": _xp(p).full_like(p, group["initial_accumulator_value"])}
@@ -492,15 +373,8 @@ class Adagrad(Optimizer):
 class RAdam(Adam):
     """Rectified Adam: momentum steps until the variance estimate is reliable, then rectified Adam steps."""
 
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        flat: bool = False,
-    ) -> None:
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, flat: bool = False) -> None:
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, flat=flat)
         Optimizer.__init__(self, params, defaults)
 
@@ -509,12 +383,7 @@ class RAdam(Adam):
         return {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
 
     def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps, decay = (
-            group["lr"],
-            group["betas"],
-            group["eps"],
-            group["weight_decay"],
-        )
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t = state["step"]
         if decay != 0:
             g = g + decay * p
@@ -527,9 +396,7 @@ class RAdam(Adam):
         rho_inf = 2 / (1 - beta2) - 1
         rho_t = rho_inf - 2 * t * beta2**t / bias2
         if rho_t > 5:
-            rect = math.sqrt(
-                (rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)
-            )
+            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
             denom = _xp(p).sqrt(v)
             denom += eps
             p -= (lr * rect * math.sqrt(bias2) / bias1) * (m / denom)
@@ -540,24 +407,11 @@ class RAdam(Adam):
 class NAdam(Adam):
     """Adam with Nesterov momentum and a momentum warm-up (``momentum_decay``)."""
 
-    def __init__(
-        self,
-        params: Iterable[Any],
-        lr: float = 2e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        momentum_decay: float = 4e-3,
-        flat: bool = False,
-    ) -> None:
-        defaults = dict(
-            lr=lr,
-            betas=tuple(betas),
-            eps=eps,
-            weight_decay=weight_decay,
-            momentum_decay=momentum_decay,
-            flat=flat,
-        )
+    def __init__(self, params: Iterable[Any], lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
+                 flat: bool = False) -> None:
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        momentum_decay=momentum_decay, flat=flat)
         Optimizer.__init__(self, params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
@@ -566,20 +420,10 @@ class NAdam(Adam):
 
     def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
         xp = _xp(p)
-        return {
-            "step": 0,
-            "mu_product": 1.0,
-            "exp_avg": xp.zeros_like(p),
-            "exp_avg_sq": xp.zeros_like(p),
-        }
+        return {"step": 0, "mu_product": 1.0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
 
     def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps, decay = (
-            group["lr"],
-            group["betas"],
-            group["eps"],
-            group["weight_decay"],
-        )
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t, psi = state["step"], group["momentum_decay"]
         if decay != 0:
             g = g + decay * p
@@ -627,52 +471,31 @@ def _state_dict(opt: Optimizer) -> dict[str, Any]:
 def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
     """Every check ``load_state_dict`` makes, without changing anything: a ValueError saying what does not match."""
     name = type(opt).__name__
-    if (
-        not isinstance(state_dict, dict)
-        or not isinstance(state_dict.get("param_groups"), list)
-        or not isinstance(state_dict.get("state"), dict)
-    ):
-        raise ValueError(
-            f"{name}.load_state_dict: expected a dict with 'state' (a dict) and 'param_groups' (a list), "
-            "as state_dict() returns"
-        )
+    if not isinstance(state_dict, dict) or not isinstance(state_dict.get("param_groups"), list) \
+            or not isinstance(state_dict.get("state"), dict):
+        raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' (a dict) and 'param_groups' (a list), "
+                         "as state_dict() returns")
     groups, saved = state_dict["param_groups"], state_dict["state"]
     if len(groups) != len(opt.param_groups):
-        raise ValueError(
-            f"{name}.load_state_dict: the state has {len(groups)} parameter groups; "
-            f"this optimizer has {len(opt.param_groups)}"
-        )
+        raise ValueError(f"{name}.load_state_dict: the state has {len(groups)} parameter groups; "
+                         f"this optimizer has {len(opt.param_groups)}")
     try:
         saved = {int(k): v for k, v in saved.items()}  # JSON turns the keys into strings
     except (TypeError, ValueError):
-        raise ValueError(
-            f"{name}.load_state_dict: the state's keys must be parameter numbers; "
-            f"got {sorted(map(str, saved))[:5]}"
-        ) from None
+        raise ValueError(f"{name}.load_state_dict: the state's keys must be parameter numbers; "
+                         f"got {sorted(map(str, saved))[:5]}") from None
     for i, (mine, theirs) in enumerate(zip(opt.param_groups, groups)):
         if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), list):
-            raise ValueError(
-                f"{name}.load_state_dict: group {i} of the state is not a dict with a 'params' list"
-            )
+            raise ValueError(f"{name}.load_state_dict: group {i} of the state is not a dict with a 'params' list")
         if len(mine["params"]) != len(theirs["params"]):
-            raise ValueError(
-                f"{name}.load_state_dict: group {i} has {len(theirs['params'])} parameters in the state; "
-                f"{len(mine['params'])} in this optimizer"
-            )
+            raise ValueError(f"{name}.load_state_dict: group {i} has {len(theirs['params'])} parameters in the state; "
+                             f"{len(mine['params'])} in this optimizer")
         unknown = set(theirs) - set(mine)
         if unknown:
-            raise ValueError(
-                f"{name}.load_state_dict: group {i} of the state has hyper-parameter(s) {sorted(unknown)}, "
-                f"which {name} does not have; was it saved from another optimizer?"
-            )
-        merged = {
-            **mine,
-            **{
-                k: tuple(v) if isinstance(v, list) else v
-                for k, v in theirs.items()
-                if k not in ("params", "flat")
-            },
-        }
+            raise ValueError(f"{name}.load_state_dict: group {i} of the state has hyper-parameter(s) {sorted(unknown)}, "
+                             f"which {name} does not have; was it saved from another optimizer?")
+        merged = {**mine, **{k: tuple(v) if isinstance(v, list) else v for k, v in theirs.items()
+                             if k not in ("params", "flat")}}
         opt._check(merged)
         for p, number in zip(mine["params"], theirs["params"]):
             if number not in saved:
@@ -680,19 +503,13 @@ def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
             entry, fresh = saved[number], opt._new_state(p.data, merged)
             if not isinstance(entry, dict) or set(entry) != set(fresh):
                 keys = sorted(entry) if isinstance(entry, dict) else entry
-                raise ValueError(
-                    f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
-                    f"{keys}; expected {sorted(fresh)}"
-                )
+                raise ValueError(f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
+                                 f"{keys}; expected {sorted(fresh)}")
             for key, value in entry.items():
-                if _is_array(fresh[key]) and (
-                    not _is_array(value) or tuple(value.shape) != p.shape
-                ):
+                if _is_array(fresh[key]) and (not _is_array(value) or tuple(value.shape) != p.shape):
                     shape = tuple(value.shape) if _is_array(value) else type(value).__name__
-                    raise ValueError(
-                        f"{name}.load_state_dict: state {key!r} of parameter {number} (group {i}) has "
-                        f"shape {shape}; the parameter has shape {p.shape}"
-                    )
+                    raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter {number} (group {i}) has "
+                                     f"shape {shape}; the parameter has shape {p.shape}")
 
 
 def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
@@ -716,9 +533,7 @@ def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
                     state[key] = value
 
 
-CHUNK = (
-    1 << 17
-)  # numbers per block of a flat NumPy step: 512 KB per array, a block's arrays stay in cache
+CHUNK = 1 << 17  # numbers per block of a flat NumPy step: 512 KB per array, a block's arrays stay in cache
 
 
 def flat_block_size(size: int) -> int:
@@ -730,9 +545,7 @@ def flat_block_size(size: int) -> int:
 class _FlatGroup:
     """One group's flat buffers: parameters, gradients, state, and where each parameter lies."""
 
-    def __init__(
-        self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]]
-    ) -> None:
+    def __init__(self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]]) -> None:
         self.params, self.grad, self.slices = params, grad, slices
         self.state: dict[str, Any] | None = None
         self.blocks: list[tuple[Any, Any, dict[str, Any], Any]] = []
@@ -740,21 +553,12 @@ class _FlatGroup:
     def make_blocks(self) -> None:
         """(parameters, gradient, state, scratch) views of consecutive blocks of at most CHUNK numbers."""
         xp, size = _xp(self.params), self.params.size
-        step = (
-            flat_block_size(size) if xp is np else max(size, 1)
-        )  # a GPU wants the whole buffer at once
-        scratch = xp.empty_like(
-            self.params[:step]
-        )  # one spare block, on the buffer's device, reused by all
-        self.blocks = [
-            (
-                self.params[i : i + step],
-                self.grad[i : i + step],
-                {k: v[i : i + step] if _is_array(v) else v for k, v in self.state.items()},
-                scratch[: min(step, size - i)],
-            )
-            for i in range(0, size, step)
-        ]
+        step = flat_block_size(size) if xp is np else max(size, 1)  # a GPU wants the whole buffer at once
+        scratch = xp.empty_like(self.params[:step])  # one spare block, on the buffer's device, reused by all
+        self.blocks = [(self.params[i:i + step], self.grad[i:i + step],
+                        {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()},
+                        scratch[:min(step, size - i)])
+                       for i in range(0, size, step)]
 
 
 def _flatten_group(opt: Optimizer, index: int) -> None:
@@ -763,11 +567,9 @@ def _flatten_group(opt: Optimizer, index: int) -> None:
     first = params[0]
     for i, p in enumerate(params):
         if p.dtype != first.dtype or p.device != first.device:
-            raise ValueError(
-                f"{type(opt).__name__}(flat=True): parameter {i} of group {index} is {p.dtype} on "
-                f"{p.device}, parameter 0 is {first.dtype} on {first.device}; a flat group needs one "
-                "dtype and one device"
-            )
+            raise ValueError(f"{type(opt).__name__}(flat=True): parameter {i} of group {index} is {p.dtype} on "
+                             f"{p.device}, parameter 0 is {first.dtype} on {first.device}; a flat group needs one "
+                             "dtype and one device")
     xp = _xp(first.data)
     slices, offset = [], 0
     for p in params:
@@ -777,8 +579,8 @@ def _flatten_group(opt: Optimizer, index: int) -> None:
         buffer = xp.empty(offset, first.dtype)
         grad = xp.zeros(offset, first.dtype)
     for p, (start, n, shape) in zip(params, slices):
-        buffer[start : start + n] = p.data.reshape(-1)
-        p.data = buffer[start : start + n].reshape(shape)
+        buffer[start:start + n] = p.data.reshape(-1)
+        p.data = buffer[start:start + n].reshape(shape)
     opt._flat[index] = _FlatGroup(buffer, grad, slices)
 
 
@@ -789,10 +591,7 @@ def _flat_state(opt: Optimizer, index: int) -> _FlatGroup:
         flat.state = opt._new_state(flat.params, group)
         flat.make_blocks()
         for p, (start, n, shape) in zip(group["params"], flat.slices):
-            opt.state[p] = {
-                k: v[start : start + n].reshape(shape) if _is_array(v) else v
-                for k, v in flat.state.items()
-            }
+            opt.state[p] = {k: v[start:start + n].reshape(shape) if _is_array(v) else v for k, v in flat.state.items()}
     return flat
 
 
@@ -812,17 +611,14 @@ def _flat_step(opt: Optimizer, index: int) -> None:
     states = [opt.state[p] for p in params]
     scalars = {k: v for k, v in states[0].items() if not _is_array(v)}
     together = all(p.requires_grad and p.grad is not None for p in params) and all(
-        [state[k] for state in states].count(v) == len(states) for k, v in scalars.items()
-    )
+        [state[k] for state in states].count(v) == len(states) for k, v in scalars.items())
     if not together:
         for p, state in zip(params, states):
             if p.requires_grad and p.grad is not None:
                 state["step"] += 1
                 opt._update(p.data, p.grad.data, state, group)
         return
-    _xp(flat.grad).concatenate(
-        [p.grad.data for p in params], axis=None, out=flat.grad
-    )  # None: flattened
+    _xp(flat.grad).concatenate([p.grad.data for p in params], axis=None, out=flat.grad)  # None: flattened
     scalars["step"] += 1
     for block_params, block_grad, block_state, scratch in flat.blocks:
         block_state.update(scalars)  # every block starts from the same scalars (NAdam changes one)

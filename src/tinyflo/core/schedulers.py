@@ -9,16 +9,12 @@ import numbers
 from typing import Any
 
 
-def _check_number(
-    owner: str, name: str, value: Any, low: float = 0.0, strict: bool = False
-) -> float:
+def _check_number(owner: str, name: str, value: Any, low: float = 0.0, strict: bool = False) -> float:
     """A real number >= low (> low when strict), as a Python float; a clear ValueError otherwise."""
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < low or (strict and value == low):
         relation = ">" if strict else ">="
-        raise ValueError(
-            f"{owner}: {name} must be a finite number {relation} {low:g}; got {value!r}"
-        )
+        raise ValueError(f"{owner}: {name} must be a finite number {relation} {low:g}; got {value!r}")
     return float(value)
 
 
@@ -32,9 +28,7 @@ def _check_int(owner: str, name: str, value: Any, low: int = 1) -> int:
 def _check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
     """One of a few strings; a clear ValueError otherwise."""
     if value not in choices:
-        raise ValueError(
-            f"{owner}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}"
-        )
+        raise ValueError(f"{owner}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
 
 
@@ -55,9 +49,7 @@ class Scheduler:
         """The settings and state as plain data (``json.dumps`` can write it)."""
         state: dict[str, Any] = {"type": type(self).__name__}
         for key, value in vars(self).items():
-            state[key] = (
-                value.state_dict() if isinstance(value, Scheduler) else copy.deepcopy(value)
-            )
+            state[key] = value.state_dict() if isinstance(value, Scheduler) else copy.deepcopy(value)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -65,14 +57,10 @@ class Scheduler:
         name = type(self).__name__
         if not isinstance(state, dict) or state.get("type") != name:
             found = state.get("type") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(
-                f"{name}.load_state_dict: expected the state of a {name}; got that of {found!r}"
-            )
+            raise ValueError(f"{name}.load_state_dict: expected the state of a {name}; got that of {found!r}")
         for key in vars(self):
             if key not in state:
-                raise ValueError(
-                    f"{name}.load_state_dict: missing key {key!r}; expected a dict from {name}.state_dict()"
-                )
+                raise ValueError(f"{name}.load_state_dict: missing key {key!r}; expected a dict from {name}.state_dict()")
         for key, value in list(vars(self).items()):
             if isinstance(value, Scheduler):
                 value.load_state_dict(state[key])
@@ -105,9 +93,7 @@ class MultiStepLR(Scheduler):
         self.base_lr = _check_number("MultiStepLR", "base_lr", base_lr)
         self.milestones = [_check_int("MultiStepLR", "milestones", m, low=0) for m in milestones]
         if self.milestones != sorted(self.milestones):
-            raise ValueError(
-                f"MultiStepLR: milestones must be sorted in increasing order; got {list(milestones)!r}"
-            )
+            raise ValueError(f"MultiStepLR: milestones must be sorted in increasing order; got {list(milestones)!r}")
         self.gamma = _check_number("MultiStepLR", "gamma", gamma, strict=True)
 
     def lr(self, t: int) -> float:
@@ -140,10 +126,7 @@ class CosineAnnealing(Scheduler):
     def lr(self, t: int) -> float:
         """The learning rate at index ``t``; after ``total`` the cosine goes on (period 2 · total)."""
         t = self._step(t)
-        return (
-            self.min_lr
-            + (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * t / self.total)) / 2
-        )
+        return self.min_lr + (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * t / self.total)) / 2
 
 
 class CosineSchedule(CosineAnnealing):
@@ -173,13 +156,9 @@ class CosineSchedule(CosineAnnealing):
 class Warmup(Scheduler):
     """A linear warm-up over ``warmup_steps`` that then hands over to ``scheduler`` (its t restarts at 0)."""
 
-    def __init__(
-        self, scheduler: Scheduler, warmup_steps: int, start_factor: float = 1.0 / 3
-    ) -> None:
+    def __init__(self, scheduler: Scheduler, warmup_steps: int, start_factor: float = 1.0 / 3) -> None:
         if not isinstance(scheduler, Scheduler):
-            raise ValueError(
-                f"Warmup: scheduler must be a Scheduler; got {type(scheduler).__name__}"
-            )
+            raise ValueError(f"Warmup: scheduler must be a Scheduler; got {type(scheduler).__name__}")
         self.scheduler = scheduler
         self.warmup_steps = _check_int("Warmup", "warmup_steps", warmup_steps, low=0)
         self.start_factor = _check_number("Warmup", "start_factor", start_factor)
@@ -201,9 +180,7 @@ class Warmup(Scheduler):
         """``base_lr`` ramped up linearly until ``warmup_steps``, then ``scheduler.lr(t - warmup_steps)``."""
         t = self._step(t)
         if t < self.warmup_steps:
-            return self.base_lr * (
-                self.start_factor + (1 - self.start_factor) * t / self.warmup_steps
-            )
+            return self.base_lr * (self.start_factor + (1 - self.start_factor) * t / self.warmup_steps)
         return self.scheduler.lr(t - self.warmup_steps)
 
 
@@ -225,9 +202,7 @@ class OneCycle(Scheduler):
         if self.pct_start > 1:
             raise ValueError(f"OneCycle: pct_start must lie in [0, 1]; got {pct_start!r}")
         self.div_factor = _check_number("OneCycle", "div_factor", div_factor, strict=True)
-        self.final_div_factor = _check_number(
-            "OneCycle", "final_div_factor", final_div_factor, strict=True
-        )
+        self.final_div_factor = _check_number("OneCycle", "final_div_factor", final_div_factor, strict=True)
         self.anneal = _check_choice("OneCycle", "anneal", anneal, ("cos", "linear"))
 
     @property
@@ -239,15 +214,11 @@ class OneCycle(Scheduler):
         """The one-cycle rate at step ``t`` (0 <= t <= total_steps)."""
         t = self._step(t)
         if t > self.total_steps:
-            raise ValueError(
-                f"OneCycle.lr: t={t} is past the schedule's end (total_steps={self.total_steps})"
-            )
+            raise ValueError(f"OneCycle.lr: t={t} is past the schedule's end (total_steps={self.total_steps})")
         initial = self.base_lr
         final = initial / self.final_div_factor
-        phases = (
-            (float(self.pct_start * self.total_steps) - 1, initial, self.max_lr),
-            (float(self.total_steps - 1), self.max_lr, final),
-        )
+        phases = ((float(self.pct_start * self.total_steps) - 1, initial, self.max_lr),
+                  (float(self.total_steps - 1), self.max_lr, final))
         start_step = 0.0
         for i, (end_step, start_lr, end_lr) in enumerate(phases):
             if t <= end_step or i == len(phases) - 1:
@@ -273,14 +244,10 @@ class CyclicLR(Scheduler):
         self.base_lr = _check_number("CyclicLR", "base_lr", base_lr)
         self.max_lr = _check_number("CyclicLR", "max_lr", max_lr)
         self.step_size_up = _check_int("CyclicLR", "step_size_up", step_size_up)
-        self.step_size_down = (
-            self.step_size_up
-            if step_size_down is None
-            else _check_int("CyclicLR", "step_size_down", step_size_down)
+        self.step_size_down = self.step_size_up if step_size_down is None else _check_int(
+            "CyclicLR", "step_size_down", step_size_down
         )
-        self.mode = _check_choice(
-            "CyclicLR", "mode", mode, ("triangular", "triangular2", "exp_range")
-        )
+        self.mode = _check_choice("CyclicLR", "mode", mode, ("triangular", "triangular2", "exp_range"))
         self.gamma = _check_number("CyclicLR", "gamma", gamma, strict=True)
 
     def lr(self, t: int) -> float:
@@ -354,9 +321,7 @@ class ReduceLROnPlateau(Scheduler):
         try:
             metric = float(metric)
         except (TypeError, ValueError):
-            raise ValueError(
-                f"ReduceLROnPlateau.observe: metric must be a number; got {metric!r}"
-            ) from None
+            raise ValueError(f"ReduceLROnPlateau.observe: metric must be a number; got {metric!r}") from None
         self.last_epoch += 1
         if self.is_better(metric):
             self.best = metric

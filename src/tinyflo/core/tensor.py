@@ -147,16 +147,11 @@ except ImportError:
     bfloat16 = None
 
 _DTYPE_NAMES = {
-    "float16": float16,
-    "half": float16,
-    "float32": float32,
-    "float": float32,
-    "float64": float64,
-    "double": float64,
-    "int32": int32,
-    "int": int32,
-    "int64": int64,
-    "long": int64,
+    "float16": float16, "half": float16,
+    "float32": float32, "float": float32,
+    "float64": float64, "double": float64,
+    "int32": int32, "int": int32,
+    "int64": int64, "long": int64,
     "uint8": uint8,
     "bool": bool_,
 }
@@ -214,14 +209,8 @@ class Tensor:
         requires_grad: bool = False,
     ) -> None:
         if device is None:
-            dev = (
-                data._device
-                if isinstance(data, Tensor)
-                else (
-                    _device_of(data)
-                    if type(data).__module__.startswith("cupy")
-                    else Device("cpu", 0)
-                )
+            dev = data._device if isinstance(data, Tensor) else (
+                _device_of(data) if type(data).__module__.startswith("cupy") else Device("cpu", 0)
             )
         else:
             dev = as_device(device)
@@ -298,9 +287,7 @@ class Tensor:
     # ----- moving between devices, dtypes and Python -------------------------
     def to(self, device: str | Device | None = None, dtype: Any = None) -> Tensor:
         """This tensor on another device and/or in another dtype (differentiable)."""
-        if (
-            device is None and dtype is self.data.dtype
-        ):  # nothing to do (mean() asks this every call)
+        if device is None and dtype is self.data.dtype:  # nothing to do (mean() asks this every call)
             return self
         dev = self._device if device is None else as_device(device)
         dt = self.dtype if dtype is None else as_dtype(dtype)
@@ -336,9 +323,7 @@ class Tensor:
     def item(self) -> Any:
         """The single value of a one-element tensor, as a Python number (a device sync)."""
         if self.data.size != 1:
-            raise ShapeError(
-                f"item: only a one-element tensor converts to a number; got shape {self.shape}"
-            )
+            raise ShapeError(f"item: only a one-element tensor converts to a number; got shape {self.shape}")
         return self.data.item()
 
     def tolist(self) -> Any:
@@ -348,9 +333,7 @@ class Tensor:
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark this leaf as needing a gradient (only floating tensors can)."""
         if requires_grad and not is_floating(self.dtype):
-            raise TypeError(
-                f"requires_grad: only floating tensors can require a gradient; got {self.dtype}"
-            )
+            raise TypeError(f"requires_grad: only floating tensors can require a gradient; got {self.dtype}")
         self.requires_grad = requires_grad
         return self
 
@@ -368,67 +351,28 @@ class Tensor:
             backward(self, grad, retain_graph=retain_graph)
 
     # ----- arithmetic ---------------------------------------------------------
-    def __add__(self, other):
-        return Add.apply(*_operands(self, other))
-
-    def __radd__(self, other):
-        return Add.apply(*_operands(other, self))
-
-    def __sub__(self, other):
-        return Sub.apply(*_operands(self, other))
-
-    def __rsub__(self, other):
-        return Sub.apply(*_operands(other, self))
-
-    def __mul__(self, other):
-        return Mul.apply(*_operands(self, other))
-
-    def __rmul__(self, other):
-        return Mul.apply(*_operands(other, self))
-
-    def __truediv__(self, other):
-        return Div.apply(*_operands(self, other, floating=True))
-
-    def __rtruediv__(self, other):
-        return Div.apply(*_operands(other, self, floating=True))
-
-    def __pow__(self, other):
-        return Pow.apply(*_operands(self, other))
-
-    def __rpow__(self, other):
-        return Pow.apply(*_operands(other, self))
-
-    def __matmul__(self, other):
-        return MatMul.apply(*_operands(self, other))
-
-    def __rmatmul__(self, other):
-        return MatMul.apply(*_operands(other, self))
-
-    def __neg__(self):
-        return Neg.apply(self)
-
-    def __abs__(self):
-        return self.abs()
+    def __add__(self, other): return Add.apply(*_operands(self, other))
+    def __radd__(self, other): return Add.apply(*_operands(other, self))
+    def __sub__(self, other): return Sub.apply(*_operands(self, other))
+    def __rsub__(self, other): return Sub.apply(*_operands(other, self))
+    def __mul__(self, other): return Mul.apply(*_operands(self, other))
+    def __rmul__(self, other): return Mul.apply(*_operands(other, self))
+    def __truediv__(self, other): return Div.apply(*_operands(self, other, floating=True))
+    def __rtruediv__(self, other): return Div.apply(*_operands(other, self, floating=True))
+    def __pow__(self, other): return Pow.apply(*_operands(self, other))
+    def __rpow__(self, other): return Pow.apply(*_operands(other, self))
+    def __matmul__(self, other): return MatMul.apply(*_operands(self, other))
+    def __rmatmul__(self, other): return MatMul.apply(*_operands(other, self))
+    def __neg__(self): return Neg.apply(self)
+    def __abs__(self): return self.abs()
 
     # ----- comparisons: no gradient, a bool tensor ----------------------------
-    def __eq__(self, other):
-        return _compare(self, other, "equal")
-
-    def __ne__(self, other):
-        return _compare(self, other, "not_equal")
-
-    def __lt__(self, other):
-        return _compare(self, other, "less")
-
-    def __le__(self, other):
-        return _compare(self, other, "less_equal")
-
-    def __gt__(self, other):
-        return _compare(self, other, "greater")
-
-    def __ge__(self, other):
-        return _compare(self, other, "greater_equal")
-
+    def __eq__(self, other): return _compare(self, other, "equal")
+    def __ne__(self, other): return _compare(self, other, "not_equal")
+    def __lt__(self, other): return _compare(self, other, "less")
+    def __le__(self, other): return _compare(self, other, "less_equal")
+    def __gt__(self, other): return _compare(self, other, "greater")
+    def __ge__(self, other): return _compare(self, other, "greater_equal")
     __hash__ = object.__hash__
 
     def __float__(self) -> float:
@@ -443,32 +387,15 @@ class Tensor:
         return bool(self.data)
 
     # ----- elementwise ----------------------------------------------------------
-    def exp(self):
-        return Exp.apply(self._floating())
-
-    def log(self):
-        return Log.apply(self._floating())
-
-    def sqrt(self):
-        return Sqrt.apply(self._floating())
-
-    def tanh(self):
-        return Tanh.apply(self._floating())
-
-    def sigmoid(self):
-        return Sigmoid.apply(self._floating())
-
-    def relu(self):
-        return ReLU.apply(self)
-
-    def abs(self):
-        return Abs.apply(self)
-
-    def pow(self, exponent):
-        return self**exponent
-
-    def matmul(self, other):
-        return self @ other
+    def exp(self): return Exp.apply(self._floating())
+    def log(self): return Log.apply(self._floating())
+    def sqrt(self): return Sqrt.apply(self._floating())
+    def tanh(self): return Tanh.apply(self._floating())
+    def sigmoid(self): return Sigmoid.apply(self._floating())
+    def relu(self): return ReLU.apply(self)
+    def abs(self): return Abs.apply(self)
+    def pow(self, exponent): return self ** exponent
+    def matmul(self, other): return self @ other
 
     def clip(self, min: float | None = None, max: float | None = None) -> Tensor:
         """Limit values to [min, max]; the gradient flows only where no limit was hit."""
@@ -512,16 +439,14 @@ class Tensor:
         start, end = (_axis(a, self.ndim, "flatten") for a in (start_axis, end_axis))
         if start > end:
             raise ShapeError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis}")
-        merged = int(np.prod(self.shape[start : end + 1]))
-        return self.reshape(self.shape[:start] + (merged,) + self.shape[end + 1 :])
+        merged = int(np.prod(self.shape[start:end + 1]))
+        return self.reshape(self.shape[:start] + (merged,) + self.shape[end + 1:])
 
     def permute(self, *axes) -> Tensor:
         axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], Sequence) else axes
         normalised = tuple(_axis(a, self.ndim, "permute") for a in axes) if self.ndim else axes
         if sorted(normalised) != list(range(self.ndim)):
-            raise ShapeError(
-                f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}"
-            )
+            raise ShapeError(f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
         return Permute.apply(self, axes=normalised)
 
     def transpose(self, axis0: int = -2, axis1: int = -1) -> Tensor:
@@ -540,9 +465,7 @@ class Tensor:
         if lead < 0:
             raise ShapeError(f"expand: cannot expand shape {self.shape} to fewer axes {shape}")
         if -1 in shape[:lead]:
-            raise ShapeError(
-                f"expand: -1 (keep the size) is not allowed for a new leading axis; got {shape}"
-            )
+            raise ShapeError(f"expand: -1 (keep the size) is not allowed for a new leading axis; got {shape}")
         full = tuple(self.shape[i - lead] if n == -1 else n for i, n in enumerate(shape))
         return Expand.apply(self, shape=full)
 
@@ -552,7 +475,7 @@ class Tensor:
         axis = _axis(axis, self.ndim, "squeeze")
         if self.shape[axis] != 1:
             return self
-        return self.reshape(self.shape[:axis] + self.shape[axis + 1 :])
+        return self.reshape(self.shape[:axis] + self.shape[axis + 1:])
 
     def unsqueeze(self, axis: int) -> Tensor:
         axis = _axis(axis, self.ndim + 1, "unsqueeze")
@@ -587,9 +510,7 @@ def _from_python(data: Any, dtype: np.dtype | None) -> np.ndarray:
     try:
         array = np.asarray(data)
     except ValueError as err:  # NumPy refuses ragged lists
-        raise TypeError(
-            f"tensor: data must be a rectangular nested list of numbers; {err}"
-        ) from None
+        raise TypeError(f"tensor: data must be a rectangular nested list of numbers; {err}") from None
     if array.dtype.kind not in "biuf":
         raise TypeError(
             f"tensor: expected numbers, (nested lists of) numbers or an array; "
@@ -616,9 +537,7 @@ def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
         array, src = _from_python(data, dtype), Device("cpu", 0)
     if dtype is None and array.dtype not in SUPPORTED_DTYPES:
         names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
-        raise TypeError(
-            f"tensor: data has dtype {array.dtype}, which tinyflo does not support ({names})"
-        )
+        raise TypeError(f"tensor: data has dtype {array.dtype}, which tinyflo does not support ({names})")
     if dtype is not None and array.dtype != dtype:
         array = array.astype(dtype)
     return _move(array, src, dev)
@@ -642,9 +561,7 @@ def _constant(value: Any, like: Tensor) -> Tensor:
     elif kind in "biuf":
         dtype = like.dtype
     else:
-        raise TypeError(
-            f"expected a number, a list of numbers or an array as operand; got {type(value).__name__}"
-        )
+        raise TypeError(f"expected a number, a list of numbers or an array as operand; got {type(value).__name__}")
     if isinstance(value, np.ndarray) and value.ndim > 0:
         return Tensor(value, dtype=dtype, device=like._device)
     return Tensor._wrap(dtype.type(value), like._device)
@@ -657,9 +574,7 @@ def _operands(a: Any, b: Any, floating: bool = False) -> tuple[Tensor, Tensor]:
     if not isinstance(b, Tensor):
         b = _constant(b, a)
     _same_device(a, b, "operands")
-    if a.data.dtype is b.data.dtype and (
-        not floating or a.data.dtype.kind == "f"
-    ):  # nothing to cast
+    if a.data.dtype is b.data.dtype and (not floating or a.data.dtype.kind == "f"):  # nothing to cast
         return a, b
     dtype = promote_types(a.data.dtype, b.data.dtype)
     if floating and not is_floating(dtype):
@@ -701,9 +616,7 @@ def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
     """Normalise ``axis`` (None, an int or a tuple of ints) to a sorted tuple; a 0-d tensor takes 0 or -1."""
     if axis is None:
         return None
-    if type(axis) is int and -max(ndim, 1) <= axis < max(
-        ndim, 1
-    ):  # the common case, checked at once
+    if type(axis) is int and -max(ndim, 1) <= axis < max(ndim, 1):  # the common case, checked at once
         return (axis % max(ndim, 1),)
     axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
     return tuple(sorted({_axis(a, max(ndim, 1), op) for a in axes}))
@@ -724,9 +637,7 @@ def _index_arg(index: Any, dev: Device) -> Any:
         return tuple(_index_arg(i, dev) for i in index)
     if isinstance(index, Tensor):
         if index._device is not dev:
-            raise DeviceError(
-                f"getitem: the index tensor is on {index._device}, the tensor on {dev}"
-            )
+            raise DeviceError(f"getitem: the index tensor is on {index._device}, the tensor on {dev}")
         return index.data
     if isinstance(index, list | np.ndarray) and dev.type == "cuda":
         with dev:
@@ -755,9 +666,7 @@ def _creation_dtype(dtype: Any, default: np.dtype = default_float) -> np.dtype:
     return default if dtype is None else as_dtype(dtype)
 
 
-def _filled(
-    op: str, shape: tuple, fill: Any, dtype: Any, device: Any, requires_grad: bool
-) -> Tensor:
+def _filled(op: str, shape: tuple, fill: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
     dev = as_device(device)
     shape = _shape_arg(shape, op)
     with dev:
@@ -791,21 +700,8 @@ def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
 def full(shape, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A tensor filled with one value (bool → bool, int → int64, float → float32)."""
     if dtype is None:
-        dtype = (
-            bool_
-            if isinstance(fill_value, bool)
-            else int64
-            if isinstance(fill_value, int)
-            else default_float
-        )
-    return _filled(
-        "full",
-        (shape,) if isinstance(shape, int) else tuple(shape),
-        fill_value,
-        dtype,
-        device,
-        requires_grad,
-    )
+        dtype = bool_ if isinstance(fill_value, bool) else int64 if isinstance(fill_value, int) else default_float
+    return _filled("full", (shape,) if isinstance(shape, int) else tuple(shape), fill_value, dtype, device, requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -830,18 +726,10 @@ def _random(op: str, shape: tuple, dtype: Any, device: Any, requires_grad: bool)
     if dev.type == "cuda":
         with dev:
             random = dev.xp.random
-            data = (
-                random.random_sample(shape, draw_dtype)
-                if op == "rand"
-                else random.standard_normal(shape, draw_dtype)
-            )
+            data = random.random_sample(shape, draw_dtype) if op == "rand" else random.standard_normal(shape, draw_dtype)
     else:
         gen = _Generators.numpy
-        data = (
-            gen.random(shape, draw_dtype)
-            if op == "rand"
-            else gen.standard_normal(shape, draw_dtype)
-        )
+        data = gen.random(shape, draw_dtype) if op == "rand" else gen.standard_normal(shape, draw_dtype)
     return Tensor._wrap(data.astype(dtype, copy=False), dev).requires_grad_(requires_grad)
 
 
@@ -856,37 +744,23 @@ def randn(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 
 def zeros_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return zeros(
-        t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad
-    )
+    return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def ones_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return ones(
-        t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad
-    )
+    return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return full(
-        t.shape,
-        fill_value,
-        dtype=dtype or t.dtype,
-        device=device or t.device,
-        requires_grad=requires_grad,
-    )
+    return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def rand_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return rand(
-        t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad
-    )
+    return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return randn(
-        t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad
-    )
+    return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 class GradMode:
@@ -898,9 +772,7 @@ class GradMode:
 class _AutocastState(threading.local):
     """The mixed-precision policy in force in this thread; module 11's autocast() sets it (None: off)."""
 
-    policy = (
-        None  # per thread, as torch.autocast: another thread's autocast() never reaches this one
-    )
+    policy = None  # per thread, as torch.autocast: another thread's autocast() never reaches this one
 
 
 AutocastMode = _AutocastState()
@@ -941,9 +813,7 @@ class Function:
         for t in inputs:  # one pass: check the device, collect the arrays and who wants a gradient
             if t._device is not device:
                 devices = ", ".join(f"{x._device} {x.shape}" for x in inputs)
-                raise DeviceError(
-                    f"{cls.__name__.lower()}: inputs are on different devices: {devices}"
-                )
+                raise DeviceError(f"{cls.__name__.lower()}: inputs are on different devices: {devices}")
             arrays.append(t.data)
             needs.append(t.requires_grad)
         fn.xp = device.xp
@@ -956,9 +826,7 @@ class Function:
             if "shape" not in str(err):  # not a shape problem: let it through unchanged
                 raise
             shapes = ", ".join(str(t.shape) for t in inputs)
-            raise ShapeError(
-                f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}"
-            ) from None
+            raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
         if isinstance(data, np.generic):  # NumPy hands back scalars for 0-d results
             data = np.asarray(data)
         out = Tensor._wrap(data, device)
@@ -1026,7 +894,7 @@ class Div(Function):
 
 class Pow(Function):
     def forward(self, a, b):
-        out = a**b
+        out = a ** b
         self.save_for_backward(a, b, out)
         return out
 
@@ -1115,9 +983,7 @@ class Abs(Function):
 class MatMul(Function):
     def forward(self, a, b):
         if a.ndim == 0 or b.ndim == 0:
-            raise ShapeError(
-                f"matmul: both operands need at least one axis; got shapes {a.shape} and {b.shape}"
-            )
+            raise ShapeError(f"matmul: both operands need at least one axis; got shapes {a.shape} and {b.shape}")
         k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]
         if a.shape[-1] != k_b:
             raise ShapeError(
@@ -1208,9 +1074,7 @@ class Reshape(Function):
         try:
             return a.reshape(shape)
         except ValueError:
-            raise ShapeError(
-                f"reshape: cannot reshape shape {tuple(a.shape)} ({a.size} elements) into {shape}"
-            ) from None
+            raise ShapeError(f"reshape: cannot reshape shape {tuple(a.shape)} ({a.size} elements) into {shape}") from None
 
     def backward(self, grad):
         return grad.reshape(self.shape)
@@ -1258,9 +1122,7 @@ class GetItem(Function):
         try:
             return a[index]
         except IndexError as err:
-            raise ShapeError(
-                f"getitem: index {index!r} does not fit shape {tuple(a.shape)}: {err}"
-            ) from None
+            raise ShapeError(f"getitem: index {index!r} does not fit shape {tuple(a.shape)}: {err}") from None
 
     def backward(self, grad):
         full = self.xp.zeros(self.shape, self.dtype)
@@ -1290,7 +1152,7 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     if ndim == 0 or not -ndim <= axis < ndim:
         raise ShapeError(f"cat: axis {axis} is out of range for tensors with {ndim} axes")
     axis %= ndim
-    shapes = [t.shape[:axis] + t.shape[axis + 1 :] for t in tensors]
+    shapes = [t.shape[:axis] + t.shape[axis + 1:] for t in tensors]
     if any(len(t.shape) != ndim for t in tensors) or len(set(shapes)) > 1:
         raise ShapeError(f"cat: shapes {[t.shape for t in tensors]} differ outside axis {axis}")
     return Cat.apply(*tensors, axis=axis)

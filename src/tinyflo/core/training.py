@@ -84,9 +84,7 @@ class Trend:
 
     def __init__(self, values: Iterable[float], mode: str = "min") -> None:
         if mode not in ("min", "max"):
-            raise ValueError(
-                f"Trend: mode must be 'min' (a loss) or 'max' (an accuracy); got {mode!r}"
-            )
+            raise ValueError(f"Trend: mode must be 'min' (a loss) or 'max' (an accuracy); got {mode!r}")
         self.values = [float(v) for v in values if not math.isnan(float(v))]
         self.mode = mode
 
@@ -156,9 +154,7 @@ def resolve_verbosity(verbosity: str | int | None = None) -> int:
         verbosity = int(verbosity)
     if isinstance(verbosity, int) and not isinstance(verbosity, bool) and 0 <= verbosity <= 3:
         return verbosity
-    raise ValueError(
-        f"{source}: expected one of {', '.join(VERBOSITY)} (or 0-3); got {verbosity!r}"
-    )
+    raise ValueError(f"{source}: expected one of {', '.join(VERBOSITY)} (or 0-3); got {verbosity!r}")
 
 
 def _someone_watching() -> bool:
@@ -179,9 +175,7 @@ def progress_bar(total: int | None, description: str, enabled: bool) -> Any:
         except ImportError:
             pass
         else:
-            return tqdm(
-                total=total, desc=description, leave=False, unit="batch", dynamic_ncols=True
-            )
+            return tqdm(total=total, desc=description, leave=False, unit="batch", dynamic_ncols=True)
     return _NoBar()
 
 
@@ -242,10 +236,7 @@ class History(dict):
 
     def rows(self) -> list[dict[str, float]]:
         """One dict per epoch (for a CSV or a table)."""
-        return [
-            {"epoch": i + 1, **{k: v[i] for k, v in self.items() if i < len(v)}}
-            for i in range(len(self))
-        ]
+        return [{"epoch": i + 1, **{k: v[i] for k, v in self.items() if i < len(v)}} for i in range(len(self))]
 
 
 def _rss_mb() -> float:
@@ -299,11 +290,7 @@ class Monitor(Callback):
         """CPU % since the last sample, RAM and GPU memory now."""
         (wall0, cpu0), (wall1, cpu1) = self._last, self._clock()
         self._last = (wall1, cpu1)
-        return {
-            "cpu_percent": 100 * (cpu1 - cpu0) / max(wall1 - wall0, 1e-9),
-            "ram_mb": _rss_mb(),
-            "gpu_mb": _gpu_mb(),
-        }
+        return {"cpu_percent": 100 * (cpu1 - cpu0) / max(wall1 - wall0, 1e-9), "ram_mb": _rss_mb(), "gpu_mb": _gpu_mb()}
 
     def on_train_begin(self, trainer: Trainer) -> None:
         self._last = self._clock()
@@ -313,9 +300,7 @@ class Monitor(Callback):
         self.samples.append(row)
         self.history = trainer.history
         if trainer.verbosity >= VERBOSITY["debug"]:
-            print(
-                f"  monitor: cpu {row['cpu_percent']:.0f}%  ram {row['ram_mb']:.0f} MiB  gpu {row['gpu_mb']:.0f} MiB"
-            )
+            print(f"  monitor: cpu {row['cpu_percent']:.0f}%  ram {row['ram_mb']:.0f} MiB  gpu {row['gpu_mb']:.0f} MiB")
         if self.live:
             self._show()
 
@@ -344,9 +329,7 @@ class Monitor(Callback):
         loss.set(xlabel="epoch", title="loss")
         loss.legend()
         if h.get("val_acc"):
-            acc.plot(
-                epochs[: len(h["val_acc"])], h["val_acc"], marker="o", markersize=3, color="C2"
-            )
+            acc.plot(epochs[: len(h["val_acc"])], h["val_acc"], marker="o", markersize=3, color="C2")
         acc.set(xlabel="epoch", title="validation accuracy")
         if h.get("lr"):
             lr.plot(epochs[: len(h["lr"])], h["lr"], color="C3")
@@ -383,14 +366,8 @@ class Monitor(Callback):
         """The history and the resource samples, one row per epoch."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        rows = [
-            {**row, **(self.samples[i] if i < len(self.samples) else {})}
-            for i, row in enumerate(self.history.rows())
-        ]
-        columns = list(dict.fromkeys(key for row in rows for key in row)) or [
-            "epoch",
-            *History.KEYS,
-        ]
+        rows = [{**row, **(self.samples[i] if i < len(self.samples) else {})} for i, row in enumerate(self.history.rows())]
+        columns = list(dict.fromkeys(key for row in rows for key in row)) or ["epoch", *History.KEYS]
         with path.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=columns)
             writer.writeheader()
@@ -401,15 +378,11 @@ class Monitor(Callback):
         """One self-contained HTML file: the curves (PNG as base64) and a table of every epoch."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        rows = [
-            {**row, **(self.samples[i] if i < len(self.samples) else {})}
-            for i, row in enumerate(self.history.rows())
-        ]
+        rows = [{**row, **(self.samples[i] if i < len(self.samples) else {})} for i, row in enumerate(self.history.rows())]
         columns = list(dict.fromkeys(key for row in rows for key in row))
         cell = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
         table = "".join(
-            "<tr>" + "".join(f"<td>{cell(row.get(c, ''))}</td>" for c in columns) + "</tr>"
-            for row in rows
+            "<tr>" + "".join(f"<td>{cell(row.get(c, ''))}</td>" for c in columns) + "</tr>" for row in rows
         )
         image = base64.b64encode(self._png()).decode("ascii")
         path.write_text(
@@ -426,9 +399,7 @@ def _positive_int(value: Any, name: str, allow_none: bool = False) -> int | None
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(
-            f"{name} must be a positive integer{' or None' if allow_none else ''}; got {value!r}"
-        )
+        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}; got {value!r}")
     return int(value)
 
 
@@ -456,46 +427,27 @@ class Trainer:
         if amp not in (None, "float16", "bfloat16"):
             raise ValueError(f"Trainer: amp must be None, 'float16' or 'bfloat16'; got {amp!r}")
         if scheduler_interval not in ("epoch", "step"):
-            raise ValueError(
-                f"Trainer: scheduler_interval must be 'epoch' or 'step'; got {scheduler_interval!r}"
-            )
+            raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step'; got {scheduler_interval!r}")
         if grad_clip_norm is not None and not float(grad_clip_norm) > 0:
-            raise ValueError(
-                f"Trainer: grad_clip_norm must be positive or None; got {grad_clip_norm!r}"
-            )
+            raise ValueError(f"Trainer: grad_clip_norm must be positive or None; got {grad_clip_norm!r}")
         if not callable(loss_fn):
-            raise TypeError(
-                f"Trainer: loss_fn must be callable, e.g. cross_entropy; got {type(loss_fn).__name__}"
-            )
+            raise TypeError(f"Trainer: loss_fn must be callable, e.g. cross_entropy; got {type(loss_fn).__name__}")
         if scheduler is not None and not hasattr(scheduler, "lr"):
             raise TypeError(f"Trainer: a scheduler needs lr(t); got {type(scheduler).__name__}")
-        self.model, self.optimizer, self.loss_fn, self.scheduler = (
-            model,
-            optimizer,
-            loss_fn,
-            scheduler,
-        )
+        self.model, self.optimizer, self.loss_fn, self.scheduler = model, optimizer, loss_fn, scheduler
         self.grad_clip_norm = None if grad_clip_norm is None else float(grad_clip_norm)
         self.scheduler_interval = scheduler_interval
         self.params = list(model.parameters())
-        self.parallel = (
-            None  # data parallelism (module 12): the DataParallel over group's ranks, or None
-        )
+        self.parallel = None  # data parallelism (module 12): the DataParallel over group's ranks, or None
         if local_sgd is not None and group is None:
-            raise ValueError(
-                "Trainer: local_sgd= needs group= (the ranks whose parameters it averages)"
-            )
+            raise ValueError("Trainer: local_sgd= needs group= (the ranks whose parameters it averages)")
         if group is not None:
             if device is not None:
-                raise ValueError(
-                    f"Trainer: with group= the group's devices {group.devices} decide where the "
-                    f"replicas live; leave out device={device!r}"
-                )
+                raise ValueError(f"Trainer: with group= the group's devices {group.devices} decide where the "
+                                 f"replicas live; leave out device={device!r}")
             if not hasattr(group, "data_parallel"):
-                raise TypeError(
-                    f"Trainer: group must be a process group from init_process_group(...); "
-                    f"got {type(group).__name__}"
-                )
+                raise TypeError(f"Trainer: group must be a process group from init_process_group(...); "
+                                f"got {type(group).__name__}")
             self.parallel = group.data_parallel(model, optimizer, local_sgd=local_sgd)
             self.params = list(model.parameters())
         if device is not None:
@@ -506,11 +458,7 @@ class Trainer:
                     "optimizer already holds; move the model first (model.to(device)), then build the optimizer"
                 )
             model.to(device)
-        self.device = (
-            as_device(device)
-            if device is not None
-            else (self.params[0].device if self.params else as_device("cpu"))
-        )
+        self.device = as_device(device) if device is not None else (self.params[0].device if self.params else as_device("cpu"))
         self.log_every = _positive_int(log_every, "Trainer: log_every", allow_none=True)
         self.verbosity = resolve_verbosity(verbosity)
         if nan_check is None:
@@ -523,32 +471,18 @@ class Trainer:
         self.history = History()
         self.stop_training = False
         self._epochs_planned: int | None = None
-        self.train_loader: Any = (
-            None  # the last loader train_epoch got: a checkpoint saves its position
-        )
-        self.pending_loader_state: dict[str, Any] | None = (
-            None  # a loaded position for the next train loader
-        )
+        self.train_loader: Any = None  # the last loader train_epoch got: a checkpoint saves its position
+        self.pending_loader_state: dict[str, Any] | None = None  # a loaded position for the next train loader
         self.epoch_state: _EpochState | None = None  # the running sums of the epoch in progress
-        self.pending_epoch_totals: dict[str, Any] | None = (
-            None  # loaded sums of an unfinished epoch
-        )
-        self.amp = (
-            amp  # mixed precision (module 11): the dtype autocast() computes matmuls in, or None
-        )
+        self.pending_epoch_totals: dict[str, Any] | None = None  # loaded sums of an unfinished epoch
+        self.amp = amp  # mixed precision (module 11): the dtype autocast() computes matmuls in, or None
         if amp is not None:
             from tinyflo.core.amp import GradScaler, autocast
 
-            autocast(
-                amp
-            )  # fails now, not at the first batch, when bfloat16 has no ml_dtypes to run on
-            if (
-                scaler is None and amp == "float16"
-            ):  # float16 gradients underflow without loss scaling
+            autocast(amp)  # fails now, not at the first batch, when bfloat16 has no ml_dtypes to run on
+            if scaler is None and amp == "float16":  # float16 gradients underflow without loss scaling
                 scaler = GradScaler()
-        self.scaler = (
-            scaler  # bfloat16 has float32's range and needs none, but a given scaler is used
-        )
+        self.scaler = scaler  # bfloat16 has float32's range and needs none, but a given scaler is used
 
     def __repr__(self) -> str:
         return (
@@ -561,37 +495,23 @@ class Trainer:
         """One pass over ``loader``, an optimizer step every ``accumulation_steps`` batches; the mean loss."""
         self.train_loader = loader
         if self.pending_loader_state is not None and hasattr(loader, "load_state_dict"):
-            loader.load_state_dict(
-                self.pending_loader_state
-            )  # a checkpoint loaded before the loader was known
+            loader.load_state_dict(self.pending_loader_state)  # a checkpoint loaded before the loader was known
             self.pending_loader_state = None
         try:
             loss = _train_epoch(self, loader, accumulation_steps)
-            return (
-                loss if self.parallel is None else self.parallel.total_loss(loss)
-            )  # mpi/nccl: sum the shares
+            return loss if self.parallel is None else self.parallel.total_loss(loss)  # mpi/nccl: sum the shares
         finally:
             self.epoch_state = self.pending_epoch_totals = None
 
     def evaluate(self, loader: Iterable) -> tuple[float, float]:
         """(mean loss, accuracy) over ``loader`` in eval mode without a graph (accuracy nan if not classes)."""
         loss, accuracy = _evaluate(self, loader)
-        if self.device.reads_wait and not math.isfinite(
-            loss
-        ):  # on the CPU a bad index raised already
-            raise FloatingPointError(
-                f"evaluate: the loss is not finite (nan or inf); {OUT_OF_RANGE_ON_GPU}"
-            )
+        if self.device.reads_wait and not math.isfinite(loss):  # on the CPU a bad index raised already
+            raise FloatingPointError(f"evaluate: the loss is not finite (nan or inf); {OUT_OF_RANGE_ON_GPU}")
         return loss, accuracy
 
-    def fit(
-        self,
-        train_loader: Iterable,
-        val_loader: Iterable | None = None,
-        epochs: int = 1,
-        callbacks: Sequence[Callback] = (),
-        accumulation_steps: int = 1,
-    ) -> History:
+    def fit(self, train_loader: Iterable, val_loader: Iterable | None = None, epochs: int = 1,
+            callbacks: Sequence[Callback] = (), accumulation_steps: int = 1) -> History:
         """Train for ``epochs`` epochs (validating after each when a val_loader is given); the history."""
         return _fit(self, train_loader, val_loader, epochs, callbacks, accumulation_steps)
 
@@ -615,9 +535,7 @@ class Trainer:
             )
         return x, y
 
-    def compute_loss(
-        self, x: Tensor, y: Tensor, index: int, op: str = "train_epoch"
-    ) -> tuple[Tensor, Tensor]:
+    def compute_loss(self, x: Tensor, y: Tensor, index: int, op: str = "train_epoch") -> tuple[Tensor, Tensor]:
         """(outputs, mean loss) of one batch (outputs None when training with group=); errors name the batch."""
         try:
             if self.amp is None:
@@ -628,9 +546,7 @@ class Trainer:
                 with autocast(self.amp):
                     out, loss = self._forward(x, y, op)
         except (ShapeError, ValueError, TypeError) as err:
-            raise type(err)(
-                f"{op}: batch {index} (inputs {x.shape}, targets {y.shape}): {err}"
-            ) from err
+            raise type(err)(f"{op}: batch {index} (inputs {x.shape}, targets {y.shape}): {err}") from err
         if not isinstance(loss, Tensor) or loss.data.size != 1:
             raise ShapeError(
                 f"{op}: loss_fn must return a one-element tensor (the batch mean); "
@@ -639,9 +555,7 @@ class Trainer:
         return out, loss
 
     def _forward(self, x: Tensor, y: Tensor, op: str) -> tuple[Tensor | None, Tensor]:
-        if (
-            self.parallel is not None and op == "train_epoch"
-        ):  # every replica on its shard (outputs stay there)
+        if self.parallel is not None and op == "train_epoch":  # every replica on its shard (outputs stay there)
             self.parallel.train(self.model.training)
             return None, self.parallel.step_loss(x, y, self.loss_fn)
         out = self.model(x)
@@ -683,9 +597,7 @@ class Trainer:
         if self.scaler is None:
             self._optimizer_step()
             return
-        with np.errstate(
-            over="ignore", invalid="ignore"
-        ):  # overflowed gradients are expected: the step is skipped
+        with np.errstate(over="ignore", invalid="ignore"):  # overflowed gradients are expected: the step is skipped
             self._optimizer_step()
 
     def _optimizer_step(self) -> None:
@@ -694,10 +606,7 @@ class Trainer:
             optimizers, param_lists = [self.optimizer], [self.params]
         else:  # module 12: all-reduce first, so every rank unscales, clips and skips alike
             parallel.reduce_gradients()
-            optimizers, param_lists = (
-                parallel.optimizers,
-                [list(r.parameters()) for r in parallel.replicas],
-            )
+            optimizers, param_lists = parallel.optimizers, [list(r.parameters()) for r in parallel.replicas]
         if scaler is not None:
             for optimizer in optimizers:
                 scaler.unscale_(optimizer)
@@ -725,21 +634,11 @@ class Trainer:
 
     def state_dict(self) -> dict[str, Any]:
         """The Trainer's counters, history and unfinished epoch's sums (JSON data); the model and optimizer save their own."""
-        state = {
-            "step": self.step,
-            "epoch": self.epoch,
-            "history": {k: list(v) for k, v in self.history.items()},
-        }
+        state = {"step": self.step, "epoch": self.epoch, "history": {k: list(v) for k, v in self.history.items()}}
         epoch = self.epoch_state
-        if (
-            epoch is not None and epoch.total is not None
-        ):  # saved in the middle of an epoch: one device read
-            state["epoch_totals"] = {
-                "total": self.read(epoch.total),
-                "dtype": str(epoch.total.dtype),
-                "samples": epoch.samples,
-                "batches": epoch.batches,
-            }
+        if epoch is not None and epoch.total is not None:  # saved in the middle of an epoch: one device read
+            state["epoch_totals"] = {"total": self.read(epoch.total), "dtype": str(epoch.total.dtype),
+                                     "samples": epoch.samples, "batches": epoch.batches}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -758,9 +657,7 @@ class Trainer:
         # Rank 0 writes; the others wait. Every rank learns whether it worked, so a failed save is an error
         # everywhere instead of ranks waiting forever in a barrier that rank 0 never reaches.
         written = Path(path)
-        with _fails_on_every_rank(
-            group, f"Trainer.save_checkpoint: rank 0 could not write {str(path)!r}"
-        ):
+        with _fails_on_every_rank(group, f"Trainer.save_checkpoint: rank 0 could not write {str(path)!r}"):
             if group.is_main:
                 written = save_checkpoint(path, trainer=self, **options)
         return written
@@ -772,9 +669,7 @@ class Trainer:
         if self.parallel is None:
             return load_checkpoint(path, trainer=self, **options)
         # mpi/nccl: every process reads the file (a shared file system); if one cannot, all stop
-        with _fails_on_every_rank(
-            self.parallel.group, f"Trainer.load_checkpoint: a rank could not read {str(path)!r}"
-        ):
+        with _fails_on_every_rank(self.parallel.group, f"Trainer.load_checkpoint: a rank could not read {str(path)!r}"):
             report = load_checkpoint(path, trainer=self, **options)
         self.parallel.sync()  # the other replicas become what replica 0 loaded
         return report
@@ -841,9 +736,7 @@ class _EpochState:
         with self.trainer.device:
             if self.first_bad is None:
                 self.first_bad = xp.full((), -1, dtype=np.int64)
-            self.first_bad = xp.where(
-                (self.first_bad < 0) & ~xp.isfinite(loss.data), step, self.first_bad
-            )
+            self.first_bad = xp.where((self.first_bad < 0) & ~xp.isfinite(loss.data), step, self.first_bad)
 
 
 OUT_OF_RANGE_ON_GPU = (
@@ -852,17 +745,12 @@ OUT_OF_RANGE_ON_GPU = (
 )
 
 
-def _nonfinite_error(
-    trainer: Trainer, step: int, batch: int | None, rolled_back: bool
-) -> FloatingPointError:
-    where = f"step {step} (epoch {trainer.epoch + 1}" + (
-        f", batch {batch})" if batch is not None else ")"
-    )
+def _nonfinite_error(trainer: Trainer, step: int, batch: int | None, rolled_back: bool) -> FloatingPointError:
+    where = f"step {step} (epoch {trainer.epoch + 1}" + (f", batch {batch})" if batch is not None else ")")
     state = (
         "the parameters were rolled back to the last check that found them finite; the optimizer's "
         "state was not (make a new optimizer or load a checkpoint before going on)"
-        if rolled_back
-        else "the optimizer did not take it, so the model is as it was after the last good step"
+        if rolled_back else "the optimizer did not take it, so the model is as it was after the last good step"
     )
     cause = f"; or {OUT_OF_RANGE_ON_GPU}" if trainer.device.reads_wait else ""
     return FloatingPointError(
@@ -979,12 +867,8 @@ def _check_mode(mode: str, owner: str) -> str:
 def _metric(trainer: Trainer, monitor: str, owner: str) -> float:
     values = trainer.history.get(monitor)
     if not values:
-        raise KeyError(
-            f"{owner}: the history has no {monitor!r}; recorded: {', '.join(k for k, v in trainer.history.items() if v)}"
-        )
-    if all(
-        v != v for v in values
-    ):  # NaN every epoch: never measured (no val_loader for a val_* metric)
+        raise KeyError(f"{owner}: the history has no {monitor!r}; recorded: {', '.join(k for k, v in trainer.history.items() if v)}")
+    if all(v != v for v in values):  # NaN every epoch: never measured (no val_loader for a val_* metric)
         raise ValueError(
             f"{owner}: {monitor!r} was never measured; pass a val_loader to fit(), or monitor 'train_loss'"
         )
@@ -994,13 +878,7 @@ def _metric(trainer: Trainer, monitor: str, owner: str) -> float:
 class EarlyStopping(Callback):
     """Stop fit() when ``monitor`` has not improved by more than ``min_delta`` for ``patience`` epochs."""
 
-    def __init__(
-        self,
-        monitor: str = "val_loss",
-        patience: int = 5,
-        min_delta: float = 0.0,
-        mode: str = "min",
-    ) -> None:
+    def __init__(self, monitor: str = "val_loss", patience: int = 5, min_delta: float = 0.0, mode: str = "min") -> None:
         self.monitor, self.patience = monitor, _positive_int(patience, "EarlyStopping: patience")
         self.min_delta, self.mode = abs(float(min_delta)), _check_mode(mode, "EarlyStopping")
         self.best, self.wait, self.stopped_epoch = math.nan, 0, None
@@ -1030,17 +908,12 @@ class BestModel(Callback):
         value = _metric(trainer, self.monitor, "BestModel")
         if _better(value, self.best, self.mode):
             self.best, self.best_epoch = value, trainer.epoch
-            self.state = {
-                k: Tensor._wrap(v.data.copy(), v.device)
-                for k, v in trainer.model.state_dict().items()
-            }
+            self.state = {k: Tensor._wrap(v.data.copy(), v.device) for k, v in trainer.model.state_dict().items()}
 
     def restore(self, model: Any) -> Any:
         """Load the best state into ``model`` (the trained one, or a fresh copy)."""
         if self.state is None:
-            raise RuntimeError(
-                "BestModel.restore: no epoch has been seen yet; run fit() with this callback first"
-            )
+            raise RuntimeError("BestModel.restore: no epoch has been seen yet; run fit() with this callback first")
         model.load_state_dict(self.state)
         return model
 
@@ -1059,14 +932,8 @@ class CheckpointEvery(Callback):
             self.fn(trainer)
 
 
-def _fit(
-    trainer: Trainer,
-    train_loader: Iterable,
-    val_loader: Iterable | None,
-    epochs: int,
-    callbacks: Sequence[Callback],
-    accumulation_steps: int,
-) -> History:
+def _fit(trainer: Trainer, train_loader: Iterable, val_loader: Iterable | None, epochs: int,
+         callbacks: Sequence[Callback], accumulation_steps: int) -> History:
     """Trainer.fit: epochs of training and validation, the history, the callbacks."""
     epochs = _positive_int(epochs, "fit: epochs")
     callbacks = list(callbacks)
@@ -1077,27 +944,15 @@ def _fit(
     for e in range(1, epochs + 1):
         start = time.perf_counter()
         train_loss = trainer.train_epoch(train_loader, accumulation_steps)
-        val_loss, val_acc = (
-            trainer.evaluate(val_loader) if val_loader is not None else (math.nan, math.nan)
-        )
+        val_loss, val_acc = trainer.evaluate(val_loader) if val_loader is not None else (math.nan, math.nan)
         trainer.epoch += 1
         durations.append(time.perf_counter() - start)
-        row = {
-            "train_loss": train_loss,
-            "val_loss": val_loss,
-            "val_acc": val_acc,
-            "lr": trainer.lr,
-            "time": durations[-1],
-        }
+        row = {"train_loss": train_loss, "val_loss": val_loss, "val_acc": val_acc, "lr": trainer.lr, "time": durations[-1]}
         trainer.history.append(row)
         if hasattr(trainer.scheduler, "observe"):
-            trainer.scheduler.observe(
-                _metric(trainer, trainer.plateau_monitor, "Trainer(plateau_monitor)")
-                if trainer.plateau_monitor
-                else val_loss
-                if val_loader is not None
-                else train_loss
-            )
+            trainer.scheduler.observe(_metric(trainer, trainer.plateau_monitor, "Trainer(plateau_monitor)")
+                                      if trainer.plateau_monitor else
+                                      val_loss if val_loader is not None else train_loss)
         if trainer.verbosity >= VERBOSITY["normal"]:
             print(epoch_line(e, epochs, row, sum(durations) / len(durations) * (epochs - e)))
         for cb in callbacks:
