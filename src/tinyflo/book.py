@@ -47,10 +47,8 @@ API = (
     ("tinyflo.distributed", "Process groups, data parallelism and local SGD."),
 )
 
-# `### Task `id` (N points): what it is` (the points and the description are optional)
-_TASK_HEADING = re.compile(
-    r"^###\s+Task\s+`(?P<id>\w+)`(?:\s+\([\d.]+ points?\))?(?::\s*(?P<what>.+?))?\s*$"
-)
+# `### Task `id` (N points): what it is`; the points and the description may be left out.
+_TASK_HEADING = re.compile(r"^###\s+Task\s+`(?P<id>\w+)`(?:\s+\([\d.]+ points?\))?(?::\s*(?P<what>.+?))?\s*$")
 _TITLE = re.compile(r"^#\s+(?P<title>.+?)\s*$", re.MULTILINE)
 
 
@@ -67,11 +65,8 @@ def _require_sphinx() -> None:
     """Fail with the install command when Sphinx or the book's extensions are missing."""
     import importlib.util
 
-    missing = [
-        name
-        for name in ("sphinx", "myst_nb", "sphinx_book_theme", "jupyter_server_mathjax")
-        if importlib.util.find_spec(name) is None
-    ]
+    missing = [name for name in ("sphinx", "myst_nb", "sphinx_book_theme", "jupyter_server_mathjax")
+               if importlib.util.find_spec(name) is None]
     if missing:
         raise CourseError(f"building the book needs {', '.join(missing)}: {INSTALL}")
 
@@ -96,9 +91,7 @@ def module_tasks(notebook) -> list[Task]:
             match = _TASK_HEADING.match(line)
             if match:
                 task_id = match.group("id")
-                tasks.append(
-                    Task(task_id, match.group("what") or section, points.get(task_id, 0.0))
-                )
+                tasks.append(Task(task_id, match.group("what") or section, points.get(task_id, 0.0)))
     return tasks
 
 
@@ -129,10 +122,8 @@ def write_module_pages(modules: list[Module], dest: Path) -> int:
         graded = ", ".join(f"`{task.id}` ({task.points:g})" for task in tasks) or "—"
         total = sum(task.points for task in tasks)
         title = _title(instructor, module.slug).split("—", 1)[-1].strip()
-        rows.append(
-            f"| {module.number:02d} | {{doc}}`{title} <{module.slug}>` | {builds} | "
-            f"{graded} | {total:g} |"
-        )
+        rows.append(f"| {module.number:02d} | {{doc}}`{title} <{module.slug}>` | {builds} | "
+                    f"{graded} | {total:g} |")
     page = [
         "# The module path",
         "",
@@ -159,18 +150,14 @@ def _recorded_run(result: dict | None, results: Path, plots: list[Path], command
     """The Markdown of a milestone's recorded run: when and where, its table, its plots (copied
     beside the page, in ``results/<name>/``)."""
     if result is None:
-        return (
-            "## Recorded run\n\nThis milestone has no recorded run yet. "
-            f"`{command} --record` runs it in full and keeps its figures and plots in "
-            f"`milestones/results/{results.name}/`.\n"
-        )
+        return ("## Recorded run\n\nThis milestone has no recorded run yet. "
+                f"`{command} --record` runs it in full and keeps its figures and plots in "
+                f"`milestones/results/{results.name}/`.\n")
     lines = ["## Recorded run", ""]
-    lines.append(
-        f"A {result.get('mode', 'full')} run on {result.get('device', '?')} "
-        f"({result.get('machine', 'machine unknown')}), {result.get('seconds', '?')} s, "
-        f"tinyflo {result.get('versions', {}).get('tinyflo', '?')}, {result.get('date', '?')}; "
-        f"`{command}` runs it again."
-    )
+    lines.append(f"A {result.get('mode', 'full')} run on {result.get('device', '?')} "
+                 f"({result.get('machine', 'machine unknown')}), {result.get('seconds', '?')} s, "
+                 f"tinyflo {result.get('versions', {}).get('tinyflo', '?')}, {result.get('date', '?')}; "
+                 f"`{command}` runs it again.")
     lines.append("")
     table = results / "result.md"
     if table.is_file():
@@ -205,30 +192,19 @@ def write_milestone_pages(checkout: Path, dest: Path) -> int:
         if source.is_file():
             notebook = jupytext.read(source, fmt="py:percent")
             notebook.metadata.pop("jupytext", None)
-            at = next(
-                (i + 1 for i, cell in enumerate(notebook.cells) if cell.cell_type == "markdown"), 0
-            )
+            at = next((i + 1 for i, cell in enumerate(notebook.cells) if cell.cell_type == "markdown"), 0)
             notebook.cells.insert(at, nbformat.v4.new_markdown_cell(recorded))
             write_notebook(notebook, dest / f"{milestone.slug}.ipynb")
         else:
-            page = [
-                f"# Milestone {milestone.number} — {milestone.title}",
-                "",
-                f"**The published figure.** {milestone.figure}.",
-                "",
-                f"**Needs** modules {', '.join(milestone.modules)}.",
-                "",
-                f"Its notebook, `milestones/{milestone.slug}/{milestone.name}.py`, is not in "
-                "this checkout yet.",
-                "",
-                recorded,
-            ]
+            page = [f"# Milestone {milestone.number} — {milestone.title}", "",
+                    f"**The published figure.** {milestone.figure}.", "",
+                    f"**Needs** modules {', '.join(milestone.modules)}.", "",
+                    f"Its notebook, `milestones/{milestone.slug}/{milestone.name}.py`, is not in "
+                    "this checkout yet.", "", recorded]
             (dest / f"{milestone.slug}.md").write_text("\n".join(page), encoding="utf-8")
         reproduced = _cell(milestones.recorded_figures(result)) if result else "no recorded run yet"
-        rows.append(
-            f"| {milestone.number} | {{doc}}`{_cell(milestone.title)} <{milestone.slug}>` | "
-            f"{_cell(milestone.figure)} | {reproduced} |"
-        )
+        rows.append(f"| {milestone.number} | {{doc}}`{_cell(milestone.title)} <{milestone.slug}>` | "
+                    f"{_cell(milestone.figure)} | {reproduced} |")
     page = [
         "# Milestones",
         "",
@@ -260,27 +236,14 @@ def write_api_pages(dest: Path) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     toctree = ["```{toctree}", ":maxdepth: 1", "", *(name for name, _ in API), "```"]
     rows = [f"* {{doc}}`{name}` — {what}" for name, what in API]
-    (dest / "index.md").write_text(
-        "\n".join(
-            [
-                "# API reference",
-                "",
-                "The public names of the package, from their docstrings. Everything under "
-                "`tinyflo.core` is exported from the course modules; these namespaces gather it, the "
-                "way `torch`, `torch.nn` and `torch.optim` do.",
-                "",
-                *rows,
-                "",
-                *toctree,
-                "",
-            ]
-        ),
-        encoding="utf-8",
-    )
+    (dest / "index.md").write_text("\n".join(["# API reference", "",
+        "The public names of the package, from their docstrings. Everything under "
+        "`tinyflo.core` is exported from the course modules; these namespaces gather it, the "
+        "way `torch`, `torch.nn` and `torch.optim` do.", "", *rows, "", *toctree, ""]),
+        encoding="utf-8")
     for name, _ in API:
         (dest / f"{name}.md").write_text(
-            f"# `{name}`\n\n```{{eval-rst}}\n.. automodule:: {name}\n```\n", encoding="utf-8"
-        )
+            f"# `{name}`\n\n```{{eval-rst}}\n.. automodule:: {name}\n```\n", encoding="utf-8")
     return len(API) + 1
 
 
@@ -298,27 +261,15 @@ def _readme_section(readme: Path, heading: str) -> list[str]:
 def write_performance_page(checkout: Path, dest: Path) -> int:
     """The performance page: the README's summary, then each recorded benchmark; 1 page."""
     # The book holds no repository files: a link into benchmarks/ becomes the path it names.
-    summary = [
-        re.sub(r"\[[^]]*\]\((benchmarks/[^)]*)\)", r"`\1`", line)
-        for line in _readme_section(checkout / "README.md", "Performance")
-    ]
-    page = [
-        "# Performance",
-        "",
-        *summary,
-        "",
-        "## Recorded benchmark results",
-        "",
-        "Each table below is a file in `benchmarks/results/`, written by the benchmark that "
-        "measured it (`python -m benchmarks.<name>`), with the machine and library versions "
-        "it ran on.",
-        "",
-    ]
+    summary = [re.sub(r"\[[^]]*\]\((benchmarks/[^)]*)\)", r"`\1`", line)
+               for line in _readme_section(checkout / "README.md", "Performance")]
+    page = ["# Performance", "", *summary, "", "## Recorded benchmark results", "",
+            "Each table below is a file in `benchmarks/results/`, written by the benchmark that "
+            "measured it (`python -m benchmarks.<name>`), with the machine and library versions "
+            "it ran on.", ""]
     for result in sorted((checkout / "benchmarks" / "results").glob("*.md")):
-        page += [
-            ("#" + line) if line.startswith("#") else line
-            for line in result.read_text(encoding="utf-8").splitlines()
-        ]
+        page += [("#" + line) if line.startswith("#") else line
+                 for line in result.read_text(encoding="utf-8").splitlines()]
         page.append("")
     (dest / "performance.md").write_text("\n".join(page), encoding="utf-8")
     return 1
@@ -332,9 +283,7 @@ def write_sources(checkout: Path, dest: Path) -> int:
     dest.mkdir(parents=True, exist_ok=True)
     for name in HAND_WRITTEN:
         if not (book / name).is_file():
-            raise CourseError(
-                f"{book / name} is missing: the book's hand-written pages live in book/"
-            )
+            raise CourseError(f"{book / name} is missing: the book's hand-written pages live in book/")
         shutil.copy2(book / name, dest / name)
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
     shutil.copytree(mathjax, dest / "_static" / "mathjax")
@@ -351,9 +300,8 @@ def _clear_output(out: Path) -> None:
     if not out.exists():
         return
     if not out.is_dir() or (any(out.iterdir()) and not (out / ".buildinfo").is_file()):
-        raise CourseError(
-            f"--out {out} exists and is not an earlier book build; choose an empty or new folder"
-        )
+        raise CourseError(f"--out {out} exists and is not an earlier book build; choose an empty "
+                          "or new folder")
     shutil.rmtree(out)
 
 
@@ -367,26 +315,12 @@ def build(out: Path, checkout: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix="tinyflo-book-") as temporary:
         staging = Path(temporary) / "src"
         pages = write_sources(checkout, staging)
-        command = [
-            sys.executable,
-            "-m",
-            "sphinx",
-            "-b",
-            "html",
-            "-q",
-            "-W",
-            "--keep-going",
-            "-d",
-            str(Path(temporary) / "doctrees"),
-            str(staging),
-            str(out),
-        ]
+        command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going",
+                   "-d", str(Path(temporary) / "doctrees"), str(staging), str(out)]
         done = subprocess.run(command, cwd=staging)
         if done.returncode != 0:
-            raise CourseError(
-                f"Sphinx failed to build the book (exit {done.returncode}); its "
-                "warnings above name each broken page"
-            )
+            raise CourseError(f"Sphinx failed to build the book (exit {done.returncode}); its "
+                              "warnings above name each broken page")
     print(f"built {pages} pages in {time.perf_counter() - start:.1f} s")
     return out / "index.html"
 

@@ -75,9 +75,8 @@ def _mpi() -> str:
         return f"not installed: {INSTALL_MPI}"
     # in a child process: loading the MPI library can crash, and must not initialise MPI here
     try:
-        probe = subprocess.run(
-            [sys.executable, "-c", _MPI_PROBE], capture_output=True, text=True, timeout=60
-        )
+        probe = subprocess.run([sys.executable, "-c", _MPI_PROBE], capture_output=True, text=True,
+                               timeout=60)
     except subprocess.TimeoutExpired:
         return "mpi4py found, but loading the MPI library did not finish in 60 s"
     if probe.returncode != 0:
@@ -96,16 +95,12 @@ def _nccl() -> str:
     except Exception as error:
         return f"no (CuPy fails to import: {type(error).__name__}: {error})"
     if not getattr(nccl, "available", False):
-        return (
-            "no (CuPy found no NCCL library: python -m cupyx.tools.install_library --library nccl)"
-        )
+        return "no (CuPy found no NCCL library: python -m cupyx.tools.install_library --library nccl)"
     try:
         code = nccl.get_version()
     except Exception:
         return "yes (version unknown)"
-    return (
-        f"yes (NCCL {code // 10000}.{code // 100 % 100}.{code % 100})" if code >= 10000 else "yes"
-    )
+    return f"yes (NCCL {code // 10000}.{code // 100 % 100}.{code % 100})" if code >= 10000 else "yes"
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -128,18 +123,8 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _launch(args: argparse.Namespace) -> int:
-    return launch(
-        args.script,
-        args.args,
-        args.nproc,
-        args.backend,
-        args.grace,
-        args.timeout,
-        args.port,
-        args.nnodes,
-        args.node_rank,
-        args.master_addr,
-    )
+    return launch(args.script, args.args, args.nproc, args.backend, args.grace, args.timeout,
+                  args.port, args.nnodes, args.node_rank, args.master_addr)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -159,48 +144,32 @@ def _milestone(args: argparse.Namespace) -> int:
     if args.action == "list":
         for m in milestones.MILESTONES.values():
             result = milestones.load_result(m, checkout) if checkout else None
-            recorded = (
-                milestones.recorded_figures(result)
-                + f" ({result['mode']}, {result['device']}, {result['seconds']:g} s)"
-                if result
-                else "no recorded run"
-            )
-            print(
-                f"{m.slug:<14} {m.title}\n{'':<14} needs {', '.join(m.modules)}\n"
-                f"{'':<14} published: {m.figure}\n{'':<14} recorded: {recorded}"
-            )
+            recorded = (milestones.recorded_figures(result)
+                        + f" ({result['mode']}, {result['device']}, {result['seconds']:g} s)"
+                        if result else "no recorded run")
+            print(f"{m.slug:<14} {m.title}\n{'':<14} needs {', '.join(m.modules)}\n"
+                  f"{'':<14} published: {m.figure}\n{'':<14} recorded: {recorded}")
         return 0
     try:
         milestone = milestones.find_milestone(args.name)
     except milestones.MilestoneError as error:
         raise CourseError(str(error)) from None
     if checkout is None:
-        raise CourseError(
-            "the milestone notebooks live in a tinyflo checkout (milestones/ beside "
-            "pyproject.toml), and none was found here or above; clone the repository "
-            "and run `tinyflo milestone run` inside it"
-        )
+        raise CourseError("the milestone notebooks live in a tinyflo checkout (milestones/ beside "
+                          "pyproject.toml), and none was found here or above; clone the repository "
+                          "and run `tinyflo milestone run` inside it")
     script = milestone.path(checkout)
     if not script.is_file():
         raise CourseError(f"{script} is missing from this checkout")
     env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")
-    if env.get(
-        "TINYFLO_WORKSPACE"
-    ):  # the notebook runs in its own folder: a relative path would move
+    if env.get("TINYFLO_WORKSPACE"):  # the notebook runs in its own folder: a relative path would move
         env["TINYFLO_WORKSPACE"] = str(Path(env["TINYFLO_WORKSPACE"]).expanduser().resolve())
     if args.device:
         env["TINYFLO_MILESTONE_DEVICE"] = args.device
     if args.record and args.mode != "full":
-        raise CourseError(
-            "--record keeps the full run with the checkout; it cannot be combined with --quick"
-        )
-    out = (
-        milestone.results(checkout)
-        if args.record
-        else Path(args.out)
-        if args.out
-        else milestones.default_out(milestone.name)
-    )
+        raise CourseError("--record keeps the full run with the checkout; it cannot be combined with --quick")
+    out = (milestone.results(checkout) if args.record
+           else Path(args.out) if args.out else milestones.default_out(milestone.name))
     env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
     return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
 
@@ -208,9 +177,7 @@ def _milestone(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     checkout = find_modules_dir(args.modules).parent
     if not (checkout / "benchmarks" / "run_all.py").is_file():
-        raise CourseError(
-            f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout"
-        )
+        raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
     command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds)]
     return subprocess.run(command, cwd=checkout).returncode
 
@@ -220,10 +187,8 @@ def _book(args: argparse.Namespace) -> int:
 
     checkout = milestones.checkout_dir()
     if checkout is None or not (checkout / "book" / "conf.py").is_file():
-        raise CourseError(
-            "the book is built from a tinyflo checkout (book/, modules/ and milestones/ "
-            "beside pyproject.toml), and none was found here or above"
-        )
+        raise CourseError("the book is built from a tinyflo checkout (book/, modules/ and milestones/ "
+                          "beside pyproject.toml), and none was found here or above")
     return book.run(args.out, checkout)
 
 
@@ -318,79 +283,47 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--force", action="store_true", help="overwrite existing output")
         if action == "autograde":
             _grading_options(sub)
-            sub.add_argument(
-                "--jobs",
-                type=_count,
-                default=1,
-                metavar="N",
-                help="grade N submissions at a time, each in its own sandbox (default 1)",
-            )
+            sub.add_argument("--jobs", type=_count, default=1, metavar="N",
+                             help="grade N submissions at a time, each in its own sandbox (default 1)")
         if action == "report":
             sub.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
         _modules_option(sub)
     course.set_defaults(handler=_course)
 
-    milestone = commands.add_parser(
-        "milestone", help="historical results reproduced: list, run NAME"
-    )
+    milestone = commands.add_parser("milestone", help="historical results reproduced: list, run NAME")
     milestone_commands = milestone.add_subparsers(dest="action", required=True, metavar="ACTION")
-    milestone_commands.add_parser(
-        "list", help="milestones, the modules they need, recorded figures"
-    )
+    milestone_commands.add_parser("list", help="milestones, the modules they need, recorded figures")
     run = milestone_commands.add_parser("run", help="run one milestone (needs a checkout)")
     run.add_argument("name", help="milestone number or name: 1, 01, perceptron or 01_perceptron")
     modes = run.add_mutually_exclusive_group()
-    modes.add_argument(
-        "--quick",
-        dest="mode",
-        action="store_const",
-        const="quick",
-        help="the reduced run CI checks (fewer epochs, lower but honest figures)",
-    )
-    modes.add_argument(
-        "--full", dest="mode", action="store_const", const="full", help="the full run (default)"
-    )
+    modes.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                       help="the reduced run CI checks (fewer epochs, lower but honest figures)")
+    modes.add_argument("--full", dest="mode", action="store_const", const="full",
+                       help="the full run (default)")
     run.set_defaults(mode="full")
-    run.add_argument(
-        "--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)"
-    )
+    run.add_argument("--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)")
     places = run.add_mutually_exclusive_group()
-    places.add_argument(
-        "--out",
-        metavar="DIR",
-        help="folder for plots and results (default: "
-        "tinyflo-milestones/NAME in the current folder)",
-    )
-    places.add_argument(
-        "--record",
-        action="store_true",
-        help="write the full run's results into the "
-        "checkout's milestones/results/NAME, the recorded figures `milestone list` shows",
-    )
+    places.add_argument("--out", metavar="DIR", help="folder for plots and results (default: "
+                        "tinyflo-milestones/NAME in the current folder)")
+    places.add_argument("--record", action="store_true", help="write the full run's results into the "
+                        "checkout's milestones/results/NAME, the recorded figures `milestone list` shows")
     milestone.set_defaults(handler=_milestone)
 
     doctor = commands.add_parser("doctor", help="versions, backend, GPU, MPI, NCCL")
     doctor.set_defaults(handler=_doctor)
 
-    bench = commands.add_parser(
-        "bench", help="run benchmarks/ and record results (needs a checkout)"
-    )
+    bench = commands.add_parser("bench", help="run benchmarks/ and record results (needs a checkout)")
     bench.add_argument("--rounds", type=int, default=11, help="interleaved rounds per comparison")
     _modules_option(bench)
     bench.set_defaults(handler=_bench)
 
-    book = commands.add_parser(
-        "book", help="the browsable book of modules and milestones (needs a checkout)"
-    )
+    book = commands.add_parser("book", help="the browsable book of modules and milestones (needs a checkout)")
     book_commands = book.add_subparsers(dest="action", required=True, metavar="ACTION")
     book_build = book_commands.add_parser(
         "build", help="build the book's HTML offline with Sphinx; prints the path of index.html"
     )
-    book_build.add_argument(
-        "--out",
-        metavar="DIR",
-        help="folder for the HTML (default: book/_build/html in the checkout)",
-    )
+    book_build.add_argument("--out", metavar="DIR",
+                            help="folder for the HTML (default: book/_build/html in the checkout)")
     book.set_defaults(handler=_book)
 
     launcher = commands.add_parser(
@@ -399,59 +332,23 @@ def build_parser() -> argparse.ArgumentParser:
         description="Start N ranks of SCRIPT. When one fails, the others get --grace seconds, "
         "then are stopped; the exit status is 0 only when every rank exited 0.",
     )
-    launcher.add_argument(
-        "-n",
-        "--nproc",
-        type=_count,
-        default=1,
-        metavar="N",
-        help="how many ranks (per machine with --nnodes; default: 1)",
-    )
-    launcher.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        help="mpi: mpiexec -n N python -m mpi4py SCRIPT; nccl: N processes with "
-        "RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (default: mpi)",
-    )
-    launcher.add_argument(
-        "--grace",
-        type=_seconds,
-        default=5.0,
-        metavar="SECONDS",
-        help="after a rank fails, how long the others may run on (default: 5)",
-    )
-    launcher.add_argument(
-        "--timeout",
-        type=_seconds,
-        metavar="SECONDS",
-        help="stop the whole job after this long (default: no limit)",
-    )
-    launcher.add_argument(
-        "--port",
-        type=int,
-        metavar="PORT",
-        help="MASTER_PORT for --backend nccl (default: a free port)",
-    )
-    launcher.add_argument(
-        "--nnodes",
-        type=_count,
-        default=1,
-        metavar="K",
-        help="nccl on K machines: run the launcher on each (default: 1)",
-    )
-    launcher.add_argument(
-        "--node-rank",
-        type=int,
-        default=0,
-        metavar="I",
-        help="this machine's index 0..K-1; its ranks are I*N .. I*N+N-1 (default: 0)",
-    )
-    launcher.add_argument(
-        "--master-addr",
-        default="127.0.0.1",
-        metavar="HOST",
-        help="machine 0's address, for --nnodes > 1 (default: 127.0.0.1)",
-    )
+    launcher.add_argument("-n", "--nproc", type=_count, default=1, metavar="N",
+                        help="how many ranks (per machine with --nnodes; default: 1)")
+    launcher.add_argument("--backend", choices=BACKENDS,
+                        help="mpi: mpiexec -n N python -m mpi4py SCRIPT; nccl: N processes with "
+                        "RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT (default: mpi)")
+    launcher.add_argument("--grace", type=_seconds, default=5.0, metavar="SECONDS",
+                        help="after a rank fails, how long the others may run on (default: 5)")
+    launcher.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                        help="stop the whole job after this long (default: no limit)")
+    launcher.add_argument("--port", type=int, metavar="PORT",
+                        help="MASTER_PORT for --backend nccl (default: a free port)")
+    launcher.add_argument("--nnodes", type=_count, default=1, metavar="K",
+                        help="nccl on K machines: run the launcher on each (default: 1)")
+    launcher.add_argument("--node-rank", type=int, default=0, metavar="I",
+                        help="this machine's index 0..K-1; its ranks are I*N .. I*N+N-1 (default: 0)")
+    launcher.add_argument("--master-addr", default="127.0.0.1", metavar="HOST",
+                        help="machine 0's address, for --nnodes > 1 (default: 127.0.0.1)")
     launcher.add_argument("script", nargs="?", help="the Python script every rank runs")
     launcher.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     launcher.set_defaults(handler=_launch)
@@ -466,19 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _grading_options(parser: argparse.ArgumentParser) -> None:
     from tinyflo.course.grading import DEFAULT_TIMEOUT
 
-    parser.add_argument(
-        "--timeout",
-        type=_count,
-        default=DEFAULT_TIMEOUT,
-        metavar="SECONDS",
-        help=f"time limit per cell (default {DEFAULT_TIMEOUT} s; a cell's metadata may ask for more)",
-    )
-    parser.add_argument(
-        "--no-sandbox",
-        dest="sandboxed",
-        action="store_false",
-        help="run kernels without bubblewrap (grades can then be faked: not for credit)",
-    )
+    parser.add_argument("--timeout", type=_count, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help=f"time limit per cell (default {DEFAULT_TIMEOUT} s; a course cell may ask for more)")
+    parser.add_argument("--no-sandbox", dest="sandboxed", action="store_false",
+                        help="run kernels without bubblewrap (grades can then be faked: not for credit)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

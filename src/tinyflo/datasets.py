@@ -42,20 +42,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "ChecksumError",
-    "CharVocab",
-    "FASHION_MNIST_CLASSES",
-    "TextCorpus",
-    "blobs",
-    "data_root",
-    "digits",
-    "fashion_mnist",
-    "mnist",
-    "moons",
-    "read_idx",
-    "spirals",
-    "tiny_shakespeare",
-    "xor",
+    "ChecksumError", "CharVocab", "FASHION_MNIST_CLASSES", "TextCorpus", "blobs", "data_root",
+    "digits", "fashion_mnist", "mnist", "moons", "read_idx", "spirals", "tiny_shakespeare", "xor",
 ]
 
 
@@ -64,7 +52,6 @@ class ChecksumError(ValueError):
 
 
 # ----- where files live, and how they are checked ---------------------------
-
 
 def data_root(name: str, root: str | os.PathLike | None = None) -> Path:
     """The folder a data set's files are read from: ``root``, or ``$TINYFLO_DATA/name``, or ``~/.cache/tinyflo/name``."""
@@ -118,9 +105,7 @@ def _download(urls: list[str], path: Path, sha256: str) -> None:
     raise RuntimeError(f"could not download {path.name}:\n  " + "\n  ".join(failures))
 
 
-def _fetch(
-    name: str, filename: str, sha256: str, mirrors: list[str], root: Any, download: bool
-) -> bytes:
+def _fetch(name: str, filename: str, sha256: str, mirrors: list[str], root: Any, download: bool) -> bytes:
     """The verified bytes of one data file, downloading it first only when asked to."""
     path = data_root(name, root) / filename
     if not path.is_file():
@@ -150,9 +135,7 @@ def read_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
         except (EOFError, OSError, zlib.error) as err:
             raise ValueError(f"{name}: not a complete gzip file ({err})") from None
     if len(data) < 4 or data[:2] != b"\0\0" or data[2] not in _IDX_DTYPES or data[3] == 0:
-        raise ValueError(
-            f"{name}: not an IDX file (magic bytes {data[:4].hex()}; expected 0000 <type> <ndim>)"
-        )
+        raise ValueError(f"{name}: not an IDX file (magic bytes {data[:4].hex()}; expected 0000 <type> <ndim>)")
     ndim, dtype = data[3], np.dtype(_IDX_DTYPES[data[2]])
     header = 4 + 4 * ndim
     if len(data) < header:
@@ -163,11 +146,7 @@ def read_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
         raise ValueError(
             f"{name}: IDX header says shape {shape} ({expected:,} bytes of data) but {len(data) - header:,} follow"
         )
-    return (
-        np.frombuffer(data, dtype, offset=header)
-        .reshape(shape)
-        .astype(dtype.newbyteorder("="), copy=False)
-    )
+    return np.frombuffer(data, dtype, offset=header).reshape(shape).astype(dtype.newbyteorder("="), copy=False)
 
 
 def _resize_matrix(old: int, new: int) -> np.ndarray:
@@ -195,14 +174,8 @@ def resize(images: np.ndarray, size: int) -> np.ndarray:
     return (rows @ images @ cols.T).astype(images.dtype, copy=False)
 
 
-def _labelled(
-    images: np.ndarray,
-    labels: np.ndarray,
-    scale: float,
-    flatten: bool,
-    as_arrays: bool,
-    size: int | None = None,
-):
+def _labelled(images: np.ndarray, labels: np.ndarray, scale: float, flatten: bool, as_arrays: bool,
+              size: int | None = None):
     """float32 pixels in [0, 1] shaped (N, 1, H, W) or (N, H*W), int64 labels; a TensorDataset unless as_arrays."""
     x = images.astype(np.float32) / np.float32(scale)
     if size is not None and size != x.shape[-1]:
@@ -227,13 +200,8 @@ DIGITS_SHA256 = "2c49d37be7263a6b252f3d210b3caf4576632af9e0e5308052ef666fdf76c0a
 DIGITS_TRAIN = 1438  # the file holds the training rows first, then the 359 test rows
 
 
-def digits(
-    train: bool = True,
-    flatten: bool = False,
-    as_arrays: bool = False,
-    path: Any = None,
-    size: int | None = None,
-):
+def digits(train: bool = True, flatten: bool = False, as_arrays: bool = False, path: Any = None,
+           size: int | None = None):
     """The 8x8 handwritten digits (UCI optdigits test set, as scikit-learn bundles it), shipped with tinyflo.
 
     1,797 images of 10 classes, split once (``scripts/make_digits.py``) into
@@ -281,16 +249,7 @@ FASHION_MNIST_SHA256 = {
     "t10k-labels-idx1-ubyte.gz": "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
 }
 FASHION_MNIST_CLASSES = (
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
+    "T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot",
 )
 
 
@@ -300,55 +259,33 @@ def _idx_pair(name: str, hashes: dict, mirrors: list[str], root: Any, train: boo
     arrays = {}
     for kind, shape in (("images", (count, 28, 28)), ("labels", (count,))):
         filename = f"{part}-{kind}-idx{len(shape)}-ubyte.gz"
-        array = read_idx(
-            _fetch(name, filename, hashes[filename], mirrors, root, download), filename
-        )
+        array = read_idx(_fetch(name, filename, hashes[filename], mirrors, root, download), filename)
         if array.shape != shape or array.dtype != np.uint8:
-            raise ValueError(
-                f"{name}: {filename} holds {array.dtype} of shape {array.shape}; expected uint8 {shape}"
-            )
+            raise ValueError(f"{name}: {filename} holds {array.dtype} of shape {array.shape}; expected uint8 {shape}")
         arrays[kind] = array
     if arrays["labels"].max() > 9:
         raise ValueError(f"{name}: {part} labels go up to {arrays['labels'].max()}; expected 0..9")
     return arrays["images"], arrays["labels"]
 
 
-def mnist(
-    root: Any = None,
-    train: bool = True,
-    download: bool = False,
-    flatten: bool = False,
-    as_arrays: bool = False,
-    size: int | None = None,
-):
+def mnist(root: Any = None, train: bool = True, download: bool = False, flatten: bool = False,
+          as_arrays: bool = False, size: int | None = None):
     """MNIST handwritten digits: 60,000 training or 10,000 test 28x28 images, 10 classes."""
     images, labels = _idx_pair("mnist", MNIST_SHA256, MNIST_MIRRORS, root, train, download)
     return _labelled(images, labels, 255.0, flatten, as_arrays, size)
 
 
-def fashion_mnist(
-    root: Any = None,
-    train: bool = True,
-    download: bool = False,
-    flatten: bool = False,
-    as_arrays: bool = False,
-    size: int | None = None,
-):
+def fashion_mnist(root: Any = None, train: bool = True, download: bool = False, flatten: bool = False,
+                  as_arrays: bool = False, size: int | None = None):
     """Fashion-MNIST (Zalando): 60,000 / 10,000 28x28 article images, 10 classes (FASHION_MNIST_CLASSES)."""
-    images, labels = _idx_pair(
-        "fashion-mnist", FASHION_MNIST_SHA256, FASHION_MNIST_MIRRORS, root, train, download
-    )
+    images, labels = _idx_pair("fashion-mnist", FASHION_MNIST_SHA256, FASHION_MNIST_MIRRORS, root, train, download)
     return _labelled(images, labels, 255.0, flatten, as_arrays, size)
 
 
 # ----- Tiny Shakespeare, and character vocabularies -------------------------
 
-SHAKESPEARE_MIRRORS = [
-    "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/"
-]
-SHAKESPEARE_SHA256 = {
-    "input.txt": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
-}
+SHAKESPEARE_MIRRORS = ["https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/"]
+SHAKESPEARE_SHA256 = {"input.txt": "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"}
 
 
 def _code_points(text: str) -> np.ndarray:
@@ -365,9 +302,7 @@ class CharVocab:
     def __post_init__(self) -> None:
         points = _code_points(self.chars)
         if len(points) and np.any(np.diff(points.astype(np.int64)) <= 0):
-            raise ValueError(
-                "CharVocab: chars must be sorted and distinct; use CharVocab.from_text(text)"
-            )
+            raise ValueError("CharVocab: chars must be sorted and distinct; use CharVocab.from_text(text)")
         object.__setattr__(self, "_points", points)
 
     @classmethod
@@ -382,23 +317,17 @@ class CharVocab:
         """The ids of ``text``'s characters (int64); a character outside the vocabulary is a ValueError."""
         points = _code_points(text)
         ids = np.searchsorted(self._points, points)
-        unknown = (ids >= len(self._points)) | (
-            self._points[np.minimum(ids, len(self._points) - 1)] != points
-        )
+        unknown = (ids >= len(self._points)) | (self._points[np.minimum(ids, len(self._points) - 1)] != points)
         if unknown.any():
             position = int(np.argmax(unknown))
-            raise ValueError(
-                f"CharVocab.encode: character {text[position]!r} at position {position} is not in the vocabulary"
-            )
+            raise ValueError(f"CharVocab.encode: character {text[position]!r} at position {position} is not in the vocabulary")
         return ids.astype(np.int64)
 
     def decode(self, ids: Any) -> str:
         """The text of a sequence of ids (a list, an array or a tensor)."""
         ids = np.asarray(ids.numpy() if hasattr(ids, "numpy") else ids).astype(np.int64).ravel()
         if ids.size and (ids.min() < 0 or ids.max() >= len(self)):
-            raise ValueError(
-                f"CharVocab.decode: ids must lie in 0..{len(self) - 1}; got {ids.min()}..{ids.max()}"
-            )
+            raise ValueError(f"CharVocab.decode: ids must lie in 0..{len(self) - 1}; got {ids.min()}..{ids.max()}")
         return self._points[ids].astype("<u4").tobytes().decode("utf-32-le")
 
 
@@ -413,30 +342,21 @@ class TextCorpus:
     def split(self, fraction: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
         """The first ``fraction`` of the ids (training) and the rest (validation), as in nanoGPT."""
         if not 0 < fraction < 1:
-            raise ValueError(
-                f"TextCorpus.split: fraction must lie strictly between 0 and 1; got {fraction}"
-            )
+            raise ValueError(f"TextCorpus.split: fraction must lie strictly between 0 and 1; got {fraction}")
         cut = int(len(self.ids) * fraction)
         return self.ids[:cut], self.ids[cut:]
 
 
 def tiny_shakespeare(root: Any = None, download: bool = False) -> TextCorpus:
     """Karpathy's Tiny Shakespeare (1,115,394 characters, 65 distinct) with its character vocabulary."""
-    data = _fetch(
-        "tinyshakespeare",
-        "input.txt",
-        SHAKESPEARE_SHA256["input.txt"],
-        SHAKESPEARE_MIRRORS,
-        root,
-        download,
-    )
+    data = _fetch("tinyshakespeare", "input.txt", SHAKESPEARE_SHA256["input.txt"], SHAKESPEARE_MIRRORS,
+                  root, download)
     text = data.decode("utf-8")
     vocab = CharVocab.from_text(text)
     return TextCorpus(text, vocab, vocab.encode(text))
 
 
 # ----- synthetic, seeded ----------------------------------------------------
-
 
 def _check_counts(points_per_class: int, classes: int = 2) -> None:
     for name, value, least in (("points_per_class", points_per_class, 1), ("classes", classes, 2)):
@@ -450,13 +370,8 @@ def _pack(parts: list[np.ndarray], as_arrays: bool):
     return _result(x, y, as_arrays)
 
 
-def blobs(
-    points_per_class: int = 100,
-    classes: int = 2,
-    features: int = 2,
-    seed: int = 0,
-    as_arrays: bool = False,
-):
+def blobs(points_per_class: int = 100, classes: int = 2, features: int = 2, seed: int = 0,
+          as_arrays: bool = False):
     """Round clusters, one per class, that never overlap: every pair is split by a straight line.
 
     The centres sit on a circle of radius 2 (in the first two features); each
@@ -475,9 +390,7 @@ def blobs(
         centre[:2] = 2.0 * np.cos(2 * np.pi * k / classes), 2.0 * np.sin(2 * np.pi * k / classes)
         direction = rng.standard_normal((points_per_class, features))
         direction /= np.linalg.norm(direction, axis=1, keepdims=True)
-        distance = radius * rng.random((points_per_class, 1)) ** (
-            1 / features
-        )  # uniform in the ball
+        distance = radius * rng.random((points_per_class, 1)) ** (1 / features)  # uniform in the ball
         parts.append(centre + direction * distance)
     return _pack(parts, as_arrays)
 
@@ -498,22 +411,15 @@ def xor(points_per_class: int = 100, seed: int = 0, as_arrays: bool = False):
     return _pack(parts, as_arrays)
 
 
-def spirals(
-    points_per_class: int = 200,
-    classes: int = 3,
-    noise: float = 0.2,
-    seed: int = 0,
-    as_arrays: bool = False,
-):
+def spirals(points_per_class: int = 200, classes: int = 3, noise: float = 0.2, seed: int = 0,
+            as_arrays: bool = False):
     """Interleaved 2-D spirals, one arm per class (radius 0.05..1): not separable by a line."""
     _check_counts(points_per_class, classes)
     rng = np.random.default_rng(seed)
     parts = []
     for k in range(classes):
         radius = np.linspace(0.05, 1.0, points_per_class)
-        angle = np.linspace(k * 4.0, (k + 1) * 4.0, points_per_class) + rng.normal(
-            0, noise, points_per_class
-        )
+        angle = np.linspace(k * 4.0, (k + 1) * 4.0, points_per_class) + rng.normal(0, noise, points_per_class)
         parts.append(np.stack([radius * np.sin(angle), radius * np.cos(angle)], axis=1))
     return _pack(parts, as_arrays)
 

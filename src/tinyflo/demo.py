@@ -37,12 +37,8 @@ def save_loss_plot(losses: list[float], path: Path) -> Path:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(range(1, len(losses) + 1), losses, marker="o", markersize=3)
-    ax.set(
-        xlabel="epoch",
-        ylabel="mean training loss (cross-entropy)",
-        yscale="log",
-        title="tinyflo: MLP on the 8x8 digits",
-    )
+    ax.set(xlabel="epoch", ylabel="mean training loss (cross-entropy)", yscale="log",
+           title="tinyflo: MLP on the 8x8 digits")
     ax.grid(True, alpha=0.3)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -50,27 +46,13 @@ def save_loss_plot(losses: list[float], path: Path) -> Path:
     return path
 
 
-def train(
-    epochs: int = 20,
-    lr: float = 1e-2,
-    batch_size: int = 32,
-    hidden: int = 128,
-    seed: int = 0,
-    device: str = "cpu",
-    verbosity: str = "normal",
-) -> tuple[Trainer, float]:
+def train(epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, hidden: int = 128, seed: int = 0,
+          device: str = "cpu", verbosity: str = "normal") -> tuple[Trainer, float]:
     """Train the MLP with AdamW, warm-up + cosine and clipping; return the Trainer and the test accuracy."""
     tinyflo.manual_seed(seed)
-    train_loader = DataLoader(
-        datasets.digits(train=True, flatten=True),
-        batch_size=batch_size,
-        shuffle=True,
-        seed=seed,
-        device=device,
-    )
-    test_loader = DataLoader(
-        datasets.digits(train=False, flatten=True), batch_size=512, device=device
-    )
+    train_loader = DataLoader(datasets.digits(train=True, flatten=True), batch_size=batch_size,
+                              shuffle=True, seed=seed, device=device)
+    test_loader = DataLoader(datasets.digits(train=False, flatten=True), batch_size=512, device=device)
     model = mlp(hidden).to(device)
     per_epoch = len(train_loader)
     schedule = Warmup(CosineAnnealing(lr, (epochs - 1) * per_epoch), warmup_steps=per_epoch)
@@ -90,41 +72,25 @@ def train(
 def main(argv: Sequence[str] | None = None) -> int:
     """Train on the digits, print the test accuracy, save the loss curve."""
     parser = argparse.ArgumentParser(prog="tinyflo demo", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--epochs", type=int, default=20, help="passes over the training set (default 20)"
-    )
-    parser.add_argument(
-        "--lr", type=float, default=1e-2, help="peak learning rate of AdamW (default 0.01)"
-    )
+    parser.add_argument("--epochs", type=int, default=20, help="passes over the training set (default 20)")
+    parser.add_argument("--lr", type=float, default=1e-2, help="peak learning rate of AdamW (default 0.01)")
     parser.add_argument("--batch-size", type=int, default=32, help="samples per step (default 32)")
     parser.add_argument("--hidden", type=int, default=128, help="hidden units (default 128)")
-    parser.add_argument(
-        "--seed", type=int, default=0, help="seed for weights and data order (default 0)"
-    )
+    parser.add_argument("--seed", type=int, default=0, help="seed for weights and data order (default 0)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
-    parser.add_argument(
-        "--out", default="tinyflo-demo", help="folder for the loss plot (default ./tinyflo-demo)"
-    )
+    parser.add_argument("--out", default="tinyflo-demo", help="folder for the loss plot (default ./tinyflo-demo)")
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "hidden"):
         if getattr(args, name) < 1:
-            parser.error(
-                f"--{name.replace('_', '-')} must be at least 1; got {getattr(args, name)}"
-            )
+            parser.error(f"--{name.replace('_', '-')} must be at least 1; got {getattr(args, name)}")
     if not args.lr > 0:
         parser.error(f"--lr must be positive; got {args.lr}")
 
-    print(
-        f"tinyflo {tinyflo.__version__} demo: MLP 64-{args.hidden}-10 on the bundled 8x8 digits "
-        f"(1,438 train / 359 test images), AdamW + warm-up/cosine + clipping, device {tinyflo.device(args.device)}"
-    )
+    print(f"tinyflo {tinyflo.__version__} demo: MLP 64-{args.hidden}-10 on the bundled 8x8 digits "
+          f"(1,438 train / 359 test images), AdamW + warm-up/cosine + clipping, device {tinyflo.device(args.device)}")
     start = time.perf_counter()
-    trainer, test_accuracy = train(
-        args.epochs, args.lr, args.batch_size, args.hidden, args.seed, args.device
-    )
-    print(
-        f"test accuracy {test_accuracy:.1%} after {args.epochs} epochs in {time.perf_counter() - start:.1f} s"
-    )
+    trainer, test_accuracy = train(args.epochs, args.lr, args.batch_size, args.hidden, args.seed, args.device)
+    print(f"test accuracy {test_accuracy:.1%} after {args.epochs} epochs in {time.perf_counter() - start:.1f} s")
     plot = save_loss_plot(trainer.history["train_loss"], Path(args.out) / "loss.png")
     print(f"loss curve saved to {plot.resolve()}")
     return 0

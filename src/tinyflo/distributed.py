@@ -20,15 +20,6 @@ from tinyflo.core.distributed import (
 )
 
 __all__ = [
-    "DataParallel",
-    "LocalGroup",
-    "LocalSGD",
-    "MPIGroup",
-    "NCCLGroup",
-    "ProcessGroup",
-    "all_reduce_gradients",
-    "average_parameters",
-    "init_process_group",
-    "ring_all_reduce",
-    "shard_bounds",
+    "DataParallel", "LocalGroup", "LocalSGD", "MPIGroup", "NCCLGroup", "ProcessGroup",
+    "all_reduce_gradients", "average_parameters", "init_process_group", "ring_all_reduce", "shard_bounds",
 ]

@@ -92,47 +92,23 @@ def launch(
         if port is not None and not 0 < port < 65536:
             raise LaunchError(f"--port: expected a TCP port 1..65535, got {port}")
         if nnodes < 1 or not 0 <= node_rank < nnodes:
-            raise LaunchError(
-                f"--node-rank: expected 0..{nnodes - 1} for --nnodes {nnodes}, got {node_rank}"
-            )
+            raise LaunchError(f"--node-rank: expected 0..{nnodes - 1} for --nnodes {nnodes}, got {node_rank}")
         if nnodes > 1 and (port is None or master_addr == "127.0.0.1"):
-            raise LaunchError(
-                "--nnodes > 1: every machine must be given the same --master-addr "
-                "(machine 0's address) and --port"
-            )
-        return _launch_spawned(
-            script,
-            list(args),
-            nproc,
-            grace,
-            timeout,
-            port or _free_port(),
-            nnodes,
-            node_rank,
-            master_addr,
-        )
+            raise LaunchError("--nnodes > 1: every machine must be given the same --master-addr "
+                              "(machine 0's address) and --port")
+        return _launch_spawned(script, list(args), nproc, grace, timeout, port or _free_port(),
+                               nnodes, node_rank, master_addr)
     if nnodes != 1:
-        raise LaunchError(
-            "--nnodes: for --backend mpi list the machines in a host file instead "
-            "(mpiexec -hostfile hosts -n N python -m mpi4py script.py)"
-        )
+        raise LaunchError("--nnodes: for --backend mpi list the machines in a host file instead "
+                          "(mpiexec -hostfile hosts -n N python -m mpi4py script.py)")
     raise LaunchError(f"--backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
 
 
 # ---------------------------------------------------------------- the two backends
 
 
-def _launch_spawned(
-    script: str,
-    args: list[str],
-    n: int,
-    grace: float,
-    timeout: float | None,
-    port: int,
-    nnodes: int,
-    node_rank: int,
-    master_addr: str,
-) -> int:
+def _launch_spawned(script: str, args: list[str], n: int, grace: float, timeout: float | None,
+                    port: int, nnodes: int, node_rank: int, master_addr: str) -> int:
     """N processes started here, each told its rank through the environment."""
     base = _child_env("nccl")
     base.update(WORLD_SIZE=str(n * nnodes), MASTER_ADDR=master_addr, MASTER_PORT=str(port))
@@ -144,10 +120,8 @@ def _launch_spawned(
             proc = _start([sys.executable, script, *args], env)
             procs.append(proc)
             prefix = f"[rank {node_rank * n + rank}] "
-            relays += [
-                _relay(proc.stdout, sys.stdout, lambda line, p=prefix: p + line),
-                _relay(proc.stderr, sys.stderr, lambda line, p=prefix: p + line),
-            ]
+            relays += [_relay(proc.stdout, sys.stdout, lambda line, p=prefix: p + line),
+                       _relay(proc.stderr, sys.stderr, lambda line, p=prefix: p + line)]
         outcome = _watch(procs, grace, timeout)
     except BaseException:
         _stop(procs)
@@ -180,7 +154,7 @@ def _launch_mpi(script: str, args: list[str], n: int, grace: float, timeout: flo
     def retag(line: str) -> str:
         tagged = _OPEN_MPI_TAG.match(line)
         if tagged:
-            line = f"[rank {tagged.group(1)}] {line[tagged.end() :]}"
+            line = f"[rank {tagged.group(1)}] {line[tagged.end():]}"
         if not tagged or "MPI_ABORT" in line or "Errorcode" in line:
             notes.append(line)
         if _MPI_FAILURE.search(line):
@@ -196,11 +170,8 @@ def _launch_mpi(script: str, args: list[str], n: int, grace: float, timeout: flo
         raise
     _finish(relays)
     ended = "; mpiexec stopped the other ranks" if outcome.reason is None else ""
-    return _report(
-        outcome,
-        ["mpiexec and its ranks"],
-        lambda _, code: _mpi_failure("".join(notes), code) + ended,
-    )
+    return _report(outcome, ["mpiexec and its ranks"],
+                   lambda _, code: _mpi_failure("".join(notes), code) + ended)
 
 
 # ---------------------------------------------------------------- the watchdog
@@ -221,12 +192,8 @@ class _Terminated(Exception):
     """The launcher itself got SIGTERM."""
 
 
-def _watch(
-    procs: list[subprocess.Popen],
-    grace: float,
-    timeout: float | None,
-    failure_seen: Callable[[], bool] = lambda: False,
-) -> _Outcome:
+def _watch(procs: list[subprocess.Popen], grace: float, timeout: float | None,
+           failure_seen: Callable[[], bool] = lambda: False) -> _Outcome:
     """Wait for every process; after a failure wait `grace` seconds more, then stop the rest."""
     start = time.monotonic()
     failed_at = None
@@ -369,30 +336,22 @@ def _say(message: str) -> None:
 # ---------------------------------------------------------------- Open MPI's reports
 
 _OPEN_MPI_TAG = re.compile(r"^\[\d+,(\d+)\]<std(?:out|err)>: ?")
-_MPI_FAILURE = re.compile(
-    r"MPI_ABORT was invoked|noticed that process rank|non-zero status|has exited due to"
-)
+_MPI_FAILURE = re.compile(r"MPI_ABORT was invoked|noticed that process rank|non-zero status|has exited due to")
 
 
 def _mpi_failure(notes: str, code: int) -> str:
     """Which rank failed and how, from mpiexec's messages (Open MPI 5's wording)."""
     abort = re.search(r"MPI_ABORT was invoked on rank (\d+).*?Errorcode: (\d+)", notes, re.S)
     if abort:
-        return (
-            f"rank {abort.group(1)} called MPI_Abort (error code {abort.group(2)}: under "
-            "`python -m mpi4py` an unhandled exception does that; its traceback is above)"
-        )
-    signalled = re.search(
-        r"process rank (\d+) with PID \d+ on node \S+ exited on\s+signal (\d+)", notes
-    )
+        return (f"rank {abort.group(1)} called MPI_Abort (error code {abort.group(2)}: under "
+                "`python -m mpi4py` an unhandled exception does that; its traceback is above)")
+    signalled = re.search(r"process rank (\d+) with PID \d+ on node \S+ exited on\s+signal (\d+)", notes)
     if signalled:
         return f"rank {signalled.group(1)} {_how(-int(signalled.group(2)))}"
     improper = re.search(r"process rank (\d+) with PID \d+ on node \S+ exiting\s+improperly", notes)
     if improper:
-        return (
-            f"rank {improper.group(1)} exited without MPI_Finalize (os._exit, or a crash "
-            "outside Python), while the other ranks went on"
-        )
+        return (f"rank {improper.group(1)} exited without MPI_Finalize (os._exit, or a crash "
+                "outside Python), while the other ranks went on")
     exited = re.search(r"Process name: \[[^\]]*?(\d+)\]\s+Exit code:\s+(\d+)", notes)
     if exited:
         return f"rank {exited.group(1)} {_how(int(exited.group(2)))}"
@@ -411,10 +370,8 @@ def _cores() -> int:
     """Physical cores this process may use, which is what Open MPI counts as slots."""
     try:
         cpus = os.sched_getaffinity(0)
-        siblings = {
-            Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read_text()
-            for c in cpus
-        }
+        siblings = {Path(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list").read_text()
+                    for c in cpus}
         return max(1, len(siblings))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
@@ -432,14 +389,8 @@ def _child_env(backend: str) -> dict[str, str]:
 
 def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen:
     """Start `command` in a session of its own, so stopping it reaches everything it started."""
-    return subprocess.Popen(
-        command,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
 
 
 _OUTPUT_LOCK = threading.Lock()

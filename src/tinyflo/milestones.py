@@ -28,37 +28,16 @@ import numpy as np
 import tinyflo
 
 __all__ = [
-    "MILESTONES",
-    "Milestone",
-    "MilestoneError",
-    "Run",
-    "checkout_dir",
-    "data_folders",
-    "default_out",
-    "find_data",
-    "find_milestone",
-    "load_result",
-    "milestone_device",
-    "milestone_mode",
-    "recorded_figures",
-    "require",
-    "start",
+    "MILESTONES", "Milestone", "MilestoneError", "Run", "checkout_dir", "data_folders", "default_out", "find_data",
+    "find_milestone", "load_result", "milestone_device", "milestone_mode", "recorded_figures", "require", "start",
 ]
 
 # course module -> the file `tinyflo module complete` writes into the workspace package
 MODULE_FILES = {
-    "01_tensor": "tensor",
-    "02_autograd": "autograd",
-    "03_layers": "layers",
-    "04_losses": "losses",
-    "05_data": "data",
-    "06_optimizers": "optim",
-    "07_schedulers": "schedulers",
-    "08_training": "training",
-    "09_checkpoints": "checkpoints",
-    "10_convolutions": "conv",
-    "11_mixed_precision": "amp",
-    "12_distributed": "distributed",
+    "01_tensor": "tensor", "02_autograd": "autograd", "03_layers": "layers", "04_losses": "losses",
+    "05_data": "data", "06_optimizers": "optim", "07_schedulers": "schedulers",
+    "08_training": "training", "09_checkpoints": "checkpoints", "10_convolutions": "conv",
+    "11_mixed_precision": "amp", "12_distributed": "distributed",
 }
 MODES = ("quick", "full")
 
@@ -95,60 +74,33 @@ _BASICS = ("01_tensor", "02_autograd", "03_layers", "04_losses")
 MILESTONES = {
     m.name: m
     for m in (
-        Milestone(
-            1,
-            "perceptron",
-            "Perceptron (Rosenblatt, 1958)",
-            ("01_tensor",),
-            "the perceptron rule reaches 0 training errors on separable data, after at most "
-            "(R/γ)² mistakes (Rosenblatt 1958; Novikoff 1962)",
-        ),
-        Milestone(
-            2,
-            "xor",
-            "The XOR crisis (Minsky & Papert, 1969)",
-            _BASICS + ("06_optimizers",),
-            "no single-layer linear threshold unit exceeds 75% (3 of 4) on XOR "
-            "(Minsky & Papert 1969)",
-        ),
-        Milestone(
-            3,
-            "mlp",
-            "Backpropagation revives the MLP (Rumelhart, Hinton & Williams, 1986)",
-            _BASICS + ("05_data", "06_optimizers", "07_schedulers", "08_training"),
-            "a 2-2-1 net learns XOR (100%) by backpropagation (Rumelhart, Hinton & Williams "
-            "1986); an MLP reaches >= 97.5% on MNIST",
-        ),
-        Milestone(
-            4,
-            "lenet",
-            "LeNet-5 (LeCun, Bottou, Bengio & Haffner, 1998)",
-            _BASICS
-            + ("05_data", "06_optimizers", "07_schedulers", "08_training", "10_convolutions"),
-            "LeNet-5 reaches 99.05% on MNIST (0.95% test error; LeCun et al. 1998); on "
-            "Fashion-MNIST a CNN beats the best classic classifier, 89.7% (SVC; Xiao, Rasul & "
-            "Vollgraf 2017)",
-        ),
-        Milestone(
-            5,
-            "scale",
-            "Training at scale: everything on at once",
-            tuple(MODULE_FILES),
-            "AdamW and warm-up + cosine train better than SGD at a constant rate (Kingma & Ba "
-            "2015; Loshchilov & Hutter 2017, 2019; Goyal et al. 2017); clipping bounds the gradient "
-            "norm (Pascanu et al. 2013); float16 with loss scaling stays within 1 point of float32 "
-            "(Micikevicius et al. 2018); a crashed run resumes bit for bit; 2 data-parallel ranks "
-            "match 1 device",
-        ),
-        Milestone(
-            6,
-            "transformer",
-            "A character-level Transformer (Vaswani et al., 2017)",
-            _BASICS + ("05_data", "06_optimizers", "07_schedulers", "08_training"),
-            "nanoGPT's baby GPT on a CPU (4 layers, 4 heads, 128 channels, context 64, 2000 "
-            "iterations) reaches a validation loss of 1.88 nats per character on Tiny Shakespeare "
-            "(Karpathy, nanoGPT README, 2023)",
-        ),
+        Milestone(1, "perceptron", "Perceptron (Rosenblatt, 1958)", ("01_tensor",),
+                  "the perceptron rule reaches 0 training errors on separable data, after at most "
+                  "(R/γ)² mistakes (Rosenblatt 1958; Novikoff 1962)"),
+        Milestone(2, "xor", "The XOR crisis (Minsky & Papert, 1969)", _BASICS + ("06_optimizers",),
+                  "no single-layer linear threshold unit exceeds 75% (3 of 4) on XOR "
+                  "(Minsky & Papert 1969)"),
+        Milestone(3, "mlp", "Backpropagation revives the MLP (Rumelhart, Hinton & Williams, 1986)",
+                  _BASICS + ("05_data", "06_optimizers", "07_schedulers", "08_training"),
+                  "a 2-2-1 net learns XOR (100%) by backpropagation (Rumelhart, Hinton & Williams "
+                  "1986); an MLP reaches >= 97.5% on MNIST"),
+        Milestone(4, "lenet", "LeNet-5 (LeCun, Bottou, Bengio & Haffner, 1998)",
+                  _BASICS + ("05_data", "06_optimizers", "07_schedulers", "08_training", "10_convolutions"),
+                  "LeNet-5 reaches 99.05% on MNIST (0.95% test error; LeCun et al. 1998); on "
+                  "Fashion-MNIST a CNN beats the best classic classifier, 89.7% (SVC; Xiao, Rasul & "
+                  "Vollgraf 2017)"),
+        Milestone(5, "scale", "Training at scale: everything on at once",
+                  tuple(MODULE_FILES),
+                  "AdamW and warm-up + cosine train better than SGD at a constant rate (Kingma & Ba "
+                  "2015; Loshchilov & Hutter 2017, 2019; Goyal et al. 2017); clipping bounds the gradient "
+                  "norm (Pascanu et al. 2013); float16 with loss scaling stays within 1 point of float32 "
+                  "(Micikevicius et al. 2018); a crashed run resumes bit for bit; 2 data-parallel ranks "
+                  "match 1 device"),
+        Milestone(6, "transformer", "A character-level Transformer (Vaswani et al., 2017)",
+                  _BASICS + ("05_data", "06_optimizers", "07_schedulers", "08_training"),
+                  "nanoGPT's baby GPT on a CPU (4 layers, 4 heads, 128 channels, context 64, 2000 "
+                  "iterations) reaches a validation loss of 1.88 nats per character on Tiny Shakespeare "
+                  "(Karpathy, nanoGPT README, 2023)"),
     )
 }
 
@@ -157,9 +109,7 @@ def find_milestone(name: str) -> Milestone:
     """The milestone called ``name``: ``1``, ``01``, ``perceptron`` or ``01_perceptron``."""
     key = name.strip().lower()
     for milestone in MILESTONES.values():
-        if key in (milestone.name, milestone.slug) or (
-            key.isdigit() and int(key) == milestone.number
-        ):
+        if key in (milestone.name, milestone.slug) or (key.isdigit() and int(key) == milestone.number):
             return milestone
     known = ", ".join(m.slug for m in MILESTONES.values())
     raise MilestoneError(f"no milestone called {name!r}; the milestones are {known}")
@@ -167,11 +117,7 @@ def find_milestone(name: str) -> Milestone:
 
 def checkout_dir() -> Path | None:
     """The tinyflo checkout (the folder with milestones/ beside pyproject.toml), or None when installed."""
-    candidates = [
-        Path.cwd().resolve(),
-        *Path.cwd().resolve().parents,
-        Path(__file__).resolve().parents[2],
-    ]
+    candidates = [Path.cwd().resolve(), *Path.cwd().resolve().parents, Path(__file__).resolve().parents[2]]
     for folder in candidates:
         if (folder / "pyproject.toml").is_file() and (folder / "milestones").is_dir():
             return folder
@@ -188,9 +134,7 @@ def milestone_mode() -> str:
 
 def milestone_device() -> tinyflo.Device:
     """``$TINYFLO_MILESTONE_DEVICE`` if set, else ``cuda:0`` when CuPy sees a GPU, else ``cpu``."""
-    chosen = os.environ.get("TINYFLO_MILESTONE_DEVICE") or (
-        "cuda:0" if tinyflo.cuda_is_available() else "cpu"
-    )
+    chosen = os.environ.get("TINYFLO_MILESTONE_DEVICE") or ("cuda:0" if tinyflo.cuda_is_available() else "cpu")
     return tinyflo.device(chosen)
 
 
@@ -199,16 +143,12 @@ def _workspace_problem(workspace: Path, records: dict, slug: str) -> str | None:
     code = workspace / "package" / "tinyflo" / "core" / f"{MODULE_FILES[slug]}.py"
     record = records.get(slug)
     if record is None or not record.get("completed") or not code.is_file():
-        return (
-            f"module {slug} is not complete in the workspace {workspace}: "
-            f"run `tinyflo module test {slug}`, then `tinyflo module complete {slug}`"
-        )
+        return (f"module {slug} is not complete in the workspace {workspace}: "
+                f"run `tinyflo module test {slug}`, then `tinyflo module complete {slug}`")
     if record.get("points") != record.get("max_points"):
-        return (
-            f"module {slug} fails its tests in the workspace {workspace} (last test: "
-            f"{record.get('points')}/{record.get('max_points')} points): fix the notebook, "
-            f"run `tinyflo module test {slug}`, then `tinyflo module complete {slug}`"
-        )
+        return (f"module {slug} fails its tests in the workspace {workspace} (last test: "
+                f"{record.get('points')}/{record.get('max_points')} points): fix the notebook, "
+                f"run `tinyflo module test {slug}`, then `tinyflo module complete {slug}`")
     return None
 
 
@@ -222,23 +162,17 @@ def require(modules: list[str] | tuple[str, ...]) -> str:
     """
     unknown = [slug for slug in modules if slug not in MODULE_FILES]
     if unknown:
-        raise MilestoneError(
-            f"require: unknown module(s) {unknown}; expected names like {list(MODULE_FILES)[:2]}"
-        )
+        raise MilestoneError(f"require: unknown module(s) {unknown}; expected names like {list(MODULE_FILES)[:2]}")
     workspace = os.environ.get("TINYFLO_WORKSPACE")
     if not workspace:
-        print(
-            f"modules {', '.join(modules)}: the reference package (set TINYFLO_WORKSPACE to run on your own)"
-        )
+        print(f"modules {', '.join(modules)}: the reference package (set TINYFLO_WORKSPACE to run on your own)")
         return "reference"
     root = Path(workspace).expanduser().resolve()
     progress = root / "progress.json"
     try:
         records = json.loads(progress.read_text()) if progress.is_file() else {}
     except json.JSONDecodeError:
-        raise MilestoneError(
-            f"{progress} is damaged (not JSON); delete it and run `tinyflo module test`"
-        ) from None
+        raise MilestoneError(f"{progress} is damaged (not JSON); delete it and run `tinyflo module test`") from None
     problems = [p for slug in modules if (p := _workspace_problem(root, records, slug))]
     if problems:
         raise MilestoneError("this milestone needs your own modules:\n  " + "\n  ".join(problems))
@@ -247,15 +181,11 @@ def require(modules: list[str] | tuple[str, ...]) -> str:
         try:
             module = __import__(name, fromlist=["_"])
         except Exception as error:
-            raise MilestoneError(
-                f"module {slug}: your exported code fails to import ({type(error).__name__}: "
-                f"{error}); fix it and run `tinyflo module complete {slug}`"
-            ) from error
+            raise MilestoneError(f"module {slug}: your exported code fails to import ({type(error).__name__}: "
+                                 f"{error}); fix it and run `tinyflo module complete {slug}`") from error
         if not Path(module.__file__).resolve().is_relative_to(root):
-            raise MilestoneError(
-                f"module {slug}: {name} was already imported from {module.__file__}, not from "
-                f"the workspace {root}; set TINYFLO_WORKSPACE before starting Python"
-            )
+            raise MilestoneError(f"module {slug}: {name} was already imported from {module.__file__}, not from "
+                                 f"the workspace {root}; set TINYFLO_WORKSPACE before starting Python")
     print(f"modules {', '.join(modules)}: your own code from the workspace {root}")
     return "workspace"
 
@@ -287,10 +217,8 @@ class Run:
         self.plots: list[str] = []
         self.code = "reference"
         self._start = time.perf_counter()
-        print(
-            f"milestone {self.milestone.slug}: {self.milestone.title} — {self.mode} run on {self.device}, "
-            f"results in {self.out}"
-        )
+        print(f"milestone {self.milestone.slug}: {self.milestone.title} — {self.mode} run on {self.device}, "
+              f"results in {self.out}")
 
     def require(self) -> str:
         """Check the modules this milestone needs (see :func:`require`)."""
@@ -299,15 +227,8 @@ class Run:
 
     def figure(self, name: str, reproduced: Any, published: Any, source: str, passed: bool) -> bool:
         """Record one figure: what this run got, what was published, where, and whether it holds."""
-        self.rows.append(
-            {
-                "figure": name,
-                "reproduced": reproduced,
-                "published": published,
-                "source": source,
-                "passed": bool(passed),
-            }
-        )
+        self.rows.append({"figure": name, "reproduced": reproduced, "published": published,
+                          "source": source, "passed": bool(passed)})
         return bool(passed)
 
     def skip_part(self, reason: str) -> None:
@@ -319,9 +240,7 @@ class Run:
         """The folder of data set ``name`` (see :func:`find_data`); None, with ``part`` skipped, when absent."""
         root = find_data(name, filename)
         if root is None:
-            self.skip_part(
-                f"{part}: {filename} not found in {', '.join(map(str, data_folders(name)))}"
-            )
+            self.skip_part(f"{part}: {filename} not found in {', '.join(map(str, data_folders(name)))}")
         return root
 
     def stop(self) -> None:
@@ -348,10 +267,8 @@ class Run:
         """The figures as a Markdown table: figure | reproduced | published (source)."""
         lines = ["| figure | reproduced | published (source) | holds |", "|---|---|---|---|"]
         for row in self.rows:
-            lines.append(
-                f"| {row['figure']} | {_shown(row['reproduced'])} | {_shown(row['published'])} "
-                f"({row['source']}) | {'yes' if row['passed'] else 'NO'} |"
-            )
+            lines.append(f"| {row['figure']} | {_shown(row['reproduced'])} | {_shown(row['published'])} "
+                         f"({row['source']}) | {'yes' if row['passed'] else 'NO'} |")
         lines += [f"\nskipped: {reason}" for reason in self.numbers.get("skipped", [])]
         return "\n".join(lines)
 
@@ -361,38 +278,24 @@ class Run:
 
         seconds = time.perf_counter() - self._start
         result = {
-            "milestone": self.milestone.slug,
-            "title": self.milestone.title,
-            "mode": self.mode,
-            "device": str(self.device),
-            "code": self.code,
-            "seconds": round(seconds, 2),
-            "figures": self.rows,
-            "numbers": self.numbers,
-            "plots": self.plots,
-            "versions": {
-                "tinyflo": tinyflo.__version__,
-                "numpy": numpy.__version__,
-                "python": platform.python_version(),
-                **_cupy_version(),
-            },
+            "milestone": self.milestone.slug, "title": self.milestone.title, "mode": self.mode,
+            "device": str(self.device), "code": self.code, "seconds": round(seconds, 2),
+            "figures": self.rows, "numbers": self.numbers, "plots": self.plots,
+            "versions": {"tinyflo": tinyflo.__version__, "numpy": numpy.__version__,
+                         "python": platform.python_version(), **_cupy_version()},
             "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
             "date": time.strftime("%Y-%m-%d"),
         }
         (self.out / "result.json").write_text(json.dumps(result, indent=2, default=_plain) + "\n")
         table = self.table()
-        header = (
-            f"# {self.milestone.title}\n\n{self.mode} run on {result['device']} ({result['machine']}), "
-            f"{seconds:.1f} s, tinyflo {tinyflo.__version__}, {result['date']}\n\n"
-        )
+        header = (f"# {self.milestone.title}\n\n{self.mode} run on {result['device']} ({result['machine']}), "
+                  f"{seconds:.1f} s, tinyflo {tinyflo.__version__}, {result['date']}\n\n")
         (self.out / "result.md").write_text(header + table + "\n")
         print(table)
         print(f"{seconds:.1f} s; result saved: {self.out / 'result.json'}")
         failed = [row["figure"] for row in self.rows if not row["passed"]]
         if failed:
-            raise SystemExit(
-                f"milestone {self.milestone.slug}: not reproduced: {', '.join(failed)}"
-            )
+            raise SystemExit(f"milestone {self.milestone.slug}: not reproduced: {', '.join(failed)}")
         return result
 
 

@@ -3,14 +3,4 @@
 from tinyflo.core.optim import SGD, Adagrad, Adam, AdamW, NAdam, Optimizer, RAdam, RMSprop
 from tinyflo.optim import lr_scheduler
 
-__all__ = [
-    "SGD",
-    "Adagrad",
-    "Adam",
-    "AdamW",
-    "NAdam",
-    "Optimizer",
-    "RAdam",
-    "RMSprop",
-    "lr_scheduler",
-]
+__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "NAdam", "Optimizer", "RAdam", "RMSprop", "lr_scheduler"]

@@ -14,14 +14,6 @@ from tinyflo.core.schedulers import (
 )
 
 __all__ = [
-    "CosineAnnealing",
-    "CosineSchedule",
-    "CyclicLR",
-    "ExponentialLR",
-    "MultiStepLR",
-    "OneCycle",
-    "ReduceLROnPlateau",
-    "Scheduler",
-    "StepLR",
-    "Warmup",
+    "CosineAnnealing", "CosineSchedule", "CyclicLR", "ExponentialLR", "MultiStepLR", "OneCycle",
+    "ReduceLROnPlateau", "Scheduler", "StepLR", "Warmup",
 ]

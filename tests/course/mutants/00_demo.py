@@ -2,5 +2,5 @@
 
 MUTANTS = [
     # Only the hidden test catches this one: it proves hidden tests come back for grading.
-    ("demo_relu", "return np.maximum(x, 0)", "return np.maximum(x, -1)"),
+    ('demo_relu', "return np.maximum(x, 0)", "return np.maximum(x, -1)"),
 ]
