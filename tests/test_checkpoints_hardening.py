@@ -199,8 +199,8 @@ def test_checkpoints_load_every_check_comes_before_the_first_copy(tmp_path):
     assert "os.system" in untouched(fresh, lambda: load_checkpoint(odd, trainer=fresh))
 
 
-@pytest.mark.task("optim_state_dict")
-def test_optim_state_dict_failed_load_changes_nothing():
+@pytest.mark.task("optim_load_state_dict")
+def test_optim_load_state_dict_failed_load_changes_nothing():
     trainer, loader = build(0, "sgd")
     trainer.fit(loader, epochs=1)
     saved = trainer.optimizer.state_dict()
