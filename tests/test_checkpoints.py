@@ -68,12 +68,12 @@ def net(seed: int = 0, head: int = 3, device: str = "cpu") -> Sequential:
     return Sequential(Linear(4, 8), ReLU(), Linear(8, head)).to(device)
 
 
-# ----- checkpoints_format -----------------------------------------------------------------
+# ----- checkpoints_write, checkpoints_header, checkpoints_read: the file format ------------
 
-@pytest.mark.task("checkpoints_format")
+@pytest.mark.task("checkpoints_write")
 @SETTINGS
 @given(dtypes=st.lists(st.sampled_from(DTYPES), min_size=1, max_size=5), data=st.data())
-def test_checkpoints_format_round_trip_every_dtype_and_shape(tmp_path, dtypes, data):
+def test_checkpoints_write_round_trip_every_dtype_and_shape(tmp_path, dtypes, data):
     tensors = {f"t{i}.{d}": _array(d, data.draw(shapes), i) for i, d in enumerate(dtypes)}
     path = save_file(tmp_path / "x.safetensors", tensors, {"note": "é ✓"})
     back, meta = load_file(path)
@@ -85,8 +85,8 @@ def test_checkpoints_format_round_trip_every_dtype_and_shape(tmp_path, dtypes, d
         assert back[name].ctypes.data % a.dtype.itemsize == 0 or a.size == 0, "aligned"
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_zero_d_empty_and_non_contiguous(tmp_path):
+@pytest.mark.task("checkpoints_write")
+def test_checkpoints_write_zero_d_empty_and_non_contiguous(tmp_path):
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
     tensors = {"scalar": np.float64(3.5), "zero_d": np.array(7, np.int32), "empty": np.zeros((0, 5), np.int16),
                "transposed": base.T, "strided": base[:, ::2], "big_endian": np.arange(3, dtype=">f8")}
@@ -98,16 +98,16 @@ def test_checkpoints_format_zero_d_empty_and_non_contiguous(tmp_path):
     assert back["big_endian"].dtype == np.dtype("<f8") and back["big_endian"].tolist() == [0.0, 1.0, 2.0]
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_bfloat16(tmp_path):
+@pytest.mark.task("checkpoints_write")
+def test_checkpoints_write_bfloat16(tmp_path):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     a = np.array([1.5, -2.0, 3.0], dtype=ml_dtypes.bfloat16)
     back, _ = load_file(save_file(tmp_path / "b.safetensors", {"b": a}))
     assert back["b"].dtype == a.dtype and np.array_equal(back["b"].astype(np.float32), a.astype(np.float32))
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_bfloat16_without_ml_dtypes_is_a_clear_error(tmp_path, monkeypatch):
+@pytest.mark.task("checkpoints_read")
+def test_checkpoints_read_bfloat16_without_ml_dtypes_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoints, "_bfloat16", lambda: None)
     text = json.dumps({"b": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}).encode()
     (tmp_path / "b.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + b"\0\0")
@@ -115,8 +115,8 @@ def test_checkpoints_format_bfloat16_without_ml_dtypes_is_a_clear_error(tmp_path
         load_file(tmp_path / "b.safetensors")
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_reference_reads_ours(tmp_path):
+@pytest.mark.task("checkpoints_write")
+def test_checkpoints_write_reference_reads_ours(tmp_path):
     st_numpy = pytest.importorskip("safetensors.numpy")
     safe_open = pytest.importorskip("safetensors").safe_open
     tensors = {d: _array(d, (2, 3), i) for i, d in enumerate(DTYPES)} | {"s": np.array(1.5, np.float32)}
@@ -129,8 +129,8 @@ def test_checkpoints_format_reference_reads_ours(tmp_path):
         assert f.metadata()["epoch"] == "4" and CHECKSUM_KEY in f.metadata()
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_we_read_the_reference(tmp_path):
+@pytest.mark.task("checkpoints_read")
+def test_checkpoints_read_we_read_the_reference(tmp_path):
     st_numpy = pytest.importorskip("safetensors.numpy")
     tensors = {d: _array(d, (3, 2), i) for i, d in enumerate(DTYPES)} | {"empty": np.zeros((0,), np.float32)}
     st_numpy.save_file(tensors, str(tmp_path / "theirs.safetensors"), metadata={"format": "np"})
@@ -140,8 +140,8 @@ def test_checkpoints_format_we_read_the_reference(tmp_path):
         assert back[name].dtype == a.dtype and np.array_equal(back[name], a)
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_another_frameworks_model_file_loads_by_name(tmp_path):
+@pytest.mark.task("checkpoints_read")
+def test_checkpoints_read_another_frameworks_model_file_loads_by_name(tmp_path):
     st_numpy = pytest.importorskip("safetensors.numpy")
     source = net(0)
     plain = {k: v.numpy() for k, v in reversed(list(source.state_dict().items()))}
@@ -179,27 +179,27 @@ BAD_HEADERS = [
 ]
 
 
-@pytest.mark.task("checkpoints_format")
+@pytest.mark.task("checkpoints_header")
 @pytest.mark.parametrize("header, payload, message", BAD_HEADERS)
-def test_checkpoints_format_header_validation_names_file_and_key(tmp_path, header, payload, message):
+def test_checkpoints_header_validation_names_file_and_key(tmp_path, header, payload, message):
     path = _header_file(tmp_path, header, payload)
     with pytest.raises(CheckpointError, match=message) as info:
         load_file(path)
     assert str(path) in str(info.value)
 
 
-@pytest.mark.task("checkpoints_format")
+@pytest.mark.task("checkpoints_header")
 @pytest.mark.parametrize("data", [b"", b"\1\0\0", (2**62).to_bytes(8, "little") + b"{}", (200).to_bytes(8, "little") + b"{}"])
-def test_checkpoints_format_bad_length_prefix(tmp_path, data):
+def test_checkpoints_header_bad_length_prefix(tmp_path, data):
     (tmp_path / "p.safetensors").write_bytes(data)
     with pytest.raises(CheckpointError, match="truncated, or not safetensors"):
         load_file(tmp_path / "p.safetensors")
 
 
-@pytest.mark.task("checkpoints_format")
+@pytest.mark.task("checkpoints_read")
 @SETTINGS
 @given(position=st.floats(0, 1, exclude_max=True), bit=st.integers(0, 7))
-def test_checkpoints_format_any_flipped_bit_is_refused(tmp_path, position, bit):
+def test_checkpoints_read_any_flipped_bit_is_refused(tmp_path, position, bit):
     path = save_file(tmp_path / "f.safetensors", {"w": np.arange(40, dtype=np.float32), "b": np.ones(3, np.int8)},
                      {"epoch": "12"})
     data = bytearray(path.read_bytes())
@@ -214,9 +214,9 @@ def test_checkpoints_format_any_flipped_bit_is_refused(tmp_path, position, bit):
     assert meta == load_file(path)[1] and all(np.array_equal(back[k], v) for k, v in load_file(path)[0].items())
 
 
-@pytest.mark.task("checkpoints_format")
+@pytest.mark.task("checkpoints_header")
 @pytest.mark.parametrize("cut", [1, 7, 100])
-def test_checkpoints_format_truncation_is_refused(tmp_path, cut):
+def test_checkpoints_header_truncation_is_refused(tmp_path, cut):
     path = save_file(tmp_path / "t.safetensors", {"w": np.arange(64, dtype=np.float64)})
     data = path.read_bytes()
     path.write_bytes(data[:-cut])
@@ -225,8 +225,8 @@ def test_checkpoints_format_truncation_is_refused(tmp_path, cut):
     assert str(path) in str(info.value)
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_verify_false_skips_the_checksum(tmp_path):
+@pytest.mark.task("checkpoints_read")
+def test_checkpoints_read_verify_false_skips_the_checksum(tmp_path):
     path = save_file(tmp_path / "v.safetensors", {"w": np.zeros(4, np.float32)})
     data = bytearray(path.read_bytes())
     data[-1] ^= 0x40
@@ -236,8 +236,8 @@ def test_checkpoints_format_verify_false_skips_the_checksum(tmp_path):
     assert load_file(path, verify=False)[0]["w"][-1] != 0
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_writer_errors_name_the_argument():
+@pytest.mark.task("checkpoints_write")
+def test_checkpoints_write_writer_errors_name_the_argument():
     with pytest.raises(TypeError, match="metadata.*'a'"):
         write_safetensors(io.BytesIO(), {}, {"a": 1})
     with pytest.raises(ValueError, match="__metadata__"):
@@ -246,8 +246,8 @@ def test_checkpoints_format_writer_errors_name_the_argument():
         write_safetensors(io.BytesIO(), {"c": np.zeros(2, np.complex64)})
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_no_pickle_on_the_load_path():
+@pytest.mark.task("checkpoints_read")
+def test_checkpoints_read_no_pickle_on_the_load_path():
     source = inspect.getsource(checkpoints)
     for word in ("pickle", "allow_pickle", "np.load(", "eval(", "exec("):
         assert word not in source.replace("# Why not pickle", ""), word
@@ -501,8 +501,8 @@ def test_checkpoints_resume_in_process_through_the_trainer_methods(tmp_path, fla
     assert straight.history["train_loss"] == second.history["train_loss"] and second.epoch == 4
 
 
-@pytest.mark.task("checkpoints_resume")
-def test_checkpoints_resume_restores_every_generator(tmp_path):
+@pytest.mark.task("checkpoints_rng")
+def test_checkpoints_rng_restores_every_generator(tmp_path):
     trainer, loader = run()
     trainer.fit(loader, epochs=1)
     tinyflo.manual_seed(11)
@@ -622,8 +622,8 @@ def test_checkpoints_retention_manager_reopens_and_leaves_other_files_alone(tmp_
     assert sorted(p.name for p in tmp_path.glob("*.safetensors")) == ["ckpt-00000100.safetensors"]
 
 
-@pytest.mark.task("checkpoints_retention")
-def test_checkpoints_retention_background_copy_is_taken_before_training_goes_on(tmp_path, monkeypatch):
+@pytest.mark.task("checkpoints_background")
+def test_checkpoints_background_copy_is_taken_before_training_goes_on(tmp_path, monkeypatch):
     trainer, loader = run()
     trainer.fit(loader, epochs=1)
     expected = [p.numpy().copy() for p in trainer.model.parameters()]
@@ -646,8 +646,8 @@ def test_checkpoints_retention_background_copy_is_taken_before_training_goes_on(
     assert all(np.array_equal(tensors[k], e) for k, e in zip(trainer.model.state_dict(), expected))
 
 
-@pytest.mark.task("checkpoints_retention")
-def test_checkpoints_retention_worker_errors_surface(tmp_path, monkeypatch):
+@pytest.mark.task("checkpoints_background")
+def test_checkpoints_background_worker_errors_surface(tmp_path, monkeypatch):
     def broken(path, snapshot):
         raise OSError("No space left on device")
 

@@ -49,9 +49,9 @@ def header_file(path: Path, header, payload: bytes = b"") -> Path:
     return path
 
 
-# ----- checkpoints_format: the header trusts nothing --------------------------------------------
+# ----- checkpoints_header, checkpoints_read: the header trusts nothing ------------------------
 
-@pytest.mark.task("checkpoints_format")
+@pytest.mark.task("checkpoints_header")
 @pytest.mark.parametrize("header, payload, message", [
     ({"x": {"dtype": "F32", "shape": [1] * 65, "data_offsets": [0, 4]}}, b"\0" * 4, "at most 64"),
     ({"x": {"dtype": ["F32"], "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4, "dtype must be a string"),
@@ -64,15 +64,15 @@ def header_file(path: Path, header, payload: bytes = b"") -> Path:
     (b"\xff\xfe{}", b"", "not valid JSON"),
 ], ids=["65 dims", "dtype list", "zero size huge dims", "long zero-size shape", "metadata 0", "metadata list",
         "huge integer", "deep nesting", "bad utf-8"])
-def test_checkpoints_format_hostile_headers_are_checkpoint_errors(tmp_path, header, payload, message):
+def test_checkpoints_header_hostile_headers_are_checkpoint_errors(tmp_path, header, payload, message):
     path = header_file(tmp_path / "bad.safetensors", header, payload)
     with pytest.raises(CheckpointError, match=message) as caught:
         load_file(path)
     assert str(path) in str(caught.value)
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_long_shapes_are_refused_fast(tmp_path):
+@pytest.mark.task("checkpoints_header")
+def test_checkpoints_header_long_shapes_are_refused_fast(tmp_path):
     path = header_file(tmp_path / "dos.safetensors", {"x": {"dtype": "F32", "shape": [2**62] * 64,
                                                             "data_offsets": [0, 4]}}, b"\0" * 4)
     start = time.perf_counter()
@@ -81,8 +81,8 @@ def test_checkpoints_format_long_shapes_are_refused_fast(tmp_path):
     assert time.perf_counter() - start < 0.5
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_short_read_is_an_error(tmp_path, monkeypatch):
+@pytest.mark.task("checkpoints_read")
+def test_checkpoints_read_short_read_is_an_error(tmp_path, monkeypatch):
     path = save_file(tmp_path / "s.safetensors", {"w": np.ones(4, np.float32)})
     real_open = open
 
@@ -108,15 +108,15 @@ def test_checkpoints_format_short_read_is_an_error(tmp_path, monkeypatch):
         load_file(path)
 
 
-@pytest.mark.task("checkpoints_format")
-def test_checkpoints_format_checksum_false_with_our_format_key_is_refused(tmp_path):
+@pytest.mark.task("checkpoints_read")
+def test_checkpoints_read_checksum_false_with_our_format_key_is_refused(tmp_path):
     with pytest.raises(ValueError, match="checksum=False"):
         save_file(tmp_path / "nc.safetensors", {"w": np.zeros(2, np.float32)}, {checkpoints.FORMAT_KEY: "1"},
                   checksum=False)
     assert not (tmp_path / "nc.safetensors").exists()
 
 
-@pytest.mark.task("checkpoints_format")
+@pytest.mark.task("checkpoints_read")
 @pytest.mark.parametrize("state, message", [
     ('{"model": 5}', "'model'"),
     ('{"model": {"keys": ["w"], "hash": "x"}}', "model.keys"),
@@ -126,7 +126,7 @@ def test_checkpoints_format_checksum_false_with_our_format_key_is_refused(tmp_pa
     ('{"extra": {"a": {"__tensor__": "nowhere"}}}', "nowhere"),
     ("[" * 50_000 + "]" * 50_000, "not valid JSON"),
 ])
-def test_checkpoints_format_damaged_state_is_a_checkpoint_error(tmp_path, state, message):
+def test_checkpoints_read_damaged_state_is_a_checkpoint_error(tmp_path, state, message):
     path = header_file(tmp_path / "st.safetensors", {"0.weight": {"dtype": "F32", "shape": [1, 1], "data_offsets": [0, 4]},
                                                      "__metadata__": {checkpoints.STATE_KEY: state}}, b"\0" * 4)
     with pytest.raises(CheckpointError, match=message) as caught:
@@ -199,8 +199,8 @@ def test_checkpoints_load_every_check_comes_before_the_first_copy(tmp_path):
     assert "os.system" in untouched(fresh, lambda: load_checkpoint(odd, trainer=fresh))
 
 
-@pytest.mark.task("optim_state_dict")
-def test_optim_state_dict_failed_load_changes_nothing():
+@pytest.mark.task("optim_load_state_dict")
+def test_optim_load_state_dict_failed_load_changes_nothing():
     trainer, loader = build(0, "sgd")
     trainer.fit(loader, epochs=1)
     saved = trainer.optimizer.state_dict()
@@ -228,8 +228,8 @@ def test_checkpoints_load_extra_that_looks_like_a_tensor_reference_is_data(tmp_p
 
 # ----- checkpoints_resume -----------------------------------------------------------------------
 
-@pytest.mark.task("checkpoints_resume")
-def test_checkpoints_resume_restores_a_generator_that_is_not_pcg64(tmp_path):
+@pytest.mark.task("checkpoints_rng")
+def test_checkpoints_rng_restores_a_generator_that_is_not_pcg64(tmp_path):
     model = Sequential(Linear(4, 3))
     saved_generator = _Generators.numpy
     try:
@@ -303,8 +303,8 @@ def test_checkpoints_retention_leaves_other_processes_temp_files_alone(tmp_path)
     assert in_flight.exists()
 
 
-@pytest.mark.task("checkpoints_retention")
-def test_checkpoints_retention_background_job_runs_on_another_thread():
+@pytest.mark.task("checkpoints_background")
+def test_checkpoints_background_job_runs_on_another_thread():
     seen = []
     saver = checkpoints.BackgroundSaver()
     saver.submit(lambda: seen.append(threading.current_thread()))

@@ -261,10 +261,10 @@ def _roundtrip_json(saved: dict) -> dict:
     return back
 
 
-@pytest.mark.task("optim_state_dict")
+@pytest.mark.task("optim_load_state_dict")
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_optim_state_dict_resume_is_exact(case, path):
+def test_optim_load_state_dict_resume_is_exact(case, path):
     flat = path == "flat"
     straight = initial()
     opt = build(case, straight, flat)
@@ -302,8 +302,8 @@ def test_optim_state_dict_is_a_copy_with_plain_scalars():
     assert saved["param_groups"][0]["params"] == [0, 1, 2, 3]
 
 
-@pytest.mark.task("optim_state_dict")
-def test_optim_state_dict_mismatches_are_named():
+@pytest.mark.task("optim_load_state_dict")
+def test_optim_load_state_dict_mismatches_are_named():
     params = initial()
     opt = optim.Adam(params)
     feed(params, 0)
@@ -342,8 +342,8 @@ def test_optim_flat_parameters_are_views_of_one_buffer():
     assert all(np.shares_memory(opt.state[p]["exp_avg"], state_buffer) for p in params)
 
 
-@pytest.mark.task("optim_flat")
-def test_optim_flat_trains_a_model_like_the_loop():
+@pytest.mark.task("optim_flat_step")
+def test_optim_flat_step_trains_a_model_like_the_loop():
     def model():
         net = Sequential(Linear(5, 8), Linear(8, 3))
         for i, p in enumerate(net.parameters()):
@@ -387,8 +387,8 @@ def test_optim_adam_fused_cupy_kernel_matches_numpy(cls, amsgrad):
         np.testing.assert_allclose(cupy.asnumpy(b.data), a.data, atol=1e-10)
 
 
-@pytest.mark.task("optim_flat")
-def test_optim_flat_refuses_parameters_moved_after_flattening():
+@pytest.mark.task("optim_flat_step")
+def test_optim_flat_step_refuses_parameters_moved_after_flattening():
     """model.to() after building a flat optimizer must not leave it updating a buffer nobody uses."""
     model = Linear(4, 3)
     opt = optim.SGD(model.parameters(), lr=0.5, flat=True)
@@ -399,11 +399,11 @@ def test_optim_flat_refuses_parameters_moved_after_flattening():
         opt.step()
 
 
-@pytest.mark.task("optim_flat")
+@pytest.mark.task("optim_flat_step")
 @pytest.mark.parametrize("cls,kwargs", [(optim.Adam, {}), (optim.Adam, {"weight_decay": 0.1, "amsgrad": True}),
                                         (optim.AdamW, {})])
-def test_optim_flat_adam_step_is_the_loops_to_the_bit_and_allocates_no_temporaries(cls, kwargs):
-    """The flat Adam step (given ``_update_block``: out= into one scratch block) matches the loop exactly."""
+def test_optim_flat_step_adam_is_the_loops_to_the_bit_and_allocates_no_temporaries(cls, kwargs):
+    """The flat Adam step (the loop's own rule on each block, into spare arrays) matches the loop exactly."""
     import tracemalloc
 
     rng = np.random.default_rng(0)
@@ -426,5 +426,5 @@ def test_optim_flat_adam_step_is_the_loops_to_the_bit_and_allocates_no_temporari
             np.testing.assert_array_equal(a.data, b.data)
         sizes = [block[0].size for block in blocks.blocks]
         assert len(sizes) > 1 and max(sizes) - min(sizes) < len(sizes) and max(sizes) <= optim.CHUNK
-        if t > 0:  # the first step makes the state and the scratch block
+        if t > 0:  # the first step makes the state and the spare blocks
             assert peak < 100_000, f"the flat step allocated {peak} bytes; expected no array-sized temporaries"

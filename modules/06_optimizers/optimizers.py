@@ -22,22 +22,25 @@
 # * the rule is written once, against whole arrays, as `_update(p, g, state,
 #   group)` — it changes `p` and the state arrays in place;
 # * the teaching version calls it once per parameter tensor;
-# * the fast version calls it **once per group**, on one flat buffer that
-#   holds every parameter of the group back to back (the parameters become
-#   views into it), so a step is a handful of whole-buffer NumPy operations
-#   instead of a Python loop that does them for each of 100 small tensors.
+# * the fast version calls the same rule on one flat buffer that holds every
+#   parameter of the group back to back (the parameters become views into
+#   it), a few large blocks at a time, so a step is a handful of whole-buffer
+#   NumPy operations instead of a Python loop that does them for each of 100
+#   small tensors.
 #
-# | task | what |
-# |---|---|
-# | `optim_optimizer` | the base: parameter groups, `step` skipping frozen and grad-less parameters, `zero_grad`, `set_lr` |
-# | `optim_sgd` | SGD with momentum, dampening, Nesterov and weight decay |
-# | `optim_adam` | Adam (with AMSGrad) and AdamW (decoupled weight decay) |
-# | `optim_rmsprop` | RMSprop (momentum, centered) |
-# | `optim_adagrad` | Adagrad (lr decay, initial accumulator) |
-# | `optim_radam` | RAdam: Adam with a rectified warm-up |
-# | `optim_nadam` | NAdam: Adam with Nesterov momentum |
-# | `optim_state_dict` | `state_dict` / `load_state_dict` for an exact resume |
-# | `optim_flat` | the flat buffer: one vectorised step per group |
+# | task | points | what |
+# |---|---|---|
+# | `optim_optimizer` | 3 | the base: parameter groups, `step` skipping frozen and grad-less parameters, `zero_grad`, `set_lr` |
+# | `optim_sgd` | 3 | SGD with momentum, dampening, Nesterov and weight decay |
+# | `optim_adam` | 4 | Adam (with AMSGrad) and AdamW (decoupled weight decay), without temporary arrays |
+# | `optim_rmsprop` | 2 | RMSprop (momentum, centered) |
+# | `optim_adagrad` | 2 | Adagrad (lr decay, initial accumulator) |
+# | `optim_radam` | 2 | RAdam: Adam with a rectified warm-up |
+# | `optim_nadam` | 2 | NAdam: Adam with Nesterov momentum |
+# | `optim_state_dict` | 1 | `state_dict`: the state as plain numbers and copies |
+# | `optim_load_state_dict` | 2 | `load_state_dict`: an exact resume |
+# | `optim_flat` | 1 | the flat buffer: a group's parameters become views of one array |
+# | `optim_flat_step` | 2 | the flat step: one vectorised update per block of the buffer |
 #
 # The update rules and defaults are PyTorch's, to the last term: the tests
 # replay 20-step trajectories recorded from `torch.optim`.
@@ -103,7 +106,7 @@ def _close(a, b, atol=1e-6):
 #   one group, once; hyper-parameters are checked by `_check(group)`, which
 #   each optimizer writes, so `lr=-1` is an error that says so.
 #
-# ### Task `optim_optimizer`
+# ### Task `optim_optimizer` (3 points): parameter groups and the step loop
 
 # %% nbgrader={"grade": false, "grade_id": "optim_optimizer_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -192,10 +195,17 @@ class Optimizer:
         """Update array ``p`` in place from gradient ``g``; ``state['step']`` is already counted."""
         raise NotImplementedError
 
-    def _update_block(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any) -> None:
-        """``_update`` on one block of a flat group, where ``g`` is the optimizer's own copy (it may be
-        overwritten) and ``scratch`` a spare array of the block's size; a rule may override it to go faster."""
-        self._update(p, g, state, group)
+    _spares: dict[tuple[Any, int], Any] | None = None  # made on first use: see _spare
+
+    def _spare(self, p: Any, i: int = 0) -> Any:
+        """Spare NumPy array number ``i`` shaped like ``p``, for a rule's intermediate results: a view of a
+        buffer the optimizer keeps from step to step (grown to the largest ``p``), so a step allocates nothing."""
+        if self._spares is None:
+            self._spares = {}
+        buffer = self._spares.get((p.dtype, i))
+        if buffer is None or buffer.size < p.size:
+            buffer = self._spares[p.dtype, i] = np.empty(p.size, p.dtype)
+        return buffer[:p.size].reshape(p.shape)
 
     def step(self) -> None:
         """Update every parameter that requires grad and has one."""
@@ -269,32 +279,38 @@ assert [g["lr"] for g in opt.param_groups] == [0.1, 1.0], "a group's own lr wins
 a.grad, b.grad = Tensor([1.0, 1.0]), Tensor([1.0])
 frozen.grad = Tensor([1.0])
 opt.step()
-assert _close(a.data, [0.9, 1.9]) and _close(b.data, [2.0]) and _close(frozen.data, [5.0])
-assert opt.state[a]["step"] == 1 and frozen not in opt.state
+assert _close(a.data, [0.9, 1.9]) and _close(b.data, [2.0]), "each parameter moves by its group's lr times its gradient"
+assert _close(frozen.data, [5.0]), "a frozen parameter (requires_grad=False) is never updated, even with a gradient"
+assert opt.state[a]["step"] == 1 and frozen not in opt.state, "one step counted for a, no state for the frozen one"
 opt.zero_grad()
-assert a.grad is None and b.grad is None
+assert a.grad is None and b.grad is None, "zero_grad() sets every .grad to None"
 ### BEGIN HIDDEN TESTS
 opt.step()
-assert _close(a.data, [0.9, 1.9]), "a parameter without a gradient is skipped"
+assert _close(a.data, [0.9, 1.9]) and opt.state[a]["step"] == 1, \
+    "a parameter without a gradient is skipped: its values and its step count stay as they were"
+b.grad = Tensor([1.0])
+opt.step()
+assert opt.state[b]["step"] == 2 and _close(b.data, [1.0]), "every step adds 1 to the step count of each parameter it updates"
 a.grad = Tensor([2.0, 2.0])
 opt.zero_grad(set_to_none=False)
-assert a.grad is not None and _close(a.grad.data, [0, 0])
+assert a.grad is not None and _close(a.grad.data, [0, 0]), "zero_grad(set_to_none=False) writes zeros into the gradients"
 opt.set_lr(0.5)
-assert [g["lr"] for g in opt.param_groups] == [0.5, 0.5]
+assert [g["lr"] for g in opt.param_groups] == [0.5, 0.5], "set_lr sets the lr of every group"
 c = Parameter([0.0])
 opt.add_param_group({"params": [c], "lr": 2.0})
-assert opt.param_groups[-1]["params"] == [c] and opt.param_groups[-1]["lr"] == 2.0
+assert opt.param_groups[-1]["params"] == [c] and opt.param_groups[-1]["lr"] == 2.0, \
+    "add_param_group appends the group with its own lr"
 for bad in ([], [{"params": [a]}, {"params": [a]}]):
     try:
         _Plain(bad)
-        raise AssertionError(f"{bad!r} must be refused")
+        raise AssertionError(f"an empty parameter list and a parameter in two groups must be refused; {bad!r} was not")
     except ValueError:
         pass
 try:
     _Plain([a], lr=-1.0)
-    raise AssertionError("a negative lr must be refused")
+    raise AssertionError("a negative lr must be refused with a ValueError")
 except ValueError as err:
-    assert "lr" in str(err)
+    assert "lr" in str(err), f"the error for lr=-1 must name lr; got {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -318,7 +334,7 @@ except ValueError as err:
 # still read (and accumulate into). `g = g + λθ` makes a new array;
 # `g += λθ` would not.
 #
-# ### Task `optim_sgd`
+# ### Task `optim_sgd` (3 points): SGD with momentum
 
 # %% nbgrader={"grade": false, "grade_id": "optim_sgd_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -374,18 +390,24 @@ def _run(make, steps=3, dtype=np.float64):
     return p.data
 
 
-assert _close(_run(lambda ps: SGD(ps, lr=0.1)), [0.708834, -0.550207, 1.090015])
-assert _close(_run(lambda ps: SGD(ps, lr=0.05, momentum=0.9)), [0.716868, -0.51491, 0.673129])
+assert _close(_run(lambda ps: SGD(ps, lr=0.1)), [0.708834, -0.550207, 1.090015]), "plain SGD"
+assert _close(_run(lambda ps: SGD(ps, lr=0.05, momentum=0.9)), [0.716868, -0.51491, 0.673129]), "SGD with momentum"
 ### BEGIN HIDDEN TESTS
 assert _close(_run(lambda ps: SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.1)),
-              [0.770347, -0.337223, 0.559954])
-assert _close(_run(lambda ps: SGD(ps, lr=0.05, momentum=0.8, dampening=0.3)), [0.673586, -0.609827, 0.880272])
-assert _run(lambda ps: SGD(ps, lr=0.1, momentum=0.9), dtype=np.float32).dtype == np.float32
+              [0.770347, -0.337223, 0.559954]), "SGD with Nesterov momentum and weight decay differs from torch.optim.SGD"
+assert _close(_run(lambda ps: SGD(ps, lr=0.05, momentum=0.8, dampening=0.3)), [0.673586, -0.609827, 0.880272]), \
+    "SGD with dampening differs from torch.optim.SGD (the first buffer is the gradient itself)"
+assert _run(lambda ps: SGD(ps, lr=0.1, momentum=0.9), dtype=np.float32).dtype == np.float32, \
+    "float32 parameters must stay float32"
+kept = Parameter(np.array([1.0, -2.0]))
+kept.grad = Tensor(np.array([0.5, 0.5]))
+SGD([kept], lr=0.1, weight_decay=0.5).step()
+assert _close(kept.grad.data, [0.5, 0.5]), "the step must not write into p.grad (weight decay makes a new array)"
 try:
     SGD([Parameter([1.0])], lr=0.1, nesterov=True)
-    raise AssertionError("nesterov without momentum must be refused")
+    raise AssertionError("nesterov=True without momentum must be refused with a ValueError")
 except ValueError as err:
-    assert "momentum" in str(err)
+    assert "momentum" in str(err), f"the error for nesterov without momentum must name momentum; got {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -404,16 +426,143 @@ except ValueError as err:
 #
 # AdamW (Loshchilov & Hutter) *decouples* the weight decay: instead of adding
 # $\lambda\theta$ to the gradient, where Adam's division by $\sqrt{v}$ would
-# rescale it, it shrinks the weights directly. Same class, one flag;
-# `AdamW`'s default `weight_decay` is 0.01, Adam's 0.
+# rescale it, it shrinks the weights directly. Same class, one flag
+# (`self._decoupled`); `AdamW`'s default `weight_decay` is 0.01, Adam's 0.
 #
-# On a GPU the whole rule is one fused CuPy kernel (`_adam_kernel`): each
-# number of θ, g, m, v is read once and written once, instead of a dozen
-# separate passes over memory, one per arithmetic operation.
+# **Without temporary arrays.** Written plainly, the rule makes a new array
+# for almost every operation — `(1 - beta1) * g`, `g * g`, `np.sqrt(v)`,
+# `m / denom`, ... — each the size of the parameter, allocated, written
+# once, read once and freed, on every step. Adam is the optimizer of large
+# models, and its step is the one the flat buffer (the last tasks) is made
+# to speed up; so write this rule without them. Every intermediate result
+# goes into one spare array, `tmp = self._spare(p)` (given in the base
+# class: an array shaped like `p` that the optimizer keeps from step to
+# step), through the `out=` argument of NumPy's functions and the in-place
+# operators:
 #
-# ### Task `optim_adam`
+# ```python
+# m += np.multiply(g, 1 - beta1, out=tmp)     # not: m += (1 - beta1) * g
+# np.sqrt(v, out=tmp)                         # not: denom = np.sqrt(v)
+# ```
+#
+# Compute the formulas as written, in their order (the denominator
+# $\sqrt{\hat v_t}/\sqrt{1-\beta_2^t} + \epsilon$ first, then $m_t$ divided by
+# it, then times $\gamma/(1-\beta_1^t)$), so that the numbers are PyTorch's.
+# Never write into `g`, the user's gradient: Adam's $g + \lambda\theta$ goes
+# into a second spare, `self._spare(p, 1)`. AMSGrad's maximum goes into its
+# state array (`np.maximum(..., out=state["max_exp_avg_sq"])`). The tests
+# check that a step allocates no array the size of the parameter.
+#
+# On a GPU, `_update` hands the whole step to one fused CuPy kernel (given
+# after the grade cell); you write the NumPy rule.
+#
+# ### Task `optim_adam` (4 points): Adam and AdamW without temporary arrays
 
 # %% nbgrader={"grade": false, "grade_id": "optim_adam_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class Adam(Optimizer):
+    """Adam: per-number step sizes from running averages of the gradient and its square."""
+
+    _decoupled = False
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, flat: bool = False) -> None:
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
+        super().__init__(params, defaults)
+
+    def _check(self, group: dict[str, Any]) -> None:
+        name = type(self).__name__
+        _nonnegative(name, group, "lr", "eps", "weight_decay")
+        _betas(name, group)
+
+    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
+        xp = _xp(p)
+        state = {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = xp.zeros_like(p)
+        return state
+
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+        if _xp(p) is not np:  # a GPU: the whole step as one fused kernel (given after the grade cell)
+            _adam_on_gpu(self, p, g, state, group)
+            return
+        ### BEGIN SOLUTION
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        t = state["step"]
+        bias1, bias2 = 1 - beta1**t, 1 - beta2**t
+        m, v, tmp = state["exp_avg"], state["exp_avg_sq"], self._spare(p)
+        if decay != 0:
+            if self._decoupled:
+                p *= 1 - lr * decay
+            else:  # g + λθ into a second spare: never into g, the user's gradient
+                g = np.add(g, np.multiply(p, decay, out=tmp), out=self._spare(p, 1))
+        m *= beta1
+        m += np.multiply(g, 1 - beta1, out=tmp)
+        v *= beta2
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
+        v += tmp
+        if group["amsgrad"]:
+            v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
+        np.sqrt(v, out=tmp)
+        tmp /= math.sqrt(bias2)
+        tmp += eps
+        np.divide(m, tmp, out=tmp)
+        tmp *= lr / bias1
+        p -= tmp
+        ### END SOLUTION
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: the weights shrink by ``lr * weight_decay`` each step."""
+
+    _decoupled = True
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, flat: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, flat)
+
+
+# %% nbgrader={"grade": true, "grade_id": "optim_adam", "locked": true, "points": 4, "schema_version": 3, "solution": false}
+assert _close(_run(lambda ps: Adam(ps, lr=0.1)), [0.793489, -0.703889, 1.702742]), "Adam"
+assert _close(_run(lambda ps: AdamW(ps, lr=0.1)), [0.791736, -0.70123, 1.697136]), "AdamW (weight_decay=0.01)"
+### BEGIN HIDDEN TESTS
+assert _close(_run(lambda ps: Adam(ps, lr=0.1, weight_decay=0.5, amsgrad=True), steps=5),
+              [0.84876, -0.515411, 1.510959]), "Adam with weight decay and amsgrad differs from torch.optim.Adam"
+assert _close(_run(lambda ps: AdamW(ps, lr=0.05, betas=(0.8, 0.9), weight_decay=0.3), steps=5),
+              [0.696242, -0.691082, 1.616398]), "AdamW with weight decay differs from torch.optim.AdamW"
+assert _close(_run(lambda ps: Adam(ps, lr=0.1, eps=0.5)), [0.682093, -0.76635, 1.7236]), \
+    "Adam with a large eps differs from torch.optim.Adam: eps is added after dividing by sqrt(1 - beta2^t)"
+assert _run(lambda ps: AdamW(ps, lr=0.1), dtype=np.float32).dtype == np.float32, "float32 parameters must stay float32"
+import tracemalloc
+
+for cls in (Adam, AdamW):
+    big = Parameter(np.linspace(-1.0, 1.0, 50_000))  # 400,000 bytes
+    big.grad = Tensor(np.cos(3 * big.data))
+    given = big.grad.data.copy()
+    big_opt = cls([big], lr=0.01, weight_decay=0.1, amsgrad=True)
+    big_opt.step()  # the first step makes the state and the spare arrays
+    tracemalloc.start()
+    big_opt.step()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert np.array_equal(big.grad.data, given), f"{cls.__name__}'s step must not write into p.grad"
+    assert peak < 100_000, (f"one {cls.__name__} step allocated {peak:,} bytes for a parameter of 400,000: "
+                            "write every intermediate result into self._spare(p) with out= and in-place operators")
+for bad in ({"betas": (1.0, 0.999)}, {"betas": (0.9, -0.1)}, {"eps": -1.0}):
+    try:
+        Adam([Parameter([1.0])], **bad)
+        raise AssertionError(f"betas outside [0, 1) and a negative eps must be refused; {bad} was not")
+    except ValueError:
+        pass
+### END HIDDEN TESTS
+
+# %% [markdown]
+# On a GPU the whole rule is one fused CuPy kernel: each number of θ, g, m,
+# v is read once and written once, instead of a dozen separate passes over
+# memory, one per operation of the NumPy rule. `_update` above calls it.
+
+# %%
 #| export
 _ADAM_KERNELS: dict[bool, Any] = {}
 
@@ -443,114 +592,14 @@ def _adam_kernel(amsgrad: bool) -> Any:
     return _ADAM_KERNELS[amsgrad]
 
 
-class Adam(Optimizer):
-    """Adam: per-number step sizes from running averages of the gradient and its square."""
+def _adam_on_gpu(opt: Adam, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    """One Adam/AdamW step of CuPy arrays, in place, as one fused kernel."""
+    lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
+    extra = (state["max_exp_avg_sq"],) if group["amsgrad"] else ()
+    _adam_kernel(group["amsgrad"])(g, lr, beta1, beta2, group["eps"], group["weight_decay"], 1 - beta1**t,
+                                   math.sqrt(1 - beta2**t), opt._decoupled, p, state["exp_avg"],
+                                   state["exp_avg_sq"], *extra)
 
-    _decoupled = False
-
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, flat: bool = False) -> None:
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
-        super().__init__(params, defaults)
-
-    def _check(self, group: dict[str, Any]) -> None:
-        name = type(self).__name__
-        _nonnegative(name, group, "lr", "eps", "weight_decay")
-        _betas(name, group)
-
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
-        state = {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
-        if group["amsgrad"]:
-            state["max_exp_avg_sq"] = xp.zeros_like(p)
-        return state
-
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        ### BEGIN SOLUTION
-        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        t = state["step"]
-        bias1, bias2 = 1 - beta1**t, 1 - beta2**t
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        xp = _xp(p)
-        if xp is not np:
-            extra = (state["max_exp_avg_sq"],) if group["amsgrad"] else ()
-            _adam_kernel(group["amsgrad"])(g, lr, beta1, beta2, eps, decay, bias1, math.sqrt(bias2),
-                                           self._decoupled, p, m, v, *extra)
-            return
-        if decay != 0:
-            if self._decoupled:
-                p *= 1 - lr * decay
-            else:
-                g = g + decay * p
-        m *= beta1
-        m += (1 - beta1) * g
-        v *= beta2
-        v += (1 - beta2) * (g * g)
-        if group["amsgrad"]:
-            v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-        denom = np.sqrt(v)
-        denom /= math.sqrt(bias2)
-        denom += eps
-        p -= (lr / bias1) * (m / denom)
-        ### END SOLUTION
-
-    def _update_block(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any) -> None:
-        """The same rule on a block of a flat group, without temporaries: every result goes into ``scratch``."""
-        if _xp(p) is not np or type(self)._update is not Adam._update:  # the fused GPU kernel; RAdam, NAdam
-            self._update(p, g, state, group)
-            return
-        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        t = state["step"]
-        bias1, bias2 = 1 - beta1**t, 1 - beta2**t
-        m, v, tmp = state["exp_avg"], state["exp_avg_sq"], scratch
-        if decay != 0:
-            if self._decoupled:
-                np.multiply(p, 1 - lr * decay, out=p)
-            else:
-                g += np.multiply(p, decay, out=tmp)  # g is the optimizer's copy of the gradient
-        m *= beta1
-        m += np.multiply(g, 1 - beta1, out=tmp)
-        v *= beta2
-        tmp = np.multiply(g, g, out=tmp)
-        tmp *= 1 - beta2
-        v += tmp
-        if group["amsgrad"]:
-            v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-        # the same operations in the same order as _update, so flat and loop agree to the last bit
-        tmp = np.sqrt(v, out=tmp)
-        tmp /= math.sqrt(bias2)
-        tmp += eps
-        tmp = np.divide(m, tmp, out=tmp)
-        tmp *= lr / bias1
-        p -= tmp
-
-
-class AdamW(Adam):
-    """Adam with decoupled weight decay: the weights shrink by ``lr * weight_decay`` each step."""
-
-    _decoupled = True
-
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, flat: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, flat)
-
-
-# %% nbgrader={"grade": true, "grade_id": "optim_adam", "locked": true, "points": 4, "schema_version": 3, "solution": false}
-assert _close(_run(lambda ps: Adam(ps, lr=0.1)), [0.793489, -0.703889, 1.702742])
-assert _close(_run(lambda ps: AdamW(ps, lr=0.1)), [0.791736, -0.70123, 1.697136])
-### BEGIN HIDDEN TESTS
-assert _close(_run(lambda ps: Adam(ps, lr=0.1, weight_decay=0.5, amsgrad=True), steps=5),
-              [0.84876, -0.515411, 1.510959])
-assert _close(_run(lambda ps: AdamW(ps, lr=0.05, betas=(0.8, 0.9), weight_decay=0.3), steps=5),
-              [0.696242, -0.691082, 1.616398])
-assert _run(lambda ps: AdamW(ps, lr=0.1), dtype=np.float32).dtype == np.float32
-for bad in ({"betas": (1.0, 0.999)}, {"betas": (0.9, -0.1)}, {"eps": -1.0}):
-    try:
-        Adam([Parameter([1.0])], **bad)
-        raise AssertionError(f"{bad} must be refused")
-    except ValueError:
-        pass
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## RMSprop
@@ -565,7 +614,7 @@ for bad in ({"betas": (1.0, 0.999)}, {"betas": (0.9, -0.1)}, {"eps": -1.0}):
 # $$b_t = \mu b_{t-1} + \frac{g_t}{\sqrt{\tilde v_t} + \epsilon},\ \theta_t = \theta_{t-1} - \gamma b_t \text{ (momentum)}, \text{ else }
 # \theta_t = \theta_{t-1} - \gamma \frac{g_t}{\sqrt{\tilde v_t} + \epsilon}$$
 #
-# ### Task `optim_rmsprop`
+# ### Task `optim_rmsprop` (2 points): RMSprop
 
 # %% nbgrader={"grade": false, "grade_id": "optim_rmsprop_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -618,11 +667,15 @@ class RMSprop(Optimizer):
 
 
 # %% nbgrader={"grade": true, "grade_id": "optim_rmsprop", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-assert _close(_run(lambda ps: RMSprop(ps, lr=0.01)), [0.703803, -0.789038, 1.78419])
+assert _close(_run(lambda ps: RMSprop(ps, lr=0.01)), [0.703803, -0.789038, 1.78419]), "RMSprop"
 ### BEGIN HIDDEN TESTS
 assert _close(_run(lambda ps: RMSprop(ps, lr=0.01, momentum=0.9, centered=True, weight_decay=0.1, alpha=0.9)),
-              [0.652207, -0.843852, 1.841143])
-assert _run(lambda ps: RMSprop(ps), dtype=np.float32).dtype == np.float32
+              [0.652207, -0.843852, 1.841143]), "centered RMSprop with momentum and weight decay differs from torch.optim.RMSprop"
+assert _close(_run(lambda ps: RMSprop(ps, lr=0.05, momentum=0.5, weight_decay=0.2)), [0.797886, 0.373851, 0.818974]), \
+    "RMSprop with momentum (not centered) differs from torch.optim.RMSprop"
+assert _close(_run(lambda ps: RMSprop(ps, lr=0.1, eps=0.5)), [0.813221, -0.415074, 1.160994]), \
+    "RMSprop with a large eps differs from torch.optim.RMSprop: eps is added to the square root"
+assert _run(lambda ps: RMSprop(ps), dtype=np.float32).dtype == np.float32, "float32 parameters must stay float32"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -636,7 +689,7 @@ assert _run(lambda ps: RMSprop(ps), dtype=np.float32).dtype == np.float32
 # $$g_t \leftarrow g_t + \lambda\theta_{t-1} \qquad \tilde\gamma_t = \frac{\gamma}{1 + (t-1)\,\eta}
 # \qquad s_t = s_{t-1} + g_t^2 \qquad \theta_t = \theta_{t-1} - \tilde\gamma_t\,\frac{g_t}{\sqrt{s_t} + \epsilon}$$
 #
-# ### Task `optim_adagrad`
+# ### Task `optim_adagrad` (2 points): Adagrad
 
 # %% nbgrader={"grade": false, "grade_id": "optim_adagrad_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -669,11 +722,13 @@ class Adagrad(Optimizer):
 
 
 # %% nbgrader={"grade": true, "grade_id": "optim_adagrad", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-assert _close(_run(lambda ps: Adagrad(ps, lr=0.1)), [0.703347, -0.789514, 1.784664])
+assert _close(_run(lambda ps: Adagrad(ps, lr=0.1)), [0.703347, -0.789514, 1.784664]), "Adagrad"
 ### BEGIN HIDDEN TESTS
 assert _close(_run(lambda ps: Adagrad(ps, lr=0.1, lr_decay=0.5, weight_decay=0.1, initial_accumulator_value=0.2)),
-              [0.645315, -0.836247, 1.83088])
-assert _run(lambda ps: Adagrad(ps), dtype=np.float32).dtype == np.float32
+              [0.645315, -0.836247, 1.83088]), "Adagrad with lr_decay, weight decay and an initial accumulator differs from torch.optim.Adagrad"
+assert _close(_run(lambda ps: Adagrad(ps, lr=0.1, eps=0.5)), [0.640252, -0.824466, 1.796015]), \
+    "Adagrad with a large eps differs from torch.optim.Adagrad: eps is added to the square root"
+assert _run(lambda ps: Adagrad(ps), dtype=np.float32).dtype == np.float32, "float32 parameters must stay float32"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -696,7 +751,7 @@ assert _run(lambda ps: Adagrad(ps), dtype=np.float32).dtype == np.float32
 # Note where ε goes: added to $\sqrt{v_t}$ *before* the bias correction
 # multiplies, unlike Adam.
 #
-# ### Task `optim_radam`
+# ### Task `optim_radam` (2 points): RAdam
 
 # %% nbgrader={"grade": false, "grade_id": "optim_radam_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -737,11 +792,13 @@ class RAdam(Adam):
 
 
 # %% nbgrader={"grade": true, "grade_id": "optim_radam", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-assert _close(_run(lambda ps: RAdam(ps, lr=0.1)), [0.733588, -0.485487, 0.650465])
+assert _close(_run(lambda ps: RAdam(ps, lr=0.1)), [0.733588, -0.485487, 0.650465]), "RAdam's first steps (momentum steps)"
 ### BEGIN HIDDEN TESTS
 assert _close(_run(lambda ps: RAdam(ps, lr=0.05, betas=(0.8, 0.9), weight_decay=0.1), steps=8),
-              [0.696517, -0.534669, 0.898625]), "rectified steps (rho_t > 5) from step 6 on"
-assert _run(lambda ps: RAdam(ps), dtype=np.float32).dtype == np.float32
+              [0.696517, -0.534669, 0.898625]), "RAdam differs from torch.optim.RAdam once it rectifies (rho_t > 5, from step 6 on here)"
+assert _close(_run(lambda ps: RAdam(ps, lr=0.05, betas=(0.8, 0.9), eps=0.5), steps=8), [0.692243, -0.569567, 0.931888]), \
+    "RAdam with a large eps differs from torch.optim.RAdam: eps is added to sqrt(v) before the bias correction"
+assert _run(lambda ps: RAdam(ps), dtype=np.float32).dtype == np.float32, "float32 parameters must stay float32"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -757,7 +814,7 @@ assert _run(lambda ps: RAdam(ps), dtype=np.float32).dtype == np.float32
 # $$m_t, v_t \text{ as in Adam (weight decay added to } g_t) \qquad d_t = \sqrt{v_t / (1-\beta_2^t)} + \epsilon$$
 # $$\theta_t = \theta_{t-1} - \gamma\frac{1-\mu_t}{1-\Pi_t}\frac{g_t}{d_t} - \gamma\frac{\mu_{t+1}}{1-\Pi_t\mu_{t+1}}\frac{m_t}{d_t}$$
 #
-# ### Task `optim_nadam`
+# ### Task `optim_nadam` (2 points): NAdam
 
 # %% nbgrader={"grade": false, "grade_id": "optim_nadam_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -802,11 +859,13 @@ class NAdam(Adam):
 
 
 # %% nbgrader={"grade": true, "grade_id": "optim_nadam", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-assert _close(_run(lambda ps: NAdam(ps, lr=0.1)), [0.729447, -0.762395, 1.757532])
+assert _close(_run(lambda ps: NAdam(ps, lr=0.1)), [0.729447, -0.762395, 1.757532]), "NAdam"
 ### BEGIN HIDDEN TESTS
 assert _close(_run(lambda ps: NAdam(ps, lr=0.05, momentum_decay=0.1, weight_decay=0.2), steps=6),
-              [0.673369, -0.786011, 1.771308])
-assert _run(lambda ps: NAdam(ps), dtype=np.float32).dtype == np.float32
+              [0.673369, -0.786011, 1.771308]), "NAdam with momentum_decay and weight decay differs from torch.optim.NAdam"
+assert _close(_run(lambda ps: NAdam(ps, lr=0.1, eps=0.5)), [0.646446, -0.810241, 1.773509]), \
+    "NAdam with a large eps differs from torch.optim.NAdam: eps is added to the bias-corrected square root"
+assert _run(lambda ps: NAdam(ps), dtype=np.float32).dtype == np.float32, "float32 parameters must stay float32"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -822,18 +881,16 @@ assert _run(lambda ps: NAdam(ps), dtype=np.float32).dtype == np.float32
 # ```
 #
 # Parameters are numbered in order across the groups: a parameter object
-# means nothing in another process, its position does. Scalars are plain
-# Python numbers, arrays are NumPy copies (taken off the GPU), so the dict
-# can go into JSON + safetensors. `load_state_dict` restores it into an
-# optimizer built over the same parameters; anything that does not match —
-# the number of groups, of parameters in a group, a state entry's name or
-# shape — is an error that says which group, which parameter, what was
-# expected and what came. Those checks are given: `_validate_state_dict(opt,
-# state_dict)` makes every one of them without changing anything (a
-# checkpoint loader calls it before it copies the first byte); call it
-# first. Loaded hyper-parameters replace the current ones.
+# means nothing in another process, its position does. A parameter that has
+# not been updated yet has no state, so no entry in `"state"` — but it keeps
+# its number in its group's `"params"`. Scalars are plain Python numbers,
+# arrays are NumPy copies (taken off the GPU: `_host(value)`, given, does
+# both), so the dict can go into JSON + safetensors, and changing it later
+# changes nothing in the optimizer.
 #
-# ### Task `optim_state_dict`
+# ### Task `optim_state_dict` (1 point): the state as numbers and copies
+#
+# Write `_state_dict(opt)`, which `Optimizer.state_dict()` returns.
 
 # %% nbgrader={"grade": false, "grade_id": "optim_state_dict_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -865,6 +922,45 @@ def _state_dict(opt: Optimizer) -> dict[str, Any]:
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "optim_state_dict", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _train(opt, params, steps):
+    for _ in range(steps):
+        for p in params:
+            p.grad = Tensor(np.sin(3 * p.data) + 0.1 * p.data ** 2)
+        opt.step()
+
+
+w1, w2 = Parameter(np.array([0.5, -1.0], np.float32)), Parameter(np.array([[2.0]], np.float32))
+opt = Adam([{"params": [w1]}, {"params": [w2], "lr": 0.01}], lr=0.1)
+_train(opt, [w1, w2], 3)
+saved = opt.state_dict()
+assert saved["state"][0]["step"] == 3 and saved["state"][1]["exp_avg"].shape == (1, 1), \
+    "state: each parameter's step count and arrays, under its number"
+assert [g["params"] for g in saved["param_groups"]] == [[0], [1]] and saved["param_groups"][1]["lr"] == 0.01, \
+    "param_groups: each group's hyper-parameters, and its parameters as numbers counted across the groups"
+### BEGIN HIDDEN TESTS
+saved["state"][0]["exp_avg"][...] = 123.0
+assert not np.any(opt.state[w1]["exp_avg"] == 123.0), "state_dict holds copies of the state arrays, not the arrays themselves"
+stepped, idle, later = Parameter([1.0]), Parameter([2.0]), Parameter([3.0])
+partly = SGD([{"params": [stepped, idle]}, {"params": [later]}], lr=0.1, momentum=0.9)
+stepped.grad, later.grad = Tensor([1.0]), Tensor([1.0])
+partly.step()
+partial = partly.state_dict()
+assert sorted(partial["state"]) == [0, 2] and [g["params"] for g in partial["param_groups"]] == [[0, 1], [2]], \
+    "a parameter without state has no entry in 'state' but keeps its number"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# `load_state_dict` restores such a dict into an optimizer built over the
+# same parameters; anything that does not match — the number of groups, of
+# parameters in a group, a state entry's name or shape — is an error that
+# says which group, which parameter, what was expected and what came. Those
+# checks are given: `_validate_state_dict(opt, state_dict)` makes every one
+# of them without changing anything (a checkpoint loader calls it before it
+# copies the first byte).
+
+# %%
+#| export
 def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
     """Every check ``load_state_dict`` makes, without changing anything: a ValueError saying what does not match."""
     name = type(opt).__name__
@@ -909,6 +1005,28 @@ def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
                                      f"shape {shape}; the parameter has shape {p.shape}")
 
 
+# %% [markdown]
+# ### Task `optim_load_state_dict` (2 points): an exact resume
+#
+# Write `_load_state_dict(opt, state_dict)`, which
+# `Optimizer.load_state_dict` calls:
+#
+# 1. `_validate_state_dict(opt, state_dict)` first: a dict that does not
+#    fit changes nothing.
+# 2. Loaded hyper-parameters replace the current ones, group by group
+#    (all but `"params"` and `"flat"`; JSON brings tuples back as lists:
+#    make `betas` a tuple again).
+# 3. For each parameter with an entry in `"state"`: make its state if it
+#    has none yet (`opt._new_state`), then copy each array **into** the
+#    existing state array (`state[key][...] = ...`, in the parameter's
+#    dtype, on its device: `_xp(p.data).asarray(value, dtype=p.dtype)`) and
+#    set each scalar. Copying in, rather than keeping the given arrays,
+#    means that training on does not change the dict you were given — and
+#    a flat group's state (the last tasks) stays one buffer: for a flat
+#    group, call `_flat_state(opt, i)` before copying, so the views exist.
+
+# %% nbgrader={"grade": false, "grade_id": "optim_load_state_dict_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
     ### BEGIN SOLUTION
     _validate_state_dict(opt, state_dict)
@@ -932,20 +1050,12 @@ def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "optim_state_dict", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-def _train(opt, params, steps):
-    for _ in range(steps):
-        for p in params:
-            p.grad = Tensor(np.sin(3 * p.data) + 0.1 * p.data ** 2)
-        opt.step()
-
-
+# %% nbgrader={"grade": true, "grade_id": "optim_load_state_dict", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 w1, w2 = Parameter(np.array([0.5, -1.0], np.float32)), Parameter(np.array([[2.0]], np.float32))
 opt = Adam([{"params": [w1]}, {"params": [w2], "lr": 0.01}], lr=0.1)
 _train(opt, [w1, w2], 3)
 saved = opt.state_dict()
-assert saved["state"][0]["step"] == 3 and saved["state"][1]["exp_avg"].shape == (1, 1)
-assert [g["params"] for g in saved["param_groups"]] == [[0], [1]] and saved["param_groups"][1]["lr"] == 0.01
+saved_exp_avg = saved["state"][0]["exp_avg"].copy()
 v1, v2 = Parameter(w1.data.copy()), Parameter(w2.data.copy())
 again = Adam([{"params": [v1]}, {"params": [v2]}], lr=0.5)
 again.load_state_dict(saved)
@@ -953,19 +1063,24 @@ _train(opt, [w1, w2], 4)
 _train(again, [v1, v2], 4)
 assert np.array_equal(w1.data, v1.data) and np.array_equal(w2.data, v2.data), "resume must be exact"
 ### BEGIN HIDDEN TESTS
-assert again.param_groups[1]["lr"] == 0.01 and again.state[v1]["step"] == 7
-saved["state"][0]["exp_avg"][...] = 123.0
-assert not np.any(opt.state[w1]["exp_avg"] == 123.0), "state_dict holds copies"
+assert again.param_groups[1]["lr"] == 0.01, "the loaded hyper-parameters replace the optimizer's own"
+assert again.state[v1]["step"] == 7, "the loaded step count goes on counting"
+assert np.array_equal(saved["state"][0]["exp_avg"], saved_exp_avg), \
+    "training after a load must not change the dict that was loaded: copy its arrays into the optimizer's own"
+betas_back = Adam([{"params": [Parameter([1.0])]}, {"params": [Parameter([[1.0]])]}])
+betas_back.load_state_dict({"state": {}, "param_groups": [{**g, "betas": list(g["betas"])} for g in saved["param_groups"]]})
+assert betas_back.param_groups[0]["betas"] == (0.9, 0.999), "betas loaded from JSON (a list) become a tuple again"
 for broken in ({"param_groups": saved["param_groups"][:1], "state": saved["state"]},
                {"param_groups": saved["param_groups"],
                 "state": {0: {"step": 1, "exp_avg": np.zeros(5), "exp_avg_sq": np.zeros(5)}}},
                {"param_groups": saved["param_groups"], "state": {0: {"step": 1}}}):
     try:
         Adam([{"params": [v1]}, {"params": [v2]}]).load_state_dict(broken)
-        raise AssertionError("a state that does not match must be refused")
+        raise AssertionError("a state that does not fit the optimizer must be refused with a ValueError")
     except ValueError:
         pass
 ### END HIDDEN TESTS
+
 
 # %% [markdown]
 # ## Speed: one flat buffer per group
@@ -982,63 +1097,20 @@ for broken in ({"param_groups": saved["param_groups"][:1], "state": saved["state
 # `flat=True`, the optimizer copies every parameter of a group into **one
 # contiguous buffer** and makes each `p.data` a view into its slice of it
 # (`buffer[offset:offset + n].reshape(shape)`). The model keeps working on
-# `p.data` as before — it is the same memory. The state arrays get the same
-# layout: one flat `exp_avg` per group, each parameter's `state[p]["exp_avg"]`
-# a view into it. A step is then
+# `p.data` as before — it is the same memory.
 #
-# 1. copy the gradients into a flat gradient buffer:
-#    `np.concatenate([p.grad.data for p in params], axis=None, out=grad)`
-#    (`axis=None` flattens each gradient) — one copy, done in C;
-# 2. `_update(buffer, grad, flat_state, group)`: the same ten operations,
-#    each over the whole group.
+# ### Task `optim_flat` (1 point): a group's parameters in one buffer
 #
-# One refinement for the CPU: each NumPy operation streams its arrays
-# through memory once. Over a 10 MB buffer, ten operations mean ten trips to
-# main memory, while the loop over 256 KB tensors kept each tensor in the
-# CPU's cache between its ten operations — so on large models a naive flat
-# step can be *slower* than the loop. The flat step therefore runs `_update`
-# on consecutive, equal blocks of at most `CHUNK` numbers (views, made once):
-# few enough calls that dispatch stays negligible, small enough blocks that
-# each stays in cache (*cache blocking*). How small pays depends on the
-# machine: on the 2-core development machine (1 MB L2, 32 MB L3 cache) blocks
-# of 2¹⁷ numbers were fastest, 2¹⁵ about 8% slower (more dispatches), one
-# unblocked pass over 1.7 M numbers about 3% slower. On a GPU the whole
-# buffer is one block.
-#
-# The flat step calls `opt._update_block(p, g, state, group, scratch)` on
-# each block; by default that is just `_update`. Written plainly, Adam's
-# `_update` makes six temporary arrays per call (`(1 - beta1) * g`, `g * g`,
-# `np.sqrt(v)`, ...) on top of its thirteen passes over memory. Adam
-# therefore also has a given `_update_block`: the same operations in the
-# same order, with every intermediate written into one preallocated
-# `scratch` block (`np.sqrt(v, out=scratch)`, in-place `*=`), so nothing is
-# allocated and the result is bit for bit the loop's (a checkpoint resumes
-# exactly in either layout; folding the bias corrections into one scalar
-# would save a pass but change the rounding). It may also overwrite `g`,
-# which in the flat step is the optimizer's own copy. It is faster and
-# harder to read — which is why the rule you write stays the plain one, and
-# the tests hold both to PyTorch's numbers.
-#
-# Keep the per-step bookkeeping over the parameters cheap too: with 100
-# tensors, a check that costs a microsecond per parameter costs as much as
-# the whole update of 10 k numbers. Collect what you need in one list
-# (`[opt.state[p] for p in params]`) and test it with list methods rather
-# than a nested generator per parameter.
-#
-# Why copy the gradients instead of making each `.grad` a view into the flat
-# gradient buffer? Because `zero_grad()` sets `.grad = None`, and the next
-# backward then stores a fresh array of its own (module 02): views would have
-# to be re-installed after every `zero_grad`, and a single forgotten case
-# silently trains on stale gradients. One copy is always right and costs one
-# pass over memory, against the ten or so the rule makes anyway.
-#
-# The flat step needs every parameter of the group to take part, with the
-# same step count. When one does not (frozen, no gradient this step), the
-# group runs the per-parameter loop on the views instead — same memory, same
-# results, only slower. All parameters of a flat group must share dtype and
-# device.
-#
-# ### Task `optim_flat`
+# `_flatten_group(opt, index)` (called by `add_param_group` for a group with
+# `flat=True`): check that every parameter of the group has the first one's
+# dtype and device (a `ValueError` naming the parameter, its dtype and
+# device, otherwise); make one buffer of the group's total size (on that
+# device: `with first.device:`) and a zeroed gradient buffer of the same
+# size; copy each parameter's values into its slice and make `p.data` the
+# view of that slice; record `opt._flat[index] = _FlatGroup(buffer, grad,
+# slices)`, with `slices` a list of `(offset, size, shape)` per parameter.
+# `CHUNK`, `flat_block_size` and `_FlatGroup` are given (the next task uses
+# them).
 
 # %% nbgrader={"grade": false, "grade_id": "optim_flat_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1057,16 +1129,14 @@ class _FlatGroup:
     def __init__(self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]]) -> None:
         self.params, self.grad, self.slices = params, grad, slices
         self.state: dict[str, Any] | None = None
-        self.blocks: list[tuple[Any, Any, dict[str, Any], Any]] = []
+        self.blocks: list[tuple[Any, Any, dict[str, Any]]] = []
 
     def make_blocks(self) -> None:
-        """(parameters, gradient, state, scratch) views of consecutive blocks of at most CHUNK numbers."""
-        xp, size = _xp(self.params), self.params.size
-        step = flat_block_size(size) if xp is np else max(size, 1)  # a GPU wants the whole buffer at once
-        scratch = xp.empty_like(self.params[:step])  # one spare block, on the buffer's device, reused by all
+        """(parameters, gradient, state) views of consecutive blocks of at most CHUNK numbers."""
+        size = self.params.size
+        step = flat_block_size(size) if _xp(self.params) is np else max(size, 1)  # a GPU wants it all at once
         self.blocks = [(self.params[i:i + step], self.grad[i:i + step],
-                        {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()},
-                        scratch[:min(step, size - i)])
+                        {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()})
                        for i in range(0, size, step)]
 
 
@@ -1094,7 +1164,95 @@ def _flatten_group(opt: Optimizer, index: int) -> None:
     opt._flat[index] = _FlatGroup(buffer, grad, slices)
     ### END SOLUTION
 
+# %% nbgrader={"grade": true, "grade_id": "optim_flat", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+def _model(seed=0):
+    rng = np.random.default_rng(seed)
+    return [Parameter(rng.standard_normal(shape)) for shape in [(4, 3), (3,), (3, 2), (2,)]]
 
+
+ps = _model()
+buffer_opt = SGD(ps, lr=0.1, momentum=0.9, flat=True)
+base = ps[0].data.base if ps[0].data.base is not None else ps[0].data
+assert all(np.shares_memory(p.data, base) for p in ps), "each p.data is a view of one buffer"
+reference = [p.data.copy() for p in _model()]
+assert all(p.data.shape == r.shape and np.array_equal(p.data, r) for p, r in zip(ps, reference)), \
+    "each parameter keeps its shape and its values"
+### BEGIN HIDDEN TESTS
+assert base.size == sum(r.size for r in reference) and base is buffer_opt._flat[0].params, \
+    "opt._flat[0] holds the group's buffer, with every parameter in it once"
+assert not np.shares_memory(buffer_opt._flat[0].grad, base) and buffer_opt._flat[0].grad.size == base.size, \
+    "the gradient buffer is a second array of the same size"
+try:
+    SGD([Parameter(np.zeros(2, np.float32)), Parameter(np.zeros(2))], flat=True)
+    raise AssertionError("parameters of different dtypes cannot share a flat buffer: expected a ValueError")
+except ValueError as err:
+    assert "dtype" in str(err), f"the error for mixed dtypes must say dtype; got {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The state arrays get the same layout as the parameters: one flat
+# `exp_avg` per group, each parameter's `state[p]["exp_avg"]` a view into
+# it. A step is then
+#
+# 1. copy the gradients into the flat gradient buffer:
+#    `np.concatenate([p.grad.data for p in params], axis=None, out=grad)`
+#    (`axis=None` flattens each gradient) — one copy, done in C;
+# 2. `_update(buffer, grad, flat_state, group)`: the very rule of the loop,
+#    each of its operations over the whole group.
+#
+# One refinement for the CPU: each NumPy operation streams its arrays
+# through memory once. Over a 10 MB buffer, ten operations mean ten trips to
+# main memory, while the loop over 256 KB tensors kept each tensor in the
+# CPU's cache between its ten operations — so on large models a naive flat
+# step can be *slower* than the loop. The flat step therefore runs `_update`
+# on consecutive, equal blocks of at most `CHUNK` numbers (views, made once
+# by `_FlatGroup.make_blocks`): few enough calls that dispatch stays
+# negligible, small enough blocks that each stays in cache (*cache
+# blocking*). How small pays depends on the machine: on the 2-core
+# development machine (1 MB L2, 32 MB L3 cache) blocks of 2¹⁷ numbers were
+# fastest, 2¹⁵ about 8% slower (more dispatches), one unblocked pass over
+# 1.7 M numbers about 3% slower. On a GPU the whole buffer is one block.
+#
+# This is where Adam's spare arrays pay: a block's intermediates go into
+# one spare block that every block and every step reuses, instead of six
+# fresh arrays per block — and because the flat step runs the loop's own
+# rule, flat and loop give the same numbers to the last bit (a checkpoint
+# resumes exactly in either layout).
+#
+# Keep the per-step bookkeeping over the parameters cheap too: with 100
+# tensors, a check that costs a microsecond per parameter costs as much as
+# the whole update of 10 k numbers. Collect what you need in one list
+# (`[opt.state[p] for p in params]`) and test it with list methods rather
+# than a nested generator per parameter.
+#
+# Why copy the gradients instead of making each `.grad` a view into the flat
+# gradient buffer? Because `zero_grad()` sets `.grad = None`, and the next
+# backward then stores a fresh array of its own (module 02): views would have
+# to be re-installed after every `zero_grad`, and a single forgotten case
+# silently trains on stale gradients. One copy is always right and costs one
+# pass over memory, against the ten or so the rule makes anyway.
+#
+# ### Task `optim_flat_step` (2 points): one update per block
+#
+# * `_flat_state(opt, index)` makes the group's flat state once
+#   (`opt._new_state(flat.params, group)`), then its blocks
+#   (`flat.make_blocks()`), and makes each parameter's `opt.state[p]` a dict
+#   of views of its slice of the flat state arrays (scalars copied as they
+#   are). It returns the `_FlatGroup`.
+# * `_flat_step(opt, index)` needs every parameter of the group to take
+#   part, with the same step count and the same scalar state. When one does
+#   not (frozen, no gradient this step), the group runs the per-parameter
+#   loop on the views instead — same memory, same results, only slower.
+#   Otherwise: copy the gradients, add 1 to the step, run `opt._update` on
+#   each block, every block starting from the same scalars (NAdam's
+#   `mu_product` changes in each call), and give the scalars the last block
+#   ended with to the flat state and to every parameter's state. A
+#   parameter whose `p.data` is no longer a view of the buffer (the model
+#   was moved after the optimizer was built) is a `RuntimeError` that says
+#   so (given).
+
+# %% nbgrader={"grade": false, "grade_id": "optim_flat_step_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def _flat_state(opt: Optimizer, index: int) -> _FlatGroup:
     """Make the group's flat state (once); each parameter's state arrays become views of it."""
     ### BEGIN SOLUTION
@@ -1109,8 +1267,7 @@ def _flat_state(opt: Optimizer, index: int) -> _FlatGroup:
 
 
 def _flat_step(opt: Optimizer, index: int) -> None:
-    """One step of a flat group: one ``_update`` over the whole buffer when every parameter takes part."""
-    ### BEGIN SOLUTION
+    """One step of a flat group: ``_update`` on each block of the buffer when every parameter takes part."""
     group = opt.param_groups[index]
     params = group["params"]
     flat = _flat_state(opt, index)
@@ -1121,6 +1278,7 @@ def _flat_step(opt: Optimizer, index: int) -> None:
                 "optimizer's flat buffer (was the model moved or cast after the optimizer was built?); "
                 "move the model first, then build the optimizer"
             )
+    ### BEGIN SOLUTION
     # the per-parameter checks below run on every step: plain list operations keep them to a few µs
     states = [opt.state[p] for p in params]
     scalars = {k: v for k, v in states[0].items() if not _is_array(v)}
@@ -1134,9 +1292,9 @@ def _flat_step(opt: Optimizer, index: int) -> None:
         return
     _xp(flat.grad).concatenate([p.grad.data for p in params], axis=None, out=flat.grad)  # None: flattened
     scalars["step"] += 1
-    for block_params, block_grad, block_state, scratch in flat.blocks:
+    for block_params, block_grad, block_state in flat.blocks:
         block_state.update(scalars)  # every block starts from the same scalars (NAdam changes one)
-        opt._update_block(block_params, block_grad, block_state, group, scratch)
+        opt._update(block_params, block_grad, block_state, group)
     if flat.blocks:
         scalars = {k: v for k, v in flat.blocks[-1][2].items() if not _is_array(v)}
     flat.state.update(scalars)
@@ -1149,11 +1307,6 @@ def _flat_step(opt: Optimizer, index: int) -> None:
 # Try it: the same model, the same gradients, per-parameter and flat.
 
 # %%
-def _model(seed=0):
-    rng = np.random.default_rng(seed)
-    return [Parameter(rng.standard_normal(shape)) for shape in [(4, 3), (3,), (3, 2), (2,)]]
-
-
 looped, flat = _model(), _model()
 opt_loop, opt_flat = AdamW(looped, lr=0.1), AdamW(flat, lr=0.1, flat=True)
 for t in range(5):
@@ -1164,31 +1317,39 @@ for t in range(5):
     opt_flat.step()
 print("largest difference:", max(float(np.abs(a.data - b.data).max()) for a, b in zip(looped, flat)))
 
-# %% nbgrader={"grade": true, "grade_id": "optim_flat", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "optim_flat_step", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 ps = _model()
 buffer_opt = SGD(ps, lr=0.1, momentum=0.9, flat=True)
-base = ps[0].data.base if ps[0].data.base is not None else ps[0].data
-assert all(np.shares_memory(p.data, base) for p in ps), "each p.data is a view of one buffer"
-reference = [p.data.copy() for p in _model()]
-assert all(np.array_equal(p.data, r) for p, r in zip(ps, reference)), "the values are kept"
+reference = [p.data.copy() for p in ps]
 for p in ps:
     p.grad = Tensor(np.ones_like(p.data))
 buffer_opt.step()
-assert all(_close(p.data, r - 0.1) for p, r in zip(ps, reference))
+assert all(_close(p.data, r - 0.1) for p, r in zip(ps, reference)), "one SGD step over the flat buffer"
+assert all(np.array_equal(a.data, b.data) for a, b in zip(looped, flat)), "flat and loop agree to the last bit"
 ### BEGIN HIDDEN TESTS
-assert all(_close(a.data, b.data, atol=1e-12) for a, b in zip(looped, flat)), "flat and loop agree"
-assert all(np.shares_memory(buffer_opt.state[p]["momentum_buffer"], buffer_opt.state[ps[0]]["momentum_buffer"].base)
-           for p in ps), "the state of a flat group is one buffer too"
+assert all(np.shares_memory(buffer_opt.state[p]["momentum_buffer"], buffer_opt._flat[0].state["momentum_buffer"])
+           for p in ps), "each parameter's state arrays are views of the group's flat state"
+assert all(buffer_opt.state[p]["step"] == 1 for p in ps) and buffer_opt._flat[0].state["step"] == 1, \
+    "after a flat step every parameter's state, and the flat state, count one step"
 ps[1].grad = None
 before = ps[1].data.copy()
 buffer_opt.step()
-assert np.array_equal(ps[1].data, before) and buffer_opt.state[ps[1]]["step"] == 1, "a parameter without grad is skipped"
-assert buffer_opt.state[ps[0]]["step"] == 2
-try:
-    SGD([Parameter(np.zeros(2, np.float32)), Parameter(np.zeros(2))], flat=True)
-    raise AssertionError("mixed dtypes cannot share a flat buffer")
-except ValueError as err:
-    assert "dtype" in str(err)
+assert np.array_equal(ps[1].data, before) and buffer_opt.state[ps[1]]["step"] == 1, \
+    "a parameter without a gradient is skipped (the group falls back to the loop)"
+assert buffer_opt.state[ps[0]]["step"] == 2, "the others are updated, and their step counted"
+rng = np.random.default_rng(1)
+shapes = [(300, 400), (400,), (400, 200)]  # 200,400 numbers: two blocks
+big_loop = [Parameter(rng.standard_normal(s)) for s in shapes]
+big_flat = [Parameter(p.data.copy()) for p in big_loop]
+nadams = NAdam(big_loop, lr=0.01), NAdam(big_flat, lr=0.01, flat=True)
+for t in range(3):
+    for a, b in zip(big_loop, big_flat):
+        a.grad = Tensor(np.sin(a.data + t))
+        b.grad = Tensor(np.sin(b.data + t))
+    for big_opt in nadams:
+        big_opt.step()
+assert len(nadams[1]._flat[0].blocks) == 2 and all(np.array_equal(a.data, b.data) for a, b in zip(big_loop, big_flat)), \
+    "NAdam over two blocks agrees with the loop: every block starts from the same scalar state"
 ### END HIDDEN TESTS
 
 # %% [markdown]

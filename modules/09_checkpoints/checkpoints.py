@@ -19,15 +19,19 @@
 # is worse than none: a file half-written when the process died, a file that
 # silently loads the wrong layer, or one that runs code when it is opened.
 #
-# This module builds tinyflo's checkpoints, in five tasks:
+# This module builds tinyflo's checkpoints, in nine tasks:
 #
-# | task | what |
-# |---|---|
-# | `checkpoints_format` | the safetensors file format, written and read by hand, with a checksum |
-# | `checkpoints_atomic` | `atomic_write`: a crash at any moment leaves the previous file intact |
-# | `checkpoints_load` | `load_checkpoint` into a model: match by name, `LoadReport`, strict and partial loading |
-# | `checkpoints_resume` | the complete training state: optimizer, schedule, counters, every random generator |
-# | `checkpoints_retention` | `CheckpointManager`: keep the last N, the best, every k-th; save in the background |
+# | task | points | what |
+# |---|---|---|
+# | `checkpoints_write` | 2 | the safetensors file format, written by hand, with a checksum |
+# | `checkpoints_header` | 2 | reading its header without trusting a byte of it |
+# | `checkpoints_read` | 1 | reading the tensors, the checksum checked |
+# | `checkpoints_atomic` | 2 | `atomic_write`: a crash at any moment leaves the previous file intact |
+# | `checkpoints_load` | 3 | loading into a model: match by name, `LoadReport`, strict and partial loading |
+# | `checkpoints_rng` | 1 | the state of every random generator, saved and put back |
+# | `checkpoints_resume` | 2 | the complete training state: counters, history, data loader, GradScaler |
+# | `checkpoints_retention` | 2 | which checkpoints to keep: the last N, the best, every k-th |
+# | `checkpoints_background` | 1 | saving on a worker thread, one save at a time, errors not lost |
 #
 # ## Why not pickle?
 #
@@ -236,47 +240,24 @@ def _little_endian(array: Any, name: str) -> np.ndarray:
 
 
 # %% [markdown]
-# ### Task `checkpoints_format`: write and read safetensors
+# ### Task `checkpoints_write` (2 points): write a safetensors file
 #
-# * `write_safetensors(f, tensors, metadata=None, checksum=True)` writes to
-#   an open binary file. Order the tensors by item size (largest first),
-#   then by name — every tensor then starts at a multiple of its own item
-#   size, so arrays read back are aligned. Build the header: for each tensor
-#   its dtype code (`dtype_code`), shape and `[begin, end]` offsets; put the
-#   metadata under `"__metadata__"`, adding, when `checksum` is true, the
-#   format version (`FORMAT_KEY`, unless the caller set one) and the
-#   checksum: SHA-256 of `_canonical(index, metadata)` then of each tensor's
-#   bytes in file order. Encode the header (compact JSON), pad it with
-#   spaces to a multiple of 8, write its length (8 bytes, little-endian),
-#   the header, then each array's bytes (`array.reshape(-1).view(np.uint8)`
-#   works for every dtype, 0-d and empty arrays included). Return the number
-#   of bytes written. Metadata values must be strings.
-# * `parse_header(data, where)` takes the file's bytes and returns
-#   `(index, metadata, payload_start)`: check the length prefix (at least 8
-#   bytes; the header length at most `MAX_HEADER_BYTES` and within the
-#   file), parse the JSON (a dict; catch `ValueError` and `RecursionError`
-#   — bad UTF-8 or JSON, an integer too long to convert, nesting too deep
-#   are all a damaged file), take out `"__metadata__"` (absent: `{}`;
-#   present, a dict of str → str — test `is None`, not falsiness: `0` or
-#   `[]` is a damaged file), check each entry with `_check_entry`, and check that the
-#   offsets, sorted, tile the payload exactly: the first begins at 0, each
-#   begins where the previous ended, and the last ends at the end of the
-#   file. Say "truncated" when the payload is shorter than the header
-#   promises. Every error is a `CheckpointError` naming `where` (the file)
-#   and the tensor.
-# * `load_file(path, verify=True)` reads the file into a `bytearray` (check
-#   that `readinto` filled all of it), parses
-#   the header, checks the checksum when there is one and `verify` is true
-#   (a mismatch is a `CheckpointError` that says the file is damaged; so is
-#   a file with our format key but no checksum — a damaged key name must
-#   not switch the check off), and
-#   returns `(tensors, metadata)` — arrays made with `np.frombuffer` on the
-#   bytearray (so they are writable and need no copy).
-#
-# `save_file(path, tensors, metadata)` — `write_safetensors` through
-# `atomic_write` (the next task) — is given below.
+# `write_safetensors(f, tensors, metadata=None, checksum=True)` writes to an
+# open binary file. Order the tensors by item size (largest first), then by
+# name — every tensor then starts at a multiple of its own item size, so
+# arrays read back are aligned. Build the header: for each tensor its dtype
+# code (`dtype_code`), shape and `[begin, end]` offsets; put the metadata
+# under `"__metadata__"`, adding, when `checksum` is true, the format version
+# (`FORMAT_KEY`, unless the caller set one) and the checksum: SHA-256 of
+# `_canonical(index, metadata)` then of each tensor's bytes in file order.
+# Encode the header (compact JSON), pad it with spaces to a multiple of 8,
+# write its length (8 bytes, little-endian), the header, then each array's
+# bytes (`array.reshape(-1).view(np.uint8)` works for every dtype, 0-d and
+# empty arrays included; `_little_endian` gives each array in the byte order
+# and layout the file needs). Return the number of bytes written. The checks
+# of the arguments are given.
 
-# %% nbgrader={"grade": false, "grade_id": "checkpoints_format_code", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_write_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
 def write_safetensors(f: IO[bytes], tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None,
                       checksum: bool = True) -> int:
@@ -318,6 +299,82 @@ def write_safetensors(f: IO[bytes], tensors: Mapping[str, Any], metadata: Mappin
     ### END SOLUTION
 
 
+# %% [markdown]
+# A round trip through memory (no file needed: `write_safetensors` takes any
+# binary file object), then the first bytes of the result:
+
+# %%
+_buffer = io.BytesIO()
+write_safetensors(_buffer, {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.int64(7)}, {"note": "hi"})
+_raw = _buffer.getvalue()
+print("header length:", int.from_bytes(_raw[:8], "little"))
+print(_raw[8:8 + int.from_bytes(_raw[:8], "little")].decode())
+
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_write", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+def _parse(raw):
+    """(header, payload) of a safetensors file's bytes, read by hand."""
+    n = int.from_bytes(raw[:8], "little")
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+original = {"a": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.array([1, -2], np.int8),
+            "flag": np.array(True), "z": np.array([0.5, -1.5]), "none": np.zeros((0, 3), np.float64)}
+_file = io.BytesIO()
+written = write_safetensors(_file, original, {"epoch": "3"})
+raw = _file.getvalue()
+header, payload = _parse(raw)
+assert written == len(raw), f"write_safetensors returns the number of bytes it wrote ({len(raw)}); got {written}"
+assert int.from_bytes(raw[:8], "little") % 8 == 0, "the header is padded with spaces to a multiple of 8"
+assert header["z"] == {"dtype": "F64", "shape": [2], "data_offsets": [0, 16]} and \
+    header["a"] == {"dtype": "F32", "shape": [3, 4], "data_offsets": [16, 64]}, "largest items first, then by name"
+assert len(payload) == 16 + 48 + 2 + 1, "the payload is the tensors' bytes, one after another, nothing else"
+assert np.array_equal(np.frombuffer(payload[16:64], np.float32).reshape(3, 4), original["a"]), "a's bytes at its offsets"
+assert header["__metadata__"]["epoch"] == "3" and header["__metadata__"][FORMAT_KEY] == FORMAT_VERSION, \
+    "the metadata goes under __metadata__, with the format version added"
+### BEGIN HIDDEN TESTS
+metadata = header["__metadata__"]
+index = {k: v for k, v in header.items() if k != "__metadata__"}
+assert metadata.get(CHECKSUM_KEY) == hashlib.sha256(_canonical(index, metadata) + payload).hexdigest(), \
+    "the checksum is the SHA-256 of _canonical(index, metadata) followed by the payload"
+_file = io.BytesIO()
+write_safetensors(_file, {"x": np.arange(3, dtype=">i4"), "s": np.float16(2.5)})
+header, payload = _parse(_file.getvalue())
+assert header["x"]["dtype"] == "I32" and payload[:12] == np.arange(3, dtype="<i4").tobytes(), \
+    "a big-endian array is stored little-endian"
+assert header["s"]["shape"] == [] and payload[12:14] == np.float16(2.5).tobytes(), "a 0-d array has shape [] and its bytes"
+_file = io.BytesIO()
+write_safetensors(_file, {"x": np.zeros(2, np.float32)}, {FORMAT_KEY: "7"})
+assert _parse(_file.getvalue())[0]["__metadata__"][FORMAT_KEY] == "7", "a format version the caller set is kept"
+_file = io.BytesIO()
+write_safetensors(_file, {"x": np.zeros(2, np.float32)}, checksum=False)
+assert "__metadata__" not in _parse(_file.getvalue())[0], "checksum=False: no checksum and no format version"
+lengths = []
+for i in range(8):
+    _file = io.BytesIO()
+    write_safetensors(_file, {"x": np.zeros(2, np.float32)}, {"note": "n" * i})
+    lengths.append(int.from_bytes(_file.getvalue()[:8], "little"))
+assert all(n % 8 == 0 for n in lengths), f"every header is padded with spaces to a multiple of 8; got lengths {lengths}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `checkpoints_header` (2 points): trust nothing in the header
+#
+# `parse_header(data, where)` takes the file's bytes and returns
+# `(index, metadata, payload_start)`: check the length prefix (at least 8
+# bytes; the header length at most `MAX_HEADER_BYTES` and within the
+# file), parse the JSON (a dict; catch `ValueError` and `RecursionError` —
+# bad UTF-8 or JSON, an integer too long to convert, nesting too deep are
+# all a damaged file), take out `"__metadata__"` (absent: `{}`; present, a
+# dict of str → str — test `is None`, not falsiness: `0` or `[]` is a
+# damaged file), check each entry with `_check_entry` (given), and check
+# that the offsets, sorted, tile the payload exactly: the first begins at
+# 0, each begins where the previous ended, and the last ends at the end of
+# the file. Say "truncated" when the payload is shorter than the header
+# promises. Every error is a `CheckpointError` naming `where` (the file)
+# and the tensor.
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_header_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def parse_header(data: bytes | bytearray | memoryview, where: str) -> tuple[dict[str, Any], dict[str, str], int]:
     """``(index, metadata, payload_start)`` of a safetensors file's bytes, every entry checked."""
     ### BEGIN SOLUTION
@@ -355,6 +412,61 @@ def parse_header(data: bytes | bytearray | memoryview, where: str) -> tuple[dict
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_header", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+def _header_error(data):
+    """The message of the CheckpointError parse_header raises for ``data``; None when it accepts them."""
+    try:
+        parse_header(data, "damaged.safetensors")
+    except CheckpointError as err:
+        return str(err)
+    return None
+
+
+def _with_header(header, payload=b""):
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + payload
+
+
+index, metadata, start = parse_header(raw, "model.safetensors")
+assert set(index) == set(original) and metadata["epoch"] == "3", "the index (every tensor) and the metadata"
+assert index["a"]["data_offsets"] == [16, 64] and start == 8 + int.from_bytes(raw[:8], "little"), \
+    "payload_start: 8 + the header length"
+assert "truncated" in (_header_error(raw[:-5]) or ""), "a file cut short: a CheckpointError that says 'truncated'"
+### BEGIN HIDDEN TESTS
+assert "damaged.safetensors" in (_header_error(raw[:5]) or ""), "a file of 5 bytes is refused; the error names the file"
+assert _header_error((2**40).to_bytes(8, "little") + b"{}") is not None, "a header length beyond the file is refused"
+error = _header_error(_with_header({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 4)) or ""
+assert "'x'" in error and "8 bytes" in error, "each entry is checked with _check_entry"
+assert "'x'" in (_header_error(_with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8)) or ""), \
+    "a gap before a tensor is refused, naming the tensor"
+overlap = {"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "y": {"dtype": "F32", "shape": [1], "data_offsets": [2, 6]}}
+assert _header_error(_with_header(overlap, b"\0" * 6)) is not None, "overlapping tensors are refused"
+assert "4 bytes" in (_header_error(_with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}},
+                                                b"\0" * 4 + b"junk")) or ""), "bytes after the last tensor are refused"
+for bad in (0, [], {"k": 1}):
+    assert _header_error(_with_header({"__metadata__": bad})) is not None, \
+        f"__metadata__ must be a dict of strings to strings; {bad!r} must be refused"
+for text in (b"[1, 2]", b"{not json", b"\xff\xfe", b"[" * 100_000):
+    assert _header_error(len(text).to_bytes(8, "little") + text) is not None, \
+        "a header that is not a JSON object (or nested too deep to parse) is refused with a CheckpointError"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `checkpoints_read` (1 point): read the tensors, check the checksum
+#
+# `load_file(path, verify=True)` reads the file into a `bytearray` (check
+# that `readinto` filled all of it), parses the header, checks the checksum
+# when there is one and `verify` is true (a mismatch is a `CheckpointError`
+# that says the file is damaged; so is a file with our format key but no
+# checksum — a damaged key name must not switch the check off), and
+# returns `(tensors, metadata)` — arrays made with `np.frombuffer` on the
+# bytearray (so they are writable and need no copy).
+#
+# `save_file(path, tensors, metadata)` — `write_safetensors` through
+# `atomic_write` (the next task) — is given after the grade cell.
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_read_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def load_file(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """``(tensors, metadata)`` of a safetensors file; the checksum is checked when the file has one."""
     path = Path(path)
@@ -388,26 +500,7 @@ def load_file(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, n
     ### END SOLUTION
 
 
-# %%
-#| export
-def save_file(path: str | os.PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None,
-              checksum: bool = True) -> Path:
-    """Write a safetensors file atomically (a crash leaves any previous file at ``path`` intact)."""
-    return atomic_write(path, lambda f: write_safetensors(f, tensors, metadata, checksum))
-
-
-# %% [markdown]
-# A round trip through memory (no file needed: `write_safetensors` takes any
-# binary file object), then the first bytes of the result:
-
-# %%
-_buffer = io.BytesIO()
-write_safetensors(_buffer, {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.int64(7)}, {"note": "hi"})
-_raw = _buffer.getvalue()
-print("header length:", int.from_bytes(_raw[:8], "little"))
-print(_raw[8:8 + int.from_bytes(_raw[:8], "little")].decode())
-
-# %% nbgrader={"grade": true, "grade_id": "checkpoints_format", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_read", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 def _roundtrip(tensors, metadata=None):
     path = WORK / "roundtrip.safetensors"
     with open(path, "wb") as f:
@@ -415,65 +508,51 @@ def _roundtrip(tensors, metadata=None):
     return load_file(path)
 
 
-original = {"a": np.arange(12, dtype=np.float32).reshape(3, 4), "b": np.array([1, -2], np.int8),
-            "flag": np.array(True), "none": np.zeros((0, 3), np.float64)}
 back, meta = _roundtrip(original, {"epoch": "3"})
-assert set(back) == set(original) and meta["epoch"] == "3" and CHECKSUM_KEY in meta
+assert set(back) == set(original) and meta["epoch"] == "3" and CHECKSUM_KEY in meta, "every tensor, and the metadata"
 for key, value in original.items():
-    assert back[key].dtype == value.dtype and back[key].shape == value.shape, key
-    assert np.array_equal(back[key], value), key
-raw = (WORK / "roundtrip.safetensors").read_bytes()
-n = int.from_bytes(raw[:8], "little")
-assert n % 8 == 0, "the header is padded to a multiple of 8"
-header = json.loads(raw[8:8 + n])
-assert header["a"] == {"dtype": "F32", "shape": [3, 4], "data_offsets": [0, 48]}, "largest items first, then by name"
-assert len(raw) == 8 + n + 48 + 2 + 1, "the payload is the bytes of the tensors, nothing else"
+    assert back[key].dtype == value.dtype and back[key].shape == value.shape and np.array_equal(back[key], value), \
+        f"tensor {key!r} comes back with its dtype, shape and values"
 ### BEGIN HIDDEN TESTS
 assert back["a"].flags.writeable, "arrays read into a bytearray are writable"
-big_endian = _roundtrip({"x": np.arange(3, dtype=">i4")})[0]["x"]
-assert big_endian.dtype == np.dtype("<i4") and big_endian.tolist() == [0, 1, 2], "stored little-endian"
-scalar = _roundtrip({"s": np.float16(2.5)})[0]["s"]
-assert scalar.shape == () and scalar.dtype == np.float16 and scalar == 2.5
+raw = (WORK / "roundtrip.safetensors").read_bytes()
 
 
-def _damaged(data, *needles):
+def _load_error(data, verify=True):
+    """The message of the CheckpointError load_file raises for a file of ``data``; None when it loads."""
     path = WORK / "damaged.safetensors"
     path.write_bytes(data)
     try:
-        load_file(path)
+        load_file(path, verify)
     except CheckpointError as err:
-        assert str(path) in str(err), "the error names the file"
-        for needle in needles:
-            assert needle in str(err), (needle, str(err))
-        return
-    raise AssertionError("a damaged file must be refused")
+        assert str(path) in str(err), f"the error names the file; got {err}"
+        return str(err)
+    return None
 
 
-_damaged(raw[:-5], "truncated")
-_damaged(raw[:5])
 flipped = bytearray(raw)
 flipped[-10] ^= 1  # a bit of tensor "a"
-_damaged(bytes(flipped), "checksum")
+assert "checksum" in (_load_error(bytes(flipped)) or ""), "a flipped bit is refused: the checksum does not match"
+assert _load_error(bytes(flipped), verify=False) is None, "verify=False skips the checksum"
 edited = raw.replace(b'"epoch":"3"', b'"epoch":"4"')
-assert edited != raw
-_damaged(edited, "checksum")
-
-
-def _with_header(header, payload=b""):
-    text = json.dumps(header).encode()
-    return len(text).to_bytes(8, "little") + text + payload
-
-
-_damaged(_with_header({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 4), "'x'", "8 bytes")
-_damaged(_with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8), "'x'")
-_damaged(_with_header({"x": {"dtype": "Q9", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4), "'x'", "Q9")
-_damaged(_with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4 + b"junk"), "4 bytes")
-_damaged((2**40).to_bytes(8, "little") + b"{}")
-unchecked = _with_header({"x": {"dtype": "I16", "shape": [2], "data_offsets": [0, 4]}}, np.int16([5, -6]).tobytes())
-(WORK / "foreign.safetensors").write_bytes(unchecked)
+assert edited != raw and "checksum" in (_load_error(edited) or ""), "an edited metadata value is refused: the checksum"
+assert _load_error(raw[:-5]) is not None, "a truncated file is refused"
+text = json.dumps({"x": {"dtype": "I16", "shape": [2], "data_offsets": [0, 4]}}).encode()
+(WORK / "foreign.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + np.int16([5, -6]).tobytes())
 foreign, foreign_meta = load_file(WORK / "foreign.safetensors")
-assert foreign["x"].tolist() == [5, -6] and CHECKSUM_KEY not in foreign_meta, "no checksum: loads unchecked"
+assert foreign["x"].tolist() == [5, -6] and CHECKSUM_KEY not in foreign_meta, "a file without a checksum loads unchecked"
+text = json.dumps({"x": {"dtype": "I16", "shape": [2], "data_offsets": [0, 4]}, "__metadata__": {FORMAT_KEY: "1"}}).encode()
+assert "checksum" in (_load_error(len(text).to_bytes(8, "little") + text + b"\0" * 4) or ""), \
+    "a file with tinyflo's format key but no checksum is damaged: refused"
 ### END HIDDEN TESTS
+
+# %%
+#| export
+def save_file(path: str | os.PathLike, tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None,
+              checksum: bool = True) -> Path:
+    """Write a safetensors file atomically (a crash leaves any previous file at ``path`` intact)."""
+    return atomic_write(path, lambda f: write_safetensors(f, tensors, metadata, checksum))
+
 
 # %% [markdown]
 # ## Writing without ever destroying the last good file
@@ -496,7 +575,7 @@ assert foreign["x"].tolist() == [5, -6] and CHECKSUM_KEY not in foreign_meta, "n
 # `fsync` the folder too, so the rename itself is durable (POSIX only:
 # Windows cannot open a folder).
 #
-# ### Task `checkpoints_atomic`
+# ### Task `checkpoints_atomic` (2 points): write, fsync, rename
 #
 # `atomic_write(path, write)` calls `write(f)` with a binary file open on a
 # temporary file `.<name>.tmp-<random>` in the folder of `path`
@@ -558,7 +637,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> 
 # %% nbgrader={"grade": true, "grade_id": "checkpoints_atomic", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 target = WORK / "atomic" / "model.bin"
 target.parent.mkdir()
-assert atomic_write(target, lambda f: f.write(b"old")) == target and target.read_bytes() == b"old"
+assert atomic_write(target, lambda f: f.write(b"old")) == target and target.read_bytes() == b"old", \
+    "atomic_write returns the path, and the file holds what write() wrote"
 
 
 def _dies_halfway(f):
@@ -582,14 +662,14 @@ try:
     atomic_write(target, lambda f: f.write(b"new"))
 finally:
     os.fsync, os.replace = real_fsync, real_replace
-assert target.read_bytes() == b"new"
+assert target.read_bytes() == b"new", "the new content is in place"
 kinds = [e[0] for e in events]
 assert "fsync" in kinds and "replace" in kinds and kinds.index("fsync") < kinds.index("replace"), \
     "fsync the data before the rename"
 assert events[kinds.index("replace")][1:] == (True, True), "the temporary file lives next to the target"
 if os.path.exists("/proc/self/fd"):
     assert ("fsync", True) in events[kinds.index("replace"):], "fsync the folder after the rename"
-assert sorted(p.name for p in target.parent.iterdir()) == ["model.bin"]
+assert sorted(p.name for p in target.parent.iterdir()) == ["model.bin"], "a successful write leaves no temporary file"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -748,7 +828,7 @@ def _assign(target: Tensor, values: np.ndarray) -> None:
 
 
 # %% [markdown]
-# ### Task `checkpoints_load`
+# ### Task `checkpoints_load` (3 points): plan a load by name, checked before anything is copied
 #
 # `_plan_model_load(model, tensors, state, strict, where)` decides, without
 # copying anything, what a load will do; it returns
@@ -1016,16 +1096,19 @@ path = save_checkpoint(WORK / "net.safetensors", source)
 same = _net(1)
 weight_array = same[0].weight.data
 report = load_checkpoint(path, same)
-assert isinstance(report, LoadReport) and report.loaded == ("0.weight", "0.bias", "2.weight", "2.bias")
-assert report.skipped == () and report.missing == () and report.verified
-assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(source.parameters(), same.parameters()))
+assert isinstance(report, LoadReport) and report.loaded == ("0.weight", "0.bias", "2.weight", "2.bias"), \
+    "loaded: every name in both, in the model's order"
+assert report.skipped == () and report.missing == () and report.verified, "nothing skipped, nothing missing"
+assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(source.parameters(), same.parameters())), \
+    "the values are the saved model's"
 assert same[0].weight.data is weight_array, "copied into the parameter's own array"
 other = _net(2, head=5)
 try:
     load_checkpoint(path, other, strict=False)
     raise AssertionError("a shape mismatch must raise")
 except ShapeError as err:
-    assert "2.weight" in str(err) and "(3, 8)" in str(err) and "(5, 8)" in str(err)
+    assert "2.weight" in str(err) and "(3, 8)" in str(err) and "(5, 8)" in str(err), \
+        f"the ShapeError names the key and both shapes; got {err}"
 assert not np.array_equal(other[0].weight.numpy(), source[0].weight.numpy()), "nothing copied on an error"
 ### BEGIN HIDDEN TESTS
 bigger = Sequential(Linear(4, 8), ReLU(), Linear(8, 3), ReLU(), Linear(3, 2))
@@ -1033,22 +1116,24 @@ try:
     load_checkpoint(path, bigger)
     raise AssertionError("a different structure must raise in strict mode")
 except CheckpointError as err:
-    assert "4.weight" in str(err) and "strict=False" in str(err)
+    assert "4.weight" in str(err) and "strict=False" in str(err), \
+        f"the structure error lists the names only in the model and suggests strict=False; got {err}"
 partial = load_checkpoint(path, bigger, strict=False)
-assert partial.loaded == ("0.weight", "0.bias", "2.weight", "2.bias")
-assert partial.missing == ("4.weight", "4.bias") and partial.skipped == ()
-assert np.array_equal(bigger[2].weight.numpy(), source[2].weight.numpy())
+assert partial.loaded == ("0.weight", "0.bias", "2.weight", "2.bias"), "strict=False loads the names in both"
+assert partial.missing == ("4.weight", "4.bias") and partial.skipped == (), "missing: the names only in the model"
+assert np.array_equal(bigger[2].weight.numpy(), source[2].weight.numpy()), "strict=False copies what it loads"
 smaller = Sequential(Linear(4, 8))
 cut = load_checkpoint(path, smaller, strict=False)
-assert cut.loaded == ("0.weight", "0.bias") and cut.skipped == ("2.weight", "2.bias") and cut.missing == ()
+assert cut.loaded == ("0.weight", "0.bias") and cut.skipped == ("2.weight", "2.bias") and cut.missing == (), \
+    "skipped: the names only in the file"
 cut.freeze_loaded(smaller)
-assert not smaller[0].weight.requires_grad
+assert not smaller[0].weight.requires_grad, "freeze_loaded freezes what was loaded"
 swapped = Sequential(Linear(4, 8), Dropout(0.1), Linear(8, 3))
 try:
     load_checkpoint(path, swapped)
     raise AssertionError("the same names with other module classes is another structure")
 except CheckpointError as err:
-    assert "class" in str(err)
+    assert "class" in str(err), f"the error says the module classes differ; got {err}"
 half = _net(3).to(dtype="float16")
 load_checkpoint(path, half)
 assert half[0].weight.dtype == np.float16, "the dtype is not part of the structure; values are converted"
@@ -1056,7 +1141,17 @@ plain = WORK / "plain.safetensors"
 with open(plain, "wb") as f:
     write_safetensors(f, {"0.weight": np.ones((8, 4), np.float32), "0.bias": np.zeros(8, np.float32)}, checksum=False)
 foreign_report = load_checkpoint(plain, Sequential(Linear(4, 8)))
-assert foreign_report.loaded == ("0.weight", "0.bias") and not foreign_report.verified
+assert foreign_report.loaded == ("0.weight", "0.bias") and not foreign_report.verified, \
+    "a file from another framework (no tinyflo state) loads by its tensor names"
+transposed = WORK / "transposed.safetensors"
+with open(transposed, "wb") as f:
+    write_safetensors(f, {"0.weight": np.ones((4, 8), np.float32), "0.bias": np.zeros(8, np.float32)})
+try:
+    load_checkpoint(transposed, Sequential(Linear(4, 8)), strict=False)
+    raise AssertionError("a (4, 8) tensor must not load into an (8, 4) weight, though their sizes agree: "
+                         "expected a ShapeError")
+except ShapeError:
+    pass
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1089,17 +1184,7 @@ assert foreign_report.loaded == ("0.weight", "0.bias") and not foreign_report.ve
 # state. (So saving on a GPU changes the random stream of the saving run;
 # it stays reproducible, just not equal to a run that never saved.)
 #
-# **Which loader?** The Trainer remembers the last loader `train_epoch` got
-# (`trainer.train_loader`). When a checkpoint is loaded before the loader
-# is known (a fresh process builds the trainer, loads, then calls `fit`),
-# the loader's state waits in the trainer and is applied to the next loader
-# `train_epoch` receives; or pass `train_loader=` to `load_checkpoint`.
-# Checkpoints are taken between epochs (the `ModelCheckpoint` callback
-# below) or wherever your own loop calls `save_checkpoint`: the loader's
-# state records the batch it reached, so a loop of your own can resume
-# mid-epoch too.
-#
-# ### Task `checkpoints_resume`
+# ### Task `checkpoints_rng` (1 point): every random generator, saved and put back
 #
 # * `_rng_state()` returns `{"tinyflo": ..., "numpy": ...}` and, when CuPy
 #   has a GPU (`_cupy()` is not None), `"cupy": seed` as described above.
@@ -1108,20 +1193,11 @@ assert foreign_report.loaded == ("0.weight", "0.bias") and not foreign_report.ve
 # * `_restore_rng(state)` puts them back: a new
 #   `np.random.Generator(_bit_generator(state["tinyflo"]))` (given: a bit
 #   generator of the kind the state names — never assume PCG64) given that
-#   state becomes `_Generators.numpy`; `np.random.set_state(...)`; `cupy.random.seed(...)`.
-# * `_training_state(trainer, tensors)` returns a dict with `"trainer"`
-#   (`trainer.state_dict()`), `"loader"` (the state of
-#   `trainer.train_loader` when it has one, else `None`) and `"scaler"`
-#   (the state_dict of `getattr(trainer, "scaler", None)` when there is
-#   one, else `None`) — encoded with `_encode(value, key, tensors)`.
-# * `_restore_training_state(trainer, state, train_loader)` is its inverse:
-#   the trainer's counters and history, the scaler's state (an error when
-#   the file has one and the trainer none), the random generators, and the
-#   loader's state: into `train_loader` if given, else into
-#   `trainer.train_loader` if it has one, else kept in
-#   `trainer.pending_loader_state` for the next `train_epoch`.
+#   state becomes `_Generators.numpy`; `np.random.set_state(...)` (its
+#   `"key"` back as a `uint32` array: JSON made it a list);
+#   `cupy.random.seed(...)`.
 
-# %% nbgrader={"grade": false, "grade_id": "checkpoints_resume_code", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_rng_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
 def _rng_state() -> dict[str, Any]:
     """The state of every generator training draws from (CuPy's as a fresh seed it is reseeded with)."""
@@ -1152,6 +1228,60 @@ def _restore_rng(state: Mapping[str, Any]) -> None:
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_rng", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+tinyflo.manual_seed(5)
+np.random.seed(5)
+saved_rng = _rng_state()
+expected = (tinyflo.randn(3).numpy(), np.random.rand(2))
+tinyflo.manual_seed(6)
+np.random.seed(6)
+_restore_rng(saved_rng)
+assert np.array_equal(tinyflo.randn(3).numpy(), expected[0]), "tinyflo's generator goes on from where it was saved"
+assert np.array_equal(np.random.rand(2), expected[1]), "NumPy's global generator goes on from where it was saved"
+### BEGIN HIDDEN TESTS
+tinyflo.manual_seed(6)
+np.random.seed(6)
+rng_tensors = {}
+_restore_rng(_decode(json.loads(json.dumps(_encode(saved_rng, "rng", rng_tensors))), rng_tensors, "test"))
+assert np.array_equal(tinyflo.randn(3).numpy(), expected[0]) and np.array_equal(np.random.rand(2), expected[1]), \
+    "the generators are restored from a state that went through the checkpoint's JSON"
+_Generators.numpy = np.random.Generator(np.random.MT19937(3))
+saved_mt = _rng_state()
+expected_mt = tinyflo.randn(3).numpy()
+tinyflo.manual_seed(6)
+_restore_rng(saved_mt)
+assert np.array_equal(tinyflo.randn(3).numpy(), expected_mt), \
+    "a generator that is not PCG64 (here MT19937) comes back as the kind it was"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **Which loader?** The Trainer remembers the last loader `train_epoch` got
+# (`trainer.train_loader`). When a checkpoint is loaded before the loader
+# is known (a fresh process builds the trainer, loads, then calls `fit`),
+# the loader's state waits in the trainer and is applied to the next loader
+# `train_epoch` receives; or pass `train_loader=` to `load_checkpoint`.
+# Checkpoints are taken between epochs (the `ModelCheckpoint` callback
+# below) or wherever your own loop calls `save_checkpoint`: the loader's
+# state records the batch it reached, so a loop of your own can resume
+# mid-epoch too.
+#
+# ### Task `checkpoints_resume` (2 points): counters, history, loader and GradScaler
+#
+# * `_training_state(trainer, tensors)` returns a dict with `"trainer"`
+#   (`trainer.state_dict()`), `"loader"` (the state of
+#   `trainer.train_loader` when it has one, else `None`) and `"scaler"`
+#   (the state_dict of `getattr(trainer, "scaler", None)` when there is
+#   one, else `None`) — encoded with `_encode(value, key, tensors)`.
+# * `_restore_training_state(trainer, state, train_loader)` is its inverse:
+#   the trainer's counters and history, the scaler's state (a
+#   `CheckpointError` naming the scaler when the file has one and the
+#   trainer none), the random generators (`_restore_rng`), and the
+#   loader's state: into `train_loader` if given, else into
+#   `trainer.train_loader` if it has one, else kept in
+#   `trainer.pending_loader_state` for the next `train_epoch`.
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_resume_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def _training_state(trainer: Any, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
     """The trainer's counters and history, its loader's position and its GradScaler's state, as JSON data."""
     ### BEGIN SOLUTION
@@ -1195,7 +1325,7 @@ def _restore_training_state(trainer: Any, state: Mapping[str, Any], train_loader
 # (`trainer.save_checkpoint(path)` and `trainer.load_checkpoint(path)` call
 # these same functions from the package; here we call the notebook's.)
 
-# %% nbgrader={"grade": true, "grade_id": "checkpoints_resume", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_resume", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 _rs = np.random.default_rng(0)
 RX, RY = _rs.standard_normal((48, 6)).astype(np.float32), _rs.integers(0, 3, 48)
 
@@ -1219,22 +1349,25 @@ tinyflo.manual_seed(1234)
 np.random.seed(99)
 second, second_loader = _run(seed=7)
 load_checkpoint(resume_path, trainer=second, train_loader=second_loader)
-assert second.step == first.step and second.epoch == 2 and len(second.history["train_loss"]) == 2
+assert second.step == first.step and second.epoch == 2 and len(second.history["train_loss"]) == 2, \
+    "the trainer's counters and history are restored"
 second.fit(second_loader, epochs=1)
 for a, b in zip(straight.model.parameters(), second.model.parameters()):
     assert np.array_equal(a.numpy(), b.numpy()), "resume must be exact, bit for bit"
-assert straight.history["train_loss"] == second.history["train_loss"]
+assert straight.history["train_loss"] == second.history["train_loss"], "the loss history goes on as without a stop"
 ### BEGIN HIDDEN TESTS
 sa, sb = straight.optimizer.state_dict()["state"], second.optimizer.state_dict()["state"]
-assert all(np.array_equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i]), "the optimizer state too"
+assert all(np.array_equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i]), "the optimizer state is the same as without a stop"
 third, third_loader = _run(seed=7)
 load_checkpoint(resume_path, trainer=third)
-assert third.pending_loader_state is not None, "no loader known yet: the state waits for the next train_epoch"
+assert third.pending_loader_state is not None, \
+    "no train_loader given and none known to the trainer: the loader's state waits in trainer.pending_loader_state"
 third.pending_loader_state = None
 _, loader_only = _run(seed=9)
 third.train_loader = loader_only
 load_checkpoint(resume_path, trainer=third)
-assert loader_only.rng.state_dict() == first_loader.rng.state_dict(), "the trainer's own loader gets the state"
+assert loader_only.rng.state_dict() == first_loader.rng.state_dict(), \
+    "without train_loader=, the trainer's own loader (trainer.train_loader) gets the state"
 
 
 class _Scaler:
@@ -1253,22 +1386,15 @@ scaled_path = save_checkpoint(WORK / "scaled.safetensors", trainer=first)
 fourth, _ = _run(seed=3)
 fourth.scaler = _Scaler()
 load_checkpoint(scaled_path, trainer=fourth)
-assert fourth.scaler.scale == 1024.0 and fourth.scaler.growth.tolist() == [1, 2]
+assert fourth.scaler.scale == 1024.0 and fourth.scaler.growth.tolist() == [1, 2], \
+    "a trainer's GradScaler state (trainer.scaler) is saved and restored"
 fifth, _ = _run(seed=3)
+scaled_tensors, scaled_state, _ = read_checkpoint(scaled_path)
 try:
-    load_checkpoint(scaled_path, trainer=fifth)
-    raise AssertionError("a saved GradScaler state needs a scaler to go into")
+    _restore_training_state(fifth, _decode(scaled_state, scaled_tensors, str(scaled_path)))
+    raise AssertionError("a saved GradScaler state and a trainer without a scaler: expected a CheckpointError")
 except CheckpointError as err:
-    assert "scaler" in str(err)
-tinyflo.manual_seed(5)
-np.random.seed(5)
-saved_rng = _rng_state()
-expected = (tinyflo.randn(3).numpy(), np.random.rand(2))
-tinyflo.manual_seed(6)
-np.random.seed(6)
-rng_tensors = {}
-_restore_rng(_decode(json.loads(json.dumps(_encode(saved_rng, "rng", rng_tensors))), rng_tensors, "test"))
-assert np.array_equal(tinyflo.randn(3).numpy(), expected[0]) and np.array_equal(np.random.rand(2), expected[1])
+    assert "scaler" in str(err), f"the error must name the scaler; got {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1310,28 +1436,18 @@ print(f"{_params:,} parameters = {_params * 4 / 2**20:.2f} MiB; with Adam's two 
 # be writing one right now. A `monitor` that the trainer's history lacks is
 # an error (a typo would otherwise switch `keep_best` off silently).
 #
-# **In the background.** Writing 100 MB takes a noticeable fraction of a
-# second; the training loop need not wait. The state is *copied to host
-# memory first*, synchronously — the next optimizer step would otherwise
-# change the weights while they are being written — and a worker thread
-# writes the copy. At most one write is pending: a second `save()` waits
-# for the first. An error in the worker must not vanish: it is raised again
-# by the next `save()`, `wait()` or `close()` — the snapshot whose write
-# failed is dropped (the previous checkpoints stay), so save again after
-# fixing the cause.
-#
 # **What is not saved:** the state of callbacks — `EarlyStopping`'s and
 # `BestModel`'s counters and best values start afresh after a resume.
 #
-# ### Task `checkpoints_retention`
+# ### Task `checkpoints_retention` (2 points): which checkpoints to keep
 #
-# * `retained(entries, keep_last, keep_best, mode, keep_every)` takes the
-#   manifest's entries (dicts with `"step"` and `"metric"`, oldest first)
-#   and returns the list of entries to keep, in their order.
-# * `BackgroundSaver.submit(fn)` waits for the pending job (which raises
-#   its error, if it had one), then runs `fn` on a new worker thread that
-#   stores any exception in `self._error`; `wait()` joins the thread and
-#   raises a stored error once (and forgets it).
+# `retained(entries, keep_last, keep_best, mode, keep_every)` takes the
+# manifest's entries (dicts with `"step"` and `"metric"`, oldest first) and
+# returns the list of entries to keep, in their order: the last
+# `keep_last`, the `keep_best` best by `"metric"` (smallest for
+# `mode="min"`, largest for `"max"`; a metric that is `None` or NaN never
+# counts as best), and every entry whose step is a multiple of
+# `keep_every` — each rule only when its argument is not `None`.
 
 # %% nbgrader={"grade": false, "grade_id": "checkpoints_retention_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1352,6 +1468,51 @@ def retained(entries: list[dict[str, Any]], keep_last: int | None = 3, keep_best
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_retention", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+def _entries(metrics):
+    return [{"step": s, "metric": m} for s, m in zip(range(1, len(metrics) + 1), metrics)]
+
+
+def _steps(kept):
+    return [e["step"] for e in kept]
+
+
+history = _entries([5.0, 1.0, 4.0, 3.0, 6.0, 7.0])
+assert _steps(retained(history, keep_last=2)) == [5, 6], "keep_last=2: the last two"
+assert _steps(retained(history, keep_last=1, keep_best=2)) == [2, 4, 6], "keep_best=2: the two smallest metrics, too"
+assert _steps(retained(history, keep_last=1, keep_best=1, mode="max")) == [6], "mode='max': the largest metric is best"
+assert _steps(retained(history, keep_last=1, keep_every=3)) == [3, 6], "keep_every=3: every step that is a multiple of 3"
+### BEGIN HIDDEN TESTS
+assert _steps(retained(_entries([1.0, float("nan"), 2.0]), keep_last=1, keep_best=2)) == [1, 3], \
+    "a NaN metric never counts as best"
+assert _steps(retained(_entries([1.0, None, 2.0]), keep_last=None, keep_best=2)) == [1, 3], \
+    "a missing metric (None) never counts as best; keep_last=None keeps no last ones"
+assert _steps(retained(history, keep_last=10)) == [1, 2, 3, 4, 5, 6], "keep_last larger than the history keeps all"
+assert _steps(retained([{"step": 4, "metric": 2.0}, {"step": 8, "metric": 1.0}, {"step": 9, "metric": 3.0}],
+                       keep_last=None, keep_every=4)) == [4, 8], "keep_every looks at the step, not at the position"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **In the background.** Writing 100 MB takes a noticeable fraction of a
+# second; the training loop need not wait. The state is *copied to host
+# memory first*, synchronously — the next optimizer step would otherwise
+# change the weights while they are being written — and a worker thread
+# writes the copy. At most one write is pending: a second `save()` waits
+# for the first. An error in the worker must not vanish: it is raised again
+# by the next `save()`, `wait()` or `close()` — the snapshot whose write
+# failed is dropped (the previous checkpoints stay), so save again after
+# fixing the cause.
+#
+# ### Task `checkpoints_background` (1 point): one save at a time, on a worker thread
+#
+# `BackgroundSaver.submit(fn)` waits for the pending job (which raises its
+# error, if it had one), then runs `fn` on a new worker thread whose target
+# is `self._run` (given: it stores any exception in `self._error`);
+# `wait()` joins the thread and raises a stored error once (and forgets
+# it). `CheckpointManager` (given after your code) saves through it.
+
+# %% nbgrader={"grade": false, "grade_id": "checkpoints_background_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 class BackgroundSaver:
     """Runs one save at a time on a worker thread; a failure is raised by the next submit(), wait() or close()."""
 
@@ -1550,34 +1711,24 @@ class ModelCheckpoint(Callback):
         self.manager.wait()
 
 
-# %% nbgrader={"grade": true, "grade_id": "checkpoints_retention", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-def _entries(metrics):
-    return [{"step": s, "metric": m} for s, m in zip(range(1, len(metrics) + 1), metrics)]
-
-
-history = _entries([5.0, 1.0, 4.0, 3.0, 6.0, 7.0])
-assert [e["step"] for e in retained(history, keep_last=2)] == [5, 6]
-assert [e["step"] for e in retained(history, keep_last=1, keep_best=2)] == [2, 4, 6]
-assert [e["step"] for e in retained(history, keep_last=1, keep_best=1, mode="max")] == [6]
-assert [e["step"] for e in retained(history, keep_last=1, keep_every=3)] == [3, 6]
-trainer, loader = _run()
-with CheckpointManager(WORK / "runs", keep_last=2, monitor="train_loss", keep_best=1, background=True) as manager:
-    trainer.fit(loader, epochs=4, callbacks=[ModelCheckpoint(manager)])
-    kept = sorted(p.name for p in (WORK / "runs").glob("*.safetensors"))
-    best_step = 5 * (1 + int(np.argmin(trainer.history["train_loss"])))
-    assert manager.latest().name == "ckpt-00000020.safetensors"
-    assert manager.best().name == f"ckpt-{best_step:08d}.safetensors"
-    assert set(kept) == {"ckpt-00000015.safetensors", "ckpt-00000020.safetensors", manager.best().name}
-### BEGIN HIDDEN TESTS
-assert [e["step"] for e in retained(_entries([1.0, float("nan"), 2.0]), keep_last=1, keep_best=2)] == [1, 3], \
-    "a missing metric never counts as best"
-reopened = CheckpointManager(WORK / "runs", keep_last=2)
-assert reopened.latest() == manager.latest(), "the manifest survives"
+# %% nbgrader={"grade": true, "grade_id": "checkpoints_background", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 saver = BackgroundSaver()
 threads = []
 saver.submit(lambda: threads.append(threading.current_thread()))
 saver.wait()
 assert threads and threads[0] is not threading.current_thread(), "the job runs on a worker thread"
+trainer, loader = _run()
+with CheckpointManager(WORK / "runs", keep_last=2, monitor="train_loss", keep_best=1, background=True) as manager:
+    trainer.fit(loader, epochs=4, callbacks=[ModelCheckpoint(manager)])
+    kept = sorted(p.name for p in (WORK / "runs").glob("*.safetensors"))
+    best_step = 5 * (1 + int(np.argmin(trainer.history["train_loss"])))
+    assert manager.latest().name == "ckpt-00000020.safetensors", "the newest checkpoint is the last epoch's"
+    assert manager.best().name == f"ckpt-{best_step:08d}.safetensors", "the best checkpoint is the lowest train_loss's"
+    assert set(kept) == {"ckpt-00000015.safetensors", "ckpt-00000020.safetensors", manager.best().name}, \
+        "the last two and the best are kept, the rest deleted"
+### BEGIN HIDDEN TESTS
+reopened = CheckpointManager(WORK / "runs", keep_last=2)
+assert reopened.latest() == manager.latest(), "the manifest survives: a new manager finds the same checkpoints"
 order = []
 
 
@@ -1600,14 +1751,18 @@ try:
     saver.submit(lambda: None)
     raise AssertionError("a failure in the worker must surface on the next submit")
 except OSError as err:
-    assert "disk full" in str(err)
+    assert "disk full" in str(err), f"the worker's own error comes through; got {err!r}"
 saver.wait()
 saver.submit(_fails)
 try:
     saver.close()
-    raise AssertionError("... or on close()")
+    raise AssertionError("a failure in the worker must surface on close()")
 except OSError:
     pass
+try:
+    saver.wait()
+except OSError:
+    raise AssertionError("an error is raised once, then forgotten: wait() after it must not raise it again") from None
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -93,10 +93,17 @@ class Optimizer:
         """Update array ``p`` in place from gradient ``g``; ``state['step']`` is already counted."""
         raise NotImplementedError
 
-    def _update_block(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any) -> None:
-        """``_update`` on one block of a flat group, where ``g`` is the optimizer's own copy (it may be
-        overwritten) and ``scratch`` a spare array of the block's size; a rule may override it to go faster."""
-        self._update(p, g, state, group)
+    _spares: dict[tuple[Any, int], Any] | None = None  # made on first use: see _spare
+
+    def _spare(self, p: Any, i: int = 0) -> Any:
+        """Spare NumPy array number ``i`` shaped like ``p``, for a rule's intermediate results: a view of a
+        buffer the optimizer keeps from step to step (grown to the largest ``p``), so a step allocates nothing."""
+        if self._spares is None:
+            self._spares = {}
+        buffer = self._spares.get((p.dtype, i))
+        if buffer is None or buffer.size < p.size:
+            buffer = self._spares[p.dtype, i] = np.empty(p.size, p.dtype)
+        return buffer[:p.size].reshape(p.shape)
 
     def step(self) -> None:
         """Update every parameter that requires grad and has one."""
@@ -180,6 +187,67 @@ class SGD(Optimizer):
         p -= lr * g
 
 
+class Adam(Optimizer):
+    """Adam: per-number step sizes from running averages of the gradient and its square."""
+
+    _decoupled = False
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, flat: bool = False) -> None:
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
+        super().__init__(params, defaults)
+
+    def _check(self, group: dict[str, Any]) -> None:
+        name = type(self).__name__
+        _nonnegative(name, group, "lr", "eps", "weight_decay")
+        _betas(name, group)
+
+    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
+        xp = _xp(p)
+        state = {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = xp.zeros_like(p)
+        return state
+
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+        if _xp(p) is not np:  # a GPU: the whole step as one fused kernel (given after the grade cell)
+            _adam_on_gpu(self, p, g, state, group)
+            return
+        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
+        t = state["step"]
+        bias1, bias2 = 1 - beta1**t, 1 - beta2**t
+        m, v, tmp = state["exp_avg"], state["exp_avg_sq"], self._spare(p)
+        if decay != 0:
+            if self._decoupled:
+                p *= 1 - lr * decay
+            else:  # g + λθ into a second spare: never into g, the user's gradient
+                g = np.add(g, np.multiply(p, decay, out=tmp), out=self._spare(p, 1))
+        m *= beta1
+        m += np.multiply(g, 1 - beta1, out=tmp)
+        v *= beta2
+        np.multiply(g, g, out=tmp)
+        tmp *= 1 - beta2
+        v += tmp
+        if group["amsgrad"]:
+            v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
+        np.sqrt(v, out=tmp)
+        tmp /= math.sqrt(bias2)
+        tmp += eps
+        np.divide(m, tmp, out=tmp)
+        tmp *= lr / bias1
+        p -= tmp
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: the weights shrink by ``lr * weight_decay`` each step."""
+
+    _decoupled = True
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, flat: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, flat)
+
+
 _ADAM_KERNELS: dict[bool, Any] = {}
 
 
@@ -208,94 +276,13 @@ def _adam_kernel(amsgrad: bool) -> Any:
     return _ADAM_KERNELS[amsgrad]
 
 
-class Adam(Optimizer):
-    """Adam: per-number step sizes from running averages of the gradient and its square."""
-
-    _decoupled = False
-
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, flat: bool = False) -> None:
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
-        super().__init__(params, defaults)
-
-    def _check(self, group: dict[str, Any]) -> None:
-        name = type(self).__name__
-        _nonnegative(name, group, "lr", "eps", "weight_decay")
-        _betas(name, group)
-
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
-        state = {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
-        if group["amsgrad"]:
-            state["max_exp_avg_sq"] = xp.zeros_like(p)
-        return state
-
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        t = state["step"]
-        bias1, bias2 = 1 - beta1**t, 1 - beta2**t
-        m, v = state["exp_avg"], state["exp_avg_sq"]
-        xp = _xp(p)
-        if xp is not np:
-            extra = (state["max_exp_avg_sq"],) if group["amsgrad"] else ()
-            _adam_kernel(group["amsgrad"])(g, lr, beta1, beta2, eps, decay, bias1, math.sqrt(bias2),
-                                           self._decoupled, p, m, v, *extra)
-            return
-        if decay != 0:
-            if self._decoupled:
-                p *= 1 - lr * decay
-            else:
-                g = g + decay * p
-        m *= beta1
-        m += (1 - beta1) * g
-        v *= beta2
-        v += (1 - beta2) * (g * g)
-        if group["amsgrad"]:
-            v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-        denom = np.sqrt(v)
-        denom /= math.sqrt(bias2)
-        denom += eps
-        p -= (lr / bias1) * (m / denom)
-
-    def _update_block(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], scratch: Any) -> None:
-        """The same rule on a block of a flat group, without temporaries: every result goes into ``scratch``."""
-        if _xp(p) is not np or type(self)._update is not Adam._update:  # the fused GPU kernel; RAdam, NAdam
-            self._update(p, g, state, group)
-            return
-        lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        t = state["step"]
-        bias1, bias2 = 1 - beta1**t, 1 - beta2**t
-        m, v, tmp = state["exp_avg"], state["exp_avg_sq"], scratch
-        if decay != 0:
-            if self._decoupled:
-                np.multiply(p, 1 - lr * decay, out=p)
-            else:
-                g += np.multiply(p, decay, out=tmp)  # g is the optimizer's copy of the gradient
-        m *= beta1
-        m += np.multiply(g, 1 - beta1, out=tmp)
-        v *= beta2
-        tmp = np.multiply(g, g, out=tmp)
-        tmp *= 1 - beta2
-        v += tmp
-        if group["amsgrad"]:
-            v = np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-        # the same operations in the same order as _update, so flat and loop agree to the last bit
-        tmp = np.sqrt(v, out=tmp)
-        tmp /= math.sqrt(bias2)
-        tmp += eps
-        tmp = np.divide(m, tmp, out=tmp)
-        tmp *= lr / bias1
-        p -= tmp
-
-
-class AdamW(Adam):
-    """Adam with decoupled weight decay: the weights shrink by ``lr * weight_decay`` each step."""
-
-    _decoupled = True
-
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, flat: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, flat)
+def _adam_on_gpu(opt: Adam, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    """One Adam/AdamW step of CuPy arrays, in place, as one fused kernel."""
+    lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
+    extra = (state["max_exp_avg_sq"],) if group["amsgrad"] else ()
+    _adam_kernel(group["amsgrad"])(g, lr, beta1, beta2, group["eps"], group["weight_decay"], 1 - beta1**t,
+                                   math.sqrt(1 - beta2**t), opt._decoupled, p, state["exp_avg"],
+                                   state["exp_avg_sq"], *extra)
 
 
 class RMSprop(Optimizer):
@@ -548,16 +535,14 @@ class _FlatGroup:
     def __init__(self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]]) -> None:
         self.params, self.grad, self.slices = params, grad, slices
         self.state: dict[str, Any] | None = None
-        self.blocks: list[tuple[Any, Any, dict[str, Any], Any]] = []
+        self.blocks: list[tuple[Any, Any, dict[str, Any]]] = []
 
     def make_blocks(self) -> None:
-        """(parameters, gradient, state, scratch) views of consecutive blocks of at most CHUNK numbers."""
-        xp, size = _xp(self.params), self.params.size
-        step = flat_block_size(size) if xp is np else max(size, 1)  # a GPU wants the whole buffer at once
-        scratch = xp.empty_like(self.params[:step])  # one spare block, on the buffer's device, reused by all
+        """(parameters, gradient, state) views of consecutive blocks of at most CHUNK numbers."""
+        size = self.params.size
+        step = flat_block_size(size) if _xp(self.params) is np else max(size, 1)  # a GPU wants it all at once
         self.blocks = [(self.params[i:i + step], self.grad[i:i + step],
-                        {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()},
-                        scratch[:min(step, size - i)])
+                        {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()})
                        for i in range(0, size, step)]
 
 
@@ -596,7 +581,7 @@ def _flat_state(opt: Optimizer, index: int) -> _FlatGroup:
 
 
 def _flat_step(opt: Optimizer, index: int) -> None:
-    """One step of a flat group: one ``_update`` over the whole buffer when every parameter takes part."""
+    """One step of a flat group: ``_update`` on each block of the buffer when every parameter takes part."""
     group = opt.param_groups[index]
     params = group["params"]
     flat = _flat_state(opt, index)
@@ -620,9 +605,9 @@ def _flat_step(opt: Optimizer, index: int) -> None:
         return
     _xp(flat.grad).concatenate([p.grad.data for p in params], axis=None, out=flat.grad)  # None: flattened
     scalars["step"] += 1
-    for block_params, block_grad, block_state, scratch in flat.blocks:
+    for block_params, block_grad, block_state in flat.blocks:
         block_state.update(scalars)  # every block starts from the same scalars (NAdam changes one)
-        opt._update_block(block_params, block_grad, block_state, group, scratch)
+        opt._update(block_params, block_grad, block_state, group)
     if flat.blocks:
         scalars = {k: v for k, v in flat.blocks[-1][2].items() if not _is_array(v)}
     flat.state.update(scalars)
