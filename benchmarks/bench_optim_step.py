@@ -7,10 +7,10 @@ tensors of mixed sizes, at three widths: 16 (about 7 thousand numbers) and 64 (1
 per-call overhead decides, and 256 (1.7 million), where memory traffic does. Every variant updates its own
 copy of the same float32 parameters from the same fixed gradients:
 
-* tinyflo flat: ``Adam(..., flat=True)`` — one gradient copy, then ``_update_block`` (the same rule
-  writing every intermediate into one preallocated scratch block) on equal cache-sized blocks of the
-  flat buffer (at most 131072 numbers each);
-* tinyflo loop: ``Adam(...)`` — ``_update`` once per tensor (the teaching version, the baseline);
+* tinyflo flat: ``Adam(..., flat=True)`` — one gradient copy, then the student's ``_update`` (which
+  writes every intermediate into arrays it keeps from step to step) on equal cache-sized blocks of
+  the flat buffer (at most 131072 numbers each);
+* tinyflo loop: ``Adam(...)`` — the same ``_update`` once per tensor (the baseline);
 * torch foreach / for-loop: ``torch.optim.Adam(foreach=True)`` and ``foreach=False``.
 """
 
