@@ -304,11 +304,16 @@ def call_cli(*args: str) -> tuple[int, str]:
     return code, output.getvalue()
 
 
+LOOP_WORKERS = 2  # `module test` runs at a time: each is a process with its own kernel
+
+
 def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
-    """`tinyflo module start` and `test` in this process, one workspace per student."""
+    """`tinyflo module start` in this process, then `module test` in processes, two at a time;
+    one workspace per student and module."""
+    jobs = []
     for slug, proof in proofs.items():
         for student, path in files[slug].items():
-            workspace = root / "workspaces" / student
+            workspace = root / "workspaces" / slug / student
             common = ["--workspace", str(workspace), "--modules", str(modules_dir)]
             code, output = call_cli("module", "start", slug, *common)
             proof.log.append(f"$ tinyflo module start {slug} ({student})\n{output}")
@@ -319,13 +324,21 @@ def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModulePro
                 proof.loop_release = notebook
             else:
                 shutil.copyfile(path, notebook)
-            code, output = call_cli("module", "test", slug, *common)
-            proof.log.append(f"$ tinyflo module test {slug} ({student})\n{output}")
-            outcome = proof.outcomes.setdefault(student, Outcome())
-            outcome.loop_exit, outcome.loop_output = code, output
-            progress = workspace / "progress.json"
-            if progress.is_file():
-                outcome.loop = json.loads(progress.read_text()).get(slug)
+            jobs.append((proof, slug, student, workspace, common))
+
+    def test(job) -> None:
+        proof, slug, student, workspace, common = job
+        done = run_cli("module", "test", slug, *common, cwd=root)
+        output = done.stdout + done.stderr
+        proof.log.append(f"$ tinyflo module test {slug} ({student})\n{output}")
+        outcome = proof.outcomes.setdefault(student, Outcome())
+        outcome.loop_exit, outcome.loop_output = done.returncode, output
+        progress = workspace / "progress.json"
+        if progress.is_file():
+            outcome.loop = json.loads(progress.read_text()).get(slug)
+
+    with ThreadPoolExecutor(max_workers=LOOP_WORKERS) as pool:
+        list(pool.map(test, jobs))
 
 
 def grade_all_modules(root: Path) -> dict[str, ModuleProof]:
