@@ -17,7 +17,7 @@ from typing import Any
 from tinyflo.course.source import Cell, CourseError, Module
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
-KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable")
+KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable", "tinyflo")
 _CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
