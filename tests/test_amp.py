@@ -74,8 +74,8 @@ def _core_functions() -> set[type]:
     return found
 
 
-@pytest.mark.task("amp_autocast")
-def test_amp_autocast_table_covers_every_function():
+@pytest.mark.task("amp_policy")
+def test_amp_policy_table_covers_every_function():
     """Each Function of tinyflo.core is either in AUTOCAST_POLICY or reviewed into RUNS_AS_IT_COMES."""
     names = {f.__name__ for f in _core_functions()}
     assert {"MatMul", "LinearFn", "Conv2dFn", "To"} <= names
@@ -99,6 +99,7 @@ def _x(*shape, device="cpu", dtype=np.float32, seed=0, requires_grad=False) -> T
     return Tensor(data, device=device, requires_grad=requires_grad)
 
 
+@pytest.mark.task("amp_policy")
 @pytest.mark.task("amp_autocast")
 @pytest.mark.parametrize("dtype", LOW_DTYPES)
 def test_amp_autocast_low_ops(dtype, device):
@@ -118,6 +119,7 @@ def test_amp_autocast_low_ops(dtype, device):
     np.testing.assert_allclose(outs["linear"].numpy().astype(np.float32), layer(a).numpy(), rtol=0.05, atol=0.05)
 
 
+@pytest.mark.task("amp_policy")
 @pytest.mark.task("amp_autocast")
 @pytest.mark.parametrize("dtype", LOW_DTYPES)
 def test_amp_autocast_float32_ops_losses_and_norms(dtype, device):
@@ -143,6 +145,7 @@ def test_amp_autocast_float32_ops_losses_and_norms(dtype, device):
         assert out.dtype == float32, (name, out.dtype)
 
 
+@pytest.mark.task("amp_policy")
 @pytest.mark.task("amp_autocast")
 def test_amp_autocast_leaves_float64_and_integers_alone():
     a, b = _x(3, 4, dtype=np.float64), _x(4, 2, dtype=np.float64)
@@ -164,6 +167,7 @@ def test_amp_autocast_gradcheck_in_float64():
         assert gradcheck(lambda t: log_softmax(layer(t), axis=-1).exp().sum(axis=0), x)
 
 
+@pytest.mark.task("amp_policy")
 @pytest.mark.task("amp_autocast")
 @pytest.mark.parametrize("dtype", LOW_DTYPES)
 def test_amp_autocast_gradients_reach_float32_master_weights(dtype, device):

@@ -70,6 +70,7 @@ def conv2d_loops(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), g
 # ----- conv_im2col ---------------------------------------------------------------------
 
 @pytest.mark.task("conv_im2col")
+@pytest.mark.task("conv_col2im")
 @SETTINGS
 @given(geometry=geometries(), layout=LAYOUTS, seed=st.integers(0, 2**16))
 def test_conv_im2col_matches_loops_and_col2im_is_its_adjoint(geometry, layout, seed):
@@ -92,8 +93,8 @@ def test_conv_im2col_layout_rows_are_positions_columns_are_channel_then_kernel()
     np.testing.assert_array_equal(cols[5], x[1, :, 0:2, 1:3].ravel())  # n=1, oh=0, ow=1
 
 
-@pytest.mark.task("conv_im2col")
-def test_conv_im2col_overlaps_add_up_and_padding_is_cut_off():
+@pytest.mark.task("conv_col2im")
+def test_conv_col2im_overlaps_add_up_and_padding_is_cut_off():
     counts = conv.col2im(np.ones((9, 9)), (1, 1, 3, 3), 3, padding=1)
     np.testing.assert_array_equal(counts[0, 0], [[4, 6, 4], [6, 9, 6], [4, 6, 4]])
 
@@ -113,6 +114,7 @@ def test_conv_im2col_is_a_view_of_its_input_only_when_the_windows_are_the_pixels
 
 
 @pytest.mark.task("conv_im2col")
+@pytest.mark.task("conv_col2im")
 def test_conv_im2col_errors_name_the_problem():
     x = np.zeros((1, 1, 4, 4))
     with pytest.raises(ShapeError, match=r"\(1, 1, 4, 4\)"):
@@ -175,7 +177,7 @@ def test_conv_conv2d_float16_works_and_stays_float16():
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-2, atol=1e-2)
 
 
-@pytest.mark.task("conv_conv2d")
+@pytest.mark.task("conv_conv2d_layer")
 def test_conv_conv2d_layer_init_like_pytorch():
     tinyflo.manual_seed(0)
     layer = conv.Conv2d(4, 8, (3, 5), groups=2)
@@ -204,6 +206,7 @@ def test_conv_conv2d_virtual_devices_and_mixing_is_an_error():
 
 
 @pytest.mark.task("conv_conv2d")
+@pytest.mark.task("conv_conv2d_layer")
 def test_conv_conv2d_errors_are_for_people():
     with pytest.raises(ShapeError) as err:
         conv.Conv2d(1, 6, 5)(tinyflo.randn(32, 3, 28, 28))
@@ -235,7 +238,7 @@ def test_conv_conv2d_errors_are_for_people():
         conv.conv2d(x, w, tinyflo.randn(6).double(), groups=2)
 
 
-@pytest.mark.task("conv_conv2d")
+@pytest.mark.task("conv_conv2d_layer")
 def test_conv_conv2d_layer_checks_its_arguments_when_built():
     for kwargs, match in (({"kernel_size": 0}, r"Conv2d: kernel_size must be at least 1; got \(0, 0\)"),
                           ({"stride": (1, 0)}, r"Conv2d: stride must be at least 1; got \(1, 0\)"),
@@ -262,8 +265,8 @@ def test_conv_conv2d_batch_of_zero_images(groups, device):
     assert not layer.weight.grad.numpy().any() and not layer.bias.grad.numpy().any()
 
 
-@pytest.mark.task("conv_conv2d")
-def test_conv_conv2d_integer_input_becomes_the_weights_dtype():
+@pytest.mark.task("conv_conv2d_layer")
+def test_conv_conv2d_layer_integer_input_becomes_the_weights_dtype():
     out = conv.Conv2d(1, 2, 2)(Tensor(np.ones((1, 1, 3, 3), np.int64)))
     assert out.dtype == np.float32
 
@@ -284,12 +287,13 @@ def test_conv_conv2d_skips_the_input_gradient_of_a_data_batch(monkeypatch):
         layer(tinyflo.randn(2, 1, 5, 5, requires_grad=True)).sum().backward()
 
 
-# ----- conv_pool -----------------------------------------------------------------------
+# ----- conv_max_pool, conv_avg_pool, conv_adaptive_avg_pool -----------------------------------------------------------------------
 
-@pytest.mark.task("conv_pool")
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.task("conv_avg_pool")
 @SETTINGS
 @given(geometry=geometries(), layout=LAYOUTS, seed=st.integers(0, 2**16))
-def test_conv_pool_max_and_avg_match_window_reductions(geometry, layout, seed):
+def test_conv_max_pool_and_avg_pool_match_window_reductions(geometry, layout, seed):
     shape, kernel, stride, padding, dilation = geometry
     padding = tuple(min(p, k // 2) for p, k in zip(padding, kernel))
     span = [d * (k - 1) + 1 for d, k in zip(dilation, kernel)]
@@ -317,8 +321,8 @@ def _only_padding(shape, kernel, stride, padding, dilation):
     return False
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_max_windows_of_padding_only_are_an_error():
+@pytest.mark.task("conv_max_pool")
+def test_conv_max_pool_windows_of_padding_only_are_an_error():
     x = tinyflo.randn(1, 2, 1, 9)
     with pytest.raises(ShapeError, match=r"max_pool2d: output row 0 would pool only padding \(input of shape "
                                          r"\(1, 2, 1, 9\), kernel \(2, 2\), stride \(3, 3\), padding \(1, 1\), "
@@ -327,16 +331,18 @@ def test_conv_pool_max_windows_of_padding_only_are_an_error():
     assert conv.max_pool2d(x, 2, 3, 1, (1, 2)).shape == (1, 2, 1, 3)  # each window keeps a real pixel
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_max_ties_send_the_gradient_to_one_element(device):
+@pytest.mark.task("conv_max_pool")
+def test_conv_max_pool_ties_send_the_gradient_to_one_element(device):
     x = tinyflo.ones(1, 1, 4, 4, device=device, requires_grad=True)
     conv.max_pool2d(x, 2).sum().backward()
     grad = x.grad.numpy()[0, 0]
     assert grad.sum() == 4 and grad[::2, ::2].tolist() == [[1, 1], [1, 1]], "the first maximum of each window"
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_dtypes(device):
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.task("conv_avg_pool")
+@pytest.mark.task("conv_adaptive_avg_pool")
+def test_conv_pools_dtypes(device):
     for dtype in (np.float32, np.float16):
         x = Tensor(np.random.default_rng(0).standard_normal((2, 3, 6, 6)).astype(dtype), device=device,
                    requires_grad=True)
@@ -354,8 +360,8 @@ def test_conv_pool_dtypes(device):
         conv.max_pool2d(Tensor(np.ones((1, 1, 4, 4), bool)), 2)
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_max_bfloat16(device):
+@pytest.mark.task("conv_max_pool")
+def test_conv_max_pool_bfloat16(device):
     ml_dtypes = pytest.importorskip("ml_dtypes")
     values = -np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
     x = Tensor(values.astype(ml_dtypes.bfloat16), device=device, requires_grad=True)
@@ -367,8 +373,10 @@ def test_conv_pool_max_bfloat16(device):
     assert x.grad.dtype == ml_dtypes.bfloat16 and x.grad.numpy().astype(np.float32).sum() == 16
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_batch_of_zero_images(device):
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.task("conv_avg_pool")
+@pytest.mark.task("conv_adaptive_avg_pool")
+def test_conv_pools_batch_of_zero_images(device):
     for fn in (lambda t: conv.max_pool2d(t, 2), lambda t: conv.avg_pool2d(t, 3, 1, 1),
                lambda t: conv.adaptive_avg_pool2d(t, 3)):
         x = Tensor(np.zeros((0, 2, 6, 6), np.float32), device=device, requires_grad=True)
@@ -377,15 +385,16 @@ def test_conv_pool_batch_of_zero_images(device):
         assert out.shape[:2] == (0, 2) and x.grad.shape == (0, 2, 6, 6)
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_float16_averages_accumulate_in_float32():
+@pytest.mark.task("conv_avg_pool")
+@pytest.mark.task("conv_adaptive_avg_pool")
+def test_conv_avg_pool_float16_averages_accumulate_in_float32():
     x = Tensor(np.full((1, 1, 64, 64), 2049, np.float16))
     assert conv.avg_pool2d(x, 64).item() == 2048  # the nearest float16; a float16 sum would overflow to inf
     assert conv.adaptive_avg_pool2d(x, 3).numpy().min() == 2048
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_adaptive_uses_pytorchs_windows():
+@pytest.mark.task("conv_adaptive_avg_pool")
+def test_conv_adaptive_avg_pool_uses_pytorchs_windows():
     x = np.random.default_rng(1).standard_normal((2, 2, 5, 7))
     out = conv.adaptive_avg_pool2d(Tensor(x), (3, 4)).numpy()
     for i in range(3):
@@ -397,8 +406,10 @@ def test_conv_pool_adaptive_uses_pytorchs_windows():
     assert conv.AdaptiveAvgPool2d((8, 9))(Tensor(x)).shape == (2, 2, 8, 9)  # larger than the input works too
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_layers_and_errors():
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.task("conv_avg_pool")
+@pytest.mark.task("conv_adaptive_avg_pool")
+def test_conv_pools_layers_and_errors():
     x = tinyflo.randn(2, 3, 8, 8)
     assert conv.MaxPool2d(2)(x).shape == (2, 3, 4, 4) and conv.MaxPool2d(3, 1, 1)(x).shape == (2, 3, 8, 8)
     assert conv.AvgPool2d(2)(x).shape == (2, 3, 4, 4) and conv.AdaptiveAvgPool2d(1)(x).shape == (2, 3, 1, 1)

@@ -79,25 +79,25 @@ CASES = [
          lambda x, w, b: conv.conv2d(x, w, b, stride=(2, 1), padding=(0, 1), dilation=(1, 2))),
     Case("conv2d-everything", "conv_conv2d", ("Conv2dFn",), conv_shapes(kernel=(2, 3), groups=2),
          lambda x, w, b: conv.conv2d(x, w, b, stride=2, padding=1, dilation=2, groups=2)),
-    Case("max_pool2d", "conv_pool", ("MaxPool2dFn",), pool_input, lambda x: conv.max_pool2d(x, 2)),
-    Case("max_pool2d-overlap-padding", "conv_pool", ("MaxPool2dFn",), pool_input,
+    Case("max_pool2d", "conv_max_pool", ("MaxPool2dFn",), pool_input, lambda x: conv.max_pool2d(x, 2)),
+    Case("max_pool2d-overlap-padding", "conv_max_pool", ("MaxPool2dFn",), pool_input,
          lambda x: conv.max_pool2d(x, 3, stride=1, padding=1)),
-    Case("max_pool2d-dilation-non-square", "conv_pool", ("MaxPool2dFn",), pool_input,
+    Case("max_pool2d-dilation-non-square", "conv_max_pool", ("MaxPool2dFn",), pool_input,
          lambda x: conv.max_pool2d(x, (2, 1), stride=(1, 2), dilation=(2, 1))),
-    Case("max_pool2d-padding-and-dilation", "conv_pool", ("MaxPool2dFn",), pool_input,
+    Case("max_pool2d-padding-and-dilation", "conv_max_pool", ("MaxPool2dFn",), pool_input,
          lambda x: conv.max_pool2d(x, (3, 2), stride=(2, 1), padding=(1, 1), dilation=(2, 2))),
-    Case("avg_pool2d", "conv_pool", ("AvgPool2dFn",), pool_input, lambda x: conv.avg_pool2d(x, 2)),
-    Case("avg_pool2d-overlap-padding", "conv_pool", ("AvgPool2dFn",), pool_input,
+    Case("avg_pool2d", "conv_avg_pool", ("AvgPool2dFn",), pool_input, lambda x: conv.avg_pool2d(x, 2)),
+    Case("avg_pool2d-overlap-padding", "conv_avg_pool", ("AvgPool2dFn",), pool_input,
          lambda x: conv.avg_pool2d(x, 3, stride=2, padding=1)),
-    Case("avg_pool2d-exclude-pad", "conv_pool", ("AvgPool2dFn",), pool_input,
+    Case("avg_pool2d-exclude-pad", "conv_avg_pool", ("AvgPool2dFn",), pool_input,
          lambda x: conv.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False)),
-    Case("avg_pool2d-non-square", "conv_pool", ("AvgPool2dFn",), pool_input,
+    Case("avg_pool2d-non-square", "conv_avg_pool", ("AvgPool2dFn",), pool_input,
          lambda x: conv.avg_pool2d(x, (2, 3), stride=(1, 2), padding=(1, 0))),
-    Case("adaptive_avg_pool2d-non-divisible", "conv_pool", (), adaptive_input,
+    Case("adaptive_avg_pool2d-non-divisible", "conv_adaptive_avg_pool", (), adaptive_input,
          lambda x: conv.adaptive_avg_pool2d(x, (3, 2))),
-    Case("adaptive_avg_pool2d-larger-than-input", "conv_pool", (), lambda draw: (image(draw, low=1, high=3),),
+    Case("adaptive_avg_pool2d-larger-than-input", "conv_adaptive_avg_pool", (), lambda draw: (image(draw, low=1, high=3),),
          lambda x: conv.adaptive_avg_pool2d(x, (4, 5))),
-    Case("adaptive_avg_pool2d-global", "conv_pool", ("AvgPool2dFn",), adaptive_input,
+    Case("adaptive_avg_pool2d-global", "conv_adaptive_avg_pool", ("AvgPool2dFn",), adaptive_input,
          lambda x: conv.adaptive_avg_pool2d(x, 1)),
 ]
 
@@ -126,11 +126,27 @@ def test_conv_conv2d_gradcheck_every_option(case: Case, data, seed, device):
     _check(case, data, seed, device)
 
 
-@pytest.mark.task("conv_pool")
-@pytest.mark.parametrize("case", [c for c in CASES if c.task == "conv_pool"], ids=lambda c: c.name)
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.parametrize("case", [c for c in CASES if c.task == "conv_max_pool"], ids=lambda c: c.name)
 @SETTINGS
 @given(data=st.data(), seed=st.integers(0, 2**16))
-def test_conv_pool_gradcheck_every_option(case: Case, data, seed, device):
+def test_conv_max_pool_gradcheck_every_option(case: Case, data, seed, device):
+    _check(case, data, seed, device)
+
+
+@pytest.mark.task("conv_avg_pool")
+@pytest.mark.parametrize("case", [c for c in CASES if c.task == "conv_avg_pool"], ids=lambda c: c.name)
+@SETTINGS
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_conv_avg_pool_gradcheck_every_option(case: Case, data, seed, device):
+    _check(case, data, seed, device)
+
+
+@pytest.mark.task("conv_adaptive_avg_pool")
+@pytest.mark.parametrize("case", [c for c in CASES if c.task == "conv_adaptive_avg_pool"], ids=lambda c: c.name)
+@SETTINGS
+@given(data=st.data(), seed=st.integers(0, 2**16))
+def test_conv_adaptive_avg_pool_gradcheck_every_option(case: Case, data, seed, device):
     _check(case, data, seed, device)
 
 
@@ -172,7 +188,9 @@ def test_conv_conv2d_gradcheck_covers_every_function():
     assert functions - covered == set(), f"Functions without a gradcheck row: {sorted(functions - covered)}"
 
 
-@pytest.mark.task("conv_pool")
-def test_conv_pool_every_public_function_has_a_row():
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.task("conv_avg_pool")
+@pytest.mark.task("conv_adaptive_avg_pool")
+def test_conv_pools_every_public_function_has_a_row():
     names = {"conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"}
     assert names <= {c.name.split("-")[0] for c in CASES}

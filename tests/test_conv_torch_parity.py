@@ -48,9 +48,11 @@ def test_conv_conv2d_matches_pytorch(case, device):
         _close(b.grad, f"{key}/grad_bias")
 
 
-@pytest.mark.task("conv_pool")
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.task("conv_avg_pool")
+@pytest.mark.task("conv_adaptive_avg_pool")
 @pytest.mark.parametrize("case", POOL_CASES)
-def test_conv_pool_matches_pytorch(case, device):
+def test_conv_pools_match_pytorch(case, device):
     key = f"pool/{case}"
     x = Tensor(REFERENCE[f"{key}/x"], device=device, requires_grad=True)
     out = getattr(conv, str(REFERENCE[f"{key}/fn"]))(x, **_args(f"{key}/args"))

@@ -31,7 +31,9 @@ from tinyflo.core.distributed import (
     all_reduce_gradients,
     average_parameters,
     init_process_group,
+    ring_all_gather,
     ring_all_reduce,
+    ring_reduce_scatter,
     shard_bounds,
 )
 from tinyflo.core.losses import mse_loss
@@ -46,6 +48,39 @@ def _devices(n: int) -> list:
 
 
 # ----- the ring all-reduce ------------------------------------------------------------------
+def _chunks(size: int, n: int) -> list[slice]:
+    return [slice(size * c // n, size * (c + 1) // n) for c in range(n)]
+
+
+@pytest.mark.task("distributed_reduce_scatter")
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 6), size=st.integers(0, 23), seed=st.integers(0, 2**16))
+def test_distributed_reduce_scatter_leaves_rank_r_the_sum_of_chunk_r_plus_1(n, size, seed):
+    rng = np.random.default_rng(seed)
+    buffers = [rng.uniform(-1, 1, size) for _ in range(n)]
+    want = np.sum(buffers, axis=0)
+    sent = ring_reduce_scatter(buffers, _devices(n))
+    chunks = _chunks(size, n)
+    for r, b in enumerate(buffers):
+        finished = chunks[(r + 1) % n]
+        np.testing.assert_allclose(b[finished], want[finished], rtol=1e-12, atol=1e-12)
+        assert sent[r] == (size - len(want[finished])) * 8, "every chunk but the one this rank finishes"
+
+
+@pytest.mark.task("distributed_ring_all_reduce")
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 6), size=st.integers(0, 23))
+def test_distributed_ring_all_reduce_all_gather_spreads_the_finished_chunks(n, size):
+    finished = np.arange(size, dtype=np.float64)
+    chunks = _chunks(size, n)
+    buffers = [np.full(size, -1.0) for _ in range(n)]
+    for r, b in enumerate(buffers):
+        b[chunks[(r + 1) % n]] = finished[chunks[(r + 1) % n]]  # what the reduce-scatter leaves
+    sent = ring_all_gather(buffers, _devices(n))
+    assert all(np.array_equal(b, finished) for b in buffers)
+    assert sum(sent) == (n - 1) * finished.nbytes
+
+
 @pytest.mark.task("distributed_ring_all_reduce")
 @settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 6), size=st.integers(0, 23), dtype=st.sampled_from([np.float16, np.float32, np.float64]),
@@ -205,9 +240,9 @@ def test_no_differentiable_functions_to_gradcheck():
 
 
 # ----- shards and the flat gradient all-reduce -----------------------------------------------
-@pytest.mark.task("distributed_data_parallel")
+@pytest.mark.task("distributed_shard_bounds")
 @given(n=st.integers(0, 50), world=st.integers(1, 8))
-def test_distributed_data_parallel_shard_bounds(n, world):
+def test_distributed_shard_bounds_cover_the_batch_in_rank_order(n, world):
     bounds = shard_bounds(n, world)
     sizes = [b - a for a, b in bounds]
     assert len(bounds) == world and bounds[0][0] == 0 and bounds[-1][1] == n

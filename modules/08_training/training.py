@@ -113,7 +113,7 @@ from tinyflo.core.schedulers import CosineAnnealing, Warmup
 # gradient are skipped. `norm_type` is a positive number or `inf` (the
 # largest absolute entry). Keep each gradient's dtype.
 #
-# ### Task `training_clip`
+# ### Task `training_clip` (3 points): clipping gradients by norm and by value
 
 # %% nbgrader={"grade": false, "grade_id": "training_clip_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -200,19 +200,24 @@ def _with_grads(*grads):
 p, q = _with_grads([3.0, 0.0], [[4.0]])
 norm = clip_grad_norm([p, q], 1.0)
 assert isinstance(norm, Tensor) and norm.shape == () and abs(norm.item() - 5.0) < 1e-5, "the norm before clipping"
-assert np.allclose(p.grad.numpy(), [0.6, 0.0], atol=1e-5) and np.allclose(q.grad.numpy(), [[0.8]], atol=1e-5)
+assert np.allclose(p.grad.numpy(), [0.6, 0.0], atol=1e-5) and np.allclose(q.grad.numpy(), [[0.8]], atol=1e-5), (
+    "every gradient is scaled by the same factor, max_norm / (norm + 1e-6)")
 small = _with_grads([0.3, 0.4])
 clip_grad_norm(small, 1.0)
 assert np.array_equal(small[0].grad.numpy(), np.float32([0.3, 0.4])), "gradients under the limit are left alone"
 v = _with_grads([-3.0, 0.5, 2.0])
 clip_grad_value(v, 1.0)
-assert np.allclose(v[0].grad.numpy(), [-1.0, 0.5, 1.0])
+assert np.allclose(v[0].grad.numpy(), [-1.0, 0.5, 1.0]), "clip_grad_value clamps each element, in place"
 ### BEGIN HIDDEN TESTS
 assert p.grad.dtype == np.float32 and norm.dtype == np.float32, "clipping keeps float32"
 r, s = _with_grads([1.0, -7.0], [2.0])
-assert abs(clip_grad_norm([r, s], 100.0, norm_type=math.inf).item() - 7.0) < 1e-6
+assert abs(clip_grad_norm([r, s], 100.0, norm_type=math.inf).item() - 7.0) < 1e-6, (
+    "norm_type=inf: the norm is the largest absolute entry over all gradients")
 t = _with_grads([1.0, -2.0, 2.0])
-assert abs(clip_grad_norm(t, 100.0, norm_type=1).item() - 5.0) < 1e-5
+assert abs(clip_grad_norm(t, 100.0, norm_type=1).item() - 5.0) < 1e-5, "norm_type=1: the sum of absolute values"
+w3 = _with_grads([1.0, 2.0], [2.0])
+assert abs(clip_grad_norm(w3, 100.0, norm_type=3).item() - 17.0 ** (1 / 3)) < 1e-5, (
+    "norm_type=3: (sum of |g|**3) ** (1/3) over all gradients together")
 u = _with_grads([3.0, 4.0])
 clip_grad_norm(u[0], 2.5)
 assert np.allclose(u[0].grad.numpy(), [1.5, 2.0], atol=1e-5), "one tensor works too, scaled by 2.5 / (5 + 1e-6)"
@@ -223,7 +228,7 @@ try:
     clip_grad_norm(bad, 1.0, error_if_nonfinite=True)
     raise AssertionError("a non-finite norm must raise when asked to")
 except RuntimeError as err:
-    assert "inf" in str(err)
+    assert "inf" in str(err), f"the error names the norm (inf); got {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -249,7 +254,7 @@ except RuntimeError as err:
 # `nan` values (a validation loss in an epoch without validation) are left
 # out of every computation.
 #
-# ### Task `training_trend`
+# ### Task `training_trend` (2 points): reading a training curve
 
 # %% nbgrader={"grade": false, "grade_id": "training_trend_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -331,20 +336,27 @@ print(_t, "slope(3) =", round(_t.slope(3), 4), " improving:", _t.improving(3),
 
 # %% nbgrader={"grade": true, "grade_id": "training_trend", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 t = Trend([5.0, 4.0, 3.0, 2.0])
-assert t.latest == 2.0 and t.mean(2) == 2.5 and abs(t.slope(4) + 1.0) < 1e-12
-assert t.improving(3) and not Trend([1.0, 2.0, 3.0]).improving(3)
-assert Trend([1.0, 2.0, 3.0], mode="max").improving(3)
-assert Trend([1.0, 0.5, 0.6, 0.55]).stalled(2) and not Trend([1.0, 0.5, 0.6, 0.4]).stalled(2)
-assert Trend([0.5, 0.3, 0.3001, 0.2999]).converged(3, tol=1e-2) and not t.converged(2, tol=1e-2)
+assert t.latest == 2.0 and t.mean(2) == 2.5 and abs(t.slope(4) + 1.0) < 1e-12, "latest, mean(2) and slope(4) of 5, 4, 3, 2"
+assert t.improving(3) and not Trend([1.0, 2.0, 3.0]).improving(3), "mode='min': improving means going down"
+assert Trend([1.0, 2.0, 3.0], mode="max").improving(3), "mode='max': improving means going up"
+assert Trend([1.0, 0.5, 0.6, 0.55]).stalled(2) and not Trend([1.0, 0.5, 0.6, 0.4]).stalled(2), (
+    "stalled: the best of the last n does not beat the best before them")
+assert Trend([0.5, 0.3, 0.3001, 0.2999]).converged(3, tol=1e-2) and not t.converged(2, tol=1e-2), (
+    "converged: the last n values lie within tol × |their mean|")
 ### BEGIN HIDDEN TESTS
 assert abs(Trend([0.0, 3.0, 1.0, 2.0]).slope(4) - 0.4) < 1e-12, "least squares, not (last - first) / (n - 1)"
 assert abs(Trend([3.0, 1.0, 2.0, 0.0]).slope(2) + 2.0) < 1e-12, "only the last n values"
-assert Trend([1.0]).slope(5) == 0.0 and math.isnan(Trend([]).latest)
-assert Trend([1.0, float("nan"), 0.5]).latest == 0.5 and Trend([1.0, float("nan"), 0.5]).mean(2) == 0.75
+assert Trend([1.0]).slope(5) == 0.0, "the slope of fewer than two values is 0"
+assert math.isnan(Trend([]).latest), "the latest of no values is nan"
+assert Trend([1.0, float("nan"), 0.5]).latest == 0.5 and Trend([1.0, float("nan"), 0.5]).mean(2) == 0.75, (
+    "nan values are left out")
 assert not Trend([1.0, 0.9]).stalled(2), "not enough history to call it stalled"
-assert Trend([1.0, 0.5, 0.499]).stalled(1, tol=0.01) and not Trend([1.0, 0.5, 0.4]).stalled(1, tol=0.01)
-assert Trend([0.5, 0.9, 0.95], mode="max").stalled(1, tol=0.1) and not Trend([0.5, 0.9, 0.95], mode="max").stalled(1)
+assert Trend([1.0, 0.5, 0.499]).stalled(1, tol=0.01) and not Trend([1.0, 0.5, 0.4]).stalled(1, tol=0.01), (
+    "mode='min': an improvement of less than tol × |best| counts as stalled")
+assert Trend([0.5, 0.9, 0.95], mode="max").stalled(1, tol=0.1) and not Trend([0.5, 0.9, 0.95], mode="max").stalled(1), (
+    "mode='max': the best is the largest, and the tolerance is relative")
 assert not Trend([0.3, 0.3]).converged(3), "fewer than n values"
+assert Trend([100.0, 100.5]).converged(2, tol=0.01), "the tolerance is relative to |the mean|, not absolute"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1006,7 +1018,7 @@ def _fails_on_every_rank(group: Any, message: str) -> Iterator[None]:
 
 
 # %% [markdown]
-# ### Task `training_epoch`: one epoch, no sync per batch
+# ### Task `training_epoch` (4 points): one epoch, no sync per batch
 #
 # `train_epoch(loader, accumulation_steps=k)` trains for one pass over the
 # loader and returns the mean loss per sample, as a Python float. Put the
@@ -1230,12 +1242,12 @@ trainer = Trainer(acc, SGD(acc.parameters(), lr=0.1), cross_entropy, verbosity="
 loss_acc = trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=8), accumulation_steps=4)
 assert isinstance(loss_acc, float) and abs(loss_acc - loss_big) < 1e-12, "the mean loss per sample of the epoch"
 assert _same(big, acc), "batches of 8, 8, 8 and 6 accumulated must give the update of one batch of 30"
-assert trainer.step == 1
+assert trainer.step == 1, "four batches with accumulation_steps=4 are one optimizer step"
 try:
     trainer.train_epoch([])
     raise AssertionError("an empty loader must raise")
 except ValueError as err:
-    assert "no batches" in str(err)
+    assert "no batches" in str(err), f"the error says the loader yielded no batches; got {err}"
 ### BEGIN HIDDEN TESTS
 assert abs(Trainer(_tiny_model(), SGD(_tiny_model().parameters(), lr=0.0), cross_entropy, verbosity="quiet")
            .train_epoch(DataLoader(TensorDataset(X, Y), batch_size=7)) - loss_big) < 1e-12, "mean over samples, not batches"
@@ -1285,8 +1297,8 @@ try:
     tn.train_epoch(DataLoader(TensorDataset(Xn, Y), batch_size=10))
     raise AssertionError("a NaN loss must raise")
 except FloatingPointError as err:
-    assert "step 1" in str(err) and "batch 1" in str(err)
-assert tn.step == 1 and not _same(nan_model, _tiny_model())
+    assert "step 1" in str(err) and "batch 1" in str(err), f"the error names the step and the batch; got {err}"
+assert tn.step == 1 and not _same(nan_model, _tiny_model()), "the good step before the NaN batch was taken"
 assert all(np.isfinite(p).all() for p in _params_of(nan_model)), "the NaN step was not taken"
 ti_model = _tiny_model()
 ti = Trainer(ti_model, SGD(ti_model.parameters(), lr=0.1), cross_entropy, verbosity="quiet", nan_check="interval", log_every=100)
@@ -1294,7 +1306,7 @@ try:
     ti.train_epoch(DataLoader(TensorDataset(Xn, Y), batch_size=10))
     raise AssertionError("nan_check='interval' must raise at the end of the epoch")
 except FloatingPointError as err:
-    assert "step 1" in str(err)
+    assert "step 1" in str(err), f"nan_check='interval': the error names the first bad step; got {err}"
 assert _same(ti_model, _tiny_model()), "rolled back to the snapshot at the start of the epoch"
 try:
     trainer.train_epoch(DataLoader(TensorDataset(X, Y[:29]), batch_size=10))
@@ -1305,11 +1317,17 @@ try:
     trainer.train_epoch([(Tensor(X[:5]), Tensor(Y[:4]))])
     raise AssertionError("mismatched shapes must raise")
 except ShapeError as err:
-    assert "batch 0" in str(err) and "(5, 4)" in str(err) and "(4,)" in str(err)
+    assert "batch 0" in str(err) and "(5, 4)" in str(err) and "(4,)" in str(err), (
+        f"the error names the batch and both shapes; got {err}")
+mode_model = _tiny_model()
+mode_model.eval()
+Trainer(mode_model, SGD(mode_model.parameters(), lr=0.1), cross_entropy, verbosity="quiet").train_epoch(
+    DataLoader(TensorDataset(X, Y), batch_size=10))
+assert mode_model.training, "train_epoch puts the model in training mode (after evaluate left it in eval mode)"
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `training_evaluate`
+# ### Task `training_evaluate` (2 points): loss and accuracy without a graph
 #
 # `evaluate(loader)` returns `(mean loss, accuracy)` over the whole loader:
 # in **eval mode** (dropout off, batch-norm's running statistics), inside
@@ -1362,7 +1380,7 @@ with tinyflo.no_grad():
     logits = model(Tensor(X))
 expected = cross_entropy(logits, Tensor(Y)).item()
 assert abs(loss - expected) < 1e-10, "the mean loss per sample over all batches"
-assert abs(accuracy - float((logits.numpy().argmax(1) == Y).mean())) < 1e-12
+assert abs(accuracy - float((logits.numpy().argmax(1) == Y).mean())) < 1e-12, "the share of samples whose largest output is the target"
 assert model.training, "the model is back in training mode"
 ### BEGIN HIDDEN TESTS
 dropped = Sequential(Linear(4, 8), Dropout(0.9), Linear(8, 3)).to(dtype="float64")
@@ -1374,7 +1392,18 @@ trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=7))
 assert not model.training, "a model in eval mode stays in eval mode"
 model.train()
 grads_before = [p.grad for p in model.parameters()]
-assert all(g is None for g in grads_before)
+assert all(g is None for g in grads_before), "evaluate computes no gradients"
+graphs = []
+
+
+def _recording_loss(outputs, targets):
+    graphs.append(outputs.requires_grad)
+    return cross_entropy(outputs, targets)
+
+
+Trainer(model, SGD(model.parameters(), lr=0.1), _recording_loss, verbosity="quiet").evaluate(
+    DataLoader(TensorDataset(X, Y), batch_size=10))
+assert graphs and not any(graphs), "evaluate runs inside no_grad(): the outputs carry no graph"
 reg = Sequential(Linear(4, 1)).to(dtype="float64")
 t_reg = Trainer(reg, SGD(reg.parameters(), lr=0.1), mse_loss, verbosity="quiet")
 reg_loss, reg_acc = t_reg.evaluate(DataLoader(TensorDataset(X, X[:, :1]), batch_size=8))
@@ -1383,11 +1412,11 @@ try:
     trainer.evaluate([])
     raise AssertionError("an empty loader must raise")
 except ValueError as err:
-    assert "no batches" in str(err)
+    assert "no batches" in str(err), f"the error says the loader yielded no batches; got {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `training_fit`: epochs, history, callbacks
+# ### Task `training_fit` (3 points): epochs, history, callbacks
 #
 # `fit(train_loader, val_loader=None, epochs=1, callbacks=(), accumulation_steps=1)`
 # runs `epochs` epochs. Each epoch: `train_epoch`; then `evaluate` on the
@@ -1547,13 +1576,13 @@ model = _tiny_model()
 trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, verbosity="quiet")
 calls = []
 history = trainer.fit(train_loader, val_loader, epochs=4, callbacks=[CheckpointEvery(2, lambda t: calls.append(t.epoch))])
-assert history is trainer.history and trainer.epoch == 4 and trainer.step == 12
-assert all(len(history[k]) == 4 for k in ("train_loss", "val_loss", "val_acc", "lr", "time"))
+assert history is trainer.history and trainer.epoch == 4 and trainer.step == 12, "fit returns trainer.history and counts epochs and steps"
+assert all(len(history[k]) == 4 for k in ("train_loss", "val_loss", "val_acc", "lr", "time")), "one history row per epoch"
 assert history["val_loss"][-1] < history["val_loss"][0], "it learns"
-assert calls == [2, 4]
+assert calls == [2, 4], f"CheckpointEvery(2, fn) calls fn after epochs 2 and 4; it was called after {calls}"
 best = BestModel()
 trainer.fit(train_loader, val_loader, epochs=2, callbacks=[best])
-assert best.best == min(history["val_loss"][4:]) and best.best_epoch in (5, 6)
+assert best.best == min(history["val_loss"][4:]) and best.best_epoch in (5, 6), "BestModel keeps the best val_loss and its epoch"
 ### BEGIN HIDDEN TESTS
 kept = best.state
 some = next(iter(kept))
@@ -1562,7 +1591,7 @@ trainer.fit(train_loader, val_loader, epochs=1)
 assert np.array_equal(kept[some].numpy(), before), "BestModel keeps a copy, not a view of the live weights"
 fresh = _tiny_model(seed=5)
 best.restore(fresh)
-assert np.array_equal(fresh.state_dict()[some].numpy(), before)
+assert np.array_equal(fresh.state_dict()[some].numpy(), before), "restore loads the best weights into a model"
 
 
 class _Worse:
@@ -1575,14 +1604,14 @@ m_stop = _tiny_model()
 t_stop = Trainer(m_stop, SGD(m_stop.parameters(), lr=0.0), cross_entropy, verbosity="quiet")
 t_stop.fit(train_loader, val_loader, epochs=10, callbacks=[stopper])
 assert t_stop.epoch == 3, "lr=0: no improvement after epoch 1, patience 2 stops after epoch 3"
-assert stopper.stopped_epoch == 3
+assert stopper.stopped_epoch == 3, "EarlyStopping records the epoch it stopped after"
 acc_stop = EarlyStopping(monitor="val_acc", patience=1, mode="max", min_delta=0.5)
 t_acc = Trainer(_tiny_model(), SGD(_tiny_model().parameters(), lr=0.1), cross_entropy, verbosity="quiet")
 t_acc.fit(train_loader, val_loader, epochs=5, callbacks=[acc_stop])
 assert t_acc.epoch == 2, "an accuracy never improves by 0.5: stop after patience 1"
 no_val = Trainer(_tiny_model(), SGD(_tiny_model().parameters(), lr=0.1), cross_entropy, verbosity="quiet")
 h = no_val.fit(train_loader, epochs=2)
-assert all(math.isnan(v) for v in h["val_loss"]) and len(h["train_loss"]) == 2
+assert all(math.isnan(v) for v in h["val_loss"]) and len(h["train_loss"]) == 2, "without a val_loader, val_loss is nan"
 
 
 class _Plateau:

@@ -27,9 +27,13 @@
 #
 # | task | what |
 # |---|---|
-# | `conv_im2col` | `im2col` / `col2im`: every sliding window as one row of a matrix, and back |
-# | `conv_conv2d` | `conv2d` (stride, padding, dilation, groups, bias) as matrix products (GEMMs), and the `Conv2d` layer |
-# | `conv_pool` | `max_pool2d`, `avg_pool2d`, `adaptive_avg_pool2d` and their layers |
+# | `conv_im2col` | `im2col`: every sliding window as one row of a matrix |
+# | `conv_col2im` | `col2im`: the rows added back onto the image (backward's half) |
+# | `conv_conv2d` | `conv2d` (stride, padding, dilation, groups, bias) as matrix products (GEMMs), forward and backward |
+# | `conv_conv2d_layer` | the `Conv2d` layer: PyTorch's arguments and initialisation |
+# | `conv_max_pool` | `max_pool2d`: a running maximum, the gradient to the first maximum |
+# | `conv_avg_pool` | `avg_pool2d`, with or without the padding in the mean |
+# | `conv_adaptive_avg_pool` | `adaptive_avg_pool2d`: you choose the output size |
 # | `conv_batchnorm` | `BatchNorm2d`: module 03's `BatchNorm1d`, per channel over (N, H, W) |
 #
 # At the end, `LeNet5` puts them together, and a systems section counts
@@ -158,7 +162,7 @@ print("LeNet's first conv on 32×32:", conv_output_size(32, 5), "; on 28×28 wit
 print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilation 2:", conv_output_size(7, 3, 1, 0, 2))
 
 # %% [markdown]
-# ### Task `conv_im2col`: every window as a row
+# ### Task `conv_im2col` (2 points): every window as a row
 #
 # The direct way to convolve is six nested loops (batch, output channel,
 # output row, output column, input channel, kernel offset). Written in
@@ -181,21 +185,14 @@ print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilati
 # same name, so one line serves both). Pad first (`xp.pad`, with a fill
 # value: 0 for convolution, −∞ for max pooling).
 #
-# Write three functions on raw arrays (NumPy or CuPy; take `xp = _xp(x)`):
+# Write two functions on raw arrays (NumPy or CuPy; take `xp = _xp(x)`):
 #
 # * `_windows(x, kernel, stride, padding, dilation, fill=0)` — the
 #   (N, C, OH, OW, KH, KW) view above (arguments are pairs);
-# * `_fold(windows, input_shape, kernel, stride, padding, dilation)` — the
-#   reverse, for backward: each window's values *added* into the place of
-#   the input they came from. Windows overlap, so one pixel receives from
-#   several windows: they must add up, never overwrite. Loop over the KH·KW
-#   kernel offsets (each one adds a strided slice of the padded result:
-#   rows `i·dh, i·dh + sh, …`), never over pixels, and cut the padding off
-#   at the end. The result is in the windows' dtype (float16 windows fold
-#   into a float16 image);
-# * `im2col(x, kernel_size, stride=1, padding=0, dilation=1)` and
-#   `col2im(cols, input_shape, kernel_size, stride=1, padding=0,
-#   dilation=1)` — the public pair, in the **column-matrix layout** below.
+# * `im2col(x, kernel_size, stride=1, padding=0, dilation=1)` — the public
+#   function, in the **column-matrix layout** below. Check the arguments
+#   with the given `_geometry` first (it turns them into pairs and raises a
+#   `ShapeError` when the kernel does not fit).
 #
 # **The layout.** `im2col` returns an (N·OH·OW, C·KH·KW) matrix: one *row*
 # per output position (n, oh, ow), one column per (c, kh, kw) — the
@@ -229,6 +226,82 @@ def _windows(x: Any, kernel: tuple[int, int], stride: tuple[int, int], padding: 
     ### END SOLUTION
 
 
+def im2col(x: Any, kernel_size: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1) -> Any:
+    """(N, C, H, W) array → (N·OH·OW, C·KH·KW) matrix: a row per output position, columns (c, kh, kw)."""
+    ### BEGIN SOLUTION
+    geometry = _geometry("im2col", x.shape, kernel_size, stride, padding, dilation)
+    win = _windows(x, *geometry)
+    n, c, oh, ow, kh, kw = win.shape
+    return win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
+    ### END SOLUTION
+
+
+# %% [markdown]
+# A 4×4 image, 3×3 windows, stride 1: four rows of nine values each.
+
+# %%
+_img = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+print(im2col(_img, 3))
+
+# %% nbgrader={"grade": true, "grade_id": "conv_im2col", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+img = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+cols = im2col(img, 3)
+assert cols.shape == (4, 9) and cols.dtype == np.float32, "four 3×3 windows of a 4×4 image, kept float32"
+assert cols[0].tolist() == [0, 1, 2, 4, 5, 6, 8, 9, 10] and cols[3].tolist() == [5, 6, 7, 9, 10, 11, 13, 14, 15], (
+    "row 0 is the top-left window, row 3 the bottom-right one")
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 3, 5, 6))
+cols = im2col(x, (2, 3), stride=(2, 1), padding=1)
+assert cols.shape == (2 * 3 * 6, 3 * 2 * 3), "(N·OH·OW, C·KH·KW) with stride (2, 1) and padding 1"
+padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+assert np.array_equal(cols[7], padded[0, :, 2:4, 1:4].ravel()), "row (n=0, oh=1, ow=1); columns (c, kh, kw)"
+### BEGIN HIDDEN TESTS
+def _loops(x, kh, kw, s, p, d):
+    n, c, h, w = x.shape
+    xp_ = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+    oh, ow = (h + 2 * p - d * (kh - 1) - 1) // s + 1, (w + 2 * p - d * (kw - 1) - 1) // s + 1
+    rows = [xp_[b, :, i * s:i * s + d * (kh - 1) + 1:d, j * s:j * s + d * (kw - 1) + 1:d].ravel()
+            for b in range(n) for i in range(oh) for j in range(ow)]
+    return np.array(rows)
+for kh, kw, s, p, d in ((3, 3, 1, 0, 1), (2, 3, 2, 1, 1), (3, 2, 1, 2, 2), (1, 1, 3, 0, 1)):
+    assert np.array_equal(im2col(x, (kh, kw), s, p, d), _loops(x, kh, kw, s, p, d)), (
+        f"im2col with kernel ({kh}, {kw}), stride {s}, padding {p}, dilation {d} differs from the windows "
+        "copied one by one")
+assert np.array_equal(im2col(x, 3, stride=(1, 2), dilation=(2, 1)),
+                      np.array([x[b, :, 0:5:2, j:j + 3].ravel() for b in range(2) for j in (0, 2)])), (
+    "stride (1, 2) and dilation (2, 1): height and width each use their own")
+assert np.array_equal(im2col(x, 3, padding=(0, 1)), im2col(np.pad(x, ((0, 0), (0, 0), (0, 0), (1, 1))), 3)), (
+    "padding (0, 1) pads the width only")
+try:
+    im2col(x, 9)
+    raise AssertionError("a kernel larger than the padded input must raise")
+except ShapeError as err:
+    assert "(2, 3, 5, 6)" in str(err), f"the error names the input's shape (2, 3, 5, 6); got {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `conv_col2im` (2 points): the windows added back
+#
+# Backward needs the reverse of `im2col`: a gradient for every entry of the
+# column matrix, to be turned into a gradient for the image. Windows
+# overlap, so one pixel sits in several windows and receives from each of
+# them: their contributions must **add up**, never overwrite. (That makes
+# `col2im` the *adjoint* of `im2col`: ⟨im2col(x), c⟩ = ⟨x, col2im(c)⟩ for
+# every x and c — what backward needs.)
+#
+# * `_fold(windows, input_shape, kernel, stride, padding, dilation)` — each
+#   (N, C, OH, OW, KH, KW) window's values *added* into the place of the
+#   input they came from. Loop over the KH·KW kernel offsets (each one adds
+#   a strided slice of the padded result: rows `i·dh, i·dh + sh, …`), never
+#   over pixels, and cut the padding off at the end. The result is in the
+#   windows' dtype (float16 windows fold into a float16 image);
+# * `col2im(cols, input_shape, kernel_size, stride=1, padding=0,
+#   dilation=1)` — the public function: `im2col`'s (N·OH·OW, C·KH·KW)
+#   layout back into windows, folded. Columns of the wrong shape for that
+#   input are a `ShapeError` that says which shape was expected.
+
+# %% nbgrader={"grade": false, "grade_id": "conv_col2im_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def _fold(windows: Any, input_shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int],
           padding: tuple[int, int], dilation: tuple[int, int]) -> Any:
     """Add (N, C, OH, OW, KH, KW) window values back onto an input of input_shape (overlaps add up)."""
@@ -249,16 +322,6 @@ def _fold(windows: Any, input_shape: tuple[int, ...], kernel: tuple[int, int], s
     ### END SOLUTION
 
 
-def im2col(x: Any, kernel_size: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1) -> Any:
-    """(N, C, H, W) array → (N·OH·OW, C·KH·KW) matrix: a row per output position, columns (c, kh, kw)."""
-    ### BEGIN SOLUTION
-    geometry = _geometry("im2col", x.shape, kernel_size, stride, padding, dilation)
-    win = _windows(x, *geometry)
-    n, c, oh, ow, kh, kw = win.shape
-    return win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
-    ### END SOLUTION
-
-
 def col2im(cols: Any, input_shape: tuple[int, ...], kernel_size: Any, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1) -> Any:
     """The adjoint of im2col: (N·OH·OW, C·KH·KW) rows added back into an (N, C, H, W) array."""
@@ -275,51 +338,39 @@ def col2im(cols: Any, input_shape: tuple[int, ...], kernel_size: Any, stride: An
 
 
 # %% [markdown]
-# A 4×4 image, 3×3 windows, stride 1: four rows of nine values each. And
 # `col2im` of a matrix of ones counts how many windows see each pixel —
 # the centre pixels four times, the corners once:
 
 # %%
-_img = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
-print(im2col(_img, 3))
 print(col2im(np.ones((4, 9), np.float32), (1, 1, 4, 4), 3)[0, 0])
 
-# %% nbgrader={"grade": true, "grade_id": "conv_im2col", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-img = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
-cols = im2col(img, 3)
-assert cols.shape == (4, 9) and cols.dtype == np.float32
-assert cols[0].tolist() == [0, 1, 2, 4, 5, 6, 8, 9, 10] and cols[3].tolist() == [5, 6, 7, 9, 10, 11, 13, 14, 15]
+# %% nbgrader={"grade": true, "grade_id": "conv_col2im", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 counts = col2im(np.ones((4, 9), np.float32), (1, 1, 4, 4), 3)[0, 0]
 assert counts.tolist() == [[1, 2, 2, 1], [2, 4, 4, 2], [2, 4, 4, 2], [1, 2, 2, 1]], "overlapping windows add up"
 rng = np.random.default_rng(0)
 x = rng.standard_normal((2, 3, 5, 6))
-cols = im2col(x, (2, 3), stride=(2, 1), padding=1)
-assert cols.shape == (2 * 3 * 6, 3 * 2 * 3)
-padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-assert np.array_equal(cols[7], padded[0, :, 2:4, 1:4].ravel()), "row (n=0, oh=1, ow=1); columns (c, kh, kw)"
+c = rng.standard_normal(im2col(x, (2, 3), stride=(2, 1), padding=1).shape)
+assert np.isclose((im2col(x, (2, 3), stride=(2, 1), padding=1) * c).sum(),
+                  (x * col2im(c, x.shape, (2, 3), stride=(2, 1), padding=1)).sum()), (
+    "col2im is the adjoint of im2col: <im2col(x), c> == <x, col2im(c)>")
 ### BEGIN HIDDEN TESTS
-def _loops(x, kh, kw, s, p, d):
-    n, c, h, w = x.shape
-    xp_ = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
-    oh, ow = (h + 2 * p - d * (kh - 1) - 1) // s + 1, (w + 2 * p - d * (kw - 1) - 1) // s + 1
-    rows = [xp_[b, :, i * s:i * s + d * (kh - 1) + 1:d, j * s:j * s + d * (kw - 1) + 1:d].ravel()
-            for b in range(n) for i in range(oh) for j in range(ow)]
-    return np.array(rows)
-for kh, kw, s, p, d in ((3, 3, 1, 0, 1), (2, 3, 2, 1, 1), (3, 2, 1, 2, 2), (1, 1, 3, 0, 1)):
-    assert np.array_equal(im2col(x, (kh, kw), s, p, d), _loops(x, kh, kw, s, p, d)), (kh, kw, s, p, d)
-    # col2im is the adjoint of im2col: <im2col(x), c> == <x, col2im(c)>
+for kh, kw, s, p, d in ((3, 3, 1, 0, 1), (2, 3, 2, 1, 1), (3, 2, 1, 2, 2), (1, 1, 3, 0, 1), (2, 2, 2, 0, 1),
+                        (2, 2, 2, 1, 1)):
     c = rng.standard_normal(im2col(x, (kh, kw), s, p, d).shape)
-    assert np.isclose((im2col(x, (kh, kw), s, p, d) * c).sum(), (x * col2im(c, x.shape, (kh, kw), s, p, d)).sum())
-assert col2im(np.ones((4, 9), np.float16), (1, 1, 4, 4), 3).dtype == np.float16
+    assert np.isclose((im2col(x, (kh, kw), s, p, d) * c).sum(), (x * col2im(c, x.shape, (kh, kw), s, p, d)).sum()), (
+        f"col2im with kernel ({kh}, {kw}), stride {s}, padding {p}, dilation {d} is not the adjoint of im2col: "
+        "each window's value must be added where it came from, and the padding cut off")
+assert col2im(np.ones((4, 9), np.float16), (1, 1, 4, 4), 3).dtype == np.float16, "float16 columns fold into float16"
+assert col2im(np.ones((4, 9)), (1, 1, 4, 4), 3).shape == (1, 1, 4, 4), "the result has the input's shape"
 try:
-    im2col(x, 9)
-    raise AssertionError("a kernel larger than the padded input must raise")
+    col2im(np.ones((5, 9)), (1, 1, 4, 4), 3)
+    raise AssertionError("columns of the wrong shape must raise")
 except ShapeError as err:
-    assert "(2, 3, 5, 6)" in str(err)
+    assert "(4, 9)" in str(err), f"the error names the expected shape (4, 9); got {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `conv_conv2d`: convolution as matrix products
+# ### Task `conv_conv2d` (3 points): convolution as matrix products
 #
 # `conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)`
 # takes x of shape (N, C, H, W) and a weight of shape (OC, C/groups, KH, KW)
@@ -369,19 +420,6 @@ except ShapeError as err:
 # a float64 bias on float32 weights would otherwise be cast down silently).
 # Use explicit sizes in the reshapes, never −1: with a batch of N = 0 images
 # there are M = 0 rows, and `reshape(0, G, -1)` cannot work out the −1.
-#
-# The layer `Conv2d(in_channels, out_channels, kernel_size, stride=1,
-# padding=0, dilation=1, groups=1, bias=True, device=None, dtype=None)`
-# keeps `weight` (OC, C/groups, KH, KW) and `bias` (OC,), initialised like
-# PyTorch's: `kaiming_uniform_(weight, a=√5)` and the bias uniform in
-# ±1/√fan_in with fan_in = C/groups·KH·KW (module 03's helpers). It stores
-# its size arguments as pairs (`layer.kernel_size == (5, 5)`, checked when
-# the layer is built, with the given `_pairs`), raises a `ValueError` when
-# in_channels, out_channels or groups is not a positive int or the channels
-# are not divisible by groups, and a `ShapeError` for an input that does not fit:
-# `Conv2d(1, 6, 5) got input of shape (32, 3, 28, 28); expected (N, 1, H, W)`.
-# An integer input is converted to the weight's dtype; a floating input of
-# another dtype is a `TypeError`, as for `Linear`.
 
 # %% nbgrader={"grade": false, "grade_id": "conv_conv2d_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -457,6 +495,121 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 
     ### END SOLUTION
 
 
+# %% [markdown]
+# Check against `im2col`: with one group, the convolution is one GEMM of
+# `im2col`'s matrix with the flattened filters, `cols @ W.T`, reshaped to
+# NCHW:
+
+# %%
+_rng = np.random.default_rng(0)
+_x, _w = _rng.standard_normal((2, 4, 7, 6)), _rng.standard_normal((6, 4, 3, 2))
+_ours = conv2d(Tensor(_x), Tensor(_w), stride=2, padding=1).numpy()
+_gemm = (im2col(_x, (3, 2), 2, 1) @ _w.reshape(6, -1).T).reshape(2, 4, 4, 6).transpose(0, 3, 1, 2)
+print("largest difference from im2col's GEMM:", np.abs(_ours - _gemm).max())
+
+# %% nbgrader={"grade": true, "grade_id": "conv_conv2d", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+def conv2d_loops(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """The definition of conv2d, one output number at a time (NumPy, slow but obviously right)."""
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    xp_ = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh, ow = conv_output_size(h, kh, stride, padding, dilation), conv_output_size(wd, kw, stride, padding, dilation)
+    out = np.zeros((n, oc, oh, ow), x.dtype)
+    for o in range(oc):
+        g = o // (oc // groups)
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp_[:, g * cg:(g + 1) * cg, i * stride:i * stride + dilation * (kh - 1) + 1:dilation,
+                            j * stride:j * stride + dilation * (kw - 1) + 1:dilation]
+                out[:, o, i, j] = (patch * w[o]).sum(axis=(1, 2, 3)) + (0 if b is None else b[o])
+    return out
+
+
+rng = np.random.default_rng(1)
+X, W, B = rng.standard_normal((2, 3, 6, 5)), rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(4)
+out = conv2d(Tensor(X), Tensor(W), Tensor(B))
+assert out.shape == (2, 4, 4, 3) and np.allclose(out.numpy(), conv2d_loops(X, W, B)), "conv2d agrees with the loops"
+out = conv2d(Tensor(X), Tensor(W), stride=2, padding=1)
+assert np.allclose(out.numpy(), conv2d_loops(X, W, None, 2, 1)), "stride 2, padding 1, no bias"
+x64, w64, b64 = (Tensor(a, requires_grad=True) for a in (X[:1, :, :5, :4], W[:2], B[:2]))
+assert gradcheck(lambda x, w, b: conv2d(x, w, b), x64, w64, b64), "the gradients of input, weight and bias"
+assert gradcheck(lambda x, w, b: conv2d(x, w, b, stride=2, padding=1), x64, w64, b64), (
+    "the gradients with stride 2 and padding 1")
+### BEGIN HIDDEN TESTS
+X2, W2, B2 = rng.standard_normal((2, 4, 7, 6)), rng.standard_normal((6, 2, 3, 2)), rng.standard_normal(6)
+for kw in ({"groups": 2}, {"dilation": 2}, {"stride": 3, "padding": 2}, {"groups": 2, "stride": 2, "dilation": 2, "padding": 1}):
+    args = [kw.get(k, v) for k, v in (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1))]
+    w_ = W2 if kw.get("groups") == 2 else rng.standard_normal((6, 4, 3, 2))
+    got = conv2d(Tensor(X2), Tensor(w_), Tensor(B2), **kw).numpy()
+    assert np.allclose(got, conv2d_loops(X2, w_, B2, *args)), f"conv2d with {kw} differs from the definition"
+xs, ws, bs = (Tensor(a, requires_grad=True) for a in (X2[:1, :, :5, :5], W2[:4], B2[:4]))
+assert gradcheck(lambda x, w, b: conv2d(x, w, b, stride=2, groups=2), xs, ws, bs), (
+    "the gradients with stride 2 and 2 groups")
+assert gradcheck(lambda x, w: conv2d(x, w, dilation=2, padding=1, groups=2), xs, ws), (
+    "the gradients with dilation 2, padding 1 and 2 groups")
+assert gradcheck(lambda x, w: conv2d(x, w, stride=(2, 1), padding=(0, 1), groups=2), xs, ws), (
+    "the gradients with stride (2, 1) and padding (0, 1)")
+xn = Tensor(X[:1, :, :5, :4])
+wn = Tensor(W[:2], requires_grad=True)
+_col2im, _fold_ = col2im, _fold
+def col2im(*args, **kwargs):
+    raise AssertionError("the input gradient of a data batch (requires_grad=False) must not be computed")
+_fold = col2im
+try:
+    conv2d(xn, wn).sum().backward()
+finally:
+    col2im, _fold = _col2im, _fold_
+assert wn.grad is not None and xn.grad is None, "only the weight's gradient, when the input needs none"
+xb = Tensor(X[:, :, :4, :4])
+assert gradcheck(lambda w, b: conv2d(xb, w, b), Tensor(W[:2], requires_grad=True), Tensor(B[:2], requires_grad=True)), (
+    "the weight and bias gradients add up over the images of a batch")
+try:
+    conv2d(Tensor(X2), Tensor(W2), Tensor(B2.astype(np.float32)), groups=2)
+    raise AssertionError("a float32 bias with float64 weights must raise")
+except TypeError as err:
+    assert "bias" in str(err), f"the error names the bias; got {err}"
+try:
+    conv2d(Tensor(X2.astype(np.float32)), Tensor(W2), groups=2)
+    raise AssertionError("a float32 input with float64 weights must raise")
+except TypeError as err:
+    assert "float32" in str(err) and "float64" in str(err), f"the error names both dtypes; got {err}"
+try:
+    conv2d(Tensor(X2), Tensor(W2))
+    raise AssertionError("4 input channels for a weight that expects 2 must raise")
+except ShapeError as err:
+    assert "(2, 4, 7, 6)" in str(err), f"the error names the input's shape; got {err}"
+try:
+    conv2d(Tensor(X2), Tensor(W2[:5]), groups=2)
+    raise AssertionError("5 output channels cannot be split into 2 groups")
+except ValueError as err:
+    assert "groups" in str(err), f"the error names groups; got {err}"
+try:
+    conv2d(Tensor(X2), Tensor(rng.standard_normal((2, 4, 9, 2))))
+    raise AssertionError("a kernel larger than the input must raise")
+except ShapeError as err:
+    assert "(2, 4, 7, 6)" in str(err), f"the error names the input's shape; got {err}"
+assert conv2d(Tensor(np.zeros((0, 4, 7, 6))), Tensor(W2), groups=2).shape == (0, 6, 5, 5), (
+    "a batch of zero images gives zero outputs")
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `conv_conv2d_layer` (1 point): the `Conv2d` layer
+#
+# The layer `Conv2d(in_channels, out_channels, kernel_size, stride=1,
+# padding=0, dilation=1, groups=1, bias=True, device=None, dtype=None)`
+# keeps `weight` (OC, C/groups, KH, KW) and `bias` (OC,), initialised like
+# PyTorch's: `kaiming_uniform_(weight, a=√5)` and the bias uniform in
+# ±1/√fan_in with fan_in = C/groups·KH·KW (module 03's helpers). It stores
+# its size arguments as pairs (`layer.kernel_size == (5, 5)`, checked when
+# the layer is built, with the given `_pairs`), raises a `ValueError` when
+# in_channels, out_channels or groups is not a positive int or the channels
+# are not divisible by groups, and a `ShapeError` for an input that does not fit:
+# `Conv2d(1, 6, 5) got input of shape (32, 3, 28, 28); expected (N, 1, H, W)`.
+# An integer input is converted to the weight's dtype; a floating input of
+# another dtype is a `TypeError`, as for `Linear`.
+
+# %% nbgrader={"grade": false, "grade_id": "conv_conv2d_layer_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 class Conv2d(Module):
     """A 2-d convolution layer with PyTorch's arguments, shapes and default initialisation."""
 
@@ -520,150 +673,60 @@ class Conv2d(Module):
             text += f", groups={self.groups}"
         return text + ("" if self.bias is not None else ", bias=False")
 
-
-# %% [markdown]
-# Check against the definition, written as loops (slow, but obviously
-# right), and against central differences:
-
-# %% nbgrader={"grade": false, "grade_id": "conv_conv2d_reference", "locked": true, "schema_version": 3, "solution": false}
-def conv2d_loops(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
-    """The definition of conv2d, one output number at a time (NumPy, for checking only)."""
-    n, c, h, wd = x.shape
-    oc, cg, kh, kw = w.shape
-    xp_ = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
-    oh, ow = conv_output_size(h, kh, stride, padding, dilation), conv_output_size(wd, kw, stride, padding, dilation)
-    out = np.zeros((n, oc, oh, ow), x.dtype)
-    for o in range(oc):
-        g = o // (oc // groups)
-        for i in range(oh):
-            for j in range(ow):
-                patch = xp_[:, g * cg:(g + 1) * cg, i * stride:i * stride + dilation * (kh - 1) + 1:dilation,
-                            j * stride:j * stride + dilation * (kw - 1) + 1:dilation]
-                out[:, o, i, j] = (patch * w[o]).sum(axis=(1, 2, 3)) + (0 if b is None else b[o])
-    return out
-
-
-# %%
-_rng = np.random.default_rng(0)
-_x, _w, _b = _rng.standard_normal((2, 4, 7, 6)), _rng.standard_normal((6, 2, 3, 2)), _rng.standard_normal(6)
-_ours = conv2d(Tensor(_x), Tensor(_w), Tensor(_b), stride=2, padding=1, groups=2).numpy()
-print("largest difference from the loops:", np.abs(_ours - conv2d_loops(_x, _w, _b, 2, 1, 1, 2)).max())
-
-# %% nbgrader={"grade": true, "grade_id": "conv_conv2d", "locked": true, "points": 4, "schema_version": 3, "solution": false}
-rng = np.random.default_rng(1)
-X, W, B = rng.standard_normal((2, 3, 6, 5)), rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(4)
-out = conv2d(Tensor(X), Tensor(W), Tensor(B))
-assert out.shape == (2, 4, 4, 3) and np.allclose(out.numpy(), conv2d_loops(X, W, B))
-out = conv2d(Tensor(X), Tensor(W), stride=2, padding=1)
-assert np.allclose(out.numpy(), conv2d_loops(X, W, None, 2, 1))
-x64, w64, b64 = (Tensor(a, requires_grad=True) for a in (X[:1, :, :5, :4], W[:2], B[:2]))
-assert gradcheck(lambda x, w, b: conv2d(x, w, b), x64, w64, b64)
-assert gradcheck(lambda x, w, b: conv2d(x, w, b, stride=2, padding=1), x64, w64, b64)
+# %% nbgrader={"grade": true, "grade_id": "conv_conv2d_layer", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 manual_seed(0)
 layer = Conv2d(3, 6, 5)
-assert layer.weight.shape == (6, 3, 5, 5) and layer.bias.shape == (6,) and layer.weight.dtype == np.float32
-assert layer.kernel_size == (5, 5) and layer.stride == (1, 1)
+assert layer.weight.shape == (6, 3, 5, 5) and layer.bias.shape == (6,) and layer.weight.dtype == np.float32, (
+    "weight (OC, C/groups, KH, KW) and bias (OC,), float32 by default")
+assert layer.kernel_size == (5, 5) and layer.stride == (1, 1), "the size arguments are kept as pairs"
 bound = 1 / math.sqrt(3 * 25)
-assert np.abs(layer.weight.numpy()).max() <= bound and np.abs(layer.weight.numpy()).max() > 0.9 * bound
+assert np.abs(layer.weight.numpy()).max() <= bound and np.abs(layer.weight.numpy()).max() > 0.9 * bound, (
+    "kaiming_uniform_(a=√5): the weight is uniform in ±1/√fan_in")
 y = layer(randn(2, 3, 9, 9))
-assert y.shape == (2, 6, 5, 5) and y.dtype == np.float32
+assert y.shape == (2, 6, 5, 5) and y.dtype == np.float32, "a 5×5 kernel on 9×9 images gives 5×5 maps"
 try:
     Conv2d(1, 6, 5)(randn(32, 3, 28, 28))
     raise AssertionError("a wrong number of channels must raise")
 except ShapeError as err:
-    assert str(err) == "Conv2d(1, 6, 5) got input of shape (32, 3, 28, 28); expected (N, 1, H, W)"
+    assert str(err) == "Conv2d(1, 6, 5) got input of shape (32, 3, 28, 28); expected (N, 1, H, W)", (
+        f"the error names the layer, the input's shape and what was expected; got {err}")
 ### BEGIN HIDDEN TESTS
-X2, W2, B2 = rng.standard_normal((2, 4, 7, 6)), rng.standard_normal((6, 2, 3, 2)), rng.standard_normal(6)
-for kw in ({"groups": 2}, {"dilation": 2}, {"stride": 3, "padding": 2}, {"groups": 2, "stride": 2, "dilation": 2, "padding": 1}):
-    args = [kw.get(k, v) for k, v in (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1))]
-    w_ = W2 if kw.get("groups") == 2 else rng.standard_normal((6, 4, 3, 2))
-    got = conv2d(Tensor(X2), Tensor(w_), Tensor(B2), **kw).numpy()
-    assert np.allclose(got, conv2d_loops(X2, w_, B2, *args)), kw
-xs, ws, bs = (Tensor(a, requires_grad=True) for a in (X2[:1, :, :5, :5], W2[:4], B2[:4]))
-assert gradcheck(lambda x, w, b: conv2d(x, w, b, stride=2, groups=2), xs, ws, bs)
-assert gradcheck(lambda x, w: conv2d(x, w, dilation=2, padding=1, groups=2), xs, ws)
-assert gradcheck(lambda x, w: conv2d(x, w, stride=(2, 1), padding=(0, 1), groups=2), xs, ws)
-xn = Tensor(X[:1, :, :5, :4])
-wn = Tensor(W[:2], requires_grad=True)
-_col2im, _fold_ = col2im, _fold
-def col2im(*args, **kwargs):
-    raise AssertionError("the input gradient of a data batch (requires_grad=False) must not be computed")
-_fold = col2im
-try:
-    conv2d(xn, wn).sum().backward()
-finally:
-    col2im, _fold = _col2im, _fold_
-assert wn.grad is not None and xn.grad is None
+assert np.abs(layer.bias.numpy()).max() <= bound and np.abs(layer.bias.numpy()).max() > 0.5 * bound, (
+    "the bias is uniform in ±1/√fan_in")
 g = Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2, bias=False)
-assert g.weight.shape == (6, 2, 3, 2) and g.bias is None and g(randn(1, 4, 8, 8)).shape == (1, 6, 4, 5)
-assert Conv2d(2, 2, 3, dtype=float64)(Tensor(np.ones((1, 2, 3, 3), np.int64))).dtype == np.float64
+assert g.weight.shape == (6, 2, 3, 2) and g.bias is None, "bias=False: no bias; groups=2: 2 input channels per filter"
+assert g(randn(1, 4, 8, 8)).shape == (1, 6, 4, 5), "the layer passes stride, padding and groups to conv2d"
+dilated = Conv2d(1, 1, 3, dilation=2, bias=False)
+assert dilated.dilation == (2, 2) and dilated(randn(1, 1, 7, 7)).shape == (1, 1, 3, 3), (
+    "the layer passes its dilation to conv2d")
+assert Conv2d(2, 2, 3, dtype=float64)(Tensor(np.ones((1, 2, 3, 3), np.int64))).dtype == np.float64, (
+    "an integer input becomes the weight's dtype")
 for bad in (lambda: Conv2d(3, 6, 3, groups=2), lambda: Conv2d(4, 3, 3, groups=2)):
     try:
         bad()
         raise AssertionError("channels not divisible by groups must raise")
     except ValueError as err:
-        assert "groups" in str(err)
+        assert "groups" in str(err), f"the error names groups; got {err}"
 try:
-    Conv2d(1, 2, 5)(randn(1, 1, 4, 4))
-    raise AssertionError("a kernel larger than the input must raise")
-except ShapeError as err:
-    assert "(1, 1, 4, 4)" in str(err)
+    Conv2d(0, 2, 3)
+    raise AssertionError("in_channels=0 must raise")
+except ValueError as err:
+    assert "in_channels" in str(err), f"the error names in_channels; got {err}"
 try:
     Conv2d(1, 2, 3)(randn(1, 1, 4, 4).to(dtype=float64))
     raise AssertionError("a float64 input to float32 weights must raise")
-except TypeError:
-    pass
-try:
-    conv2d(Tensor(X2), Tensor(W2), Tensor(B2.astype(np.float32)), groups=2)
-    raise AssertionError("a float32 bias with float64 weights must raise")
 except TypeError as err:
-    assert "bias" in str(err)
+    assert "float64" in str(err), f"the error names the input's dtype; got {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `conv_pool`: pooling
+# ## Pooling
 #
 # Pooling shrinks the feature map and makes the network care less about
-# exactly where a feature sits. All three reuse `_windows` and `_fold`;
-# each is a `Function` (or a composition) on (N, C, H, W) inputs, with
-# PyTorch's signatures. `stride=None` means `stride = kernel_size`.
-#
-# * **`max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1)`** —
-#   the largest value of each window (pad with −∞, so padding never wins).
-#   Backward: each window's gradient goes to its maximum. With ties, PyTorch
-#   sends it to *one* element (the first maximum in the window); so does
-#   ours. The simplest way: copy the windows into (N, C, OH, OW, KH·KW),
-#   take `argmax` along the last axis and keep the indices. That copy is
-#   KH·KW times the output, so do what `_fold` does instead — loop over the
-#   KH·KW kernel offsets, never over pixels: the output is a *running
-#   maximum* of the strided slices `windows[..., i, j]` (`xp.maximum(out,
-#   slice, out=out)`), and nothing is copied but the output. In backward,
-#   walk the offsets in the same order: at each one, the positions that
-#   equal the window's maximum *and* whose window has not had its gradient
-#   yet (a boolean "taken" array) receive it — so a tie goes to the first
-#   maximum. You could write those into a window-shaped array and `_fold`
-#   it; it is about twice as fast (LeNet's pools, measured) to do `_fold`'s
-#   strided addition yourself, offset by offset, straight into a zero
-#   gradient of the padded input, and cut the padding off at the end: no
-#   KH·KW-times-the-output array to fill and then copy. Pad floating inputs with −∞ and
-#   integer ones with their smallest value; a bool input is a `TypeError`.
-# * **`avg_pool2d(x, kernel_size, stride=None, padding=0,
-#   count_include_pad=True)`** — the mean of each window. With
-#   `count_include_pad=False`, padded positions do not count: the divisor
-#   of each window is the number of real pixels in it (the window sums of
-#   an all-ones image). Backward: each output's gradient, divided by its
-#   divisor, spread over its window with `_fold`. Sum float16 windows in
-#   float32 (`dtype=` of `sum`) and cast the result back.
-# * **`adaptive_avg_pool2d(x, output_size)`** — you choose the output size,
-#   the windows adapt. PyTorch's rule: output row i averages input rows
-#   `start = ⌊i·H/OH⌋` to `end = ⌈(i+1)·H/OH⌉` (exclusive), so windows
-#   may differ in size and overlap when OH does not divide H. An average
-#   over a rectangle is an average over its rows of averages over its
-#   columns, so the whole operation is two matrix products,
-#   `P_h @ x @ P_wᵀ`, with P_h[i, start:end] = 1/(end − start) — a
-#   composition of module 01's `matmul`, so no new backward. When the sizes
-#   divide, use `avg_pool2d` with kernel = stride = H/OH. `output_size` is an
-#   int or a pair; `None` in the pair keeps that axis's size.
+# exactly where a feature sits. Three kinds follow, one task each. All
+# reuse `_windows` and `_fold`; each is a `Function` (or a composition) on
+# (N, C, H, W) inputs, with PyTorch's signatures. `stride=None` means
+# `stride = kernel_size`.
 #
 # Both max and average pooling require padding ≤ kernel_size / 2
 # (PyTorch's rule; otherwise a window could hold only padding): a
@@ -671,10 +734,12 @@ except TypeError as err:
 # taps so that all of them land in the padding (kernel 2, dilation 2,
 # padding 1 on an input one pixel high: taps at rows −1 and 1); where
 # PyTorch would return −∞, `_pool_geometry` (given) raises a `ShapeError`
-# naming the geometry. The layers `MaxPool2d`, `AvgPool2d`,
-# `AdaptiveAvgPool2d` hold the arguments and call the functions.
+# naming the geometry. Call it first: it returns the checked
+# (kernel, stride, padding, dilation) pairs. The layers `MaxPool2d`,
+# `AvgPool2d`, `AdaptiveAvgPool2d` (given) hold the arguments and call
+# your functions.
 
-# %% nbgrader={"grade": false, "grade_id": "conv_pool_code", "locked": false, "schema_version": 3, "solution": true}
+# %%
 #| export
 def _pool_geometry(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: Any,
                    dilation: Any = 1) -> tuple[tuple[int, int], ...]:
@@ -695,6 +760,32 @@ def _pool_geometry(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: A
     return geometry
 
 
+# %% [markdown]
+# ### Task `conv_max_pool` (2 points): the largest value of each window
+#
+# **`max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1)`** —
+# the largest value of each window (pad with −∞, so padding never wins).
+# Backward: each window's gradient goes to its maximum. With ties, PyTorch
+# sends it to *one* element (the first maximum in the window); so does
+# ours. The simplest way: copy the windows into (N, C, OH, OW, KH·KW),
+# take `argmax` along the last axis and keep the indices. That copy is
+# KH·KW times the output, so do what `_fold` does instead — loop over the
+# KH·KW kernel offsets, never over pixels: the output is a *running
+# maximum* of the strided slices `windows[..., i, j]` (`xp.maximum(out,
+# slice, out=out)`), and nothing is copied but the output. In backward,
+# walk the offsets in the same order: at each one, the positions that
+# equal the window's maximum *and* whose window has not had its gradient
+# yet (a boolean "taken" array) receive it — so a tie goes to the first
+# maximum. You could write those into a window-shaped array and `_fold`
+# it; it is about twice as fast (LeNet's pools, measured) to do `_fold`'s
+# strided addition yourself, offset by offset, straight into a zero
+# gradient of the padded input, and cut the padding off at the end: no
+# KH·KW-times-the-output array to fill and then copy. Pad floating inputs
+# with −∞ and integer ones with their smallest value; a bool input is a
+# `TypeError`.
+
+# %% nbgrader={"grade": false, "grade_id": "conv_max_pool_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 class MaxPool2dFn(Function):
     """The maximum of each window; the gradient goes to the (first) maximum."""
 
@@ -735,6 +826,91 @@ class MaxPool2dFn(Function):
         ### END SOLUTION
 
 
+def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
+    """The maximum over each (dilated) window of an (N, C, H, W) input."""
+    ### BEGIN SOLUTION
+    if x.dtype == np.bool_:
+        raise TypeError("max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))")
+    kernel, stride, padding, dilation = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation)
+    return MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    ### END SOLUTION
+
+
+class MaxPool2d(Module):
+    """Max pooling over (dilated) windows; stride defaults to the kernel size."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> None:
+        super().__init__()
+        self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
+        self.stride = kernel_size if stride is None else stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, dilation={self.dilation}"
+
+
+# %% nbgrader={"grade": true, "grade_id": "conv_max_pool", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+img = Tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), requires_grad=True)
+out = max_pool2d(img, 2)
+assert out.shape == (1, 1, 2, 2) and out.numpy()[0, 0].tolist() == [[5, 7], [13, 15]] and out.dtype == np.float32, (
+    "the largest value of each 2×2 window, in float32")
+out.sum().backward()
+assert img.grad.numpy()[0, 0].tolist() == [[0, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 0], [0, 1, 0, 1]], (
+    "each window's gradient goes to its maximum")
+rng = np.random.default_rng(2)
+x64 = Tensor(rng.standard_normal((2, 2, 5, 5)), requires_grad=True)
+assert gradcheck(lambda t: max_pool2d(t, 3, stride=2, padding=1), x64), "the gradient with stride 2 and padding 1"
+assert MaxPool2d(2)(img).shape == (1, 1, 2, 2), "the layer calls max_pool2d"
+### BEGIN HIDDEN TESTS
+X = rng.standard_normal((2, 3, 7, 6))
+t = Tensor(X)
+got = max_pool2d(t, (3, 2), stride=(2, 1), padding=1).numpy()
+padded = np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+ref = np.array([[padded[:, :, i * 2:i * 2 + 3, j:j + 2].max(axis=(2, 3)) for j in range(7)] for i in range(4)])
+assert np.allclose(got, ref.transpose(2, 3, 0, 1)), "kernel (3, 2), stride (2, 1), padding 1: wrong maxima"
+got = max_pool2d(t, 2, stride=1, dilation=2).numpy()
+assert np.allclose(got, np.maximum.reduce([X[:, :, a:a + 5, b:b + 4] for a in (0, 2) for b in (0, 2)])), (
+    "dilation 2: the taps of a window are two pixels apart")
+assert gradcheck(lambda t: max_pool2d(t, 2, stride=1, dilation=2), x64), "the gradient with dilation 2"
+negative = -np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+assert max_pool2d(Tensor(negative), 3, 1, 1).numpy()[0, 0, 0].tolist() == [-1, -1, -2, -3], (
+    "padding never wins: windows of negative numbers keep their largest real value")
+ints = Tensor(-np.arange(1, 17, dtype=np.int32).reshape(1, 1, 4, 4))
+pooled = max_pool2d(ints, 3, 1, 1)
+assert pooled.dtype == np.int32 and pooled.numpy()[0, 0, 0].tolist() == [-1, -1, -2, -3], (
+    "integer inputs stay integer, padded with their smallest value")
+tie = Tensor(np.ones((1, 1, 2, 2)), requires_grad=True)
+max_pool2d(tie, 2).sum().backward()
+assert tie.grad.numpy().sum() == 1, "a tie sends the gradient to one element"
+assert tie.grad.numpy()[0, 0, 0, 0] == 1, "a tie sends the gradient to the first maximum of the window"
+try:
+    max_pool2d(t, 2, padding=2)
+    raise AssertionError("padding above half the kernel must raise")
+except ValueError as err:
+    assert "padding" in str(err), f"the error names the padding; got {err}"
+try:
+    max_pool2d(Tensor(np.ones((1, 1, 4, 4), bool)), 2)
+    raise AssertionError("a bool input must raise")
+except TypeError as err:
+    assert "bool" in str(err), f"the error names the bool input; got {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `conv_avg_pool` (1 point): the mean of each window
+#
+# **`avg_pool2d(x, kernel_size, stride=None, padding=0,
+# count_include_pad=True)`** — the mean of each window. With
+# `count_include_pad=False`, padded positions do not count: the divisor of
+# each window is the number of real pixels in it (the window sums of an
+# all-ones image). Backward: each output's gradient, divided by its
+# divisor, spread over its window with `_fold`. Sum float16 windows in
+# float32 (`dtype=` of `sum`) and cast the result back. Integer inputs are
+# averaged as float32 (`x._floating()`).
+
+# %% nbgrader={"grade": false, "grade_id": "conv_avg_pool_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 class AvgPool2dFn(Function):
     """The mean of each window (padding counted or not); the gradient spread evenly over it."""
 
@@ -763,16 +939,6 @@ class AvgPool2dFn(Function):
         ### END SOLUTION
 
 
-def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
-    """The maximum over each (dilated) window of an (N, C, H, W) input."""
-    ### BEGIN SOLUTION
-    if x.dtype == np.bool_:
-        raise TypeError("max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))")
-    kernel, stride, padding, dilation = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation)
-    return MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-    ### END SOLUTION
-
-
 def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                count_include_pad: bool = True) -> Tensor:
     """The mean over each window of an (N, C, H, W) input."""
@@ -783,6 +949,69 @@ def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0
     ### END SOLUTION
 
 
+class AvgPool2d(Module):
+    """Average pooling; stride defaults to the kernel size."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, count_include_pad: bool = True) -> None:
+        super().__init__()
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+# %% nbgrader={"grade": true, "grade_id": "conv_avg_pool", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+img = Tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), requires_grad=True)
+assert avg_pool2d(img, 2).numpy()[0, 0].tolist() == [[2.5, 4.5], [10.5, 12.5]], "the mean of each 2×2 window"
+rng = np.random.default_rng(2)
+x64 = Tensor(rng.standard_normal((2, 2, 5, 5)), requires_grad=True)
+assert gradcheck(lambda t: avg_pool2d(t, 3, stride=2, padding=1), x64), "the gradient with stride 2 and padding 1"
+assert AvgPool2d(3, 1)(img).shape == (1, 1, 2, 2), "the layer calls avg_pool2d"
+### BEGIN HIDDEN TESTS
+X = rng.standard_normal((2, 3, 7, 6))
+got = avg_pool2d(Tensor(X), (3, 2), stride=(2, 1), padding=1).numpy()
+padded = np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)))
+ref = np.array([[padded[:, :, i * 2:i * 2 + 3, j:j + 2].mean(axis=(2, 3)) for j in range(7)] for i in range(4)])
+assert np.allclose(got, ref.transpose(2, 3, 0, 1)), "kernel (3, 2), stride (2, 1), padding 1: wrong means"
+ones = Tensor(np.ones((1, 1, 4, 4), np.float32))
+assert np.allclose(avg_pool2d(ones, 3, 2, 1).numpy()[0, 0], [[4 / 9, 6 / 9], [6 / 9, 1]]), (
+    "count_include_pad=True: padded zeros count in the mean")
+assert np.allclose(avg_pool2d(ones, 3, 2, 1, count_include_pad=False).numpy(), 1), (
+    "count_include_pad=False: padding does not count")
+assert gradcheck(lambda t: avg_pool2d(t, 3, stride=2, padding=1, count_include_pad=False), x64), (
+    "the gradient with count_include_pad=False")
+assert avg_pool2d(Tensor(X.astype(np.float16)), 2).dtype == np.float16, "float16 in, float16 out"
+assert avg_pool2d(Tensor(np.full((1, 1, 64, 64), 2049, np.float16)), 64).item() == 2048, (
+    "float16 windows are summed in float32: a float16 sum of 4096 values of 2049 overflows")
+try:
+    avg_pool2d(Tensor(X), 3, padding=2)
+    raise AssertionError("padding above half the kernel must raise")
+except ValueError as err:
+    assert "padding" in str(err), f"the error names the padding; got {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `conv_adaptive_avg_pool` (1 point): you choose the output size
+#
+# **`adaptive_avg_pool2d(x, output_size)`** — you choose the output size,
+# the windows adapt. PyTorch's rule: output row i averages input rows
+# `start = ⌊i·H/OH⌋` to `end = ⌈(i+1)·H/OH⌉` (exclusive), so windows may
+# differ in size and overlap when OH does not divide H. An average over a
+# rectangle is an average over its rows of averages over its columns, so
+# the whole operation is two matrix products, `P_h @ x @ P_wᵀ`, with
+# P_h[i, start:end] = 1/(end − start) (`_adaptive_matrix(H, OH)`) — a
+# composition of module 01's `matmul`, so no new backward. When the sizes
+# divide, use `avg_pool2d` with kernel = stride = H/OH. `output_size` is an
+# int or a pair; `None` in the pair keeps that axis's size (the given
+# `_output_size_pair` reads it).
+
+# %% nbgrader={"grade": false, "grade_id": "conv_adaptive_avg_pool_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def _adaptive_matrix(size: int, out: int) -> np.ndarray:
     """(out, size) averaging matrix: row i is 1/(end − start) on PyTorch's window [start, end)."""
     ### BEGIN SOLUTION
@@ -822,37 +1051,6 @@ def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | No
     ### END SOLUTION
 
 
-class MaxPool2d(Module):
-    """Max pooling over (dilated) windows; stride defaults to the kernel size."""
-
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> None:
-        super().__init__()
-        self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
-        self.stride = kernel_size if stride is None else stride
-
-    def forward(self, x: Tensor) -> Tensor:
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, dilation={self.dilation}"
-
-
-class AvgPool2d(Module):
-    """Average pooling; stride defaults to the kernel size."""
-
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, count_include_pad: bool = True) -> None:
-        super().__init__()
-        self.kernel_size, self.padding = kernel_size, padding
-        self.stride = kernel_size if stride is None else stride
-        self.count_include_pad = count_include_pad
-
-    def forward(self, x: Tensor) -> Tensor:
-        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
 class AdaptiveAvgPool2d(Module):
     """Average pooling to a fixed output size, whatever the input size."""
 
@@ -871,61 +1069,39 @@ class AdaptiveAvgPool2d(Module):
 _x = Tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4))
 print(max_pool2d(_x, 2).numpy()[0, 0], avg_pool2d(_x, 2).numpy()[0, 0], adaptive_avg_pool2d(_x, 3).numpy()[0, 0], sep="\n")
 
-# %% nbgrader={"grade": true, "grade_id": "conv_pool", "locked": true, "points": 4, "schema_version": 3, "solution": false}
-img = Tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), requires_grad=True)
-out = max_pool2d(img, 2)
-assert out.shape == (1, 1, 2, 2) and out.numpy()[0, 0].tolist() == [[5, 7], [13, 15]] and out.dtype == np.float32
-out.sum().backward()
-assert img.grad.numpy()[0, 0].tolist() == [[0, 0, 0, 0], [0, 1, 0, 1], [0, 0, 0, 0], [0, 1, 0, 1]]
-assert avg_pool2d(img, 2).numpy()[0, 0].tolist() == [[2.5, 4.5], [10.5, 12.5]]
-assert np.allclose(adaptive_avg_pool2d(img, 3).numpy()[0, 0], [[2.5, 3.5, 4.5], [6.5, 7.5, 8.5], [10.5, 11.5, 12.5]])
+# %% nbgrader={"grade": true, "grade_id": "conv_adaptive_avg_pool", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+img = Tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4))
+assert np.allclose(adaptive_avg_pool2d(img, 3).numpy()[0, 0], [[2.5, 3.5, 4.5], [6.5, 7.5, 8.5], [10.5, 11.5, 12.5]]), (
+    "3×3 from 4×4: overlapping 2×2 windows")
 rng = np.random.default_rng(2)
 x64 = Tensor(rng.standard_normal((2, 2, 5, 5)), requires_grad=True)
-assert gradcheck(lambda t: max_pool2d(t, 3, stride=2, padding=1), x64)
-assert gradcheck(lambda t: avg_pool2d(t, 3, stride=2, padding=1), x64)
-assert gradcheck(lambda t: adaptive_avg_pool2d(t, (3, 2)), x64)
-assert MaxPool2d(2)(img).shape == (1, 1, 2, 2) and AvgPool2d(3, 1)(img).shape == (1, 1, 2, 2)
+assert gradcheck(lambda t: adaptive_avg_pool2d(t, (3, 2)), x64), "the gradient of a (3, 2) output"
+assert AdaptiveAvgPool2d(1)(img).shape == (1, 1, 1, 1), "the layer calls adaptive_avg_pool2d"
 ### BEGIN HIDDEN TESTS
-X = rng.standard_normal((2, 3, 7, 6))
-t = Tensor(X)
-got = max_pool2d(t, (3, 2), stride=(2, 1), padding=1).numpy()
-padded = np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
-ref = np.array([[padded[:, :, i * 2:i * 2 + 3, j:j + 2].max(axis=(2, 3)) for j in range(7)] for i in range(4)])
-assert np.allclose(got, ref.transpose(2, 3, 0, 1))
-got = max_pool2d(t, 2, stride=1, dilation=2).numpy()
-assert np.allclose(got, np.maximum.reduce([X[:, :, a:a + 5, b:b + 4] for a in (0, 2) for b in (0, 2)]))
-ones = Tensor(np.ones((1, 1, 4, 4), np.float32))
-assert np.allclose(avg_pool2d(ones, 3, 2, 1).numpy()[0, 0], [[4 / 9, 6 / 9], [6 / 9, 1]])
-assert np.allclose(avg_pool2d(ones, 3, 2, 1, count_include_pad=False).numpy(), 1), "padding does not count"
-assert gradcheck(lambda t: avg_pool2d(t, 3, stride=2, padding=1, count_include_pad=False), x64)
-assert gradcheck(lambda t: max_pool2d(t, 2, stride=1, dilation=2), x64)
 A = rng.standard_normal((1, 2, 7, 5))
 got = adaptive_avg_pool2d(Tensor(A), (3, 4)).numpy()
 for i in range(3):
     for j in range(4):
         r0, r1, c0, c1 = (i * 7) // 3, -((-(i + 1) * 7) // 3), (j * 5) // 4, -((-(j + 1) * 5) // 4)
-        assert np.allclose(got[:, :, i, j], A[:, :, r0:r1, c0:c1].mean(axis=(2, 3)))
-assert np.allclose(adaptive_avg_pool2d(Tensor(A), 1).numpy()[..., 0, 0], A.mean(axis=(2, 3)))
-assert adaptive_avg_pool2d(Tensor(A), (None, 2)).shape == (1, 2, 7, 2)
-assert adaptive_avg_pool2d(Tensor(A.astype(np.float32)), 3).dtype == np.float32
-tie = Tensor(np.ones((1, 1, 2, 2)), requires_grad=True)
-max_pool2d(tie, 2).sum().backward()
-assert tie.grad.numpy().sum() == 1, "a tie sends the gradient to one element"
+        assert np.allclose(got[:, :, i, j], A[:, :, r0:r1, c0:c1].mean(axis=(2, 3))), (
+            f"output ({i}, {j}) of 7×5 → 3×4 must average rows {r0}:{r1} and columns {c0}:{c1}")
+assert np.allclose(adaptive_avg_pool2d(Tensor(A), 1).numpy()[..., 0, 0], A.mean(axis=(2, 3))), (
+    "output size 1 is the mean over the whole image")
+assert np.allclose(adaptive_avg_pool2d(Tensor(A[:, :, :6, :4]), (3, 2)).numpy(),
+                   A[:, :, :6, :4].reshape(1, 2, 3, 2, 2, 2).mean(axis=(3, 5))), (
+    "sizes that divide: 6×4 → 3×2 averages 2×2 blocks")
+assert adaptive_avg_pool2d(Tensor(A), (None, 2)).shape == (1, 2, 7, 2), "None keeps that axis's size"
+assert adaptive_avg_pool2d(Tensor(A.astype(np.float32)), 3).dtype == np.float32, "float32 in, float32 out"
+assert adaptive_avg_pool2d(Tensor(A), (8, 9)).shape == (1, 2, 8, 9), "an output larger than the input works too"
 try:
-    max_pool2d(t, 2, padding=2)
-    raise AssertionError("padding above half the kernel must raise")
+    adaptive_avg_pool2d(Tensor(A), 0)
+    raise AssertionError("output_size 0 must raise")
 except ValueError as err:
-    assert "padding" in str(err)
-assert avg_pool2d(Tensor(X.astype(np.float16)), 2).dtype == np.float16
-try:
-    max_pool2d(Tensor(np.ones((1, 1, 4, 4), bool)), 2)
-    raise AssertionError("a bool input must raise")
-except TypeError:
-    pass
+    assert "output_size" in str(err), f"the error names output_size; got {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `conv_batchnorm`: `BatchNorm2d`
+# ### Task `conv_batchnorm` (2 points): `BatchNorm2d`
 #
 # Batch normalisation of images normalises each *channel* over the batch
 # and all positions: statistics over axes (0, 2, 3), one mean and variance
@@ -963,44 +1139,51 @@ class BatchNorm2d(BatchNorm1d):
         ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "conv_batchnorm", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "conv_batchnorm", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 rng = np.random.default_rng(3)
 X = (rng.standard_normal((4, 3, 5, 6)) * np.array([1, 2, 3])[None, :, None, None] + 1).astype(np.float32)
 bn = BatchNorm2d(3)
-assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"] and bn.weight.shape == (3,)
+assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"] and bn.weight.shape == (3,), (
+    "BatchNorm2d(3) has BatchNorm1d's weight and bias, one per channel")
 y = bn(Tensor(X)).numpy()
 m, v = X.mean(axis=(0, 2, 3), keepdims=True), X.var(axis=(0, 2, 3), keepdims=True)
-assert y.shape == X.shape and y.dtype == np.float32
+assert y.shape == X.shape and y.dtype == np.float32, "the output has the input's shape and dtype"
 assert np.allclose(y, (X - m) / np.sqrt(v + 1e-5), atol=1e-5), "per channel over (N, H, W)"
-assert np.allclose(bn.running_mean.numpy(), 0.1 * m.ravel(), atol=1e-6)
-assert np.allclose(bn.running_var.numpy(), 0.9 + 0.1 * X.var(axis=(0, 2, 3), ddof=1), atol=1e-5)
+assert np.allclose(bn.running_mean.numpy(), 0.1 * m.ravel(), atol=1e-6), "the running mean per channel, momentum 0.1"
+assert np.allclose(bn.running_var.numpy(), 0.9 + 0.1 * X.var(axis=(0, 2, 3), ddof=1), atol=1e-5), (
+    "the running variance per channel (unbiased), momentum 0.1")
 x64 = Tensor(X[:2, :, :3, :3].astype(np.float64), requires_grad=True)
-assert gradcheck(lambda t: BatchNorm2d(3).to(dtype=float64)(t), x64)
+assert gradcheck(lambda t: BatchNorm2d(3).to(dtype=float64)(t), x64), "the gradient with respect to the input"
 ### BEGIN HIDDEN TESTS
 bn.eval()
 y = bn(Tensor(X)).numpy()
 rm, rv = bn.running_mean.numpy()[None, :, None, None], bn.running_var.numpy()[None, :, None, None]
-assert np.allclose(y, (X - rm) / np.sqrt(rv + 1e-5), atol=1e-5) and bn.num_batches_tracked.item() == 1
+assert np.allclose(y, (X - rm) / np.sqrt(rv + 1e-5), atol=1e-5), "eval mode normalises with the running statistics"
+assert bn.num_batches_tracked.item() == 1, "eval mode does not count a batch"
 assert bn(Tensor(X[:1, :, :1, :1])).shape == (1, 3, 1, 1), "evaluation works on one value per channel"
 bn2 = BatchNorm2d(3, momentum=0.5, affine=False)
-assert list(bn2.parameters()) == []
+assert list(bn2.parameters()) == [], "affine=False: no weight and no bias"
 bn2(Tensor(X))
 bn2(Tensor(X * 2))
-assert np.allclose(bn2.running_mean.numpy(), 0.25 * m.ravel() + 0.5 * 2 * m.ravel(), atol=1e-5)
+assert np.allclose(bn2.running_mean.numpy(), 0.25 * m.ravel() + 0.5 * 2 * m.ravel(), atol=1e-5), (
+    "momentum=0.5: the running mean moves half-way to each batch's mean")
+one = BatchNorm2d(3)(Tensor(X[:1]))
+assert one.shape == (1, 3, 5, 6), "training on one image works: it has 30 values per channel"
 for bad in (Tensor(np.ones((6, 3), np.float32)), Tensor(np.ones((2, 4, 3, 3), np.float32))):
     try:
         BatchNorm2d(3)(bad)
         raise AssertionError("a wrong shape must raise")
     except ShapeError as err:
-        assert str(bad.shape) in str(err) and "(N, 3, H, W)" in str(err)
+        assert str(bad.shape) in str(err) and "(N, 3, H, W)" in str(err), (
+            f"the error names the input's shape and (N, 3, H, W); got {err}")
 try:
     BatchNorm2d(3)(Tensor(np.ones((1, 3, 1, 1), np.float32)))
     raise AssertionError("training on one value per channel must raise")
 except ValueError as err:
-    assert "BatchNorm2d" in str(err)
-assert repr(BatchNorm2d(3)).startswith("BatchNorm2d(3")
+    assert "BatchNorm2d" in str(err), f"the error names BatchNorm2d; got {err}"
+assert repr(BatchNorm2d(3)).startswith("BatchNorm2d(3"), "the repr names BatchNorm2d"
 bnw = BatchNorm2d(3).to(dtype=float64)
-assert gradcheck(lambda t, w, b: bnw(t), x64, bnw.weight, bnw.bias)
+assert gradcheck(lambda t, w, b: bnw(t), x64, bnw.weight, bnw.bias), "the gradients of input, weight and bias"
 ### END HIDDEN TESTS
 
 # %% [markdown]

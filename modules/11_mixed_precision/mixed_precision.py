@@ -31,7 +31,8 @@
 #
 # | task | what |
 # |---|---|
-# | `amp_autocast` | the policy's `cast_inputs` / `cast_output`, and `autocast` as a context manager and decorator |
+# | `amp_policy` | the policy's `cast_inputs` / `cast_output`: which inputs to cast, to what |
+# | `amp_autocast` | `autocast` as a context manager and a decorator |
 # | `amp_grad_scaler_unscale` | unscale the gradients in place and find inf/NaN, without a sync |
 # | `amp_grad_scaler_update` | the dynamic scale: back off on overflow, grow after a clean stretch |
 #
@@ -172,7 +173,7 @@ RUNS_AS_IT_COMES: frozenset[str] = frozenset({
 })
 
 # %% [markdown]
-# ### Task `amp_autocast`: the policy and the context manager
+# ### Task `amp_policy` (2 points): which inputs to cast, to what
 #
 # Module 01's `Function.apply` begins with three given lines: when
 # `AutocastMode.policy` is not None, it hands the op to
@@ -195,25 +196,10 @@ RUNS_AS_IT_COMES: frozenset[str] = frozenset({
 #   matmul returns float32; a low op must hand on its low dtype.) Any other
 #   array comes back unchanged.
 #
-# Then `autocast(dtype="float16", enabled=True)`:
-#
-# * `dtype` is `"float16"` or `"bfloat16"` (or those NumPy dtypes);
-#   anything else is a `ValueError` naming the argument. bfloat16 without
-#   ml_dtypes installed is a `RuntimeError` saying `pip install ml_dtypes`.
-#   Keep `self.dtype` (the NumPy dtype) and `self.enabled`.
-# * As a context manager, `__enter__` remembers the policy in force and puts
-#   in its own (`AutocastPolicy(self.dtype)`), or None when `enabled=False`
-#   (a way to switch autocast off inside an autocast region); `__exit__`
-#   puts back what was there, also when the block raised. Contexts nest:
-#   keep a stack of the remembered policies, so the same `autocast` object
-#   can even be entered twice.
-# * As a decorator, `@autocast("bfloat16")` runs the function inside a
-#   fresh `autocast(self.dtype, self.enabled)` per call (`functools.wraps`
-#   keeps its name). Fresh, not `self`: the policy is per thread (module
-#   01), but the stack of remembered policies lives on the object, and a
-#   decorated function may be called by two threads at once.
+# The grade cell puts your policy in force by hand (`AutocastMode.policy =
+# policy`); the next task writes `autocast()`, which does that for you.
 
-# %% nbgrader={"grade": false, "grade_id": "amp_autocast_code", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": false, "grade_id": "amp_policy_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
 class AutocastPolicy:
     """The rules autocast() applies to each op: which inputs to cast, to what."""
@@ -267,7 +253,72 @@ class AutocastPolicy:
         return out
 
 
-# %% nbgrader={"grade": false, "grade_id": "amp_autocast_code2", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": true, "grade_id": "amp_policy", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+a = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
+b = Tensor(np.ones((3, 2), np.float32))
+i = Tensor(np.arange(3))
+p = AutocastPolicy(float16)
+ca, cb = p.cast_inputs("MatMul", (a, b))
+assert ca.dtype == float16 and cb.dtype == float16, "'low' casts float32 inputs to the autocast dtype"
+assert p.cast_inputs("MatMul", (a, i))[1] is i, "integer inputs are never cast"
+h = Tensor(np.ones(3, np.float16))
+assert p.cast_inputs("Sum", (h,))[0].dtype == float32, "'float32' casts float16 up"
+assert p.cast_inputs("ReLU", (h,))[0] is h, "an op not in the table runs as it comes"
+assert p.cast_output("MatMul", np.ones(2, np.float32)).dtype == float16, "a low op hands on the low dtype"
+assert p.cast_output("Sum", np.ones(2, np.float32)).dtype == float32, "a float32 op's result stays float32"
+AutocastMode.policy = p  # by hand, for now: autocast() (the next task) does this for you
+try:
+    y = a @ b
+    s = a.sum()
+finally:
+    AutocastMode.policy = None
+assert y.dtype == float16 and s.dtype == float32, "with the policy in force: the matmul in float16, the sum in float32"
+y.sum().backward()
+assert a.grad.dtype == float32 and np.allclose(a.grad.numpy(), 2.0), "the gradient reaches float32 master weights"
+### BEGIN HIDDEN TESTS
+assert p.cast_inputs("MatMul", (Tensor(np.ones(2)),))[0].dtype == float64, "'low': float64 is never cast down"
+assert p.cast_inputs("Sum", (Tensor(np.ones(2)),))[0].dtype == float64, "'float32': float64 is never cast down"
+assert p.cast_inputs("loss", (h,))[0].dtype == float32, "\"loss\" is a float32 entry: losses compute in float32"
+assert p.cast_inputs("Sum", (i,))[0] is i, "'float32': integer inputs are never cast"
+flags = Tensor(np.ones(2, bool))
+assert p.cast_inputs("MatMul", (flags,))[0] is flags, "'low': bool inputs are never cast"
+already = (h, h)
+assert p.cast_inputs("MatMul", already) is already, "already low: nothing to cast, the same tuple comes back"
+assert p.cast_output("MatMul", np.ones(2, np.float64)).dtype == float64, "only a float32 result is cast down"
+assert p.cast_output("ReLU", np.ones(2, np.float32)).dtype == float32, "an op not in the table: the result as it is"
+if bfloat16 is not None:
+    pb = AutocastPolicy(bfloat16)
+    assert pb.cast_inputs("MatMul", (a,))[0].dtype == bfloat16, "a bfloat16 policy casts to bfloat16"
+    AutocastMode.policy = pb
+    try:
+        z = a @ b
+    finally:
+        AutocastMode.policy = None
+    assert z.dtype == bfloat16, "a low op hands on bfloat16 even though ml_dtypes' matmul gives float32"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `amp_autocast` (2 points): the context manager and the decorator
+#
+# `autocast(dtype="float16", enabled=True)` puts an `AutocastPolicy` in force:
+#
+# * `dtype` is `"float16"` or `"bfloat16"` (or those NumPy dtypes);
+#   anything else is a `ValueError` naming the argument. bfloat16 without
+#   ml_dtypes installed is a `RuntimeError` saying `pip install ml_dtypes`.
+#   Keep `self.dtype` (the NumPy dtype) and `self.enabled`.
+# * As a context manager, `__enter__` remembers the policy in force and puts
+#   in its own (`AutocastPolicy(self.dtype)`), or None when `enabled=False`
+#   (a way to switch autocast off inside an autocast region); `__exit__`
+#   puts back what was there, also when the block raised. Contexts nest:
+#   keep a stack of the remembered policies, so the same `autocast` object
+#   can even be entered twice.
+# * As a decorator, `@autocast("bfloat16")` runs the function inside a
+#   fresh `autocast(self.dtype, self.enabled)` per call (`functools.wraps`
+#   keeps its name). Fresh, not `self`: the policy is per thread (module
+#   01), but the stack of remembered policies lives on the object, and a
+#   decorated function may be called by two threads at once.
+
+# %% nbgrader={"grade": false, "grade_id": "amp_autocast_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
 _AUTOCAST_DTYPES = {"float16": float16, "bfloat16": bfloat16}
 
@@ -335,26 +386,14 @@ with autocast("float16"):
 _loss.backward()
 print("output", _out.dtype, "| loss", _loss.dtype, "| weight", _layer.weight.dtype, "| weight.grad", _layer.weight.grad.dtype)
 
-# %% nbgrader={"grade": true, "grade_id": "amp_autocast", "locked": true, "points": 4, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "amp_autocast", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 a = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
 b = Tensor(np.ones((3, 2), np.float32))
-i = Tensor(np.arange(3))
-p = AutocastPolicy(float16)
-ca, cb = p.cast_inputs("MatMul", (a, b))
-assert ca.dtype == float16 and cb.dtype == float16, "'low' casts float32 inputs to the autocast dtype"
-assert p.cast_inputs("MatMul", (a, i))[1] is i, "integer inputs are never cast"
-h = Tensor(np.ones(3, np.float16))
-assert p.cast_inputs("Sum", (h,))[0].dtype == float32, "'float32' casts float16 up"
-assert p.cast_inputs("ReLU", (h,))[0] is h, "an op not in the table runs as it comes"
-assert p.cast_output("MatMul", np.ones(2, np.float32)).dtype == float16
-assert p.cast_output("Sum", np.ones(2, np.float32)).dtype == float32
 with autocast("float16"):
     y = a @ b
     s = a.sum()
-assert y.dtype == float16 and s.dtype == float32
+assert y.dtype == float16 and s.dtype == float32, "inside autocast: the matmul in float16, the sum in float32"
 assert AutocastMode.policy is None, "leaving the context switches autocast off"
-y.sum().backward()
-assert a.grad.dtype == float32 and np.allclose(a.grad.numpy(), 2.0), "the gradient reaches float32 master weights"
 
 
 @autocast("float16")
@@ -362,38 +401,44 @@ def _half_matmul(u, v):
     return u @ v
 
 
-assert _half_matmul(a, b).dtype == float16 and _half_matmul.__name__ == "_half_matmul"
+assert _half_matmul(a, b).dtype == float16, "a decorated function runs under autocast"
+assert _half_matmul.__name__ == "_half_matmul", "the decorator keeps the function's name (functools.wraps)"
+assert AutocastMode.policy is None, "after the decorated call, autocast is off again"
 try:
     autocast("float32")
     raise AssertionError("autocast('float32') must raise")
 except ValueError as err:
-    assert "dtype" in str(err)
+    assert "dtype" in str(err), f"the error names the dtype argument; got {err}"
 ### BEGIN HIDDEN TESTS
-assert p.cast_inputs("MatMul", (Tensor(np.ones(2)),))[0].dtype == float64, "float64 is never cast down"
-assert p.cast_inputs("Sum", (Tensor(np.ones(2)),))[0].dtype == float64
-assert p.cast_inputs("MatMul", (h, h))[0] is h, "already low: no cast"
 with autocast("float16"):
     with autocast("float16", enabled=False):
         assert (a @ b).dtype == float32, "enabled=False switches autocast off inside"
     assert (a @ b).dtype == float16, "and the outer context is back"
-assert AutocastMode.policy is None
+assert AutocastMode.policy is None, "after nested contexts, autocast is off again"
 ctx = autocast("float16")
 with ctx:
     with ctx:
         pass
     assert (a @ b).dtype == float16, "the same object entered twice still nests"
-assert AutocastMode.policy is None
+assert AutocastMode.policy is None, "the same object entered twice: off again after both exits"
 try:
     with autocast("float16"):
         raise KeyError("boom")
 except KeyError:
     pass
 assert AutocastMode.policy is None, "an exception inside still restores the policy"
-assert autocast(np.float16).dtype == float16
+assert autocast(np.float16).dtype == float16, "a NumPy dtype is accepted as well as its name"
+off = autocast("float16", enabled=False)
+assert off.dtype == float16 and off.enabled is False, "autocast keeps dtype and enabled"
+try:
+    autocast(3)
+    raise AssertionError("autocast(3) must raise")
+except ValueError as err:
+    assert "dtype" in str(err), f"the error names the dtype argument; got {err}"
 if bfloat16 is not None:
     with autocast("bfloat16"):
         z = a @ b
-    assert z.dtype == bfloat16, "a low op hands on bfloat16 even though ml_dtypes' matmul gives float32"
+    assert z.dtype == bfloat16, "autocast('bfloat16') runs the matmul in bfloat16"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -495,7 +540,7 @@ print("float16, scaled  ", _scaled)
 # calling `unscale_` twice before `update` would divide twice, so it is an
 # error.
 #
-# ### Task `amp_grad_scaler_unscale`: unscale in place, find inf/NaN
+# ### Task `amp_grad_scaler_unscale` (3 points): unscale in place, find inf/NaN
 #
 # `_unscale_grads(grads, inv_scale)` multiplies every gradient array in
 # `grads` (a list of NumPy/CuPy arrays, the optimizer's `p.grad.data`) by
@@ -537,46 +582,22 @@ assert bool(_unscale_grads([np.array([1.0, np.inf], np.float32)], 0.5)), "inf is
 ### BEGIN HIDDEN TESTS
 assert bool(_unscale_grads([np.array([1.0], np.float32), np.array([np.nan], np.float32)], 1.0)), "NaN is found"
 assert bool(_unscale_grads([np.array([np.inf], np.float32), np.array([1.0], np.float32)], 1.0)), "any one array decides"
-assert not bool(_unscale_grads([], 0.5)) and np.ndim(_unscale_grads([], 0.5)) == 0
+assert not bool(_unscale_grads([], 0.5)) and np.ndim(_unscale_grads([], 0.5)) == 0, (
+    "no gradients at all: a 0-d False")
 g3 = np.array([6.0e4], np.float16)
 _unscale_grads([g3], 1.0 / 65536)
-assert g3.dtype == np.float16 and abs(float(g3[0]) - 6.0e4 / 65536) < 1e-3
+assert g3.dtype == np.float16 and abs(float(g3[0]) - 6.0e4 / 65536) < 1e-3, (
+    "a float16 gradient is unscaled in place and stays float16")
+g4 = np.array([1.0, 2.0], np.float32)
+_unscale_grads([np.array([np.inf], np.float32), g4], 0.5)
+assert g4.tolist() == [0.5, 1.0], "every gradient is unscaled, also after one with an inf"
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `amp_grad_scaler_update`: the dynamic scale
-#
-# `_update_scale(scale, growth_tracker, found_inf, growth_factor,
-# backoff_factor, growth_interval)` returns the new `(scale,
-# growth_tracker)` after one step:
-#
-# * `found_inf` (a Python bool: whether any optimizer's gradients had an
-#   inf/NaN this step) → `scale · backoff_factor`, and the tracker back to 0;
-# * otherwise the tracker counts one more clean step; when it reaches
-#   `growth_interval` → `scale · growth_factor` and the tracker back to 0.
-#
-# `GradScaler` (given, below) calls it from `update()`.
-
-# %% nbgrader={"grade": false, "grade_id": "amp_grad_scaler_update_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-def _update_scale(scale: float, growth_tracker: int, found_inf: bool, growth_factor: float,
-                  backoff_factor: float, growth_interval: int) -> tuple[float, int]:
-    """The next (scale, growth_tracker): back off on inf/NaN, grow after ``growth_interval`` clean steps."""
-    ### BEGIN SOLUTION
-    if found_inf:
-        return scale * backoff_factor, 0
-    growth_tracker += 1
-    if growth_tracker == growth_interval:
-        return scale * growth_factor, 0
-    return scale, growth_tracker
-    ### END SOLUTION
-
-
-# %% [markdown]
-# `GradScaler` keeps the scale and the tracker, and one small record per
-# optimizer for the current step (unscaled yet? found inf?), so several
-# optimizers can share one scaler: the update backs off when any of them
-# found an inf.
+# `GradScaler` (given) keeps the scale and the tracker, and one small
+# record per optimizer for the current step (unscaled yet? found inf?), so
+# several optimizers can share one scaler: the update backs off when any of
+# them found an inf.
 #
 # Where are the syncs? `scale()`, `unscale_()` and `update()` never read a
 # device value. `step()` must decide on the host whether to call
@@ -585,6 +606,8 @@ def _update_scale(scale: float, growth_tracker: int, found_inf: bool, growth_fac
 # does. The scale itself is a Python float: multiplying the loss by it needs
 # no copy to the device, and `update()` works on host numbers the step has
 # already read. The Trainer (module 08, `amp="float16"`) adds no other sync.
+#
+# Its `update()` calls `_update_scale`, the next task.
 
 # %%
 #| export
@@ -704,6 +727,35 @@ class GradScaler:
         self.skipped_steps = int(state.get("skipped_steps", 0))
 
 
+# %% [markdown]
+# ### Task `amp_grad_scaler_update` (3 points): the dynamic scale
+#
+# `_update_scale(scale, growth_tracker, found_inf, growth_factor,
+# backoff_factor, growth_interval)` returns the new `(scale,
+# growth_tracker)` after one step:
+#
+# * `found_inf` (a Python bool: whether any optimizer's gradients had an
+#   inf/NaN this step) → `scale · backoff_factor`, and the tracker back to 0;
+# * otherwise the tracker counts one more clean step; when it reaches
+#   `growth_interval` → `scale · growth_factor` and the tracker back to 0.
+#
+# `GradScaler` (given, above) calls it from `update()`.
+
+# %% nbgrader={"grade": false, "grade_id": "amp_grad_scaler_update_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _update_scale(scale: float, growth_tracker: int, found_inf: bool, growth_factor: float,
+                  backoff_factor: float, growth_interval: int) -> tuple[float, int]:
+    """The next (scale, growth_tracker): back off on inf/NaN, grow after ``growth_interval`` clean steps."""
+    ### BEGIN SOLUTION
+    if found_inf:
+        return scale * backoff_factor, 0
+    growth_tracker += 1
+    if growth_tracker == growth_interval:
+        return scale * growth_factor, 0
+    return scale, growth_tracker
+    ### END SOLUTION
+
+
 # %% nbgrader={"grade": true, "grade_id": "amp_grad_scaler_update", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 assert _update_scale(1024.0, 5, True, 2.0, 0.5, 3) == (512.0, 0), "inf: back off and reset the tracker"
 assert _update_scale(1024.0, 0, False, 2.0, 0.5, 3) == (1024.0, 1), "a clean step counts"
@@ -714,17 +766,21 @@ scaler = GradScaler(init_scale=4.0, growth_interval=2)
 scaler.scale((w * Tensor(np.array([np.inf, 1.0], np.float32))).sum()).backward()
 assert scaler.step(opt) is False and w.numpy().tolist() == [1.0, 1.0], "an inf gradient skips the step"
 scaler.update()
-assert scaler.get_scale() == 2.0 and scaler.skipped_steps == 1
+assert scaler.get_scale() == 2.0 and scaler.skipped_steps == 1, "after a skipped step the scale is halved: 4 → 2"
 ### BEGIN HIDDEN TESTS
 for expected in (2.0, 4.0):
     opt.zero_grad()
     scaler.scale(w.sum()).backward()
-    assert scaler.step(opt) is True
+    assert scaler.step(opt) is True, "a clean step is taken"
     scaler.update()
-    assert scaler.get_scale() == expected, (scaler.get_scale(), expected)
+    assert scaler.get_scale() == expected, (
+        f"growth_interval=2: after the back-off, two clean steps double the scale (expected {expected}, "
+        f"got {scaler.get_scale()})")
 assert w.numpy().tolist() == [-1.0, -1.0], "the clean steps used unscaled gradients"
-assert _update_scale(8.0, 1999, False, 2.0, 0.5, 2000) == (16.0, 0)
-assert _update_scale(8.0, 1998, False, 2.0, 0.5, 2000) == (8.0, 1999)
+assert _update_scale(8.0, 1999, False, 2.0, 0.5, 2000) == (16.0, 0), "the 2000th clean step grows the scale"
+assert _update_scale(8.0, 1998, False, 2.0, 0.5, 2000) == (8.0, 1999), "the 1999th clean step only counts"
+assert _update_scale(8.0, 1, True, 2.0, 0.25, 2000) == (2.0, 0), "the back-off uses backoff_factor, not growth_factor"
+assert _update_scale(8.0, 2, False, 4.0, 0.25, 3) == (32.0, 0), "the growth uses growth_factor"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -177,17 +177,6 @@ def _unscale_grads(grads: list[Any], inv_scale: float) -> Any:
     return np.zeros((), bool) if found is None else found
 
 
-def _update_scale(scale: float, growth_tracker: int, found_inf: bool, growth_factor: float,
-                  backoff_factor: float, growth_interval: int) -> tuple[float, int]:
-    """The next (scale, growth_tracker): back off on inf/NaN, grow after ``growth_interval`` clean steps."""
-    if found_inf:
-        return scale * backoff_factor, 0
-    growth_tracker += 1
-    if growth_tracker == growth_interval:
-        return scale * growth_factor, 0
-    return scale, growth_tracker
-
-
 class GradScaler:
     """Dynamic loss scaling for float16 training, with torch.amp.GradScaler's rules and names."""
 
@@ -302,3 +291,14 @@ class GradScaler:
         self._growth_interval = int(state["growth_interval"])
         self._growth_tracker = int(state["_growth_tracker"])
         self.skipped_steps = int(state.get("skipped_steps", 0))
+
+
+def _update_scale(scale: float, growth_tracker: int, found_inf: bool, growth_factor: float,
+                  backoff_factor: float, growth_interval: int) -> tuple[float, int]:
+    """The next (scale, growth_tracker): back off on inf/NaN, grow after ``growth_interval`` clean steps."""
+    if found_inf:
+        return scale * backoff_factor, 0
+    growth_tracker += 1
+    if growth_tracker == growth_interval:
+        return scale * growth_factor, 0
+    return scale, growth_tracker

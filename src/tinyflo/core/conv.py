@@ -101,6 +101,14 @@ def _windows(x: Any, kernel: tuple[int, int], stride: tuple[int, int], padding: 
         x, (n, c, oh, ow, kh, kw), (s0, s1, s2 * sh, s3 * sw, s2 * dh, s3 * dw))
 
 
+def im2col(x: Any, kernel_size: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1) -> Any:
+    """(N, C, H, W) array → (N·OH·OW, C·KH·KW) matrix: a row per output position, columns (c, kh, kw)."""
+    geometry = _geometry("im2col", x.shape, kernel_size, stride, padding, dilation)
+    win = _windows(x, *geometry)
+    n, c, oh, ow, kh, kw = win.shape
+    return win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
+
+
 def _fold(windows: Any, input_shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int],
           padding: tuple[int, int], dilation: tuple[int, int]) -> Any:
     """Add (N, C, OH, OW, KH, KW) window values back onto an input of input_shape (overlaps add up)."""
@@ -117,14 +125,6 @@ def _fold(windows: Any, input_shape: tuple[int, ...], kernel: tuple[int, int], s
         for j in range(kw):
             out[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw] += windows[..., i, j]
     return out[:, :, ph:ph + h, pw:pw + w] if ph or pw else out
-
-
-def im2col(x: Any, kernel_size: Any, stride: Any = 1, padding: Any = 0, dilation: Any = 1) -> Any:
-    """(N, C, H, W) array → (N·OH·OW, C·KH·KW) matrix: a row per output position, columns (c, kh, kw)."""
-    geometry = _geometry("im2col", x.shape, kernel_size, stride, padding, dilation)
-    win = _windows(x, *geometry)
-    n, c, oh, ow, kh, kw = win.shape
-    return win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
 
 
 def col2im(cols: Any, input_shape: tuple[int, ...], kernel_size: Any, stride: Any = 1, padding: Any = 0,
@@ -319,6 +319,29 @@ class MaxPool2dFn(Function):
         return dx[:, :, ph:ph + h, pw:pw + w] if ph or pw else dx
 
 
+def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
+    """The maximum over each (dilated) window of an (N, C, H, W) input."""
+    if x.dtype == np.bool_:
+        raise TypeError("max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))")
+    kernel, stride, padding, dilation = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation)
+    return MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+
+
+class MaxPool2d(Module):
+    """Max pooling over (dilated) windows; stride defaults to the kernel size."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> None:
+        super().__init__()
+        self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
+        self.stride = kernel_size if stride is None else stride
+
+    def forward(self, x: Tensor) -> Tensor:
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, dilation={self.dilation}"
+
+
 class AvgPool2dFn(Function):
     """The mean of each window (padding counted or not); the gradient spread evenly over it."""
 
@@ -343,20 +366,28 @@ class AvgPool2dFn(Function):
         return _fold(spread, self.x_shape, *self.geometry)
 
 
-def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
-    """The maximum over each (dilated) window of an (N, C, H, W) input."""
-    if x.dtype == np.bool_:
-        raise TypeError("max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))")
-    kernel, stride, padding, dilation = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation)
-    return MaxPool2dFn.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-
-
 def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                count_include_pad: bool = True) -> Tensor:
     """The mean over each window of an (N, C, H, W) input."""
     kernel, stride, padding, _ = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding)
     return AvgPool2dFn.apply(x._floating(), kernel=kernel, stride=stride, padding=padding,
                              count_include_pad=count_include_pad)
+
+
+class AvgPool2d(Module):
+    """Average pooling; stride defaults to the kernel size."""
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, count_include_pad: bool = True) -> None:
+        super().__init__()
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 def _adaptive_matrix(size: int, out: int) -> np.ndarray:
@@ -392,37 +423,6 @@ def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | No
     rows = Tensor(_adaptive_matrix(h, oh).astype(acc.dtype), device=x.device)
     cols = Tensor(_adaptive_matrix(w, ow).T.astype(acc.dtype), device=x.device)
     return (rows @ acc @ cols).to(dtype=dtype)
-
-
-class MaxPool2d(Module):
-    """Max pooling over (dilated) windows; stride defaults to the kernel size."""
-
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> None:
-        super().__init__()
-        self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
-        self.stride = kernel_size if stride is None else stride
-
-    def forward(self, x: Tensor) -> Tensor:
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, dilation={self.dilation}"
-
-
-class AvgPool2d(Module):
-    """Average pooling; stride defaults to the kernel size."""
-
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, count_include_pad: bool = True) -> None:
-        super().__init__()
-        self.kernel_size, self.padding = kernel_size, padding
-        self.stride = kernel_size if stride is None else stride
-        self.count_include_pad = count_include_pad
-
-    def forward(self, x: Tensor) -> Tensor:
-        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AdaptiveAvgPool2d(Module):

@@ -122,28 +122,44 @@ def transfer(array: Any, device: Device) -> Any:
         return device.xp.asarray(array) if isinstance(array, np.ndarray) else array.copy()
 
 
+def _chunk_bounds(size: int, n: int) -> list[int]:
+    """The n + 1 edges of a ring's chunks: chunk c of ``size`` elements is ``[bounds[c], bounds[c + 1])``."""
+    return [size * c // n for c in range(n + 1)]
+
+
+def ring_reduce_scatter(buffers: list[Any], devices: list[Device]) -> list[int]:
+    """Phase 1 of the ring, in place: rank r ends with the full sum of chunk (r + 1) mod N; the bytes each rank sent."""
+    n = len(buffers)
+    bounds = _chunk_bounds(buffers[0].size, n)
+    sent = [0] * n
+    for s in range(n - 1):
+        chunks = [(r - s) % n for r in range(n)]  # the chunk rank r sends in step s
+        messages = [transfer(buffers[r][bounds[c]:bounds[c + 1]], devices[(r + 1) % n]) for r, c in enumerate(chunks)]
+        for r, (c, message) in enumerate(zip(chunks, messages)):
+            buffers[(r + 1) % n][bounds[c]:bounds[c + 1]] += message
+            sent[r] += message.nbytes
+    return sent
+
+
+def ring_all_gather(buffers: list[Any], devices: list[Device]) -> list[int]:
+    """Phase 2 of the ring, in place: every rank's finished chunk reaches every rank; the bytes each rank sent."""
+    n = len(buffers)
+    bounds = _chunk_bounds(buffers[0].size, n)
+    sent = [0] * n
+    for s in range(n - 1):
+        chunks = [(r + 1 - s) % n for r in range(n)]  # the chunk rank r sends in step s
+        messages = [transfer(buffers[r][bounds[c]:bounds[c + 1]], devices[(r + 1) % n]) for r, c in enumerate(chunks)]
+        for r, (c, message) in enumerate(zip(chunks, messages)):
+            buffers[(r + 1) % n][bounds[c]:bounds[c + 1]] = message
+            sent[r] += message.nbytes
+    return sent
+
+
 def ring_all_reduce(buffers: list[Any], devices: list[Device]) -> list[int]:
     """Sum 1-D ``buffers`` (one per rank) in place with a ring all-reduce; the bytes each rank sent."""
-    n = len(buffers)
-    sent = [0] * n
-    size = buffers[0].size
-    bounds = [size * c // n for c in range(n + 1)]
-
-    def chunk(r: int, c: int) -> Any:
-        return buffers[r][bounds[c]:bounds[c + 1]]
-
-    for phase in ("reduce-scatter", "all-gather"):
-        for s in range(n - 1):
-            first = (-s) if phase == "reduce-scatter" else (1 - s)  # the chunk rank r sends is (r + first) mod n
-            messages = [transfer(chunk(r, (r + first) % n), devices[(r + 1) % n]) for r in range(n)]
-            for r, message in enumerate(messages):
-                target = chunk((r + 1) % n, (r + first) % n)
-                if phase == "reduce-scatter":
-                    target += message
-                else:
-                    target[...] = message
-                sent[r] += message.nbytes
-    return sent
+    scattered = ring_reduce_scatter(buffers, devices)
+    gathered = ring_all_gather(buffers, devices)
+    return [a + b for a, b in zip(scattered, gathered)]
 
 
 class LocalGroup(ProcessGroup):
