@@ -53,9 +53,12 @@ def proof_modules() -> list[Module]:
     return modules
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`tinyflo ARGS` in a fresh process, with no workspace or modules taken from the caller."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TINYFLO_WORKSPACE", "TINYFLO_MODULES")}
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`tinyflo ARGS` in a fresh process, with no TINYFLO_ setting taken from the caller
+    (`env` adds to the environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")} | (env or {})
     return subprocess.run(
         [sys.executable, "-m", "tinyflo.cli", *args],
         cwd=cwd,
@@ -273,17 +276,16 @@ def _instructor_pipeline(
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path or release, target)
     _record(everyone, run_cli("course", "autograde", *common, cwd=root))
-    for slug, proof in proofs.items():
-        for student in files[slug]:
-            executed = course / "autograded" / student / slug / f"{proof.module.name}.ipynb"
-            if executed.is_file():
-                proof.outcomes.setdefault(student, Outcome()).autograded = executed
     _record(everyone, run_cli("course", "feedback", *common, cwd=root))
     for slug, proof in proofs.items():
         for student in files[slug]:
-            page = course / "feedback" / student / slug / f"{proof.module.name}.html"
-            if page.is_file():
-                proof.outcomes.setdefault(student, Outcome()).feedback = page
+            name = f"{student}/{slug}/{proof.module.name}"
+            executed = course / "autograded" / f"{name}.ipynb"
+            if executed.is_file():
+                outcome = proof.outcomes.setdefault(student, Outcome())
+                outcome.autograded = executed
+                page = course / "feedback" / f"{name}.html"
+                outcome.feedback = page if page.is_file() else None
     report = root / "report.csv"
     _record(everyone, run_cli("course", "report", "--csv", str(report), *common, cwd=root))
     if report.is_file():

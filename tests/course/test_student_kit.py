@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from course_support import REPO, secret_lines
+from course_support import REPO, run_cli, secret_lines
 
 from tinyflo.course.kit import INSTRUCTOR_PLUGINS, build_student_kit
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
@@ -71,21 +71,8 @@ def test_the_kit_holds_no_solution_and_no_hidden_check(kit):
     assert (kit.parent / "README.md").read_text().count(f"pip install '{kit.name}[course]'") == 1
 
 
-def _tinyflo(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
-    env["PYTHONPATH"] = str(site)  # the kit first: the environment's own tinyflo comes after
-    return subprocess.run(
-        [sys.executable, "-m", "tinyflo.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-
-
-def test_the_student_loop_runs_from_the_kit(kit, tmp_path):
-    site, home = tmp_path / "site", tmp_path / "student"
-    home.mkdir()
+def install(kit: Path, prefix: Path) -> Path:
+    """Install the kit under `prefix` as pip would for a student; its site-packages folder."""
     subprocess.run(
         [
             sys.executable,
@@ -94,12 +81,25 @@ def test_the_student_loop_runs_from_the_kit(kit, tmp_path):
             "install",
             "-q",
             "--no-deps",
-            "--target",
-            str(site),
+            "--prefix",
+            str(prefix),
+            "--ignore-installed",
             str(kit),
-        ],
+        ],  # --ignore-installed: never touch this environment's tinyflo
         check=True,
     )
+    return next(prefix.glob("lib/python3*/site-packages"))
+
+
+def _tinyflo(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    # The kit first on the path: the environment's own tinyflo comes after it.
+    return run_cli(*args, cwd=cwd, env={"PYTHONPATH": str(site)})
+
+
+def test_the_student_loop_runs_from_the_kit(kit, tmp_path):
+    home = tmp_path / "student"
+    home.mkdir()
+    site = install(kit, tmp_path / "prefix")
     done = _tinyflo(site, home, "module", "start", "01")
     assert done.returncode == 0, done.stderr
     notebook = home / "workspace" / "01_tensor" / "tensor.ipynb"
@@ -147,22 +147,7 @@ def student_lab(kit, tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     prefix, home = root / "prefix", root / "student"
     home.mkdir()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--no-deps",
-            "--ignore-installed",  # never uninstall the environment's own tinyflo
-            "--prefix",
-            str(prefix),
-            str(kit),
-        ],
-        check=True,
-    )
-    site = next(prefix.glob("lib/python3*/site-packages"))
+    site = install(kit, prefix)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TINYFLO_", "JUPYTER"))}
     env |= {
         "PYTHONPATH": str(site),  # the kit's tinyflo, before the environment's own
