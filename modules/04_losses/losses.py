@@ -499,7 +499,7 @@ assert np.allclose(nll_loss(Tensor(LP4), y4, reduction="none").numpy(), np.where
 assert np.allclose(nll_loss(Tensor(LP4), y4).item(), -picked[y4 >= 0].mean()), "(N, C, d1, d2): the mean over the non-ignored"
 assert nll_loss(Tensor(LP[0]), np.array(1), reduction="none").shape == (), "one sample of shape (C,) gives a loss of shape ()"
 assert np.allclose(nll_loss(Tensor(LP[0]), np.array(1)).item(), -LP[0, 1]), "one sample of shape (C,)"
-empty = Tensor(LP, requires_grad=True)
+empty = Tensor(np.log(np.full((4, 3), 1 / 3)), dtype="float32", requires_grad=True)
 out = nll_loss(empty, [-100, -100, -100, -100])
 out.backward()
 assert out.item() == 0 and np.all(empty.grad.numpy() == 0), "every target ignored: loss 0 and gradient 0, not NaN"
@@ -603,6 +603,7 @@ print(cross_entropy(logits, [0, 2]), cross_entropy(logits, [0, 2], label_smoothi
 print("very sure, very wrong:", cross_entropy(Tensor([[1e4, -1e4]]), [1]))
 
 # %% nbgrader={"grade": true, "grade_id": "losses_cross_entropy", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+y_ignored, keep, W = np.array([0, -100, 1, 2]), np.array([0, 2, 3]), np.array([0.5, 2.0, 1.0])
 z = Tensor(Z, requires_grad=True)
 assert np.allclose(cross_entropy(z, y).item(), -LP[np.arange(4), y].mean())
 assert np.allclose(cross_entropy(z, y_ignored).item(), -LP[keep, y_ignored[keep]].mean()), "mean over the non-ignored"
@@ -903,6 +904,7 @@ print("with logits     :", binary_cross_entropy_with_logits(x, [1.0, 1.0, 0.0], 
 print("bce of sigmoid  :", binary_cross_entropy(x.sigmoid(), [1.0, 1.0, 0.0], reduction="none").tolist())
 
 # %% nbgrader={"grade": true, "grade_id": "losses_bce_logits", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+W = np.array([[1.0, 2.0, 0.5], [0.1, 1.0, 3.0]])
 Z = np.log(P / (1 - P))
 z = Tensor(Z, requires_grad=True)
 assert np.allclose(binary_cross_entropy_with_logits(z, T, reduction="none").numpy(), BCE)
@@ -1077,8 +1079,9 @@ assert kl_div(Tensor(LQ, dtype="float32"), P).dtype == np.float32, "float32 in, 
 # loss is e^{input} − target · input; otherwise it is
 # input − target · log(input + eps). `full=True` adds Stirling's
 # approximation of log(target!), target · log target − target +
-# ½ log(2π target), for targets above 1 (0 elsewhere) — `_xlogx` from the
-# task above helps, on a safe target as before.
+# ½ log(2π target), for targets above 1 (0 elsewhere). Compute it on a
+# *safe* target again (1 where the target is not above 1), so that no
+# discarded branch takes the log of 0.
 #
 # ### Task `losses_poisson` (1 point): `poisson_nll_loss`
 
@@ -1105,7 +1108,7 @@ def poisson_nll_loss(
     if full:
         above = target > 1
         safe = where(above, target, 1.0)
-        stirling = _xlogx(safe) - safe + 0.5 * (safe * (2 * math.pi)).log()
+        stirling = safe * safe.log() - safe + 0.5 * (safe * (2 * math.pi)).log()
         loss = loss + where(above, stirling, 0.0)
     return _reduce(loss, reduction, "poisson_nll_loss")
     ### END SOLUTION

@@ -430,6 +430,7 @@ class Subset(Dataset):
 
 
 # %% nbgrader={"grade": true, "grade_id": "data_subset", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+ds = [(f"image {i}", i) for i in range(6)]  # any dataset: a list of 6 samples has len() and [i] too
 sub = Subset(ds, [4, 0, -1])
 assert len(sub) == 3 and sub[0][1] == 4 and sub[1][1] == 0 and sub[2][1] == 5
 ### BEGIN HIDDEN TESTS
@@ -523,7 +524,7 @@ def random_split(
 
 
 # %% nbgrader={"grade": true, "grade_id": "data_random_split", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-ds = TensorDataset(np.arange(10))
+ds = [(i,) for i in range(10)]  # a list of samples is a dataset too: len() and [i]
 train, val = random_split(ds, [7, 3], seed=0)
 assert len(train) == 7 and len(val) == 3
 seen = [int(train[i][0]) for i in range(7)] + [int(val[i][0]) for i in range(3)]
@@ -537,11 +538,11 @@ try:
 except ValueError as err:
     assert "10" in str(err) and "9" in str(err)
 ### BEGIN HIDDEN TESTS
-sizes = [len(s) for s in random_split(TensorDataset(np.arange(5)), [0.5, 0.5], seed=1)]
+sizes = [len(s) for s in random_split([(i,) for i in range(5)], [0.5, 0.5], seed=1)]
 assert sizes == [3, 2], f"[0.5, 0.5] of 5 samples: the left-over sample goes to the first subset; got {sizes}"
-sizes = [len(s) for s in random_split(TensorDataset(np.arange(10)), [0.34, 0.33, 0.33], seed=1)]
+sizes = [len(s) for s in random_split([(i,) for i in range(10)], [0.34, 0.33, 0.33], seed=1)]
 assert sizes == [4, 3, 3], f"[0.34, 0.33, 0.33] of 10 samples must give [4, 3, 3]; got {sizes}"
-sizes = [len(s) for s in random_split(TensorDataset(np.arange(6)), [0.25] * 4, seed=1)]
+sizes = [len(s) for s in random_split([(i,) for i in range(6)], [0.25] * 4, seed=1)]
 assert sizes == [2, 2, 1, 1], f"[0.25] * 4 of 6 samples: round down, then one each to the first; got {sizes}"
 sizes = [len(s) for s in random_split(ds, [0.7, 0.2, 0.1], seed=1)]
 assert sizes == [7, 2, 1], f"[0.7, 0.2, 0.1] adds up to 1 within rounding and must be accepted; got {sizes}"

@@ -445,7 +445,7 @@ def poisson_nll_loss(
     if full:
         above = target > 1
         safe = where(above, target, 1.0)
-        stirling = _xlogx(safe) - safe + 0.5 * (safe * (2 * math.pi)).log()
+        stirling = safe * safe.log() - safe + 0.5 * (safe * (2 * math.pi)).log()
         loss = loss + where(above, stirling, 0.0)
     return _reduce(loss, reduction, "poisson_nll_loss")
 
