@@ -162,7 +162,15 @@ def test_data_datasets_mismatched_lengths_name_every_shape():
 
 
 @pytest.mark.task("data_datasets")
-def test_data_datasets_subset_views_without_copy():
+def test_data_datasets_base_class_says_what_is_missing():
+    with pytest.raises(NotImplementedError, match="Dataset.__len__"):
+        len(Dataset())
+
+
+# ----- task data_subset -----------------------------------------------------
+
+@pytest.mark.task("data_subset")
+def test_data_subset_views_without_copy():
     ds = numbered(10)
     sub = Subset(ds, np.array([9, -2, 0]))
     assert sub.indices.tolist() == [9, 8, 0] and sub.indices.dtype == np.int64
@@ -176,12 +184,6 @@ def test_data_datasets_subset_views_without_copy():
         Subset(ds, [1.0])
     with pytest.raises(ShapeError, match="1-D"):
         Subset(ds, [[1]])
-
-
-@pytest.mark.task("data_datasets")
-def test_data_datasets_base_class_says_what_is_missing():
-    with pytest.raises(NotImplementedError, match="Dataset.__len__"):
-        len(Dataset())
 
 
 # ----- task data_random_split -----------------------------------------------

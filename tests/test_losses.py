@@ -21,11 +21,18 @@ from tinyflo.core.tensor import ShapeError
 FIXTURES = Path(__file__).parent / "fixtures" / "losses"
 
 TASKS = {
-    "losses_regression": ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"),
-    "losses_cross_entropy": ("cross_entropy", "nll_loss"),
-    "losses_binary": ("binary_cross_entropy", "binary_cross_entropy_with_logits", "sigmoid_focal_loss"),
-    "losses_divergence": ("kl_div", "poisson_nll_loss"),
-    "losses_embedding": ("triplet_margin_loss", "cosine_embedding_loss", "hinge_embedding_loss", "margin_ranking_loss"),
+    "losses_regression": ("mse_loss", "l1_loss"),
+    "losses_huber": ("smooth_l1_loss", "huber_loss"),
+    "losses_nll": ("nll_loss",),
+    "losses_cross_entropy": ("cross_entropy",),
+    "losses_binary": ("binary_cross_entropy",),
+    "losses_bce_logits": ("binary_cross_entropy_with_logits",),
+    "losses_focal": ("sigmoid_focal_loss",),
+    "losses_divergence": ("kl_div",),
+    "losses_poisson": ("poisson_nll_loss",),
+    "losses_triplet": ("triplet_margin_loss",),
+    "losses_cosine": ("cosine_embedding_loss",),
+    "losses_margin": ("hinge_embedding_loss", "margin_ranking_loss"),
     "losses_ctc": ("ctc_loss",),
 }
 LOSSES = [name for names in TASKS.values() for name in names]
@@ -77,6 +84,18 @@ def test_losses_regression_matches_pytorch(loss, name, case, arrays, device):
     replay(loss, case, arrays, device)
 
 
+@pytest.mark.task("losses_huber")
+@pytest.mark.parametrize("loss, name, case, arrays", params("losses_huber"))
+def test_losses_huber_matches_pytorch(loss, name, case, arrays, device):
+    replay(loss, case, arrays, device)
+
+
+@pytest.mark.task("losses_nll")
+@pytest.mark.parametrize("loss, name, case, arrays", params("losses_nll"))
+def test_losses_nll_matches_pytorch(loss, name, case, arrays, device):
+    replay(loss, case, arrays, device)
+
+
 @pytest.mark.task("losses_cross_entropy")
 @pytest.mark.parametrize("loss, name, case, arrays", params("losses_cross_entropy"))
 def test_losses_cross_entropy_matches_pytorch(loss, name, case, arrays, device):
@@ -89,15 +108,45 @@ def test_losses_binary_matches_pytorch(loss, name, case, arrays, device):
     replay(loss, case, arrays, device)
 
 
+@pytest.mark.task("losses_bce_logits")
+@pytest.mark.parametrize("loss, name, case, arrays", params("losses_bce_logits"))
+def test_losses_bce_logits_matches_pytorch(loss, name, case, arrays, device):
+    replay(loss, case, arrays, device)
+
+
+@pytest.mark.task("losses_focal")
+@pytest.mark.parametrize("loss, name, case, arrays", params("losses_focal"))
+def test_losses_focal_matches_pytorch(loss, name, case, arrays, device):
+    replay(loss, case, arrays, device)
+
+
 @pytest.mark.task("losses_divergence")
 @pytest.mark.parametrize("loss, name, case, arrays", params("losses_divergence"))
 def test_losses_divergence_matches_pytorch(loss, name, case, arrays, device):
     replay(loss, case, arrays, device)
 
 
-@pytest.mark.task("losses_embedding")
-@pytest.mark.parametrize("loss, name, case, arrays", params("losses_embedding"))
-def test_losses_embedding_matches_pytorch(loss, name, case, arrays, device):
+@pytest.mark.task("losses_poisson")
+@pytest.mark.parametrize("loss, name, case, arrays", params("losses_poisson"))
+def test_losses_poisson_matches_pytorch(loss, name, case, arrays, device):
+    replay(loss, case, arrays, device)
+
+
+@pytest.mark.task("losses_triplet")
+@pytest.mark.parametrize("loss, name, case, arrays", params("losses_triplet"))
+def test_losses_triplet_matches_pytorch(loss, name, case, arrays, device):
+    replay(loss, case, arrays, device)
+
+
+@pytest.mark.task("losses_cosine")
+@pytest.mark.parametrize("loss, name, case, arrays", params("losses_cosine"))
+def test_losses_cosine_matches_pytorch(loss, name, case, arrays, device):
+    replay(loss, case, arrays, device)
+
+
+@pytest.mark.task("losses_margin")
+@pytest.mark.parametrize("loss, name, case, arrays", params("losses_margin"))
+def test_losses_margin_matches_pytorch(loss, name, case, arrays, device):
     replay(loss, case, arrays, device)
 
 
@@ -136,10 +185,12 @@ def test_losses_cross_entropy_extreme_logits_are_finite(dtype, device):
     assert np.isfinite(loss.item()) and np.all(np.isfinite(x.grad.numpy()))
 
 
-@pytest.mark.task("losses_binary")
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("loss", ["binary_cross_entropy_with_logits", "sigmoid_focal_loss"])
-def test_losses_binary_extreme_logits_are_finite(loss, dtype, device):
+@pytest.mark.parametrize("loss", [
+    pytest.param("binary_cross_entropy_with_logits", marks=pytest.mark.task("losses_bce_logits")),
+    pytest.param("sigmoid_focal_loss", marks=pytest.mark.task("losses_focal")),
+])
+def test_losses_bce_logits_and_focal_extreme_logits_are_finite(loss, dtype, device):
     x = Tensor(EXTREME, dtype=dtype, device=device, requires_grad=True)
     target = Tensor([[0.0, 1.0, 0.5], [1.0, 0.0, 1.0]], device=device)
     out = getattr(L, loss)(x, target, reduction="sum")
@@ -169,8 +220,8 @@ def test_losses_cross_entropy_class_indices_are_one_graph_node_keeping_only_prob
     assert type(soft._ctx).__name__ != "CrossEntropyFn", "probability targets go through the composition"
 
 
-@pytest.mark.task("losses_binary")
-def test_losses_binary_with_logits_keeps_learning_where_bce_of_sigmoid_saturates():
+@pytest.mark.task("losses_bce_logits")
+def test_losses_bce_logits_keeps_learning_where_bce_of_sigmoid_saturates():
     x = Tensor([40.0], requires_grad=True)  # σ(40) is 1.0 in float32: bce(σ(x)) is stuck at its clamp
     L.binary_cross_entropy_with_logits(x, [0.0]).backward()
     assert x.grad.item() == pytest.approx(1.0)
@@ -352,9 +403,9 @@ def test_losses_ctc_errors_name_what_is_wrong():
         L.ctc_loss(lp, [[1], [2]], [4, 4], [1, 1], blank=3)
 
 
-@pytest.mark.task("losses_ctc")
+@pytest.mark.task("losses_ctc_backward")
 @pytest.mark.parametrize("dtype, rtol", [("float64", 1e-9), ("float32", 1e-2)])
-def test_losses_ctc_long_sequences_do_not_underflow(dtype, rtol):
+def test_losses_ctc_backward_long_sequences_do_not_underflow(dtype, rtol):
     steps = 500  # (1/3)^500 is 1e-239: far below float32, and close to float64's end
     lp = Tensor(np.full((steps, 1, 3), np.log(1 / 3)), dtype=dtype, requires_grad=True)
     loss = L.ctc_loss(lp, [[1, 2, 1]], [steps], [3], reduction="sum")

@@ -22,12 +22,20 @@
 #
 # | task | what |
 # |---|---|
-# | `losses_regression` | `mse_loss`, `l1_loss`, `smooth_l1_loss`, `huber_loss`, and the reductions |
-# | `losses_cross_entropy` | `nll_loss` and `cross_entropy`: class indices or probabilities, `weight`, `ignore_index`, `label_smoothing` |
-# | `losses_binary` | `binary_cross_entropy`, `binary_cross_entropy_with_logits` (stable), `sigmoid_focal_loss` |
-# | `losses_divergence` | `kl_div` and `poisson_nll_loss` |
-# | `losses_embedding` | `triplet_margin_loss`, `cosine_embedding_loss`, `hinge_embedding_loss`, `margin_ranking_loss` |
-# | `losses_ctc` | `ctc_loss`: a dynamic programme in log space, with its own backward |
+# | `losses_regression` | `mse_loss`, `l1_loss`, and the reductions |
+# | `losses_huber` | `smooth_l1_loss`, `huber_loss`: quadratic near 0, linear far away |
+# | `losses_nll` | `nll_loss`: class indices, `weight`, `ignore_index` |
+# | `losses_cross_entropy` | `cross_entropy`: class indices or probabilities, `label_smoothing` |
+# | `losses_binary` | `binary_cross_entropy`, with its own clamped backward |
+# | `losses_bce_logits` | `binary_cross_entropy_with_logits` (stable), `pos_weight` |
+# | `losses_focal` | `sigmoid_focal_loss` |
+# | `losses_divergence` | `kl_div` |
+# | `losses_poisson` | `poisson_nll_loss` |
+# | `losses_triplet` | `triplet_margin_loss` |
+# | `losses_cosine` | `cosine_embedding_loss` |
+# | `losses_margin` | `hinge_embedding_loss`, `margin_ranking_loss` |
+# | `losses_ctc` | `ctc_loss`: the forward dynamic programme, in log space |
+# | `losses_ctc_backward` | `ctc_loss`'s own backward: the second dynamic programme |
 #
 # Almost every loss here is a *composition* of ops that already have a
 # gradient (module 01) — the chain rule comes for free. Two earn their own
@@ -170,12 +178,11 @@ def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
 # take the quadratic near 0 and the linear far away; the two branches meet
 # with equal value *and* slope. (Smooth L1 is Huber divided by β.)
 #
-# Write each as a composition of tensor ops — `where(condition, a, b)`
-# picks a branch per element, and autograd differentiates only the branch
-# that was picked. Compute d² as `d * d` rather than through `|d|`: its
-# gradient, 2d, needs no sign.
+# Write each as a composition of tensor ops, and hand the elementwise
+# losses to `_reduce`. Compute d² as `d * d` rather than through `|d|`:
+# its gradient, 2d, needs no sign.
 #
-# ### Task `losses_regression`
+# ### Task `losses_regression` (1 point): `mse_loss` and `l1_loss`
 
 # %% nbgrader={"grade": false, "grade_id": "losses_regression_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -200,6 +207,50 @@ def l1_loss(input: Tensor, target: Any, *, reduction: str = "mean") -> Tensor:
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "losses_regression", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+X = np.array([[0.5, 2.0, -3.0], [0.1, -0.2, 1.5]])
+Y = np.array([[0.0, 1.0, 0.0], [0.3, 0.3, -1.0]])
+D = X - Y
+x = Tensor(X, requires_grad=True)
+assert np.allclose(mse_loss(x, Y).item(), (D ** 2).mean()), "mse_loss: the mean of d² over every element"
+assert np.allclose(mse_loss(x, Y, reduction="sum").item(), (D ** 2).sum())
+assert np.allclose(l1_loss(x, Y, reduction="none").numpy(), np.abs(D))
+assert mse_loss(Tensor([1.0, 2.0]), [0.0, 0.0]).dtype == np.float32, "float32 in, float32 out"
+try:
+    mse_loss(x, Y, reduction="avg")
+    raise AssertionError("an unknown reduction must raise")
+except ValueError as err:
+    assert "reduction" in str(err) and "avg" in str(err)
+### BEGIN HIDDEN TESTS
+assert np.allclose(mse_loss(x, Y, reduction="none").numpy(), D ** 2), "mse_loss with reduction='none': d² per element"
+assert np.allclose(l1_loss(x, Y).item(), np.abs(D).mean()), "l1_loss: the mean of |d| over every element"
+assert np.allclose(l1_loss(x, Y, reduction="sum").item(), np.abs(D).sum()), "l1_loss with reduction='sum'"
+assert gradcheck(lambda a: mse_loss(a, Y) + l1_loss(a, Y, reduction="sum"), x), (
+    "the gradients of mse_loss and l1_loss must match finite differences"
+)
+try:
+    l1_loss(x, Y, reduction="batchmean")
+    raise AssertionError("l1_loss with an unknown reduction must raise a ValueError")
+except ValueError as err:
+    assert "reduction" in str(err), f"the error must name the argument reduction; got: {err}"
+try:
+    mse_loss(Tensor(np.ones((4, 1))), np.ones(4))
+    raise AssertionError("an input of shape (4, 1) against a target of shape (4,) must raise a ShapeError")
+except ShapeError as err:
+    assert "(4, 1)" in str(err) and "(4,)" in str(err), f"the error must show both shapes; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `losses_huber` (2 points): `smooth_l1_loss` and `huber_loss`
+#
+# Both pick a branch per element with `where(condition, a, b)`; autograd
+# differentiates only the branch that was picked. Mind the edges of the
+# table above: smooth L1 is quadratic where |d| < β, Huber where |d| ≤ δ,
+# and β = 0 makes smooth L1 plain L1 (there is no quadratic part to divide
+# by 0).
+
+# %% nbgrader={"grade": false, "grade_id": "losses_huber_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def smooth_l1_loss(input: Tensor, target: Any, *, reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """Quadratic below ``beta``, linear above: ½d²/β or |d| − ½β."""
     input = _input(input, "smooth_l1_loss")
@@ -238,43 +289,36 @@ y = Tensor([0.0, 0.0, 0.0])
 for f in (mse_loss, l1_loss, smooth_l1_loss, huber_loss):
     print(f.__name__, f(x, y, reduction="none").tolist())
 
-# %% nbgrader={"grade": true, "grade_id": "losses_regression", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-X = np.array([[0.5, 2.0, -3.0], [0.1, -0.2, 1.5]])
-Y = np.array([[0.0, 1.0, 0.0], [0.3, 0.3, -1.0]])
-D = X - Y
+# %% nbgrader={"grade": true, "grade_id": "losses_huber", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 x = Tensor(X, requires_grad=True)
-assert np.allclose(mse_loss(x, Y).item(), (D ** 2).mean())
-assert np.allclose(mse_loss(x, Y, reduction="sum").item(), (D ** 2).sum())
-assert np.allclose(l1_loss(x, Y, reduction="none").numpy(), np.abs(D))
 assert np.allclose(smooth_l1_loss(x, Y, reduction="none").numpy(), np.where(np.abs(D) < 1, 0.5 * D ** 2, np.abs(D) - 0.5))
 assert np.allclose(huber_loss(x, Y, reduction="none", delta=2.0).numpy(), np.where(np.abs(D) <= 2, 0.5 * D ** 2, 2 * (np.abs(D) - 1)))
 assert gradcheck(lambda a: smooth_l1_loss(a, Y, beta=0.5), x)
-assert mse_loss(Tensor([1.0, 2.0]), [0.0, 0.0]).dtype == np.float32, "float32 in, float32 out"
-try:
-    mse_loss(x, Y, reduction="avg")
-    raise AssertionError("an unknown reduction must raise")
-except ValueError as err:
-    assert "reduction" in str(err) and "avg" in str(err)
 ### BEGIN HIDDEN TESTS
 for beta in (0.5, 2.0):
     expected = np.where(np.abs(D) < beta, 0.5 * D ** 2 / beta, np.abs(D) - 0.5 * beta)
-    assert np.allclose(smooth_l1_loss(x, Y, reduction="none", beta=beta).numpy(), expected)
-assert np.allclose(smooth_l1_loss(x, Y, beta=0.0).item(), np.abs(D).mean()), "beta=0 is L1"
-assert np.allclose(huber_loss(x, Y, delta=0.3).item(), np.where(np.abs(D) <= 0.3, 0.5 * D ** 2, 0.3 * (np.abs(D) - 0.15)).mean())
-assert np.allclose(l1_loss(x, Y, reduction="sum").item(), np.abs(D).sum())
-assert mse_loss(x, Y, reduction="none").shape == (2, 3)
-assert gradcheck(lambda a: mse_loss(a, Y) + huber_loss(a, Y, delta=0.7) + l1_loss(a, Y), x)
-for bad in (lambda: l1_loss(x, Y, reduction="batchmean"), lambda: huber_loss(x, Y, reduction=None)):
-    try:
-        bad()
-        raise AssertionError("an unknown reduction must raise")
-    except ValueError as err:
-        assert "reduction" in str(err)
+    assert np.allclose(smooth_l1_loss(x, Y, reduction="none", beta=beta).numpy(), expected), (
+        f"smooth_l1_loss with beta={beta}: ½d²/β where |d| < β, |d| − ½β elsewhere"
+    )
+assert np.allclose(smooth_l1_loss(x, Y, beta=0.0).item(), np.abs(D).mean()), "smooth_l1_loss with beta=0 is l1_loss"
+assert gradcheck(lambda a: smooth_l1_loss(a, Y, beta=0.0), x), "smooth_l1_loss with beta=0 has l1_loss's gradient, no NaN"
+assert np.allclose(smooth_l1_loss(x, Y, reduction="sum").item(), np.where(np.abs(D) < 1, 0.5 * D ** 2, np.abs(D) - 0.5).sum()), (
+    "smooth_l1_loss with reduction='sum'"
+)
+huber = np.where(np.abs(D) <= 0.3, 0.5 * D ** 2, 0.3 * (np.abs(D) - 0.15)).mean()
+assert np.allclose(huber_loss(x, Y, delta=0.3).item(), huber), "huber_loss with delta=0.3: δ(|d| − ½δ) above δ"
+assert np.allclose(huber_loss(x, Y).item(), np.where(np.abs(D) <= 1, 0.5 * D ** 2, np.abs(D) - 0.5).mean()), (
+    "huber_loss's default delta is 1 and its default reduction the mean"
+)
+assert gradcheck(lambda a: huber_loss(a, Y, delta=0.7) + smooth_l1_loss(a, Y, beta=2.0, reduction="sum"), x), (
+    "the gradients of huber_loss and smooth_l1_loss must match finite differences"
+)
+assert huber_loss(Tensor([1.0, 2.0]), [0.0, 0.0]).dtype == np.float32, "huber_loss: float32 in, float32 out"
 try:
-    mse_loss(Tensor(np.ones((4, 1))), np.ones(4))
-    raise AssertionError("(4, 1) against (4,) must raise")
-except ShapeError as err:
-    assert "(4, 1)" in str(err) and "(4,)" in str(err)
+    huber_loss(x, Y, reduction=None)
+    raise AssertionError("huber_loss with an unknown reduction must raise a ValueError")
+except ValueError as err:
+    assert "reduction" in str(err), f"the error must name the argument reduction; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -309,29 +353,17 @@ except ShapeError as err:
 #   non-ignored elements, not a division by N. (Padding tokens marked
 #   `ignore_index` must not dilute the loss of a short batch.)
 #
-# `cross_entropy` adds two things on top:
-#
-# * **label smoothing** ε: the target is (1 − ε) on the right class and ε/C
-#   spread over all classes, so the loss is
-#   (1 − ε) · nll + (ε/C) · Σ_c −w_c log p_c, both terms masked and (for
-#   `"mean"`) divided by the same Σ_k w_{y_k};
-# * **soft targets**: a floating `target` of the input's shape holds a
-#   probability per class; the loss is −Σ_c w_c target_c log p_c per sample,
-#   and `"mean"` is the plain mean over samples (label smoothing mixes the
-#   target with ε/C first; `ignore_index` does not apply).
-#
-# To pick `input[k, y_k]` move the class axis last and flatten to (M, C),
-# then index with two integer arrays (`x[rows, classes]` — module 01's
-# `GetItem` scatters the gradient back). `_class_targets` below checks the
-# targets and gives you `valid` (not ignored) and `safe` (a class index in
-# every place: an ignored target outside [0, C), such as the default -100,
-# becomes class 0, so indexing never goes out of range). Use `valid` only
-# as a factor (`valid.astype(dtype)`, `* valid`), never as a condition or an
-# index: on a GPU it is a mask of numbers, 1 or 0, and NaN for a target out
-# of range (the systems corner says why), and a NaN factor is what carries
-# that error into the loss.
-#
-# ### Task `losses_cross_entropy`
+# To pick `input[k, y_k]` move the class axis last and flatten to (M, C)
+# (`_class_last` below), then index with two integer arrays
+# (`x[rows, classes]` — module 01's `GetItem` scatters the gradient back).
+# `_class_targets` below checks the targets and gives you `valid` (not
+# ignored) and `safe` (a class index in every place: an ignored target
+# outside [0, C), such as the default -100, becomes class 0, so indexing
+# never goes out of range). Use `valid` only as a factor
+# (`valid.astype(dtype)`, `* valid`), never as a condition or an index: on a
+# GPU it is a mask of numbers, 1 or 0, and NaN for a target out of range
+# (the systems corner says why), and a NaN factor is what carries that
+# error into the loss. The checks are given: read them, run them.
 
 # %%
 #| export
@@ -390,36 +422,16 @@ def _class_weights(weight: Any, input: Tensor, loss: str) -> Tensor | None:
     return _constant(weight, input, loss, "weight", shape=(classes,))
 
 
-def _holds_probabilities(target: Any) -> bool:
-    """Whether a cross_entropy target holds class probabilities (floating) rather than class indices."""
-    return is_floating(np.dtype(target.dtype if hasattr(target, "dtype") else np.asarray(target).dtype))
+# %% [markdown]
+# ### Task `losses_nll` (2 points): `nll_loss`
+#
+# `_nll_parts` does the work that `nll_loss` and `cross_entropy` share: the
+# picked, weighted, masked losses −w_{y_k} · logp[k, y_k] (in the target's
+# shape) and the total weight Σ_k w_{y_k} of the non-ignored elements. Then
+# `nll_loss` reduces them. If every target is ignored the total weight is 0:
+# the mean must come out 0 with a zero gradient, not 0/0.
 
-
-def _cross_entropy_arguments(
-    input: Any, target: Any, weight: Any, reduction: str, label_smoothing: float
-) -> tuple[Tensor, Tensor | None, bool]:
-    """Check cross_entropy's arguments; return (input, class weights or None, whether targets are soft)."""
-    input = _input(input, "cross_entropy")
-    _check_reduction(reduction, "cross_entropy")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1]; got {label_smoothing}")
-    w = _class_weights(weight, input, "cross_entropy")
-    soft = _holds_probabilities(target)
-    target_shape = tuple(target.shape if hasattr(target, "shape") else np.shape(target))
-    if soft and target_shape != input.shape:
-        raise ShapeError(
-            f"cross_entropy: a floating target holds class probabilities and needs the input's shape "
-            f"{input.shape}; got {target_shape} (class indices must be integers)"
-        )
-    return input, w, soft
-
-
-def _along_classes(w: Tensor, input: Tensor) -> Tensor:
-    """Per-class weights shaped to broadcast along axis 1 (or 0) of ``input``."""
-    return w if input.ndim == 1 else w.reshape((1, -1) + (1,) * (input.ndim - 2))
-
-
-# %% nbgrader={"grade": false, "grade_id": "losses_cross_entropy_code", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": false, "grade_id": "losses_nll_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
 def _nll_parts(logp: Tensor, valid: Any, safe: Any, w: Tensor | None) -> tuple[Tensor, Tensor]:
     """(−w_y · logp[y] per element (0 where ignored), the weights w_y summed over valid elements)."""
@@ -451,6 +463,107 @@ def nll_loss(
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "losses_nll", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+Z = np.array([[2.0, 0.5, -1.0], [0.0, 3.0, 1.0], [1.0, 1.0, 1.0], [-2.0, 0.0, 4.0]])
+LP = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
+y = np.array([0, 2, 1, 2])
+lp = Tensor(LP, requires_grad=True)
+assert np.allclose(nll_loss(lp, y, reduction="none").numpy(), -LP[np.arange(4), y])
+assert np.allclose(nll_loss(lp, y).item(), -LP[np.arange(4), y].mean())
+y_ignored = np.array([0, -100, 1, 2])
+keep = np.array([0, 2, 3])
+assert np.allclose(nll_loss(lp, y_ignored).item(), -LP[keep, y_ignored[keep]].mean()), "mean over the non-ignored"
+W = np.array([0.5, 2.0, 1.0])
+assert np.allclose(nll_loss(lp, y, weight=W).item(), (-W[y] * LP[np.arange(4), y]).sum() / W[y].sum()), "a weighted mean"
+assert gradcheck(lambda a: nll_loss(a, y_ignored, weight=W), lp)
+### BEGIN HIDDEN TESTS
+none = nll_loss(lp, y_ignored, reduction="none").numpy()
+assert none[1] == 0 and np.allclose(none[keep], -LP[keep, y_ignored[keep]]), "reduction='none': 0 where the target is ignored"
+Wk = W[y_ignored[keep]]
+assert np.allclose(nll_loss(lp, y_ignored, weight=W).item(), (-Wk * LP[keep, y_ignored[keep]]).sum() / Wk.sum()), (
+    "with weights and an ignored target, the mean divides by the weights of the non-ignored targets only"
+)
+assert np.allclose(nll_loss(lp, y, weight=W, reduction="none").numpy(), -W[y] * LP[np.arange(4), y]), (
+    "reduction='none' with weights: −w_y · logp[y] per sample"
+)
+assert np.allclose(nll_loss(lp, y, ignore_index=2, reduction="sum").item(), -LP[[0, 2], [0, 1]].sum()), (
+    "an ignore_index that is a class (2) drops those targets"
+)
+Z4 = np.random.default_rng(0).standard_normal((2, 3, 2, 2))
+LP4 = Z4 - np.log(np.exp(Z4).sum(axis=1, keepdims=True))
+y4 = np.array([[[0, 1], [2, 2]], [[1, 0], [-100, 2]]])
+picked = np.take_along_axis(LP4, np.where(y4 < 0, 0, y4)[:, None], axis=1)[:, 0]
+assert np.allclose(nll_loss(Tensor(LP4), y4, reduction="none").numpy(), np.where(y4 < 0, 0, -picked)), (
+    "(N, C, d1, d2) log-probabilities: one loss per element, of shape (N, d1, d2)"
+)
+assert np.allclose(nll_loss(Tensor(LP4), y4).item(), -picked[y4 >= 0].mean()), "(N, C, d1, d2): the mean over the non-ignored"
+assert nll_loss(Tensor(LP[0]), np.array(1), reduction="none").shape == (), "one sample of shape (C,) gives a loss of shape ()"
+assert np.allclose(nll_loss(Tensor(LP[0]), np.array(1)).item(), -LP[0, 1]), "one sample of shape (C,)"
+empty = Tensor(np.log(np.full((4, 3), 1 / 3)), dtype="float32", requires_grad=True)
+out = nll_loss(empty, [-100, -100, -100, -100])
+out.backward()
+assert out.item() == 0 and np.all(empty.grad.numpy() == 0), "every target ignored: loss 0 and gradient 0, not NaN"
+assert nll_loss(Tensor(LP, dtype="float32"), y).dtype == np.float32, "float32 in, float32 out"
+try:
+    nll_loss(lp, y, reduction="mean_over_batch")
+    raise AssertionError("an unknown reduction must raise a ValueError")
+except ValueError as err:
+    assert "reduction" in str(err), f"the error must name the argument reduction; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `losses_cross_entropy` (2 points): `cross_entropy`
+#
+# `cross_entropy(input, target)` takes logits and is the negative
+# log-likelihood of their `log_softmax` along the class axis, with two
+# additions:
+#
+# * **label smoothing** ε: the target is (1 − ε) on the right class and ε/C
+#   spread over all classes, so the loss is
+#   (1 − ε) · nll + (ε/C) · Σ_c −w_c log p_c, both terms masked and (for
+#   `"mean"`) divided by the same Σ_k w_{y_k};
+# * **soft targets**: a floating `target` of the input's shape holds a
+#   probability per class; the loss is −Σ_c w_c target_c log p_c per sample,
+#   and `"mean"` is the plain mean over samples (label smoothing mixes the
+#   target with ε/C first; `ignore_index` does not apply).
+#
+# `_cross_entropy_arguments` below checks the arguments and says whether the
+# targets are soft; `_along_classes` shapes the class weights to multiply
+# log-probabilities of any rank.
+
+# %%
+#| export
+def _holds_probabilities(target: Any) -> bool:
+    """Whether a cross_entropy target holds class probabilities (floating) rather than class indices."""
+    return is_floating(np.dtype(target.dtype if hasattr(target, "dtype") else np.asarray(target).dtype))
+
+
+def _cross_entropy_arguments(
+    input: Any, target: Any, weight: Any, reduction: str, label_smoothing: float
+) -> tuple[Tensor, Tensor | None, bool]:
+    """Check cross_entropy's arguments; return (input, class weights or None, whether targets are soft)."""
+    input = _input(input, "cross_entropy")
+    _check_reduction(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1]; got {label_smoothing}")
+    w = _class_weights(weight, input, "cross_entropy")
+    soft = _holds_probabilities(target)
+    target_shape = tuple(target.shape if hasattr(target, "shape") else np.shape(target))
+    if soft and target_shape != input.shape:
+        raise ShapeError(
+            f"cross_entropy: a floating target holds class probabilities and needs the input's shape "
+            f"{input.shape}; got {target_shape} (class indices must be integers)"
+        )
+    return input, w, soft
+
+
+def _along_classes(w: Tensor, input: Tensor) -> Tensor:
+    """Per-class weights shaped to broadcast along axis 1 (or 0) of ``input``."""
+    return w if input.ndim == 1 else w.reshape((1, -1) + (1,) * (input.ndim - 2))
+
+
+# %% nbgrader={"grade": false, "grade_id": "losses_cross_entropy_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def cross_entropy(
     input: Tensor,
     target: Any,
@@ -489,53 +602,60 @@ logits = Tensor([[2.0, 0.5, -1.0], [0.0, 3.0, 1.0]], requires_grad=True)
 print(cross_entropy(logits, [0, 2]), cross_entropy(logits, [0, 2], label_smoothing=0.1))
 print("very sure, very wrong:", cross_entropy(Tensor([[1e4, -1e4]]), [1]))
 
-# %% nbgrader={"grade": true, "grade_id": "losses_cross_entropy", "locked": true, "points": 4, "schema_version": 3, "solution": false}
-Z = np.array([[2.0, 0.5, -1.0], [0.0, 3.0, 1.0], [1.0, 1.0, 1.0], [-2.0, 0.0, 4.0]])
-LP = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
-y = np.array([0, 2, 1, 2])
+# %% nbgrader={"grade": true, "grade_id": "losses_cross_entropy", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+y_ignored, keep, W = np.array([0, -100, 1, 2]), np.array([0, 2, 3]), np.array([0.5, 2.0, 1.0])
 z = Tensor(Z, requires_grad=True)
 assert np.allclose(cross_entropy(z, y).item(), -LP[np.arange(4), y].mean())
-assert np.allclose(nll_loss(Tensor(LP), y, reduction="none").numpy(), -LP[np.arange(4), y])
-y_ignored = np.array([0, -100, 1, 2])
-keep = np.array([0, 2, 3])
 assert np.allclose(cross_entropy(z, y_ignored).item(), -LP[keep, y_ignored[keep]].mean()), "mean over the non-ignored"
-W = np.array([0.5, 2.0, 1.0])
-assert np.allclose(nll_loss(Tensor(LP), y, weight=W).item(), (-W[y] * LP[np.arange(4), y]).sum() / W[y].sum())
 assert np.isfinite(cross_entropy(Tensor([[1e4, -1e4, 0.0]]), [1]).item()), "extreme logits stay finite"
 assert gradcheck(lambda a: cross_entropy(a, y_ignored, weight=W, label_smoothing=0.2), z)
 ### BEGIN HIDDEN TESTS
 eps = 0.2
 smooth_expected = ((1 - eps) * -LP[np.arange(4), y] + eps / 3 * -LP.sum(axis=1)).mean()
-assert np.allclose(cross_entropy(z, y, label_smoothing=eps).item(), smooth_expected)
+assert np.allclose(cross_entropy(z, y, label_smoothing=eps).item(), smooth_expected), (
+    "label_smoothing=0.2: (1 − ε) · nll + (ε/C) · Σ_c −log p_c, averaged"
+)
 Wy = W[y_ignored[keep]]
 ws = ((1 - eps) * -Wy * LP[keep, y_ignored[keep]] + eps / 3 * -(LP[keep] * W).sum(axis=1)).sum() / Wy.sum()
-assert np.allclose(cross_entropy(z, y_ignored, weight=W, label_smoothing=eps).item(), ws)
+assert np.allclose(cross_entropy(z, y_ignored, weight=W, label_smoothing=eps).item(), ws), (
+    "label smoothing with weights and an ignored target: both terms weighted, masked, divided by Σ w_y"
+)
+assert np.allclose(cross_entropy(z, y, weight=W, reduction="none").numpy(), -W[y] * LP[np.arange(4), y]), (
+    "class-index targets with weights, reduction='none': −w_y · log p_y per sample"
+)
 P = np.array([[0.7, 0.2, 0.1], [0.0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3], [0.1, 0.1, 0.8]])
-assert np.allclose(cross_entropy(z, P, reduction="none").numpy(), -(P * LP).sum(axis=1)), "soft targets"
-assert np.allclose(cross_entropy(z, P, weight=W, reduction="sum").item(), -(P * LP * W).sum())
-assert gradcheck(lambda a, p: cross_entropy(a, p, label_smoothing=0.1), z, Tensor(P, requires_grad=True))
+assert np.allclose(cross_entropy(z, P, reduction="none").numpy(), -(P * LP).sum(axis=1)), (
+    "soft targets, reduction='none': −Σ_c target_c log p_c per sample"
+)
+assert np.allclose(cross_entropy(z, P).item(), -(P * LP).sum(axis=1).mean()), "soft targets: the plain mean over samples"
+assert np.allclose(cross_entropy(z, P, weight=W, reduction="sum").item(), -(P * LP * W).sum()), "soft targets with weights"
+P_smooth = 0.9 * P + 0.1 / 3
+assert np.allclose(cross_entropy(z, P, label_smoothing=0.1, reduction="none").numpy(), -(P_smooth * LP).sum(axis=1)), (
+    "soft targets with label_smoothing=0.1: the target becomes 0.9 · target + 0.1 / C"
+)
+assert gradcheck(lambda a, p: cross_entropy(a, p, label_smoothing=0.1), z, Tensor(P, requires_grad=True)), (
+    "gradients with soft targets, with respect to the logits and the targets"
+)
 Z4 = np.random.default_rng(0).standard_normal((2, 3, 2, 2))
 y4 = np.array([[[0, 1], [2, 2]], [[1, 0], [-100, 2]]])
 LP4 = Z4 - np.log(np.exp(Z4).sum(axis=1, keepdims=True))
 picked = np.take_along_axis(LP4, np.where(y4 < 0, 0, y4)[:, None], axis=1)[:, 0]
-assert np.allclose(cross_entropy(Tensor(Z4), y4, reduction="none").numpy(), np.where(y4 < 0, 0, -picked)), "(N, C, d1, d2)"
-assert np.allclose(cross_entropy(Tensor(Z4), y4).item(), -picked[y4 >= 0].mean())
-assert cross_entropy(Tensor(Z[0]), np.array(1), reduction="none").shape == (), "one sample of shape (C,)"
-assert np.allclose(nll_loss(Tensor(LP), y, ignore_index=2, reduction="sum").item(), -LP[[0, 2], [0, 1]].sum())
+assert np.allclose(cross_entropy(Tensor(Z4), y4, reduction="none").numpy(), np.where(y4 < 0, 0, -picked)), (
+    "(N, C, d1, d2) logits: the softmax runs along axis 1, one loss per element"
+)
+assert np.allclose(cross_entropy(Tensor(Z4), y4).item(), -picked[y4 >= 0].mean()), "(N, C, d1, d2): mean over the non-ignored"
+assert cross_entropy(Tensor(Z[0]), np.array(1), reduction="none").shape == (), "one sample of shape (C,) gives a loss of shape ()"
 big = Tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]], requires_grad=True)
 cross_entropy(big, [1, 0]).backward()
-assert np.all(np.isfinite(big.grad.numpy())) and np.allclose(cross_entropy(big, [1, 0]).item(), (4e4 + np.log(2)) / 2)
-assert cross_entropy(Tensor(Z, dtype="float32"), y).dtype == np.float32
+assert np.all(np.isfinite(big.grad.numpy())) and np.allclose(cross_entropy(big, [1, 0]).item(), (4e4 + np.log(2)) / 2), (
+    "logits of ±1e4: exact loss and a finite gradient"
+)
+assert cross_entropy(Tensor(Z, dtype="float32"), y).dtype == np.float32, "float32 in, float32 out"
 try:
     cross_entropy(z, np.array([0, 3, 1, 2]))
-    raise AssertionError("a class index out of range must raise")
+    raise AssertionError("a class index out of range (3 of 3 classes) must raise an IndexError")
 except IndexError as err:
-    assert "3" in str(err)
-try:
-    nll_loss(z, y, reduction="mean_over_batch")
-    raise AssertionError("an unknown reduction must raise")
-except ValueError as err:
-    assert "reduction" in str(err)
+    assert "3" in str(err), f"the error must name the bad index; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -658,36 +778,10 @@ print("one node:", type(cross_entropy(_z, [0, 2])._ctx).__name__, " gradient p �
 # The first is what the chain rule gives, −t/p + (1 − t)/(1 − p), over a
 # common denominator, guarded against dividing by 0. Compute the logarithms
 # inside `np.errstate(divide="ignore")`: log 0 is expected here, and a
-# warning would be noise (nbgrader even counts it as a failure).
+# warning would be noise (nbgrader even counts it as a failure). `weight`
+# multiplies each element's loss.
 #
-# **`binary_cross_entropy_with_logits(input, target)`** takes the logit x.
-# In float32, σ(x) rounds to exactly 1.0 once x > 17 or so; from then on
-# `bce(sigmoid(x))` for a target of 0 sees log(1 − 1) and returns the clamp,
-# 100, whatever x is — and its gradient with respect to x is 0, so the
-# network never learns it is wrong. Working with x directly avoids the
-# rounding: −log σ(x) = softplus(−x) and −log(1 − σ(x)) = x + softplus(−x),
-# so
-#
-# loss = (1 − t) · x + softplus(−x),
-#
-# and module 03's `softplus` never overflows (it is max(z, 0) + log1p(e^{−|z|})).
-# With `pos_weight` (one factor per class, weighting the positive term
-# t · softplus(−x), for imbalanced data) the second term becomes
-# (1 + (pos_weight − 1) · t) · softplus(−x). `weight` multiplies each
-# element's loss; both broadcast against the input.
-#
-# **`sigmoid_focal_loss(inputs, targets, alpha=0.25, gamma=2)`** (from
-# torchvision, for detectors with thousands of easy background boxes)
-# scales the logits' cross-entropy by (1 − p_t)^γ, where
-# p_t = p t + (1 − p)(1 − t) is the probability given to the right answer:
-# well-classified examples (p_t → 1) stop contributing. With α ≥ 0 it is
-# also weighted by α t + (1 − α)(1 − t); α < 0 switches that off. As in
-# torchvision its `reduction` defaults to `"none"` (one loss per anchor;
-# detectors normalise by the number of positive boxes themselves), and its
-# arguments are torchvision's `inputs` and `targets`. γ = 0 leaves out the
-# factor (x⁰'s derivative at x = 0 would be 0 · ∞).
-#
-# ### Task `losses_binary`
+# ### Task `losses_binary` (1 point): `binary_cross_entropy`
 
 # %% nbgrader={"grade": false, "grade_id": "losses_binary_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -731,6 +825,60 @@ def binary_cross_entropy(input: Tensor, target: Any, weight: Any = None, *, redu
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "losses_binary", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+P = np.array([[0.1, 0.6, 0.9], [0.5, 0.3, 0.99]])
+T = np.array([[0.0, 1.0, 1.0], [0.5, 0.0, 1.0]])
+BCE = -(T * np.log(P) + (1 - T) * np.log(1 - P))
+p = Tensor(P, requires_grad=True)
+assert np.allclose(binary_cross_entropy(p, T, reduction="none").numpy(), BCE)
+assert gradcheck(lambda a, b: binary_cross_entropy(a, b), p, Tensor(T, requires_grad=True))
+assert np.allclose(binary_cross_entropy(Tensor([0.0, 1.0]), [1.0, 0.0], reduction="none").numpy(), [100, 100]), (
+    "each log is clamped at −100"
+)
+### BEGIN HIDDEN TESTS
+W = np.array([[1.0, 2.0, 0.5], [0.1, 1.0, 3.0]])
+assert np.allclose(binary_cross_entropy(p, T, weight=W).item(), (W * BCE).mean()), "weight multiplies each element's loss"
+assert np.allclose(binary_cross_entropy(p, T, reduction="sum").item(), BCE.sum()), "binary_cross_entropy with reduction='sum'"
+g = Tensor([0.0, 1.0], requires_grad=True)
+binary_cross_entropy(g, [1.0, 0.0], reduction="sum").backward()
+assert np.all(np.isfinite(g.grad.numpy())) and np.all(np.abs(g.grad.numpy()) > 1e6), (
+    "at p = 0 or 1 the gradient is clamped, finite, but still pushes hard"
+)
+t = Tensor(T, requires_grad=True)
+binary_cross_entropy(p, t, reduction="sum").backward()
+assert np.allclose(t.grad.numpy(), np.log(1 - P) - np.log(P)), "∂/∂t = log(1 − p) − log p"
+assert binary_cross_entropy(Tensor([0.5]), [1.0]).dtype == np.float32, "float32 in, float32 out"
+half = Tensor(np.array([0.0, 1.0], np.float16), requires_grad=True)
+binary_cross_entropy(half, [1.0, 0.0], reduction="sum").backward()
+assert np.all(np.isfinite(half.grad.numpy())), "in float16 too, the gradient at p = 0 or 1 stays finite"
+try:
+    binary_cross_entropy(Tensor([1.5]), [1.0])
+    raise AssertionError("a probability above 1 must raise a ValueError")
+except ValueError as err:
+    assert "with_logits" in str(err), f"the error must point to binary_cross_entropy_with_logits; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **`binary_cross_entropy_with_logits(input, target)`** takes the logit x.
+# In float32, σ(x) rounds to exactly 1.0 once x > 17 or so; from then on
+# `bce(sigmoid(x))` for a target of 0 sees log(1 − 1) and returns the clamp,
+# 100, whatever x is — and its gradient with respect to x is 0, so the
+# network never learns it is wrong. Working with x directly avoids the
+# rounding: −log σ(x) = softplus(−x) and −log(1 − σ(x)) = x + softplus(−x),
+# so
+#
+# loss = (1 − t) · x + softplus(−x),
+#
+# and module 03's `softplus` never overflows (it is max(z, 0) + log1p(e^{−|z|})).
+# With `pos_weight` (one factor per class, weighting the positive term
+# t · softplus(−x), for imbalanced data) the second term becomes
+# (1 + (pos_weight − 1) · t) · softplus(−x). `weight` multiplies each
+# element's loss; both broadcast against the input.
+#
+# ### Task `losses_bce_logits` (1 point): `binary_cross_entropy_with_logits`
+
+# %% nbgrader={"grade": false, "grade_id": "losses_bce_logits_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def binary_cross_entropy_with_logits(
     input: Tensor, target: Any, weight: Any = None, *, reduction: str = "mean", pos_weight: Any = None
 ) -> Tensor:
@@ -750,6 +898,53 @@ def binary_cross_entropy_with_logits(
     ### END SOLUTION
 
 
+# %%
+x = Tensor([-120.0, 0.0, 30.0], requires_grad=True)
+print("with logits     :", binary_cross_entropy_with_logits(x, [1.0, 1.0, 0.0], reduction="none").tolist())
+print("bce of sigmoid  :", binary_cross_entropy(x.sigmoid(), [1.0, 1.0, 0.0], reduction="none").tolist())
+
+# %% nbgrader={"grade": true, "grade_id": "losses_bce_logits", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+W = np.array([[1.0, 2.0, 0.5], [0.1, 1.0, 3.0]])
+Z = np.log(P / (1 - P))
+z = Tensor(Z, requires_grad=True)
+assert np.allclose(binary_cross_entropy_with_logits(z, T, reduction="none").numpy(), BCE)
+assert gradcheck(lambda a: binary_cross_entropy_with_logits(a, T, pos_weight=[2.0, 0.5, 1.0]), z)
+big = Tensor([1e4, -1e4, 1e4], requires_grad=True)
+out = binary_cross_entropy_with_logits(big, [0.0, 1.0, 1.0], reduction="none")
+assert np.allclose(out.numpy(), [1e4, 1e4, 0]), "logits of ±1e4 stay finite and exact"
+### BEGIN HIDDEN TESTS
+PW = np.array([2.0, 0.5, 1.0])
+with_pw = -(PW * T * np.log(P) + (1 - T) * np.log(1 - P))
+assert np.allclose(binary_cross_entropy_with_logits(z, T, pos_weight=PW, reduction="none").numpy(), with_pw), (
+    "pos_weight weights only the positive term t · log σ(x)"
+)
+assert np.allclose(binary_cross_entropy_with_logits(z, T, weight=W, reduction="sum").item(), (W * BCE).sum()), (
+    "weight multiplies each element's loss"
+)
+assert np.allclose(binary_cross_entropy_with_logits(z, T).item(), BCE.mean()), "the default reduction is the mean"
+out.sum().backward()
+assert np.allclose(big.grad.numpy(), [1, -1, 0]), "the gradient σ(x) − t, finite for logits of ±1e4"
+assert binary_cross_entropy_with_logits(Tensor([1.0]), [1.0]).dtype == np.float32, "float32 in, float32 out"
+small = binary_cross_entropy_with_logits(Tensor([-1e4, 1e4], dtype="float32"), [1.0, 0.0], reduction="none")
+assert np.allclose(small.numpy(), [1e4, 1e4]), "float32 logits of ±1e4 against the wrong target: exactly 1e4, no overflow"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **`sigmoid_focal_loss(inputs, targets, alpha=0.25, gamma=2)`** (from
+# torchvision, for detectors with thousands of easy background boxes)
+# scales the logits' cross-entropy by (1 − p_t)^γ, where
+# p_t = p t + (1 − p)(1 − t) is the probability given to the right answer:
+# well-classified examples (p_t → 1) stop contributing. With α ≥ 0 it is
+# also weighted by α t + (1 − α)(1 − t); α < 0 switches that off. As in
+# torchvision its `reduction` defaults to `"none"` (one loss per anchor;
+# detectors normalise by the number of positive boxes themselves), and its
+# arguments are torchvision's `inputs` and `targets`. γ = 0 leaves out the
+# factor (x⁰'s derivative at x = 0 would be 0 · ∞).
+#
+# ### Task `losses_focal` (1 point): `sigmoid_focal_loss`
+
+# %% nbgrader={"grade": false, "grade_id": "losses_focal_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def sigmoid_focal_loss(
     inputs: Tensor, targets: Any, alpha: float = 0.25, gamma: float = 2.0, reduction: str = "none"
 ) -> Tensor:
@@ -770,51 +965,24 @@ def sigmoid_focal_loss(
     ### END SOLUTION
 
 
-# %%
-x = Tensor([-120.0, 0.0, 30.0], requires_grad=True)
-print("with logits     :", binary_cross_entropy_with_logits(x, [1.0, 1.0, 0.0], reduction="none").tolist())
-print("bce of sigmoid  :", binary_cross_entropy(x.sigmoid(), [1.0, 1.0, 0.0], reduction="none").tolist())
-
-# %% nbgrader={"grade": true, "grade_id": "losses_binary", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-P = np.array([[0.1, 0.6, 0.9], [0.5, 0.3, 0.99]])
-T = np.array([[0.0, 1.0, 1.0], [0.5, 0.0, 1.0]])
-BCE = -(T * np.log(P) + (1 - T) * np.log(1 - P))
-p = Tensor(P, requires_grad=True)
-assert np.allclose(binary_cross_entropy(p, T, reduction="none").numpy(), BCE)
-assert gradcheck(lambda a, b: binary_cross_entropy(a, b), p, Tensor(T, requires_grad=True))
-assert np.allclose(binary_cross_entropy(Tensor([0.0, 1.0]), [1.0, 0.0], reduction="none").numpy(), [100, 100])
-Z = np.log(P / (1 - P))
-z = Tensor(Z, requires_grad=True)
-assert np.allclose(binary_cross_entropy_with_logits(z, T, reduction="none").numpy(), BCE)
-assert gradcheck(lambda a: binary_cross_entropy_with_logits(a, T, pos_weight=[2.0, 0.5, 1.0]), z)
-big = Tensor([1e4, -1e4, 1e4], requires_grad=True)
-out = binary_cross_entropy_with_logits(big, [0.0, 1.0, 1.0], reduction="none")
-assert np.allclose(out.numpy(), [1e4, 1e4, 0]), "logits of ±1e4 stay finite and exact"
-### BEGIN HIDDEN TESTS
-PW = np.array([2.0, 0.5, 1.0])
-W = np.array([[1.0, 2.0, 0.5], [0.1, 1.0, 3.0]])
-with_pw = -(PW * T * np.log(P) + (1 - T) * np.log(1 - P))
-assert np.allclose(binary_cross_entropy_with_logits(z, T, pos_weight=PW, reduction="none").numpy(), with_pw)
-assert np.allclose(binary_cross_entropy_with_logits(z, T, weight=W, reduction="sum").item(), (W * BCE).sum())
-assert np.allclose(binary_cross_entropy(p, T, weight=W).item(), (W * BCE).mean())
-out.sum().backward()
-assert np.allclose(big.grad.numpy(), [1, -1, 0]), "the gradient σ(x) − t, finite"
-g = Tensor([0.0, 1.0], requires_grad=True)
-binary_cross_entropy(g, [1.0, 0.0], reduction="sum").backward()
-assert np.all(np.isfinite(g.grad.numpy())) and np.all(np.abs(g.grad.numpy()) > 1e6), "clamped, but still pushing"
+# %% nbgrader={"grade": true, "grade_id": "losses_focal", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 PT = P * T + (1 - P) * (1 - T)
 focal = 0.25 * T + 0.75 * (1 - T)
 assert np.allclose(sigmoid_focal_loss(z, T).numpy(), focal * BCE * (1 - PT) ** 2), "default reduction is 'none'"
-assert np.allclose(sigmoid_focal_loss(z, T, alpha=-1, gamma=1.5, reduction="mean").item(), (BCE * (1 - PT) ** 1.5).mean())
-assert np.allclose(sigmoid_focal_loss(z, T, alpha=0.6, gamma=0.0, reduction="sum").item(), ((0.6 * T + 0.4 * (1 - T)) * BCE).sum())
 assert gradcheck(lambda a: sigmoid_focal_loss(a, T, gamma=1.5), z)
-assert np.all(np.isfinite(sigmoid_focal_loss(big, [0.0, 1.0, 1.0]).numpy()))
-assert binary_cross_entropy_with_logits(Tensor([1.0]), [1.0]).dtype == np.float32
-try:
-    binary_cross_entropy(Tensor([1.5]), [1.0])
-    raise AssertionError("a probability above 1 must raise")
-except ValueError as err:
-    assert "with_logits" in str(err)
+### BEGIN HIDDEN TESTS
+assert np.allclose(sigmoid_focal_loss(z, T, alpha=-1, gamma=1.5, reduction="mean").item(), (BCE * (1 - PT) ** 1.5).mean()), (
+    "alpha < 0 switches the α weighting off"
+)
+assert np.allclose(sigmoid_focal_loss(z, T, alpha=0.6, gamma=0.0, reduction="sum").item(), ((0.6 * T + 0.4 * (1 - T)) * BCE).sum()), (
+    "gamma = 0 leaves out the (1 − p_t)^γ factor; alpha=0.6 weights t by 0.6 and 1 − t by 0.4"
+)
+assert gradcheck(lambda a: sigmoid_focal_loss(a, T, alpha=0.6, gamma=0.0, reduction="sum"), z), (
+    "the gradient with gamma = 0 must match finite differences"
+)
+big = Tensor([1e4, -1e4, 1e4], requires_grad=True)
+assert np.all(np.isfinite(sigmoid_focal_loss(big, [0.0, 1.0, 1.0]).numpy())), "logits of ±1e4 give a finite focal loss"
+assert sigmoid_focal_loss(Tensor([1.0]), [1.0]).dtype == np.float32, "float32 in, float32 out"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -840,15 +1008,7 @@ except ValueError as err:
 # anything; PyTorch keeps it as the default for compatibility (and warns),
 # and so does tinyflo (without the warning). Ask for `"batchmean"`.
 #
-# **`poisson_nll_loss(input, target)`**: the negative log-likelihood of
-# counts under a Poisson distribution of rate λ, dropping log(target!), a
-# constant. With `log_input=True` (the default) the input is log λ and the
-# loss is e^{input} − target · input; otherwise it is
-# input − target · log(input + eps). `full=True` adds Stirling's
-# approximation of log(target!), target · log target − target +
-# ½ log(2π target), for targets above 1 (0 elsewhere).
-#
-# ### Task `losses_divergence`
+# ### Task `losses_divergence` (1 point): `kl_div`
 
 # %% nbgrader={"grade": false, "grade_id": "losses_divergence_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -878,6 +1038,55 @@ def kl_div(input: Tensor, target: Any, *, reduction: str = "mean", log_target: b
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "losses_divergence", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+Z = np.array([[1.0, 0.0, -1.0], [0.5, 2.0, 0.1]])
+LQ = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
+P = np.array([[0.2, 0.8, 0.0], [0.3, 0.3, 0.4]])
+KL = np.where(P > 0, P * np.log(np.where(P > 0, P, 1)), 0) - P * LQ
+lq = Tensor(LQ, requires_grad=True)
+assert np.allclose(kl_div(lq, P, reduction="none").numpy(), KL), "0 · log 0 counts as 0"
+assert np.allclose(kl_div(lq, P, reduction="batchmean").item(), KL.sum() / 2)
+assert np.allclose(kl_div(lq, P).item(), KL.mean())
+assert gradcheck(lambda a: kl_div(a, P, reduction="batchmean"), lq)
+### BEGIN HIDDEN TESTS
+LP = np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.1, 0.8]]))
+assert np.allclose(kl_div(lq, LP, log_target=True, reduction="sum").item(), (np.exp(LP) * (LP - LQ)).sum()), (
+    "log_target=True: e^target · (target − input)"
+)
+assert np.allclose(kl_div(lq, P, reduction="sum").item(), KL.sum()), "kl_div with reduction='sum'"
+pos = Tensor(np.where(P > 0, P, 0.3), requires_grad=True)
+assert gradcheck(lambda a, b: kl_div(a, b, reduction="sum"), lq, pos), (
+    "the gradients with respect to input and target must match finite differences"
+)
+t = Tensor(P, requires_grad=True)
+kl_div(lq, t, reduction="sum").backward()
+assert np.all(np.isfinite(t.grad.numpy())), "a target of exactly 0 gives a finite gradient, no NaN from 0 · log 0"
+try:
+    kl_div(lq, P, reduction="batch")
+    raise AssertionError("an unknown reduction must raise a ValueError")
+except ValueError as err:
+    assert "batchmean" in str(err), f"the error must list the reductions, batchmean among them; got: {err}"
+big = Tensor([[1e4, -1e4, 0.0]], requires_grad=True)
+kl_div(log_softmax(big, axis=1), [[0.5, 0.25, 0.25]], reduction="batchmean").backward()
+assert np.all(np.isfinite(big.grad.numpy())), "log_softmax of ±1e4 logits: finite KL and gradient"
+assert kl_div(Tensor(LQ, dtype="float32"), P).dtype == np.float32, "float32 in, float32 out"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# **`poisson_nll_loss(input, target)`**: the negative log-likelihood of
+# counts under a Poisson distribution of rate λ, dropping log(target!), a
+# constant. With `log_input=True` (the default) the input is log λ and the
+# loss is e^{input} − target · input; otherwise it is
+# input − target · log(input + eps). `full=True` adds Stirling's
+# approximation of log(target!), target · log target − target +
+# ½ log(2π target), for targets above 1 (0 elsewhere). Compute it on a
+# *safe* target again (1 where the target is not above 1), so that no
+# discarded branch takes the log of 0.
+#
+# ### Task `losses_poisson` (1 point): `poisson_nll_loss`
+
+# %% nbgrader={"grade": false, "grade_id": "losses_poisson_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def poisson_nll_loss(
     input: Tensor,
     target: Any,
@@ -899,47 +1108,35 @@ def poisson_nll_loss(
     if full:
         above = target > 1
         safe = where(above, target, 1.0)
-        stirling = _xlogx(safe) - safe + 0.5 * (safe * (2 * math.pi)).log()
+        stirling = safe * safe.log() - safe + 0.5 * (safe * (2 * math.pi)).log()
         loss = loss + where(above, stirling, 0.0)
     return _reduce(loss, reduction, "poisson_nll_loss")
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "losses_divergence", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-Z = np.array([[1.0, 0.0, -1.0], [0.5, 2.0, 0.1]])
-LQ = Z - np.log(np.exp(Z).sum(axis=1, keepdims=True))
-P = np.array([[0.2, 0.8, 0.0], [0.3, 0.3, 0.4]])
-KL = np.where(P > 0, P * np.log(np.where(P > 0, P, 1)), 0) - P * LQ
-lq = Tensor(LQ, requires_grad=True)
-assert np.allclose(kl_div(lq, P, reduction="none").numpy(), KL), "0 · log 0 counts as 0"
-assert np.allclose(kl_div(lq, P, reduction="batchmean").item(), KL.sum() / 2)
-assert np.allclose(kl_div(lq, P).item(), KL.mean())
-assert gradcheck(lambda a: kl_div(a, P, reduction="batchmean"), lq)
+# %% nbgrader={"grade": true, "grade_id": "losses_poisson", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 X = np.array([[0.5, -1.0], [2.0, 0.0]])
 C = np.array([[1.0, 0.0], [6.0, 2.0]])
 x = Tensor(X, requires_grad=True)
 assert np.allclose(poisson_nll_loss(x, C).item(), (np.exp(X) - C * X).mean())
+assert gradcheck(lambda a: poisson_nll_loss(a, C, reduction="sum"), x)
 ### BEGIN HIDDEN TESTS
-LP = np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.1, 0.8]]))
-assert np.allclose(kl_div(lq, LP, log_target=True, reduction="sum").item(), (np.exp(LP) * (LP - LQ)).sum())
-pos = Tensor(np.where(P > 0, P, 0.3), requires_grad=True)
-assert gradcheck(lambda a, b: kl_div(a, b, reduction="sum"), lq, pos)
-t = Tensor(P, requires_grad=True)
-kl_div(lq, t, reduction="sum").backward()
-assert np.all(np.isfinite(t.grad.numpy())), "no NaN from 0 · log 0"
-try:
-    kl_div(lq, P, reduction="batch")
-    raise AssertionError("an unknown reduction must raise")
-except ValueError as err:
-    assert "batchmean" in str(err)
 stirling = np.where(C > 1, C * np.log(np.where(C > 1, C, 1)) - C + 0.5 * np.log(2 * np.pi * np.where(C > 1, C, 1)), 0)
-assert np.allclose(poisson_nll_loss(x, C, full=True, reduction="none").numpy(), np.exp(X) - C * X + stirling)
+assert np.allclose(poisson_nll_loss(x, C, full=True, reduction="none").numpy(), np.exp(X) - C * X + stirling), (
+    "full=True adds Stirling's t · log t − t + ½ log(2π t), only where the target is above 1"
+)
 R = np.exp(X)
-assert np.allclose(poisson_nll_loss(Tensor(R), C, log_input=False, reduction="sum").item(), (R - C * np.log(R + 1e-8)).sum())
-assert gradcheck(lambda a: poisson_nll_loss(a.exp(), C, log_input=False, full=True), x)
-big = Tensor([[1e4, -1e4, 0.0]], requires_grad=True)
-kl_div(log_softmax(big, axis=1), [[0.5, 0.25, 0.25]], reduction="batchmean").backward()
-assert np.all(np.isfinite(big.grad.numpy())), "log_softmax of ±1e4 logits: finite KL and gradient"
+assert np.allclose(poisson_nll_loss(Tensor(R), C, log_input=False, reduction="sum").item(), (R - C * np.log(R + 1e-8)).sum()), (
+    "log_input=False: input − target · log(input + eps)"
+)
+zero_rate = poisson_nll_loss(Tensor([0.0, 1.0]), [0.0, 2.0], log_input=False, reduction="none").numpy()
+assert np.all(np.isfinite(zero_rate)) and np.allclose(zero_rate, [0.0, 1.0]), (
+    "log_input=False with a rate of 0: eps keeps the log finite"
+)
+assert gradcheck(lambda a: poisson_nll_loss(a.exp(), C, log_input=False, full=True), x), (
+    "the gradient with log_input=False and full=True must match finite differences"
+)
+assert poisson_nll_loss(Tensor([0.5]), [1.0]).dtype == np.float32, "float32 in, float32 out"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -950,30 +1147,27 @@ assert np.all(np.isfinite(big.grad.numpy())), "log_softmax of ±1e4 logits: fini
 # hinge max(0, ·) — `relu` — of a difference, so examples that already
 # satisfy the margin contribute nothing (and no gradient).
 #
-# * `margin_ranking_loss(x1, x2, y)`: max(0, −y · (x1 − x2) + margin) for
-#   y = ±1 ("x1 should rank above x2" when y = 1).
-# * `hinge_embedding_loss(x, y)`: x where y = 1, max(0, margin − x) where
-#   y = −1 (x is typically a distance).
-# * `cosine_embedding_loss(x1, x2, y)`: with cos the cosine similarity
-#   along the last axis, 1 − cos where y = 1 and max(0, cos − margin) where
-#   y = −1. PyTorch computes cos = Σ x1x2 / √((Σx1² + ε)(Σx2² + ε)) with
-#   ε = 10⁻¹², so a zero vector gives 0, not NaN.
 # * `triplet_margin_loss(anchor, positive, negative)`:
 #   max(0, d(a, p) − d(a, n) + margin), with PyTorch's pairwise distance
 #   d(x, y) = ‖x − y + eps‖_p along the last axis (eps keeps the norm's
 #   gradient finite when x = y). `swap=True` uses min(d(a, n), d(p, n)) as the
 #   negative distance — the harder of the two.
+# * `cosine_embedding_loss(x1, x2, y)`: with cos the cosine similarity
+#   along the last axis, 1 − cos where y = 1 and max(0, cos − margin) where
+#   y = −1. PyTorch computes cos = Σ x1x2 / √((Σx1² + ε)(Σx2² + ε)) with
+#   ε = 10⁻¹², so a zero vector gives 0, not NaN.
+# * `hinge_embedding_loss(x, y)`: x where y = 1, max(0, margin − x) where
+#   y = −1 (x is typically a distance).
+# * `margin_ranking_loss(x1, x2, y)`: max(0, −y · (x1 − x2) + margin) for
+#   y = ±1 ("x1 should rank above x2" when y = 1).
 #
 # Targets y hold ±1; use them as masks (`y == 1`) or factors, never
 # differentiate through them.
 #
-# ### Task `losses_embedding`
+# ### Task `losses_triplet` (1 point): `triplet_margin_loss`
 
-# %% nbgrader={"grade": false, "grade_id": "losses_embedding_code", "locked": false, "schema_version": 3, "solution": true}
+# %% nbgrader={"grade": false, "grade_id": "losses_triplet_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
-_COSINE_EPS = 1e-12
-
-
 def _pairwise_distance(x1: Tensor, x2: Tensor, p: float, eps: float) -> Tensor:
     """‖x1 − x2 + eps‖_p along the last axis (torch.nn.functional.pairwise_distance)."""
     ### BEGIN SOLUTION
@@ -1010,6 +1204,46 @@ def triplet_margin_loss(
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "losses_triplet", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+rng = np.random.default_rng(0)
+A, Pp, N = rng.standard_normal((3, 4, 5))
+dist = lambda u, v, p=2, e=1e-6: (np.abs(u - v + e) ** p).sum(axis=-1) ** (1 / p)
+a, pp, n = (Tensor(v, requires_grad=True) for v in (A, Pp, N))
+assert np.allclose(triplet_margin_loss(a, pp, n, margin=2.0, reduction="none").numpy(), np.maximum(dist(A, Pp) - dist(A, N) + 2, 0))
+assert gradcheck(lambda u, v, w: triplet_margin_loss(u, v, w, margin=3.0), a, pp, n)
+### BEGIN HIDDEN TESTS
+d_neg = np.minimum(dist(A, N, 1), dist(Pp, N, 1))
+assert np.allclose(triplet_margin_loss(a, pp, n, p=1, swap=True, margin=1.5).item(), np.maximum(dist(A, Pp, 1) - d_neg + 1.5, 0).mean()), (
+    "swap=True takes the smaller of d(a, n) and d(p, n) as the negative distance"
+)
+expected = np.maximum(dist(A, Pp, 3, 1e-3) - dist(A, N, 3, 1e-3) + 3, 0).sum()
+assert np.allclose(triplet_margin_loss(a, pp, n, p=3, eps=1e-3, margin=3.0, reduction="sum").item(), expected), (
+    "p=3, eps=1e-3: d(x, y) = ‖x − y + eps‖_3"
+)
+assert np.allclose(triplet_margin_loss(a, pp, n).item(), np.maximum(dist(A, Pp) - dist(A, N) + 1, 0).mean()), (
+    "the defaults: margin 1, p 2, the mean"
+)
+assert triplet_margin_loss(Tensor(A[0], dtype="float32"), Tensor(Pp[0], dtype="float32"), Tensor(N[0], dtype="float32")).dtype == np.float32, (
+    "float32 in, float32 out"
+)
+try:
+    triplet_margin_loss(a, pp, Tensor(np.ones((4, 3))))
+    raise AssertionError("a negative of another shape must raise a ShapeError")
+except ShapeError as err:
+    assert "negative" in str(err), f"the error must name the argument negative; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `losses_cosine` (1 point): `cosine_embedding_loss`
+#
+# `_COSINE_EPS` is PyTorch's ε. The target has the shape of the inputs
+# without their last axis: one ±1 per pair of embeddings.
+
+# %% nbgrader={"grade": false, "grade_id": "losses_cosine_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+_COSINE_EPS = 1e-12
+
+
 def cosine_embedding_loss(
     input1: Tensor, input2: Tensor, target: Any, margin: float = 0.0, *, reduction: str = "mean"
 ) -> Tensor:
@@ -1029,6 +1263,32 @@ def cosine_embedding_loss(
     ### END SOLUTION
 
 
+# %% nbgrader={"grade": true, "grade_id": "losses_cosine", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+Y = np.array([1, -1, 1, -1])
+COS = (A * Pp).sum(-1) / np.sqrt(((A * A).sum(-1) + 1e-12) * ((Pp * Pp).sum(-1) + 1e-12))
+assert np.allclose(cosine_embedding_loss(a, pp, Y, reduction="none").numpy(), np.where(Y == 1, 1 - COS, np.maximum(COS, 0)))
+### BEGIN HIDDEN TESTS
+assert np.allclose(cosine_embedding_loss(a, pp, Y, margin=-0.3).item(), np.where(Y == 1, 1 - COS, np.maximum(COS + 0.3, 0)).mean()), (
+    "margin=-0.3: max(0, cos − margin) where the target is −1"
+)
+assert np.allclose(cosine_embedding_loss(a, -pp, Y, reduction="sum").item(), np.where(Y == 1, 1 + COS, np.maximum(-COS, 0)).sum()), (
+    "where the target is −1, a negative cosine costs nothing"
+)
+assert gradcheck(lambda u, v: cosine_embedding_loss(u, v, Y, margin=-0.5), a, pp), (
+    "the gradients with respect to both inputs must match finite differences"
+)
+zero = cosine_embedding_loss(Tensor(np.zeros((1, 3))), Tensor(np.ones((1, 3))), [1]).item()
+assert np.isfinite(zero) and np.isclose(zero, 1.0), "a zero vector has cosine 0 with anything: loss 1 where the target is 1, no NaN"
+assert cosine_embedding_loss(Tensor(A, dtype="float32"), Tensor(Pp, dtype="float32"), Y).dtype == np.float32, (
+    "float32 in, float32 out"
+)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `losses_margin` (1 point): `hinge_embedding_loss` and `margin_ranking_loss`
+
+# %% nbgrader={"grade": false, "grade_id": "losses_margin_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 def hinge_embedding_loss(input: Tensor, target: Any, margin: float = 1.0, *, reduction: str = "mean") -> Tensor:
     """input where target is 1; max(0, margin − input) where it is −1."""
     input = _input(input, "hinge_embedding_loss")
@@ -1054,37 +1314,31 @@ def margin_ranking_loss(
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "losses_embedding", "locked": true, "points": 3, "schema_version": 3, "solution": false}
-rng = np.random.default_rng(0)
-A, Pp, N = rng.standard_normal((3, 4, 5))
-dist = lambda u, v, p=2, e=1e-6: (np.abs(u - v + e) ** p).sum(axis=-1) ** (1 / p)
-a, pp, n = (Tensor(v, requires_grad=True) for v in (A, Pp, N))
-assert np.allclose(triplet_margin_loss(a, pp, n, margin=2.0, reduction="none").numpy(), np.maximum(dist(A, Pp) - dist(A, N) + 2, 0))
-assert gradcheck(lambda u, v, w: triplet_margin_loss(u, v, w, margin=3.0), a, pp, n)
-Y = np.array([1, -1, 1, -1])
-COS = (A * Pp).sum(-1) / np.sqrt(((A * A).sum(-1) + 1e-12) * ((Pp * Pp).sum(-1) + 1e-12))
-assert np.allclose(cosine_embedding_loss(a, pp, Y, reduction="none").numpy(), np.where(Y == 1, 1 - COS, np.maximum(COS, 0)))
+# %% nbgrader={"grade": true, "grade_id": "losses_margin", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 X1, X2 = A[:, 0], Pp[:, 0]
 assert np.allclose(margin_ranking_loss(Tensor(X1), Tensor(X2), Y, margin=0.5, reduction="none").numpy(), np.maximum(-Y * (X1 - X2) + 0.5, 0))
 H = np.abs(A[:, :2])
 YH = np.array([[1, -1]] * 4)
 assert np.allclose(hinge_embedding_loss(Tensor(H), YH, reduction="sum").item(), np.where(YH == 1, H, np.maximum(1 - H, 0)).sum())
 ### BEGIN HIDDEN TESTS
-d_neg = np.minimum(dist(A, N, 1), dist(Pp, N, 1))
-assert np.allclose(triplet_margin_loss(a, pp, n, p=1, swap=True, margin=1.5).item(), np.maximum(dist(A, Pp, 1) - d_neg + 1.5, 0).mean())
-assert np.allclose(triplet_margin_loss(a, pp, n, p=3, eps=1e-3, margin=3.0, reduction="sum").item(), np.maximum(dist(A, Pp, 3, 1e-3) - dist(A, N, 3, 1e-3) + 3, 0).sum())
-assert np.allclose(cosine_embedding_loss(a, pp, Y, margin=-0.3).item(), np.where(Y == 1, 1 - COS, np.maximum(COS + 0.3, 0)).mean())
-assert gradcheck(lambda u, v: cosine_embedding_loss(u, v, Y, margin=-0.5), a, pp)
-assert np.isfinite(cosine_embedding_loss(Tensor(np.zeros((1, 3))), Tensor(np.ones((1, 3))), [1]).item()), "a zero vector gives no NaN"
-assert np.allclose(hinge_embedding_loss(Tensor(H), YH, margin=2.0).item(), np.where(YH == 1, H, np.maximum(2 - H, 0)).mean())
+assert np.allclose(hinge_embedding_loss(Tensor(H), YH, margin=2.0).item(), np.where(YH == 1, H, np.maximum(2 - H, 0)).mean()), (
+    "hinge_embedding_loss with margin=2: max(0, 2 − x) where the target is −1"
+)
+assert np.allclose(hinge_embedding_loss(Tensor(H), YH, reduction="none").numpy(), np.where(YH == 1, H, np.maximum(1 - H, 0))), (
+    "hinge_embedding_loss with reduction='none': x where the target is 1"
+)
+assert np.allclose(margin_ranking_loss(Tensor(X1), Tensor(X2), Y).item(), np.maximum(-Y * (X1 - X2), 0).mean()), (
+    "margin_ranking_loss: the default margin is 0, the default reduction the mean"
+)
 x1, x2 = Tensor(X1, requires_grad=True), Tensor(X2, requires_grad=True)
-assert gradcheck(lambda u, v: margin_ranking_loss(u, v, Y, margin=0.3), x1, x2)
-assert triplet_margin_loss(Tensor(A[0], dtype="float32"), Tensor(Pp[0], dtype="float32"), Tensor(N[0], dtype="float32")).dtype == np.float32
-try:
-    triplet_margin_loss(a, pp, Tensor(np.ones((4, 3))))
-    raise AssertionError("mismatched embeddings must raise")
-except ShapeError as err:
-    assert "negative" in str(err)
+assert gradcheck(lambda u, v: margin_ranking_loss(u, v, Y, margin=0.3), x1, x2), (
+    "margin_ranking_loss's gradients must match finite differences"
+)
+h = Tensor(H, requires_grad=True)
+assert gradcheck(lambda u: hinge_embedding_loss(u, YH, margin=1.5), h), "hinge_embedding_loss's gradient must match finite differences"
+assert margin_ranking_loss(Tensor(X1, dtype="float32"), Tensor(X2, dtype="float32"), Y).dtype == np.float32, (
+    "float32 in, float32 out"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1122,19 +1376,6 @@ except ShapeError as err:
 # a position s ≥ L_n to a smaller one, and the result of sample n is read
 # at its own last step, t = T_n − 1.
 #
-# **Backward.** The backward recursion β_t(s) — the probability of the
-# path *suffixes* from (t, s) to the end, including p_t(l′_s) — runs the
-# same way from each sample's last step. Then α_t(s) β_t(s) / p_t(l′_s) is
-# the probability of all paths through (t, s), and
-# γ_t(s) = exp(log α + log β − log p_t(l′_s) + nll) ∈ [0, 1] is the
-# fraction of the label's probability that goes through it. The derivative
-# of the loss with respect to log p_t(k) is −Σ_{s: l′_s = k} γ_t(s): each
-# step's probability mass, split over symbols. (PyTorch returns this plus
-# exp(log p), which is the same gradient for the logits behind a
-# `log_softmax` — log_softmax's backward removes that extra term — but not
-# the derivative with respect to `log_probs` itself. tinyflo's passes
-# gradcheck on any input.)
-#
 # `ctc_loss` returns per-sample losses; `"mean"` divides each by its target
 # length (at least 1) and averages over the batch, like PyTorch; `"sum"`
 # adds them. A label that cannot fit into its input (too short for its
@@ -1142,22 +1383,17 @@ except ShapeError as err:
 # infinite loss; `zero_infinity=True` turns that into 0 (and no gradient),
 # which keeps one bad sample from wrecking a batch.
 #
-# ### Task `losses_ctc`
+# **The plumbing is given.** `ctc_loss` below checks and normalises its
+# arguments — targets padded (N, S) or concatenated (ΣS_n,), lengths as
+# anything integer — and applies `zero_infinity` and the reduction with
+# tensor ops. Its `CTCLossFn` builds l′ with `_extended_labels`, gathers
+# lp_t(s) = log p_t(l′_s) into a (T, N, L) array, and hands it to the two
+# dynamic programmes you write in the next two tasks: `_ctc_alpha` (forward)
+# and `_ctc_occupancy` (backward). `_shift` moves an array along its last
+# axis, filling the gap: `_shift(prev, 1, -inf)[s]` is `prev[s - 1]`.
 
-# %% nbgrader={"grade": false, "grade_id": "losses_ctc_code", "locked": false, "schema_version": 3, "solution": true}
+# %%
 #| export
-def _extended_labels(targets: Any, target_lengths: Any, blank: int, xp: Any) -> tuple[Any, Any]:
-    """l′ (blank, l1, blank, ..., blank; blanks past each target's end) and where a skip is allowed."""
-    n, s_max = targets.shape
-    ext = xp.full((n, 2 * s_max + 1), blank, dtype=targets.dtype)
-    ext[:, 1::2] = xp.where(xp.arange(s_max)[None, :] < target_lengths[:, None], targets, blank)
-    skip = xp.zeros(ext.shape, dtype=bool)
-    ### BEGIN SOLUTION
-    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
-    ### END SOLUTION
-    return ext, skip
-
-
 def _shift(a: Any, by: int, fill: Any) -> Any:
     """``a`` moved ``by`` places along its last axis (right when by > 0), the gap filled."""
     out = a.copy()
@@ -1172,61 +1408,23 @@ class CTCLossFn(Function):
     """Per-sample −log p(target | log_probs), summed over alignments in log space."""
 
     def forward(self, log_probs, targets, input_lengths, target_lengths, blank):
-        ### BEGIN SOLUTION
         xp = self.xp
-        steps, n, _ = log_probs.shape
         ext, skip = _extended_labels(targets, target_lengths, blank, xp)
-        lp = log_probs[:, xp.arange(n)[:, None], ext]  # (T, N, L): log p_t(l′_s)
-        neg_inf = log_probs.dtype.type(-np.inf)
-        alpha = xp.full(lp.shape, neg_inf, dtype=log_probs.dtype)
-        alpha[0, :, :2] = lp[0, :, :2]
-        for t in range(1, steps):
-            prev = alpha[t - 1]
-            paths = xp.logaddexp(prev, _shift(prev, 1, neg_inf))
-            paths = xp.logaddexp(paths, xp.where(skip, _shift(prev, 2, neg_inf), neg_inf))
-            alpha[t] = paths + lp[t]
-        batch, end = xp.arange(n), 2 * target_lengths
-        last = alpha[input_lengths - 1, batch]  # (N, L): each sample at its own last step
-        before_end = xp.where(target_lengths > 0, last[batch, end - 1], neg_inf)
-        nll = -xp.logaddexp(last[batch, end], before_end)
-        self.save_for_backward(lp, alpha, ext, skip, nll, input_lengths, end)
+        lp = log_probs[:, xp.arange(targets.shape[0])[:, None], ext]  # (T, N, L): log p_t(l′_s)
+        alpha, nll = _ctc_alpha(lp, skip, input_lengths, target_lengths, xp)
+        self.save_for_backward(lp, alpha, ext, skip, nll, input_lengths, target_lengths)
         self.classes = log_probs.shape[2]
         return nll
-        ### END SOLUTION
 
     def backward(self, grad):
-        ### BEGIN SOLUTION
         xp = self.xp
-        lp, alpha, ext, skip, nll, input_lengths, end = self.saved
-        steps, n, length = lp.shape
-        neg_inf = lp.dtype.type(-np.inf)
-        positions = xp.arange(length)[None, :]
-        finals = (positions == end[:, None]) | (positions == end[:, None] - 1)
-        skip_into = _shift(skip, -2, False)  # from s, a skip lands on s + 2
-        beta = xp.full(lp.shape, neg_inf, dtype=lp.dtype)
-        following = xp.full((n, length), neg_inf, dtype=lp.dtype)
-        for t in range(steps - 1, -1, -1):
-            paths = xp.logaddexp(following, _shift(following, -1, neg_inf))
-            paths = xp.logaddexp(paths, xp.where(skip_into, _shift(following, -2, neg_inf), neg_inf))
-            start = (input_lengths - 1 == t)[:, None]
-            beta[t] = xp.where(start, xp.where(finals, lp[t], neg_inf), paths + lp[t])
-            following = beta[t]
-        finite = xp.isfinite(nll)
-        safe_nll = xp.where(finite, nll, 0)
-        gamma = xp.exp(alpha + beta - lp + safe_nll[None, :, None]) * finite[None, :, None]
+        lp, alpha, ext, skip, nll, input_lengths, target_lengths = self.saved
+        gamma = _ctc_occupancy(lp, alpha, skip, nll, input_lengths, target_lengths, xp)  # (T, N, L)
         one_hot = (ext[:, :, None] == xp.arange(self.classes)).astype(lp.dtype)  # (N, L, C)
         per_symbol = (gamma.transpose(1, 0, 2) @ one_hot).transpose(1, 0, 2)  # (T, N, C)
         return -per_symbol * grad[None, :, None]
-        ### END SOLUTION
 
 
-# %% [markdown]
-# `ctc_loss` itself checks and normalises its arguments — targets padded
-# (N, S) or concatenated (ΣS_n,), lengths as anything integer — and applies
-# `zero_infinity` and the reduction with tensor ops.
-
-# %%
-#| export
 def _int_array(value: Any) -> np.ndarray:
     """Integer data (a Tensor, array or list) as a NumPy int64 array on the host."""
     data = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
@@ -1292,14 +1490,57 @@ def ctc_loss(
     return _reduce(nll, reduction, "ctc_loss")
 
 
+
+# %% [markdown]
+# ### Task `losses_ctc` (2 points): the forward recursion
+#
+# Two pieces. In `_extended_labels`, write the skip mask: `skip[n, s]` is
+# True where a path may jump from s − 2 to s (see the rule above; positions
+# 0 and 1 never skip). In `_ctc_alpha`, run the recursion over the (T, N, L)
+# array `lp`: α starts at −inf (log 0) everywhere, α₀ is lp₀ at positions 0
+# and 1, and each step adds lp_t to the log-sum-exp of the ways in. Return
+# all of α (the backward task needs it) and each sample's loss
+# −log(α(L_n − 1) + α(L_n − 2)), read at its own last step T_n − 1, where
+# L_n = 2S_n + 1 (an empty target, S_n = 0, has only position 0).
+
+# %% nbgrader={"grade": false, "grade_id": "losses_ctc_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _extended_labels(targets: Any, target_lengths: Any, blank: int, xp: Any) -> tuple[Any, Any]:
+    """l′ (blank, l1, blank, ..., blank; blanks past each target's end) and where a skip is allowed."""
+    n, s_max = targets.shape
+    ext = xp.full((n, 2 * s_max + 1), blank, dtype=targets.dtype)
+    ext[:, 1::2] = xp.where(xp.arange(s_max)[None, :] < target_lengths[:, None], targets, blank)
+    skip = xp.zeros(ext.shape, dtype=bool)
+    ### BEGIN SOLUTION
+    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    ### END SOLUTION
+    return ext, skip
+
+
+def _ctc_alpha(lp: Any, skip: Any, input_lengths: Any, target_lengths: Any, xp: Any) -> tuple[Any, Any]:
+    """(α: log-probabilities of the path prefixes, (T, N, L); −log p(label) of each sample, (N,))."""
+    ### BEGIN SOLUTION
+    neg_inf = lp.dtype.type(-np.inf)
+    alpha = xp.full(lp.shape, neg_inf, dtype=lp.dtype)
+    alpha[0, :, :2] = lp[0, :, :2]
+    for t in range(1, lp.shape[0]):
+        prev = alpha[t - 1]
+        paths = xp.logaddexp(prev, _shift(prev, 1, neg_inf))
+        paths = xp.logaddexp(paths, xp.where(skip, _shift(prev, 2, neg_inf), neg_inf))
+        alpha[t] = paths + lp[t]
+    batch, end = xp.arange(lp.shape[1]), 2 * target_lengths
+    last = alpha[input_lengths - 1, batch]  # (N, L): each sample at its own last step
+    before_end = xp.where(target_lengths > 0, last[batch, end - 1], neg_inf)
+    return alpha, -xp.logaddexp(last[batch, end], before_end)
+    ### END SOLUTION
+
+
 # %%
 rng = np.random.default_rng(0)
 logits = Tensor(rng.standard_normal((6, 2, 4)), requires_grad=True)
-loss = ctc_loss(log_softmax(logits, axis=2), [[1, 2, 2], [3, 0, 0]], [6, 4], [3, 1])
-loss.backward()
-print(loss, logits.grad.shape)
+print(ctc_loss(log_softmax(logits, axis=2), [[1, 2, 2], [3, 0, 0]], [6, 4], [3, 1], reduction="none"))
 
-# %% nbgrader={"grade": true, "grade_id": "losses_ctc", "locked": true, "points": 4, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "losses_ctc", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 def brute_force_nll(LP, label):
     """−log Σ over every path of length T that reads `label` (blank = 0): the definition, slowly."""
     import itertools
@@ -1317,31 +1558,124 @@ lp = Tensor(LP, requires_grad=True)
 out = ctc_loss(lp, [[1, 2], [1, 0]], [4, 3], [2, 1], reduction="none")
 assert np.allclose(out.numpy(), [brute_force_nll(LP[:, 0], [1, 2]), brute_force_nll(LP[:3, 1], [1])])
 assert np.allclose(ctc_loss(lp, [[1, 2], [1, 0]], [4, 3], [2, 1]).item(), (out.numpy() / [2, 1]).mean())
+### BEGIN HIDDEN TESTS
+repeats = ctc_loss(lp, [[2, 2], [1, 1]], [4, 4], [2, 2], reduction="none").numpy()
+assert np.allclose(repeats, [brute_force_nll(LP[:, 0], [2, 2]), brute_force_nll(LP[:, 1], [1, 1])]), (
+    "a repeated label (2, 2) needs a blank between its letters: no skip from one to the other"
+)
+assert np.allclose(ctc_loss(lp, [1, 2, 1], [4, 3], [2, 1], reduction="sum").item(), out.numpy().sum()), (
+    "concatenated 1-D targets give the same losses as padded ones"
+)
+impossible = ctc_loss(lp, [[1, 1], [2, 0]], [2, 3], [2, 1], reduction="none").numpy()
+assert np.isinf(impossible[0]) and np.allclose(impossible[1], brute_force_nll(LP[:3, 1], [2])), (
+    "a label that cannot fit (1, 1 in 2 steps) has an infinite loss; the other sample is unaffected"
+)
+zeroed = ctc_loss(lp, [[1, 1], [2, 0]], [2, 3], [2, 1], reduction="sum", zero_infinity=True)
+assert np.allclose(zeroed.item(), impossible[1]), "zero_infinity=True turns the infinite loss into 0"
+empty = ctc_loss(lp, np.zeros((2, 0), int), [4, 2], [0, 0], reduction="none").numpy()
+assert np.allclose(empty, [-LP[:, 0, 0].sum(), -LP[:2, 1, 0].sum()]), "an empty target is all blanks"
+mixed = ctc_loss(lp, [[2, 1], [0, 0]], [4, 3], [2, 0], reduction="none").numpy()
+assert np.allclose(mixed, [brute_force_nll(LP[:, 0], [2, 1]), -LP[:3, 1, 0].sum()]), (
+    "an empty target next to a longer one in the same batch"
+)
+LP_blank_first = LP[..., [2, 0, 1]]  # class 2 as the blank is class 0 after this relabelling
+assert np.allclose(ctc_loss(lp, [[0, 1], [0, 0]], [4, 3], [2, 1], blank=2, reduction="none").numpy(),
+                   [brute_force_nll(LP_blank_first[:, 0], [1, 2]), brute_force_nll(LP_blank_first[:3, 1], [1])]), (
+    "blank=2: class 2 is the blank"
+)
+long = Tensor(np.full((200, 1, 3), np.log(1 / 3)))
+assert np.isfinite(ctc_loss(long, [[1, 2]], [200], [2]).item()), "log space: no underflow over 200 steps"
+assert ctc_loss(Tensor(LP, dtype="float32"), [[1, 2], [1, 0]], [4, 3], [2, 1]).dtype == np.float32, "float32 in, float32 out"
+try:
+    ctc_loss(lp, [[1, 2], [1, 0]], [4, 3], [2, 1], reduction="avg")
+    raise AssertionError("an unknown reduction must raise a ValueError")
+except ValueError as err:
+    assert "reduction" in str(err), f"the error must name the argument reduction; got: {err}"
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `losses_ctc_backward` (2 points): the backward recursion
+#
+# The backward recursion β_t(s) — the log-probability of the path
+# *suffixes* from (t, s) to the end, including lp_t(s) — runs the same way
+# as α, from each sample's last step t = T_n − 1 back to 0: there β starts
+# at lp_t(s) on the two final positions L_n − 1 and L_n − 2 (only L_n − 1 for
+# an empty target), and before it a path at s moves on to s, s + 1, or
+# s + 2 where a skip *into* s + 2 is allowed. Then α_t(s) + β_t(s) − lp_t(s)
+# is the log-probability of all paths through (t, s), and
+#
+# γ_t(s) = exp(α_t(s) + β_t(s) − lp_t(s) + nll) ∈ [0, 1]
+#
+# is the fraction of the label's probability that goes through it: its
+# *occupancy*. Return γ; for a sample whose loss is infinite (an impossible
+# label) it is 0 everywhere. `CTCLossFn.backward` then adds up γ over the
+# positions that show the same symbol: the derivative of the loss with
+# respect to log p_t(k) is −Σ_{s: l′_s = k} γ_t(s). (PyTorch returns this plus
+# exp(log p), which is the same gradient for the logits behind a
+# `log_softmax` — log_softmax's backward removes that extra term — but not
+# the derivative with respect to `log_probs` itself. tinyflo's passes
+# gradcheck on any input.)
+
+# %% nbgrader={"grade": false, "grade_id": "losses_ctc_backward_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def _ctc_occupancy(
+    lp: Any, alpha: Any, skip: Any, nll: Any, input_lengths: Any, target_lengths: Any, xp: Any
+) -> Any:
+    """γ (T, N, L): the share of each sample's label probability that passes through (t, s)."""
+    ### BEGIN SOLUTION
+    steps, n, length = lp.shape
+    neg_inf = lp.dtype.type(-np.inf)
+    end = 2 * target_lengths
+    positions = xp.arange(length)[None, :]
+    finals = (positions == end[:, None]) | (positions == end[:, None] - 1)
+    skip_into = _shift(skip, -2, False)  # from s, a skip lands on s + 2
+    beta = xp.full(lp.shape, neg_inf, dtype=lp.dtype)
+    following = xp.full((n, length), neg_inf, dtype=lp.dtype)
+    for t in range(steps - 1, -1, -1):
+        paths = xp.logaddexp(following, _shift(following, -1, neg_inf))
+        paths = xp.logaddexp(paths, xp.where(skip_into, _shift(following, -2, neg_inf), neg_inf))
+        start = (input_lengths - 1 == t)[:, None]
+        beta[t] = xp.where(start, xp.where(finals, lp[t], neg_inf), paths + lp[t])
+        following = beta[t]
+    finite = xp.isfinite(nll)
+    safe_nll = xp.where(finite, nll, 0)
+    return xp.exp(alpha + beta - lp + safe_nll[None, :, None]) * finite[None, :, None]
+    ### END SOLUTION
+
+
+# %%
+loss = ctc_loss(log_softmax(logits, axis=2), [[1, 2, 2], [3, 0, 0]], [6, 4], [3, 1])
+loss.backward()
+print(loss, logits.grad.shape)
+
+# %% nbgrader={"grade": true, "grade_id": "losses_ctc_backward", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert gradcheck(lambda a: ctc_loss(a, [[1, 2], [1, 0]], [4, 3], [2, 1], reduction="sum"), lp)
 ### BEGIN HIDDEN TESTS
-assert np.allclose(ctc_loss(lp, [[2, 2], [1, 1]], [4, 4], [2, 2], reduction="none").numpy(),
-                   [brute_force_nll(LP[:, 0], [2, 2]), brute_force_nll(LP[:, 1], [1, 1])]), "repeats need a blank between"
-assert np.allclose(ctc_loss(lp, [1, 2, 1], [4, 3], [2, 1], reduction="sum").item(), out.numpy().sum()), "concatenated targets"
-assert gradcheck(lambda a: ctc_loss(a, [[2, 2], [1, 0]], [4, 2], [2, 1]), lp)
-impossible = ctc_loss(lp, [[1, 1], [2, 0]], [2, 3], [2, 1], reduction="none")
-assert np.isinf(impossible.numpy()[0]) and np.isfinite(impossible.numpy()[1])
+assert gradcheck(lambda a: ctc_loss(a, [[2, 2], [1, 0]], [4, 2], [2, 1]), lp), (
+    "the gradient with a repeated label and a shorter input (mean reduction)"
+)
+assert gradcheck(lambda a: ctc_loss(a, [[1, 2], [2, 1]], [4, 4], [2, 2], reduction="sum"), lp), (
+    "the gradient where skips over a blank are allowed"
+)
+assert gradcheck(lambda a: ctc_loss(a, [[0, 1], [0, 0]], [4, 3], [2, 1], blank=2, reduction="sum"), lp), "the gradient with blank=2"
+assert gradcheck(lambda a: ctc_loss(a, np.array([[1], [0]]), [3, 4], [1, 0], reduction="sum"), lp), (
+    "the gradient with an empty target in the batch"
+)
 lp.grad = None
 zeroed = ctc_loss(lp, [[1, 1], [2, 0]], [2, 3], [2, 1], reduction="sum", zero_infinity=True)
 zeroed.backward()
-assert np.allclose(zeroed.item(), impossible.numpy()[1]) and np.all(np.isfinite(lp.grad.numpy()))
-assert np.allclose(ctc_loss(lp, np.zeros((2, 0), int), [4, 2], [0, 0], reduction="none").numpy(),
-                   [-LP[:, 0, 0].sum(), -LP[:2, 1, 0].sum()]), "an empty target is all blanks"
-LP_blank_first = LP[..., [2, 0, 1]]  # class 2 as the blank is class 0 after this relabelling
-assert np.allclose(ctc_loss(lp, [[0, 1], [0, 0]], [4, 3], [2, 1], blank=2, reduction="none").numpy(),
-                   [brute_force_nll(LP_blank_first[:, 0], [1, 2]), brute_force_nll(LP_blank_first[:3, 1], [1])])
-long = Tensor(np.full((200, 1, 3), np.log(1 / 3)))
-assert np.isfinite(ctc_loss(long, [[1, 2]], [200], [2]).item()), "log space: no underflow over 200 steps"
-assert ctc_loss(Tensor(LP, dtype="float32"), [[1, 2], [1, 0]], [4, 3], [2, 1]).dtype == np.float32
-try:
-    ctc_loss(lp, [[1, 2], [1, 0]], [4, 3], [2, 1], reduction="avg")
-    raise AssertionError("an unknown reduction must raise")
-except ValueError as err:
-    assert "reduction" in str(err)
+assert np.all(np.isfinite(lp.grad.numpy())) and np.all(lp.grad.numpy()[:, 0] == 0), (
+    "zero_infinity=True: an impossible sample gets gradient 0, no NaN, and the others keep theirs"
+)
+steps = 60
+ones = Tensor(np.full((steps, 1, 3), np.log(1 / 3)), requires_grad=True)
+ctc_loss(ones, [[1, 2, 1]], [steps], [3], reduction="sum").backward()
+assert np.allclose(ones.grad.numpy().sum(axis=2), -1.0), (
+    "at every step the occupancies of a sample add up to 1: the gradient sums to −1 over the symbols"
+)
+g32 = Tensor(LP, dtype="float32", requires_grad=True)
+ctc_loss(g32, [[1, 2], [1, 0]], [4, 3], [2, 1]).backward()
+assert g32.grad.dtype == np.float32, "float32 in, float32 gradient"
 ### END HIDDEN TESTS
 
 # %% [markdown]

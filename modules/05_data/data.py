@@ -25,7 +25,8 @@
 # | task | what |
 # |---|---|
 # | `data_rng` | `Rng`: a seeded generator with independent child streams and a saveable state |
-# | `data_datasets` | `Dataset`, `TensorDataset` (arrays that share a first dimension), `Subset` |
+# | `data_datasets` | `Dataset`, `TensorDataset`: arrays that share a first dimension |
+# | `data_subset` | `Subset`: some of a dataset's samples, by index |
 # | `data_random_split` | `random_split`: train / validation subsets by counts or fractions |
 # | `data_collate` | `default_collate`: a list of samples becomes one batch of stacked arrays |
 # | `data_loader` | `DataLoader`: shuffling, batching, `drop_last`, one transfer per batch, resume |
@@ -90,7 +91,7 @@ sys.modules["tinyflo.core.data"] = None
 # both the next draws *and* the next `fork()` match. A dict that lacks a key
 # is a `ValueError` that names the key.
 #
-# ### Task `data_rng`: `Rng`
+# ### Task `data_rng` (3 points): `Rng`
 
 # %% nbgrader={"grade": false, "grade_id": "data_rng_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -197,10 +198,12 @@ print(rng.permutation(10), rng.normal(3), rng.bernoulli(0.5, 4), rng.fork())
 import json
 
 assert Rng(7).permutation(10).tolist() == Rng(7).permutation(10).tolist(), "the same seed, the same order"
-assert sorted(Rng(7).permutation(10).tolist()) == list(range(10))
-assert Rng(7).permutation(50).tolist() != Rng(8).permutation(50).tolist()
-assert Rng(0).normal((2, 3)).dtype == np.float32 and Rng(0).uniform(4).dtype == np.float32
-assert Rng(0).integers(0, 10, 5).dtype == np.int64 and Rng(0).bernoulli(0.5, 3).dtype == bool
+assert sorted(Rng(7).permutation(10).tolist()) == list(range(10)), "a permutation holds every index once"
+assert Rng(7).permutation(50).tolist() != Rng(8).permutation(50).tolist(), "another seed, another order"
+assert Rng(0).normal((2, 3)).dtype == np.float32 and Rng(0).uniform(4).dtype == np.float32, "draws are float32"
+assert Rng(0).integers(0, 10, 5).dtype == np.int64 and Rng(0).bernoulli(0.5, 3).dtype == bool, (
+    "integers are int64, bernoulli draws bool"
+)
 parent = Rng(3)
 first, second = parent.fork(), parent.fork()
 assert first.permutation(50).tolist() != second.permutation(50).tolist(), "two forks are independent"
@@ -215,24 +218,32 @@ assert restored.permutation(10).tolist() == expected, "load_state_dict continues
 ### BEGIN HIDDEN TESTS
 p = Rng(11)
 p.fork()
-state = p.state_dict()
+state = json.loads(json.dumps(p.state_dict()))
 copy = Rng(0)
 copy.load_state_dict(state)
-assert copy.fork().normal(8).tolist() == p.fork().normal(8).tolist(), "the next fork matches after a reload"
+assert copy.fork().normal(8).tolist() == p.fork().normal(8).tolist(), "after load_state_dict, the next fork() matches too"
 forked = Rng(3)
 forked.fork()
-assert forked.permutation(20).tolist() == Rng(3).permutation(20).tolist(), "forking does not advance the parent"
-assert Rng(3).fork().permutation(50).tolist() != Rng(3).permutation(50).tolist()
-assert Rng(0).normal().dtype == np.float32 and Rng(0).uniform(low=-1.0, high=1.0).dtype == np.float32
+assert forked.permutation(20).tolist() == Rng(3).permutation(20).tolist(), "fork() must not advance the parent's stream"
+assert Rng(3).fork().permutation(50).tolist() != Rng(3).permutation(50).tolist(), "a fork draws other numbers than its parent"
+assert Rng(0).normal().dtype == np.float32 and Rng(0).uniform(low=-1.0, high=1.0).dtype == np.float32, (
+    "normal() and uniform() give float32 even for a single draw"
+)
 u = Rng(1).uniform(10000, low=2.0, high=3.0)
-assert u.min() >= 2.0 and u.max() <= 3.0
+assert u.min() >= 2.0 and u.max() <= 3.0, f"uniform(low=2, high=3) must stay in [2, 3); got {u.min()} to {u.max()}"
+assert u.mean() > 2.4 and u.mean() < 2.6, f"uniform(low=2, high=3) must average about 2.5; got {u.mean():.3f}"
 n = Rng(1).normal(20000, mean=5.0, std=2.0)
-assert abs(float(n.mean()) - 5) < 0.1 and abs(float(n.std()) - 2) < 0.1
+assert abs(float(n.mean()) - 5) < 0.1 and abs(float(n.std()) - 2) < 0.1, (
+    f"normal(mean=5, std=2) gave mean {float(n.mean()):.3f} and std {float(n.std()):.3f}"
+)
 b = Rng(2).bernoulli(np.array([0.0, 1.0, 0.0, 1.0]))
-assert b.tolist() == [False, True, False, True]
-assert abs(float(Rng(2).bernoulli(0.3, 20000).mean()) - 0.3) < 0.02
+assert b.tolist() == [False, True, False, True], "bernoulli with p = 0 is always False, with p = 1 always True"
+share = float(Rng(2).bernoulli(0.3, 20000).mean())
+assert abs(share - 0.3) < 0.02, f"bernoulli(0.3) must be True about 30% of the time; got {share:.1%}"
 ints = Rng(4).integers(3, 6, 1000)
-assert ints.min() == 3 and ints.max() == 5 and Rng(4).integers(5, size=100).max() < 5
+assert ints.min() == 3 and ints.max() == 5 and Rng(4).integers(5, size=100).max() < 5, (
+    "integers(low, high) draws from [low, high), and integers(high) from [0, high)"
+)
 from tinyflo.core.tensor import manual_seed
 manual_seed(12)
 a1 = Rng().permutation(30).tolist()
@@ -240,13 +251,15 @@ manual_seed(12)
 assert Rng().permutation(30).tolist() == a1, "an unseeded Rng follows manual_seed"
 try:
     Rng(0).load_state_dict({"entropy": 1})
-    raise AssertionError("an incomplete state must be refused")
+    raise AssertionError("load_state_dict with missing keys must be refused with a ValueError")
 except ValueError as err:
-    assert "spawn_key" in str(err) or "forks" in str(err) or "bit_generator" in str(err)
+    assert "spawn_key" in str(err) or "forks" in str(err) or "bit_generator" in str(err), (
+        f"the error must name the missing key; got: {err}"
+    )
 for bad in (-1, 1.5, "x"):
     try:
         Rng(bad)
-        raise AssertionError("bad seeds must be refused")
+        raise AssertionError(f"Rng({bad!r}) must be refused with a ValueError")
     except ValueError:
         pass
 ### END HIDDEN TESTS
@@ -266,23 +279,16 @@ for bad in (-1, 1.5, "x"):
 #
 # * It accepts NumPy arrays, CuPy arrays and tinyflo `Tensor`s (it keeps the
 #   tensor's array, on its device, without a copy), and Python lists, which
-#   take tinyflo's dtype rules (floats become float32, ints int64).
+#   take tinyflo's dtype rules (floats become float32, ints int64):
+#   `_as_array` below does exactly this for one argument.
 # * It keeps them, in order, in `self.arrays`.
 # * Arrays must agree on their first dimension. When they do not, raise a
 #   `ShapeError` that lists the shape of every argument — a mismatch is
 #   nearly always a forgotten transpose or a filter applied to the images but
-#   not to the labels. No arguments at all, or a 0-d argument (a single
-#   number has no samples), is a `ValueError`/`ShapeError` too.
+#   not to the labels. No arguments at all is a `ValueError`, and a 0-d
+#   argument (a single number has no samples) a `ShapeError`.
 #
-# `Subset(dataset, indices)` is a view of some of a dataset's samples:
-# `subset[j]` is `dataset[indices[j]]`. It keeps its indices as an int64
-# array (`self.indices`), with negative indices counted from the end, and
-# refuses — with an `IndexError` naming the index and the dataset's length —
-# an index that is out of range, and with a `TypeError` indices that are not
-# integers. An empty list of indices is allowed (an empty subset), even
-# though `np.asarray([])` is a float array. It never copies the data.
-#
-# ### Task `data_datasets`: `TensorDataset` and `Subset`
+# ### Task `data_datasets` (1 point): `TensorDataset`
 
 # %% nbgrader={"grade": false, "grade_id": "data_datasets_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -343,6 +349,57 @@ class TensorDataset(Dataset):
         return f"TensorDataset({len(self)} samples: {shapes})"
 
 
+# %% nbgrader={"grade": true, "grade_id": "data_datasets", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+images = np.arange(24, dtype=np.float32).reshape(6, 2, 2)
+labels = np.arange(6)
+ds = TensorDataset(images, labels)
+assert len(ds) == 6
+x, y = ds[2]
+assert np.array_equal(x, images[2]) and y == 2
+assert ds.arrays[0] is images, "no copy"
+assert TensorDataset(Tensor([[1.0], [2.0]]), [0, 1]).arrays[1].dtype == np.int64
+try:
+    TensorDataset(images, np.arange(5))
+    raise AssertionError("different first dimensions must be refused")
+except ShapeError as err:
+    assert "(6, 2, 2)" in str(err) and "(5,)" in str(err), f"the error must list every argument's shape; got: {err}"
+### BEGIN HIDDEN TESTS
+assert TensorDataset([0.5, 1.5]).arrays[0].dtype == np.float32, "Python floats become float32, not float64"
+t = Tensor(np.ones((3, 2), np.float32))
+assert TensorDataset(t).arrays[0] is t.data, "a tensor's array is kept as it is, not copied"
+one = TensorDataset(images)
+assert isinstance(one[0], tuple) and len(one[0]) == 1, "with one array, a sample is still a tuple (of one field)"
+assert len(TensorDataset(images, labels, labels * 2).arrays) == 3, "any number of arrays is kept, in order"
+try:
+    TensorDataset(images, np.arange(5), labels)
+    raise AssertionError("a middle argument with another first dimension must be refused too")
+except ShapeError as err:
+    assert "(5,)" in str(err), f"the error must list the odd argument's shape; got: {err}"
+try:
+    TensorDataset()
+    raise AssertionError("TensorDataset() with no arrays must be refused with a ValueError")
+except ValueError:
+    pass
+try:
+    TensorDataset(np.float32(1.0), labels)
+    raise AssertionError("a 0-d argument (no samples to count) must be refused with a ShapeError")
+except ShapeError:
+    pass
+### END HIDDEN TESTS
+
+# %% [markdown]
+# `Subset(dataset, indices)` is a view of some of a dataset's samples:
+# `subset[j]` is `dataset[indices[j]]`. It keeps its indices as an int64
+# array (`self.indices`), with negative indices counted from the end, and
+# refuses — with an `IndexError` naming the index and the dataset's length —
+# an index that is out of range, and with a `TypeError` indices that are not
+# integers. An empty list of indices is allowed (an empty subset), even
+# though `np.asarray([])` is a float array. It never copies the data.
+#
+# ### Task `data_subset` (1 point): `Subset`
+
+# %% nbgrader={"grade": false, "grade_id": "data_subset_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
 class Subset(Dataset):
     """Some of a dataset's samples, by index: ``subset[j]`` is ``dataset[indices[j]]``."""
 
@@ -372,47 +429,32 @@ class Subset(Dataset):
         return f"Subset({len(self)} of {len(self.dataset)} samples)"
 
 
-# %% nbgrader={"grade": true, "grade_id": "data_datasets", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-images = np.arange(24, dtype=np.float32).reshape(6, 2, 2)
-labels = np.arange(6)
-ds = TensorDataset(images, labels)
-assert len(ds) == 6
-x, y = ds[2]
-assert np.array_equal(x, images[2]) and y == 2
-assert ds.arrays[0] is images, "no copy"
-assert TensorDataset(Tensor([[1.0], [2.0]]), [0, 1]).arrays[1].dtype == np.int64
-try:
-    TensorDataset(images, np.arange(5))
-    raise AssertionError("different first dimensions must be refused")
-except ShapeError as err:
-    assert "(6, 2, 2)" in str(err) and "(5,)" in str(err)
+# %% nbgrader={"grade": true, "grade_id": "data_subset", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+ds = [(f"image {i}", i) for i in range(6)]  # any dataset: a list of 6 samples has len() and [i] too
 sub = Subset(ds, [4, 0, -1])
 assert len(sub) == 3 and sub[0][1] == 4 and sub[1][1] == 0 and sub[2][1] == 5
 ### BEGIN HIDDEN TESTS
-assert sub.indices.dtype == np.int64 and sub.indices.tolist() == [4, 0, 5]
-assert TensorDataset([0.5, 1.5]).arrays[0].dtype == np.float32, "Python floats become float32"
-t = Tensor(np.ones((3, 2), np.float32))
-assert TensorDataset(t).arrays[0] is t.data, "a tensor's array is kept, not copied"
-assert isinstance(TensorDataset(images)[0], tuple) and len(TensorDataset(images)[0]) == 1
-for bad in (lambda: TensorDataset(), lambda: TensorDataset(np.float32(1.0), labels)):
-    try:
-        bad()
-        raise AssertionError("no arrays, or a 0-d one, must be refused")
-    except ValueError:
-        pass
+assert sub.indices.dtype == np.int64, f"indices are kept as int64; got {sub.indices.dtype}"
+assert sub.indices.tolist() == [4, 0, 5], f"a negative index is counted from the end: expected [4, 0, 5]; got {sub.indices.tolist()}"
+assert sub.dataset is ds, "a Subset keeps the dataset itself, not a copy"
 try:
     Subset(ds, [0, 6])
-    raise AssertionError("an index past the end must be refused")
+    raise AssertionError("an index past the end (6 of 6 samples) must be refused with an IndexError")
 except IndexError as err:
-    assert "6" in str(err)
+    assert "6" in str(err), f"the error must name the index; got: {err}"
+try:
+    Subset(ds, [-7])
+    raise AssertionError("an index before the start (-7 of 6 samples) must be refused with an IndexError")
+except IndexError:
+    pass
 try:
     Subset(ds, [0.5])
-    raise AssertionError("non-integer indices must be refused")
+    raise AssertionError("non-integer indices must be refused with a TypeError")
 except TypeError:
     pass
-assert len(Subset(ds, [])) == 0
+assert len(Subset(ds, [])) == 0, "an empty list of indices gives an empty subset"
 nested = Subset(sub, [2])
-assert nested[0][1] == 5
+assert nested[0][1] == 5, "a subset of a subset picks from the subset's samples"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -435,7 +477,7 @@ assert nested[0][1] == 5
 #   int), not both; with neither, a new `Rng()` follows `manual_seed`.
 #   `_make_rng` below does this for everyone who takes a generator.
 #
-# ### Task `data_random_split`
+# ### Task `data_random_split` (2 points): `random_split`
 
 # %% nbgrader={"grade": false, "grade_id": "data_random_split_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -482,7 +524,7 @@ def random_split(
 
 
 # %% nbgrader={"grade": true, "grade_id": "data_random_split", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-ds = TensorDataset(np.arange(10))
+ds = [(i,) for i in range(10)]  # a list of samples is a dataset too: len() and [i]
 train, val = random_split(ds, [7, 3], seed=0)
 assert len(train) == 7 and len(val) == 3
 seen = [int(train[i][0]) for i in range(7)] + [int(val[i][0]) for i in range(3)]
@@ -496,21 +538,29 @@ try:
 except ValueError as err:
     assert "10" in str(err) and "9" in str(err)
 ### BEGIN HIDDEN TESTS
-assert [len(s) for s in random_split(TensorDataset(np.arange(5)), [0.5, 0.5], seed=1)] == [3, 2]
-assert [len(s) for s in random_split(TensorDataset(np.arange(10)), [0.34, 0.33, 0.33], seed=1)] == [4, 3, 3]
-assert random_split(ds, [7, 3], seed=1)[0].indices.tolist() != train.indices.tolist()
+sizes = [len(s) for s in random_split([(i,) for i in range(5)], [0.5, 0.5], seed=1)]
+assert sizes == [3, 2], f"[0.5, 0.5] of 5 samples: the left-over sample goes to the first subset; got {sizes}"
+sizes = [len(s) for s in random_split([(i,) for i in range(10)], [0.34, 0.33, 0.33], seed=1)]
+assert sizes == [4, 3, 3], f"[0.34, 0.33, 0.33] of 10 samples must give [4, 3, 3]; got {sizes}"
+sizes = [len(s) for s in random_split([(i,) for i in range(6)], [0.25] * 4, seed=1)]
+assert sizes == [2, 2, 1, 1], f"[0.25] * 4 of 6 samples: round down, then one each to the first; got {sizes}"
+sizes = [len(s) for s in random_split(ds, [0.7, 0.2, 0.1], seed=1)]
+assert sizes == [7, 2, 1], f"[0.7, 0.2, 0.1] adds up to 1 within rounding and must be accepted; got {sizes}"
+assert random_split(ds, [7, 3], seed=1)[0].indices.tolist() != train.indices.tolist(), "another seed, another split"
 g = Rng(5)
-assert random_split(ds, [5, 5], rng=g)[0].indices.tolist() == random_split(ds, [5, 5], rng=Rng(5))[0].indices.tolist()
+assert random_split(ds, [5, 5], rng=g)[0].indices.tolist() == random_split(ds, [5, 5], rng=Rng(5))[0].indices.tolist(), (
+    "rng=Rng(5) splits like another Rng(5)"
+)
 assert train.indices.tolist() != list(range(7)), "the split is shuffled"
 for bad in ([0.5, 0.6], [11, -1], [5, 0.5]):
     try:
         random_split(ds, bad, seed=0)
-        raise AssertionError(f"{bad} must be refused")
+        raise AssertionError(f"lengths {bad} must be refused with a ValueError")
     except ValueError:
         pass
 try:
     random_split(ds, [5, 5], rng=Rng(0), seed=0)
-    raise AssertionError("rng and seed together must be refused")
+    raise AssertionError("rng and seed together must be refused with a ValueError")
 except ValueError:
     pass
 ### END HIDDEN TESTS
@@ -534,7 +584,7 @@ except ValueError:
 #   naming the two sample positions and their shapes (variable-length data
 #   needs its own `collate_fn`, which pads); an empty list is a `ValueError`.
 #
-# ### Task `data_collate`: `default_collate`
+# ### Task `data_collate` (2 points): `default_collate`
 
 # %% nbgrader={"grade": false, "grade_id": "data_collate_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -577,17 +627,25 @@ except ShapeError as err:
     assert "(3,)" in str(err) and "(4,)" in str(err)
 ### BEGIN HIDDEN TESTS
 batch = default_collate([{"x": np.ones(2, np.float32), "y": 1}, {"x": np.zeros(2, np.float32), "y": 0}])
-assert batch["x"].shape == (2, 2) and batch["y"].tolist() == [1, 0]
-assert default_collate([Tensor([1.0, 2.0]), Tensor([3.0, 4.0])]).shape == (2, 2)
-assert default_collate([np.float64(1.0), np.float64(2.0)]).dtype == np.float64, "NumPy dtypes are kept"
-assert default_collate([True, False]).dtype == bool
-assert isinstance(default_collate([[1, 2], [3, 4]]), tuple)
-for bad in (lambda: default_collate([]), lambda: default_collate([(1, 2), (1,)])):
-    try:
-        bad()
-        raise AssertionError("no samples, or ragged tuples, must be refused")
-    except ValueError:
-        pass
+assert isinstance(batch, dict) and batch["x"].shape == (2, 2) and batch["y"].tolist() == [1, 0], (
+    "dict samples are collated key by key into a dict"
+)
+assert default_collate([Tensor([1.0, 2.0]), Tensor([3.0, 4.0])]).shape == (2, 2), "tensors are stacked like arrays"
+assert default_collate([np.float64(1.0), np.float64(2.0)]).dtype == np.float64, "NumPy scalars keep their dtype"
+assert default_collate([True, False]).dtype == bool, "Python bools become bool"
+assert isinstance(default_collate([[1, 2], [3, 4]]), tuple), "list samples are collated field by field into a tuple"
+nested = default_collate([(np.zeros(2), (1, 2.0)), (np.ones(2), (3, 4.0))])
+assert nested[1][0].tolist() == [1, 3] and nested[1][1].dtype == np.float32, "nested tuples are collated all the way down"
+try:
+    default_collate([])
+    raise AssertionError("an empty list of samples must be refused with a ValueError")
+except ValueError:
+    pass
+try:
+    default_collate([(1, 2), (1,)])
+    raise AssertionError("tuples of different lengths must be refused with a ShapeError")
+except ShapeError:
+    pass
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -638,7 +696,7 @@ for bad in (lambda: default_collate([]), lambda: default_collate([(1, 2), (1,)])
 #   `drop_last=True` with fewer samples than `batch_size` leaves no batch at
 #   all — a silent zero-step epoch, so it is a `ValueError` that says so.
 #
-# ### Task `data_loader`: `DataLoader`
+# ### Task `data_loader` (4 points): `DataLoader`
 
 # %%
 #| export
@@ -792,7 +850,9 @@ assert len(loader) == 3 and len(DataLoader(ds, batch_size=4, drop_last=True)) ==
 batches = list(loader)
 assert [len(yb) for _, yb in batches] == [4, 4, 2]
 xb, yb = batches[0]
-assert isinstance(xb, Tensor) and xb.shape == (4, 1) and xb.dtype == np.float32 and yb.tolist() == [0, 1, 2, 3]
+assert isinstance(xb, Tensor) and xb.shape == (4, 1) and xb.dtype == np.float32 and yb.tolist() == [0, 1, 2, 3], (
+    "the first batch of 4: Tensors, in order, float32 images of shape (4, 1)"
+)
 shuffled = DataLoader(ds, batch_size=3, shuffle=True, seed=0)
 epoch1 = [v for _, yb in shuffled for v in yb.tolist()]
 epoch2 = [v for _, yb in shuffled for v in yb.tolist()]
@@ -808,10 +868,12 @@ except ValueError as err:
     assert "batch_size" in str(err)
 ### BEGIN HIDDEN TESTS
 custom = DataLoader(ds, batch_size=5, collate_fn=lambda samples: np.array([int(y) for _, y in samples]))
-assert [b.tolist() for b in custom] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+assert [b.tolist() for b in custom] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]], "a given collate_fn makes the batches"
 slow = DataLoader(ds, batch_size=3, shuffle=True, seed=4, collate_fn=default_collate)
 fast = DataLoader(ds, batch_size=3, shuffle=True, seed=4)
-assert [(x.tolist(), y.tolist()) for x, y in slow] == [(x.tolist(), y.tolist()) for x, y in fast]
+assert [(x.tolist(), y.tolist()) for x, y in slow] == [(x.tolist(), y.tolist()) for x, y in fast], (
+    "the fast path gives the same batches as collating sample by sample"
+)
 sub = Subset(Subset(ds, [9, 8, 7, 6, 5]), [4, 0])
 assert [y.tolist() for _, y in DataLoader(sub, batch_size=2)] == [[5, 9]], "subsets of subsets take the right rows"
 
@@ -833,33 +895,45 @@ rest = [y.tolist() for _, y in it]
 after = [y.tolist() for _, y in run]
 resumed = DataLoader(ds, batch_size=3, shuffle=True, seed=99)
 resumed.load_state_dict(state)
-assert [y.tolist() for _, y in resumed] == rest, "resume continues the same epoch after the batches seen"
-assert [y.tolist() for _, y in resumed] == after, "and the epochs after it match too"
-assert state["batch"] == 2 and run.epoch == 3 and resumed.epoch == 3
+assert [y.tolist() for _, y in resumed] == rest, "a resumed loader continues the same epoch after the batches seen"
+assert [y.tolist() for _, y in resumed] == after, "after a resume, the epochs that follow match too"
+assert state["batch"] == 2 and run.epoch == 3 and resumed.epoch == 3, (
+    f"state_dict() after 2 batches of epoch 2 must say batch 2, and both loaders end at epoch 3; "
+    f"got batch {state['batch']}, epochs {run.epoch} and {resumed.epoch}"
+)
 between = DataLoader(ds, batch_size=3, shuffle=True, seed=2)
 list(between)
 s2 = between.state_dict()
 expected = [y.tolist() for _, y in between]
 other = DataLoader(ds, batch_size=3, shuffle=True, seed=0)
 other.load_state_dict(s2)
-assert [y.tolist() for _, y in other] == expected and s2["batch"] == 0
+assert [y.tolist() for _, y in other] == expected and s2["batch"] == 0, (
+    "a state saved between epochs says batch 0 and gives the next epoch's order"
+)
+done = DataLoader(ds, batch_size=5, shuffle=True, seed=3)
+done_it = iter(done)
+next(done_it), next(done_it)
+s3 = done.state_dict()
+assert s3["epoch"] == 1 and s3["batch"] == 0, (
+    f"once every batch of an epoch is handed out, that epoch counts as done; got epoch {s3['epoch']}, batch {s3['batch']}"
+)
 try:
     DataLoader(ds, batch_size=4).load_state_dict(s2)
-    raise AssertionError("a state saved with another batch_size must be refused")
+    raise AssertionError("a state saved with another batch_size must be refused with a ValueError")
 except ValueError as err:
-    assert "batch_size" in str(err)
+    assert "batch_size" in str(err), f"the error must name batch_size; got: {err}"
 for bad in (dict(batch_size=2.0), dict(batch_size=True), dict(batch_size=-1),
             dict(batch_size=11, drop_last=True)):
     try:
         DataLoader(ds, **bad)
-        raise AssertionError(f"{bad} must be refused")
+        raise AssertionError(f"DataLoader(ds, **{bad}) must be refused with a ValueError")
     except ValueError:
         pass
 try:
     DataLoader(TensorDataset(np.zeros((0, 2))), batch_size=2)
-    raise AssertionError("an empty dataset must be refused")
+    raise AssertionError("an empty dataset must be refused with a ValueError")
 except ValueError as err:
-    assert "empty" in str(err)
+    assert "empty" in str(err), f"the error must say the dataset is empty; got: {err}"
 from tinyflo.core.tensor import manual_seed
 manual_seed(3)
 order_a = [y.tolist() for _, y in DataLoader(ds, batch_size=10, shuffle=True)]

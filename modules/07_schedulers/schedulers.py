@@ -29,7 +29,8 @@
 #
 # | task | what |
 # |---|---|
-# | `schedulers_step` | `StepLR`, `MultiStepLR`, `ExponentialLR`: multiply by `gamma` now and then |
+# | `schedulers_step` | `StepLR`, `ExponentialLR`: multiply by `gamma` every few steps, or every step |
+# | `schedulers_multistep` | `MultiStepLR`: multiply by `gamma` at chosen milestones |
 # | `schedulers_cosine` | `CosineAnnealing`: half a cosine from `base_lr` down to `min_lr` |
 # | `schedulers_warmup` | `Warmup`: a linear ramp that hands over to any schedule |
 # | `schedulers_onecycle` | `OneCycle`: up to `max_lr` and far down again, in one cycle |
@@ -147,7 +148,7 @@ class Scheduler:
 
 
 # %% [markdown]
-# ## Steps and decay: `StepLR`, `MultiStepLR`, `ExponentialLR`
+# ## Steps and decay: `StepLR`, `ExponentialLR`, `MultiStepLR`
 #
 # The oldest schedules multiply the learning rate by a factor `gamma` now and
 # then. ResNet (He et al., 2015) divided it by 10 at fixed epochs; that is
@@ -156,24 +157,20 @@ class Scheduler:
 # | schedule | `lr(t)` | PyTorch |
 # |---|---|---|
 # | `StepLR(base_lr, step_size, gamma=0.1)` | `base_lr · gamma ** (t // step_size)` | `StepLR` |
-# | `MultiStepLR(base_lr, milestones, gamma=0.1)` | `base_lr · gamma ** (number of milestones <= t)` | `MultiStepLR` |
 # | `ExponentialLR(base_lr, gamma)` | `base_lr · gamma ** t` | `ExponentialLR` |
+# | `MultiStepLR(base_lr, milestones, gamma=0.1)` | `base_lr · gamma ** (number of milestones <= t)` | `MultiStepLR` |
 #
-# A milestone is the first index that uses the lower rate: `MultiStepLR(1.0,
-# [2, 5])` gives `1, 1, 0.1, 0.1, 0.1, 0.01, ...`. Milestones must be sorted
-# (an unsorted list is almost always a typo, so it is an error); a milestone
-# listed twice applies `gamma` twice, as in PyTorch. `gamma` must be > 0
-# (`gamma > 1` makes the rate grow, which is allowed). These schedules never
-# end: after the last milestone the rate simply stays put, and
-# `ExponentialLR` keeps shrinking.
+# `gamma` must be > 0 (`gamma > 1` makes the rate grow, which is allowed).
+# These schedules never end: `StepLR` keeps dividing, `ExponentialLR` keeps
+# shrinking, and after the last milestone `MultiStepLR` simply stays put.
 #
 # PyTorch computes them by multiplying the current rate on every `step()`;
 # the powers here agree with that to within a few rounding errors.
 #
-# ### Task `schedulers_step`: `StepLR`, `MultiStepLR`, `ExponentialLR`
+# ### Task `schedulers_step` (2 points): `StepLR` and `ExponentialLR`
 #
 # Check the arguments (`base_lr >= 0`, `step_size` an integer >= 1,
-# `gamma > 0`, milestones sorted non-negative integers) and write each `lr(t)`.
+# `gamma > 0`) with the helpers above and write each `lr(t)`: a power of `gamma`.
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_step_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -192,26 +189,6 @@ class StepLR(Scheduler):
         t = self._step(t)
         ### BEGIN SOLUTION
         return self.base_lr * self.gamma ** (t // self.step_size)
-        ### END SOLUTION
-
-
-class MultiStepLR(Scheduler):
-    """``base_lr`` times ``gamma`` at each milestone."""
-
-    def __init__(self, base_lr: float, milestones: list[int], gamma: float = 0.1) -> None:
-        ### BEGIN SOLUTION
-        self.base_lr = _check_number("MultiStepLR", "base_lr", base_lr)
-        self.milestones = [_check_int("MultiStepLR", "milestones", m, low=0) for m in milestones]
-        if self.milestones != sorted(self.milestones):
-            raise ValueError(f"MultiStepLR: milestones must be sorted in increasing order; got {list(milestones)!r}")
-        self.gamma = _check_number("MultiStepLR", "gamma", gamma, strict=True)
-        ### END SOLUTION
-
-    def lr(self, t: int) -> float:
-        """``base_lr · gamma ** (number of milestones <= t)``."""
-        t = self._step(t)
-        ### BEGIN SOLUTION
-        return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, t)
         ### END SOLUTION
 
 
@@ -234,39 +211,97 @@ class ExponentialLR(Scheduler):
 
 # %%
 print([StepLR(0.1, step_size=3).lr(t) for t in range(8)])
-print([MultiStepLR(1.0, [2, 5]).lr(t) for t in range(7)])
 print([round(ExponentialLR(0.1, 0.9).lr(t), 5) for t in range(5)])
 
-# %% nbgrader={"grade": true, "grade_id": "schedulers_step", "locked": true, "points": 3, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "schedulers_step", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 import json
 
-assert [StepLR(0.1, 3, 0.5).lr(t) for t in range(7)] == [0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025]
+got = [StepLR(0.1, 3, 0.5).lr(t) for t in range(7)]
+assert got == [0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.025], f"StepLR(0.1, 3, 0.5) for t = 0..6 gave {got}"
 assert StepLR(0.1, 3).gamma == 0.1 and StepLR(0.1, 3).base_lr == 0.1
-assert [MultiStepLR(1.0, [2, 5], 0.5).lr(t) for t in range(7)] == [1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25]
 assert math.isclose(ExponentialLR(0.1, 0.9).lr(3), 0.1 * 0.9**3, rel_tol=1e-12)
 ### BEGIN HIDDEN TESTS
-assert math.isclose(MultiStepLR(1.0, [2, 5]).lr(100), 0.01, rel_tol=1e-12), "the default gamma is 0.1"
-assert math.isclose(MultiStepLR(1.0, [3, 3]).lr(3), 0.01, rel_tol=1e-12), "a repeated milestone applies gamma twice"
-assert MultiStepLR(1.0, []).lr(50) == 1.0
-assert ExponentialLR(0.1, 0.9).lr(0) == 0.1
-assert math.isclose(StepLR(2.0, 1, 2.0).lr(4), 32.0), "gamma > 1 is allowed"
-for sched, again in ((StepLR(0.1, 3, 0.5), StepLR(1.0, 1)), (MultiStepLR(1.0, [2, 5], 0.5), MultiStepLR(1.0, [1])),
-                     (ExponentialLR(0.1, 0.9), ExponentialLR(1.0, 0.5))):
+assert ExponentialLR(0.1, 0.9).lr(0) == 0.1, "ExponentialLR starts at base_lr (gamma ** 0 at t = 0)"
+assert math.isclose(StepLR(2.0, 1, 2.0).lr(4), 32.0), "gamma > 1 is allowed: StepLR(2.0, 1, gamma=2.0).lr(4) is 32"
+assert math.isclose(StepLR(1.0, 4).lr(11), 0.01, rel_tol=1e-12), "StepLR(1.0, 4).lr(11): two steps of the default gamma 0.1"
+for sched, again in ((StepLR(0.1, 3, 0.5), StepLR(1.0, 1)), (ExponentialLR(0.1, 0.9), ExponentialLR(1.0, 0.5))):
     again.load_state_dict(json.loads(json.dumps(sched.state_dict())))
-    assert [again.lr(t) for t in range(10)] == [sched.lr(t) for t in range(10)]
+    assert [again.lr(t) for t in range(10)] == [sched.lr(t) for t in range(10)], (
+        f"a {type(sched).__name__} loaded from another's state_dict must give the same rates"
+    )
 for make, name in ((lambda: StepLR(-0.1, 3), "base_lr"), (lambda: StepLR(0.1, 0), "step_size"),
-                   (lambda: StepLR(0.1, 3, gamma=0.0), "gamma"), (lambda: MultiStepLR(0.1, [5, 2]), "milestones"),
-                   (lambda: MultiStepLR(0.1, [-1]), "milestones"), (lambda: ExponentialLR(0.1, -0.5), "gamma")):
+                   (lambda: StepLR(0.1, 2.5), "step_size"), (lambda: StepLR(0.1, 3, gamma=0.0), "gamma"),
+                   (lambda: ExponentialLR(-0.1, 0.9), "base_lr"), (lambda: ExponentialLR(0.1, -0.5), "gamma"),
+                   (lambda: ExponentialLR(0.1, 0.0), "gamma")):
     try:
         make()
-        raise AssertionError(f"a bad {name} must be refused")
+        raise AssertionError(f"a bad {name} must be refused with a ValueError")
     except ValueError as err:
-        assert name in str(err), "the error names the argument"
+        assert name in str(err), f"the error for a bad {name} must name it; got: {err}"
 try:
     StepLR(0.1, 3).lr(-1)
-    raise AssertionError("a negative t must be refused")
+    raise AssertionError("a negative t must be refused with a ValueError")
 except ValueError:
     pass
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### Task `schedulers_multistep` (1 point): `MultiStepLR`
+#
+# A milestone is the first index that uses the lower rate: `MultiStepLR(1.0,
+# [2, 5])` gives `1, 1, 0.1, 0.1, 0.1, 0.01, ...`. Milestones must be sorted
+# non-negative integers (an unsorted list is almost always a typo, so it is
+# an error); a milestone listed twice applies `gamma` twice, as in PyTorch.
+# `bisect.bisect_right(milestones, t)` counts the milestones <= t.
+
+# %% nbgrader={"grade": false, "grade_id": "schedulers_multistep_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+class MultiStepLR(Scheduler):
+    """``base_lr`` times ``gamma`` at each milestone."""
+
+    def __init__(self, base_lr: float, milestones: list[int], gamma: float = 0.1) -> None:
+        ### BEGIN SOLUTION
+        self.base_lr = _check_number("MultiStepLR", "base_lr", base_lr)
+        self.milestones = [_check_int("MultiStepLR", "milestones", m, low=0) for m in milestones]
+        if self.milestones != sorted(self.milestones):
+            raise ValueError(f"MultiStepLR: milestones must be sorted in increasing order; got {list(milestones)!r}")
+        self.gamma = _check_number("MultiStepLR", "gamma", gamma, strict=True)
+        ### END SOLUTION
+
+    def lr(self, t: int) -> float:
+        """``base_lr · gamma ** (number of milestones <= t)``."""
+        t = self._step(t)
+        ### BEGIN SOLUTION
+        return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, t)
+        ### END SOLUTION
+
+
+# %%
+print([MultiStepLR(1.0, [2, 5]).lr(t) for t in range(7)])
+
+# %% nbgrader={"grade": true, "grade_id": "schedulers_multistep", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+got = [MultiStepLR(1.0, [2, 5], 0.5).lr(t) for t in range(7)]
+assert got == [1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25], f"MultiStepLR(1.0, [2, 5], 0.5) for t = 0..6 gave {got}"
+assert MultiStepLR(0.1, [3]).gamma == 0.1, "the default gamma is 0.1"
+### BEGIN HIDDEN TESTS
+assert math.isclose(MultiStepLR(1.0, [2, 5]).lr(100), 0.01, rel_tol=1e-12), "after the last milestone the rate stays put"
+assert math.isclose(MultiStepLR(1.0, [3, 3]).lr(3), 0.01, rel_tol=1e-12), "a repeated milestone applies gamma twice"
+assert MultiStepLR(1.0, [3, 3]).lr(2) == 1.0, "before a milestone the rate is untouched"
+assert MultiStepLR(1.0, []).lr(50) == 1.0, "no milestones: the rate never changes"
+assert MultiStepLR(1.0, [0]).lr(0) == 0.1, "a milestone at 0 applies from the very first index"
+again = MultiStepLR(1.0, [1])
+again.load_state_dict(json.loads(json.dumps(MultiStepLR(1.0, [2, 5], 0.5).state_dict())))
+assert [again.lr(t) for t in range(10)] == [MultiStepLR(1.0, [2, 5], 0.5).lr(t) for t in range(10)], (
+    "a MultiStepLR loaded from another's state_dict must give the same rates"
+)
+for make, name in ((lambda: MultiStepLR(-0.1, [2]), "base_lr"), (lambda: MultiStepLR(0.1, [5, 2]), "milestones"),
+                   (lambda: MultiStepLR(0.1, [-1]), "milestones"), (lambda: MultiStepLR(0.1, [1.5]), "milestones"),
+                   (lambda: MultiStepLR(0.1, [2], gamma=0.0), "gamma")):
+    try:
+        make()
+        raise AssertionError(f"a bad {name} must be refused with a ValueError")
+    except ValueError as err:
+        assert name in str(err), f"the error for a bad {name} must name it; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -297,7 +332,7 @@ except ValueError:
 # curve under the names TinyTorch uses; like TinyTorch it stays at `min_lr`
 # after `total_epochs`.
 #
-# ### Task `schedulers_cosine`: `CosineAnnealing`
+# ### Task `schedulers_cosine` (2 points): `CosineAnnealing`
 #
 # Store the settings (checked with the helpers above: `base_lr >= 0`,
 # `total` an integer >= 1, `min_lr >= 0`) and write `lr(t)`.
@@ -361,20 +396,24 @@ assert all(c.lr(t) > c.lr(t + 1) for t in range(10)), "decreasing up to total"
 assert c.lr(7) == c.lr(7), "lr(t) is a pure function of t"
 assert math.isclose(CosineSchedule(0.1, 0.01, 100).get_lr(50), 0.055, rel_tol=1e-12)
 ### BEGIN HIDDEN TESTS
-assert math.isclose(c.lr(3), 0.001 + 0.099 * (1 + math.cos(math.pi * 0.3)) / 2, rel_tol=1e-12)
+assert math.isclose(c.lr(3), 0.001 + 0.099 * (1 + math.cos(math.pi * 0.3)) / 2, rel_tol=1e-12), (
+    f"CosineAnnealing(0.1, total=10, min_lr=0.001).lr(3) must follow the formula; got {c.lr(3)}"
+)
 assert math.isclose(c.lr(15), c.lr(5), rel_tol=1e-12) and math.isclose(c.lr(20), 0.1, rel_tol=1e-12), "goes on after total"
 assert math.isclose(CosineAnnealing(2.0, 4).lr(4), 0.0, abs_tol=1e-15), "min_lr defaults to 0"
 assert CosineSchedule(0.1, 0.01, 100).get_lr(150) == 0.01, "TinyTorch's schedule stays at min_lr"
 copy_of = CosineAnnealing(1.0, 3)
 copy_of.load_state_dict(json.loads(json.dumps(c.state_dict())))
-assert [copy_of.lr(t) for t in range(12)] == [c.lr(t) for t in range(12)]
+assert [copy_of.lr(t) for t in range(12)] == [c.lr(t) for t in range(12)], (
+    "a CosineAnnealing loaded from another's state_dict must give the same rates"
+)
 for bad in (dict(base_lr=-0.1, total=10), dict(base_lr=0.1, total=0), dict(base_lr=0.1, total=2.5),
             dict(base_lr=0.1, total=10, min_lr=-1.0)):
     try:
         CosineAnnealing(**bad)
-        raise AssertionError(f"CosineAnnealing({bad}) must be refused")
+        raise AssertionError(f"CosineAnnealing({bad}) must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad), "the error names the argument"
+        assert any(name in str(err) for name in bad), f"the error for CosineAnnealing({bad}) must name the argument; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -405,7 +444,7 @@ for bad in (dict(base_lr=-0.1, total=10), dict(base_lr=0.1, total=0), dict(base_
 # The wrapper's `base_lr` is the wrapped schedule's, and a wrapped
 # `ReduceLROnPlateau`'s `observe` is reachable through the wrapper.
 #
-# ### Task `schedulers_warmup`: `Warmup`
+# ### Task `schedulers_warmup` (2 points): `Warmup`
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_warmup_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -449,27 +488,42 @@ warm = Warmup(CosineAnnealing(0.1, total=20), warmup_steps=5, start_factor=0.0)
 print(warm, [round(warm.lr(t), 4) for t in range(0, 26, 2)])
 
 # %% nbgrader={"grade": true, "grade_id": "schedulers_warmup", "locked": true, "points": 2, "schema_version": 3, "solution": false}
-w = Warmup(CosineAnnealing(0.1, total=20), warmup_steps=5, start_factor=0.0)
+class Halving(Scheduler):
+    """A schedule for these tests only: base_lr halved at every step."""
+
+    def __init__(self, base_lr: float) -> None:
+        self.base_lr = base_lr
+
+    def lr(self, t: int) -> float:
+        return self.base_lr * 0.5 ** self._step(t)
+
+
+w = Warmup(Halving(0.1), warmup_steps=5, start_factor=0.0)
 assert w.base_lr == 0.1
 assert w.lr(0) == 0.0 and math.isclose(w.lr(1), 0.02, rel_tol=1e-12) and math.isclose(w.lr(4), 0.08, rel_tol=1e-12)
 assert w.lr(5) == 0.1, "after the warm-up the wrapped schedule starts at its own t = 0"
-assert math.isclose(w.lr(15), CosineAnnealing(0.1, total=20).lr(10), rel_tol=1e-12)
-assert math.isclose(Warmup(CosineAnnealing(0.3, 10), 3).lr(0), 0.1, rel_tol=1e-12), "start_factor defaults to 1/3"
+assert math.isclose(w.lr(15), Halving(0.1).lr(10), rel_tol=1e-12)
+assert math.isclose(Warmup(Halving(0.3), 3).lr(0), 0.1, rel_tol=1e-12), "start_factor defaults to 1/3"
 ### BEGIN HIDDEN TESTS
-assert math.isclose(Warmup(CosineAnnealing(0.3, 10), 3).lr(2), 0.3 * (1 / 3 + (2 / 3) * (2 / 3)), rel_tol=1e-12)
-no_warmup = Warmup(CosineAnnealing(0.1, 10, 0.01), 0)
-assert [no_warmup.lr(t) for t in range(12)] == [CosineAnnealing(0.1, 10, 0.01).lr(t) for t in range(12)]
+assert math.isclose(Warmup(Halving(0.3), 3).lr(2), 0.3 * (1 / 3 + (2 / 3) * (2 / 3)), rel_tol=1e-12), (
+    "with start_factor 1/3, step 2 of 3 is base_lr · (1/3 + (2/3) · (2/3))"
+)
+assert math.isclose(Warmup(Halving(0.4), 4, 0.5).lr(4), 0.4, rel_tol=1e-12), "at t = warmup_steps the wrapped schedule takes over"
+no_warmup = Warmup(Halving(0.1), 0)
+assert [no_warmup.lr(t) for t in range(12)] == [Halving(0.1).lr(t) for t in range(12)], (
+    "warmup_steps=0 means no warm-up: the wrapped schedule from t = 0"
+)
 state = json.loads(json.dumps(w.state_dict()))
-back = Warmup(CosineAnnealing(1.0, 3), 1, 0.5)
+back = Warmup(Halving(1.0), 1, 0.5)
 back.load_state_dict(state)
 assert [back.lr(t) for t in range(30)] == [w.lr(t) for t in range(30)], "the wrapped schedule's state comes back too"
 for bad in (dict(warmup_steps=-1), dict(warmup_steps=2.5), dict(warmup_steps=3, start_factor=1.5),
             dict(warmup_steps=3, start_factor=-0.1)):
     try:
-        Warmup(CosineAnnealing(0.1, 10), **bad)
-        raise AssertionError(f"Warmup({bad}) must be refused")
+        Warmup(Halving(0.1), **bad)
+        raise AssertionError(f"Warmup({bad}) must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad)
+        assert any(name in str(err) for name in bad), f"the error for Warmup({bad}) must name the argument; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -503,7 +557,7 @@ for bad in (dict(warmup_steps=-1), dict(warmup_steps=2.5), dict(warmup_steps=3, 
 # that outlives its plan is a bug worth hearing about. Its `base_lr` is the
 # starting rate `max_lr / div_factor`, as in PyTorch.
 #
-# ### Task `schedulers_onecycle`: `OneCycle`
+# ### Task `schedulers_onecycle` (3 points): `OneCycle`
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_onecycle_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -563,7 +617,9 @@ o = OneCycle(0.1, total_steps=20)
 assert math.isclose(o.lr(0), 0.004, rel_tol=1e-12) and math.isclose(o.base_lr, 0.004), "starts at max_lr / div_factor"
 assert math.isclose(o.lr(5), 0.1, rel_tol=1e-12), "max_lr at the end of phase 1 (0.3 * 20 - 1 = 5)"
 assert math.isclose(o.lr(19), 0.004 / 1e4, rel_tol=1e-12), "ends at initial / final_div_factor"
-assert all(o.lr(t) < o.lr(t + 1) for t in range(5)) and all(o.lr(t) > o.lr(t + 1) for t in range(5, 19))
+assert all(o.lr(t) < o.lr(t + 1) for t in range(5)) and all(o.lr(t) > o.lr(t + 1) for t in range(5, 19)), (
+    "up every step until step 5, down every step after it"
+)
 assert math.isclose(o.lr(2), 0.1 + (0.004 - 0.1) / 2 * (math.cos(math.pi * 0.4) + 1), rel_tol=1e-12)
 ### BEGIN HIDDEN TESTS
 # PyTorch's OneCycleLR(max_lr=0.1, total_steps=20), and with anneal_strategy="linear", pct_start=0.25
@@ -571,22 +627,26 @@ assert math.isclose(o.lr(12), 0.0500002, rel_tol=1e-10), "halfway down phase 2"
 assert math.isclose(o.lr(20), 0.0012539993764912555, rel_tol=1e-10), "t = total_steps still works"
 lin = OneCycle(1.0, total_steps=10, pct_start=0.25, anneal="linear")
 assert math.isclose(lin.lr(1), 0.04 + 0.96 / 1.5, rel_tol=1e-12), "phase 1 ends at the fractional step 1.5"
-assert math.isclose(lin.lr(2), 1.0 + (0.04 / 1e4 - 1.0) * (0.5 / 7.5), rel_tol=1e-12)
+assert math.isclose(lin.lr(2), 1.0 + (0.04 / 1e4 - 1.0) * (0.5 / 7.5), rel_tol=1e-12), (
+    "anneal='linear': phase 2 runs from the fractional step 1.5 to step 9"
+)
 try:
     o.lr(21)
-    raise AssertionError("past total_steps must be refused, as in PyTorch")
+    raise AssertionError("a t past total_steps must be refused with a ValueError, as in PyTorch")
 except ValueError:
     pass
 for bad in (dict(max_lr=-1.0, total_steps=10), dict(max_lr=0.1, total_steps=0), dict(max_lr=0.1, total_steps=10, pct_start=1.5),
             dict(max_lr=0.1, total_steps=10, anneal="cosine"), dict(max_lr=0.1, total_steps=10, div_factor=0.0)):
     try:
         OneCycle(**bad)
-        raise AssertionError(f"OneCycle({bad}) must be refused")
+        raise AssertionError(f"OneCycle({bad}) must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad)
+        assert any(name in str(err) for name in bad), f"the error for OneCycle({bad}) must name the argument; got: {err}"
 back = OneCycle(1.0, 5)
 back.load_state_dict(json.loads(json.dumps(lin.state_dict())))
-assert [back.lr(t) for t in range(11)] == [lin.lr(t) for t in range(11)]
+assert [back.lr(t) for t in range(11)] == [lin.lr(t) for t in range(11)], (
+    "a OneCycle loaded from another's state_dict must give the same rates"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -612,7 +672,7 @@ assert [back.lr(t) for t in range(11)] == [lin.lr(t) for t in range(11)]
 # The wave goes on forever. `gamma` (default 1.0) only matters for
 # `"exp_range"`. PyTorch's default `step_size_up` is 2000 steps.
 #
-# ### Task `schedulers_cyclic`: `CyclicLR`
+# ### Task `schedulers_cyclic` (2 points): `CyclicLR`
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_cyclic_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -662,25 +722,32 @@ print(tri, [round(tri.lr(t), 4) for t in range(17)])
 
 # %% nbgrader={"grade": true, "grade_id": "schedulers_cyclic", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 c1 = CyclicLR(0.0, 1.0, step_size_up=4)
-assert [c1.lr(t) for t in range(9)] == [0.0, 0.25, 0.5, 0.75, 1.0, 0.75, 0.5, 0.25, 0.0]
+got = [c1.lr(t) for t in range(9)]
+assert got == [0.0, 0.25, 0.5, 0.75, 1.0, 0.75, 0.5, 0.25, 0.0], f"one triangle for t = 0..8 gave {got}"
 assert c1.lr(12) == 1.0, "the wave goes on"
 c2 = CyclicLR(0.0, 1.0, step_size_up=4, mode="triangular2")
 assert c2.lr(4) == 1.0 and c2.lr(12) == 0.5 and c2.lr(20) == 0.25, "triangular2 halves the amplitude every cycle"
 ### BEGIN HIDDEN TESTS
 c3 = CyclicLR(0.0, 1.0, step_size_up=1, step_size_down=3)
-assert [c3.lr(t) for t in range(5)] == [0.0, 1.0, 2 / 3, 1 / 3, 0.0]
+assert [c3.lr(t) for t in range(5)] == [0.0, 1.0, 2 / 3, 1 / 3, 0.0], (
+    f"step_size_up=1, step_size_down=3: one step up, three steps down; got {[c3.lr(t) for t in range(5)]}"
+)
 c4 = CyclicLR(0.1, 1.1, step_size_up=2, mode="exp_range", gamma=0.9)
-assert math.isclose(c4.lr(2), 0.1 + 0.81, rel_tol=1e-12) and math.isclose(c4.lr(6), 0.1 + 0.9**6, rel_tol=1e-12)
+assert math.isclose(c4.lr(2), 0.1 + 0.81, rel_tol=1e-12) and math.isclose(c4.lr(6), 0.1 + 0.9**6, rel_tol=1e-12), (
+    "exp_range scales the amplitude by gamma ** t, t the step index"
+)
 assert CyclicLR(0.1, 1.1, step_size_up=2, gamma=0.5).lr(6) == 1.1, "gamma only matters for exp_range"
 back = CyclicLR(1.0, 2.0, 1)
 back.load_state_dict(json.loads(json.dumps(c4.state_dict())))
-assert [back.lr(t) for t in range(20)] == [c4.lr(t) for t in range(20)]
+assert [back.lr(t) for t in range(20)] == [c4.lr(t) for t in range(20)], (
+    "a CyclicLR loaded from another's state_dict must give the same rates"
+)
 for bad in (dict(base_lr=-0.1), dict(step_size_up=0), dict(step_size_down=0), dict(mode="sawtooth"), dict(gamma=0.0)):
     try:
         CyclicLR(**{**dict(base_lr=0.1, max_lr=1.0), **bad})
-        raise AssertionError(f"CyclicLR({bad}) must be refused")
+        raise AssertionError(f"CyclicLR({bad}) must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad)
+        assert any(name in str(err) for name in bad), f"the error for CyclicLR({bad}) must name the argument; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -712,7 +779,7 @@ for bad in (dict(base_lr=-0.1), dict(step_size_up=0), dict(step_size_down=0), di
 # `state_dict()` holds the settings and the running state (`best`,
 # `num_bad_epochs`, `cooldown_counter`, `last_epoch`, the current rate).
 #
-# ### Task `schedulers_plateau`: `ReduceLROnPlateau`
+# ### Task `schedulers_plateau` (3 points): `ReduceLROnPlateau`
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_plateau_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -802,13 +869,18 @@ p = ReduceLROnPlateau(1.0, patience=2)
 assert p.lr(0) == 1.0 and p.lr() == 1.0
 rates = [p.observe(loss) for loss in (1.0, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.8, 0.8, 0.8)]
 expected = [1.0, 1.0, 1.0, 1.0, 0.1, 0.1, 0.1, 0.1, 0.1, 0.01]
-assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(rates, expected, strict=True)), rates
+assert all(math.isclose(a, b, rel_tol=1e-12) for a, b in zip(rates, expected, strict=True)), (
+    f"patience=2: expected the rates {expected}; got {rates}"
+)
 assert p.lr(123) == p.lr(0) and math.isclose(p.lr(0), 0.01, rel_tol=1e-12), "lr(t) is the current rate, whatever t"
 up = ReduceLROnPlateau(1.0, mode="max", patience=0, factor=0.5)
-assert [up.observe(a) for a in (0.5, 0.6, 0.6, 0.7, 0.65)] == [1.0, 1.0, 0.5, 0.5, 0.25]
+got = [up.observe(a) for a in (0.5, 0.6, 0.6, 0.7, 0.65)]
+assert got == [1.0, 1.0, 0.5, 0.5, 0.25], f"mode='max', patience=0: expected [1.0, 1.0, 0.5, 0.5, 0.25]; got {got}"
 ### BEGIN HIDDEN TESTS
 cool = ReduceLROnPlateau(1.0, patience=0, cooldown=2, factor=0.5)
-assert [cool.observe(1.0) for _ in range(7)] == [1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25]
+assert [cool.observe(1.0) for _ in range(7)] == [1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25], (
+    "after a cut, bad epochs during the cooldown do not count"
+)
 floor = ReduceLROnPlateau(1.0, patience=0, factor=0.1, min_lr=0.05)
 assert [floor.observe(1.0) for _ in range(4)] == [1.0, 0.1, 0.05, 0.05], "never below min_lr"
 tiny = ReduceLROnPlateau(1e-8, patience=0, factor=0.5)
@@ -816,7 +888,17 @@ assert [tiny.observe(1.0) for _ in range(3)] == [1e-8, 1e-8, 1e-8], "cuts smalle
 rel = ReduceLROnPlateau(1.0, patience=0, threshold=0.1)
 assert [rel.observe(m) for m in (1.0, 0.95, 0.8)] == [1.0, 0.1, 0.1], "0.95 is not 10% better than 1.0"
 absolute = ReduceLROnPlateau(1.0, patience=0, threshold=0.1, threshold_mode="abs")
-assert [absolute.observe(m) for m in (5.0, 4.95, 4.8)] == [1.0, 0.1, 0.1]
+assert [absolute.observe(m) for m in (5.0, 4.95, 4.8)] == [1.0, 0.1, 0.1], (
+    "mode='min', threshold_mode='abs': 4.95 is not 0.1 below 5.0, 4.8 is"
+)
+absolute_max = ReduceLROnPlateau(1.0, mode="max", patience=0, threshold=0.1, threshold_mode="abs")
+assert [absolute_max.observe(m) for m in (5.0, 5.05, 5.2)] == [1.0, 0.1, 0.1], (
+    "mode='max', threshold_mode='abs': 5.05 is not 0.1 above 5.0, 5.2 is"
+)
+relative_max = ReduceLROnPlateau(1.0, mode="max", patience=0, threshold=0.1)
+assert [relative_max.observe(m) for m in (1.0, 1.05, 1.2)] == [1.0, 0.1, 0.1], (
+    "mode='max', threshold_mode='rel': 1.05 is not 10% above 1.0, 1.2 is"
+)
 nan = ReduceLROnPlateau(1.0, patience=0)
 assert [nan.observe(m) for m in (float("nan"), 1.0)] == [0.1, 0.1], "a NaN is never better"
 half = ReduceLROnPlateau(1.0, patience=1)
@@ -825,14 +907,18 @@ for m in (1.0, 2.0):
 saved = json.loads(json.dumps(half.state_dict()))
 resumed = ReduceLROnPlateau(5.0)
 resumed.load_state_dict(saved)
-assert [resumed.observe(m) for m in (2.0, 2.0, 2.0)] == [half.observe(m) for m in (2.0, 2.0, 2.0)]
+assert [resumed.observe(m) for m in (2.0, 2.0, 2.0)] == [half.observe(m) for m in (2.0, 2.0, 2.0)], (
+    "a ReduceLROnPlateau loaded from a state_dict must continue exactly like the original"
+)
 for bad in (dict(mode="lowest"), dict(factor=1.0), dict(patience=-1), dict(threshold_mode="relative"),
             dict(cooldown=1.5), dict(min_lr=-1.0)):
     try:
         ReduceLROnPlateau(0.1, **bad)
-        raise AssertionError(f"ReduceLROnPlateau({bad}) must be refused")
+        raise AssertionError(f"ReduceLROnPlateau({bad}) must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad)
+        assert any(name in str(err) for name in bad), (
+            f"the error for ReduceLROnPlateau({bad}) must name the argument; got: {err}"
+        )
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -179,6 +179,32 @@ def _class_weights(weight: Any, input: Tensor, loss: str) -> Tensor | None:
     return _constant(weight, input, loss, "weight", shape=(classes,))
 
 
+def _nll_parts(logp: Tensor, valid: Any, safe: Any, w: Tensor | None) -> tuple[Tensor, Tensor]:
+    """(−w_y · logp[y] per element (0 where ignored), the weights w_y summed over valid elements)."""
+    xp = logp.device.xp
+    rows = _class_last(logp)
+    flat = safe.reshape(-1)
+    picked = rows[xp.arange(flat.shape[0]), flat].reshape(safe.shape)
+    w_y = valid.astype(logp.dtype) if w is None else w.data[safe] * valid
+    w_y = Tensor._wrap(w_y, logp.device)
+    # If every target is ignored the total is 0: a floor turns 0/0 into loss 0, gradient 0.
+    return -picked * w_y, w_y.sum().clip(min=float(np.finfo(logp.dtype).tiny))
+
+
+def nll_loss(
+    input: Tensor, target: Any, weight: Any = None, *, ignore_index: int = -100, reduction: str = "mean"
+) -> Tensor:
+    """Negative log-likelihood of class indices, given log-probabilities along axis 1."""
+    input = _input(input, "nll_loss")
+    _check_reduction(reduction, "nll_loss")
+    valid, safe = _class_targets(input, target, ignore_index, "nll_loss")
+    w = _class_weights(weight, input, "nll_loss")
+    loss, total_weight = _nll_parts(input, valid, safe, w)
+    if reduction == "mean":
+        return loss.sum() / total_weight
+    return loss.sum() if reduction == "sum" else loss
+
+
 def _holds_probabilities(target: Any) -> bool:
     """Whether a cross_entropy target holds class probabilities (floating) rather than class indices."""
     return is_floating(np.dtype(target.dtype if hasattr(target, "dtype") else np.asarray(target).dtype))
@@ -206,32 +232,6 @@ def _cross_entropy_arguments(
 def _along_classes(w: Tensor, input: Tensor) -> Tensor:
     """Per-class weights shaped to broadcast along axis 1 (or 0) of ``input``."""
     return w if input.ndim == 1 else w.reshape((1, -1) + (1,) * (input.ndim - 2))
-
-
-def _nll_parts(logp: Tensor, valid: Any, safe: Any, w: Tensor | None) -> tuple[Tensor, Tensor]:
-    """(−w_y · logp[y] per element (0 where ignored), the weights w_y summed over valid elements)."""
-    xp = logp.device.xp
-    rows = _class_last(logp)
-    flat = safe.reshape(-1)
-    picked = rows[xp.arange(flat.shape[0]), flat].reshape(safe.shape)
-    w_y = valid.astype(logp.dtype) if w is None else w.data[safe] * valid
-    w_y = Tensor._wrap(w_y, logp.device)
-    # If every target is ignored the total is 0: a floor turns 0/0 into loss 0, gradient 0.
-    return -picked * w_y, w_y.sum().clip(min=float(np.finfo(logp.dtype).tiny))
-
-
-def nll_loss(
-    input: Tensor, target: Any, weight: Any = None, *, ignore_index: int = -100, reduction: str = "mean"
-) -> Tensor:
-    """Negative log-likelihood of class indices, given log-probabilities along axis 1."""
-    input = _input(input, "nll_loss")
-    _check_reduction(reduction, "nll_loss")
-    valid, safe = _class_targets(input, target, ignore_index, "nll_loss")
-    w = _class_weights(weight, input, "nll_loss")
-    loss, total_weight = _nll_parts(input, valid, safe, w)
-    if reduction == "mean":
-        return loss.sum() / total_weight
-    return loss.sum() if reduction == "sum" else loss
 
 
 def cross_entropy(
@@ -445,12 +445,9 @@ def poisson_nll_loss(
     if full:
         above = target > 1
         safe = where(above, target, 1.0)
-        stirling = _xlogx(safe) - safe + 0.5 * (safe * (2 * math.pi)).log()
+        stirling = safe * safe.log() - safe + 0.5 * (safe * (2 * math.pi)).log()
         loss = loss + where(above, stirling, 0.0)
     return _reduce(loss, reduction, "poisson_nll_loss")
-
-
-_COSINE_EPS = 1e-12
 
 
 def _pairwise_distance(x1: Tensor, x2: Tensor, p: float, eps: float) -> Tensor:
@@ -483,6 +480,9 @@ def triplet_margin_loss(
         d_swap = _pairwise_distance(positive, negative, p, eps)
         d_neg = where(d_swap < d_neg, d_swap, d_neg)
     return _reduce((d_pos - d_neg + margin).relu(), reduction, "triplet_margin_loss")
+
+
+_COSINE_EPS = 1e-12
 
 
 def cosine_embedding_loss(
@@ -523,16 +523,6 @@ def margin_ranking_loss(
     return _reduce((-target * (input1 - input2) + margin).relu(), reduction, "margin_ranking_loss")
 
 
-def _extended_labels(targets: Any, target_lengths: Any, blank: int, xp: Any) -> tuple[Any, Any]:
-    """l′ (blank, l1, blank, ..., blank; blanks past each target's end) and where a skip is allowed."""
-    n, s_max = targets.shape
-    ext = xp.full((n, 2 * s_max + 1), blank, dtype=targets.dtype)
-    ext[:, 1::2] = xp.where(xp.arange(s_max)[None, :] < target_lengths[:, None], targets, blank)
-    skip = xp.zeros(ext.shape, dtype=bool)
-    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
-    return ext, skip
-
-
 def _shift(a: Any, by: int, fill: Any) -> Any:
     """``a`` moved ``by`` places along its last axis (right when by > 0), the gap filled."""
     out = a.copy()
@@ -548,44 +538,17 @@ class CTCLossFn(Function):
 
     def forward(self, log_probs, targets, input_lengths, target_lengths, blank):
         xp = self.xp
-        steps, n, _ = log_probs.shape
         ext, skip = _extended_labels(targets, target_lengths, blank, xp)
-        lp = log_probs[:, xp.arange(n)[:, None], ext]  # (T, N, L): log p_t(l′_s)
-        neg_inf = log_probs.dtype.type(-np.inf)
-        alpha = xp.full(lp.shape, neg_inf, dtype=log_probs.dtype)
-        alpha[0, :, :2] = lp[0, :, :2]
-        for t in range(1, steps):
-            prev = alpha[t - 1]
-            paths = xp.logaddexp(prev, _shift(prev, 1, neg_inf))
-            paths = xp.logaddexp(paths, xp.where(skip, _shift(prev, 2, neg_inf), neg_inf))
-            alpha[t] = paths + lp[t]
-        batch, end = xp.arange(n), 2 * target_lengths
-        last = alpha[input_lengths - 1, batch]  # (N, L): each sample at its own last step
-        before_end = xp.where(target_lengths > 0, last[batch, end - 1], neg_inf)
-        nll = -xp.logaddexp(last[batch, end], before_end)
-        self.save_for_backward(lp, alpha, ext, skip, nll, input_lengths, end)
+        lp = log_probs[:, xp.arange(targets.shape[0])[:, None], ext]  # (T, N, L): log p_t(l′_s)
+        alpha, nll = _ctc_alpha(lp, skip, input_lengths, target_lengths, xp)
+        self.save_for_backward(lp, alpha, ext, skip, nll, input_lengths, target_lengths)
         self.classes = log_probs.shape[2]
         return nll
 
     def backward(self, grad):
         xp = self.xp
-        lp, alpha, ext, skip, nll, input_lengths, end = self.saved
-        steps, n, length = lp.shape
-        neg_inf = lp.dtype.type(-np.inf)
-        positions = xp.arange(length)[None, :]
-        finals = (positions == end[:, None]) | (positions == end[:, None] - 1)
-        skip_into = _shift(skip, -2, False)  # from s, a skip lands on s + 2
-        beta = xp.full(lp.shape, neg_inf, dtype=lp.dtype)
-        following = xp.full((n, length), neg_inf, dtype=lp.dtype)
-        for t in range(steps - 1, -1, -1):
-            paths = xp.logaddexp(following, _shift(following, -1, neg_inf))
-            paths = xp.logaddexp(paths, xp.where(skip_into, _shift(following, -2, neg_inf), neg_inf))
-            start = (input_lengths - 1 == t)[:, None]
-            beta[t] = xp.where(start, xp.where(finals, lp[t], neg_inf), paths + lp[t])
-            following = beta[t]
-        finite = xp.isfinite(nll)
-        safe_nll = xp.where(finite, nll, 0)
-        gamma = xp.exp(alpha + beta - lp + safe_nll[None, :, None]) * finite[None, :, None]
+        lp, alpha, ext, skip, nll, input_lengths, target_lengths = self.saved
+        gamma = _ctc_occupancy(lp, alpha, skip, nll, input_lengths, target_lengths, xp)  # (T, N, L)
         one_hot = (ext[:, :, None] == xp.arange(self.classes)).astype(lp.dtype)  # (N, L, C)
         per_symbol = (gamma.transpose(1, 0, 2) @ one_hot).transpose(1, 0, 2)  # (T, N, C)
         return -per_symbol * grad[None, :, None]
@@ -654,6 +617,55 @@ def ctc_loss(
         per_label = Tensor._wrap(xp.maximum(s_len_dev, 1).astype(log_probs.dtype), log_probs.device)
         return (nll / per_label).mean()
     return _reduce(nll, reduction, "ctc_loss")
+
+
+def _extended_labels(targets: Any, target_lengths: Any, blank: int, xp: Any) -> tuple[Any, Any]:
+    """l′ (blank, l1, blank, ..., blank; blanks past each target's end) and where a skip is allowed."""
+    n, s_max = targets.shape
+    ext = xp.full((n, 2 * s_max + 1), blank, dtype=targets.dtype)
+    ext[:, 1::2] = xp.where(xp.arange(s_max)[None, :] < target_lengths[:, None], targets, blank)
+    skip = xp.zeros(ext.shape, dtype=bool)
+    skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
+    return ext, skip
+
+
+def _ctc_alpha(lp: Any, skip: Any, input_lengths: Any, target_lengths: Any, xp: Any) -> tuple[Any, Any]:
+    """(α: log-probabilities of the path prefixes, (T, N, L); −log p(label) of each sample, (N,))."""
+    neg_inf = lp.dtype.type(-np.inf)
+    alpha = xp.full(lp.shape, neg_inf, dtype=lp.dtype)
+    alpha[0, :, :2] = lp[0, :, :2]
+    for t in range(1, lp.shape[0]):
+        prev = alpha[t - 1]
+        paths = xp.logaddexp(prev, _shift(prev, 1, neg_inf))
+        paths = xp.logaddexp(paths, xp.where(skip, _shift(prev, 2, neg_inf), neg_inf))
+        alpha[t] = paths + lp[t]
+    batch, end = xp.arange(lp.shape[1]), 2 * target_lengths
+    last = alpha[input_lengths - 1, batch]  # (N, L): each sample at its own last step
+    before_end = xp.where(target_lengths > 0, last[batch, end - 1], neg_inf)
+    return alpha, -xp.logaddexp(last[batch, end], before_end)
+
+
+def _ctc_occupancy(
+    lp: Any, alpha: Any, skip: Any, nll: Any, input_lengths: Any, target_lengths: Any, xp: Any
+) -> Any:
+    """γ (T, N, L): the share of each sample's label probability that passes through (t, s)."""
+    steps, n, length = lp.shape
+    neg_inf = lp.dtype.type(-np.inf)
+    end = 2 * target_lengths
+    positions = xp.arange(length)[None, :]
+    finals = (positions == end[:, None]) | (positions == end[:, None] - 1)
+    skip_into = _shift(skip, -2, False)  # from s, a skip lands on s + 2
+    beta = xp.full(lp.shape, neg_inf, dtype=lp.dtype)
+    following = xp.full((n, length), neg_inf, dtype=lp.dtype)
+    for t in range(steps - 1, -1, -1):
+        paths = xp.logaddexp(following, _shift(following, -1, neg_inf))
+        paths = xp.logaddexp(paths, xp.where(skip_into, _shift(following, -2, neg_inf), neg_inf))
+        start = (input_lengths - 1 == t)[:, None]
+        beta[t] = xp.where(start, xp.where(finals, lp[t], neg_inf), paths + lp[t])
+        following = beta[t]
+    finite = xp.isfinite(nll)
+    safe_nll = xp.where(finite, nll, 0)
+    return xp.exp(alpha + beta - lp + safe_nll[None, :, None]) * finite[None, :, None]
 
 
 class _Loss(Module):

@@ -86,6 +86,19 @@ class StepLR(Scheduler):
         return self.base_lr * self.gamma ** (t // self.step_size)
 
 
+class ExponentialLR(Scheduler):
+    """``base_lr · gamma ** t``."""
+
+    def __init__(self, base_lr: float, gamma: float) -> None:
+        self.base_lr = _check_number("ExponentialLR", "base_lr", base_lr)
+        self.gamma = _check_number("ExponentialLR", "gamma", gamma, strict=True)
+
+    def lr(self, t: int) -> float:
+        """``base_lr · gamma ** t``."""
+        t = self._step(t)
+        return self.base_lr * self.gamma**t
+
+
 class MultiStepLR(Scheduler):
     """``base_lr`` times ``gamma`` at each milestone."""
 
@@ -100,19 +113,6 @@ class MultiStepLR(Scheduler):
         """``base_lr · gamma ** (number of milestones <= t)``."""
         t = self._step(t)
         return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, t)
-
-
-class ExponentialLR(Scheduler):
-    """``base_lr · gamma ** t``."""
-
-    def __init__(self, base_lr: float, gamma: float) -> None:
-        self.base_lr = _check_number("ExponentialLR", "base_lr", base_lr)
-        self.gamma = _check_number("ExponentialLR", "gamma", gamma, strict=True)
-
-    def lr(self, t: int) -> float:
-        """``base_lr · gamma ** t``."""
-        t = self._step(t)
-        return self.base_lr * self.gamma**t
 
 
 class CosineAnnealing(Scheduler):

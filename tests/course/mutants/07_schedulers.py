@@ -1,19 +1,162 @@
 """Seeded mutants of 07_schedulers: (task, exact text in the module, wrong replacement)."""
 
 MUTANTS = [
-    # phase 1 of one-cycle ends a step late (PyTorch's boundary is pct_start * total_steps - 1).
-    ('schedulers_onecycle', "(float(self.pct_start * self.total_steps) - 1, initial, self.max_lr)",
-      "(float(self.pct_start * self.total_steps), initial, self.max_lr)"),
-    # the wrapped schedule's clock does not restart after the warm-up.
-    ('schedulers_warmup', "return self.scheduler.lr(t - self.warmup_steps)", "return self.scheduler.lr(t)"),
+    # StepLR decays one step early: (t + 1) // step_size.
+    (
+        "schedulers_step",
+        "self.gamma ** (t // self.step_size)",
+        "self.gamma ** ((t + 1) // self.step_size)",
+    ),
+    # ExponentialLR counts from 1, so lr(0) is already base_lr · gamma.
+    (
+        "schedulers_step",
+        "return self.base_lr * self.gamma**t",
+        "return self.base_lr * self.gamma ** (t + 1)",
+    ),
+    # StepLR takes any step_size, 0 included, and fails only later with a ZeroDivisionError.
+    (
+        "schedulers_step",
+        'self.step_size = _check_int("StepLR", "step_size", step_size)',
+        "self.step_size = int(step_size)",
+    ),
+    # ExponentialLR accepts a gamma of 0 or below.
+    (
+        "schedulers_step",
+        'self.gamma = _check_number("ExponentialLR", "gamma", gamma, strict=True)',
+        'self.gamma = _check_number("ExponentialLR", "gamma", gamma)',
+    ),
     # a milestone counted from the step after it.
-    ('schedulers_step', "bisect.bisect_right(self.milestones, t)", "bisect.bisect_left(self.milestones, t)"),
+    (
+        "schedulers_multistep",
+        "bisect.bisect_right(self.milestones, t)",
+        "bisect.bisect_left(self.milestones, t)",
+    ),
+    # a milestone listed twice applies gamma once.
+    (
+        "schedulers_multistep",
+        "self.gamma ** bisect.bisect_right(self.milestones, t)",
+        "self.gamma ** len({m for m in self.milestones if m <= t})",
+    ),
+    # duplicates refused instead of unsorted milestones.
+    (
+        "schedulers_multistep",
+        "if self.milestones != sorted(self.milestones):",
+        "if len(set(self.milestones)) != len(self.milestones):",
+    ),
+    # milestones not checked: a negative or fractional one slips through.
+    (
+        "schedulers_multistep",
+        'self.milestones = [_check_int("MultiStepLR", "milestones", m, low=0) for m in milestones]',
+        "self.milestones = list(milestones)",
+    ),
+    # the cosine clamped at total instead of going on like PyTorch's.
+    (
+        "schedulers_cosine",
+        "math.cos(math.pi * t / self.total)",
+        "math.cos(math.pi * min(t, self.total) / self.total)",
+    ),
+    # min_lr added on top instead of being the floor of the cosine.
+    (
+        "schedulers_cosine",
+        "self.min_lr + (self.base_lr - self.min_lr) * (1 + math.cos",
+        "self.min_lr + self.base_lr * (1 + math.cos",
+    ),
+    # min_lr reached one step early, at t = total - 1.
+    (
+        "schedulers_cosine",
+        "(1 + math.cos(math.pi * t / self.total)) / 2",
+        "(1 + math.cos(math.pi * t / (self.total - 1))) / 2",
+    ),
+    # total checked as a number, so a fractional total is accepted.
+    (
+        "schedulers_cosine",
+        'self.total = _check_int("CosineAnnealing", "total", total)',
+        'self.total = _check_number("CosineAnnealing", "total", total, strict=True)',
+    ),
+    # the wrapped schedule's clock does not restart after the warm-up.
+    (
+        "schedulers_warmup",
+        "return self.scheduler.lr(t - self.warmup_steps)",
+        "return self.scheduler.lr(t)",
+    ),
+    # the ramp forgets (1 - start_factor): it overshoots base_lr.
+    (
+        "schedulers_warmup",
+        "(self.start_factor + (1 - self.start_factor) * t / self.warmup_steps)",
+        "(self.start_factor + t / self.warmup_steps)",
+    ),
+    # the ramp runs through t = warmup_steps, dividing by zero when there is no warm-up.
+    ("schedulers_warmup", "if t < self.warmup_steps:", "if t <= self.warmup_steps:"),
+    # start_factor not checked: a negative one is accepted.
+    (
+        "schedulers_warmup",
+        'self.start_factor = _check_number("Warmup", "start_factor", start_factor)',
+        "self.start_factor = float(start_factor)",
+    ),
+    # phase 1 of one-cycle ends a step late (PyTorch's boundary is pct_start * total_steps - 1).
+    (
+        "schedulers_onecycle",
+        "(float(self.pct_start * self.total_steps) - 1, initial, self.max_lr)",
+        "(float(self.pct_start * self.total_steps), initial, self.max_lr)",
+    ),
+    # the final rate divides max_lr rather than the initial rate.
+    (
+        "schedulers_onecycle",
+        "final = initial / self.final_div_factor",
+        "final = self.max_lr / self.final_div_factor",
+    ),
+    # phase 2 measures its progress from step 0 instead of from the end of phase 1.
+    ("schedulers_onecycle", "            start_step = end_step", "            start_step = 0.0"),
+    # linear annealing runs the wrong way, from end to start.
+    (
+        "schedulers_onecycle",
+        "return (end_lr - start_lr) * pct + start_lr",
+        "return (start_lr - end_lr) * pct + end_lr",
+    ),
     # triangular2 halves the amplitude already in the first cycle.
-    ('schedulers_cyclic', "amplitude = 1 / (2.0 ** (cycle - 1))", "amplitude = 1 / (2.0 ** cycle)"),
+    ("schedulers_cyclic", "amplitude = 1 / (2.0 ** (cycle - 1))", "amplitude = 1 / (2.0 ** cycle)"),
+    # the way down divided by the way up's share: wrong when the two differ.
+    (
+        "schedulers_cyclic",
+        "scale = x / ratio if x <= ratio else (x - 1) / (ratio - 1)",
+        "scale = x / ratio if x <= ratio else (1 - x) / ratio",
+    ),
+    # step_size_down ignored: the wave is always symmetric.
+    (
+        "schedulers_cyclic",
+        "size = float(self.step_size_up + self.step_size_down)",
+        "size = float(2 * self.step_size_up)",
+    ),
+    # exp_range shrinks once per cycle instead of once per step.
+    ("schedulers_cyclic", "amplitude = self.gamma**t", "amplitude = self.gamma**cycle"),
     # the plateau cuts after `patience` bad epochs instead of more than `patience`.
-    ('schedulers_plateau', "if self.num_bad_epochs > self.patience:", "if self.num_bad_epochs >= self.patience:"),
-    # bad epochs during the cooldown still count (a hidden test catches it).
-    ('schedulers_plateau', "self.cooldown_counter -= 1\n            self.num_bad_epochs = 0", "self.cooldown_counter -= 1"),
-    # Only a hidden test catches this one: the cosine clamped at total instead of going on like PyTorch's.
-    ('schedulers_cosine', "math.cos(math.pi * t / self.total)", "math.cos(math.pi * min(t, self.total) / self.total)"),
+    (
+        "schedulers_plateau",
+        "if self.num_bad_epochs > self.patience:",
+        "if self.num_bad_epochs >= self.patience:",
+    ),
+    # bad epochs during the cooldown still count.
+    (
+        "schedulers_plateau",
+        "self.cooldown_counter -= 1\n            self.num_bad_epochs = 0",
+        "self.cooldown_counter -= 1",
+    ),
+    # mode="max" with an absolute threshold: the sign of the threshold copied from "min".
+    (
+        "schedulers_plateau",
+        "return metric > self.best + self.threshold",
+        "return metric > self.best - self.threshold",
+    ),
+    # min_lr ignored: the rate is cut below its floor.
+    (
+        "schedulers_plateau",
+        "new_lr = max(self.current_lr * self.factor, self.min_lr)",
+        "new_lr = self.current_lr * self.factor",
+    ),
+    # any cut is taken, however tiny (eps ignored).
+    (
+        "schedulers_plateau",
+        "if self.current_lr - new_lr > self.eps:",
+        "if new_lr < self.current_lr:",
+    ),
 ]
