@@ -5,12 +5,17 @@ from __future__ import annotations
 import copy
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import nbformat
 import pytest
+from course_support import call_cli
 
 from tinyflo.course.grading import grade, score_cell
+from tinyflo.course.instructor import gradebook_scores
 from tinyflo.course.kit import cached_tree, grading_notebook
 from tinyflo.course.notebooks import instructor_notebook, student_notebook
 
@@ -176,3 +181,72 @@ def test_a_failing_hidden_check_says_which_and_why_but_never_how(demo_module, tm
         "HiddenCheckFailed: hidden check 1 of 1 of task `demo_relu`: relu(-1.5) should be 0.0"
     )
     assert "assert relu(-1.5)" not in json.dumps(nbformat.v4.new_notebook(cells=source.cells))
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_grading_with_one_line(demo_module, tmp_path):
+    """Ctrl-C during `module test` stops it with one line and no traceback, and kills the kernel."""
+    workspace = tmp_path / "ws"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    env["TINYFLO_MODULES"] = str(demo_module.path.parent.parent)
+    command = [sys.executable, "-m", "tinyflo.cli", "module"]
+    subprocess.run([*command, "start", "demo", "--workspace", str(workspace)], env=env, check=True)
+    notebook = workspace / "00_demo" / "demo.ipynb"
+    looping = _with_code(
+        nbformat.read(notebook, as_version=4), "demo_square_code", "while True:\n    pass"
+    )
+    nbformat.write(looping, notebook)
+    grader = subprocess.Popen(
+        [*command, "test", "demo", "--workspace", str(workspace)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = time.monotonic()
+    while (
+        "grading" not in (grader.stdout.readline() or "grading") and time.monotonic() - started < 60
+    ):
+        pass
+    time.sleep(4)  # the kernel is in the loop by now
+    grader.send_signal(signal.SIGINT)
+    _, stderr = grader.communicate(timeout=30)
+    assert grader.returncode == 130, stderr
+    assert stderr.strip().splitlines() == [
+        "tinyflo module: stopped (Ctrl-C); nothing more was done"
+    ], stderr
+
+
+@pytest.mark.slow
+def test_a_loop_that_swallows_the_interrupt_does_not_hold_up_grading(demo_module, tmp_path, tree):
+    instructor = instructor_notebook(demo_module)
+    stubborn = "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass"
+    submission = _with_code(instructor, "demo_square_code", stubborn)
+    started = time.monotonic()
+    report = grade(submission, instructor, tmp_path, tree, timeout=3)
+    assert time.monotonic() - started < 3 + 5 + 20
+    square, relu = report.cells
+    assert square.error == "your code in cell `demo_square_code` ran past 3 s and was stopped"
+    assert relu.points == 0 and relu.error.startswith(
+        "not run: cell `demo_square_code` kept running"
+    )
+
+
+@pytest.mark.slow
+def test_nbgrader_stops_a_looping_kernel_and_grades_the_rest(demo_module, tmp_path):
+    """Through real nbgrader (`tinyflo course autograde`): a loop that swallows the interrupt is
+    stopped, reported against its cell, and grading ends as in the student loop."""
+    course = tmp_path / "course"
+    common = ["--dir", str(course), "--modules", str(demo_module.path.parent.parent)]
+    for action in ("build", "release"):
+        assert call_cli("course", action, *common)[0] == 0
+    stubborn = "while True:\n    try:\n        while True:\n            pass\n    except KeyboardInterrupt:\n        pass"
+    submission = _with_code(instructor_notebook(demo_module), "demo_relu_code", stubborn)
+    target = course / "submitted" / "s" / "00_demo" / "demo.ipynb"
+    target.parent.mkdir(parents=True)
+    nbformat.write(submission, target)
+    started = time.monotonic()
+    code, out = call_cli("course", "autograde", "--timeout", "3", *common)
+    assert code == 0 and time.monotonic() - started < 3 + 5 + 60, out
+    scores = {s.module: s for s in gradebook_scores(course)}
+    assert scores["00_demo"].by_id() == {"demo_square": 2, "demo_relu": 0}

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ from tinyflo.course.notebooks import graded_source, require
 
 DEFAULT_TIMEOUT = 60  # seconds per cell; a cell may ask for more: tinyflo={"timeout": 300}
 TIMEOUT_ERROR = "CellTimeoutError"
+KERNEL_STOPPED = "KernelStopped"  # the error of a cell that did not run: see StopsLoopingKernels
+INTERRUPT_GRACE = 5  # seconds a kernel has to answer after its cell was interrupted
 _CELL_FILE = re.compile(r"\(\d+\.py, line (\d+)\)")  # IPython's name for a cell's code
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -177,7 +180,7 @@ def execute(
         config.SandboxKernelManager.connection_file = os.path.join(scratch, "kernel.json")
         config.SandboxKernelManager.tree = str(tree)
         config.SandboxKernelManager.sandboxed = sandboxed
-        client = nbclient.NotebookClient(
+        client = _grading_client_class()(
             notebook,
             config=config,
             kernel_manager_class=kernel_manager_class(),
@@ -188,14 +191,13 @@ def execute(
             error_on_timeout={"ename": TIMEOUT_ERROR, "evalue": "", "traceback": []},
             extra_arguments=["--HistoryManager.hist_file=:memory:"],  # as nbgrader's Execute does
             resources={"metadata": {"path": str(workdir)}},
-            on_cell_executed=_record_unshown_error,
         )
         log_path = Path(scratch) / "kernel-stderr.txt"
         # The kernel's own stderr carries launcher noise (cell output comes separately), but
         # when the kernel dies its last line says why.
         with open(log_path, "wb") as log:
             try:
-                client.execute(stderr=log)
+                _execute_interruptibly(client, log)
             except nbclient.exceptions.DeadKernelError as error:
                 return f"the kernel died ({_last_line(log_path) or error})"
             except RuntimeError as error:
@@ -209,7 +211,92 @@ def execute(
     return None
 
 
-def _record_unshown_error(cell: Any, execute_reply: dict, **_: Any) -> None:
+def _execute_interruptibly(client: Any, log: Any) -> None:
+    """`client.execute()` in a worker thread, so that Ctrl-C reaches this one.
+
+    A SIGINT inside nbclient's event loop ends in a cancelled task and a traceback; here the
+    main thread catches it, kills the kernel (bubblewrap takes the sandbox with it) and
+    raises a plain KeyboardInterrupt, which the command line reports in one line.
+    """
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            client.execute(stderr=log)
+        except BaseException as error:  # handed to the main thread
+            failure.append(error)
+
+    worker = threading.Thread(target=run, name="tinyflo-grading", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.2)
+    except KeyboardInterrupt:
+        process = getattr(getattr(client.km, "provisioner", None), "process", None)
+        if process is not None:
+            process.kill()
+        worker.join(10)
+        raise KeyboardInterrupt from None
+    if failure:
+        raise failure[0]
+
+
+class StopsLoopingKernels:
+    """For a notebook client (ours, or nbgrader's Execute): after each cell, record an error the
+    cell hid; when a cell ran out of time and its kernel still does not answer a few seconds
+    after the interrupt (a loop that swallows KeyboardInterrupt), stop the kernel and report
+    every later cell as not run, instead of letting each wait out its own limit."""
+
+    stopped: str | None = None
+
+    async def on_cell_executed(self, cell: Any, execute_reply: dict, **_: Any) -> None:
+        _record_unshown_error(cell, execute_reply)
+        if self.stopped is not None:
+            # Only now: stopped while its cell was still awaited, nbclient would call the
+            # whole notebook's kernel dead.
+            process = getattr(getattr(self.km, "provisioner", None), "process", None)
+            if process is not None and process.poll() is None:
+                process.kill()
+
+    async def _async_handle_timeout(self, timeout: int, cell: Any = None) -> Any:
+        reply = await super()._async_handle_timeout(timeout, cell)  # interrupts the kernel
+        try:
+            await self.kc.kernel_info(reply=True, timeout=INTERRUPT_GRACE)
+        except Exception:
+            name = _nbgrader(cell).get("grade_id") or f"#{self.nb.cells.index(cell) + 1}"
+            self.stopped = (
+                f"not run: cell `{name}` kept running past its limit, so its kernel was stopped"
+            )
+            self.raise_on_iopub_timeout = False  # a looping kernel sends nothing more
+        return reply
+
+    async def async_execute_cell(
+        self, cell: Any, cell_index: int, *args: Any, **kwargs: Any
+    ) -> Any:
+        if self.stopped is None or cell.cell_type != "code":
+            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        nbformat = require("nbformat")
+        cell.outputs = [
+            nbformat.v4.new_output("error", ename=KERNEL_STOPPED, evalue=self.stopped, traceback=[])
+        ]
+        return cell
+
+    def execute_cell(self, *args: Any, **kwargs: Any) -> Any:
+        # nbconvert's ExecutePreprocessor (nbgrader's Execute) calls the synchronous form.
+        return require("jupyter_core.utils").run_sync(self.async_execute_cell)(*args, **kwargs)
+
+
+@functools.cache
+def _grading_client_class() -> type:
+    nbclient = require("nbclient")
+
+    class GradingClient(StopsLoopingKernels, nbclient.NotebookClient):
+        """nbclient's NotebookClient that stops a kernel which keeps looping."""
+
+    return GradingClient
+
+
+def _record_unshown_error(cell: Any, execute_reply: dict) -> None:
     """A cell whose reply is an error but that showed none (its code hid the traceback) fails.
 
     nbgrader's Execute does the same, so the two graders agree.
@@ -230,10 +317,14 @@ def _record_unshown_error(cell: Any, execute_reply: dict, **_: Any) -> None:
     )
 
 
+_KERNEL_BANNER = ("--existing", "To connect another client", "NOTE:", "To exit, ", "To read more")
+
+
 def _last_line(path: Path) -> str:
-    """The last non-blank line of a text file, or ''."""
+    """The last non-blank line of a kernel's log that is not its start-up banner, or ''."""
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    return next((line.strip() for line in reversed(lines) if line.strip()), "")
+    meaningful = (line.strip() for line in reversed(lines) if line.strip())
+    return next((line for line in meaningful if not line.startswith(_KERNEL_BANNER)), "")
 
 
 def _plain(text: str) -> str:
@@ -259,6 +350,8 @@ def _failure(cell: Any) -> str | None:
     """The first thing a student needs: the exception and their line, or what went to stderr."""
     for output in cell.get("outputs", []):
         if output.output_type == "error":
+            if output.ename == KERNEL_STOPPED:
+                return output.evalue
             if output.ename == "NotImplementedError" and not output.evalue.startswith("tinyflo."):
                 return "NotImplementedError: a solution is still the stub; write your code there"
             evalue = _CELL_FILE.sub(r"(line \1 of the cell)", output.evalue)
@@ -318,7 +411,7 @@ def _task_problems(cells: list[Any], timeout: int, course_ids: set[str]) -> dict
         if _timed_out(cell):
             limit = cell_timeout(cell, timeout)
             pending.append(f"your code in cell `{name}` ran past {limit} s and was stopped")
-        else:
+        elif not any(o.get("ename") == KERNEL_STOPPED for o in cell.get("outputs", [])):
             failure = _failure(cell)
             if failure and not failure.startswith("wrote to stderr"):
                 pending.append(f"your code in cell `{name}` failed: {failure}")
@@ -373,41 +466,8 @@ def grade(
     return GradeReport(tuple(results), sandboxed)
 
 
-@functools.cache
-def _restore_preprocessor() -> type:
-    preprocessors = require("nbgrader.preprocessors")
-    traitlets = require("traitlets")
-
-    class RestoreCourseCells(preprocessors.NbGraderPreprocessor):
-        """nbgrader's first step: the course's cells back in place (see restore_locked_cells)."""
-
-        source_dir = traitlets.Unicode("", help="the course's source/ folder").tag(config=True)
-
-        def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
-            from tinyflo.course.notebooks import read_notebook
-
-            info = resources["nbgrader"]
-            path = Path(self.source_dir) / info["assignment"] / f"{info['notebook']}.ipynb"
-            source = graded_source(read_notebook(path), info["notebook"])
-            return restore_locked_cells(nb, source), resources
-
-    return RestoreCourseCells
-
-
-def __getattr__(name: str) -> Any:
-    # nbgrader_config.py imports RestoreCourseCells; it is built on first use, so importing
-    # this file needs no nbgrader.
-    if name == "RestoreCourseCells":
-        return _restore_preprocessor()
-    if name == "ScrubHiddenChecks":
-        return _scrub_preprocessor()
-    raise AttributeError(name)
-
-
 def scrub_notebook(notebook: Any, lines: list[str]) -> Any:
     """Every output of `notebook` with hidden-check code replaced (see checks.scrub)."""
-    from tinyflo.course.checks import scrub
-
     if not lines:
         return notebook
     for cell in notebook.cells:
@@ -421,25 +481,3 @@ def scrub_notebook(notebook: Any, lines: list[str]) -> Any:
                 if isinstance(value, str) and kind.startswith("text/"):
                     output.data[kind] = scrub(value, lines)
     return notebook
-
-
-@functools.cache
-def _scrub_preprocessor() -> type:
-    preprocessors = require("nbgrader.preprocessors")
-    traitlets = require("traitlets")
-
-    class ScrubHiddenChecks(preprocessors.NbGraderPreprocessor):
-        """nbgrader's feedback step: no output shows a line of a hidden check."""
-
-        grading_dir = traitlets.Unicode("", help="the course's grading/ folder").tag(config=True)
-
-        def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
-            import json
-
-            from tinyflo.course.checks import secret_lines
-
-            path = Path(self.grading_dir) / resources["nbgrader"]["assignment"] / "checks.json"
-            checks = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-            return scrub_notebook(nb, secret_lines(checks)), resources
-
-    return ScrubHiddenChecks
