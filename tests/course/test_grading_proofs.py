@@ -141,16 +141,14 @@ def test_no_hidden_line_reaches_the_student(proof):
     """Neither `module test` nor nbgrader's feedback page shows a line of hidden checks, even
     to a submission that printed them (the print_checks cheat)."""
     solution, hidden = secret_lines(proof.module)
-    # Lines that are hidden code only: not also a solution's line (the reference shows those),
-    # nor anything the release itself shows.
+    # Lines that are hidden code only: not also a solution's (the reference shows those), nor
+    # anywhere in what the release itself shows.
     assert proof.nbgrader_release, proof.explain()
-    released = {
-        line.strip()
-        for _, source, _ in _cells(proof.nbgrader_release)
-        for line in source.splitlines()
-    }
+    released = "\n".join(source for _, source, _ in _cells(proof.nbgrader_release))
     hidden = {
-        line for line in hidden - solution - released if len(line) > 12 and not line.startswith("#")
+        line
+        for line in hidden - solution
+        if len(line) > 12 and not line.startswith("#") and line not in released
     }
     assert hidden, f"{proof.module.slug} has no hidden checks"
     for student in proof.students:
