@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -80,8 +81,6 @@ def _grading_notebook(path: Path, text: str, module: Module) -> tuple[Any, dict]
 
 def grading_notebook(module: Module) -> Any:
     """The instructor's notebook with each hidden region replaced by the checks' runner."""
-    import copy
-
     notebook, _ = _grading_notebook(module.path, module.path.read_text("utf-8"), module)
     return copy.deepcopy(notebook)
 
@@ -229,7 +228,11 @@ def cached_tree(
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{graded.slug}-", dir=target.parent))
-    build_tree(building, modules, graded, earlier, checks)
+    try:
+        build_tree(building, modules, graded, earlier, checks)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
     (building / "complete").write_text("")
     try:
         building.rename(target)
