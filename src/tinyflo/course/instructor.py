@@ -224,8 +224,8 @@ def autograde(
 ) -> None:
     """`nbgrader autograde` of the submissions in submitted/<student>/<module>/, sandboxed.
 
-    With `jobs` > 1, submissions are graded that many at a time, one nbgrader process each
-    (one student of one module), every kernel in a sandbox and with sockets of its own.
+    With `jobs` > 1, that many nbgrader processes run at a time, each grading a share of a
+    module's students, every kernel in a sandbox and with sockets of its own.
     """
     _require_built(course_dir, modules)
     if sandboxed and (problem := bwrap_works()):
@@ -266,20 +266,26 @@ def _autograde_in_parallel(
     env: dict[str, str],
     jobs: int,
 ) -> None:
-    """One `nbgrader autograde MODULE --student S` per submission, `jobs` at a time."""
+    """`jobs` nbgrader processes at a time, each grading its share of a module's students
+    (the others excluded), every kernel sandboxed with sockets of its own."""
     from concurrent.futures import ThreadPoolExecutor
 
-    pairs = [(slug, student) for slug, students in submitted.items() for student in students]
-    slots = [course_dir / GRADING_DIR / "run" / f"job-{n}" for n in range(jobs)]
-    for slot in slots:
+    shares = [
+        (slug, students[n::jobs], [s for i, s in enumerate(students) if i % jobs != n])
+        for slug, students in submitted.items()
+        for n in range(min(jobs, len(students)))
+    ]
+    free = [course_dir / GRADING_DIR / "run" / f"job-{n}" for n in range(jobs)]
+    for slot in free:
         slot.mkdir(parents=True, exist_ok=True)
-    free = list(slots)  # each job's kernel sockets in a folder of its own
 
-    def one(pair: tuple[str, str]) -> str | None:
-        slot = free.pop()
+    def one(share: tuple[str, list[str], list[str]]) -> str | None:
+        slug, mine, others = share
+        slot = free.pop()  # each running job's kernel sockets in a folder of its own
         try:
-            sockets = f"--KernelManager.ip={slot / 'kernel'}"
-            args = ["autograde", pair[0], "--student", pair[1], *force_flag, sockets]
+            args = ["autograde", slug, *force_flag, f"--KernelManager.ip={slot / 'kernel'}"]
+            if others:
+                args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
             for attempt in range(3):
                 try:
                     nbgrader(course_dir, *args, env=env)
@@ -287,18 +293,15 @@ def _autograde_in_parallel(
                 except CourseError as error:
                     # SQLite lets one writer at a time: a busy gradebook is worth another try.
                     if "database is locked" not in str(error) or attempt == 2:
-                        return f"{pair[1]}/{pair[0]}: {str(error).splitlines()[0]}"
+                        return f"{slug} ({', '.join(mine)}): {str(error).splitlines()[0]}"
             return None
         finally:
             free.append(slot)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        failures = [failure for failure in pool.map(one, pairs) if failure]
+        failures = [failure for failure in pool.map(one, shares) if failure]
     if failures:
-        raise CourseError(
-            f"{len(failures)} of {len(pairs)} submissions could not be graded:\n"
-            + "\n".join(failures)
-        )
+        raise CourseError("some submissions could not be graded:\n" + "\n".join(failures))
 
 
 def feedback(
