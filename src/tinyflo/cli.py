@@ -154,11 +154,14 @@ def _milestone(args: argparse.Namespace) -> int:
         milestone = milestones.find_milestone(args.name)
     except milestones.MilestoneError as error:
         raise CourseError(str(error)) from None
-    if checkout is None:
+    kit = Path(__file__).resolve().parent / "course" / "milestones"  # a student kit carries them
+    if checkout is None and not kit.is_dir():
         raise CourseError("the milestone notebooks live in a tinyflo checkout (milestones/ beside "
                           "pyproject.toml), and none was found here or above; clone the repository "
                           "and run `tinyflo milestone run` inside it")
-    script = milestone.path(checkout)
+    if args.record and checkout is None:
+        raise CourseError("--record keeps the full run with a checkout's milestones/results/")
+    script = milestone.path(checkout) if checkout else kit / milestone.slug / f"{milestone.name}.py"
     if not script.is_file():
         raise CourseError(f"{script} is missing from this checkout")
     env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")

@@ -164,6 +164,10 @@ def require(modules: list[str] | tuple[str, ...]) -> str:
     if unknown:
         raise MilestoneError(f"require: unknown module(s) {unknown}; expected names like {list(MODULE_FILES)[:2]}")
     workspace = os.environ.get("TINYFLO_WORKSPACE")
+    if not workspace and (Path(__file__).resolve().parent / "course" / "release").is_dir():
+        raise MilestoneError("this tinyflo is a student kit: every graded part is yours to write, so a "
+                             "milestone runs on your completed modules; set TINYFLO_WORKSPACE to your "
+                             "workspace (e.g. export TINYFLO_WORKSPACE=$PWD/workspace)")
     if not workspace:
         print(f"modules {', '.join(modules)}: the reference package (set TINYFLO_WORKSPACE to run on your own)")
         return "reference"

@@ -121,6 +121,13 @@ def test_the_student_loop_runs_from_the_kit(kit, tmp_path):
     )
     done = _tinyflo(site, home, "module", "test", "02")
     assert done.returncode == 0, done.stdout + done.stderr
+    # Milestones come with the kit and run on the student's own modules, or say what is missing.
+    alone = _tinyflo(site, home, "milestone", "run", "perceptron", "--quick")
+    assert alone.returncode != 0 and "student kit" in alone.stdout + alone.stderr
+    workspace = {"PYTHONPATH": str(site), "TINYFLO_WORKSPACE": str(home / "workspace")}
+    mine = run_cli("milestone", "run", "perceptron", "--quick", cwd=home, env=workspace)
+    assert mine.returncode != 0, mine.stdout
+    assert "03_layers" in mine.stdout + mine.stderr and "tinyflo module" in mine.stdout + mine.stderr
 
 
 def _free_port() -> int:

@@ -251,6 +251,9 @@ def autograde(
     grading_env = {TIMEOUT_VARIABLE: str(timeout), NO_SANDBOX_VARIABLE: "0" if sandboxed else "1"}
     force_flag = ["--force"] if force else []
     if jobs == 1:
+        # Connection files beside the sockets: the only folder a grading kernel may write in
+        # besides its own (see tinyflo.course.sandbox).
+        grading_env["JUPYTER_RUNTIME_DIR"] = str(course_dir / GRADING_DIR / "run")
         nbgrader(course_dir, "autograde", assignment, *force_flag, env=grading_env)
     else:
         _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs)
@@ -288,7 +291,7 @@ def _autograde_in_parallel(
                 args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
             for attempt in range(3):
                 try:
-                    nbgrader(course_dir, *args, env=env)
+                    nbgrader(course_dir, *args, env=env | {"JUPYTER_RUNTIME_DIR": str(slot)})
                     return None
                 except CourseError as error:
                     # SQLite lets one writer at a time: a busy gradebook is worth another try.

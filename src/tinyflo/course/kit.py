@@ -345,6 +345,20 @@ def write_wheel(out: Path, package: Path, version: str) -> Path:
     return wheel
 
 
+MILESTONES_DIR = "milestones"  # in a kit's tinyflo/course/: the milestone notebooks
+
+
+def _copy_milestones(modules: list[Module], target: Path) -> None:
+    """The checkout's milestone notebooks (percent files, not their recorded results)."""
+    source = modules[0].path.parents[2] / "milestones" if modules else None
+    if source is None or not source.is_dir():
+        return
+    for script in sorted(source.glob("[0-9][0-9]_*/*.py")):
+        destination = target / script.parent.name / script.name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(script, destination)
+
+
 def kit_readme(wheel: str) -> str:
     """The README of a student kit: the one command that installs it, and the loop."""
     return (
@@ -356,7 +370,8 @@ def kit_readme(wheel: str) -> str:
         "    tinyflo module start 01        # writes workspace/01_tensor/tensor.ipynb\n"
         "    jupyter lab workspace/         # fill in the YOUR CODE HERE cells\n"
         "    tinyflo module test 01         # runs the tests you can see, points per task\n"
-        "    tinyflo module complete 01     # tests, then makes your code the package's\n\n"
+        "    tinyflo module complete 01     # tests, then makes your code the package's\n"
+        "    TINYFLO_WORKSPACE=$PWD/workspace tinyflo milestone run perceptron\n\n"
         "The package in this kit has every graded part of every module left for you to\n"
         "write, exactly as in the notebooks: later modules and milestones run on the\n"
         "modules you completed (`export TINYFLO_WORKSPACE=$PWD/workspace`).\n"
@@ -397,6 +412,7 @@ def build_student_kit(out: Path, modules: list[Module], version: str | None = No
                 / module.path.with_suffix(".ipynb").name,
             )
         (package / "core" / "__init__.py").write_text(render_init("core", produced))
+        _copy_milestones(modules, package / "course" / MILESTONES_DIR)
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
