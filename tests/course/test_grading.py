@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -18,6 +20,9 @@ from tinyflo.course.grading import grade, score_cell
 from tinyflo.course.instructor import gradebook_scores
 from tinyflo.course.kit import cached_tree, grading_notebook
 from tinyflo.course.notebooks import instructor_notebook, student_notebook
+from tinyflo.course.source import discover_modules
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -250,3 +255,73 @@ def test_nbgrader_stops_a_looping_kernel_and_grades_the_rest(demo_module, tmp_pa
     assert code == 0 and time.monotonic() - started < 3 + 5 + 60, out
     scores = {s.module: s for s in gradebook_scores(course)}
     assert scores["00_demo"].by_id() == {"demo_square": 2, "demo_relu": 0}
+
+
+PROBE = """
+import json, os, socket, sys
+seen = {"repository": any(os.path.exists(os.path.join(REPO, p)) for p in ("src", "modules")), "marker": os.path.exists(MARKER)}
+seen["home"] = sorted(os.listdir(os.path.expanduser("~"))) if os.path.isdir(os.path.expanduser("~")) else []
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2)
+    seen["network"] = True
+except OSError:
+    seen["network"] = False
+seen["tinyflo_dists"] = [p for d in sys.path if os.path.isdir(d) for p in os.listdir(d) if "tinyflo" in p.lower()]
+try:
+    import tinyflo.core.tensor as t
+    t.Tensor([1.0])
+    seen["working_tensor"] = True
+except (NotImplementedError, ImportError):  # hollow, or not in this course at all
+    seen["working_tensor"] = False
+json.dump(seen, open("probe.json", "w"))
+"""
+
+
+def _probe(repo, marker) -> str:
+    return f"REPO, MARKER = {str(repo)!r}, {str(marker)!r}\n{PROBE}"
+
+
+def _assert_sandboxed(seen: dict) -> None:
+    assert seen["repository"] is False and seen["marker"] is False, seen
+    assert seen["network"] is False, seen
+    assert seen["tinyflo_dists"] == ["tinyflo"], seen  # the grading tree's package, nothing else
+    assert seen["home"] == [], seen
+
+
+@pytest.fixture
+def marker():
+    """A file in the real /tmp, which no grading kernel may see."""
+    with tempfile.NamedTemporaryFile(prefix="tinyflo-probe-", dir="/tmp") as handle:
+        yield Path(handle.name)
+
+
+@pytest.mark.slow
+def test_the_grading_kernel_sees_no_repository_tmp_network_or_reference(
+    demo_module, tmp_path, marker
+):
+    """What `module test` runs a notebook in: checked from inside, by a student's cell."""
+    instructor = instructor_notebook(demo_module)
+    submission = copy.deepcopy(instructor)
+    submission.cells.insert(2, nbformat.v4.new_code_cell(_probe(ROOT, marker)))
+    modules = discover_modules(ROOT / "modules")  # module 01 graded: its package copy is hollow
+    grade(submission, instructor, tmp_path, cached_tree(modules, modules[0]), timeout=60)
+    _assert_sandboxed(json.loads((tmp_path / "probe.json").read_text()))
+
+
+@pytest.mark.slow
+def test_nbgraders_kernels_are_sandboxed_too(demo_module, tmp_path, marker):
+    """The same probe through real nbgrader: the kernelspec `course build` writes is the sandbox."""
+    course = tmp_path / "course"
+    common = ["--dir", str(course), "--modules", str(demo_module.path.parent.parent)]
+    for action in ("build", "release"):
+        assert call_cli("course", action, *common)[0] == 0
+    submission = instructor_notebook(demo_module)
+    submission.cells.insert(2, nbformat.v4.new_code_cell(_probe(ROOT, marker)))
+    target = course / "submitted" / "s" / "00_demo" / "demo.ipynb"
+    target.parent.mkdir(parents=True)
+    nbformat.write(submission, target)
+    code, out = call_cli("course", "autograde", *common)
+    assert code == 0, out
+    _assert_sandboxed(
+        json.loads((course / "autograded" / "s" / "00_demo" / "probe.json").read_text())
+    )

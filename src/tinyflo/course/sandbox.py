@@ -241,7 +241,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trees", help="a folder of grading trees, one per module; the module is the cwd's name"
     )
-    parser.add_argument("--scratch", help="a read-write folder the kernel needs (its sockets)")
     parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
     parser.add_argument("-f", dest="connection_file", required=True)
     args, kernel_args = parser.parse_known_args(argv)  # the rest goes to the kernel
@@ -253,14 +252,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no grading tree for module {workdir.name!r} at {tree}", file=sys.stderr)
         return 2
     connection = Path(args.connection_file).resolve()
-    scratch = Path(args.scratch).resolve() if args.scratch else connection.parent
-    writable = [scratch]
     sockets = _socket_folder(connection)
-    if sockets is not None and sockets != scratch:
-        writable.append(sockets)
-    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", str(connection), *kernel_args]
+    if sockets is None or sockets in (Path("/"), Path("/tmp"), Path.home()) or sockets in workdir.parents:
+        print(
+            "cannot start the grading sandbox: its kernel must talk over Unix sockets (transport "
+            f"ipc) in a folder of their own; got {sockets or 'another transport'}",
+            file=sys.stderr,
+        )
+        return 2
+    # The one folder the kernel may write in besides its own: its sockets' (the connection
+    # file is copied there; the folder a client put it in, often /tmp, stays out of reach).
+    private = sockets / connection.name
+    if private != connection:
+        shutil.copyfile(connection, private)
+    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", str(private), *kernel_args]
     try:
-        command, env = sandbox_command(tree, workdir, writable, kernel, not args.no_sandbox)
+        command, env = sandbox_command(tree, workdir, [sockets], kernel, not args.no_sandbox)
     except SandboxError as error:
         print(f"cannot start the grading sandbox: {error}", file=sys.stderr)
         return 2
