@@ -13,6 +13,7 @@ import atexit
 import copy
 import dataclasses
 import functools
+import json
 import os
 import re
 import sys
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinyflo.course.checks import scrub
+from tinyflo.course.checks import scrub, secret_lines
 from tinyflo.course.notebooks import graded_source, require
+from tinyflo.course.sandbox import CHECKS_NAME
 
 DEFAULT_TIMEOUT = 60  # seconds per cell; a cell may ask for more: tinyflo={"timeout": 300}
 TIMEOUT_ERROR = "CellTimeoutError"
@@ -211,6 +213,13 @@ def execute(
     return None
 
 
+def _kill_kernel(km: Any) -> None:
+    """Kill a kernel's process (in the sandbox: bubblewrap, which takes the kernel with it)."""
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    if process is not None and process.poll() is None:
+        process.kill()
+
+
 def _execute_interruptibly(client: Any, log: Any) -> None:
     """`client.execute()` in a worker thread, so that Ctrl-C reaches this one.
 
@@ -232,9 +241,7 @@ def _execute_interruptibly(client: Any, log: Any) -> None:
         while worker.is_alive():
             worker.join(0.2)
     except KeyboardInterrupt:
-        process = getattr(getattr(client.km, "provisioner", None), "process", None)
-        if process is not None:
-            process.kill()
+        _kill_kernel(client.km)
         worker.join(10)
         raise KeyboardInterrupt from None
     if failure:
@@ -254,9 +261,7 @@ class StopsLoopingKernels:
         if self.stopped is not None:
             # Only now: stopped while its cell was still awaited, nbclient would call the
             # whole notebook's kernel dead.
-            process = getattr(getattr(self.km, "provisioner", None), "process", None)
-            if process is not None and process.poll() is None:
-                process.kill()
+            _kill_kernel(self.km)
 
     async def _async_handle_timeout(self, timeout: int, cell: Any = None) -> Any:
         reply = await super()._async_handle_timeout(timeout, cell)  # interrupts the kernel
@@ -390,7 +395,7 @@ def _task_problems(cells: list[Any], timeout: int, course_ids: set[str]) -> dict
     """What went wrong in the student's code cells before each grade cell, against its task."""
     problems: dict[str, str] = {}
     pending: list[str] = []
-    for cell in cells:
+    for number, cell in enumerate(cells, start=1):
         meta = _nbgrader(cell)
         if meta.get("grade"):
             if pending:
@@ -407,7 +412,7 @@ def _task_problems(cells: list[Any], timeout: int, course_ids: set[str]) -> dict
             continue
         if not (_is_solution(cell) or cell.get("id") not in course_ids):
             continue  # given code: its errors follow from the student's, reported there
-        name = meta.get("grade_id") or f"#{cells.index(cell) + 1} (a cell you added)"
+        name = meta.get("grade_id") or f"#{number} (a cell you added)"
         if _timed_out(cell):
             limit = cell_timeout(cell, timeout)
             pending.append(f"your code in cell `{name}` ran past {limit} s and was stopped")
@@ -418,13 +423,9 @@ def _task_problems(cells: list[Any], timeout: int, course_ids: set[str]) -> dict
     return problems
 
 
-def _tree_secrets(tree: Path) -> list[str]:
+def tree_secrets(tree: Path) -> list[str]:
     """The hidden-check lines of a grading tree, to scrub from what the student reads."""
-    import json
-
-    from tinyflo.course.checks import secret_lines
-
-    path = tree / "checks.json"
+    path = tree / CHECKS_NAME
     return secret_lines(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else []
 
 
@@ -449,7 +450,7 @@ def grade(
         _nbgrader(cell)["grade_id"]: cell for cell in notebook.cells if _nbgrader(cell).get("grade")
     }
     results = []
-    hidden = _tree_secrets(tree)
+    hidden = tree_secrets(tree)
     for cell in graded.cells:
         meta = _nbgrader(cell)
         if not meta.get("grade"):

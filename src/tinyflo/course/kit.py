@@ -217,9 +217,11 @@ def cached_tree(
     checks: bool = True,
 ) -> Path:
     """A grading tree for `graded`, built once per distinct content of everything in it."""
+    # Each earlier module's code, computed once: it names the tree and then fills it.
+    before = {m.slug: earlier(m) for m in modules if m.number < graded.number}
     parts = [str(graded.number), str(checks)]
     for module in modules:
-        parts.append(earlier(module) if module.number < graded.number else module.path.read_text())
+        parts.append(before[module.slug] if module.slug in before else module.path.read_text())
     for path in sorted(PACKAGE_ROOT.rglob("*.py")):
         if path.parent != PACKAGE_ROOT / "core":
             parts.append(path.read_bytes())
@@ -229,7 +231,7 @@ def cached_tree(
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{graded.slug}-", dir=target.parent))
     try:
-        build_tree(building, modules, graded, earlier, checks)
+        build_tree(building, modules, graded, lambda module: before[module.slug], checks)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise

@@ -14,15 +14,18 @@ Only nbgrader imports this file, so it may import nbgrader.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Unicode
 
-from tinyflo.course.checks import secret_lines
-from tinyflo.course.grading import StopsLoopingKernels, restore_locked_cells, scrub_notebook
+from tinyflo.course.grading import (
+    StopsLoopingKernels,
+    restore_locked_cells,
+    scrub_notebook,
+    tree_secrets,
+)
 from tinyflo.course.notebooks import graded_source, read_notebook
 
 
@@ -48,6 +51,5 @@ class ScrubHiddenChecks(NbGraderPreprocessor):
     grading_dir = Unicode("", help="the course's grading/ folder").tag(config=True)
 
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
-        path = Path(self.grading_dir) / resources["nbgrader"]["assignment"] / "checks.json"
-        checks = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        return scrub_notebook(nb, secret_lines(checks)), resources
+        tree = Path(self.grading_dir) / resources["nbgrader"]["assignment"]
+        return scrub_notebook(nb, tree_secrets(tree)), resources

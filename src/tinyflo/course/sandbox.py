@@ -145,8 +145,9 @@ def filesystem_arguments(tree: Path, workdir: Path, writable: list[Path]) -> lis
     # Every site-packages the bound trees hold, less tinyflo: a tmpfs over it, then each
     # other entry bound back. This also hides an editable install's path file.
     for folder in _package_dirs([*map(str, roots), "/usr"]):
-        kept = [entry for entry in sorted(folder.iterdir()) if not _is_tinyflo(entry)]
-        if len(kept) == len(list(folder.iterdir())):
+        entries = sorted(folder.iterdir())
+        kept = [entry for entry in entries if not _is_tinyflo(entry)]
+        if len(kept) == len(entries):
             continue
         args += ["--tmpfs", str(folder)]
         for entry in kept:
@@ -253,7 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     connection = Path(args.connection_file).resolve()
     sockets = _socket_folder(connection)
-    if sockets is None or sockets in (Path("/"), Path("/tmp"), Path.home()) or sockets in workdir.parents:
+    if (
+        sockets is None
+        or sockets in (Path("/"), Path("/tmp"), Path.home())
+        or sockets in workdir.parents
+    ):
         print(
             "cannot start the grading sandbox: its kernel must talk over Unix sockets (transport "
             f"ipc) in a folder of their own; got {sockets or 'another transport'}",
