@@ -75,7 +75,7 @@ import numpy as np
 from tinyflo.core.autograd import no_grad
 from tinyflo.core.optim import _host, _is_array, _validate_state_dict
 from tinyflo.core.tensor import ShapeError, Tensor, _cupy, _Generators, as_device
-from tinyflo.core.training import Callback
+from tinyflo.core.training import Callback, CheckpointIO, register_plugin
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import sys
@@ -1396,6 +1396,31 @@ try:
 except CheckpointError as err:
     assert "scaler" in str(err), f"the error must name the scaler; got {err}"
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ## The Trainer's checkpoint plug-in
+#
+# Module 08's Trainer saves and loads through a checkpoint plug-in:
+# `trainer.save_checkpoint(path)` and `trainer.load_checkpoint(path)` call
+# this module's `save_checkpoint(path, trainer=...)` and
+# `load_checkpoint(path, trainer=...)` once it is registered as the
+# Trainer's `"checkpoint"` plug-in. (With data parallelism, the strategy
+# plug-in of module 12 decides which process writes and makes the replicas
+# agree after a load.)
+
+# %%
+#| export
+class SafetensorsCheckpoints(CheckpointIO):
+    """The Trainer's checkpoint plug-in: the complete training state in one safetensors file."""
+
+    def save(self, trainer: Any, path: str | os.PathLike, **options: Any) -> Path:
+        return save_checkpoint(path, trainer=trainer, **options)
+
+    def load(self, trainer: Any, path: str | os.PathLike, **options: Any) -> LoadReport:
+        return load_checkpoint(path, trainer=trainer, **options)
+
+
+register_plugin("checkpoint", SafetensorsCheckpoints)
 
 # %% [markdown]
 # ## How big is a checkpoint?

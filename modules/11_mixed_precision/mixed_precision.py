@@ -62,6 +62,7 @@ sys.modules["tinyflo.core.amp"] = None
 # %%
 #| export
 from tinyflo.core.autograd import no_grad
+from tinyflo.core.training import Precision, register_plugin
 from tinyflo.core.tensor import (
     AutocastMode,
     Function,
@@ -808,13 +809,81 @@ print("float16, GradScaler", _rescued)
 assert not _unscaled.any() and np.allclose(_rescued, _exact, rtol=2e-2)
 
 # %% [markdown]
+# ## The Trainer's precision plug-in
+#
+# Module 08's Trainer calls a precision plug-in at fixed points of its loop:
+# around every forward, for the backward, before clipping (unscale), for the
+# step, and after it (update). `MixedPrecision` fills them with what this
+# module built, and registers itself as the Trainer's `"amp"` plug-in, so
+# `Trainer(..., amp="float16")` means `plugins=[MixedPrecision("float16")]`.
+# Give it your own scaler with `MixedPrecision("float16", scaler=GradScaler(...))`;
+# the Trainer's `trainer.scaler` is this plug-in's, and checkpoints save it.
+# The loop you wrote in module 08 does not change.
+#
+# Overflowed gradients are expected now and then under a GradScaler (it
+# skips that step and lowers the scale), so NumPy's overflow warnings are
+# silenced while the gradients are handled, and the Trainer's guard leaves
+# overflowed gradients to the scaler (`skips_nonfinite`).
+
+# %%
+#| export
+class MixedPrecision(Precision):
+    """The Trainer's mixed-precision plug-in: autocast around every forward, a GradScaler for float16."""
+
+    def __init__(self, dtype: str = "float16", scaler: GradScaler | None = None) -> None:
+        if dtype not in ("float16", "bfloat16"):
+            raise ValueError(f"MixedPrecision got dtype={dtype!r}; expected 'float16' or 'bfloat16'")
+        if scaler is not None and not isinstance(scaler, GradScaler):
+            raise TypeError(f"MixedPrecision got scaler={type(scaler).__name__}; expected a GradScaler or None")
+        autocast(dtype)  # fails now, not at the first batch, when bfloat16 has no ml_dtypes to run on
+        self.dtype = dtype
+        # float16 gradients underflow without loss scaling; bfloat16 has float32's range and needs none
+        self.scaler = GradScaler() if scaler is None and dtype == "float16" else scaler
+
+    def __repr__(self) -> str:
+        return f"MixedPrecision({self.dtype!r}, scaler={self.scaler!r})"
+
+    @property
+    def skips_nonfinite(self) -> bool:
+        return self.scaler is not None and self.scaler.is_enabled()
+
+    def forward_context(self) -> autocast:
+        return autocast(self.dtype)
+
+    def gradient_context(self) -> Any:
+        return np.errstate(over="ignore", invalid="ignore") if self.skips_nonfinite else super().gradient_context()
+
+    def backward(self, loss: Tensor, backward: Callable[[Tensor], None]) -> None:
+        if self.scaler is None:
+            backward(loss)
+            return
+        with np.errstate(over="ignore", invalid="ignore"):  # a scaled float16 backward may overflow on purpose
+            backward(self.scaler.scale(loss))
+
+    def unscale(self, optimizer: Any) -> None:
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
+
+    def step(self, optimizer: Any) -> None:
+        if self.scaler is None:
+            optimizer.step()
+        else:
+            self.scaler.step(optimizer)  # a skipped step still counts as a step, as in PyTorch
+
+    def update(self) -> None:
+        if self.scaler is not None:
+            self.scaler.update()
+
+
+register_plugin("amp", MixedPrecision)
+
+# %% [markdown]
 # ## Training in float16 (and what it costs on a CPU)
 #
 # The whole recipe, written out: the model and the loss under autocast,
-# then scale → backward → unscale → clip → step → update. (Module 08's
-# Trainer does exactly this when you pass `amp="float16"`; its own
-# `GradScaler` is `trainer.scaler`, and checkpoints save it.) A few epochs
-# of the digits MLP in float32 and in float16, same seed, same recipe:
+# then scale → backward → unscale → clip → step → update — what
+# `MixedPrecision` does inside the Trainer. A few epochs of the digits MLP
+# in float32 and in float16, same seed, same recipe:
 
 # %%
 def _digits_accuracy(amp: str | None, epochs: int = 3) -> float:

@@ -49,14 +49,16 @@
 #| export
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
+from tinyflo.core.training import Strategy, register_plugin
 from tinyflo.core.tensor import (
     Device,
     DeviceError,
@@ -1002,17 +1004,111 @@ print("replicas bit-identical:", all(np.array_equal(a.numpy(), b.numpy())
                                      for r in _dp.replicas[1:] for a, b in zip(_dp.module.parameters(), r.parameters())))
 
 # %% [markdown]
-# ### The Trainer takes `group=`
+# ### The Trainer's data-parallel plug-in
 #
-# Module 08's Trainer does the same when given a group: its helpers shard
-# every batch over the replicas (`compute_loss`), all-reduce the gradients
-# before clipping (and before a GradScaler unscales them, so that every rank
-# skips the same overflowing steps), schedule and step every replica's
-# optimizer. Your `train_epoch` loop is unchanged. `trainer.model` is
-# replica 0, which checkpoints save; under `mpi`/`nccl` only rank 0 writes
-# the file while the others wait (all of them raise if the write fails, so
-# none waits forever), and the epoch loss is summed over the ranks' shares. `Trainer(..., group=group,
-# local_sgd=LocalSGD(period=k))` selects local SGD.
+# Module 08's Trainer calls a strategy plug-in at fixed points of its loop.
+# `DataParallelStrategy` fills them with a `DataParallel`: the forward shards
+# every batch over the replicas (`step_loss`), the gradients are
+# all-reduced before the precision plug-in unscales them and before the
+# guard and clipping (so every rank skips the same overflowing steps and
+# sees the same non-finite ones), every replica's optimizer is scheduled
+# and stepped, and the epoch loss is summed over the ranks' shares.
+# `trainer.model` is replica 0, which checkpoints save; under `mpi`/`nccl`
+# only rank 0 writes the file while the others wait, and all of them raise
+# if the write fails, so none waits forever. It registers itself as the
+# Trainer's `"group"` plug-in: `Trainer(..., group=group)` means
+# `plugins=[DataParallelStrategy(group)]`, and
+# `plugins=[DataParallelStrategy(group, local_sgd=LocalSGD(period=k))]`
+# selects local SGD (below). Your `train_epoch` loop is unchanged.
+
+# %%
+#| export
+@contextlib.contextmanager
+def _fails_on_every_rank(group: ProcessGroup, message: str) -> Iterator[None]:
+    """Run the block; then the processes agree (one all-reduce of a flag, also a barrier) whether all got
+    through it: one whose block raised re-raises its error, the others raise RuntimeError(message) —
+    rather than waiting forever for a process that left. ``local``: one process, nothing to agree on."""
+    if len(group.local_ranks) == group.world_size:
+        yield
+        return
+
+    def anyone_failed(failed: int) -> bool:
+        dev = group.devices[0]
+        with dev:
+            flag = dev.xp.asarray([failed], dtype=np.int32)
+        group.all_reduce(flag)
+        return bool(int(flag[0]))
+
+    try:
+        yield
+    except BaseException:
+        anyone_failed(1)
+        raise
+    if anyone_failed(0):
+        raise RuntimeError(f"{message} (the error is in that rank's output)")
+
+
+class DataParallelStrategy(Strategy):
+    """The Trainer's data-parallel plug-in: one replica per rank of ``group``, the gradients all-reduced."""
+
+    def __init__(self, group: ProcessGroup, local_sgd: LocalSGD | None = None) -> None:
+        if not isinstance(group, ProcessGroup):
+            raise TypeError(f"DataParallelStrategy got group={type(group).__name__}; expected a process group "
+                            "from init_process_group(...)")
+        if local_sgd is not None and not isinstance(local_sgd, LocalSGD):
+            raise TypeError(f"DataParallelStrategy got local_sgd={local_sgd!r}; expected LocalSGD(period=k) or None")
+        self.group, self.local_sgd = group, local_sgd
+        self.parallel: DataParallel | None = None
+
+    def __repr__(self) -> str:
+        return f"DataParallelStrategy({self.group!r}, local_sgd={self.local_sgd!r})"
+
+    def setup(self, trainer: Any) -> None:
+        self.parallel = DataParallel(trainer.model, self.group, trainer.optimizer, local_sgd=self.local_sgd)
+        self.model, self.optimizers = trainer.model, self.parallel.optimizers
+
+    @property
+    def param_lists(self) -> list[list[Tensor]]:
+        return [list(replica.parameters()) for replica in self.parallel.replicas]
+
+    def train(self, mode: bool = True) -> None:
+        self.parallel.train(mode)
+
+    def forward(self, trainer: Any, x: Tensor, y: Tensor, training: bool) -> tuple[Tensor | None, Tensor]:
+        if not training:  # evaluation: replica 0 on the whole batch
+            return super().forward(trainer, x, y, training)
+        return None, self.parallel.step_loss(x, y, trainer.loss_fn)  # the outputs stay on their replicas
+
+    def backward(self, loss: Tensor) -> None:
+        self.parallel.backward(loss)
+
+    def zero_grad(self) -> None:
+        self.parallel.zero_grad()
+
+    def reduce_gradients(self) -> None:
+        self.parallel.reduce_gradients()
+
+    def after_step(self) -> None:
+        self.parallel.after_step()  # local SGD's average when due, or rank 0's buffers
+
+    def total(self, value: float) -> float:
+        return self.parallel.total_loss(value)
+
+    def on_main(self, fn: Callable[[], Any], what: str) -> Any:
+        result = None
+        with _fails_on_every_rank(self.group, what):
+            if self.group.is_main:
+                result = fn()
+        return result
+
+    def everywhere(self, fn: Callable[[], Any], what: str) -> Any:
+        with _fails_on_every_rank(self.group, what):  # mpi/nccl: every process reads the file; if one cannot, all stop
+            result = fn()
+        self.parallel.sync()  # the other replicas become what replica 0 loaded
+        return result
+
+
+register_plugin("group", DataParallelStrategy)
 
 # %%
 from tinyflo.core.training import Trainer  # noqa: E402

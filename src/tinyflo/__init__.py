@@ -28,14 +28,15 @@ _PUBLIC = {
         "DataLoader", "Dataset", "Rng", "Subset", "TensorDataset", "default_collate", "random_split",
     ),
     "tinyflo.core.training": (
-        "BestModel", "Callback", "CheckpointEvery", "EarlyStopping", "History", "Monitor", "Trainer",
-        "Trend", "clip_grad_norm", "clip_grad_value",
+        "BestModel", "Callback", "CheckpointEvery", "CheckpointIO", "EarlyStopping", "History", "Monitor",
+        "Precision", "RunningLoss", "Strategy", "Trainer", "Trend", "clip_grad_norm", "clip_grad_value",
+        "register_plugin",
     ),
     "tinyflo.core.checkpoints": (
         "CheckpointError", "CheckpointManager", "LoadReport", "ModelCheckpoint", "load_checkpoint",
-        "save_checkpoint", "structural_hash",
+        "SafetensorsCheckpoints", "save_checkpoint", "structural_hash",
     ),
-    "tinyflo.core.amp": ("GradScaler", "autocast", "cast_parameters"),
+    "tinyflo.core.amp": ("GradScaler", "MixedPrecision", "autocast", "cast_parameters"),
     "tinyflo.core.autograd": (
         "GradcheckError", "backward", "enable_grad", "gradcheck", "is_grad_enabled", "no_grad",
         "set_grad_enabled",
@@ -44,6 +45,10 @@ _PUBLIC = {
 _SOURCE = {name: (module, name) for module, names in _PUBLIC.items() for name in names}
 _SOURCE["device"] = ("tinyflo.core.tensor", "as_device")  # tinyflo.device("cuda:0"), as in torch
 
+
+# The Trainer's plug-ins (checkpoints, mixed precision, data parallelism) register themselves when
+# their modules load: load them with the Trainer, so `Trainer(amp="float16")` works on its own.
+_PLUGIN_MODULES = ("tinyflo.core.checkpoints", "tinyflo.core.amp", "tinyflo.core.distributed")
 
 _SUBMODULES = ("nn", "optim", "datasets", "models", "distributed")  # tinyflo.nn.Linear works without `import tinyflo.nn`
 
@@ -55,6 +60,9 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'tinyflo' has no attribute {name!r}")
     module, attribute = _SOURCE[name]
     value = getattr(importlib.import_module(module), attribute)
+    if module == "tinyflo.core.training":
+        for plugin in _PLUGIN_MODULES:
+            importlib.import_module(plugin)
     globals()[name] = value
     return value
 

@@ -2,11 +2,13 @@
 
 ``init_process_group("local", world_size=4)`` gives four replicas in one process (notebooks,
 CI); ``tinyflo launch -n 2 --backend mpi script.py`` runs a script once per rank, and inside it
-``init_process_group()`` finds its rank. ``Trainer(..., group=group)`` trains data parallel.
+``init_process_group()`` finds its rank. ``Trainer(..., group=group)`` trains data parallel
+(``plugins=[DataParallelStrategy(group, local_sgd=LocalSGD(k))]`` with local SGD).
 """
 
 from tinyflo.core.distributed import (
     DataParallel,
+    DataParallelStrategy,
     LocalGroup,
     LocalSGD,
     MPIGroup,
@@ -20,6 +22,6 @@ from tinyflo.core.distributed import (
 )
 
 __all__ = [
-    "DataParallel", "LocalGroup", "LocalSGD", "MPIGroup", "NCCLGroup", "ProcessGroup",
+    "DataParallel", "DataParallelStrategy", "LocalGroup", "LocalSGD", "MPIGroup", "NCCLGroup", "ProcessGroup",
     "all_reduce_gradients", "average_parameters", "init_process_group", "ring_all_reduce", "shard_bounds",
 ]

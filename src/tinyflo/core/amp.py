@@ -10,6 +10,7 @@ import numpy as np
 
 
 from tinyflo.core.autograd import no_grad
+from tinyflo.core.training import Precision, register_plugin
 from tinyflo.core.tensor import (
     AutocastMode,
     Function,
@@ -302,3 +303,54 @@ def _update_scale(scale: float, growth_tracker: int, found_inf: bool, growth_fac
     if growth_tracker == growth_interval:
         return scale * growth_factor, 0
     return scale, growth_tracker
+
+
+class MixedPrecision(Precision):
+    """The Trainer's mixed-precision plug-in: autocast around every forward, a GradScaler for float16."""
+
+    def __init__(self, dtype: str = "float16", scaler: GradScaler | None = None) -> None:
+        if dtype not in ("float16", "bfloat16"):
+            raise ValueError(f"MixedPrecision got dtype={dtype!r}; expected 'float16' or 'bfloat16'")
+        if scaler is not None and not isinstance(scaler, GradScaler):
+            raise TypeError(f"MixedPrecision got scaler={type(scaler).__name__}; expected a GradScaler or None")
+        autocast(dtype)  # fails now, not at the first batch, when bfloat16 has no ml_dtypes to run on
+        self.dtype = dtype
+        # float16 gradients underflow without loss scaling; bfloat16 has float32's range and needs none
+        self.scaler = GradScaler() if scaler is None and dtype == "float16" else scaler
+
+    def __repr__(self) -> str:
+        return f"MixedPrecision({self.dtype!r}, scaler={self.scaler!r})"
+
+    @property
+    def skips_nonfinite(self) -> bool:
+        return self.scaler is not None and self.scaler.is_enabled()
+
+    def forward_context(self) -> autocast:
+        return autocast(self.dtype)
+
+    def gradient_context(self) -> Any:
+        return np.errstate(over="ignore", invalid="ignore") if self.skips_nonfinite else super().gradient_context()
+
+    def backward(self, loss: Tensor, backward: Callable[[Tensor], None]) -> None:
+        if self.scaler is None:
+            backward(loss)
+            return
+        with np.errstate(over="ignore", invalid="ignore"):  # a scaled float16 backward may overflow on purpose
+            backward(self.scaler.scale(loss))
+
+    def unscale(self, optimizer: Any) -> None:
+        if self.scaler is not None:
+            self.scaler.unscale_(optimizer)
+
+    def step(self, optimizer: Any) -> None:
+        if self.scaler is None:
+            optimizer.step()
+        else:
+            self.scaler.step(optimizer)  # a skipped step still counts as a step, as in PyTorch
+
+    def update(self) -> None:
+        if self.scaler is not None:
+            self.scaler.update()
+
+
+register_plugin("amp", MixedPrecision)

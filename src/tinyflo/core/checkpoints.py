@@ -20,7 +20,7 @@ import numpy as np
 from tinyflo.core.autograd import no_grad
 from tinyflo.core.optim import _host, _is_array, _validate_state_dict
 from tinyflo.core.tensor import ShapeError, Tensor, _cupy, _Generators, as_device
-from tinyflo.core.training import Callback
+from tinyflo.core.training import Callback, CheckpointIO, register_plugin
 
 
 FORMAT_VERSION = "1"
@@ -658,6 +658,19 @@ def _restore_training_state(trainer: Any, state: Mapping[str, Any], train_loader
             loader.load_state_dict(loader_state)
         else:
             trainer.pending_loader_state = loader_state
+
+
+class SafetensorsCheckpoints(CheckpointIO):
+    """The Trainer's checkpoint plug-in: the complete training state in one safetensors file."""
+
+    def save(self, trainer: Any, path: str | os.PathLike, **options: Any) -> Path:
+        return save_checkpoint(path, trainer=trainer, **options)
+
+    def load(self, trainer: Any, path: str | os.PathLike, **options: Any) -> LoadReport:
+        return load_checkpoint(path, trainer=trainer, **options)
+
+
+register_plugin("checkpoint", SafetensorsCheckpoints)
 
 
 def retained(entries: list[dict[str, Any]], keep_last: int | None = 3, keep_best: int | None = None,

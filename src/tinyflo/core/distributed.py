@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
+from tinyflo.core.training import Strategy, register_plugin
 from tinyflo.core.tensor import (
     Device,
     DeviceError,
@@ -577,6 +579,94 @@ class DataParallel:
         self.reduce_gradients()
         self.step()
         return loss
+
+
+@contextlib.contextmanager
+def _fails_on_every_rank(group: ProcessGroup, message: str) -> Iterator[None]:
+    """Run the block; then the processes agree (one all-reduce of a flag, also a barrier) whether all got
+    through it: one whose block raised re-raises its error, the others raise RuntimeError(message) —
+    rather than waiting forever for a process that left. ``local``: one process, nothing to agree on."""
+    if len(group.local_ranks) == group.world_size:
+        yield
+        return
+
+    def anyone_failed(failed: int) -> bool:
+        dev = group.devices[0]
+        with dev:
+            flag = dev.xp.asarray([failed], dtype=np.int32)
+        group.all_reduce(flag)
+        return bool(int(flag[0]))
+
+    try:
+        yield
+    except BaseException:
+        anyone_failed(1)
+        raise
+    if anyone_failed(0):
+        raise RuntimeError(f"{message} (the error is in that rank's output)")
+
+
+class DataParallelStrategy(Strategy):
+    """The Trainer's data-parallel plug-in: one replica per rank of ``group``, the gradients all-reduced."""
+
+    def __init__(self, group: ProcessGroup, local_sgd: LocalSGD | None = None) -> None:
+        if not isinstance(group, ProcessGroup):
+            raise TypeError(f"DataParallelStrategy got group={type(group).__name__}; expected a process group "
+                            "from init_process_group(...)")
+        if local_sgd is not None and not isinstance(local_sgd, LocalSGD):
+            raise TypeError(f"DataParallelStrategy got local_sgd={local_sgd!r}; expected LocalSGD(period=k) or None")
+        self.group, self.local_sgd = group, local_sgd
+        self.parallel: DataParallel | None = None
+
+    def __repr__(self) -> str:
+        return f"DataParallelStrategy({self.group!r}, local_sgd={self.local_sgd!r})"
+
+    def setup(self, trainer: Any) -> None:
+        self.parallel = DataParallel(trainer.model, self.group, trainer.optimizer, local_sgd=self.local_sgd)
+        self.model, self.optimizers = trainer.model, self.parallel.optimizers
+
+    @property
+    def param_lists(self) -> list[list[Tensor]]:
+        return [list(replica.parameters()) for replica in self.parallel.replicas]
+
+    def train(self, mode: bool = True) -> None:
+        self.parallel.train(mode)
+
+    def forward(self, trainer: Any, x: Tensor, y: Tensor, training: bool) -> tuple[Tensor | None, Tensor]:
+        if not training:  # evaluation: replica 0 on the whole batch
+            return super().forward(trainer, x, y, training)
+        return None, self.parallel.step_loss(x, y, trainer.loss_fn)  # the outputs stay on their replicas
+
+    def backward(self, loss: Tensor) -> None:
+        self.parallel.backward(loss)
+
+    def zero_grad(self) -> None:
+        self.parallel.zero_grad()
+
+    def reduce_gradients(self) -> None:
+        self.parallel.reduce_gradients()
+
+    def after_step(self) -> None:
+        self.parallel.after_step()  # local SGD's average when due, or rank 0's buffers
+
+    def total(self, value: float) -> float:
+        return self.parallel.total_loss(value)
+
+    def on_main(self, fn: Callable[[], Any], what: str) -> Any:
+        result = None
+        with _fails_on_every_rank(self.group, what):
+            if self.group.is_main:
+                result = fn()
+        return result
+
+    def everywhere(self, fn: Callable[[], Any], what: str) -> Any:
+        with _fails_on_every_rank(self.group, what):  # mpi/nccl: every process reads the file; if one cannot, all stop
+            result = fn()
+        self.parallel.sync()  # the other replicas become what replica 0 loaded
+        return result
+
+
+register_plugin("group", DataParallelStrategy)
 
 
 def average_parameters(group: ProcessGroup, tensor_lists: list[list[Tensor]], weights: Sequence[float]) -> None:

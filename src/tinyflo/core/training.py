@@ -12,14 +12,14 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
-from tinyflo.core.tensor import ShapeError, Tensor, _cupy, as_device
+from tinyflo.core.tensor import ShapeError, Tensor, as_device, cuda_is_available
 
 
 def _grads(params: Tensor | Iterable[Tensor], op: str) -> list[Tensor]:
@@ -64,9 +64,10 @@ def clip_grad_norm(
                 "the gradients cannot be clipped. Lower the learning rate, or pass "
                 "error_if_nonfinite=False to clip (and propagate) anyway"
             )
-        factor = xp.minimum(max_norm / (norm + 1e-6), 1.0)
-        for g in grads:
-            g.data *= factor.astype(g.dtype)
+        if max_norm < math.inf:  # max_norm=inf asks for the norm alone (the Trainer's guard does)
+            factor = xp.minimum(max_norm / (norm + 1e-6), 1.0)
+            for g in grads:
+                g.data *= factor.astype(g.dtype)
     return Tensor._wrap(norm, device)
 
 
@@ -204,8 +205,9 @@ def epoch_line(epoch: int, epochs: int, row: dict[str, float], eta: float | None
         parts.append(f"val_loss={row['val_loss']:.4f}")
     if not math.isnan(row.get("val_acc", math.nan)):
         parts.append(f"acc={row['val_acc']:.3f}")
-    if not math.isnan(row.get("lr", math.nan)):
-        parts.append(f"lr={row['lr']:.1e}")
+    rates = [row[key] for key in row if key == "lr" or key.startswith("lr_")]
+    if rates and not math.isnan(rates[0]):
+        parts.append("lr=" + ",".join(f"{lr:.1e}" for lr in rates))
     timing = _duration(row["time"]) + ("" if eta is None else f"  ETA {_duration(eta)}")
     return "  ".join(parts) + f"  [{timing}]"
 
@@ -221,9 +223,20 @@ class History(dict):
             self.setdefault(key, [])
 
     def append(self, row: dict[str, float]) -> None:
-        """Add one epoch's values (a key not seen before starts a new list)."""
-        for key, value in row.items():
-            self.setdefault(key, []).append(float(value))
+        """Add one epoch's values as a new row."""
+        self.record(len(self) + 1, row)
+
+    def record(self, epoch: int, values: dict[str, float]) -> None:
+        """Set values of epoch ``epoch`` (1 = the first): a new row, or more columns of an existing one."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 1 <= epoch <= len(self) + 1:
+            raise ValueError(f"History.record: epoch must be 1..{len(self) + 1}; got {epoch!r}")
+        for key, value in values.items():
+            column = self.setdefault(key, [])
+            column.extend([math.nan] * (epoch - len(column)))
+            column[epoch - 1] = float(value)
+        rows = len(self)
+        for column in self.values():
+            column.extend([math.nan] * (rows - len(column)))
 
     def __len__(self) -> int:
         return max((len(v) for v in self.values()), default=0)
@@ -253,8 +266,9 @@ def _rss_mb() -> float:
 
 def _gpu_mb() -> float:
     """Bytes held by CuPy's default memory pool, in MiB (nan without a GPU)."""
-    cupy = _cupy()
-    return math.nan if cupy is None else cupy.get_default_memory_pool().used_bytes() / 2**20
+    if not cuda_is_available():
+        return math.nan
+    return as_device("cuda").xp.get_default_memory_pool().used_bytes() / 2**20
 
 
 class Callback:
@@ -331,8 +345,9 @@ class Monitor(Callback):
         if h.get("val_acc"):
             acc.plot(epochs[: len(h["val_acc"])], h["val_acc"], marker="o", markersize=3, color="C2")
         acc.set(xlabel="epoch", title="validation accuracy")
-        if h.get("lr"):
-            lr.plot(epochs[: len(h["lr"])], h["lr"], color="C3")
+        for key in [k for k in h if k == "lr" or k.startswith("lr_")]:
+            if h[key]:
+                lr.plot(epochs[: len(h[key])], h[key], label=key)
         lr.set(xlabel="epoch", title="learning rate")
         for ax in (loss, acc, lr):
             ax.grid(True, alpha=0.3)
@@ -403,8 +418,129 @@ def _positive_int(value: Any, name: str, allow_none: bool = False) -> int | None
     return int(value)
 
 
+class Precision:
+    """How the Trainer computes: plain float32 here (module 11 plugs in mixed precision)."""
+
+    skips_nonfinite = False  # True when the plug-in itself skips a step whose gradients overflowed
+    scaler: Any = None  # a loss scaler (module 11's GradScaler), or None
+
+    def setup(self, trainer: Trainer) -> None:
+        """Prepare for ``trainer`` (called once, when the Trainer is built)."""
+
+    def forward_context(self) -> contextlib.AbstractContextManager:
+        """The context every forward runs in (training and evaluation)."""
+        return contextlib.nullcontext()
+
+    def gradient_context(self) -> contextlib.AbstractContextManager:
+        """The context the gradients are combined, checked, clipped and stepped in."""
+        return contextlib.nullcontext()
+
+    def backward(self, loss: Tensor, backward: Callable[[Tensor], None]) -> None:
+        """Run ``backward(loss)``; a precision plug-in may scale the loss first."""
+        backward(loss)
+
+    def unscale(self, optimizer: Any) -> None:
+        """Make ``optimizer``'s gradients the true ones (before clipping and the guard)."""
+
+    def step(self, optimizer: Any) -> None:
+        """Take ``optimizer``'s step."""
+        optimizer.step()
+
+    def update(self) -> None:
+        """After every optimizer stepped (a loss scaler adjusts its scale here)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+
+class Strategy:
+    """Where the model runs: one device here (module 12 plugs in data parallelism)."""
+
+    def setup(self, trainer: Trainer) -> None:
+        """Prepare the model and optimizer for ``trainer`` (called once, when the Trainer is built)."""
+        self.model, self.optimizers = trainer.model, [trainer.optimizer]
+
+    @property
+    def param_lists(self) -> list[list[Tensor]]:
+        """The parameters of every model copy this process steps (one list here)."""
+        return [list(self.model.parameters())]
+
+    def train(self, mode: bool = True) -> None:
+        """Put the model (every copy of it) in training or eval mode."""
+        self.model.train(mode)
+
+    def forward(self, trainer: Trainer, x: Tensor, y: Tensor, training: bool) -> tuple[Tensor | None, Tensor]:
+        """``(outputs, mean loss)`` of one batch (outputs may be None when they stay spread out)."""
+        out = self.model(x)
+        return out, trainer.loss_fn(out, y)
+
+    def backward(self, loss: Tensor) -> None:
+        loss.backward()
+
+    def zero_grad(self) -> None:
+        for optimizer in self.optimizers:
+            optimizer.zero_grad()
+
+    def reduce_gradients(self) -> None:
+        """Combine the gradients of every copy of the model before the step (nothing to do here)."""
+
+    def after_step(self) -> None:
+        """After every optimizer stepped."""
+
+    def total(self, value: float) -> float:
+        """A sum this process measured, over every process that trains (this one alone here)."""
+        return value
+
+    def on_main(self, fn: Callable[[], Any], what: str) -> Any:
+        """Run ``fn`` where files are written (here), e.g. saving a checkpoint."""
+        return fn()
+
+    def everywhere(self, fn: Callable[[], Any], what: str) -> Any:
+        """Run ``fn`` in every process, e.g. loading a checkpoint; then make the copies agree."""
+        return fn()
+
+
+class CheckpointIO:
+    """Saves and restores a Trainer's complete state (module 09 registers one)."""
+
+    def save(self, trainer: Trainer, path: str | os.PathLike, **options: Any) -> Path:
+        raise NotImplementedError
+
+    def load(self, trainer: Trainer, path: str | os.PathLike, **options: Any) -> Any:
+        raise NotImplementedError
+
+
+PLUGINS: dict[str, Callable[..., Any]] = {}
+_PLUGIN_MODULES = {"amp": "module 11 (tinyflo.core.amp)", "group": "module 12 (tinyflo.core.distributed)",
+                   "checkpoint": "module 09 (tinyflo.core.checkpoints)"}
+
+
+def register_plugin(name: str, factory: Callable[..., Any]) -> None:
+    """Make ``factory`` what the Trainer builds for ``name``: ``"amp"``, ``"group"`` or ``"checkpoint"``."""
+    if name not in _PLUGIN_MODULES:
+        raise ValueError(f"register_plugin: name must be one of {', '.join(_PLUGIN_MODULES)}; got {name!r}")
+    if not callable(factory):
+        raise TypeError(f"register_plugin: factory must be callable; got {type(factory).__name__}")
+    PLUGINS[name] = factory
+
+
+def _plugin(name: str, *args: Any) -> Any:
+    if name not in PLUGINS:
+        raise RuntimeError(f"{name!r} needs the plug-in of {_PLUGIN_MODULES[name]}: import it first")
+    return PLUGINS[name](*args)
+
+
+def trainer_method(function: Callable) -> Callable:
+    """Attach ``function`` to the Trainer as the method of its name (each loop piece has its own cell)."""
+    setattr(Trainer, function.__name__, function)
+    return function
+
+
 class Trainer:
-    """Runs the training loop: accumulation, schedule, clipping, evaluation, history, callbacks."""
+    """Runs the training loop: accumulation, schedule, clipping, a guard, evaluation, history, plug-ins."""
 
     def __init__(
         self,
@@ -412,53 +548,47 @@ class Trainer:
         optimizer: Any,
         loss_fn: Callable[[Tensor, Tensor], Tensor],
         scheduler: Any = None,
-        grad_clip_norm: float | None = None,
         scheduler_interval: str = "epoch",
+        grad_clip_norm: float | None = None,
         device: Any = None,
         log_every: int | None = 50,
         verbosity: str | int | None = None,
         nan_check: str | None = None,
         plateau_monitor: str | None = None,
         amp: str | None = None,
-        scaler: Any = None,
         group: Any = None,
-        local_sgd: Any = None,
+        plugins: Sequence[Any] = (),
     ) -> None:
-        if amp not in (None, "float16", "bfloat16"):
-            raise ValueError(f"Trainer: amp must be None, 'float16' or 'bfloat16'; got {amp!r}")
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step'; got {scheduler_interval!r}")
-        if grad_clip_norm is not None and not float(grad_clip_norm) > 0:
-            raise ValueError(f"Trainer: grad_clip_norm must be positive or None; got {grad_clip_norm!r}")
+        if grad_clip_norm is not None and (isinstance(grad_clip_norm, bool) or not isinstance(grad_clip_norm, int | float)
+                                           or not grad_clip_norm > 0):
+            raise ValueError(f"Trainer got grad_clip_norm={grad_clip_norm!r}; expected a positive number or None")
         if not callable(loss_fn):
             raise TypeError(f"Trainer: loss_fn must be callable, e.g. cross_entropy; got {type(loss_fn).__name__}")
-        if scheduler is not None and not hasattr(scheduler, "lr"):
-            raise TypeError(f"Trainer: a scheduler needs lr(t); got {type(scheduler).__name__}")
+        if scheduler is not None and not hasattr(scheduler, "apply"):
+            raise TypeError(f"Trainer: a scheduler needs apply(optimizer, t) (module 07); got {type(scheduler).__name__}")
+        if not hasattr(optimizer, "param_groups"):
+            raise TypeError(f"Trainer: optimizer must be an optimizer of module 06; got {type(optimizer).__name__}")
         self.model, self.optimizer, self.loss_fn, self.scheduler = model, optimizer, loss_fn, scheduler
         self.grad_clip_norm = None if grad_clip_norm is None else float(grad_clip_norm)
         self.scheduler_interval = scheduler_interval
-        self.params = list(model.parameters())
-        self.parallel = None  # data parallelism (module 12): the DataParallel over group's ranks, or None
-        if local_sgd is not None and group is None:
-            raise ValueError("Trainer: local_sgd= needs group= (the ranks whose parameters it averages)")
+        self.precision, self.strategy, self.checkpoint_io = Precision(), Strategy(), None
+        if amp is not None:
+            self.precision = _plugin("amp", amp)
         if group is not None:
-            if device is not None:
-                raise ValueError(f"Trainer: with group= the group's devices {group.devices} decide where the "
-                                 f"replicas live; leave out device={device!r}")
-            if not hasattr(group, "data_parallel"):
-                raise TypeError(f"Trainer: group must be a process group from init_process_group(...); "
-                                f"got {type(group).__name__}")
-            self.parallel = group.data_parallel(model, optimizer, local_sgd=local_sgd)
-            self.params = list(model.parameters())
+            self.strategy = _plugin("group", group)
+        for plugin in plugins:
+            self._plug(plugin)
         if device is not None:
-            flat = getattr(optimizer, "_flat", None)
-            if flat and any(p.device != as_device(device) for p in self.params):
-                raise ValueError(
-                    f"Trainer: device={device!r} would move the model away from the flat buffers its "
-                    "optimizer already holds; move the model first (model.to(device)), then build the optimizer"
-                )
+            if not isinstance(self.strategy, Strategy) or type(self.strategy) is not Strategy:
+                raise ValueError(f"Trainer: the {type(self.strategy).__name__} plug-in decides where the model "
+                                 f"lives; leave out device={device!r}")
             model.to(device)
-        self.device = as_device(device) if device is not None else (self.params[0].device if self.params else as_device("cpu"))
+        self.strategy.setup(self)
+        self.precision.setup(self)
+        first = next(iter(model.parameters()), None)
+        self.device = first.device if first is not None else as_device(device)
         self.log_every = _positive_int(log_every, "Trainer: log_every", allow_none=True)
         self.verbosity = resolve_verbosity(verbosity)
         if nan_check is None:
@@ -467,22 +597,26 @@ class Trainer:
             raise ValueError(f"Trainer: nan_check must be 'step' or 'interval'; got {nan_check!r}")
         self.nan_check = nan_check
         self.plateau_monitor = plateau_monitor
-        self.step, self.epoch = 0, 0
+        self.step, self.epoch, self.observed = 0, 0, 0  # observed: epochs a plateau scheduler has seen
         self.history = History()
         self.stop_training = False
-        self._epochs_planned: int | None = None
         self.train_loader: Any = None  # the last loader train_epoch got: a checkpoint saves its position
         self.pending_loader_state: dict[str, Any] | None = None  # a loaded position for the next train loader
-        self.epoch_state: _EpochState | None = None  # the running sums of the epoch in progress
+        self.running: RunningLoss | None = None  # the running loss of the epoch in progress
         self.pending_epoch_totals: dict[str, Any] | None = None  # loaded sums of an unfinished epoch
-        self.amp = amp  # mixed precision (module 11): the dtype autocast() computes matmuls in, or None
-        if amp is not None:
-            from tinyflo.core.amp import GradScaler, autocast
+        self.first_bad: Any = None  # nan_check="interval": device array, the first step that was not finite, or -1
+        self.snapshot: dict[str, Any] | None = None  # nan_check="interval": what check_guard rolls back to
 
-            autocast(amp)  # fails now, not at the first batch, when bfloat16 has no ml_dtypes to run on
-            if scaler is None and amp == "float16":  # float16 gradients underflow without loss scaling
-                scaler = GradScaler()
-        self.scaler = scaler  # bfloat16 has float32's range and needs none, but a given scaler is used
+    def _plug(self, plugin: Any) -> None:
+        if isinstance(plugin, Precision):
+            self.precision = plugin
+        elif isinstance(plugin, Strategy):
+            self.strategy = plugin
+        elif isinstance(plugin, CheckpointIO):
+            self.checkpoint_io = plugin
+        else:
+            raise TypeError(f"Trainer: plugins must be Precision, Strategy or CheckpointIO objects; "
+                            f"got {type(plugin).__name__}")
 
     def __repr__(self) -> str:
         return (
@@ -490,32 +624,35 @@ class Trainer:
             f"epoch={self.epoch}, device={self.device})"
         )
 
-    # ----- the three tasks ----------------------------------------------------------
-    def train_epoch(self, loader: Iterable, accumulation_steps: int = 1) -> float:
-        """One pass over ``loader``, an optimizer step every ``accumulation_steps`` batches; the mean loss."""
-        self.train_loader = loader
-        if self.pending_loader_state is not None and hasattr(loader, "load_state_dict"):
-            loader.load_state_dict(self.pending_loader_state)  # a checkpoint loaded before the loader was known
-            self.pending_loader_state = None
-        try:
-            loss = _train_epoch(self, loader, accumulation_steps)
-            return loss if self.parallel is None else self.parallel.total_loss(loss)  # mpi/nccl: sum the shares
-        finally:
-            self.epoch_state = self.pending_epoch_totals = None
+    # ----- what the loop reads -------------------------------------------------------
+    @property
+    def lrs(self) -> list[float]:
+        """Every parameter group's learning rate."""
+        return [float(group["lr"]) for group in self.optimizer.param_groups]
 
-    def evaluate(self, loader: Iterable) -> tuple[float, float]:
-        """(mean loss, accuracy) over ``loader`` in eval mode without a graph (accuracy nan if not classes)."""
-        loss, accuracy = _evaluate(self, loader)
-        if self.device.reads_wait and not math.isfinite(loss):  # on the CPU a bad index raised already
-            raise FloatingPointError(f"evaluate: the loss is not finite (nan or inf); {OUT_OF_RANGE_ON_GPU}")
-        return loss, accuracy
+    @property
+    def lr(self) -> float:
+        """The first parameter group's learning rate (``lrs`` has them all)."""
+        return self.lrs[0]
 
-    def fit(self, train_loader: Iterable, val_loader: Iterable | None = None, epochs: int = 1,
-            callbacks: Sequence[Callback] = (), accumulation_steps: int = 1) -> History:
-        """Train for ``epochs`` epochs (validating after each when a val_loader is given); the history."""
-        return _fit(self, train_loader, val_loader, epochs, callbacks, accumulation_steps)
+    @property
+    def scaler(self) -> Any:
+        """The precision plug-in's loss scaler (module 11), or None."""
+        return self.precision.scaler
 
-    # ----- helpers the tasks use --------------------------------------------------
+    @scaler.setter
+    def scaler(self, scaler: Any) -> None:
+        self.precision.scaler = scaler
+
+    @property
+    def params(self) -> list[Tensor]:
+        """The parameters of the model this process steps (replica 0's with data parallelism)."""
+        return self.strategy.param_lists[0]
+
+    def read(self, array: Any) -> float:
+        """One device-to-host read of a 0-d array (the only place the Trainer syncs)."""
+        return float(array.item())
+
     def batch(self, batch: Any, index: int, op: str = "train_epoch") -> tuple[Tensor, Tensor]:
         """``(inputs, targets)`` of one batch as tensors on the Trainer's device, checked."""
         if not isinstance(batch, tuple | list) or len(batch) != 2:
@@ -533,18 +670,17 @@ class Trainer:
                 f"{op}: batch {index} has inputs of shape {x.shape} and targets of shape {y.shape}; "
                 "both need the same number of samples along the first axis"
             )
+        if x.shape[0] == 0:
+            raise ValueError(f"{op}: batch {index} has no samples (inputs of shape {x.shape}); "
+                             "a loader should not yield empty batches")
         return x, y
 
-    def compute_loss(self, x: Tensor, y: Tensor, index: int, op: str = "train_epoch") -> tuple[Tensor, Tensor]:
-        """(outputs, mean loss) of one batch (outputs None when training with group=); errors name the batch."""
+    # ----- the hook points the loop calls ----------------------------------------------
+    def forward(self, x: Tensor, y: Tensor, index: int, op: str = "train_epoch") -> tuple[Tensor | None, Tensor]:
+        """``(outputs, mean loss)`` of one batch through the plug-ins; errors name the batch."""
         try:
-            if self.amp is None:
-                out, loss = self._forward(x, y, op)
-            else:
-                from tinyflo.core.amp import autocast
-
-                with autocast(self.amp):
-                    out, loss = self._forward(x, y, op)
+            with self.precision.forward_context():
+                out, loss = self.strategy.forward(self, x, y, op == "train_epoch")
         except (ShapeError, ValueError, TypeError) as err:
             raise type(err)(f"{op}: batch {index} (inputs {x.shape}, targets {y.shape}): {err}") from err
         if not isinstance(loss, Tensor) or loss.data.size != 1:
@@ -554,189 +690,120 @@ class Trainer:
             )
         return out, loss
 
-    def _forward(self, x: Tensor, y: Tensor, op: str) -> tuple[Tensor | None, Tensor]:
-        if self.parallel is not None and op == "train_epoch":  # every replica on its shard (outputs stay there)
-            self.parallel.train(self.model.training)
-            return None, self.parallel.step_loss(x, y, self.loss_fn)
-        out = self.model(x)
-        return out, self.loss_fn(out, y)
-
-    def apply_schedule(self) -> None:
-        """``optimizer.set_lr(scheduler.lr(t))`` with t = steps taken or epochs completed."""
-        if self.scheduler is not None:
-            t = self.step if self.scheduler_interval == "step" else self.epoch
-            (self.parallel or self.optimizer).set_lr(float(self.scheduler.lr(t)))
-
-    # The three steps of an update. Here they are one line each; mixed precision (module 11)
-    # and data parallelism (module 12) add what they need inside them, and the loop you write
-    # below stays the same.
     def zero_grad(self) -> None:
         """Clear the gradients before a group of batches."""
-        (self.parallel or self.optimizer).zero_grad()
+        self.strategy.zero_grad()
 
     def backward(self, loss: Tensor) -> None:
-        """Backpropagate one batch's (already weighted) loss into the gradients (scaled under a GradScaler)."""
-        if self.scaler is None:
-            self._backward(loss)
+        """Backpropagate one batch's (already weighted) loss into the gradients."""
+        self.precision.backward(loss, self.strategy.backward)
+
+    def schedule(self) -> None:
+        """Set every group's learning rate for the coming step (and show a plateau scheduler the last epoch)."""
+        if self.scheduler is None:
             return
-        # A scaled float16 backward may overflow on purpose: the GradScaler finds the inf and skips the step.
-        with np.errstate(over="ignore", invalid="ignore"):
-            self._backward(self.scaler.scale(loss))
+        if hasattr(self.scheduler, "observe") and self.observed < self.epoch:
+            self.scheduler.observe(self.monitored())
+            self.observed = self.epoch
+        t = self.step if self.scheduler_interval == "step" else self.epoch
+        for optimizer in self.strategy.optimizers:
+            self.scheduler.apply(optimizer, t)
 
-    def _backward(self, loss: Tensor) -> None:
-        if self.parallel is not None:
-            self.parallel.backward(loss)  # nothing to do for a process whose shard is empty
-        else:
-            loss.backward()
+    def monitored(self) -> float:
+        """The metric a plateau scheduler watches: ``plateau_monitor``, else the validation loss, else the training loss."""
+        if self.plateau_monitor is not None:
+            return _metric(self, self.plateau_monitor, "Trainer(plateau_monitor)")
+        last = {key: values[-1] for key, values in self.history.items() if values}
+        val = last.get("val_loss", math.nan)
+        return last["train_loss"] if math.isnan(val) else val
 
-    def optimizer_step(self) -> None:
-        """Clip the gradients when ``grad_clip_norm`` is set, then take the optimizer's step.
+    def optimizer_step(self, loss_total: Any) -> None:
+        """The gradients' way to the parameters: combine, unscale, guard, clip, step.
 
-        With a GradScaler: unscale, clip the true gradients, step (skipped on inf/NaN), update the scale.
+        ``loss_total`` is the group's loss sum (a device array): the guard checks it with the gradients.
         """
-        if self.scaler is None:
-            self._optimizer_step()
-            return
-        with np.errstate(over="ignore", invalid="ignore"):  # overflowed gradients are expected: the step is skipped
-            self._optimizer_step()
+        with self.precision.gradient_context():
+            self.strategy.reduce_gradients()
+            for optimizer in self.strategy.optimizers:
+                self.precision.unscale(optimizer)
+            norms = [clip_grad_norm(params, self.grad_clip_norm or math.inf) for params in self.strategy.param_lists]
+            self.guard(loss_total, norms)
+            for optimizer in self.strategy.optimizers:
+                self.precision.step(optimizer)
+            self.precision.update()
+        self.strategy.after_step()
 
-    def _optimizer_step(self) -> None:
-        scaler, parallel = self.scaler, self.parallel
-        if parallel is None:
-            optimizers, param_lists = [self.optimizer], [self.params]
-        else:  # module 12: all-reduce first, so every rank unscales, clips and skips alike
-            parallel.reduce_gradients()
-            optimizers, param_lists = parallel.optimizers, [list(r.parameters()) for r in parallel.replicas]
-        if scaler is not None:
-            for optimizer in optimizers:
-                scaler.unscale_(optimizer)
-        if self.grad_clip_norm is not None:
-            for params in param_lists:
-                clip_grad_norm(params, self.grad_clip_norm)
-        if scaler is None:
-            for optimizer in optimizers:
-                optimizer.step()
-        else:
-            for optimizer in optimizers:
-                scaler.step(optimizer)  # a skipped step still counts as a step, as in PyTorch
-            scaler.update()
-        if parallel is not None:
-            parallel.after_step()  # local SGD's average when due, or rank 0's buffers
-
-    @property
-    def lr(self) -> float:
-        """The first parameter group's learning rate."""
-        return float(self.optimizer.param_groups[0]["lr"])
-
-    def read(self, array: Any) -> float:
-        """One device-to-host read of a 0-d array (the only place the Trainer syncs)."""
-        return Tensor._wrap(array, self.device).item()
-
+    # ----- state ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """The Trainer's counters, history and unfinished epoch's sums (JSON data); the model and optimizer save their own."""
-        state = {"step": self.step, "epoch": self.epoch, "history": {k: list(v) for k, v in self.history.items()}}
-        epoch = self.epoch_state
-        if epoch is not None and epoch.total is not None:  # saved in the middle of an epoch: one device read
-            state["epoch_totals"] = {"total": self.read(epoch.total), "dtype": str(epoch.total.dtype),
-                                     "samples": epoch.samples, "batches": epoch.batches}
+        state = {"step": self.step, "epoch": self.epoch, "observed": self.observed,
+                 "history": {k: list(v) for k, v in self.history.items()}}
+        if self.running is not None and self.running.total is not None:  # saved mid-epoch: one device read
+            state["epoch_totals"] = self.running.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue counting (and recording history, and an unfinished epoch's sums) from a state_dict()."""
         self.step, self.epoch = int(state["step"]), int(state["epoch"])
+        self.observed = int(state.get("observed", self.epoch))
         self.history = History({k: list(v) for k, v in state["history"].items()})
         self.pending_epoch_totals = state.get("epoch_totals")
 
     def save_checkpoint(self, path: str | os.PathLike, **options: Any) -> Path:
-        """Save the complete training state to ``path`` (module 09's ``save_checkpoint(path, trainer=self)``)."""
-        from tinyflo.core.checkpoints import save_checkpoint
-
-        if self.parallel is None:
-            return save_checkpoint(path, trainer=self, **options)
-        group = self.parallel.group
-        # Rank 0 writes; the others wait. Every rank learns whether it worked, so a failed save is an error
-        # everywhere instead of ranks waiting forever in a barrier that rank 0 never reaches.
-        written = Path(path)
-        with _fails_on_every_rank(group, f"Trainer.save_checkpoint: rank 0 could not write {str(path)!r}"):
-            if group.is_main:
-                written = save_checkpoint(path, trainer=self, **options)
-        return written
+        """Save the complete training state to ``path`` through the checkpoint plug-in (module 09)."""
+        io = self.checkpoint_io or _plugin("checkpoint")
+        return self.strategy.on_main(lambda: io.save(self, path, **options),
+                                     f"Trainer.save_checkpoint: rank 0 could not write {str(path)!r}")
 
     def load_checkpoint(self, path: str | os.PathLike, **options: Any) -> Any:
-        """Resume from ``path``; a LoadReport (module 09's ``load_checkpoint(path, trainer=self)``)."""
-        from tinyflo.core.checkpoints import load_checkpoint
-
-        if self.parallel is None:
-            return load_checkpoint(path, trainer=self, **options)
-        # mpi/nccl: every process reads the file (a shared file system); if one cannot, all stop
-        with _fails_on_every_rank(self.parallel.group, f"Trainer.load_checkpoint: a rank could not read {str(path)!r}"):
-            report = load_checkpoint(path, trainer=self, **options)
-        self.parallel.sync()  # the other replicas become what replica 0 loaded
-        return report
+        """Resume from ``path`` through the checkpoint plug-in (module 09); its LoadReport."""
+        io = self.checkpoint_io or _plugin("checkpoint")
+        return self.strategy.everywhere(lambda: io.load(self, path, **options),
+                                        f"Trainer.load_checkpoint: a rank could not read {str(path)!r}")
 
 
-@contextlib.contextmanager
-def _fails_on_every_rank(group: Any, message: str) -> Iterator[None]:
-    """Run the block; then the processes agree (one all-reduce of a flag, also a barrier) whether all got
-    through it: one whose block raised re-raises its error, the others raise RuntimeError(message) —
-    rather than waiting forever for a process that left. ``local``: one process, nothing to agree on."""
-    if len(group.local_ranks) == group.world_size:
-        yield
-        return
+class RunningLoss:
+    """An epoch's loss sum (a 0-d device array), samples and batches: one read, at the end."""
 
-    def anyone_failed(failed: int) -> bool:
-        dev = group.devices[0]
-        with dev:
-            flag = dev.xp.asarray([failed], dtype=np.int32)
-        group.all_reduce(flag)
-        return bool(int(flag[0]))
-
-    try:
-        yield
-    except BaseException:
-        anyone_failed(1)
-        raise
-    if anyone_failed(0):
-        raise RuntimeError(f"{message} (the error is in that rank's output)")
-
-
-class _EpochState:
-    """Running sums of one epoch, kept on the device: the loss total, the samples, the first bad step."""
-
-    def __init__(self, trainer: Trainer) -> None:
-        self.trainer = trainer
-        self.xp = trainer.device.xp
-        self.total: Any = None  # Σ loss · n, a 0-d device array
-        self.samples = 0
-        self.batches = 0
-        self.first_bad: Any = None  # device array: the first step with a non-finite loss, or -1
-        self.snapshot: list[Any] | None = None
-        saved = trainer.pending_epoch_totals  # a checkpoint taken mid-epoch: go on from its sums
-        if saved is not None:
-            with trainer.device:
-                self.total = self.xp.asarray(saved["total"], dtype=saved["dtype"])
+    def __init__(self, saved: dict[str, Any] | None = None, device: Any = None) -> None:
+        self.total: Any = None
+        self.samples = self.batches = 0
+        if saved is not None:  # a checkpoint taken mid-epoch: go on from its sums
+            device = as_device(device)
+            with device:
+                self.total = device.xp.asarray(saved["total"], dtype=saved["dtype"])
             self.samples, self.batches = int(saved["samples"]), int(saved["batches"])
-            trainer.pending_epoch_totals = None
-        trainer.epoch_state = self
 
-    def add(self, loss: Tensor, n: int) -> None:
-        """Add one batch's mean loss times its size, on the device."""
-        term = loss.data * n
-        self.total = term if self.total is None else self.total + term
-        self.samples += n
+    def add(self, total: Any, samples: int, batches: int = 1) -> None:
+        """Add a group's loss sum (device array) and counts; nothing is read."""
+        self.total = total if self.total is None else self.total + total
+        self.samples += samples
+        self.batches += batches
 
-    def take_snapshot(self) -> None:
-        """Copy the parameters (device to device, no sync), to roll back to."""
-        with self.trainer.device:
-            self.snapshot = [p.data.copy() for p in self.trainer.params]
+    def mean(self, trainer: Trainer) -> float:
+        """The mean loss per sample so far: one device-to-host read."""
+        return trainer.read(self.total / self.samples)
 
-    def mark(self, loss: Tensor) -> None:
-        """Remember, on the device, the first step whose loss is not finite."""
-        xp, step = self.xp, self.trainer.step
-        with self.trainer.device:
-            if self.first_bad is None:
-                self.first_bad = xp.full((), -1, dtype=np.int64)
-            self.first_bad = xp.where((self.first_bad < 0) & ~xp.isfinite(loss.data), step, self.first_bad)
+    def state_dict(self) -> dict[str, Any]:
+        """The sums as JSON data (one read), for a checkpoint taken mid-epoch."""
+        return {"total": float(self.total.item()), "dtype": str(self.total.dtype),
+                "samples": self.samples, "batches": self.batches}
+
+
+def _nonfinite_error(trainer: Trainer, step: int, batch: int | None, rolled_back: bool) -> FloatingPointError:
+    where = f"step {step} (epoch {trainer.epoch + 1}" + (f", batch {batch})" if batch is not None else ")")
+    state = (
+        f"the parameters, the step count ({trainer.step}) and the learning rates were rolled back to the last "
+        "check that found everything finite; the optimizer's state (momentum, averages) was not — make a new "
+        "optimizer or load a checkpoint before going on"
+        if rolled_back else
+        "the step was not taken: the parameters and the optimizer are as they were after the last step"
+    )
+    cause = f"; or {OUT_OF_RANGE_ON_GPU}" if trainer.device.reads_wait else ""
+    return FloatingPointError(
+        f"train_epoch: the loss or the gradients are not finite (nan or inf) at {where}; {state}. "
+        f"Try a lower learning rate, or clip the gradients (Trainer(..., grad_clip_norm=1.0)){cause}"
+    )
 
 
 OUT_OF_RANGE_ON_GPU = (
@@ -745,107 +812,208 @@ OUT_OF_RANGE_ON_GPU = (
 )
 
 
-def _nonfinite_error(trainer: Trainer, step: int, batch: int | None, rolled_back: bool) -> FloatingPointError:
-    where = f"step {step} (epoch {trainer.epoch + 1}" + (f", batch {batch})" if batch is not None else ")")
-    state = (
-        "the parameters were rolled back to the last check that found them finite; the optimizer's "
-        "state was not (make a new optimizer or load a checkpoint before going on)"
-        if rolled_back else "the optimizer did not take it, so the model is as it was after the last good step"
-    )
-    cause = f"; or {OUT_OF_RANGE_ON_GPU}" if trainer.device.reads_wait else ""
-    return FloatingPointError(
-        f"train_epoch: the loss is not finite (nan or inf) at {where}; {state}. "
-        f"Try a lower learning rate, or clip the gradients (Trainer(..., grad_clip_norm=1.0)){cause}"
-    )
+def zero_grads_unless(params: Iterable[Tensor], finite: Any) -> None:
+    """Set every gradient to 0 where the 0-d device flag ``finite`` is false (no read)."""
+    moved: dict[Any, Any] = {}
+    for p in params:
+        if p.grad is not None:
+            if p.device not in moved:
+                moved[p.device] = Tensor(finite).to(p.device).data
+            p.device.xp.copyto(p.grad.data, 0, where=~moved[p.device])
 
 
-def _train_epoch(trainer: Trainer, loader: Iterable, accumulation_steps: int = 1) -> float:
-    """Trainer.train_epoch: one pass, an optimizer step per group of batches; the mean loss per sample."""
+@trainer_method
+def guard(self: Trainer, loss_total: Any, norms: Sequence[Tensor]) -> None:
+    """Before a step: raise (nan_check='step') or mark and zero the gradients (nan_check='interval') when not finite."""
+    xp = self.device.xp
+    finite = xp.isfinite(loss_total)
+    if not self.precision.skips_nonfinite:
+        for norm in norms:
+            finite = finite & xp.isfinite(norm.to(self.device).data)
+    if self.nan_check == "step":
+        if not bool(finite):
+            raise _nonfinite_error(self, self.step, None, rolled_back=False)
+        return
+    if self.first_bad is None:
+        self.first_bad = xp.full((), -1, dtype=np.int64)
+    self.first_bad = xp.where((self.first_bad < 0) & ~finite, self.step, self.first_bad)
+    for params in self.strategy.param_lists:
+        zero_grads_unless(params, finite)
+
+
+@trainer_method
+def take_snapshot(self: Trainer) -> None:
+    """Copy the parameters (device to device, no read), the step count and the rates, to roll back to."""
+    with self.device:
+        params = [[p.data.copy() for p in params] for params in self.strategy.param_lists]
+    self.snapshot = {"params": params, "step": self.step, "observed": self.observed,
+                     "lrs": [[group["lr"] for group in opt.param_groups] for opt in self.strategy.optimizers],
+                     "scheduler": getattr(self.scheduler, "state_dict", dict)()}
+    self.first_bad = None
+
+
+@trainer_method
+def restore_snapshot(self: Trainer) -> None:
+    """Put back what ``take_snapshot`` copied (the optimizer's own state is not rolled back)."""
+    saved = self.snapshot
+    with no_grad():
+        for params, copies in zip(self.strategy.param_lists, saved["params"]):
+            for p, copy in zip(params, copies):
+                p.data[...] = copy
+    self.step, self.observed = saved["step"], saved["observed"]
+    for opt, lrs in zip(self.strategy.optimizers, saved["lrs"]):
+        for group, lr in zip(opt.param_groups, lrs):
+            group["lr"] = lr
+    if saved["scheduler"]:
+        self.scheduler.load_state_dict(saved["scheduler"])
+    self.first_bad = None
+
+
+@trainer_method
+def check_guard(self: Trainer) -> None:
+    """nan_check='interval': one read of the first bad step; roll back and raise, or take a new snapshot."""
+    if self.first_bad is not None:
+        bad = int(self.read(self.first_bad))
+        if bad >= 0:
+            self.restore_snapshot()
+            raise _nonfinite_error(self, bad, None, rolled_back=True)
+    self.take_snapshot()
+
+
+@trainer_method
+def train_step(self: Trainer, batches: list[tuple[Tensor, Tensor]], first: int = 0) -> Any:
+    """One optimizer step on the mean loss of a group of batches; the group's loss sum (a 0-d device array)."""
+    samples = sum(y.shape[0] for _, y in batches)
+    self.zero_grad()
+    total = None
+    for j, (x, y) in enumerate(batches):
+        _, loss = self.forward(x, y, first + j)
+        n = y.shape[0]
+        self.backward(loss if n == samples else loss * (n / samples))
+        total = loss.data * n if total is None else total + loss.data * n
+    self.schedule()
+    self.optimizer_step(total)
+    self.step += 1
+    return total
+
+
+@trainer_method
+def start_epoch(self: Trainer, loader: Iterable) -> RunningLoss:
+    """The bookkeeping before an epoch: loader position, resumed sums, the guard's snapshot, the bar."""
+    self.train_loader = loader
+    if self.pending_loader_state is not None and hasattr(loader, "load_state_dict"):
+        loader.load_state_dict(self.pending_loader_state)  # a checkpoint loaded before the loader was known
+        self.pending_loader_state = None
+    self.running = RunningLoss(self.pending_epoch_totals, self.device)
+    self.pending_epoch_totals = None
+    if self.nan_check == "interval":
+        self.take_snapshot()
+    shown = self.verbosity >= VERBOSITY["normal"]
+    self._bar = progress_bar(len(loader) if hasattr(loader, "__len__") else None, f"epoch {self.epoch + 1}", shown)
+    self._watched = (shown and not isinstance(self._bar, _NoBar)) or self.verbosity >= VERBOSITY["verbose"]
+    self._started = time.perf_counter()
+    return self.running
+
+
+@trainer_method
+def log_step(self: Trainer, running: RunningLoss, batches: int) -> None:
+    """After a step: advance the bar; every ``log_every`` steps, the guard's check and the running loss."""
+    self._bar.update(batches)
+    if self.log_every is None or self.step % self.log_every:
+        return
+    if self.nan_check == "interval":
+        self.check_guard()
+    if self._watched:
+        text = f"loss={running.mean(self):.4f}  lr={_rates(self.lrs)}"
+        self._bar.set_postfix_str(text)
+        if self.verbosity >= VERBOSITY["verbose"]:
+            print(f"  step {self.step}  {text}")
+
+
+@trainer_method
+def end_epoch(self: Trainer) -> None:
+    """After an epoch, finished or not: close the bar, forget the running loss."""
+    self._bar.close()
+    self.running = None
+
+
+@trainer_method
+def lr_columns(self: Trainer) -> dict[str, float]:
+    """The history's learning-rate columns: ``lr`` (group 0), then ``lr_1``, ``lr_2``, ... for more groups."""
+    return {("lr" if i == 0 else f"lr_{i}"): lr for i, lr in enumerate(self.lrs)}
+
+
+def _rates(lrs: Sequence[float]) -> str:
+    return ",".join(f"{lr:.1e}" for lr in lrs)
+
+
+@trainer_method
+def train_epoch(self: Trainer, loader: Iterable, accumulation_steps: int = 1) -> float:
+    """One pass over ``loader``, an optimizer step every ``accumulation_steps`` batches; the mean loss."""
     k = _positive_int(accumulation_steps, "train_epoch: accumulation_steps")
-    trainer.model.train()
-    state = _EpochState(trainer)
-    interval = trainer.nan_check == "interval"
-    if interval:
-        state.take_snapshot()
-    total_batches = len(loader) if hasattr(loader, "__len__") else None
-    shown = trainer.verbosity >= VERBOSITY["normal"]
-    bar = progress_bar(total_batches, f"epoch {trainer.epoch + 1}", shown)
-    watched = (shown and not isinstance(bar, _NoBar)) or trainer.verbosity >= VERBOSITY["verbose"]
+    self.strategy.train(True)
+    running = self.start_epoch(loader)
     batches = iter(loader)
     try:
         while group := list(itertools.islice(batches, k)):
-            first = state.batches
-            group = [trainer.batch(b, first + j) for j, b in enumerate(group)]
-            group_samples = sum(y.shape[0] for _, y in group)
-            trainer.zero_grad()
-            for j, (x, y) in enumerate(group):
-                _, loss = trainer.compute_loss(x, y, first + j)
-                n = y.shape[0]
-                if interval:
-                    state.mark(loss)
-                elif not bool(state.xp.isfinite(loss.data)):
-                    raise _nonfinite_error(trainer, trainer.step, first + j, rolled_back=False)
-                trainer.backward(loss if n == group_samples else loss * (n / group_samples))
-                state.add(loss.detach(), n)
-            state.batches += len(group)
-            trainer.apply_schedule()
-            trainer.optimizer_step()
-            trainer.step += 1
-            bar.update(len(group))
-            if trainer.log_every is not None and trainer.step % trainer.log_every == 0:
-                if interval:
-                    _check_interval(trainer, state)
-                if watched:
-                    running = trainer.read(state.total / state.samples)
-                    bar.set_postfix_str(f"loss={running:.4f}  lr={trainer.lr:.1e}")
-                    if trainer.verbosity >= VERBOSITY["verbose"]:
-                        print(f"  step {trainer.step}  loss={running:.4f}  lr={trainer.lr:.1e}")
+            first = running.batches
+            group = [self.batch(b, first + j) for j, b in enumerate(group)]
+            total = self.train_step(group, first)
+            running.add(total, sum(y.shape[0] for _, y in group), len(group))
+            self.log_step(running, len(group))
     finally:
-        bar.close()
-    if state.batches == 0:
+        self.end_epoch()
+    if running.batches == 0:
         raise ValueError("train_epoch: the loader yielded no batches; there is nothing to train on")
-    if interval:
-        _check_interval(trainer, state)
-    return trainer.read(state.total / state.samples)
+    if self.nan_check == "interval":
+        self.check_guard()
+    loss = self.strategy.total(running.mean(self))
+    self.epoch += 1
+    self.history.record(self.epoch, {"train_loss": loss, "time": time.perf_counter() - self._started,
+                                     **self.lr_columns()})
+    return loss
 
 
-def _check_interval(trainer: Trainer, state: _EpochState) -> None:
-    """nan_check='interval': one read of the first bad step; roll back and raise, or take a new snapshot."""
-    if state.first_bad is None:
-        return
-    bad = int(trainer.read(state.first_bad))
-    if bad >= 0:
-        with no_grad():
-            for p, saved in zip(trainer.params, state.snapshot):
-                p.data[...] = saved
-        raise _nonfinite_error(trainer, bad, None, rolled_back=True)
-    state.take_snapshot()
+def _hits(out: Tensor | None, y: Tensor) -> Any:
+    """How many rows of ``out`` have their largest entry at the target class (a device array), or None."""
+    if out is None or out.ndim < 1:
+        return None
+    if out.ndim == y.ndim + 1 and y.dtype.kind in "iu":  # class indices
+        return (out.data.argmax(axis=-1) == y.data).sum()
+    if out.shape == y.shape and y.dtype.kind == "f" and out.shape[-1] > 1:  # one-hot or probabilities
+        return (out.data.argmax(axis=-1) == y.data.argmax(axis=-1)).sum()
+    return None
 
 
-def _evaluate(trainer: Trainer, loader: Iterable) -> tuple[float, float]:
-    """Trainer.evaluate: (mean loss, accuracy) in eval mode, without a graph; one read at the end."""
-    was_training = trainer.model.training
-    trainer.model.eval()
+@trainer_method
+def evaluate(self: Trainer, loader: Iterable) -> tuple[float, float]:
+    """(mean loss, accuracy) over ``loader`` in eval mode without a graph (accuracy nan if not classes)."""
+    was_training = self.model.training
+    self.strategy.train(False)
     total = correct = None
     samples, classified = 0, True
     try:
         with no_grad():
             for i, batch in enumerate(loader):
-                x, y = trainer.batch(batch, i, "evaluate")
-                out, loss = trainer.compute_loss(x, y, i, "evaluate")
+                x, y = self.batch(batch, i, "evaluate")
+                out, loss = self.forward(x, y, i, "evaluate")
                 n = y.shape[0]
                 total = loss.data * n if total is None else total + loss.data * n
                 samples += n
-                classified = classified and out.ndim == y.ndim + 1 and y.dtype.kind in "iu"
+                hits = _hits(out, y) if classified else None
+                classified = hits is not None
                 if classified:
-                    hits = (out.data.argmax(axis=-1) == y.data).sum()
                     correct = hits if correct is None else correct + hits
     finally:
-        trainer.model.train(was_training)
+        self.strategy.train(was_training)
     if samples == 0:
         raise ValueError("evaluate: the loader yielded no batches; there is nothing to evaluate")
-    loss = trainer.read(total / samples)
-    accuracy = trainer.read(correct) / samples if classified else math.nan
+    loss = self.read(total / samples)
+    accuracy = self.read(correct) / samples if classified else math.nan
+    if self.device.reads_wait and not math.isfinite(loss):  # on the CPU a bad index raised already
+        raise FloatingPointError(f"evaluate: the loss is not finite (nan or inf); {OUT_OF_RANGE_ON_GPU}")
+    if self.epoch > 0:
+        self.history.record(self.epoch, {"val_loss": loss, "val_acc": accuracy})
     return loss, accuracy
 
 
@@ -908,7 +1076,7 @@ class BestModel(Callback):
         value = _metric(trainer, self.monitor, "BestModel")
         if _better(value, self.best, self.mode):
             self.best, self.best_epoch = value, trainer.epoch
-            self.state = {k: Tensor._wrap(v.data.copy(), v.device) for k, v in trainer.model.state_dict().items()}
+            self.state = {k: Tensor(v) for k, v in trainer.model.state_dict().items()}
 
     def restore(self, model: Any) -> Any:
         """Load the best state into ``model`` (the trained one, or a fresh copy)."""
@@ -932,35 +1100,30 @@ class CheckpointEvery(Callback):
             self.fn(trainer)
 
 
-def _fit(trainer: Trainer, train_loader: Iterable, val_loader: Iterable | None, epochs: int,
-         callbacks: Sequence[Callback], accumulation_steps: int) -> History:
-    """Trainer.fit: epochs of training and validation, the history, the callbacks."""
+@trainer_method
+def fit(self: Trainer, train_loader: Iterable, val_loader: Iterable | None = None, epochs: int = 1,
+        callbacks: Sequence[Callback] = (), accumulation_steps: int = 1) -> History:
+    """Train for ``epochs`` epochs (validating after each when a val_loader is given); the history."""
     epochs = _positive_int(epochs, "fit: epochs")
     callbacks = list(callbacks)
-    trainer.stop_training = False
+    self.stop_training = False
     for cb in callbacks:
-        cb.on_train_begin(trainer)
+        cb.on_train_begin(self)
     durations = []
     for e in range(1, epochs + 1):
         start = time.perf_counter()
-        train_loss = trainer.train_epoch(train_loader, accumulation_steps)
-        val_loss, val_acc = trainer.evaluate(val_loader) if val_loader is not None else (math.nan, math.nan)
-        trainer.epoch += 1
+        self.train_epoch(train_loader, accumulation_steps)
+        if val_loader is not None:
+            self.evaluate(val_loader)
         durations.append(time.perf_counter() - start)
-        row = {"train_loss": train_loss, "val_loss": val_loss, "val_acc": val_acc, "lr": trainer.lr, "time": durations[-1]}
-        trainer.history.append(row)
-        if hasattr(trainer.scheduler, "observe"):
-            trainer.scheduler.observe(_metric(trainer, trainer.plateau_monitor, "Trainer(plateau_monitor)")
-                                      if trainer.plateau_monitor else
-                                      val_loss if val_loader is not None else train_loss)
-        if trainer.verbosity >= VERBOSITY["normal"]:
-            print(epoch_line(e, epochs, row, sum(durations) / len(durations) * (epochs - e)))
+        if self.verbosity >= VERBOSITY["normal"]:
+            print(epoch_line(e, epochs, self.history.rows()[-1], sum(durations) / len(durations) * (epochs - e)))
         for cb in callbacks:
-            cb.on_epoch_end(trainer)
-        if trainer.stop_training:
-            if trainer.verbosity >= VERBOSITY["normal"]:
+            cb.on_epoch_end(self)
+        if self.stop_training:
+            if self.verbosity >= VERBOSITY["normal"]:
                 print(f"stopped early after epoch {e}")
             break
     for cb in callbacks:
-        cb.on_train_end(trainer)
-    return trainer.history
+        cb.on_train_end(self)
+    return self.history
