@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyflo.core.distributed import DataParallelStrategy
 from tinyflo.core.layers import Linear, ReLU, Sequential
 from tinyflo.core.losses import mse_loss
 from tinyflo.core.optim import SGD, Adam
@@ -47,7 +48,8 @@ def train_with_trainer(group=None, local_sgd=None, epochs: int = 2, accumulation
     """A Trainer (step schedule, clipping; group= when given) after ``epochs`` epochs, and its epoch losses."""
     model = make_model()
     opt = SGD(model.parameters(), lr=0.1, momentum=momentum)
-    trainer = Trainer(model, opt, mse_loss, scheduler=StepLR(0.1, step_size=2, gamma=0.5), scheduler_interval="step",
-                      grad_clip_norm=grad_clip_norm, log_every=None, verbosity="quiet", group=group, local_sgd=local_sgd)
+    trainer = Trainer(model, opt, mse_loss, scheduler=StepLR(step_size=2, gamma=0.5), scheduler_interval="step",
+                      grad_clip_norm=grad_clip_norm, log_every=None, verbosity="quiet",
+                      plugins=[] if group is None else [DataParallelStrategy(group, local_sgd=local_sgd)])
     losses = [trainer.train_epoch(make_batches(), accumulation_steps) for _ in range(epochs)]
     return trainer, losses

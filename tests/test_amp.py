@@ -19,6 +19,7 @@ from tinyflo.core.amp import (
     AUTOCAST_POLICY,
     RUNS_AS_IT_COMES,
     GradScaler,
+    MixedPrecision,
     autocast,
     cast_parameters,
 )
@@ -565,13 +566,16 @@ def _trainer(amp_dtype=None, seed=0, **kwargs):
     tinyflo.manual_seed(seed)
     model = Sequential(Linear(6, 16), ReLU(), Linear(16, 3))
     loader = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, seed=seed + 1)
+    if "scaler" in kwargs:  # a scaler of one's own: the precision plug-in, spelled out
+        kwargs["plugins"] = [MixedPrecision(amp_dtype, scaler=kwargs.pop("scaler"))]
+        amp_dtype = None
     trainer = Trainer(model, AdamW(model.parameters(), lr=1e-2), cross_entropy, verbosity="quiet",
                       amp=amp_dtype, **kwargs)
     return trainer, loader
 
 
 def test_amp_trainer_arguments_and_scaler():
-    with pytest.raises(ValueError, match="Trainer: amp must be None, 'float16' or 'bfloat16'; got 'fp16'"):
+    with pytest.raises(ValueError, match="MixedPrecision got dtype='fp16'; expected 'float16' or 'bfloat16'"):
         _trainer("fp16")
     assert _trainer()[0].scaler is None
     assert isinstance(_trainer("float16")[0].scaler, GradScaler)
@@ -637,7 +641,7 @@ def test_amp_trainer_fp16_digits_within_one_point_of_fp32():
         test = DataLoader(datasets.digits(train=False, flatten=True), batch_size=512)
         model = Sequential(Linear(64, 128), ReLU(), Linear(128, 10))
         epochs, per_epoch = 20, len(train)
-        schedule = Warmup(CosineAnnealing(1e-2, (epochs - 1) * per_epoch), warmup_steps=per_epoch)
+        schedule = Warmup(CosineAnnealing((epochs - 1) * per_epoch), warmup_steps=per_epoch)
         trainer = Trainer(model, AdamW(model.parameters(), lr=1e-2, weight_decay=0.05),
                           lambda out, y: cross_entropy(out, y, label_smoothing=0.1), scheduler=schedule,
                           scheduler_interval="step", grad_clip_norm=1.0, verbosity="quiet", amp=amp_dtype)

@@ -414,11 +414,11 @@ def test_checkpoints_load_flat_optimizer_stays_flat(tmp_path):
 @pytest.mark.task("checkpoints_load")
 def test_checkpoints_load_optimizer_and_scheduler_checks_come_first(tmp_path):
     model = net(0)
-    path = save_checkpoint(tmp_path / "o.safetensors", model, Adam(model.parameters()), StepLR(0.1, 3))
+    path = save_checkpoint(tmp_path / "o.safetensors", model, Adam(model.parameters()), StepLR(3))
     other = net(1)
     before = other[0].weight.numpy().copy()
     with pytest.raises(CheckpointError, match="StepLR.*scheduler= is a CosineAnnealing"):
-        load_checkpoint(path, other, Adam(other.parameters()), CosineAnnealing(0.1, 10))
+        load_checkpoint(path, other, Adam(other.parameters()), CosineAnnealing(10))
     with pytest.raises(CheckpointError, match=r"the state has 1 parameter groups; this optimizer has 2"):
         params = list(other.parameters())
         load_checkpoint(path, other, Adam([{"params": params[:2]}, {"params": params[2:]}]))
@@ -471,7 +471,7 @@ def run(seed: int = 0, flat: bool = False):
     model = Sequential(Linear(6, 16), ReLU(), Dropout(0.25), Linear(16, 3))
     opt = AdamW(model.parameters(), lr=1e-2, flat=flat)
     loader = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, seed=seed + 1)
-    sched = Warmup(CosineAnnealing(1e-2, 30), warmup_steps=4)
+    sched = Warmup(CosineAnnealing(30), warmup_steps=4)
     return Trainer(model, opt, cross_entropy, scheduler=sched, scheduler_interval="step", verbosity="quiet"), loader
 
 

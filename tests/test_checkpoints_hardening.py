@@ -342,7 +342,7 @@ class _StopsAt:
 def test_checkpoints_resume_mid_epoch_keeps_the_epoch_loss_sums(tmp_path):
     straight, loader = build(0)
     straight.fit(loader, epochs=3, accumulation_steps=2)
-    assert straight.epoch_state is None and "epoch_totals" not in straight.state_dict(), "between epochs: no sums"
+    assert straight.running is None and "epoch_totals" not in straight.state_dict(), "between epochs: no sums"
     first, first_loader = build(0)
     path = tmp_path / "mid.safetensors"
     with pytest.raises(_Interrupt):
@@ -355,4 +355,4 @@ def test_checkpoints_resume_mid_epoch_keeps_the_epoch_loss_sums(tmp_path):
     assert resumed.pending_epoch_totals is not None
     resumed.fit(resumed_loader, epochs=3 - resumed.epoch, accumulation_steps=2)
     assert resumed.history["train_loss"] == straight.history["train_loss"], "the interrupted epoch's mean is exact"
-    assert resumed.pending_epoch_totals is None and resumed.epoch_state is None
+    assert resumed.pending_epoch_totals is None and resumed.running is None

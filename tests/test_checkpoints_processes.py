@@ -93,9 +93,9 @@ RUN = textwrap.dedent("""
         opt = Adam(model.parameters(), lr=1e-2, flat=flat)
         loader = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, seed=seed + 1)
         if plateau:
-            schedule, interval = ReduceLROnPlateau(0.3, patience=0, factor=0.5, threshold=0.0), "epoch"
+            schedule, interval = ReduceLROnPlateau(patience=0, factor=0.5, threshold=0.0), "epoch"
         else:
-            schedule, interval = Warmup(CosineAnnealing(1e-2, 40), warmup_steps=5), "step"
+            schedule, interval = Warmup(CosineAnnealing(40), warmup_steps=5), "step"
         return Trainer(model, opt, cross_entropy, scheduler=schedule, scheduler_interval=interval,
                        verbosity="quiet"), loader
 

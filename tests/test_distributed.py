@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from tinyflo.core import distributed as dist
 from tinyflo.core.distributed import (
     DataParallel,
+    DataParallelStrategy,
     LocalSGD,
     ProcessGroup,
     all_reduce_gradients,
@@ -502,9 +503,9 @@ def test_distributed_data_parallel_through_the_trainer_equals_one_process(world,
     np.testing.assert_allclose(got, want, rtol=1e-12)
     for a, b in zip(trainer.model.parameters(), single.model.parameters()):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
-    _assert_replicas_identical(trainer.parallel)
+    _assert_replicas_identical(trainer.strategy.parallel)
     assert trainer.step == single.step and trainer.lr == single.lr
-    assert all(o.param_groups[0]["lr"] == single.lr for o in trainer.parallel.optimizers)
+    assert all(o.param_groups[0]["lr"] == single.lr for o in trainer.strategy.parallel.optimizers)
     assert trainer.evaluate(make_batches()) == pytest.approx(single.evaluate(make_batches()), rel=1e-12, nan_ok=True)
 
 
@@ -516,7 +517,7 @@ def test_distributed_local_sgd_through_the_trainer():
                            grad_clip_norm=None)
     for a, b in zip(dp.model.parameters(), lsgd.model.parameters()):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
-    assert lsgd.parallel.local_sgd.period == 1
+    assert lsgd.strategy.parallel.local_sgd.period == 1
 
 
 def test_trainer_group_checkpoint_saves_replica_0_and_syncs_on_load(tmp_path):
@@ -524,11 +525,11 @@ def test_trainer_group_checkpoint_saves_replica_0_and_syncs_on_load(tmp_path):
     path = trainer.save_checkpoint(tmp_path / "dp.safetensors")
     resumed, _ = train_with_trainer(init_process_group("local", world_size=2), epochs=0)
     resumed.load_checkpoint(path)
-    for replica in resumed.parallel.replicas:
+    for replica in resumed.strategy.parallel.replicas:
         for a, b in zip(replica.parameters(), trainer.model.parameters()):
             assert np.array_equal(a.numpy(), b.numpy())
-    assert resumed.parallel.optimizers[1].state_dict()["state"].keys() == trainer.optimizer.state_dict()["state"].keys()
-    for opt in resumed.parallel.optimizers:  # every replica's momentum is replica 0's saved one
+    assert resumed.strategy.parallel.optimizers[1].state_dict()["state"].keys() == trainer.optimizer.state_dict()["state"].keys()
+    for opt in resumed.strategy.parallel.optimizers:  # every replica's momentum is replica 0's saved one
         for p, q in zip(opt.param_groups[0]["params"], trainer.optimizer.param_groups[0]["params"]):
             assert np.array_equal(opt.state[p]["momentum_buffer"], trainer.optimizer.state[q]["momentum_buffer"])
     assert resumed.step == trainer.step
@@ -541,8 +542,8 @@ def test_trainer_group_argument_errors():
     with pytest.raises(ValueError, match="group"):
         Trainer(model, SGD(model.parameters(), lr=0.1), mse_loss, device="cpu",
                 group=init_process_group("local", world_size=2))
-    with pytest.raises(ValueError, match="local_sgd"):
-        Trainer(model, SGD(model.parameters(), lr=0.1), mse_loss, local_sgd=LocalSGD(2))
+    with pytest.raises(TypeError, match="local_sgd="):
+        DataParallelStrategy(init_process_group("local", world_size=2), local_sgd=2)
     with pytest.raises(TypeError, match="init_process_group"):
         Trainer(model, SGD(model.parameters(), lr=0.1), mse_loss, group="local")
 
@@ -563,7 +564,7 @@ def test_trainer_group_with_float16_mixed_precision_keeps_replicas_identical():
     (single_losses, single), (losses, trainer) = runs
     np.testing.assert_allclose(losses, single_losses, rtol=1e-3)
     assert trainer.scaler.get_scale() == single.scaler.get_scale()
-    _assert_replicas_identical(trainer.parallel)
+    _assert_replicas_identical(trainer.strategy.parallel)
     for a, b in zip(trainer.model.parameters(), single.model.parameters()):
         assert a.dtype == np.float32
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-3)
@@ -573,7 +574,7 @@ def test_trainer_group_with_float16_mixed_precision_keeps_replicas_identical():
 @pytest.mark.parametrize("world", [None, 2], ids=["one-process", "2-local-ranks"])
 def test_trainer_float16_overflow_skips_the_step_without_a_warning(world):
     pytest.importorskip("tinyflo.core.amp")
-    from tinyflo.core.amp import GradScaler
+    from tinyflo.core.amp import GradScaler, MixedPrecision
     from tinyflo.core.training import Trainer
 
     rng = np.random.default_rng(0)
@@ -582,11 +583,12 @@ def test_trainer_float16_overflow_skips_the_step_without_a_warning(world):
     before = [p.numpy().copy() for p in model.parameters()]
     group = None if world is None else init_process_group("local", world_size=world)
     # a scale of 2**40 overflows float16 in the backward pass on purpose: the scaler must skip the step
-    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), mse_loss, amp="float16", grad_clip_norm=1.0,
-                      scaler=GradScaler(init_scale=2.0**40), verbosity="quiet", group=group)
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), mse_loss, grad_clip_norm=1.0,
+                      plugins=[MixedPrecision("float16", scaler=GradScaler(init_scale=2.0**40))], verbosity="quiet",
+                      group=group)
     trainer.train_epoch(batches)
     assert trainer.scaler.skipped_steps == 1 and trainer.scaler.get_scale() == 2.0**39
-    replicas = [trainer.model] if group is None else trainer.parallel.replicas
+    replicas = [trainer.model] if group is None else trainer.strategy.parallel.replicas
     for replica in replicas:
         for a, b in zip(before, replica.parameters()):
             assert np.array_equal(a, b.numpy()), "an overflowed step must leave the parameters alone"
@@ -599,5 +601,5 @@ def test_trainer_group_failed_save_raises_and_plain_trainer_is_untouched(tmp_pat
     with pytest.raises(OSError):
         trainer.save_checkpoint(blocker / "dp.safetensors")
     plain, _ = train_with_trainer(epochs=1)
-    assert plain.parallel is None
+    assert not isinstance(plain.strategy, DataParallelStrategy)
     assert plain.save_checkpoint(tmp_path / "plain.safetensors").is_file()

@@ -529,7 +529,7 @@ def test_training_fit_digits_reaches_97_percent():
     test_loader = DataLoader(datasets.digits(train=False, flatten=True), batch_size=512)
     model = Sequential(Linear(64, 128), ReLU(), Linear(128, 10))
     epochs, per_epoch = 20, len(train_loader)
-    schedule = Warmup(CosineAnnealing(1e-2, (epochs - 1) * per_epoch), warmup_steps=per_epoch)
+    schedule = Warmup(CosineAnnealing((epochs - 1) * per_epoch), warmup_steps=per_epoch)
     trainer = Trainer(model, AdamW(model.parameters(), lr=1e-2, weight_decay=0.05),
                       lambda out, y: cross_entropy(out, y, label_smoothing=0.1),
                       scheduler=schedule, scheduler_interval="step", grad_clip_norm=1.0, verbosity="quiet")
@@ -616,14 +616,17 @@ def test_training_fit_plateau_watches_the_named_metric():
     from tinyflo.core.schedulers import ReduceLROnPlateau
 
     model = Linear(4, 2)
-    schedule = ReduceLROnPlateau(0.1, mode="max", patience=0)
+    schedule = ReduceLROnPlateau(mode="max", patience=0)
     seen = []
     schedule.observe = lambda metric, _observe=schedule.observe: (seen.append(metric), _observe(metric))[1]
     trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, scheduler=schedule,
                       plateau_monitor="val_acc", verbosity="quiet")
     loader = _tiny_problem()
     trainer.fit(loader, loader, epochs=3)
-    assert seen == trainer.history["val_acc"]
+    # each epoch's metric is shown when the next epoch's rate is set: the third one at the fourth epoch's start
+    assert seen == trainer.history["val_acc"][:2]
+    trainer.train_epoch(loader)
+    assert seen == trainer.history["val_acc"][:3] and trainer.observed == 3
 
 
 @pytest.mark.task("training_fit")

@@ -1335,7 +1335,7 @@ def _run(seed=0):
     model = Sequential(Linear(6, 16), ReLU(), Dropout(0.3), Linear(16, 3))
     opt = AdamW(model.parameters(), lr=1e-2)
     loader = DataLoader(TensorDataset(RX, RY), batch_size=10, shuffle=True, seed=seed + 1)
-    sched = Warmup(CosineAnnealing(1e-2, 12), warmup_steps=3)
+    sched = Warmup(CosineAnnealing(12), warmup_steps=3)
     trainer = Trainer(model, opt, cross_entropy, scheduler=sched, scheduler_interval="step", verbosity="quiet")
     return trainer, loader
 

@@ -581,9 +581,15 @@ class Trainer:
         for plugin in plugins:
             self._plug(plugin)
         if device is not None:
-            if not isinstance(self.strategy, Strategy) or type(self.strategy) is not Strategy:
+            if type(self.strategy) is not Strategy:
                 raise ValueError(f"Trainer: the {type(self.strategy).__name__} plug-in decides where the model "
                                  f"lives; leave out device={device!r}")
+            flat = any(group.get("flat") for group in optimizer.param_groups)
+            if flat and any(p.device is not as_device(device) for p in model.parameters()):
+                raise ValueError(
+                    f"Trainer: device={device!r} would move the model away from the flat buffers its "
+                    "optimizer already holds; move the model first (model.to(device)), then build the optimizer"
+                )
             model.to(device)
         self.strategy.setup(self)
         self.precision.setup(self)
@@ -606,6 +612,7 @@ class Trainer:
         self.pending_epoch_totals: dict[str, Any] | None = None  # loaded sums of an unfinished epoch
         self.first_bad: Any = None  # nan_check="interval": device array, the first step that was not finite, or -1
         self.snapshot: dict[str, Any] | None = None  # nan_check="interval": what check_guard rolls back to
+        self.step_batches: tuple[int, int] | None = None  # (first, last) batch of the step in progress
 
     def _plug(self, plugin: Any) -> None:
         if isinstance(plugin, Precision):
@@ -651,7 +658,7 @@ class Trainer:
 
     def read(self, array: Any) -> float:
         """One device-to-host read of a 0-d array (the only place the Trainer syncs)."""
-        return float(array.item())
+        return Tensor(array, device=self.device).item()
 
     def batch(self, batch: Any, index: int, op: str = "train_epoch") -> tuple[Tensor, Tensor]:
         """``(inputs, targets)`` of one batch as tensors on the Trainer's device, checked."""
@@ -678,6 +685,8 @@ class Trainer:
     # ----- the hook points the loop calls ----------------------------------------------
     def forward(self, x: Tensor, y: Tensor, index: int, op: str = "train_epoch") -> tuple[Tensor | None, Tensor]:
         """``(outputs, mean loss)`` of one batch through the plug-ins; errors name the batch."""
+        if op == "train_epoch":  # the batches of the coming step, for the guard's message
+            self.step_batches = (self.step_batches[0] if self.step_batches else index, index)
         try:
             with self.precision.forward_context():
                 out, loss = self.strategy.forward(self, x, y, op == "train_epoch")
@@ -692,6 +701,7 @@ class Trainer:
 
     def zero_grad(self) -> None:
         """Clear the gradients before a group of batches."""
+        self.step_batches = None
         self.strategy.zero_grad()
 
     def backward(self, loss: Tensor) -> None:
@@ -790,8 +800,11 @@ class RunningLoss:
                 "samples": self.samples, "batches": self.batches}
 
 
-def _nonfinite_error(trainer: Trainer, step: int, batch: int | None, rolled_back: bool) -> FloatingPointError:
-    where = f"step {step} (epoch {trainer.epoch + 1}" + (f", batch {batch})" if batch is not None else ")")
+def _nonfinite_error(trainer: Trainer, step: int, rolled_back: bool) -> FloatingPointError:
+    batches = None if rolled_back else trainer.step_batches
+    where = f"step {step} (epoch {trainer.epoch + 1}" + (
+        "" if batches is None else f", batch {batches[0]}" if batches[0] == batches[1] else f", batches {batches[0]}-{batches[1]}"
+    ) + ")"
     state = (
         f"the parameters, the step count ({trainer.step}) and the learning rates were rolled back to the last "
         "check that found everything finite; the optimizer's state (momentum, averages) was not — make a new "
@@ -832,7 +845,7 @@ def guard(self: Trainer, loss_total: Any, norms: Sequence[Tensor]) -> None:
             finite = finite & xp.isfinite(norm.to(self.device).data)
     if self.nan_check == "step":
         if not bool(finite):
-            raise _nonfinite_error(self, self.step, None, rolled_back=False)
+            raise _nonfinite_error(self, self.step, rolled_back=False)
         return
     if self.first_bad is None:
         self.first_bad = xp.full((), -1, dtype=np.int64)
@@ -876,7 +889,7 @@ def check_guard(self: Trainer) -> None:
         bad = int(self.read(self.first_bad))
         if bad >= 0:
             self.restore_snapshot()
-            raise _nonfinite_error(self, bad, None, rolled_back=True)
+            raise _nonfinite_error(self, bad, rolled_back=True)
     self.take_snapshot()
 
 
