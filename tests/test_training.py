@@ -18,7 +18,7 @@ from tinyflo.core.data import DataLoader, TensorDataset
 from tinyflo.core.layers import Dropout, Linear, ReLU, Sequential
 from tinyflo.core.losses import cross_entropy, mse_loss
 from tinyflo.core.optim import SGD, AdamW
-from tinyflo.core.schedulers import CosineAnnealing, Warmup
+from tinyflo.core.schedulers import CosineAnnealing, CosineSchedule, Scheduler, StepLR, Warmup
 from tinyflo.core.training import (
     BestModel,
     Callback,
@@ -324,13 +324,13 @@ def test_training_evaluate_target_out_of_range_without_a_read_is_an_error(reques
 
 @pytest.mark.task("training_epoch")
 def test_training_epoch_schedule_before_each_step():
-    class Recorder:
+    class Recorder(Scheduler):
         def __init__(self):
             self.seen = []
 
-        def lr(self, t):
+        def lr(self, t, base_lr):
             self.seen.append(t)
-            return 1.0 / (t + 1)
+            return base_lr / (t + 1)
 
     X, Y = data(30)
     per_step = Recorder()
@@ -339,7 +339,7 @@ def test_training_epoch_schedule_before_each_step():
     trainer = Trainer(model, opt, cross_entropy, scheduler=per_step, scheduler_interval="step", verbosity="quiet")
     trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
     trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
-    assert per_step.seen == [0, 1, 2, 3, 4, 5] and opt.param_groups[0]["lr"] == 1 / 6
+    assert per_step.seen == [0, 1, 2, 3, 4, 5] and opt.param_groups[0]["lr"] == 5.0 / 6
     per_epoch = Recorder()
     t2 = Trainer(tiny(), SGD(tiny().parameters(), lr=5.0), cross_entropy, scheduler=per_epoch, verbosity="quiet")
     t2.fit(DataLoader(TensorDataset(X, Y), batch_size=15), epochs=3)
@@ -634,3 +634,180 @@ def test_training_fit_device_move_refused_for_a_flat_optimizer():
     model = Linear(4, 2)
     with pytest.raises(ValueError, match="move the model first"):
         Trainer(model, SGD(model.parameters(), lr=0.1, flat=True), cross_entropy, device="cpu:1")
+
+
+# ----- the loop as TinyTorch teaches it, learning rates per group, the guard's claims ----------
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_by_hand_as_tinytorch_teaches_it():
+    """TinyTorch's module 08 loop: train_epoch and evaluate by hand, a cosine schedule from 0.1 to 0.01."""
+    X, Y = data(40)
+    loader = DataLoader(TensorDataset(X, Y), batch_size=10)
+    model = tiny()
+    schedule = CosineSchedule(max_lr=0.1, min_lr=0.01, total_epochs=5)
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, scheduler=schedule, verbosity="quiet")
+    for epoch in range(5):
+        train_loss = trainer.train_epoch(loader)
+        val_loss, accuracy = trainer.evaluate(loader)
+        assert trainer.epoch == epoch + 1, "train_epoch counts the epoch"
+        assert trainer.history["train_loss"][-1] == train_loss and len(trainer.history["train_loss"]) == epoch + 1
+        assert trainer.history["val_loss"][-1] == val_loss and trainer.history["val_acc"][-1] == accuracy
+        assert trainer.history["lr"][-1] == pytest.approx(schedule.get_lr(epoch)), "the epoch ran at get_lr(epoch)"
+    assert trainer.history["lr"][0] == pytest.approx(0.1) and trainer.history["lr"][-1] < 0.03
+    trainer.train_epoch(loader)
+    assert trainer.lr == pytest.approx(schedule.get_lr(5))
+
+
+@pytest.mark.task("training_epoch")
+@pytest.mark.parametrize("interval", ["epoch", "step"])
+def test_training_epoch_keeps_each_groups_learning_rate(interval):
+    """Groups at [0.1, 0.001] under StepLR(gamma=0.5) halve together: [0.05, 0.0005], not [0.05, 0.05]."""
+    X, Y = data(30)
+    model = tiny()
+    first, second = model.layers[0], model.layers[2]
+    opt = SGD([{"params": first.parameters(), "lr": 0.1}, {"params": second.parameters(), "lr": 0.001}], lr=0.1)
+    step_size = 1 if interval == "epoch" else 3
+    trainer = Trainer(model, opt, cross_entropy, scheduler=StepLR(step_size=step_size, gamma=0.5),
+                      scheduler_interval=interval, verbosity="quiet")
+    for _ in range(3):
+        trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    assert trainer.history["lr"] == pytest.approx([0.1, 0.05, 0.025])
+    assert trainer.history["lr_1"] == pytest.approx([0.001, 0.0005, 0.00025])
+    assert trainer.lrs == pytest.approx([0.025, 0.00025])
+    assert "lr=2.5e-02,2.5e-04" in training.epoch_line(3, 3, trainer.history.rows()[-1], None)
+
+
+@pytest.mark.task("training_evaluate")
+def test_training_evaluate_one_hot_targets_and_records_its_metrics():
+    X, Y = data(30)
+    model = tiny()
+    trainer = quiet(model)
+    indices = trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=7))
+    one_hot = trainer.evaluate(DataLoader(TensorDataset(X, np.eye(3, dtype=np.float32)[Y]), batch_size=7))
+    assert one_hot[1] == pytest.approx(indices[1]) and not math.isnan(one_hot[1])
+    assert len(trainer.history) == 0, "before the first epoch there is no row to record into"
+    trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    loss, accuracy = trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=10))
+    assert trainer.history["val_loss"] == [loss] and trainer.history["val_acc"] == [accuracy]
+
+
+def _sqrt_model():
+    from tinyflo.core.layers import Module
+
+    class ZeroResidualSqrt(Module):
+        """A finite output whose gradient is NaN: d sqrt(r) / dr at r = 0 times d r / dw = 0."""
+
+        def __init__(self):
+            super().__init__()
+            self.inner = Linear(4, 1).to(dtype="float64")
+
+        def forward(self, x):
+            r = self.inner(x) - self.inner(x)
+            return (r * r).sum(axis=1, keepdims=True) ** 0.5
+
+    return ZeroResidualSqrt()
+
+
+@pytest.mark.task("training_guard")
+@pytest.mark.parametrize("nan_check", ["step", "interval"])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_training_guard_a_finite_loss_with_nan_gradients_never_reaches_the_weights(nan_check):
+    X, _ = data(20)
+    model = _sqrt_model()
+    before = [p.numpy().copy() for p in model.parameters()]
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1, momentum=0.9), mse_loss, verbosity="quiet",
+                      nan_check=nan_check, log_every=None)
+    with pytest.raises(FloatingPointError, match="not finite") as info:
+        trainer.train_epoch(DataLoader(TensorDataset(X, X[:, :1]), batch_size=10))
+    message = str(info.value)
+    # each claim of the message, checked
+    for p, b in zip(model.parameters(), before):
+        assert np.array_equal(p.numpy(), b), "the parameters are as before the bad step"
+    assert trainer.step == 0 and trainer.epoch == 0
+    if nan_check == "step":
+        assert "the step was not taken" in message and "step 0 (epoch 1, batch 0)" in message
+        assert trainer.optimizer.state == {} or all(
+            not np.any(s.get("momentum_buffer", 0)) for s in trainer.optimizer.state.values()
+        ), "the optimizer did not take the step"
+    else:
+        assert "rolled back" in message and "step count (0)" in message and "optimizer's state" in message
+
+
+@pytest.mark.task("training_rollback")
+def test_training_rollback_restores_steps_and_schedule():
+    X, Y = data(40)
+    X[35] = np.nan  # the last batch of the epoch
+    model = tiny()
+    opt = SGD(model.parameters(), lr=1.0)
+    trainer = Trainer(model, opt, cross_entropy, scheduler=StepLR(step_size=1, gamma=0.5), scheduler_interval="step",
+                      nan_check="interval", log_every=2, verbosity="quiet")
+    with pytest.raises(FloatingPointError, match=r"at step 3 .*rolled back.*step count \(2\)"):
+        trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    assert trainer.step == 2, "rolled back to the check after step 2"
+    assert opt.param_groups[0]["lr"] == 0.5, "and the rate set for step 1, the last one before that check"
+    assert all(np.isfinite(p.numpy()).all() for p in model.parameters())
+
+
+@pytest.mark.task("training_epoch")
+def test_training_epoch_empty_batch_is_an_error_and_no_step():
+    model = tiny()
+    opt = SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.1)
+    trainer = Trainer(model, opt, cross_entropy, scheduler=StepLR(step_size=1), scheduler_interval="step",
+                      verbosity="quiet")
+    before = [p.numpy().copy() for p in model.parameters()]
+    empty = (np.zeros((0, 4), np.float32), np.zeros(0, np.int64))
+    with pytest.raises(ValueError, match=r"train_epoch: batch 0 has no samples"):
+        trainer.train_epoch([empty])
+    assert trainer.step == 0 and opt.param_groups[0]["lr"] == 0.1
+    assert all(np.array_equal(p.numpy(), b) for p, b in zip(model.parameters(), before))
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_plugins_are_named_and_checked():
+    model = tiny()
+    assert Trainer.__init__.__code__.co_argcount == 15 - 1  # self + 13 settings; scaler and local_sgd are plug-ins
+    with pytest.raises(TypeError, match="plugins must be Precision, Strategy or CheckpointIO"):
+        Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, plugins=[object()])
+    with pytest.raises(ValueError, match="register_plugin: name must be one of"):
+        training.register_plugin("mystery", object)
+    with pytest.raises(TypeError, match="needs apply"):
+        Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, scheduler=object())
+    with pytest.raises(ValueError, match="Trainer got grad_clip_norm='1'"):
+        Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, grad_clip_norm="1")
+
+
+@pytest.mark.task("training_running")
+def test_training_running_loss_reads_once():
+    running = training.RunningLoss()
+    for value, n in ((2.0, 4), (1.0, 4), (3.0, 2)):
+        running.add(np.asarray(value * n, np.float32), n)
+    assert running.samples == 10 and running.batches == 3
+    assert running.mean(quiet(tiny())) == pytest.approx(1.8)
+    assert training.RunningLoss(running.state_dict()).mean(quiet(tiny())) == pytest.approx(1.8)
+
+
+@pytest.mark.task("training_step")
+def test_training_step_accumulates_and_steps_once():
+    X, Y = data(24)
+    big, small = tiny(), tiny()
+    quiet(big).train_step([(Tensor(X), Tensor(Y))])
+    trainer = quiet(small)
+    total = trainer.train_step([(Tensor(X[i:i + 8]), Tensor(Y[i:i + 8])) for i in (0, 8, 16)])
+    assert trainer.step == 1 and getattr(total, "shape", None) == ()
+    for a, b in zip(big.parameters(), small.parameters()):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.task("training_callbacks")
+def test_training_callbacks_best_model_keeps_a_copy():
+    X, Y = data(30)
+    loader = DataLoader(TensorDataset(X, Y), batch_size=10)
+    trainer = quiet(tiny())
+    best = training.BestModel(monitor="train_loss")
+    trainer.fit(loader, epochs=3, callbacks=[best])
+    assert best.best == min(trainer.history["train_loss"])
+    name = next(iter(best.state))
+    kept = best.state[name].numpy().copy()
+    trainer.fit(loader, epochs=1)
+    assert np.array_equal(best.state[name].numpy(), kept)
