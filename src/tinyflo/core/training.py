@@ -582,8 +582,8 @@ class Trainer:
             self._plug(plugin)
         if device is not None:
             if type(self.strategy) is not Strategy:
-                raise ValueError(f"Trainer: the {type(self.strategy).__name__} plug-in decides where the model "
-                                 f"lives; leave out device={device!r}")
+                raise ValueError(f"Trainer: with group= (the {type(self.strategy).__name__} plug-in) the group's "
+                                 f"devices decide where the model lives; leave out device={device!r}")
             flat = any(group.get("flat") for group in optimizer.param_groups)
             if flat and any(p.device is not as_device(device) for p in model.parameters()):
                 raise ValueError(
@@ -650,6 +650,10 @@ class Trainer:
     @scaler.setter
     def scaler(self, scaler: Any) -> None:
         self.precision.scaler = scaler
+
+    @scaler.deleter
+    def scaler(self) -> None:
+        self.precision.scaler = None
 
     @property
     def params(self) -> list[Tensor]:
