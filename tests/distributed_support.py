@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-import tinyflo.core.checkpoints  # noqa: F401  (registers the Trainer's checkpoint plug-in)
 from tinyflo.core.distributed import DataParallelStrategy
 from tinyflo.core.layers import Linear, ReLU, Sequential
 from tinyflo.core.losses import mse_loss

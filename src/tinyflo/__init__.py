@@ -46,10 +46,6 @@ _SOURCE = {name: (module, name) for module, names in _PUBLIC.items() for name in
 _SOURCE["device"] = ("tinyflo.core.tensor", "as_device")  # tinyflo.device("cuda:0"), as in torch
 
 
-# The Trainer's plug-ins (checkpoints, mixed precision, data parallelism) register themselves when
-# their modules load: load them with the Trainer, so `Trainer(amp="float16")` works on its own.
-_PLUGIN_MODULES = ("tinyflo.core.checkpoints", "tinyflo.core.amp", "tinyflo.core.distributed")
-
 _SUBMODULES = ("nn", "optim", "datasets", "models", "distributed")  # tinyflo.nn.Linear works without `import tinyflo.nn`
 
 
@@ -60,9 +56,6 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'tinyflo' has no attribute {name!r}")
     module, attribute = _SOURCE[name]
     value = getattr(importlib.import_module(module), attribute)
-    if module == "tinyflo.core.training":
-        for plugin in _PLUGIN_MODULES:
-            importlib.import_module(plugin)
     globals()[name] = value
     return value
 

@@ -13,6 +13,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -528,6 +529,9 @@ def register_plugin(name: str, factory: Callable[..., Any]) -> None:
 
 
 def _plugin(name: str, *args: Any) -> Any:
+    if name not in PLUGINS:  # not imported yet: the package names its plug-ins as entry points
+        for entry in entry_points(group="tinyflo.trainer_plugins", name=name):
+            entry.load()  # importing the module registers its plug-in
     if name not in PLUGINS:
         raise RuntimeError(f"{name!r} needs the plug-in of {_PLUGIN_MODULES[name]}: import it first")
     return PLUGINS[name](*args)
