@@ -90,7 +90,7 @@ RUN = textwrap.dedent("""
     def build(seed):
         tinyflo.manual_seed(seed)
         model = Sequential(Linear(6, 32), ReLU(), Dropout(0.2), Linear(32, 3))
-        opt = Adam(model.parameters(), lr=1e-2, flat=flat)
+        opt = Adam(model.parameters(), lr=0.3 if plateau else 1e-2, flat=flat)  # 0.3: the plateau cuts it
         loader = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, seed=seed + 1)
         if plateau:
             schedule, interval = ReduceLROnPlateau(patience=0, factor=0.5, threshold=0.0), "epoch"

@@ -122,20 +122,22 @@ class Recorder(tinyflo.Trainer):
         super().__init__(*args, **kwargs)
         self.trace = {"loss": [], "lr": [], "norm": [], "clipped_norm": [], "scale": []}
 
-    def compute_loss(self, x, y, index, op="train_epoch"):
-        out, loss = super().compute_loss(x, y, index, op)
+    def forward(self, x, y, index, op="train_epoch"):
+        out, loss = super().forward(x, y, index, op)
         if op == "train_epoch":
             self.trace["loss"].append(loss.detach())
         return out, loss
 
-    def optimizer_step(self):
+    def optimizer_step(self, loss_total):
         scale = self.scaler.get_scale() if self.scaler is not None else 1.0
         self.trace["lr"].append(self.lr)
         self.trace["scale"].append(scale)
-        if self.parallel is None:  # (with data parallelism each replica holds only its shard's gradients here)
+        # (with data parallelism each replica holds only its shard's gradients here)
+        single = not isinstance(self.strategy, tinyflo.distributed.DataParallelStrategy)
+        if single:
             self.trace["norm"].append(grad_norm(self.params) / scale)  # the gradients are still scaled
-        super().optimizer_step()
-        if self.parallel is None:
+        super().optimizer_step(loss_total)
+        if single:
             self.trace["clipped_norm"].append(grad_norm(self.params))  # what the optimizer stepped with
 
     def steps(self):
@@ -159,11 +161,14 @@ def make_trainer(config, model, steps_per_epoch, group=None):
     schedule = None
     if config.schedule:
         total = config.epochs * steps_per_epoch
-        schedule = Warmup(CosineAnnealing(config.lr, total - steps_per_epoch), warmup_steps=steps_per_epoch,
+        schedule = Warmup(CosineAnnealing(total - steps_per_epoch), warmup_steps=steps_per_epoch,
                           start_factor=0.1)
-    scaler = tinyflo.GradScaler(growth_interval=GROWTH_INTERVAL) if config.amp == "float16" else None
+    plugins = []
+    if config.amp is not None:  # mixed precision, with the scaler's growth interval of this milestone
+        scaler = tinyflo.GradScaler(growth_interval=GROWTH_INTERVAL) if config.amp == "float16" else None
+        plugins.append(tinyflo.MixedPrecision(config.amp, scaler=scaler))
     return Recorder(model, optimizer, F.cross_entropy, scheduler=schedule, scheduler_interval="step",
-                    grad_clip_norm=config.clip, amp=config.amp, scaler=scaler, group=group, verbosity="quiet")
+                    grad_clip_norm=config.clip, group=group, plugins=plugins, verbosity="quiet")
 
 
 def loaders(config, x, y):
