@@ -308,14 +308,12 @@ PROGRAM = textwrap.dedent('''
         loader = tinyflo.DataLoader(tinyflo.TensorDataset(data["x"], data["y"]), batch_size=c["batch_size"],
                                     shuffle=True, seed=seed, device=c["device"])
         per_epoch = len(loader)
-        schedule = Warmup(CosineAnnealing(c["lr"], (c["epochs"] - 1) * per_epoch), warmup_steps=per_epoch,
-                          start_factor=0.1)
+        schedule = Warmup(CosineAnnealing((c["epochs"] - 1) * per_epoch), warmup_steps=per_epoch, start_factor=0.1)
+        precision = tinyflo.MixedPrecision(c["amp"], scaler=tinyflo.GradScaler(growth_interval=c["growth_interval"]))
         trainer = tinyflo.Trainer(model, tinyflo.optim.AdamW(model.parameters(), lr=c["lr"],
                                                              weight_decay=c["weight_decay"]),
                                   F.cross_entropy, scheduler=schedule, scheduler_interval="step",
-                                  grad_clip_norm=c["clip"], amp=c["amp"],
-                                  scaler=tinyflo.GradScaler(growth_interval=c["growth_interval"]),
-                                  verbosity="quiet")
+                                  grad_clip_norm=c["clip"], plugins=[precision], verbosity="quiet")
         return trainer, loader
 
 
@@ -433,7 +431,7 @@ one_trainer, one_trace, one_accuracy, one_seconds = train(parallel_config, short
 dp_delta = max(float(np.abs(a.numpy() - b.numpy()).max())
                for a, b in zip(dp_trainer.model.parameters(), one_trainer.model.parameters()))
 replicas_delta = max(float(np.abs(a.numpy() - b.numpy()).max())
-                     for a, b in zip(*(r.parameters() for r in dp_trainer.parallel.replicas)))
+                     for a, b in zip(*(r.parameters() for r in dp_trainer.strategy.parallel.replicas)))
 n_params = sum(p.numel() for p in one_trainer.model.parameters())
 dp_steps = len(dp_trace["loss"])
 ring_bytes = dp_steps * 2 * (2 - 1) * n_params * 4 // 2  # 2(k-1)/k of the float32 buffer per step and rank
