@@ -39,63 +39,174 @@ MUTANTS = [
         "return float(last.max() - last.min()) <= tol * abs(float(last.mean()))",
         "return float(last.max() - last.min()) <= tol",
     ),
-    # every micro-batch weighted 1/k: wrong when the batches of a group differ in size.
+    # the step's loss without the accumulation weight: k batches step on k times the mean gradient.
     (
-        "training_epoch",
-        "trainer.backward(loss if n == group_samples else loss * (n / group_samples))",
-        "trainer.backward(loss * (1 / len(group)))",
+        "training_step",
+        "self.backward(loss if n == samples else loss * (n / samples))",
+        "self.backward(loss)",
     ),
-    # gradients cleared before every batch: only the group's last batch reaches the step.
+    # gradients of the previous group kept: zero_grad forgotten.
+    ("training_step", "    self.zero_grad()\n    total = None", "    total = None"),
+    # the loss sum counts each batch once, not once per sample.
     (
-        "training_epoch",
-        "trainer.zero_grad()\n            for j, (x, y) in enumerate(group):\n",
-        "for j, (x, y) in enumerate(group):\n                trainer.zero_grad()\n",
+        "training_step",
+        "total = loss.data * n if total is None else total + loss.data * n",
+        "total = loss.data if total is None else total + loss.data",
     ),
-    # the epoch loss is the mean of the batch means, not the mean per sample (a hidden test catches it).
-    ("training_epoch", "state.add(loss.detach(), n)", "state.add(loss.detach(), 1)"),
-    # nan_check='step' never checks: a NaN loss reaches the optimizer (a hidden test catches it).
+    # the step count never moves: an epoch schedule by steps stays at t = 0.
+    ("training_step", "    self.step += 1\n    return total", "    return total"),
+    # the schedule applied after the step: each step runs at the previous step's rate.
     (
-        "training_epoch",
-        "                elif not bool(state.xp.isfinite(loss.data)):\n"
-        "                    raise _nonfinite_error(trainer, trainer.step, first + j, rolled_back=False)\n",
+        "training_step",
+        "    self.schedule()\n    self.optimizer_step(total)",
+        "    self.optimizer_step(total)\n    self.schedule()",
+    ),
+    # every add overwrites the sum: the mean is of the last group only.
+    (
+        "training_running",
+        "self.total = total if self.total is None else self.total + total",
+        "self.total = total",
+    ),
+    # batches not counted: a resumed epoch numbers its batches from 0 again.
+    ("training_running", "        self.batches += batches", "        self.batches += 1"),
+    # the mean per group instead of per sample.
+    (
+        "training_running",
+        "return trainer.read(self.total / self.samples)",
+        "return trainer.read(self.total / self.batches)",
+    ),
+    # samples not counted: the mean divides by zero.
+    ("training_running", "        self.samples += samples\n", ""),
+    # only the loss is checked: a finite loss with NaN gradients reaches the weights.
+    (
+        "training_guard",
+        "            finite = finite & xp.isfinite(norm.to(self.device).data)",
+        "            pass",
+    ),
+    # step mode checks nothing: the NaN step is taken.
+    (
+        "training_guard",
+        "        if not bool(finite):\n            raise _nonfinite_error(self, self.step, rolled_back=False)\n",
         "",
     ),
-    # the model is not put in training mode: after evaluate(), dropout stays off (a hidden test catches it).
+    # interval mode overwrites the first bad step with every later one.
+    (
+        "training_guard",
+        "xp.where((self.first_bad < 0) & ~finite, self.step, self.first_bad)",
+        "xp.where(~finite, self.step, self.first_bad)",
+    ),
+    # interval mode marks the step but lets its NaN gradients through.
+    (
+        "training_guard",
+        "    for params in self.strategy.param_lists:\n        zero_grads_unless(params, finite)\n",
+        "",
+    ),
+    # the scaler's skip is ignored: overflowed float16 gradients raise instead of being skipped.
+    ("training_guard", "    if not self.precision.skips_nonfinite:\n", "    if True:\n"),
+    # a bad step is found but nothing is rolled back.
+    ("training_rollback", "            self.restore_snapshot()\n", ""),
+    # a clean check keeps the old snapshot: a later rollback goes back too far.
+    ("training_rollback", "    self.take_snapshot()\n    ### END SOLUTION", "    ### END SOLUTION"),
+    # a bad step is never reported: the rollback happens silently.
+    (
+        "training_rollback",
+        "            raise _nonfinite_error(self, bad, rolled_back=True)",
+        "            pass",
+    ),
+    # the check only fires on step 0 (reads the flag as a truth value).
+    ("training_rollback", "        if bad >= 0:", "        if bad > 0:"),
+    # the last short group is dropped.
     (
         "training_epoch",
-        "    trainer.model.train()\n    state = _EpochState(trainer)",
-        "    state = _EpochState(trainer)",
+        "while group := list(itertools.islice(batches, k)):",
+        "while len(group := list(itertools.islice(batches, k))) == k:",
     ),
-    # evaluation in training mode: dropout stays on (a hidden test catches it).
+    # the epoch is not counted: TinyTorch's loop by hand never moves its schedule.
+    ("training_epoch", "    self.epoch += 1\n", ""),
+    # the history gets no row.
+    (
+        "training_epoch",
+        """    self.history.record(self.epoch, {"train_loss": loss, "time": time.perf_counter() - self._started,
+                                     **self.lr_columns()})
+""",
+        "",
+    ),
+    # the bookkeeping is skipped when a batch raises: the progress bar and the running loss stay open.
+    (
+        "training_epoch",
+        "    finally:\n        self.end_epoch()",
+        "    except BaseException:\n        raise\n    self.end_epoch()",
+    ),
+    # the model is left in whatever mode it was in.
+    (
+        "training_epoch",
+        "    self.strategy.train(True)\n    running = self.start_epoch(loader)",
+        "    running = self.start_epoch(loader)",
+    ),
+    # evaluation in training mode: dropout stays on.
     (
         "training_evaluate",
-        "    trainer.model.eval()\n    total = correct = None",
+        "    self.strategy.train(False)\n    total = correct = None",
         "    total = correct = None",
     ),
-    # the model is left in training mode, even if it was in eval mode before (a hidden test catches it).
-    ("training_evaluate", "trainer.model.train(was_training)", "trainer.model.train()"),
-    # evaluation builds a graph: no no_grad() around the forward passes (a hidden test catches it).
+    # the model is left in eval mode after evaluating.
+    (
+        "training_evaluate",
+        "        self.strategy.train(was_training)",
+        "        self.strategy.train(False)",
+    ),
+    # evaluation builds a graph: no no_grad() around the forward passes.
     (
         "training_evaluate",
         "        with no_grad():\n            for i, batch in enumerate(loader):",
-        "        for i, batch in enumerate(loader):",
+        "        if True:\n            for i, batch in enumerate(loader):",
     ),
-    # each batch's accuracy (a mean) added up, then divided by all the samples again.
+    # the loss of each batch counted once, not per sample.
     (
         "training_evaluate",
-        "hits = (out.data.argmax(axis=-1) == y.data).sum()",
-        "hits = (out.data.argmax(axis=-1) == y.data).mean()",
+        "total = loss.data * n if total is None else total + loss.data * n",
+        "total = loss.data if total is None else total + loss.data",
+    ),
+    # nothing is recorded in the history.
+    (
+        "training_evaluate",
+        '        self.history.record(self.epoch, {"val_loss": loss, "val_acc": accuracy})',
+        "        pass",
     ),
     # BestModel keeps views of the live weights, which go on changing.
     (
-        "training_fit",
-        "self.state = {k: Tensor._wrap(v.data.copy(), v.device) for k, v in trainer.model.state_dict().items()}",
+        "training_callbacks",
+        "self.state = {k: Tensor(v) for k, v in trainer.model.state_dict().items()}",
         "self.state = trainer.model.state_dict()",
     ),
-    # EarlyStopping waits one epoch longer than its patience (a hidden test catches it).
-    ("training_fit", "if self.wait >= self.patience:", "if self.wait > self.patience:"),
+    # EarlyStopping waits one epoch longer than its patience.
+    ("training_callbacks", "if self.wait >= self.patience:", "if self.wait > self.patience:"),
     # CheckpointEvery counts epochs from 0: it fires after epochs 1, 3, ... instead of 2, 4, ...
-    ("training_fit", "if trainer.epoch % self.k == 0:", "if (trainer.epoch - 1) % self.k == 0:"),
-    # a plateau scheduler is shown the training loss even with a validation loader (a hidden test catches it).
-    ("training_fit", "val_loss if val_loader is not None else train_loss)", "train_loss)"),
+    (
+        "training_callbacks",
+        "if trainer.epoch % self.k == 0:",
+        "if (trainer.epoch - 1) % self.k == 0:",
+    ),
+    # EarlyStopping never resets its wait after an improvement.
+    (
+        "training_callbacks",
+        "            self.best, self.wait = value, 0",
+        "            self.best = value",
+    ),
+    # fit never validates.
+    (
+        "training_fit",
+        "        if val_loader is not None:\n            self.evaluate(val_loader)\n",
+        "",
+    ),
+    # the callbacks' epoch hook is never called.
+    ("training_fit", "        for cb in callbacks:\n            cb.on_epoch_end(self)\n", ""),
+    # stop_training is ignored: fit always runs every epoch.
+    ("training_fit", "        if self.stop_training:", "        if False:"),
+    # a second fit() keeps the stop flag of the first one.
+    (
+        "training_fit",
+        "    self.stop_training = False\n    for cb in callbacks:",
+        "    for cb in callbacks:",
+    ),
 ]
