@@ -2107,7 +2107,7 @@ stopper = EarlyStopping(monitor="val_loss", patience=2)
 t_stop.fit(train_loader, val_loader, epochs=10, callbacks=[stopper])
 assert t_stop.epoch == 3, "lr=0: no improvement after epoch 1, patience 2 stops after epoch 3"
 stopper_again = EarlyStopping(monitor="train_loss", patience=1)
-t_stop.fit(train_loader, epochs=10, callbacks=[stopper_again])
+t_stop.fit(val_loader, epochs=10, callbacks=[stopper_again])  # not shuffled: lr=0 gives the very same loss
 assert t_stop.epoch == 5, "fit resets stop_training and calls on_train_begin each time"
 no_val = _trainer(_tiny_model())
 h = no_val.fit(train_loader, epochs=2)
