@@ -624,10 +624,7 @@ class DataParallelStrategy(Strategy):
     def setup(self, trainer: Any) -> None:
         self.parallel = DataParallel(trainer.model, self.group, trainer.optimizer, local_sgd=self.local_sgd)
         self.model, self.optimizers = trainer.model, self.parallel.optimizers
-
-    @property
-    def param_lists(self) -> list[list[Tensor]]:
-        return [list(replica.parameters()) for replica in self.parallel.replicas]
+        self.param_lists = [list(replica.parameters()) for replica in self.parallel.replicas]
 
     def train(self, mode: bool = True) -> None:
         self.parallel.train(mode)

@@ -463,11 +463,7 @@ class Strategy:
     def setup(self, trainer: Trainer) -> None:
         """Prepare the model and optimizer for ``trainer`` (called once, when the Trainer is built)."""
         self.model, self.optimizers = trainer.model, [trainer.optimizer]
-
-    @property
-    def param_lists(self) -> list[list[Tensor]]:
-        """The parameters of every model copy this process steps (one list here)."""
-        return [list(self.model.parameters())]
+        self.param_lists = [list(self.model.parameters())]  # the parameters of every copy this process steps
 
     def train(self, mode: bool = True) -> None:
         """Put the model (every copy of it) in training or eval mode."""
