@@ -202,7 +202,11 @@ MUTANTS = [
     # the callbacks' epoch hook is never called.
     ("training_fit", "        for cb in callbacks:\n            cb.on_epoch_end(self)\n", ""),
     # stop_training is ignored: fit always runs every epoch.
-    ("training_fit", "        if self.stop_training:", "        if False:"),
+    (
+        "training_fit",
+        "        if self.stop_training:\n            if self.verbosity",
+        "        if False:\n            if self.verbosity",
+    ),
     # a second fit() keeps the stop flag of the first one.
     (
         "training_fit",
