@@ -159,7 +159,7 @@ def make_trainer(config, model, steps_per_epoch, group=None):
     schedule = None
     if config.schedule:
         total = config.epochs * steps_per_epoch
-        schedule = Warmup(CosineAnnealing(config.lr, total - steps_per_epoch), warmup_steps=steps_per_epoch,
+        schedule = Warmup(CosineAnnealing(total - steps_per_epoch), warmup_steps=steps_per_epoch,
                           start_factor=0.1)
     scaler = tinyflo.GradScaler(growth_interval=GROWTH_INTERVAL) if config.amp == "float16" else None
     return Recorder(model, optimizer, F.cross_entropy, scheduler=schedule, scheduler_interval="step",
@@ -303,7 +303,7 @@ PROGRAM = textwrap.dedent('''
         loader = tinyflo.DataLoader(tinyflo.TensorDataset(data["x"], data["y"]), batch_size=c["batch_size"],
                                     shuffle=True, seed=seed, device=c["device"])
         per_epoch = len(loader)
-        schedule = Warmup(CosineAnnealing(c["lr"], (c["epochs"] - 1) * per_epoch), warmup_steps=per_epoch,
+        schedule = Warmup(CosineAnnealing((c["epochs"] - 1) * per_epoch), warmup_steps=per_epoch,
                           start_factor=0.1)
         trainer = tinyflo.Trainer(model, tinyflo.optim.AdamW(model.parameters(), lr=c["lr"],
                                                              weight_decay=c["weight_decay"]),
