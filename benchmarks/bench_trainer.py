@@ -39,7 +39,7 @@ def setup(seed: int = 0):
 
 
 def schedule(loader: DataLoader) -> Warmup:
-    return Warmup(CosineAnnealing(LR, 50 * len(loader)), warmup_steps=len(loader))
+    return Warmup(CosineAnnealing(50 * len(loader)), warmup_steps=len(loader))
 
 
 def hand_epoch(model, optimizer, loader, clip: bool = False, sched=None, counter: list | None = None) -> float:
@@ -53,7 +53,7 @@ def hand_epoch(model, optimizer, loader, clip: bool = False, sched=None, counter
         if clip:
             clip_grad_norm(model.parameters(), CLIP)
         if sched is not None:
-            optimizer.set_lr(sched.lr(counter[0]))
+            sched.apply(optimizer, counter[0])
             counter[0] += 1
         optimizer.step()
         term = loss.data * len(y)

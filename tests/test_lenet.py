@@ -38,7 +38,7 @@ def train_lenet(train, test, epochs: int, batch_size: int, lr: float, label_smoo
     trainer = Trainer(
         model, AdamW(model.parameters(), lr=lr, weight_decay=1e-4),
         functools.partial(cross_entropy, label_smoothing=label_smoothing),
-        scheduler=Warmup(CosineAnnealing(lr, steps), warmup_steps=steps // 10), scheduler_interval="step",
+        scheduler=Warmup(CosineAnnealing(steps), warmup_steps=steps // 10), scheduler_interval="step",
         grad_clip_norm=5.0, verbosity="quiet",
     )
     trainer.fit(loader, epochs=epochs)

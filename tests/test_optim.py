@@ -190,6 +190,118 @@ def test_optim_optimizer_refuses_empty_duplicate_and_unknown():
         optim.SGD([p]).set_lr(-1.0)
 
 
+TYPES = [
+    ("SGD", {"lr": "0.1"}, "SGD got lr='0.1'; expected a number >= 0"),
+    ("SGD", {"lr": None}, "SGD got lr=None; expected a number >= 0"),
+    ("SGD", {"lr": float("nan")}, "SGD got lr=nan; expected a number >= 0"),
+    ("SGD", {"momentum": "0.9"}, "SGD got momentum='0.9'; expected a number >= 0"),
+    ("SGD", {"dampening": "0"}, "SGD got dampening='0'; expected a number"),
+    ("SGD", {"weight_decay": [0.1]}, "SGD got weight_decay=[0.1]; expected a number >= 0"),
+    ("SGD", {"nesterov": "yes"}, "SGD got nesterov='yes'; expected True or False"),
+    ("SGD", {"flat": 1}, "SGD got flat=1; expected True or False"),
+    ("Adam", {"betas": 0.9}, "Adam got betas=0.9; expected a pair (beta1, beta2)"),
+    ("Adam", {"betas": (0.9,)}, "Adam got betas=(0.9,); expected a pair (beta1, beta2)"),
+    ("Adam", {"betas": ("0.9", 0.999)}, "Adam got betas[0]='0.9'; expected a number in [0, 1)"),
+    ("Adam", {"eps": "1e-8"}, "Adam got eps='1e-8'; expected a number >= 0"),
+    ("Adam", {"amsgrad": None}, "Adam got amsgrad=None; expected True or False"),
+    ("AdamW", {"weight_decay": True}, "AdamW got weight_decay=True; expected a number >= 0"),
+    ("RMSprop", {"alpha": "0.99"}, "RMSprop got alpha='0.99'; expected a number >= 0"),
+    ("RMSprop", {"centered": "no"}, "RMSprop got centered='no'; expected True or False"),
+    ("Adagrad", {"lr_decay": "0"}, "Adagrad got lr_decay='0'; expected a number >= 0"),
+    ("Adagrad", {"initial_accumulator_value": None}, "Adagrad got initial_accumulator_value=None; expected a number >= 0"),
+    ("RAdam", {"betas": (0.9, 1.0)}, "RAdam got betas[1]=1.0; expected a number in [0, 1)"),
+    ("RAdam", {"eps": -1.0}, "RAdam got eps=-1.0; expected a number >= 0"),
+    ("NAdam", {"momentum_decay": "4e-3"}, "NAdam got momentum_decay='4e-3'; expected a number >= 0"),
+]
+
+
+@pytest.mark.task("optim_optimizer")
+@pytest.mark.parametrize(("name", "kwargs", "message"), TYPES)
+def test_optim_optimizer_arguments_of_the_wrong_type_are_named(name, kwargs, message):
+    """One line: the optimizer, the argument and what came, then what was expected (not a TypeError from >=)."""
+    with pytest.raises(ValueError) as err:
+        OPTIMIZERS[name]([Parameter([1.0])], **kwargs)
+    assert str(err.value) == message
+
+
+@pytest.mark.task("optim_optimizer")
+def test_optim_optimizer_group_values_are_checked_like_defaults():
+    p = Parameter([1.0])
+    with pytest.raises(ValueError, match=r"^SGD got lr='0.5'; expected a number >= 0$"):
+        optim.SGD([{"params": [p], "lr": "0.5"}])
+    with pytest.raises(ValueError, match=r"^Adam got initial_lr=-1.0; expected a number >= 0$"):
+        optim.Adam([{"params": [p], "initial_lr": -1.0}])
+    with pytest.raises(ValueError, match=r"^SGD got lr='1'; expected a number >= 0$"):
+        optim.SGD([p]).set_lr("1")
+
+
+@pytest.mark.task("optim_optimizer")
+def test_optim_optimizer_groups_record_their_initial_lr():
+    a, b, c = Parameter([1.0]), Parameter([1.0]), Parameter([1.0])
+    opt = optim.AdamW([{"params": [a]}, {"params": [b], "lr": 0.001}], lr=0.1)
+    assert [g["initial_lr"] for g in opt.param_groups] == [0.1, 0.001]
+    opt.add_param_group({"params": [c], "lr": 0.5})
+    assert opt.param_groups[-1]["initial_lr"] == 0.5
+    opt.set_lr(0.25)
+    assert [g["lr"] for g in opt.param_groups] == [0.25] * 3, "set_lr sets every group"
+    assert [g["initial_lr"] for g in opt.param_groups] == [0.1, 0.001, 0.5], "and leaves initial_lr alone"
+    kept = optim.SGD([{"params": [Parameter([1.0])], "lr": 0.2, "initial_lr": 0.4}])
+    assert kept.param_groups[0]["initial_lr"] == 0.4, "a group that brings its initial_lr keeps it (as PyTorch)"
+
+
+@pytest.mark.task("optim_load_state_dict")
+@pytest.mark.parametrize("path", PATHS)
+def test_optim_load_state_dict_restores_initial_lr_once_per_group(path):
+    params = initial()
+    opt = optim.SGD([{"params": params[:2]}, {"params": params[2:], "lr": 0.001}], lr=0.1, momentum=0.9,
+                    flat=path == "flat")
+    feed(params, 0)
+    opt.step()
+    opt.set_lr(0.05)
+    saved = _roundtrip_json(opt.state_dict())
+    assert [(g["lr"], g["initial_lr"]) for g in saved["param_groups"]] == [(0.05, 0.1), (0.05, 0.001)]
+    assert all("initial_lr" not in entry and "lr" not in entry for entry in saved["state"].values()), \
+        "the rate is saved once, in its group"
+    other = [Parameter(p.data.copy()) for p in params]
+    back = optim.SGD([{"params": other[:2]}, {"params": other[2:]}], lr=0.3, momentum=0.9)
+    back.load_state_dict(saved)
+    assert [(g["lr"], g["initial_lr"]) for g in back.param_groups] == [(0.05, 0.1), (0.05, 0.001)]
+    older = {**saved, "param_groups": [{k: v for k, v in g.items() if k != "initial_lr"} for g in saved["param_groups"]]}
+    before_initial = optim.SGD([{"params": other[:2]}, {"params": other[2:]}], lr=0.3, momentum=0.9)
+    before_initial.load_state_dict(older)  # a state saved before groups had initial_lr
+    assert [g["initial_lr"] for g in before_initial.param_groups] == [0.3, 0.3]
+
+
+@pytest.mark.task("optim_load_state_dict")
+def test_optim_validate_state_dict_is_public_and_changes_nothing():
+    params = initial()
+    opt = optim.Adam(params, lr=0.1)
+    feed(params, 0)
+    opt.step()
+    saved = opt.state_dict()
+    fresh = optim.Adam([Parameter(p.data.copy()) for p in params], lr=0.5)
+    fresh.validate_state_dict(saved)
+    assert fresh.param_groups[0]["lr"] == 0.5 and not fresh.state, "validating changes nothing"
+    with pytest.raises(ValueError, match="group 0 has 4 parameters"):
+        optim.Adam(params[:3]).validate_state_dict(saved)
+    with pytest.raises(ValueError, match="Adam got betas"):
+        fresh.validate_state_dict({**saved, "param_groups": [{**saved["param_groups"][0], "betas": 0.9}]})
+    assert optim._validate_state_dict  # module 09 still calls the function by this name
+
+
+@pytest.mark.task("optim_optimizer")
+def test_optim_takes_the_array_library_from_the_device():
+    """No module sniffing: the rules get ``p.device.xp``, which is NumPy on the CPU."""
+    source = inspect.getsource(optim)
+    assert "__module__" not in source and "_xp(" not in source
+    p = Parameter([1.0, 2.0])
+    assert p.device.xp is np
+    opt = optim.RMSprop([p], lr=0.1, momentum=0.5, centered=True)
+    p.grad = Tensor([1.0, -1.0])
+    opt.step()
+    assert all(isinstance(v, np.ndarray) for k, v in opt.state[p].items() if k != "step")
+
+
 # ----- groups, skipping, zero_grad, set_lr ------------------------------------------------------------
 
 

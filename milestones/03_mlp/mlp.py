@@ -123,7 +123,7 @@ def train_mlp(config, train_set, test_set):
         model,
         tinyflo.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay),
         lambda logits, labels: F.cross_entropy(logits, labels, label_smoothing=config.label_smoothing),
-        scheduler=Warmup(CosineAnnealing(config.lr, max(1, (config.epochs - 1) * per_epoch)),
+        scheduler=Warmup(CosineAnnealing(max(1, (config.epochs - 1) * per_epoch)),
                          warmup_steps=per_epoch),
         scheduler_interval="step",
         grad_clip_norm=1.0,

@@ -131,7 +131,7 @@ def train_lenet(config, train, test):
         model,
         tinyflo.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay),
         lambda logits, labels: F.cross_entropy(logits, labels, label_smoothing=config.label_smoothing),
-        scheduler=Warmup(CosineAnnealing(config.lr, steps - warmup), warmup_steps=warmup),
+        scheduler=Warmup(CosineAnnealing(steps - warmup), warmup_steps=warmup),
         scheduler_interval="step",
         grad_clip_norm=5.0,
         verbosity="quiet",

@@ -307,8 +307,7 @@ def train(config):
         [{"params": [p for p in params if p.ndim >= 2], "weight_decay": config.weight_decay},
          {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}],
         lr=config.learning_rate, betas=config.betas)
-    schedule = Warmup(CosineAnnealing(config.learning_rate, config.lr_decay_iters - config.warmup_iters,
-                                      min_lr=config.min_lr),
+    schedule = Warmup(CosineAnnealing(config.lr_decay_iters - config.warmup_iters, min_lr=config.min_lr),
                       warmup_steps=config.warmup_iters, start_factor=0.0)
     train_stream = batches(train_ids, config, config.seed)
     eval_streams = {"train": batches(train_ids, config, config.seed + 1),
@@ -324,7 +323,7 @@ def train(config):
                   f"({time.perf_counter() - start:.0f} s)")
         if it == config.max_iters:
             break
-        optimizer.set_lr(schedule.lr(it))
+        schedule.apply(optimizer, it)
         loss = lm_loss(model, *next(train_stream))
         optimizer.zero_grad()
         loss.backward()

@@ -20,7 +20,8 @@
 # (its *state*). That one fact shapes the whole module:
 #
 # * the rule is written once, against whole arrays, as `_update(p, g, state,
-#   group)` — it changes `p` and the state arrays in place;
+#   group, xp)` (`xp`: NumPy, or CuPy on a GPU) — it changes `p` and the
+#   state arrays in place;
 # * the teaching version calls it once per parameter tensor;
 # * the fast version calls the same rule on one flat buffer that holds every
 #   parameter of the group back to back (the parameters become views into
@@ -30,7 +31,7 @@
 #
 # | task | points | what |
 # |---|---|---|
-# | `optim_optimizer` | 3 | the base: parameter groups, `step` skipping frozen and grad-less parameters, `zero_grad`, `set_lr` |
+# | `optim_optimizer` | 3 | the base: parameter groups (each with its `initial_lr`), `step` skipping frozen and grad-less parameters, `zero_grad`, `set_lr` |
 # | `optim_sgd` | 3 | SGD with momentum, dampening, Nesterov and weight decay |
 # | `optim_adam` | 4 | Adam (with AMSGrad) and AdamW (decoupled weight decay), without temporary arrays |
 # | `optim_rmsprop` | 2 | RMSprop (momentum, centered) |
@@ -53,7 +54,7 @@
 from __future__ import annotations
 
 import math
-import sys
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -91,45 +92,76 @@ def _close(a, b, atol=1e-6):
 # AdamW([{"params": weights}, {"params": biases, "weight_decay": 0.0}], lr=1e-3)
 # ```
 #
+# **The learning rate has one owner: the group.** Each group's rate is
+# stated here, once, and the group also records it as `"initial_lr"`
+# (PyTorch's key) when it is made. A schedule (module 07) never states a rate
+# of its own: it sets each group's `"lr"` from that group's `"initial_lr"`,
+# so a last layer at 10× keeps its 10× under every schedule.
+#
 # * `state` maps each parameter to its own dict: `"step"` (how many updates
-#   it has had) and the arrays the rule keeps, made by `_new_state`.
+#   it has had) and the arrays the rule keeps, made by
+#   `_new_state(p.data, group, xp)`.
+# * The rules work on raw arrays; `xp` is the parameter's array library,
+#   `p.device.xp` (NumPy, or CuPy for a parameter on a GPU): module 01's
+#   `Device` is the one place that decides, and nothing here guesses it
+#   from an array's type.
 # * `step()` visits every parameter of every group, **skipping** those that
 #   are frozen (`requires_grad=False`) or got no gradient (`grad is None`):
 #   for them nothing changes, not even the step count. For the others it
 #   adds 1 to `"step"` and calls `self._update(p.data, p.grad.data, state,
-#   group)`.
+#   group, p.device.xp)`.
 # * `zero_grad(set_to_none=True)` forgets every gradient (`grad = None`,
 #   which frees the memory and lets the next backward store a fresh array);
 #   with `set_to_none=False` it writes zeros into the existing arrays.
-# * `set_lr(lr)` sets `"lr"` in every group (a scheduler calls it).
+# * `set_lr(lr)` sets `"lr"` of every group to one number: an explicit
+#   action for a user who wants that (each group's `"initial_lr"` stays; a
+#   schedule applied later starts from it again). Nothing in tinyflo needs it.
 # * `add_param_group(group)` checks the group: a parameter may appear in only
-#   one group, once; hyper-parameters are checked by `_check(group)`, which
-#   each optimizer writes, so `lr=-1` is an error that says so.
+#   one group, once; the group gets every missing hyper-parameter from
+#   `defaults` and `"initial_lr"` from its `"lr"` (unless it brings its own);
+#   hyper-parameters are checked by `_check(group)`, which each optimizer
+#   writes, so `lr=-1` or `lr="0.1"` is an error that names `lr`.
 #
 # ### Task `optim_optimizer` (3 points): parameter groups and the step loop
 
 # %% nbgrader={"grade": false, "grade_id": "optim_optimizer_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
-def _xp(array: Any) -> Any:
-    """The array module of ``array``: numpy, or cupy for a GPU array."""
-    return sys.modules["cupy"] if type(array).__module__.startswith("cupy") else np
-
-
 def _require(owner: str, name: str, value: Any, ok: bool, expected: str) -> None:
     if not ok:
         raise ValueError(f"{owner} got {name}={value!r}; expected {expected}")
 
 
+def _is_number(value: Any) -> bool:
+    """A real number (a bool is not one)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _nonnegative(owner: str, group: dict, *names: str) -> None:
     for name in names:
-        _require(owner, name, group[name], group[name] >= 0, f"{name} >= 0")
+        value = group[name]
+        _require(owner, name, value, _is_number(value) and value >= 0, "a number >= 0")
+
+
+def _numbers(owner: str, group: dict, *names: str) -> None:
+    for name in names:
+        _require(owner, name, group[name], _is_number(group[name]), "a number")
+
+
+def _flags(owner: str, group: dict, *names: str) -> None:
+    for name in names:
+        _require(owner, name, group[name], isinstance(group[name], bool), "True or False")
 
 
 def _betas(owner: str, group: dict) -> None:
     betas = group["betas"]
-    _require(owner, "betas", betas, len(betas) == 2, "a pair (beta1, beta2)")
+    _require(owner, "betas", betas, isinstance(betas, tuple) and len(betas) == 2, "a pair (beta1, beta2)")
     for i, beta in enumerate(betas):
-        _require(owner, f"betas[{i}]", beta, 0.0 <= beta < 1.0, f"0 <= betas[{i}] < 1")
+        _require(owner, f"betas[{i}]", beta, _is_number(beta) and 0.0 <= beta < 1.0, "a number in [0, 1)")
+
+
+def _pair(value: Any) -> Any:
+    """``betas`` as a tuple when it is a list or tuple (JSON brings tuples back as lists); anything else as it came."""
+    return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
 class Optimizer:
@@ -171,11 +203,12 @@ class Optimizer:
                 raise ValueError(f"{name}: parameter {i} of group {len(self.param_groups)} (shape {p.shape}) "
                                  "appears twice; a parameter may be in only one group, once")
             seen.add(id(p))
-        unknown = set(group) - set(self.defaults) - {"params"}
+        unknown = set(group) - set(self.defaults) - {"params", "initial_lr"}
         if unknown:
             raise TypeError(f"{name}: unknown hyper-parameter(s) {sorted(unknown)}; expected some of {sorted(self.defaults)}")
         for key, value in self.defaults.items():
             group.setdefault(key, value)
+        group.setdefault("initial_lr", group["lr"])
         group["params"] = params
         self._check(group)
         self.param_groups.append(group)
@@ -185,14 +218,14 @@ class Optimizer:
 
     def _check(self, group: dict[str, Any]) -> None:
         """Raise a ValueError naming any hyper-parameter of ``group`` that is out of range."""
-        _nonnegative(type(self).__name__, group, "lr")
+        _nonnegative(type(self).__name__, group, "lr", "initial_lr")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        """The state of a parameter (array ``p``) before its first update."""
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
+        """The state of a parameter (array ``p``; ``xp`` its array library) before its first update."""
         return {"step": 0}
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        """Update array ``p`` in place from gradient ``g``; ``state['step']`` is already counted."""
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
+        """Update array ``p`` in place from gradient ``g`` (``xp``: numpy or cupy); ``state['step']`` is already counted."""
         raise NotImplementedError
 
     _spares: dict[tuple[Any, int], Any] | None = None  # made on first use: see _spare
@@ -217,11 +250,12 @@ class Optimizer:
             for p in group["params"]:
                 if not p.requires_grad or p.grad is None:
                     continue
+                xp = p.device.xp
                 state = self.state.get(p)
                 if state is None:
-                    state = self.state[p] = self._new_state(p.data, group)
+                    state = self.state[p] = self._new_state(p.data, group, xp)
                 state["step"] += 1
-                self._update(p.data, p.grad.data, state, group)
+                self._update(p.data, p.grad.data, state, group, xp)
         ### END SOLUTION
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -236,9 +270,9 @@ class Optimizer:
         ### END SOLUTION
 
     def set_lr(self, lr: float) -> None:
-        """Set the learning rate of every group."""
+        """Set the learning rate of every group to ``lr`` (each group's ``initial_lr`` stays as it was)."""
         ### BEGIN SOLUTION
-        _require(type(self).__name__, "lr", lr, lr >= 0, "lr >= 0")
+        _require(type(self).__name__, "lr", lr, _is_number(lr) and lr >= 0, "a number >= 0")
         for group in self.param_groups:
             group["lr"] = float(lr)
         ### END SOLUTION
@@ -250,6 +284,10 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned, into an optimizer over the same parameters."""
         _load_state_dict(self, state_dict)
+
+    def validate_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Every check ``load_state_dict`` makes, changing nothing: a ValueError saying what does not match."""
+        _validate_state_dict(self, state_dict)
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -268,7 +306,7 @@ class _Plain(Optimizer):
     def __init__(self, params, lr=0.1):
         super().__init__(params, {"lr": lr})
 
-    def _update(self, p, g, state, group):
+    def _update(self, p, g, state, group, xp):
         p -= group["lr"] * g
 
 
@@ -276,6 +314,7 @@ class _Plain(Optimizer):
 a, b, frozen = Parameter([1.0, 2.0]), Parameter([3.0]), Parameter([5.0], requires_grad=False)
 opt = _Plain([{"params": [a, frozen]}, {"params": [b], "lr": 1.0}])
 assert [g["lr"] for g in opt.param_groups] == [0.1, 1.0], "a group's own lr wins, the rest come from defaults"
+assert [g["initial_lr"] for g in opt.param_groups] == [0.1, 1.0], "each group records its lr as its initial_lr"
 a.grad, b.grad = Tensor([1.0, 1.0]), Tensor([1.0])
 frozen.grad = Tensor([1.0])
 opt.step()
@@ -296,10 +335,15 @@ opt.zero_grad(set_to_none=False)
 assert a.grad is not None and _close(a.grad.data, [0, 0]), "zero_grad(set_to_none=False) writes zeros into the gradients"
 opt.set_lr(0.5)
 assert [g["lr"] for g in opt.param_groups] == [0.5, 0.5], "set_lr sets the lr of every group"
+assert [g["initial_lr"] for g in opt.param_groups] == [0.1, 1.0], "set_lr leaves each group's initial_lr as it was"
 c = Parameter([0.0])
 opt.add_param_group({"params": [c], "lr": 2.0})
 assert opt.param_groups[-1]["params"] == [c] and opt.param_groups[-1]["lr"] == 2.0, \
     "add_param_group appends the group with its own lr"
+assert opt.param_groups[-1]["initial_lr"] == 2.0, "add_param_group records the new group's lr as its initial_lr"
+d = Parameter([0.0])
+opt.add_param_group({"params": [d]})
+assert opt.param_groups[-1]["initial_lr"] == 0.1, "a group without its own lr takes the default lr, as lr and initial_lr"
 for bad in ([], [{"params": [a]}, {"params": [a]}]):
     try:
         _Plain(bad)
@@ -348,18 +392,20 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("SGD", group, "lr", "momentum", "weight_decay")
+        _nonnegative("SGD", group, "lr", "initial_lr", "momentum", "weight_decay")
+        _numbers("SGD", group, "dampening")
+        _flags("SGD", group, "nesterov", "flat")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError(f"SGD got nesterov=True with momentum={group['momentum']}, dampening={group['dampening']}; "
                              "Nesterov momentum requires momentum > 0 and dampening = 0")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         state = {"step": 0}
         if group["momentum"] != 0:
-            state["momentum_buffer"] = _xp(p).zeros_like(p)
+            state["momentum_buffer"] = xp.zeros_like(p)
         return state
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         ### BEGIN SOLUTION
         lr, momentum, dampening, decay = group["lr"], group["momentum"], group["dampening"], group["weight_decay"]
         if decay != 0:
@@ -467,23 +513,23 @@ class Adam(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, flat: bool = False) -> None:
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
+        defaults = dict(lr=lr, betas=_pair(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
         name = type(self).__name__
-        _nonnegative(name, group, "lr", "eps", "weight_decay")
+        _nonnegative(name, group, "lr", "initial_lr", "eps", "weight_decay")
         _betas(name, group)
+        _flags(name, group, "amsgrad", "flat")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         state = {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
         if group["amsgrad"]:
             state["max_exp_avg_sq"] = xp.zeros_like(p)
         return state
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        if _xp(p) is not np:  # a GPU: the whole step as one fused kernel (given after the grade cell)
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
+        if xp is not np:  # a GPU: the whole step as one fused kernel (given after the grade cell)
             _adam_on_gpu(self, p, g, state, group)
             return
         ### BEGIN SOLUTION
@@ -628,10 +674,10 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("RMSprop", group, "lr", "alpha", "eps", "weight_decay", "momentum")
+        _nonnegative("RMSprop", group, "lr", "initial_lr", "alpha", "eps", "weight_decay", "momentum")
+        _flags("RMSprop", group, "centered", "flat")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         state = {"step": 0, "square_avg": xp.zeros_like(p)}
         if group["momentum"] > 0:
             state["momentum_buffer"] = xp.zeros_like(p)
@@ -639,10 +685,9 @@ class RMSprop(Optimizer):
             state["grad_avg"] = xp.zeros_like(p)
         return state
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         ### BEGIN SOLUTION
         lr, alpha, eps, decay, momentum = (group[k] for k in ("lr", "alpha", "eps", "weight_decay", "momentum"))
-        xp = _xp(p)
         if decay != 0:
             g = g + decay * p
         square_avg = state["square_avg"]
@@ -703,19 +748,20 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("Adagrad", group, "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+        _nonnegative("Adagrad", group, "lr", "initial_lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+        _flags("Adagrad", group, "flat")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        return {"step": 0, "sum": _xp(p).full_like(p, group["initial_accumulator_value"])}
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
+        return {"step": 0, "sum": xp.full_like(p, group["initial_accumulator_value"])}
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         ### BEGIN SOLUTION
         if group["weight_decay"] != 0:
             g = g + group["weight_decay"] * p
         lr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         total = state["sum"]
         total += g * g
-        std = _xp(p).sqrt(total)
+        std = xp.sqrt(total)
         std += group["eps"]
         p -= lr * (g / std)
         ### END SOLUTION
@@ -760,14 +806,18 @@ class RAdam(Adam):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, flat: bool = False) -> None:
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, flat=flat)
+        defaults = dict(lr=lr, betas=_pair(betas), eps=eps, weight_decay=weight_decay, flat=flat)
         Optimizer.__init__(self, params, defaults)
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
+    def _check(self, group: dict[str, Any]) -> None:
+        _nonnegative("RAdam", group, "lr", "initial_lr", "eps", "weight_decay")
+        _betas("RAdam", group)
+        _flags("RAdam", group, "flat")
+
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         return {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         ### BEGIN SOLUTION
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t = state["step"]
@@ -783,7 +833,7 @@ class RAdam(Adam):
         rho_t = rho_inf - 2 * t * beta2**t / bias2
         if rho_t > 5:
             rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-            denom = _xp(p).sqrt(v)
+            denom = xp.sqrt(v)
             denom += eps
             p -= (lr * rect * math.sqrt(bias2) / bias1) * (m / denom)
         else:
@@ -824,19 +874,19 @@ class NAdam(Adam):
     def __init__(self, params: Iterable[Any], lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
                  flat: bool = False) -> None:
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+        defaults = dict(lr=lr, betas=_pair(betas), eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay, flat=flat)
         Optimizer.__init__(self, params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        super()._check(group)
-        _nonnegative("NAdam", group, "momentum_decay")
+        _nonnegative("NAdam", group, "lr", "initial_lr", "eps", "weight_decay", "momentum_decay")
+        _betas("NAdam", group)
+        _flags("NAdam", group, "flat")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         return {"step": 0, "mu_product": 1.0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         ### BEGIN SOLUTION
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t, psi = state["step"], group["momentum_decay"]
@@ -851,7 +901,7 @@ class NAdam(Adam):
         m += (1 - beta1) * g
         v *= beta2
         v += (1 - beta2) * (g * g)
-        denom = _xp(p).sqrt(v / (1 - beta2**t))
+        denom = xp.sqrt(v / (1 - beta2**t))
         denom += eps
         p -= (lr * (1 - mu) / (1 - product)) * (g / denom)
         p -= (lr * mu_next / (1 - product * mu_next)) * (m / denom)
@@ -956,8 +1006,10 @@ assert sorted(partial["state"]) == [0, 2] and [g["params"] for g in partial["par
 # parameters in a group, a state entry's name or shape — is an error that
 # says which group, which parameter, what was expected and what came. Those
 # checks are given: `_validate_state_dict(opt, state_dict)` makes every one
-# of them without changing anything (a checkpoint loader calls it before it
-# copies the first byte).
+# of them without changing anything; `opt.validate_state_dict(state_dict)`
+# is its public name (a checkpoint loader calls it before it copies the
+# first byte). Each group's `"initial_lr"` is a hyper-parameter like the
+# others: saved once, in its group, and restored with it.
 
 # %%
 #| export
@@ -987,13 +1039,12 @@ def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
         if unknown:
             raise ValueError(f"{name}.load_state_dict: group {i} of the state has hyper-parameter(s) {sorted(unknown)}, "
                              f"which {name} does not have; was it saved from another optimizer?")
-        merged = {**mine, **{k: tuple(v) if isinstance(v, list) else v for k, v in theirs.items()
-                             if k not in ("params", "flat")}}
+        merged = {**mine, **{k: _pair(v) for k, v in theirs.items() if k not in ("params", "flat")}}
         opt._check(merged)
         for p, number in zip(mine["params"], theirs["params"]):
             if number not in saved:
                 continue
-            entry, fresh = saved[number], opt._new_state(p.data, merged)
+            entry, fresh = saved[number], opt._new_state(p.data, merged, p.device.xp)
             if not isinstance(entry, dict) or set(entry) != set(fresh):
                 keys = sorted(entry) if isinstance(entry, dict) else entry
                 raise ValueError(f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
@@ -1019,7 +1070,7 @@ def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
 # 3. For each parameter with an entry in `"state"`: make its state if it
 #    has none yet (`opt._new_state`), then copy each array **into** the
 #    existing state array (`state[key][...] = ...`, in the parameter's
-#    dtype, on its device: `_xp(p.data).asarray(value, dtype=p.dtype)`) and
+#    dtype, on its device: `p.device.xp.asarray(value, dtype=p.dtype)`) and
 #    set each scalar. Copying in, rather than keeping the given arrays,
 #    means that training on does not change the dict you were given — and
 #    a flat group's state (the last tasks) stays one buffer: for a flat
@@ -1041,10 +1092,10 @@ def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
         for p, number in zip(mine["params"], theirs["params"]):
             if number not in saved:
                 continue
-            state = opt.state.setdefault(p, opt._new_state(p.data, mine))
+            state = opt.state.setdefault(p, opt._new_state(p.data, mine, p.device.xp))
             for key, value in saved[number].items():
                 if _is_array(state[key]):
-                    state[key][...] = _xp(p.data).asarray(value, dtype=p.dtype)
+                    state[key][...] = p.device.xp.asarray(value, dtype=p.dtype)
                 else:
                     state[key] = value
     ### END SOLUTION
@@ -1108,7 +1159,8 @@ for broken in ({"param_groups": saved["param_groups"][:1], "state": saved["state
 # device: `with first.device:`) and a zeroed gradient buffer of the same
 # size; copy each parameter's values into its slice and make `p.data` the
 # view of that slice; record `opt._flat[index] = _FlatGroup(buffer, grad,
-# slices)`, with `slices` a list of `(offset, size, shape)` per parameter.
+# slices, first.device)`, with `slices` a list of `(offset, size, shape)` per
+# parameter (`first.device.xp` is the array library to make the buffers with).
 # `CHUNK`, `flat_block_size` and `_FlatGroup` are given (the next task uses
 # them).
 
@@ -1126,15 +1178,15 @@ def flat_block_size(size: int) -> int:
 class _FlatGroup:
     """One group's flat buffers: parameters, gradients, state, and where each parameter lies."""
 
-    def __init__(self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]]) -> None:
-        self.params, self.grad, self.slices = params, grad, slices
+    def __init__(self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]], device: Any) -> None:
+        self.params, self.grad, self.slices, self.device = params, grad, slices, device
         self.state: dict[str, Any] | None = None
         self.blocks: list[tuple[Any, Any, dict[str, Any]]] = []
 
     def make_blocks(self) -> None:
         """(parameters, gradient, state) views of consecutive blocks of at most CHUNK numbers."""
         size = self.params.size
-        step = flat_block_size(size) if _xp(self.params) is np else max(size, 1)  # a GPU wants it all at once
+        step = flat_block_size(size) if self.device.xp is np else max(size, 1)  # a GPU wants it all at once
         self.blocks = [(self.params[i:i + step], self.grad[i:i + step],
                         {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()})
                        for i in range(0, size, step)]
@@ -1150,7 +1202,7 @@ def _flatten_group(opt: Optimizer, index: int) -> None:
             raise ValueError(f"{type(opt).__name__}(flat=True): parameter {i} of group {index} is {p.dtype} on "
                              f"{p.device}, parameter 0 is {first.dtype} on {first.device}; a flat group needs one "
                              "dtype and one device")
-    xp = _xp(first.data)
+    xp = first.device.xp
     slices, offset = [], 0
     for p in params:
         slices.append((offset, p.data.size, p.shape))
@@ -1161,7 +1213,7 @@ def _flatten_group(opt: Optimizer, index: int) -> None:
     for p, (start, n, shape) in zip(params, slices):
         buffer[start:start + n] = p.data.reshape(-1)
         p.data = buffer[start:start + n].reshape(shape)
-    opt._flat[index] = _FlatGroup(buffer, grad, slices)
+    opt._flat[index] = _FlatGroup(buffer, grad, slices, first.device)
     ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "optim_flat", "locked": true, "points": 1, "schema_version": 3, "solution": false}
@@ -1235,7 +1287,7 @@ except ValueError as err:
 # ### Task `optim_flat_step` (2 points): one update per block
 #
 # * `_flat_state(opt, index)` makes the group's flat state once
-#   (`opt._new_state(flat.params, group)`), then its blocks
+#   (`opt._new_state(flat.params, group, flat.device.xp)`), then its blocks
 #   (`flat.make_blocks()`), and makes each parameter's `opt.state[p]` a dict
 #   of views of its slice of the flat state arrays (scalars copied as they
 #   are). It returns the `_FlatGroup`.
@@ -1258,7 +1310,7 @@ def _flat_state(opt: Optimizer, index: int) -> _FlatGroup:
     ### BEGIN SOLUTION
     flat, group = opt._flat[index], opt.param_groups[index]
     if flat.state is None:
-        flat.state = opt._new_state(flat.params, group)
+        flat.state = opt._new_state(flat.params, group, flat.device.xp)
         flat.make_blocks()
         for p, (start, n, shape) in zip(group["params"], flat.slices):
             opt.state[p] = {k: v[start:start + n].reshape(shape) if _is_array(v) else v for k, v in flat.state.items()}
@@ -1288,13 +1340,13 @@ def _flat_step(opt: Optimizer, index: int) -> None:
         for p, state in zip(params, states):
             if p.requires_grad and p.grad is not None:
                 state["step"] += 1
-                opt._update(p.data, p.grad.data, state, group)
+                opt._update(p.data, p.grad.data, state, group, p.device.xp)
         return
-    _xp(flat.grad).concatenate([p.grad.data for p in params], axis=None, out=flat.grad)  # None: flattened
+    flat.device.xp.concatenate([p.grad.data for p in params], axis=None, out=flat.grad)  # None: flattened
     scalars["step"] += 1
     for block_params, block_grad, block_state in flat.blocks:
         block_state.update(scalars)  # every block starts from the same scalars (NAdam changes one)
-        opt._update(block_params, block_grad, block_state, group)
+        opt._update(block_params, block_grad, block_state, group, flat.device.xp)
     if flat.blocks:
         scalars = {k: v for k, v in flat.blocks[-1][2].items() if not _is_array(v)}
     flat.state.update(scalars)

@@ -55,7 +55,7 @@ def train(epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, hidden: int 
     test_loader = DataLoader(datasets.digits(train=False, flatten=True), batch_size=512, device=device)
     model = mlp(hidden).to(device)
     per_epoch = len(train_loader)
-    schedule = Warmup(CosineAnnealing(lr, (epochs - 1) * per_epoch), warmup_steps=per_epoch)
+    schedule = Warmup(CosineAnnealing((epochs - 1) * per_epoch), warmup_steps=per_epoch)
     trainer = Trainer(
         model,
         AdamW(model.parameters(), lr=lr, weight_decay=0.05),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import sys
+import numbers
 from collections.abc import Iterable
 from typing import Any
 
@@ -12,26 +12,42 @@ import numpy as np
 from tinyflo.core.tensor import Tensor
 
 
-def _xp(array: Any) -> Any:
-    """The array module of ``array``: numpy, or cupy for a GPU array."""
-    return sys.modules["cupy"] if type(array).__module__.startswith("cupy") else np
-
-
 def _require(owner: str, name: str, value: Any, ok: bool, expected: str) -> None:
     if not ok:
         raise ValueError(f"{owner} got {name}={value!r}; expected {expected}")
 
 
+def _is_number(value: Any) -> bool:
+    """A real number (a bool is not one)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _nonnegative(owner: str, group: dict, *names: str) -> None:
     for name in names:
-        _require(owner, name, group[name], group[name] >= 0, f"{name} >= 0")
+        value = group[name]
+        _require(owner, name, value, _is_number(value) and value >= 0, "a number >= 0")
+
+
+def _numbers(owner: str, group: dict, *names: str) -> None:
+    for name in names:
+        _require(owner, name, group[name], _is_number(group[name]), "a number")
+
+
+def _flags(owner: str, group: dict, *names: str) -> None:
+    for name in names:
+        _require(owner, name, group[name], isinstance(group[name], bool), "True or False")
 
 
 def _betas(owner: str, group: dict) -> None:
     betas = group["betas"]
-    _require(owner, "betas", betas, len(betas) == 2, "a pair (beta1, beta2)")
+    _require(owner, "betas", betas, isinstance(betas, tuple) and len(betas) == 2, "a pair (beta1, beta2)")
     for i, beta in enumerate(betas):
-        _require(owner, f"betas[{i}]", beta, 0.0 <= beta < 1.0, f"0 <= betas[{i}] < 1")
+        _require(owner, f"betas[{i}]", beta, _is_number(beta) and 0.0 <= beta < 1.0, "a number in [0, 1)")
+
+
+def _pair(value: Any) -> Any:
+    """``betas`` as a tuple when it is a list or tuple (JSON brings tuples back as lists); anything else as it came."""
+    return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
 class Optimizer:
@@ -70,11 +86,12 @@ class Optimizer:
                 raise ValueError(f"{name}: parameter {i} of group {len(self.param_groups)} (shape {p.shape}) "
                                  "appears twice; a parameter may be in only one group, once")
             seen.add(id(p))
-        unknown = set(group) - set(self.defaults) - {"params"}
+        unknown = set(group) - set(self.defaults) - {"params", "initial_lr"}
         if unknown:
             raise TypeError(f"{name}: unknown hyper-parameter(s) {sorted(unknown)}; expected some of {sorted(self.defaults)}")
         for key, value in self.defaults.items():
             group.setdefault(key, value)
+        group.setdefault("initial_lr", group["lr"])
         group["params"] = params
         self._check(group)
         self.param_groups.append(group)
@@ -83,14 +100,14 @@ class Optimizer:
 
     def _check(self, group: dict[str, Any]) -> None:
         """Raise a ValueError naming any hyper-parameter of ``group`` that is out of range."""
-        _nonnegative(type(self).__name__, group, "lr")
+        _nonnegative(type(self).__name__, group, "lr", "initial_lr")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        """The state of a parameter (array ``p``) before its first update."""
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
+        """The state of a parameter (array ``p``; ``xp`` its array library) before its first update."""
         return {"step": 0}
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        """Update array ``p`` in place from gradient ``g``; ``state['step']`` is already counted."""
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
+        """Update array ``p`` in place from gradient ``g`` (``xp``: numpy or cupy); ``state['step']`` is already counted."""
         raise NotImplementedError
 
     _spares: dict[tuple[Any, int], Any] | None = None  # made on first use: see _spare
@@ -114,11 +131,12 @@ class Optimizer:
             for p in group["params"]:
                 if not p.requires_grad or p.grad is None:
                     continue
+                xp = p.device.xp
                 state = self.state.get(p)
                 if state is None:
-                    state = self.state[p] = self._new_state(p.data, group)
+                    state = self.state[p] = self._new_state(p.data, group, xp)
                 state["step"] += 1
-                self._update(p.data, p.grad.data, state, group)
+                self._update(p.data, p.grad.data, state, group, xp)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (``None``), or zero it in place."""
@@ -130,8 +148,8 @@ class Optimizer:
                     p.grad.data[...] = 0
 
     def set_lr(self, lr: float) -> None:
-        """Set the learning rate of every group."""
-        _require(type(self).__name__, "lr", lr, lr >= 0, "lr >= 0")
+        """Set the learning rate of every group to ``lr`` (each group's ``initial_lr`` stays as it was)."""
+        _require(type(self).__name__, "lr", lr, _is_number(lr) and lr >= 0, "a number >= 0")
         for group in self.param_groups:
             group["lr"] = float(lr)
 
@@ -142,6 +160,10 @@ class Optimizer:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what ``state_dict`` returned, into an optimizer over the same parameters."""
         _load_state_dict(self, state_dict)
+
+    def validate_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Every check ``load_state_dict`` makes, changing nothing: a ValueError saying what does not match."""
+        _validate_state_dict(self, state_dict)
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -161,18 +183,20 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("SGD", group, "lr", "momentum", "weight_decay")
+        _nonnegative("SGD", group, "lr", "initial_lr", "momentum", "weight_decay")
+        _numbers("SGD", group, "dampening")
+        _flags("SGD", group, "nesterov", "flat")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError(f"SGD got nesterov=True with momentum={group['momentum']}, dampening={group['dampening']}; "
                              "Nesterov momentum requires momentum > 0 and dampening = 0")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         state = {"step": 0}
         if group["momentum"] != 0:
-            state["momentum_buffer"] = _xp(p).zeros_like(p)
+            state["momentum_buffer"] = xp.zeros_like(p)
         return state
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         lr, momentum, dampening, decay = group["lr"], group["momentum"], group["dampening"], group["weight_decay"]
         if decay != 0:
             g = g + decay * p
@@ -194,23 +218,23 @@ class Adam(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, flat: bool = False) -> None:
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
+        defaults = dict(lr=lr, betas=_pair(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, flat=flat)
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
         name = type(self).__name__
-        _nonnegative(name, group, "lr", "eps", "weight_decay")
+        _nonnegative(name, group, "lr", "initial_lr", "eps", "weight_decay")
         _betas(name, group)
+        _flags(name, group, "amsgrad", "flat")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         state = {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
         if group["amsgrad"]:
             state["max_exp_avg_sq"] = xp.zeros_like(p)
         return state
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-        if _xp(p) is not np:  # a GPU: the whole step as one fused kernel (given after the grade cell)
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
+        if xp is not np:  # a GPU: the whole step as one fused kernel (given after the grade cell)
             _adam_on_gpu(self, p, g, state, group)
             return
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
@@ -295,10 +319,10 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("RMSprop", group, "lr", "alpha", "eps", "weight_decay", "momentum")
+        _nonnegative("RMSprop", group, "lr", "initial_lr", "alpha", "eps", "weight_decay", "momentum")
+        _flags("RMSprop", group, "centered", "flat")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         state = {"step": 0, "square_avg": xp.zeros_like(p)}
         if group["momentum"] > 0:
             state["momentum_buffer"] = xp.zeros_like(p)
@@ -306,9 +330,8 @@ class RMSprop(Optimizer):
             state["grad_avg"] = xp.zeros_like(p)
         return state
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         lr, alpha, eps, decay, momentum = (group[k] for k in ("lr", "alpha", "eps", "weight_decay", "momentum"))
-        xp = _xp(p)
         if decay != 0:
             g = g + decay * p
         square_avg = state["square_avg"]
@@ -341,18 +364,19 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("Adagrad", group, "lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+        _nonnegative("Adagrad", group, "lr", "initial_lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+        _flags("Adagrad", group, "flat")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        return {"step": 0, "sum": _xp(p).full_like(p, group["initial_accumulator_value"])}
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
+        return {"step": 0, "sum": xp.full_like(p, group["initial_accumulator_value"])}
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         if group["weight_decay"] != 0:
             g = g + group["weight_decay"] * p
         lr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
         total = state["sum"]
         total += g * g
-        std = _xp(p).sqrt(total)
+        std = xp.sqrt(total)
         std += group["eps"]
         p -= lr * (g / std)
 
@@ -362,14 +386,18 @@ class RAdam(Adam):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, flat: bool = False) -> None:
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, flat=flat)
+        defaults = dict(lr=lr, betas=_pair(betas), eps=eps, weight_decay=weight_decay, flat=flat)
         Optimizer.__init__(self, params, defaults)
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
+    def _check(self, group: dict[str, Any]) -> None:
+        _nonnegative("RAdam", group, "lr", "initial_lr", "eps", "weight_decay")
+        _betas("RAdam", group)
+        _flags("RAdam", group, "flat")
+
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         return {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t = state["step"]
         if decay != 0:
@@ -384,7 +412,7 @@ class RAdam(Adam):
         rho_t = rho_inf - 2 * t * beta2**t / bias2
         if rho_t > 5:
             rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-            denom = _xp(p).sqrt(v)
+            denom = xp.sqrt(v)
             denom += eps
             p -= (lr * rect * math.sqrt(bias2) / bias1) * (m / denom)
         else:
@@ -397,19 +425,19 @@ class NAdam(Adam):
     def __init__(self, params: Iterable[Any], lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
                  flat: bool = False) -> None:
-        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+        defaults = dict(lr=lr, betas=_pair(betas), eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay, flat=flat)
         Optimizer.__init__(self, params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        super()._check(group)
-        _nonnegative("NAdam", group, "momentum_decay")
+        _nonnegative("NAdam", group, "lr", "initial_lr", "eps", "weight_decay", "momentum_decay")
+        _betas("NAdam", group)
+        _flags("NAdam", group, "flat")
 
-    def _new_state(self, p: Any, group: dict[str, Any]) -> dict[str, Any]:
-        xp = _xp(p)
+    def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         return {"step": 0, "mu_product": 1.0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
 
-    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
+    def _update(self, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any], xp: Any) -> None:
         lr, (beta1, beta2), eps, decay = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t, psi = state["step"], group["momentum_decay"]
         if decay != 0:
@@ -423,7 +451,7 @@ class NAdam(Adam):
         m += (1 - beta1) * g
         v *= beta2
         v += (1 - beta2) * (g * g)
-        denom = _xp(p).sqrt(v / (1 - beta2**t))
+        denom = xp.sqrt(v / (1 - beta2**t))
         denom += eps
         p -= (lr * (1 - mu) / (1 - product)) * (g / denom)
         p -= (lr * mu_next / (1 - product * mu_next)) * (m / denom)
@@ -481,13 +509,12 @@ def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
         if unknown:
             raise ValueError(f"{name}.load_state_dict: group {i} of the state has hyper-parameter(s) {sorted(unknown)}, "
                              f"which {name} does not have; was it saved from another optimizer?")
-        merged = {**mine, **{k: tuple(v) if isinstance(v, list) else v for k, v in theirs.items()
-                             if k not in ("params", "flat")}}
+        merged = {**mine, **{k: _pair(v) for k, v in theirs.items() if k not in ("params", "flat")}}
         opt._check(merged)
         for p, number in zip(mine["params"], theirs["params"]):
             if number not in saved:
                 continue
-            entry, fresh = saved[number], opt._new_state(p.data, merged)
+            entry, fresh = saved[number], opt._new_state(p.data, merged, p.device.xp)
             if not isinstance(entry, dict) or set(entry) != set(fresh):
                 keys = sorted(entry) if isinstance(entry, dict) else entry
                 raise ValueError(f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
@@ -512,10 +539,10 @@ def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
         for p, number in zip(mine["params"], theirs["params"]):
             if number not in saved:
                 continue
-            state = opt.state.setdefault(p, opt._new_state(p.data, mine))
+            state = opt.state.setdefault(p, opt._new_state(p.data, mine, p.device.xp))
             for key, value in saved[number].items():
                 if _is_array(state[key]):
-                    state[key][...] = _xp(p.data).asarray(value, dtype=p.dtype)
+                    state[key][...] = p.device.xp.asarray(value, dtype=p.dtype)
                 else:
                     state[key] = value
 
@@ -532,15 +559,15 @@ def flat_block_size(size: int) -> int:
 class _FlatGroup:
     """One group's flat buffers: parameters, gradients, state, and where each parameter lies."""
 
-    def __init__(self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]]) -> None:
-        self.params, self.grad, self.slices = params, grad, slices
+    def __init__(self, params: Any, grad: Any, slices: list[tuple[int, int, tuple[int, ...]]], device: Any) -> None:
+        self.params, self.grad, self.slices, self.device = params, grad, slices, device
         self.state: dict[str, Any] | None = None
         self.blocks: list[tuple[Any, Any, dict[str, Any]]] = []
 
     def make_blocks(self) -> None:
         """(parameters, gradient, state) views of consecutive blocks of at most CHUNK numbers."""
         size = self.params.size
-        step = flat_block_size(size) if _xp(self.params) is np else max(size, 1)  # a GPU wants it all at once
+        step = flat_block_size(size) if self.device.xp is np else max(size, 1)  # a GPU wants it all at once
         self.blocks = [(self.params[i:i + step], self.grad[i:i + step],
                         {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()})
                        for i in range(0, size, step)]
@@ -555,7 +582,7 @@ def _flatten_group(opt: Optimizer, index: int) -> None:
             raise ValueError(f"{type(opt).__name__}(flat=True): parameter {i} of group {index} is {p.dtype} on "
                              f"{p.device}, parameter 0 is {first.dtype} on {first.device}; a flat group needs one "
                              "dtype and one device")
-    xp = _xp(first.data)
+    xp = first.device.xp
     slices, offset = [], 0
     for p in params:
         slices.append((offset, p.data.size, p.shape))
@@ -566,14 +593,14 @@ def _flatten_group(opt: Optimizer, index: int) -> None:
     for p, (start, n, shape) in zip(params, slices):
         buffer[start:start + n] = p.data.reshape(-1)
         p.data = buffer[start:start + n].reshape(shape)
-    opt._flat[index] = _FlatGroup(buffer, grad, slices)
+    opt._flat[index] = _FlatGroup(buffer, grad, slices, first.device)
 
 
 def _flat_state(opt: Optimizer, index: int) -> _FlatGroup:
     """Make the group's flat state (once); each parameter's state arrays become views of it."""
     flat, group = opt._flat[index], opt.param_groups[index]
     if flat.state is None:
-        flat.state = opt._new_state(flat.params, group)
+        flat.state = opt._new_state(flat.params, group, flat.device.xp)
         flat.make_blocks()
         for p, (start, n, shape) in zip(group["params"], flat.slices):
             opt.state[p] = {k: v[start:start + n].reshape(shape) if _is_array(v) else v for k, v in flat.state.items()}
@@ -601,13 +628,13 @@ def _flat_step(opt: Optimizer, index: int) -> None:
         for p, state in zip(params, states):
             if p.requires_grad and p.grad is not None:
                 state["step"] += 1
-                opt._update(p.data, p.grad.data, state, group)
+                opt._update(p.data, p.grad.data, state, group, p.device.xp)
         return
-    _xp(flat.grad).concatenate([p.grad.data for p in params], axis=None, out=flat.grad)  # None: flattened
+    flat.device.xp.concatenate([p.grad.data for p in params], axis=None, out=flat.grad)  # None: flattened
     scalars["step"] += 1
     for block_params, block_grad, block_state in flat.blocks:
         block_state.update(scalars)  # every block starts from the same scalars (NAdam changes one)
-        opt._update(block_params, block_grad, block_state, group)
+        opt._update(block_params, block_grad, block_state, group, flat.device.xp)
     if flat.blocks:
         scalars = {k: v for k, v in flat.blocks[-1][2].items() if not _is_array(v)}
     flat.state.update(scalars)

@@ -14,36 +14,61 @@ def _check_number(owner: str, name: str, value: Any, low: float = 0.0, strict: b
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < low or (strict and value == low):
         relation = ">" if strict else ">="
-        raise ValueError(f"{owner}: {name} must be a finite number {relation} {low:g}; got {value!r}")
+        raise ValueError(f"{owner} got {name}={value!r}; expected a finite number {relation} {low:g}")
+    return float(value)
+
+
+def _check_fraction(owner: str, name: str, value: Any, open_low: bool = False, open_high: bool = False) -> float:
+    """A real number in [0, 1] (open at either end when asked), as a Python float; a clear ValueError otherwise."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not (0 < value if open_low else 0 <= value) or not (value < 1 if open_high else value <= 1):
+        interval = f"{'(' if open_low else '['}0, 1{')' if open_high else ']'}"
+        raise ValueError(f"{owner} got {name}={value!r}; expected a number in {interval}")
     return float(value)
 
 
 def _check_int(owner: str, name: str, value: Any, low: int = 1) -> int:
     """An integer >= low, as a Python int; a clear ValueError otherwise."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{owner}: {name} must be an integer >= {low}; got {value!r}")
+        raise ValueError(f"{owner} got {name}={value!r}; expected an integer >= {low}")
     return int(value)
 
 
 def _check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
     """One of a few strings; a clear ValueError otherwise."""
     if value not in choices:
-        raise ValueError(f"{owner}: {name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        raise ValueError(f"{owner} got {name}={value!r}; expected one of {', '.join(map(repr, choices))}")
     return value
 
 
 class Scheduler:
-    """A learning-rate schedule: ``lr(t)`` for step (or epoch) index ``t``, ``t = 0`` first."""
+    """A learning-rate schedule: ``lr(t, base_lr)`` at step (or epoch) ``t`` for a group whose initial lr is ``base_lr``."""
 
-    base_lr: float
+    def lr(self, t: int, base_lr: float) -> float:
+        """The learning rate at index ``t`` of a parameter group whose initial lr is ``base_lr``."""
+        raise NotImplementedError(f"{type(self).__name__} does not define lr(t, base_lr)")
 
-    def lr(self, t: int) -> float:
-        """The learning rate at index ``t``."""
-        raise NotImplementedError(f"{type(self).__name__} does not define lr(t)")
+    def apply(self, optimizer: Any, t: int) -> None:
+        """Set every parameter group's ``"lr"`` to ``self.lr(t, group["initial_lr"])``."""
+        name = type(self).__name__
+        groups = getattr(optimizer, "param_groups", None)
+        if not isinstance(groups, list):
+            raise TypeError(f"{name}.apply got optimizer={type(optimizer).__name__}; expected an optimizer "
+                            "with param_groups (tinyflo.optim)")
+        for i, group in enumerate(groups):
+            if "initial_lr" not in group:
+                raise ValueError(f"{name}.apply: parameter group {i} has no 'initial_lr'; expected an optimizer "
+                                 "that records each group's initial lr when it is built (tinyflo.optim does)")
+        rates = [self.lr(t, group["initial_lr"]) for group in groups]  # all first: a refused t changes nothing
+        for group, rate in zip(groups, rates):
+            group["lr"] = rate
 
-    def _step(self, t: Any) -> int:
-        """``t`` checked: a non-negative integer index."""
-        return _check_int(f"{type(self).__name__}.lr", "t (the step or epoch index)", t, low=0)
+    def _args(self, t: Any, base_lr: Any) -> tuple[int, float]:
+        """``t`` and ``base_lr`` checked: an index >= 0 and a rate >= 0."""
+        name = type(self).__name__
+        if not isinstance(t, numbers.Integral) or isinstance(t, bool) or t < 0:
+            raise ValueError(f"{name}.lr got t={t!r}; expected an integer >= 0 (t is the step or epoch index)")
+        return int(t), _check_number(f"{name}.lr", "base_lr", base_lr)
 
     def state_dict(self) -> dict[str, Any]:
         """The settings and state as plain data (``json.dumps`` can write it)."""
@@ -73,72 +98,67 @@ class Scheduler:
 
 
 class StepLR(Scheduler):
-    """``base_lr`` times ``gamma`` once every ``step_size`` steps."""
+    """The initial lr times ``gamma`` once every ``step_size`` steps."""
 
-    def __init__(self, base_lr: float, step_size: int, gamma: float = 0.1) -> None:
-        self.base_lr = _check_number("StepLR", "base_lr", base_lr)
+    def __init__(self, step_size: int, gamma: float = 0.1) -> None:
         self.step_size = _check_int("StepLR", "step_size", step_size)
         self.gamma = _check_number("StepLR", "gamma", gamma, strict=True)
 
-    def lr(self, t: int) -> float:
+    def lr(self, t: int, base_lr: float) -> float:
         """``base_lr · gamma ** (t // step_size)``."""
-        t = self._step(t)
-        return self.base_lr * self.gamma ** (t // self.step_size)
+        t, base_lr = self._args(t, base_lr)
+        return base_lr * self.gamma ** (t // self.step_size)
 
 
 class ExponentialLR(Scheduler):
-    """``base_lr · gamma ** t``."""
+    """The initial lr times ``gamma ** t``."""
 
-    def __init__(self, base_lr: float, gamma: float) -> None:
-        self.base_lr = _check_number("ExponentialLR", "base_lr", base_lr)
+    def __init__(self, gamma: float) -> None:
         self.gamma = _check_number("ExponentialLR", "gamma", gamma, strict=True)
 
-    def lr(self, t: int) -> float:
+    def lr(self, t: int, base_lr: float) -> float:
         """``base_lr · gamma ** t``."""
-        t = self._step(t)
-        return self.base_lr * self.gamma**t
+        t, base_lr = self._args(t, base_lr)
+        return base_lr * self.gamma**t
 
 
 class MultiStepLR(Scheduler):
-    """``base_lr`` times ``gamma`` at each milestone."""
+    """The initial lr times ``gamma`` at each milestone."""
 
-    def __init__(self, base_lr: float, milestones: list[int], gamma: float = 0.1) -> None:
-        self.base_lr = _check_number("MultiStepLR", "base_lr", base_lr)
+    def __init__(self, milestones: list[int], gamma: float = 0.1) -> None:
+        if not isinstance(milestones, (list, tuple)):
+            raise ValueError(f"MultiStepLR got milestones={milestones!r}; expected a sorted list of integers >= 0")
         self.milestones = [_check_int("MultiStepLR", "milestones", m, low=0) for m in milestones]
         if self.milestones != sorted(self.milestones):
-            raise ValueError(f"MultiStepLR: milestones must be sorted in increasing order; got {list(milestones)!r}")
+            raise ValueError(f"MultiStepLR got milestones={list(milestones)!r}; expected them sorted in increasing order")
         self.gamma = _check_number("MultiStepLR", "gamma", gamma, strict=True)
 
-    def lr(self, t: int) -> float:
+    def lr(self, t: int, base_lr: float) -> float:
         """``base_lr · gamma ** (number of milestones <= t)``."""
-        t = self._step(t)
-        return self.base_lr * self.gamma ** bisect.bisect_right(self.milestones, t)
+        t, base_lr = self._args(t, base_lr)
+        return base_lr * self.gamma ** bisect.bisect_right(self.milestones, t)
 
 
 class CosineAnnealing(Scheduler):
-    """Half a cosine from ``base_lr`` at t = 0 to ``min_lr`` at t = total (PyTorch's CosineAnnealingLR)."""
+    """Half a cosine from the initial lr at t = 0 to ``min_lr`` at t = total (PyTorch's CosineAnnealingLR)."""
 
-    def __init__(self, base_lr: float, total: int, min_lr: float = 0.0) -> None:
-        self.base_lr = _check_number("CosineAnnealing", "base_lr", base_lr)
+    def __init__(self, total: int, min_lr: float = 0.0) -> None:
         self.total = _check_int("CosineAnnealing", "total", total)
         self.min_lr = _check_number("CosineAnnealing", "min_lr", min_lr)
 
-    def lr(self, t: int) -> float:
+    def lr(self, t: int, base_lr: float) -> float:
         """The learning rate at index ``t``; after ``total`` the cosine goes on (period 2 · total)."""
-        t = self._step(t)
-        return self.min_lr + (self.base_lr - self.min_lr) * (1 + math.cos(math.pi * t / self.total)) / 2
+        t, base_lr = self._args(t, base_lr)
+        return self.min_lr + (base_lr - self.min_lr) * (1 + math.cos(math.pi * t / self.total)) / 2
 
 
 class CosineSchedule(CosineAnnealing):
-    """TinyTorch's name for cosine annealing: ``get_lr(epoch)``, constant at ``min_lr`` after ``total_epochs``."""
+    """TinyTorch's cosine schedule: ``get_lr(epoch)`` from ``max_lr`` to ``min_lr``, constant after ``total_epochs``."""
 
     def __init__(self, max_lr: float = 0.1, min_lr: float = 0.01, total_epochs: int = 100) -> None:
-        super().__init__(max_lr, total_epochs, min_lr)
-
-    @property
-    def max_lr(self) -> float:
-        """The starting rate (``base_lr``)."""
-        return self.base_lr
+        super().__init__(_check_int("CosineSchedule", "total_epochs", total_epochs),
+                         _check_number("CosineSchedule", "min_lr", min_lr))
+        self.max_lr = _check_number("CosineSchedule", "max_lr", max_lr, strict=True)
 
     @property
     def total_epochs(self) -> int:
@@ -146,11 +166,17 @@ class CosineSchedule(CosineAnnealing):
         return self.total
 
     def __repr__(self) -> str:
-        return f"CosineSchedule(max_lr={self.base_lr!r}, min_lr={self.min_lr!r}, total_epochs={self.total!r})"
+        return f"CosineSchedule(max_lr={self.max_lr!r}, min_lr={self.min_lr!r}, total_epochs={self.total!r})"
 
     def get_lr(self, epoch: int) -> float:
-        """The learning rate for ``epoch``; ``min_lr`` from ``total_epochs`` on."""
-        return self.lr(min(self._step(epoch), self.total))
+        """The learning rate for ``epoch``, from ``max_lr`` down to ``min_lr``; ``min_lr`` from ``total_epochs`` on."""
+        epoch, _ = self._args(epoch, self.max_lr)
+        return CosineAnnealing.lr(self, min(epoch, self.total), self.max_lr)
+
+    def lr(self, t: int, base_lr: float) -> float:
+        """``base_lr · get_lr(t) / max_lr``: TinyTorch's curve as a factor of a group's initial lr."""
+        t, base_lr = self._args(t, base_lr)
+        return base_lr * (self.get_lr(t) / self.max_lr)
 
 
 class Warmup(Scheduler):
@@ -158,17 +184,10 @@ class Warmup(Scheduler):
 
     def __init__(self, scheduler: Scheduler, warmup_steps: int, start_factor: float = 1.0 / 3) -> None:
         if not isinstance(scheduler, Scheduler):
-            raise ValueError(f"Warmup: scheduler must be a Scheduler; got {type(scheduler).__name__}")
+            raise ValueError(f"Warmup got scheduler={scheduler!r}; expected a Scheduler")
         self.scheduler = scheduler
         self.warmup_steps = _check_int("Warmup", "warmup_steps", warmup_steps, low=0)
-        self.start_factor = _check_number("Warmup", "start_factor", start_factor)
-        if self.start_factor > 1:
-            raise ValueError(f"Warmup: start_factor must lie in [0, 1]; got {start_factor!r}")
-
-    @property
-    def base_lr(self) -> float:
-        """The wrapped schedule's ``base_lr``."""
-        return self.scheduler.base_lr
+        self.start_factor = _check_fraction("Warmup", "start_factor", start_factor)
 
     def __getattr__(self, name: str) -> Any:
         # Only `observe` is forwarded, so that a trainer finds a wrapped ReduceLROnPlateau's.
@@ -176,49 +195,40 @@ class Warmup(Scheduler):
             return getattr(self.scheduler, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def lr(self, t: int) -> float:
-        """``base_lr`` ramped up linearly until ``warmup_steps``, then ``scheduler.lr(t - warmup_steps)``."""
-        t = self._step(t)
+    def lr(self, t: int, base_lr: float) -> float:
+        """``base_lr`` ramped up linearly until ``warmup_steps``, then ``scheduler.lr(t - warmup_steps, base_lr)``."""
+        t, base_lr = self._args(t, base_lr)
         if t < self.warmup_steps:
-            return self.base_lr * (self.start_factor + (1 - self.start_factor) * t / self.warmup_steps)
-        return self.scheduler.lr(t - self.warmup_steps)
+            return base_lr * (self.start_factor + (1 - self.start_factor) * t / self.warmup_steps)
+        return self.scheduler.lr(t - self.warmup_steps, base_lr)
 
 
 class OneCycle(Scheduler):
-    """Up from ``max_lr / div_factor`` to ``max_lr``, then down far below the start (PyTorch's OneCycleLR)."""
+    """Up from ``peak / div_factor`` to the peak (the group's initial lr), then far below the start (PyTorch's OneCycleLR)."""
 
     def __init__(
         self,
-        max_lr: float,
         total_steps: int,
         pct_start: float = 0.3,
         div_factor: float = 25.0,
         final_div_factor: float = 1e4,
         anneal: str = "cos",
     ) -> None:
-        self.max_lr = _check_number("OneCycle", "max_lr", max_lr)
         self.total_steps = _check_int("OneCycle", "total_steps", total_steps)
-        self.pct_start = _check_number("OneCycle", "pct_start", pct_start)
-        if self.pct_start > 1:
-            raise ValueError(f"OneCycle: pct_start must lie in [0, 1]; got {pct_start!r}")
+        self.pct_start = _check_fraction("OneCycle", "pct_start", pct_start)
         self.div_factor = _check_number("OneCycle", "div_factor", div_factor, strict=True)
         self.final_div_factor = _check_number("OneCycle", "final_div_factor", final_div_factor, strict=True)
         self.anneal = _check_choice("OneCycle", "anneal", anneal, ("cos", "linear"))
 
-    @property
-    def base_lr(self) -> float:
-        """The starting rate, ``max_lr / div_factor``."""
-        return self.max_lr / self.div_factor
-
-    def lr(self, t: int) -> float:
-        """The one-cycle rate at step ``t`` (0 <= t <= total_steps)."""
-        t = self._step(t)
+    def lr(self, t: int, base_lr: float) -> float:
+        """The one-cycle rate at step ``t`` (0 <= t <= total_steps) of a group whose peak is ``base_lr``."""
+        t, base_lr = self._args(t, base_lr)
         if t > self.total_steps:
-            raise ValueError(f"OneCycle.lr: t={t} is past the schedule's end (total_steps={self.total_steps})")
-        initial = self.base_lr
+            raise ValueError(f"OneCycle.lr got t={t}; expected t <= total_steps={self.total_steps} (past the schedule's end)")
+        initial = base_lr / self.div_factor
         final = initial / self.final_div_factor
-        phases = ((float(self.pct_start * self.total_steps) - 1, initial, self.max_lr),
-                  (float(self.total_steps - 1), self.max_lr, final))
+        phases = ((float(self.pct_start * self.total_steps) - 1, initial, base_lr),
+                  (float(self.total_steps - 1), base_lr, final))
         start_step = 0.0
         for i, (end_step, start_lr, end_lr) in enumerate(phases):
             if t <= end_step or i == len(phases) - 1:
@@ -230,19 +240,17 @@ class OneCycle(Scheduler):
 
 
 class CyclicLR(Scheduler):
-    """A triangle wave between ``base_lr`` and ``max_lr`` (PyTorch's CyclicLR)."""
+    """A triangle wave between the initial lr and ``max_factor`` times it (PyTorch's CyclicLR, per group)."""
 
     def __init__(
         self,
-        base_lr: float,
-        max_lr: float,
+        max_factor: float,
         step_size_up: int = 2000,
         step_size_down: int | None = None,
         mode: str = "triangular",
         gamma: float = 1.0,
     ) -> None:
-        self.base_lr = _check_number("CyclicLR", "base_lr", base_lr)
-        self.max_lr = _check_number("CyclicLR", "max_lr", max_lr)
+        self.max_factor = _check_number("CyclicLR", "max_factor", max_factor, low=1.0)
         self.step_size_up = _check_int("CyclicLR", "step_size_up", step_size_up)
         self.step_size_down = self.step_size_up if step_size_down is None else _check_int(
             "CyclicLR", "step_size_down", step_size_down
@@ -250,9 +258,9 @@ class CyclicLR(Scheduler):
         self.mode = _check_choice("CyclicLR", "mode", mode, ("triangular", "triangular2", "exp_range"))
         self.gamma = _check_number("CyclicLR", "gamma", gamma, strict=True)
 
-    def lr(self, t: int) -> float:
-        """The rate at step ``t`` of the triangle wave."""
-        t = self._step(t)
+    def lr(self, t: int, base_lr: float) -> float:
+        """The rate at step ``t`` of the triangle wave from ``base_lr`` up to ``max_factor · base_lr``."""
+        t, base_lr = self._args(t, base_lr)
         size = float(self.step_size_up + self.step_size_down)
         ratio = self.step_size_up / size
         cycle = math.floor(1 + t / size)
@@ -264,7 +272,8 @@ class CyclicLR(Scheduler):
             amplitude = 1 / (2.0 ** (cycle - 1))
         else:
             amplitude = self.gamma**t
-        return self.base_lr + (self.max_lr - self.base_lr) * scale * amplitude
+        max_lr = self.max_factor * base_lr
+        return base_lr + (max_lr - base_lr) * scale * amplitude
 
 
 class ReduceLROnPlateau(Scheduler):
@@ -272,7 +281,6 @@ class ReduceLROnPlateau(Scheduler):
 
     def __init__(
         self,
-        base_lr: float,
         mode: str = "min",
         factor: float = 0.1,
         patience: int = 10,
@@ -283,28 +291,19 @@ class ReduceLROnPlateau(Scheduler):
         eps: float = 1e-8,
     ) -> None:
         owner = "ReduceLROnPlateau"
-        self.base_lr = _check_number(owner, "base_lr", base_lr)
         self.mode = _check_choice(owner, "mode", mode, ("min", "max"))
-        self.factor = _check_number(owner, "factor", factor, strict=True)
-        if self.factor >= 1:
-            raise ValueError(f"{owner}: factor must lie in (0, 1); got {factor!r}")
+        self.factor = _check_fraction(owner, "factor", factor, open_low=True, open_high=True)
         self.patience = _check_int(owner, "patience", patience, low=0)
         self.threshold = _check_number(owner, "threshold", threshold)
         self.threshold_mode = _check_choice(owner, "threshold_mode", threshold_mode, ("rel", "abs"))
         self.cooldown = _check_int(owner, "cooldown", cooldown, low=0)
         self.min_lr = _check_number(owner, "min_lr", min_lr)
         self.eps = _check_number(owner, "eps", eps)
-        self.current_lr = self.base_lr
         self.best = math.inf if self.mode == "min" else -math.inf
         self.num_bad_epochs = 0
         self.cooldown_counter = 0
         self.last_epoch = 0
-
-    def lr(self, t: int | None = None) -> float:
-        """The current rate (``t`` is accepted for a common interface and does not matter)."""
-        if t is not None:
-            self._step(t)
-        return self.current_lr
+        self.cuts = 0
 
     def is_better(self, metric: float) -> bool:
         """Whether ``metric`` beats ``best`` by more than the threshold."""
@@ -316,12 +315,12 @@ class ReduceLROnPlateau(Scheduler):
             return metric > self.best * (self.threshold + 1.0)
         return metric > self.best + self.threshold
 
-    def observe(self, metric: float) -> float:
-        """Take one epoch's validation metric; return the rate to use from now on."""
+    def observe(self, metric: float) -> None:
+        """Take one epoch's validation metric; count a cut when it has stalled for more than ``patience`` epochs."""
         try:
             metric = float(metric)
         except (TypeError, ValueError):
-            raise ValueError(f"ReduceLROnPlateau.observe: metric must be a number; got {metric!r}") from None
+            raise ValueError(f"ReduceLROnPlateau.observe got metric={metric!r}; expected a number") from None
         self.last_epoch += 1
         if self.is_better(metric):
             self.best = metric
@@ -332,9 +331,15 @@ class ReduceLROnPlateau(Scheduler):
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            new_lr = max(self.current_lr * self.factor, self.min_lr)
-            if self.current_lr - new_lr > self.eps:
-                self.current_lr = new_lr
+            self.cuts += 1
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        return self.current_lr
+
+    def lr(self, t: int, base_lr: float) -> float:
+        """``base_lr`` after every cut so far (``t`` is checked but does not matter)."""
+        _, rate = self._args(t, base_lr)
+        for _ in range(self.cuts):
+            new_lr = max(rate * self.factor, self.min_lr)
+            if rate - new_lr > self.eps:
+                rate = new_lr
+        return rate

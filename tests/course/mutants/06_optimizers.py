@@ -104,8 +104,8 @@ MUTANTS = [
     # eps under the square root instead of added to it.
     (
         "optim_adagrad",
-        '        std = _xp(p).sqrt(total)\n        std += group["eps"]\n',
-        '        std = _xp(p).sqrt(total + group["eps"])\n',
+        '        std = xp.sqrt(total)\n        std += group["eps"]\n',
+        '        std = xp.sqrt(total + group["eps"])\n',
     ),
     # weight decay with the wrong sign.
     (
@@ -122,8 +122,8 @@ MUTANTS = [
     # eps added after the bias correction, as in Adam.
     (
         "optim_radam",
-        "            denom = _xp(p).sqrt(v)\n            denom += eps\n            p -= (lr * rect * math.sqrt(bias2) / bias1) * (m / denom)",
-        "            denom = _xp(p).sqrt(v / bias2)\n            denom += eps\n            p -= (lr * rect / bias1) * (m / denom)",
+        "            denom = xp.sqrt(v)\n            denom += eps\n            p -= (lr * rect * math.sqrt(bias2) / bias1) * (m / denom)",
+        "            denom = xp.sqrt(v / bias2)\n            denom += eps\n            p -= (lr * rect / bias1) * (m / denom)",
     ),
     # NAdam's look-ahead term uses this step's mu instead of the next one.
     (
@@ -136,8 +136,8 @@ MUTANTS = [
     # the second moment without its bias correction.
     (
         "optim_nadam",
-        "        denom = _xp(p).sqrt(v / (1 - beta2**t))\n",
-        "        denom = _xp(p).sqrt(v)\n",
+        "        denom = xp.sqrt(v / (1 - beta2**t))\n",
+        "        denom = xp.sqrt(v)\n",
     ),
     # state_dict hands out the live state arrays, which the caller may then change.
     (
@@ -166,8 +166,8 @@ MUTANTS = [
     # the given arrays are kept, not copied into the state: training changes the caller's dict.
     (
         "optim_load_state_dict",
-        "                    state[key][...] = _xp(p.data).asarray(value, dtype=p.dtype)",
-        "                    state[key] = _xp(p.data).asarray(value, dtype=p.dtype)",
+        "                    state[key][...] = p.device.xp.asarray(value, dtype=p.dtype)",
+        "                    state[key] = p.device.xp.asarray(value, dtype=p.dtype)",
     ),
     # scalar state (the step count) is not restored.
     (
@@ -215,4 +215,10 @@ MUTANTS = [
     ),
     # the per-parameter states never learn the new step count.
     ("optim_flat_step", "    for state in states:\n        state.update(scalars)\n", ""),
+    # initial_lr not recorded from the group's own lr: every group keeps the default's.
+    (
+        "optim_optimizer",
+        '        group.setdefault("initial_lr", group["lr"])',
+        '        group.setdefault("initial_lr", self.defaults["lr"])',
+    ),
 ]

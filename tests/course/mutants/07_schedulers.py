@@ -10,8 +10,8 @@ MUTANTS = [
     # ExponentialLR counts from 1, so lr(0) is already base_lr · gamma.
     (
         "schedulers_step",
-        "return self.base_lr * self.gamma**t",
-        "return self.base_lr * self.gamma ** (t + 1)",
+        "return base_lr * self.gamma**t",
+        "return base_lr * self.gamma ** (t + 1)",
     ),
     # StepLR takes any step_size, 0 included, and fails only later with a ZeroDivisionError.
     (
@@ -58,8 +58,8 @@ MUTANTS = [
     # min_lr added on top instead of being the floor of the cosine.
     (
         "schedulers_cosine",
-        "self.min_lr + (self.base_lr - self.min_lr) * (1 + math.cos",
-        "self.min_lr + self.base_lr * (1 + math.cos",
+        "self.min_lr + (base_lr - self.min_lr) * (1 + math.cos",
+        "self.min_lr + base_lr * (1 + math.cos",
     ),
     # min_lr reached one step early, at t = total - 1.
     (
@@ -76,8 +76,8 @@ MUTANTS = [
     # the wrapped schedule's clock does not restart after the warm-up.
     (
         "schedulers_warmup",
-        "return self.scheduler.lr(t - self.warmup_steps)",
-        "return self.scheduler.lr(t)",
+        "return self.scheduler.lr(t - self.warmup_steps, base_lr)",
+        "return self.scheduler.lr(t, base_lr)",
     ),
     # the ramp forgets (1 - start_factor): it overshoots base_lr.
     (
@@ -87,23 +87,23 @@ MUTANTS = [
     ),
     # the ramp runs through t = warmup_steps, dividing by zero when there is no warm-up.
     ("schedulers_warmup", "if t < self.warmup_steps:", "if t <= self.warmup_steps:"),
-    # start_factor not checked: a negative one is accepted.
+    # start_factor checked only from below: one above 1 overshoots the wrapped schedule.
     (
         "schedulers_warmup",
+        'self.start_factor = _check_fraction("Warmup", "start_factor", start_factor)',
         'self.start_factor = _check_number("Warmup", "start_factor", start_factor)',
-        "self.start_factor = float(start_factor)",
     ),
     # phase 1 of one-cycle ends a step late (PyTorch's boundary is pct_start * total_steps - 1).
     (
         "schedulers_onecycle",
-        "(float(self.pct_start * self.total_steps) - 1, initial, self.max_lr)",
-        "(float(self.pct_start * self.total_steps), initial, self.max_lr)",
+        "(float(self.pct_start * self.total_steps) - 1, initial, base_lr)",
+        "(float(self.pct_start * self.total_steps), initial, base_lr)",
     ),
-    # the final rate divides max_lr rather than the initial rate.
+    # the final rate divides the peak rather than the initial rate.
     (
         "schedulers_onecycle",
         "final = initial / self.final_div_factor",
-        "final = self.max_lr / self.final_div_factor",
+        "final = base_lr / self.final_div_factor",
     ),
     # phase 2 measures its progress from step 0 instead of from the end of phase 1.
     ("schedulers_onecycle", "            start_step = end_step", "            start_step = 0.0"),
@@ -150,13 +150,29 @@ MUTANTS = [
     # min_lr ignored: the rate is cut below its floor.
     (
         "schedulers_plateau",
-        "new_lr = max(self.current_lr * self.factor, self.min_lr)",
-        "new_lr = self.current_lr * self.factor",
+        "new_lr = max(rate * self.factor, self.min_lr)",
+        "new_lr = rate * self.factor",
     ),
     # any cut is taken, however tiny (eps ignored).
     (
         "schedulers_plateau",
-        "if self.current_lr - new_lr > self.eps:",
-        "if new_lr < self.current_lr:",
+        "if rate - new_lr > self.eps:",
+        "if new_lr < rate:",
+    ),
+    # the initial rate ignored: every group starts the one cycle at the same fixed rate.
+    (
+        "schedulers_onecycle",
+        "initial = base_lr / self.div_factor",
+        "initial = 1.0 / self.div_factor",
+    ),
+    # the top of the wave taken as an absolute rate, not as a multiple of the group's initial lr.
+    ("schedulers_cyclic", "max_lr = self.max_factor * base_lr", "max_lr = self.max_factor"),
+    # the plateau forgets the cuts: every group stays at its initial lr.
+    ("schedulers_plateau", "            self.cuts += 1\n", "            self.cuts = 1\n"),
+    # the cooldown is never started after a cut.
+    (
+        "schedulers_plateau",
+        "            self.cooldown_counter = self.cooldown\n",
+        "            self.cooldown_counter = 0\n",
     ),
 ]
