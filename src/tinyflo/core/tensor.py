@@ -725,7 +725,7 @@ _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
 
 
 def get_rng_state() -> dict[str, Any]:
-    """The state of every generator training draws from, as JSON-ready data (``set_rng_state`` puts it back).
+    """The state of every generator training draws from (``set_rng_state`` puts it back): dicts, numbers, one array.
 
     ``tinyflo``: tinyflo's generator; ``numpy``: NumPy's global one (``np.random.*``); ``cupy``, with a
     GPU: a seed. CuPy cannot hand out its generator's state, so it is reseeded with a seed drawn from it,
