@@ -183,3 +183,32 @@ def test_autograd_grad_mode_no_grad_and_enable_grad():
         return w * 2
 
     assert not evaluate().requires_grad and tinyflo.is_grad_enabled()
+
+
+@pytest.mark.task("autograd_grad_mode")
+def test_autograd_grad_mode_is_per_thread():
+    """no_grad() in one thread leaves recording on in another (as in PyTorch)."""
+    import threading
+
+    w = Tensor([1.0], requires_grad=True)
+    inside, outside = threading.Barrier(2), threading.Barrier(2)
+    seen = {}
+
+    def evaluating():
+        with tinyflo.no_grad():
+            inside.wait()  # the other thread records while this one is inside no_grad()
+            seen["no_grad"] = (w * 2).requires_grad, tinyflo.is_grad_enabled()
+            outside.wait()
+
+    def training():
+        inside.wait()
+        seen["training"] = (w * 2).requires_grad, tinyflo.is_grad_enabled()
+        outside.wait()
+
+    threads = [threading.Thread(target=evaluating), threading.Thread(target=training)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert seen == {"no_grad": (False, False), "training": (True, True)}
+    assert tinyflo.is_grad_enabled()

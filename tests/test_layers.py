@@ -906,3 +906,9 @@ def test_layers_dropout_refuses_integer_tensors():
 def test_layers_module_to_names_a_bad_target():
     with pytest.raises(TypeError, match="expected a device .* or a floating dtype; got 'tpu'"):
         nn.Linear(2, 2).to("tpu")
+
+
+def test_layers_parameter_from_a_tensor_shares_its_array_and_device():
+    t = tinyflo.randn(2, device="cpu:1")
+    p = nn.Parameter(t)
+    assert p.data is t.data and p.device is t.device and p.requires_grad and p.is_leaf

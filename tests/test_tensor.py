@@ -537,6 +537,122 @@ def test_gpu_round_trip():
         x + y
 
 
+def test_device_helpers_name_the_array_and_its_device():
+    x = np.arange(3, dtype=np.float32)
+    assert tinyflo.is_array(x) and not tinyflo.is_array(Tensor(x)) and not tinyflo.is_array([1, 2])
+    assert not tinyflo.is_array(np.float32(1)), "a NumPy scalar is not an ndarray"
+    assert tinyflo.device_of(x) is tinyflo.device("cpu") and tinyflo.device_of(np.float32(1)).xp is np
+    assert tinyflo.to_host(x) is x and tinyflo.to_host(x, copy=True) is not x
+    np.testing.assert_array_equal(tinyflo.to_host(x, copy=True), x)
+    for helper in (tinyflo.device_of, tinyflo.to_host):
+        with pytest.raises(TypeError, match=f"{helper.__name__}: expected a NumPy or CuPy array; got list"):
+            helper([1.0])
+
+
+@pytest.mark.gpu
+def test_device_helpers_on_a_gpu():
+    y = tinyflo.randn(3, device="cuda:0").data
+    assert tinyflo.is_array(y) and tinyflo.device_of(y) is tinyflo.device("cuda:0")
+    host = tinyflo.to_host(y)
+    assert isinstance(host, np.ndarray) and host.shape == (3,)
+
+
+def test_to_declares_its_output_device_and_is_free_when_nothing_changes():
+    a = Tensor([1.0, 2.0], requires_grad=True)
+    assert a.to("cpu") is a and a.to(dtype="float32") is a and a.to() is a
+    b = a.to("cpu:1", dtype="float64")
+    assert b.device is tinyflo.device("cpu:1") and b.dtype == tinyflo.float64
+    assert b._ctx.out_device is b.device, "To states where its output lives; apply wraps it there"
+    (b * b).sum().backward()
+    assert a.grad.device is a.device and a.grad.dtype == tinyflo.float32 and a.grad.tolist() == [2, 4]
+    c = a.to("cpu:1", dtype="int64")
+    assert c.device is tinyflo.device("cpu:1") and c._ctx is None, "an integer copy has no gradient"
+
+
+def test_set_moves_a_leaf_in_place():
+    w = Tensor([1.0, 2.0], requires_grad=True)
+    moved = w.detach().to("cpu:1")
+    with pytest.raises(RuntimeError, match="no_grad"):
+        w.set_(moved)
+    with tinyflo.no_grad():
+        assert w.set_(moved) is w
+        with pytest.raises(TypeError, match="floating data; got int64"):
+            w.set_(moved.long())
+        with pytest.raises(TypeError, match="expected a Tensor; got ndarray"):
+            w.set_(moved.data)
+    assert w.device is tinyflo.device("cpu:1") and w.data is moved.data and w.requires_grad
+    plain = Tensor([1, 2])
+    assert plain.set_(Tensor([3.0])).tolist() == [3.0], "a tensor outside the graph takes any data"
+
+
+def test_normalize_axis_counts_negatives_from_the_end():
+    from tinyflo.core.tensor import normalize_axis
+
+    assert normalize_axis(-1, 3, "op") == 2 and normalize_axis(np.int64(1), 3, "op") == 1
+    with pytest.raises(ShapeError, match="softmax: axis 3 is out of range for a tensor with 3 axes"):
+        normalize_axis(3, 3, "softmax")
+    with pytest.raises(ShapeError, match="op: axis must be an integer; got True"):
+        normalize_axis(True, 3, "op")
+
+
+def test_rng_state_round_trips_through_json():
+    import json
+
+    tinyflo.manual_seed(5)
+    np.random.seed(7)
+    state = json.loads(json.dumps(tinyflo.get_rng_state(), default=np.ndarray.tolist))  # arrays as lists
+    expected = (tinyflo.randn(4).tolist(), np.random.random(2).tolist(), tinyflo.default_generator().integers(99))
+    tinyflo.manual_seed(0)
+    np.random.seed(0)
+    tinyflo.set_rng_state(state)
+    assert (tinyflo.randn(4).tolist(), np.random.random(2).tolist(), tinyflo.default_generator().integers(99)) == expected
+
+
+def test_set_rng_state_keeps_the_bit_generator_and_refuses_a_bad_state():
+    mt = np.random.Generator(np.random.MT19937(3))
+    state = tinyflo.get_rng_state()
+    state["tinyflo"] = mt.bit_generator.state
+    tinyflo.set_rng_state(state)
+    assert type(tinyflo.default_generator().bit_generator).__name__ == "MT19937"
+    assert np.array_equal(tinyflo.default_generator().random(3), mt.random(3))
+    before = tinyflo.default_generator()
+    with pytest.raises(ValueError, match="names bit generator 'Nope'; expected one of PCG64"):
+        tinyflo.set_rng_state({**state, "tinyflo": {"bit_generator": "Nope"}})
+    with pytest.raises(ValueError, match="set_rng_state: expected get_rng_state"):
+        tinyflo.set_rng_state({"numpy": state["numpy"]})
+    assert tinyflo.default_generator() is before, "a refused state changes nothing"
+    tinyflo.manual_seed(0)
+
+
+def test_manual_seed_refuses_what_is_not_a_seed():
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match=f"manual_seed: seed must be a non-negative integer; got {bad!r}"):
+            tinyflo.manual_seed(bad)
+
+
+def test_module_01_imports_no_later_module_and_installs_no_engine():
+    """Course order is import order: module 01 reaches module 02's engine only through the slot 02 fills."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    core = Path(tinyflo.core.tensor.__file__).parent
+    for name, allowed in (("tensor", set()), ("autograd", {"tinyflo.core.tensor"})):
+        tree = ast.parse((core / f"{name}.py").read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+        assert {m for m in imported if m and m.startswith("tinyflo")} == allowed, name
+    code = ("import tinyflo.core.tensor as t\n"
+            "x = t.Tensor([1.0], requires_grad=True)\n"
+            "try:\n    (x * 2).sum().backward()\nexcept RuntimeError as err:\n    print(err)\n"
+            "import tinyflo.core.autograd\n(x * 2).sum().backward()\nprint(x.grad.tolist())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    first, second = result.stdout.splitlines()
+    assert first.startswith("backward: no autograd engine is installed; import tinyflo.core.autograd")
+    assert second == "[2.0]"
+
+
 def test_setitem_refuses_tensors_in_the_graph():
     w = tinyflo.zeros(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="no_grad"):

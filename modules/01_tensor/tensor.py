@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -105,6 +105,12 @@ def _close(x, y, tol=1e-6):
 #
 # CuPy is optional. `import cupy` succeeding does not mean there is a GPU, so
 # we ask `cupy.cuda.is_available()`.
+#
+# `Device` is the one route to NumPy or CuPy. Three small helpers serve every
+# module that holds raw arrays, so none of them looks at an array's type on
+# its own: `is_array(x)` (a NumPy or CuPy array?), `device_of(array)` (where
+# it lives; `device_of(array).xp` is its library) and `to_host(array)` (a
+# NumPy array, copied from the GPU if need be).
 
 # %%
 #| export
@@ -210,11 +216,36 @@ def as_device(spec: str | Device | None = None) -> Device:
     raise DeviceError(f"device: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got {spec!r}")
 
 
-def _device_of(array: Any) -> Device:
-    """The device an existing NumPy or CuPy array lives on."""
+_CPU = Device("cpu", 0)
+
+
+def is_array(x: Any) -> bool:
+    """True for a NumPy or a CuPy ndarray (not a NumPy scalar, not a Tensor)."""
+    if isinstance(x, np.ndarray):
+        return True
+    cupy = _cupy()
+    return cupy is not None and isinstance(x, cupy.ndarray)
+
+
+def device_of(array: Any) -> Device:
+    """The device a NumPy array (or NumPy scalar) or a CuPy array lives on: ``cpu`` or ``cuda:N``."""
     if isinstance(array, np.ndarray | np.generic):
-        return Device("cpu", 0)
+        return _CPU
+    if not is_array(array):
+        raise TypeError(f"device_of: expected a NumPy or CuPy array; got {type(array).__name__}")
     return Device("cuda", array.device.id)
+
+
+def to_host(array: Any, copy: bool = False) -> np.ndarray:
+    """A NumPy array with ``array``'s values: copied from a GPU; on the CPU the array itself unless ``copy``."""
+    if isinstance(array, np.ndarray | np.generic):
+        return np.array(array) if copy else np.asarray(array)
+    if not is_array(array):
+        raise TypeError(f"to_host: expected a NumPy or CuPy array; got {type(array).__name__}")
+    return array.get()
+
+
+_device_of = device_of  # the old private name; modules 06-12 move to device_of
 
 
 def _move(array: Any, src: Device, dst: Device) -> Any:
@@ -222,7 +253,7 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
     if src is dst:
         return array
     if dst.type == "cpu":
-        return array.get() if src.type == "cuda" else array.copy()
+        return to_host(array, copy=True)
     with dst:
         return dst.xp.asarray(array)
 
@@ -368,9 +399,7 @@ class Tensor:
         requires_grad: bool = False,
     ) -> None:
         if device is None:
-            dev = data._device if isinstance(data, Tensor) else (
-                _device_of(data) if type(data).__module__.startswith("cupy") else Device("cpu", 0)
-            )
+            dev = data._device if isinstance(data, Tensor) else device_of(data) if is_array(data) else _CPU
         else:
             dev = as_device(device)
         self.data = _to_array(data, None if dtype is None else as_dtype(dtype), dev)
@@ -453,9 +482,7 @@ class Tensor:
         if dev is self._device and dt == self.dtype:
             return self
         source = self if is_floating(dt) else self.detach()  # an integer copy has no gradient
-        out = To.apply(source, source=self._device, device=dev, dtype=dt)
-        out._device = dev  # apply() gives outputs their input's device; To is the one op that moves
-        return out
+        return To.apply(source, source=self._device, device=dev, dtype=dt)
 
     def cpu(self) -> Tensor:
         return self.to("cpu")
@@ -476,8 +503,8 @@ class Tensor:
         return self.to(dtype=int64)
 
     def numpy(self) -> np.ndarray:
-        """The data as a NumPy array (copied to the host from a GPU)."""
-        return self.data.get() if self._device.type == "cuda" else np.asarray(self.data)
+        """The data as a NumPy array (copied to the host from a GPU; shared on the CPU)."""
+        return to_host(self.data)
 
     def item(self) -> Any:
         """The single value of a one-element tensor, as a Python number (a device sync)."""
@@ -500,14 +527,33 @@ class Tensor:
         """The same data, cut from the graph: no history, no gradient."""
         return Tensor._wrap(self.data, self._device)
 
+    def set_(self, source: Tensor) -> Tensor:
+        """Hold ``source``'s array, on ``source``'s device, in place: this object stays the same object.
+
+        How a model moves its parameters: an optimizer built before the move holds the objects.
+        """
+        if not isinstance(source, Tensor):
+            raise TypeError(f"set_: expected a Tensor; got {type(source).__name__}")
+        if self.requires_grad and GradMode.enabled:
+            raise RuntimeError("set_: replacing the data of a tensor that requires grad would corrupt its "
+                               "gradient; do it inside no_grad()")
+        if self.requires_grad and not is_floating(source.dtype):
+            raise TypeError(f"set_: a tensor that requires grad needs floating data; got {source.dtype}")
+        self.data, self._device = source.data, source._device
+        return self
+
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Fill ``.grad`` of every leaf this tensor depends on (runs module 02's engine)."""
-        from tinyflo.core.autograd import backward
-
+        engine = _backward_engine
+        if engine is None:
+            raise RuntimeError(
+                "backward: no autograd engine is installed; import tinyflo.core.autograd (module 02) first: "
+                "it installs its engine (taking any name from tinyflo, tinyflo.tensor say, imports it)"
+            )
         # the backward ops allocate on the current GPU: make it this tensor's (a graph that spans GPUs,
         # through .to(), runs its whole backward with the root's GPU current)
         with self._device:
-            backward(self, grad, retain_graph=retain_graph)
+            engine(self, grad, retain_graph=retain_graph)
 
     # ----- arithmetic ---------------------------------------------------------
     def __add__(self, other): return Add.apply(*_operands(self, other))
@@ -595,7 +641,7 @@ class Tensor:
     def flatten(self, start_axis: int = 0, end_axis: int = -1) -> Tensor:
         if self.ndim == 0:
             return self.reshape(1)
-        start, end = (_axis(a, self.ndim, "flatten") for a in (start_axis, end_axis))
+        start, end = (normalize_axis(a, self.ndim, "flatten") for a in (start_axis, end_axis))
         if start > end:
             raise ShapeError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis}")
         merged = int(np.prod(self.shape[start:end + 1]))
@@ -603,14 +649,14 @@ class Tensor:
 
     def permute(self, *axes) -> Tensor:
         axes = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], Sequence) else axes
-        normalised = tuple(_axis(a, self.ndim, "permute") for a in axes) if self.ndim else axes
+        normalised = tuple(normalize_axis(a, self.ndim, "permute") for a in axes) if self.ndim else axes
         if sorted(normalised) != list(range(self.ndim)):
             raise ShapeError(f"permute: axes {axes} are not a permutation of the {self.ndim} axes of shape {self.shape}")
         return Permute.apply(self, axes=normalised)
 
     def transpose(self, axis0: int = -2, axis1: int = -1) -> Tensor:
         axes = list(range(self.ndim))
-        i, j = _axis(axis0, self.ndim, "transpose"), _axis(axis1, self.ndim, "transpose")
+        i, j = normalize_axis(axis0, self.ndim, "transpose"), normalize_axis(axis1, self.ndim, "transpose")
         axes[i], axes[j] = axes[j], axes[i]
         return self.permute(axes)
 
@@ -631,13 +677,13 @@ class Tensor:
     def squeeze(self, axis: int | None = None) -> Tensor:
         if axis is None:
             return self.reshape(tuple(n for n in self.shape if n != 1))
-        axis = _axis(axis, self.ndim, "squeeze")
+        axis = normalize_axis(axis, self.ndim, "squeeze")
         if self.shape[axis] != 1:
             return self
         return self.reshape(self.shape[:axis] + self.shape[axis + 1:])
 
     def unsqueeze(self, axis: int) -> Tensor:
-        axis = _axis(axis, self.ndim + 1, "unsqueeze")
+        axis = normalize_axis(axis, self.ndim + 1, "unsqueeze")
         return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
     def __getitem__(self, index) -> Tensor:
@@ -662,6 +708,27 @@ class Tensor:
     def _accurate(self) -> Tensor:
         """float16/bfloat16 become float32 for a reduction: 2049 is not a float16 number."""
         return self.to(dtype=float32) if self.dtype.itemsize < 4 else self
+
+
+# %% [markdown]
+# `Tensor.backward()` runs the engine that walks the recorded graph, and that
+# engine is module 02. Module 01 cannot import it: course order is import
+# order, so a module imports only the modules before it. Instead module 01
+# keeps one slot for the engine, and module 02 puts its `backward` there when
+# it is imported (`import tinyflo` does that). Until then, `backward()` says
+# what is missing.
+
+# %%
+#| export
+_backward_engine: Callable[..., None] | None = None
+
+
+def set_backward_engine(engine: Callable[..., None]) -> None:
+    """Install what ``Tensor.backward()`` runs: ``engine(root, grad, retain_graph=...)`` (module 02's ``backward``)."""
+    global _backward_engine
+    if not callable(engine):
+        raise TypeError(f"set_backward_engine: expected a function engine(root, grad, retain_graph); got {engine!r:.60}")
+    _backward_engine = engine
 
 
 # %% [markdown]
@@ -747,9 +814,11 @@ for bad in (None, 1 + 2j, ["a", "b"]):
 # device:
 #
 # * a Tensor → a copy of its array;
-# * a NumPy array or scalar, or a CuPy array → a copy of it (its dtype kept
-#   unless `dtype` says otherwise; float64 data stays float64 because the
-#   user chose it — `from_numpy` is the way to share memory instead);
+# * a NumPy array or scalar, or a CuPy array (`is_array(data)`, given with
+#   the devices; `device_of(data)` says where it lives) → a copy of it (its
+#   dtype kept unless `dtype` says otherwise; float64 data stays float64
+#   because the user chose it — `from_numpy` is the way to share memory
+#   instead);
 # * anything else → `_from_python(data, dtype)`, the task above;
 # * with `dtype=None`, an array of a dtype tinyflo does not support
 #   (`complex64`, `int8`, ...) is a `TypeError` that names that dtype and the
@@ -765,11 +834,11 @@ def _to_array(data: Any, dtype: np.dtype | None, dev: Device) -> Any:
     if isinstance(data, Tensor):
         array, src = data.data.copy(), data._device
     elif isinstance(data, np.ndarray | np.generic):
-        array, src = np.array(data, order="K"), Device("cpu", 0)  # a copy that keeps the layout
-    elif type(data).__module__.startswith("cupy"):
-        array, src = data.copy(), _device_of(data)
+        array, src = np.array(data, order="K"), _CPU  # a copy that keeps the layout
+    elif is_array(data):  # a CuPy array
+        array, src = data.copy(), device_of(data)
     else:
-        array, src = _from_python(data, dtype), Device("cpu", 0)
+        array, src = _from_python(data, dtype), _CPU
     if dtype is None and array.dtype not in SUPPORTED_DTYPES:
         names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
         raise TypeError(f"tensor: data has dtype {array.dtype}, which tinyflo does not support ({names})")
@@ -828,7 +897,7 @@ except TypeError as err:
 # first — NumPy would have given float64.
 #
 # The same cell holds the checks that every op taking a shape, an axis or an
-# index shares: `_shape_arg`, `_axis`, `_axes` and `_index_arg`.
+# index shares: `_shape_arg`, `normalize_axis`, `_axes` and `_index_arg`.
 
 # %%
 #| export
@@ -892,13 +961,16 @@ def _shape_arg(shape: tuple, op: str, allow_minus_one: bool = False) -> tuple[in
     return tuple(int(n) for n in shape)
 
 
-def _axis(axis: Any, ndim: int, op: str) -> int:
+def normalize_axis(axis: Any, ndim: int, op: str) -> int:
     """Check one axis of an ``ndim``-axis tensor (negatives count from the end); return it >= 0."""
     if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
         raise ShapeError(f"{op}: axis must be an integer; got {axis!r}")
     if not -ndim <= axis < ndim:
         raise ShapeError(f"{op}: axis {axis} is out of range for a tensor with {ndim} axes")
     return int(axis) % ndim
+
+
+_axis = normalize_axis  # the old private name; module 03 moves to normalize_axis
 
 
 def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
@@ -908,7 +980,7 @@ def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:
     if type(axis) is int and -max(ndim, 1) <= axis < max(ndim, 1):  # the common case, checked at once
         return (axis % max(ndim, 1),)
     axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
-    return tuple(sorted({_axis(a, max(ndim, 1), op) for a in axes}))
+    return tuple(sorted({normalize_axis(a, max(ndim, 1), op) for a in axes}))
 
 
 def _same_device(a: Tensor, b: Tensor, op: str) -> None:
@@ -947,18 +1019,63 @@ def _index_arg(index: Any, dev: Device) -> Any:
 # %%
 #| export
 class _Generators:
-    """tinyflo's random generators: NumPy's and (lazily) CuPy's."""
+    """Where tinyflo's NumPy generator is kept (CuPy keeps its own); read it through default_generator()."""
 
     numpy = np.random.default_rng(0)
 
 
+def default_generator() -> np.random.Generator:
+    """The NumPy generator tinyflo draws from on the CPU (``manual_seed`` and ``set_rng_state`` replace it)."""
+    return _Generators.numpy
+
+
 def manual_seed(seed: int) -> None:
     """Seed every generator tinyflo draws from (NumPy and, if present, CuPy)."""
-    if not isinstance(seed, int | np.integer) or seed < 0:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"manual_seed: seed must be a non-negative integer; got {seed!r}")
     _Generators.numpy = np.random.default_rng(int(seed))
     if cuda_is_available():
         _cupy().random.seed(int(seed))
+
+
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
+def get_rng_state() -> dict[str, Any]:
+    """The state of every generator training draws from (``set_rng_state`` puts it back): dicts, numbers, one array.
+
+    ``tinyflo``: tinyflo's generator; ``numpy``: NumPy's global one (``np.random.*``); ``cupy``, with a
+    GPU: a seed. CuPy cannot hand out its generator's state, so it is reseeded with a seed drawn from it,
+    and that seed is the state.
+    """
+    state: dict[str, Any] = {"tinyflo": _Generators.numpy.bit_generator.state,
+                             "numpy": np.random.get_state(legacy=False)}
+    if cuda_is_available():
+        cupy = _cupy()
+        seed = int(cupy.random.randint(0, 2**31 - 1))
+        cupy.random.seed(seed)
+        state["cupy"] = seed
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Put back what ``get_rng_state()`` returned (read back from JSON too: lists where it held arrays)."""
+    if not isinstance(state, dict) or not isinstance(state.get("tinyflo"), dict) \
+            or not isinstance(state.get("numpy"), dict):
+        raise ValueError(f"set_rng_state: expected get_rng_state()'s dict with 'tinyflo' and 'numpy'; "
+                         f"got {state!r:.80}")
+    name = state["tinyflo"].get("bit_generator")
+    if name not in _BIT_GENERATORS:
+        raise ValueError(f"set_rng_state: the 'tinyflo' state names bit generator {name!r:.60}; "
+                         f"expected one of {', '.join(_BIT_GENERATORS)}")
+    bit_generator = getattr(np.random, name)()
+    bit_generator.state = state["tinyflo"]
+    legacy = dict(state["numpy"])
+    legacy["state"] = {**legacy["state"], "key": np.asarray(legacy["state"]["key"], dtype=np.uint32)}
+    np.random.set_state(legacy)  # checked before tinyflo's generator changes: a bad state changes nothing
+    _Generators.numpy = np.random.Generator(bit_generator)
+    if cuda_is_available() and state.get("cupy") is not None:
+        _cupy().random.seed(int(state["cupy"]))
 
 
 def _creation_dtype(dtype: Any, default: np.dtype = default_float) -> np.dtype:
@@ -1027,7 +1144,7 @@ def _random(op: str, shape: tuple, dtype: Any, device: Any, requires_grad: bool)
             random = dev.xp.random
             data = random.random_sample(shape, draw_dtype) if op == "rand" else random.standard_normal(shape, draw_dtype)
     else:
-        gen = _Generators.numpy
+        gen = default_generator()
         data = gen.random(shape, draw_dtype) if op == "rand" else gen.standard_normal(shape, draw_dtype)
     return Tensor._wrap(data.astype(dtype, copy=False), dev).requires_grad_(requires_grad)
 
@@ -1088,13 +1205,17 @@ assert zeros_like(first).tolist() == [0, 0, 0] and ones_like(first).dtype == flo
 #
 # `Function.apply` is the one door every op goes through. It unwraps the
 # input tensors, runs `forward` (with any keyword parameters) on the inputs'
-# device, wraps the result in a `Tensor` on that device and — only when
+# device, wraps the result in a `Tensor` on that device — or on the device
+# the op declares for its output, `fn.out_device`, when it sets one: the one
+# op that moves data, `To`, does — and — only when
 # gradients are wanted — records the node: the `Function` instance keeps its
 # inputs (`fn.inputs`, a tuple of the tensors), which inputs need a gradient
 # (`fn.needs_input_grad`, a tuple of bools), and the output points back to it
 # (`out._ctx`, with `out.requires_grad` set). When nothing requires a
 # gradient, or while `GradMode.enabled` is False (module 02's `no_grad()`),
-# nothing is recorded and the `Function` is garbage right away. Set `fn.xp`
+# nothing is recorded and the `Function` is garbage right away (`GradMode`
+# is per thread, as PyTorch's: `no_grad()` in one thread leaves the others
+# recording). Set `fn.xp`
 # to the device's array module, so that `forward` and `backward` can write
 # `self.xp.exp(a)` for NumPy and CuPy alike.
 #
@@ -1126,10 +1247,13 @@ assert zeros_like(first).tolist() == [0, 0, 0] and ones_like(first).dtype == flo
 
 # %%
 #| export
-class GradMode:
-    """Whether ops record the graph; no_grad() and enable_grad() in module 02 switch it."""
+class _GradState(threading.local):
+    """Whether ops record the graph in this thread; module 02's no_grad() and enable_grad() switch it."""
 
-    enabled = True
+    enabled = True  # per thread, as torch.no_grad: another thread's no_grad() never reaches this one
+
+
+GradMode = _GradState()
 
 
 class _AutocastState(threading.local):
@@ -1150,6 +1274,7 @@ class Function:
     needs_input_grad: tuple = ()
     saved: tuple | None = ()
     xp: Any = np
+    out_device: Device | None = None  # where the output lives when not on the inputs' device (To sets it)
 
     def save_for_backward(self, *arrays: Any) -> None:
         """Keep the arrays backward() will need (the engine frees them after use)."""
@@ -1195,7 +1320,7 @@ class Function:
             raise ShapeError(f"{cls.__name__.lower()}: inputs of shapes {shapes} do not fit: {err}") from None
         if isinstance(data, np.generic):  # NumPy hands back scalars for 0-d results
             data = np.asarray(data)
-        out = Tensor._wrap(data, device)
+        out = Tensor._wrap(data, fn.out_device or device)
         needs = tuple(needs) if GradMode.enabled else ()
         if True in needs:
             fn.inputs, fn.needs_input_grad = inputs, needs
@@ -1240,6 +1365,18 @@ s = Scale.apply(Tensor(2.0, requires_grad=True), Tensor(3.0))
 assert isinstance(s.data, np.ndarray) and s.shape == (), "a 0-d result must be a 0-d array, not a NumPy scalar"
 x1, y1 = Tensor([1.0, 2.0], device="cpu:1"), Tensor([3.0, 4.0], device="cpu:1")
 assert Scale.apply(x1, y1).device is x1.device, "the output must live on the inputs' device"
+
+
+class Declares(Function):
+    """A test op that declares its output's device, as To does."""
+
+    def forward(self, a, device=None):
+        self.out_device = device
+        return a.copy()
+
+
+assert Declares.apply(a, device=x1.device).device is x1.device, "an op that sets fn.out_device gets its output there"
+assert Declares.apply(x1).device is x1.device, "an op that declares no out_device gets its output on the inputs' device"
 try:
     Scale.apply(Tensor([1.0, 2.0]), x1)
     raise AssertionError("apply must refuse inputs on different devices")
@@ -1273,18 +1410,19 @@ except ValueError as err:
 
 # %% [markdown]
 # The first op, which needs no task: `To` moves a tensor to another device and/or
-# dtype, and its backward moves the gradient back. `_operands` uses it to
-# cast, and mixed precision (module 11) leans on it.
+# dtype, and its backward moves the gradient back. It declares where its
+# output lives (`out_device`), so `apply` wraps the moved array there.
+# `_operands` uses it to cast, and mixed precision (module 11) leans on it.
 
 # %%
 #| export
 class To(Function):
     def forward(self, a, source, device, dtype):
-        self.source, self.device, self.source_dtype = source, device, a.dtype
+        self.source, self.source_dtype, self.out_device = source, a.dtype, device
         return _move(a, source, device).astype(dtype, copy=False)
 
     def backward(self, grad):
-        return _move(grad, self.device, self.source).astype(self.source_dtype, copy=False)
+        return _move(grad, self.out_device, self.source).astype(self.source_dtype, copy=False)
 
 
 # %% [markdown]
@@ -1955,7 +2093,7 @@ except ShapeError as err:
 #| export
 def _argext(x: Tensor, axis: int | None, keepdims: bool, which: str) -> Tensor:
     """argmax / argmin: int64 indices, outside the graph."""
-    axis = None if axis is None else _axis(axis, max(x.ndim, 1), which)
+    axis = None if axis is None else normalize_axis(axis, max(x.ndim, 1), which)
     if x.numel() == 0:
         raise ShapeError(f"{which}: cannot reduce an empty tensor of shape {x.shape}")
     data = x.device.xp.asarray(getattr(x.data, which)(axis=axis, keepdims=keepdims))

@@ -31,8 +31,10 @@
 # | `autograd_grad_mode` | `no_grad()` / `enable_grad()`: switch recording off and on |
 # | `autograd_gradcheck` | compare any op's `backward` with float64 central differences |
 #
-# Module 01's `Tensor.backward()` is one line that calls the `backward`
-# function you write here; no method is added to `Tensor` by this module.
+# Module 01 cannot import this module (a module imports only the ones before
+# it), so it keeps a slot for the engine: `Tensor.backward()` runs whatever
+# `set_backward_engine` put there. This module puts the `backward` you write
+# here into that slot when it is imported; no method is added to `Tensor`.
 
 # %%
 #| default_exp core.autograd
@@ -47,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating
+from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating, set_backward_engine
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import sys
@@ -460,6 +462,18 @@ assert p32.grad.dtype == np.float32 and np.allclose(p32.grad.data, [2, 2]), (
     f"each input's gradient is cast to the input's dtype: float32 expected, got {p32.grad.dtype}"
 )
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# Now the engine goes into module 01's slot, and `loss.backward()` runs it.
+
+# %%
+#| export
+set_backward_engine(backward)
+
+# %%
+w = Tensor([[0.5], [-0.5]], requires_grad=True)
+((Tensor([[1.0, 2.0], [3.0, 4.0]]) @ w - Tensor([[1.0], [0.0]])) ** 2).sum().backward()
+print("loss.backward():", w.grad.data.ravel())
 
 # %% [markdown]
 # ## Switching recording off: `no_grad()`

@@ -665,8 +665,8 @@ class Parameter(Tensor):
 
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
         if isinstance(data, Tensor):  # share the array, as torch.nn.Parameter does
-            self.data, self._device = data.data, data._device
             self.grad, self._ctx, self.requires_grad = None, None, False
+            self.set_(data)
         else:
             super().__init__(data)
         self.requires_grad_(requires_grad)
@@ -1189,9 +1189,9 @@ assert all(m.training is True for m in deep.modules()), "training is a bool: tra
 #
 # `to(device=None, dtype=None)` (through `_to(module, device, dtype)`) moves
 # every parameter and buffer — and any `.grad` — **in place**: the
-# `Parameter` objects stay the same objects, only their `data` and `_device`
-# change, so an optimizer built before the move still holds the right
-# tensors. `dtype` casts floating tensors only: an integer buffer (a counter)
+# `Parameter` objects stay the same objects, only the array they hold and its
+# device change (`held.set_(moved)`, module 01's in-place move), so an
+# optimizer built before the move still holds the right tensors. `dtype` casts floating tensors only: an integer buffer (a counter)
 # keeps its dtype, and a dtype that is not floating is a `TypeError`. Like
 # PyTorch, a dtype may be passed as the first argument (`model.to(float64)`):
 # the given `_is_device_spec` tells a device from anything else, and a first
@@ -1223,8 +1223,7 @@ def _to(module: Module, device: Any = None, dtype: Any = None) -> Module:
             target = dt if dt is not None and is_floating(t.dtype) else t.dtype
             for held in (t, t.grad):
                 if held is not None:
-                    moved = held.to(device=dev or held.device, dtype=target)
-                    held.data, held._device = moved.data, moved._device
+                    held.set_(held.to(device=dev or held.device, dtype=target))
     return module
     ### END SOLUTION
 

@@ -65,7 +65,7 @@ from tinyflo.core.tensor import (
     Function,
     ShapeError,
     Tensor,
-    _cupy,
+    device_of,
     float32,
     is_floating,
     zeros,
@@ -152,11 +152,6 @@ def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, pa
     return kernel, stride, padding, dilation
 
 
-def _xp(array: Any) -> Any:
-    """NumPy for a NumPy array, CuPy for a CuPy one."""
-    return np if isinstance(array, np.ndarray) else _cupy()
-
-
 # %%
 print("LeNet's first conv on 32×32:", conv_output_size(32, 5), "; on 28×28 with padding 2:", conv_output_size(28, 5, padding=2))
 print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilation 2:", conv_output_size(7, 3, 1, 0, 2))
@@ -185,7 +180,7 @@ print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilati
 # same name, so one line serves both). Pad first (`xp.pad`, with a fill
 # value: 0 for convolution, −∞ for max pooling).
 #
-# Write two functions on raw arrays (NumPy or CuPy; take `xp = _xp(x)`):
+# Write two functions on raw arrays (NumPy or CuPy; take `xp = device_of(x).xp`):
 #
 # * `_windows(x, kernel, stride, padding, dilation, fill=0)` — the
 #   (N, C, OH, OW, KH, KW) view above (arguments are pairs);
@@ -214,7 +209,7 @@ def _windows(x: Any, kernel: tuple[int, int], stride: tuple[int, int], padding: 
              dilation: tuple[int, int], fill: float = 0) -> Any:
     """The (N, C, OH, OW, KH, KW) sliding windows of x as a strided view (of a padded copy if padding)."""
     ### BEGIN SOLUTION
-    xp = _xp(x)
+    xp = device_of(x).xp
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     if ph or pw:
         x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
@@ -306,7 +301,7 @@ def _fold(windows: Any, input_shape: tuple[int, ...], kernel: tuple[int, int], s
           padding: tuple[int, int], dilation: tuple[int, int]) -> Any:
     """Add (N, C, OH, OW, KH, KW) window values back onto an input of input_shape (overlaps add up)."""
     ### BEGIN SOLUTION
-    xp = _xp(windows)
+    xp = device_of(windows).xp
     n, c, h, w = input_shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     oh, ow = windows.shape[2:4]

@@ -20,9 +20,10 @@ _PUBLIC = {
     "tinyflo.core.tensor": (
         "Device", "DeviceError", "Function", "ShapeError", "Tensor", "arange", "as_device",
         "as_dtype", "bfloat16", "bool_", "cat", "cuda_device_count", "cuda_is_available",
-        "float16", "float32", "float64", "from_numpy", "full", "full_like", "int32", "int64",
-        "manual_seed", "ones", "ones_like", "promote_types", "rand", "rand_like", "randn",
-        "randn_like", "stack", "tensor", "uint8", "where", "zeros", "zeros_like",
+        "default_generator", "device_of", "float16", "float32", "float64", "from_numpy", "full",
+        "full_like", "get_rng_state", "int32", "int64", "is_array", "manual_seed", "ones",
+        "ones_like", "promote_types", "rand", "rand_like", "randn", "randn_like", "set_rng_state",
+        "stack", "tensor", "to_host", "uint8", "where", "zeros", "zeros_like",
     ),
     "tinyflo.core.data": (
         "DataLoader", "Dataset", "Rng", "Subset", "TensorDataset", "default_collate", "random_split",
@@ -46,6 +47,8 @@ _SOURCE = {name: (module, name) for module, names in _PUBLIC.items() for name in
 _SOURCE["device"] = ("tinyflo.core.tensor", "as_device")  # tinyflo.device("cuda:0"), as in torch
 
 
+_ENGINE = "tinyflo.core.autograd"  # module 02: installs its backward into module 01's Tensor.backward()
+
 _SUBMODULES = ("nn", "optim", "datasets", "models", "distributed")  # tinyflo.nn.Linear works without `import tinyflo.nn`
 
 
@@ -55,6 +58,7 @@ def __getattr__(name: str) -> Any:
     if name not in _SOURCE:
         raise AttributeError(f"module 'tinyflo' has no attribute {name!r}")
     module, attribute = _SOURCE[name]
+    importlib.import_module(_ENGINE)  # before any name: Tensor.backward() runs the engine it installs
     value = getattr(importlib.import_module(module), attribute)
     globals()[name] = value
     return value

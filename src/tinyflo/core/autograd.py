@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating
+from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating, set_backward_engine
 
 
 def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
@@ -127,6 +127,9 @@ def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None
             grads[key] = gx if key not in grads else grads[key] + gx
         if not retain_graph:
             fn.saved, fn.inputs = None, None
+
+
+set_backward_engine(backward)
 
 
 class set_grad_enabled(contextlib.ContextDecorator):

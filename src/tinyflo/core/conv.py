@@ -21,7 +21,7 @@ from tinyflo.core.tensor import (
     Function,
     ShapeError,
     Tensor,
-    _cupy,
+    device_of,
     float32,
     is_floating,
     zeros,
@@ -82,15 +82,10 @@ def _geometry(op: str, shape: tuple[int, ...], kernel_size: Any, stride: Any, pa
     return kernel, stride, padding, dilation
 
 
-def _xp(array: Any) -> Any:
-    """NumPy for a NumPy array, CuPy for a CuPy one."""
-    return np if isinstance(array, np.ndarray) else _cupy()
-
-
 def _windows(x: Any, kernel: tuple[int, int], stride: tuple[int, int], padding: tuple[int, int],
              dilation: tuple[int, int], fill: float = 0) -> Any:
     """The (N, C, OH, OW, KH, KW) sliding windows of x as a strided view (of a padded copy if padding)."""
-    xp = _xp(x)
+    xp = device_of(x).xp
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     if ph or pw:
         x = xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
@@ -112,7 +107,7 @@ def im2col(x: Any, kernel_size: Any, stride: Any = 1, padding: Any = 0, dilation
 def _fold(windows: Any, input_shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int],
           padding: tuple[int, int], dilation: tuple[int, int]) -> Any:
     """Add (N, C, OH, OW, KH, KW) window values back onto an input of input_shape (overlaps add up)."""
-    xp = _xp(windows)
+    xp = device_of(windows).xp
     n, c, h, w = input_shape
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     oh, ow = windows.shape[2:4]

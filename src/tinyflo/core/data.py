@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.tensor import ShapeError, Tensor, _device_of, _Generators, as_device, as_dtype
+from tinyflo.core.tensor import ShapeError, Tensor, as_device, as_dtype, default_generator, device_of, is_array
 
 
 class Rng:
@@ -15,7 +15,7 @@ class Rng:
 
     def __init__(self, seed: int | None = None) -> None:
         if seed is None:
-            seed = int(_Generators.numpy.integers(2**63))  # follows tinyflo.manual_seed
+            seed = int(default_generator().integers(2**63))  # follows tinyflo.manual_seed
         if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"Rng: seed must be a non-negative integer; got {seed!r}")
         self._start(np.random.SeedSequence(int(seed)))
@@ -99,16 +99,11 @@ class Dataset:
         raise NotImplementedError(f"{type(self).__name__}.__len__")
 
 
-def _is_array(x: Any) -> bool:
-    """True for NumPy and CuPy arrays."""
-    return isinstance(x, np.ndarray) or type(x).__module__.startswith("cupy")
-
-
 def _as_array(data: Any) -> Any:
     """The array behind a tensor or array (no copy); Python data by tinyflo's dtype rules."""
     if isinstance(data, Tensor):
         return data.data
-    if _is_array(data):
+    if is_array(data):
         return data
     return Tensor(data).data
 
@@ -232,7 +227,7 @@ def default_collate(samples: Sequence[Any]) -> Any:
                 f"default_collate: sample 0 has shape {arrays[0].shape} but sample {i} has shape {a.shape}; "
                 "samples of different shapes need a collate_fn that pads them"
             )
-    return _device_of(arrays[0]).xp.stack(arrays)
+    return device_of(arrays[0]).xp.stack(arrays)
 
 
 def _to_device(batch: Any, device: Any) -> Any:
@@ -245,9 +240,9 @@ def _to_device(batch: Any, device: Any) -> Any:
         return {key: _to_device(item, device) for key, item in batch.items()}
     if isinstance(batch, Tensor):
         return batch if device is None else batch.to(device)
-    if _is_array(batch):
+    if is_array(batch):
         as_dtype(batch.dtype, "DataLoader: a batch array's dtype")
-        t = Tensor._wrap(batch, _device_of(batch))
+        t = Tensor._wrap(batch, device_of(batch))
         return t if device is None else t.to(device)  # the one host-to-device copy of this array
     return batch
 
@@ -316,7 +311,7 @@ class DataLoader:
         if fast is not None:
             arrays, rows = fast
             picked = indices if rows is None else rows[indices]
-            return tuple(a[_device_of(a).xp.asarray(picked)] for a in arrays)
+            return tuple(a[device_of(a).xp.asarray(picked)] for a in arrays)
         return self.collate_fn([self.dataset[int(i)] for i in indices])
 
     def __iter__(self) -> Iterator[Any]:

@@ -284,8 +284,8 @@ class Parameter(Tensor):
 
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
         if isinstance(data, Tensor):  # share the array, as torch.nn.Parameter does
-            self.data, self._device = data.data, data._device
             self.grad, self._ctx, self.requires_grad = None, None, False
+            self.set_(data)
         else:
             super().__init__(data)
         self.requires_grad_(requires_grad)
@@ -569,8 +569,7 @@ def _to(module: Module, device: Any = None, dtype: Any = None) -> Module:
             target = dt if dt is not None and is_floating(t.dtype) else t.dtype
             for held in (t, t.grad):
                 if held is not None:
-                    moved = held.to(device=dev or held.device, dtype=target)
-                    held.data, held._device = moved.data, moved._device
+                    held.set_(held.to(device=dev or held.device, dtype=target))
     return module
 
 

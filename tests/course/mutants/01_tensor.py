@@ -87,6 +87,8 @@ MUTANTS = [
     ("tensor_function", "        except ShapeError:\n            raise\n", ""),
     # keyword parameters dropped on the way to forward.
     ("tensor_function", "data = fn.forward(*arrays, **params)", "data = fn.forward(*arrays)"),
+    # the device an op declares for its output ignored: To's result would claim the old device.
+    ("tensor_function", "out = Tensor._wrap(data, fn.out_device or device)", "out = Tensor._wrap(data, device)"),
     # d(a - b)/db = -1: the sign of the second gradient lost.
     ("tensor_arithmetic", "return grad, -grad", "return grad, grad"),
     # a - b computed as b - a.

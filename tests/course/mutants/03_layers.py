@@ -158,8 +158,8 @@ MUTANTS = [
     # the array moved but the tensor still says it lives on the old device.
     (
         "layers_module_to",
-        "held.data, held._device = moved.data, moved._device",
-        "held.data = moved.data",
+        "held.set_(held.to(device=dev or held.device, dtype=target))",
+        "held.data = held.to(device=dev or held.device, dtype=target).data",
     ),
     # only a dtype given as a string is recognised as the first argument: model.to(float32) fails.
     (
