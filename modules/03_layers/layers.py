@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -89,6 +90,61 @@ sys.modules["tinyflo.core.layers"] = None
 
 # %%
 from tinyflo.core.autograd import gradcheck
+
+# %% [markdown]
+# ## Arguments are checked where they come in
+#
+# `Linear(-1, 3)` could fail deep inside `zeros` with a message about a
+# shape the user never wrote; `Dropout("0.5")` would fail only at the first
+# forward. Every constructor here (and every function with a setting)
+# checks its numbers and choices first, with one given helper, and a bad one
+# is a `ValueError` (as in PyTorch) of one line: who, which argument, what
+# came, what was expected — `Linear got in_features=-1; expected a positive
+# integer`. A `bool` is not a size, although Python counts it as an int.
+# Modules 04 and 05 use the same helper.
+
+# %%
+#| export
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and not math.isnan(value)
+
+
+_EXPECTED: dict[str, Callable[[Any], bool]] = {
+    "an integer": _is_integer,
+    "a positive integer": lambda v: _is_integer(v) and v > 0,
+    "an integer >= 0": lambda v: _is_integer(v) and v >= 0,
+    "a positive integer or a tuple of them": lambda v: (
+        _is_integer(v) and v > 0
+        or isinstance(v, tuple | list) and len(v) > 0 and all(_is_integer(n) and n > 0 for n in v)
+    ),
+    "a number": _is_number,
+    "a number > 0": lambda v: _is_number(v) and v > 0,
+    "a number >= 0": lambda v: _is_number(v) and v >= 0,
+    "a number in [0, 1]": lambda v: _is_number(v) and 0 <= v <= 1,
+    "a number in [0, 1] or None": lambda v: v is None or _is_number(v) and 0 <= v <= 1,
+    "True or False": lambda v: isinstance(v, bool | np.bool_),
+}
+
+
+def check_arg(owner: str, name: str, value: Any, expected: str | tuple[str, ...]) -> Any:
+    """``value`` if it is what ``expected`` says, else a one-line ValueError naming owner, argument and value.
+
+    ``expected`` is a phrase of ``_EXPECTED`` or a tuple of the strings allowed:
+    ``Linear got in_features=-1; expected a positive integer``.
+    """
+    if isinstance(expected, tuple):
+        ok = isinstance(value, str) and value in expected
+        choices = [repr(c) for c in expected]
+        expected = " or ".join(choices) if len(choices) == 2 else "one of " + ", ".join(choices)
+    else:
+        ok = _EXPECTED[expected](value)
+    if not ok:
+        raise ValueError(f"{owner} got {name}={value!r}; expected {expected}")
+    return value
 
 # %% [markdown]
 # ## Activation functions
@@ -255,6 +311,7 @@ class EluFn(Function):
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """x where x > 0, else alpha · (eˣ − 1)."""
+    check_arg("elu", "alpha", alpha, "a number")
     ### BEGIN SOLUTION
     return EluFn.apply(x._floating(), alpha=alpha)
     ### END SOLUTION
@@ -306,6 +363,8 @@ class SoftplusFn(Function):
 
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """(1/beta) · log(1 + exp(beta · x)), and x itself where beta · x > threshold."""
+    check_arg("softplus", "beta", beta, "a number > 0")
+    check_arg("softplus", "threshold", threshold, "a number")
     ### BEGIN SOLUTION
     return SoftplusFn.apply(x._floating(), beta=beta, threshold=threshold)
     ### END SOLUTION
@@ -342,8 +401,8 @@ assert softplus(Tensor([1, -1])).dtype == np.float32, "an integer input is compu
 #
 # Write `GeluFn` (the table above) with both forms, and
 # `gelu(x, approximate="none")`, which applies it to `x._floating()`;
-# `approximate` is `"none"` or `"tanh"`, anything else a `ValueError`
-# naming it.
+# `approximate` is `"none"` or `"tanh"` (the given first line refuses
+# anything else).
 
 # %% nbgrader={"grade": false, "grade_id": "layers_gelu_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -379,9 +438,8 @@ class GeluFn(Function):
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """x · Φ(x), exactly (``"none"``) or with the tanh approximation (``"tanh"``)."""
+    check_arg("gelu", "approximate", approximate, ("none", "tanh"))
     ### BEGIN SOLUTION
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh'; got {approximate!r}")
     return GeluFn.apply(x._floating(), approximate=approximate)
     ### END SOLUTION
 
@@ -460,6 +518,7 @@ def tanh(x: Tensor) -> Tensor:
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     """x where x > 0, else negative_slope · x."""
+    check_arg("leaky_relu", "negative_slope", negative_slope, "a number")
     ### BEGIN SOLUTION
     return where(x > 0, x, x * negative_slope)
     ### END SOLUTION
@@ -1462,6 +1521,8 @@ def calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     """The factor that keeps the spread of activations through ``nonlinearity`` (torch.nn.init's table)."""
+    if param is not None:
+        check_arg("calculate_gain", "param", param, "a number")
     ### BEGIN SOLUTION
     ones = {"linear", "identity", "sigmoid", "conv1d", "conv2d", "conv3d",
             "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
@@ -1473,8 +1534,6 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
         slope = 0.01 if param is None else param
-        if isinstance(slope, bool) or not isinstance(slope, int | float):
-            raise ValueError(f"calculate_gain: negative_slope {slope!r} is not a number")
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
@@ -1547,6 +1606,8 @@ def _draw(kind: str, tensor: Tensor, shape: tuple[int, ...] | None = None) -> An
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
     """Fill with samples of U(a, b)."""
+    check_arg("uniform_", "a", a, "a number")
+    check_arg("uniform_", "b", b, "a number")
     ### BEGIN SOLUTION
     return _fill_(tensor, a + (b - a) * _draw("uniform", tensor))
     ### END SOLUTION
@@ -1554,6 +1615,8 @@ def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
     """Fill with samples of N(mean, std²)."""
+    check_arg("normal_", "mean", mean, "a number")
+    check_arg("normal_", "std", std, "a number >= 0")
     ### BEGIN SOLUTION
     return _fill_(tensor, mean + std * _draw("normal", tensor))
     ### END SOLUTION
@@ -1571,18 +1634,18 @@ def ones_(tensor: Tensor) -> Tensor:
 
 def constant_(tensor: Tensor, value: float) -> Tensor:
     """Fill with ``value``."""
-    return _fill_(tensor, value)
+    return _fill_(tensor, check_arg("constant_", "value", value, "a number"))
 
 
 def _fan(tensor: Tensor, mode: str) -> int:
-    if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"init: mode must be 'fan_in' or 'fan_out'; got {mode!r}")
+    check_arg("init", "mode", mode, ("fan_in", "fan_out"))
     fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
     """He initialisation, uniform: U(−b, b) with b = gain · √(3 / fan)."""
+    check_arg("kaiming_uniform_", "a", a, "a number")
     ### BEGIN SOLUTION
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
@@ -1592,6 +1655,7 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonli
 
 def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
     """He initialisation, normal: N(0, gain² / fan)."""
+    check_arg("kaiming_normal_", "a", a, "a number")
     ### BEGIN SOLUTION
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
     ### END SOLUTION
@@ -1599,6 +1663,7 @@ def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlin
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """Glorot initialisation, uniform: U(−b, b) with b = gain · √(6 / (fan_in + fan_out))."""
+    check_arg("xavier_uniform_", "gain", gain, "a number")
     ### BEGIN SOLUTION
     fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
@@ -1608,6 +1673,7 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """Glorot initialisation, normal: N(0, gain² · 2 / (fan_in + fan_out))."""
+    check_arg("xavier_normal_", "gain", gain, "a number")
     ### BEGIN SOLUTION
     fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
@@ -1616,6 +1682,7 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 def fan_in_uniform_(tensor: Tensor, fan_in: int) -> Tensor:
     """U(−1/√fan_in, 1/√fan_in): PyTorch's default bias init for Linear and Conv."""
+    check_arg("fan_in_uniform_", "fan_in", fan_in, "an integer >= 0")
     ### BEGIN SOLUTION
     bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
     return uniform_(tensor, -bound, bound)
@@ -1677,6 +1744,7 @@ assert ones_(zeros(2)).tolist() == [1, 1] and zeros_(p).numpy().sum() == 0, "one
 #| export
 def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """A (semi-)orthogonal matrix, scaled by ``gain``: QR of a normal matrix with the sign fix."""
+    check_arg("orthogonal_", "gain", gain, "a number")
     ### BEGIN SOLUTION
     if tensor.ndim < 2:
         raise ValueError(f"orthogonal_: needs a tensor with at least 2 axes; got shape {tensor.shape}")
@@ -1736,6 +1804,9 @@ except ValueError:
 #| export
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
     """N(mean, std²) restricted to [a, b]: samples outside are drawn again, not clamped."""
+    for name, value in (("mean", mean), ("a", a), ("b", b)):
+        check_arg("trunc_normal_", name, value, "a number")
+    check_arg("trunc_normal_", "std", std, "a number >= 0")
     ### BEGIN SOLUTION
     if not a < b:
         raise ValueError(f"trunc_normal_: the interval [a, b] = [{a}, {b}] is empty")
@@ -1847,7 +1918,9 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        self.in_features, self.out_features = in_features, out_features
+        self.in_features = check_arg("Linear", "in_features", in_features, "a positive integer")
+        self.out_features = check_arg("Linear", "out_features", out_features, "a positive integer")
+        check_arg("Linear", "bias", bias, "True or False")
         ### BEGIN SOLUTION
         self.weight = Parameter(zeros(out_features, in_features, dtype=dtype, device=device))
         if bias:
@@ -1959,7 +2032,8 @@ class Embedding(Module):
 
     def __init__(self, num_embeddings: int, embedding_dim: int, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.num_embeddings = check_arg("Embedding", "num_embeddings", num_embeddings, "a positive integer")
+        self.embedding_dim = check_arg("Embedding", "embedding_dim", embedding_dim, "a positive integer")
         ### BEGIN SOLUTION
         self.weight = Parameter(zeros(num_embeddings, embedding_dim, dtype=dtype, device=device))
         normal_(self.weight)
@@ -2128,7 +2202,8 @@ class Flatten(Module):
 
     def __init__(self, start_axis: int = 1, end_axis: int = -1) -> None:
         super().__init__()
-        self.start_axis, self.end_axis = start_axis, end_axis
+        self.start_axis = check_arg("Flatten", "start_axis", start_axis, "an integer")
+        self.end_axis = check_arg("Flatten", "end_axis", end_axis, "an integer")
 
     def forward(self, x: Tensor) -> Tensor:
         return x.flatten(self.start_axis, self.end_axis)
@@ -2183,7 +2258,7 @@ class LeakyReLU(_Elementwise):
 
     def __init__(self, negative_slope: float = 0.01) -> None:
         super().__init__()
-        self.negative_slope = negative_slope
+        self.negative_slope = check_arg("LeakyReLU", "negative_slope", negative_slope, "a number")
 
 
 class ELU(_Elementwise):
@@ -2191,7 +2266,7 @@ class ELU(_Elementwise):
 
     def __init__(self, alpha: float = 1.0) -> None:
         super().__init__()
-        self.alpha = alpha
+        self.alpha = check_arg("ELU", "alpha", alpha, "a number")
 
 
 class GELU(_Elementwise):
@@ -2199,9 +2274,7 @@ class GELU(_Elementwise):
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate must be 'none' or 'tanh'; got {approximate!r}")
-        self.approximate = approximate
+        self.approximate = check_arg("GELU", "approximate", approximate, ("none", "tanh"))
 
 
 class Softplus(_Elementwise):
@@ -2209,7 +2282,8 @@ class Softplus(_Elementwise):
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
         super().__init__()
-        self.beta, self.threshold = beta, threshold
+        self.beta = check_arg("Softplus", "beta", beta, "a number > 0")
+        self.threshold = check_arg("Softplus", "threshold", threshold, "a number")
 
 
 class Softmax(_Elementwise):
@@ -2217,7 +2291,7 @@ class Softmax(_Elementwise):
 
     def __init__(self, axis: int = -1) -> None:
         super().__init__()
-        self.axis = axis
+        self.axis = check_arg("Softmax", "axis", axis, "an integer")
 
 
 class LogSoftmax(_Elementwise):
@@ -2225,7 +2299,7 @@ class LogSoftmax(_Elementwise):
 
     def __init__(self, axis: int = -1) -> None:
         super().__init__()
-        self.axis = axis
+        self.axis = check_arg("LogSoftmax", "axis", axis, "an integer")
 
 
 class PReLU(Module):
@@ -2233,7 +2307,8 @@ class PReLU(Module):
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        self.num_parameters = num_parameters
+        self.num_parameters = check_arg("PReLU", "num_parameters", num_parameters, "a positive integer")
+        check_arg("PReLU", "init", init, "a number")
         self.weight = Parameter(Tensor(np.full(num_parameters, init), dtype=dtype or float32, device=device))
 
     def forward(self, x: Tensor) -> Tensor:
@@ -2256,8 +2331,8 @@ print(f"{_mlp.num_parameters():,} parameters:", [name for name, _ in _mlp.named_
 # survivors are scaled by 1/(1 − p) *during training* ("inverted" dropout),
 # so the expected value of every element is unchanged and evaluation needs
 # no rescaling at all: in eval mode, and for p = 0, `dropout` returns its
-# input itself. p = 1 zeroes everything. A p outside [0, 1] is a
-# `ValueError` naming it.
+# input itself. p = 1 zeroes everything. (The given first lines refuse a
+# p outside [0, 1].)
 #
 # The mask must come from tinyflo's seeded generator — draw it with `rand`
 # (module 01) on the input's device — so that `manual_seed` reproduces it;
@@ -2272,9 +2347,9 @@ print(f"{_mlp.num_parameters():,} parameters:", [name for name, _ in _mlp.named_
 #| export
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1 − p) (training only)."""
+    check_arg("dropout", "p", p, "a number in [0, 1]")
+    check_arg("dropout", "training", training, "True or False")
     ### BEGIN SOLUTION
-    if not 0 <= p <= 1:
-        raise ValueError(f"dropout: p must be a probability in [0, 1]; got {p}")
     if not is_floating(x.dtype):
         raise TypeError(f"dropout: expected a floating tensor; got {x.dtype}")
     if not training or p == 0:
@@ -2293,9 +2368,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5) -> None:
         super().__init__()
-        if not 0 <= p <= 1:
-            raise ValueError(f"Dropout: p must be a probability in [0, 1]; got {p}")
-        self.p = p
+        self.p = check_arg("Dropout", "p", p, "a number in [0, 1]")
 
     def forward(self, x: Tensor) -> Tensor:
         return dropout(x, self.p, self.training)
@@ -2369,7 +2442,10 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5,
                  elementwise_affine: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        check_arg("LayerNorm", "normalized_shape", normalized_shape, "a positive integer or a tuple of them")
+        check_arg("LayerNorm", "eps", eps, "a number >= 0")
+        check_arg("LayerNorm", "elementwise_affine", elementwise_affine, "True or False")
+        shape = (int(normalized_shape),) if _is_integer(normalized_shape) else tuple(map(int, normalized_shape))
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         if elementwise_affine:
             self.weight = Parameter(ones(shape, dtype=dtype, device=device))
@@ -2481,6 +2557,11 @@ class BatchNorm1d(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
+        name = type(self).__name__  # BatchNorm2d (module 10) too
+        check_arg(name, "num_features", num_features, "a positive integer")
+        check_arg(name, "eps", eps, "a number >= 0")
+        check_arg(name, "momentum", momentum, "a number in [0, 1] or None")
+        check_arg(name, "affine", affine, "True or False")
         self.num_features, self.eps, self.momentum, self.affine = num_features, eps, momentum, affine
         if affine:
             self.weight = Parameter(ones(num_features, dtype=dtype, device=device))

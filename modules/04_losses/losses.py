@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.layers import Module, log_softmax, softplus
+from tinyflo.core.layers import Module, check_arg, log_softmax, softplus
 from tinyflo.core.tensor import (
     AutocastMode,
     DeviceError,
@@ -97,17 +97,42 @@ from tinyflo.core.autograd import gradcheck
 #
 # Class weights (`weight`, `pos_weight`) are constants, as in PyTorch:
 # nothing flows back into them.
+#
+# Every option of every loss is checked by module 03's `check_arg` against the table `_OPTIONS` (the loss modules
+# at the end of this notebook check the same table when they are built):
+# `cross_entropy got label_smoothing=1.5; expected a number in [0, 1]`.
+#
+# A mean over no elements at all (a batch of 0 rows) is NaN, as in PyTorch,
+# and a sum over them 0. `_reduce` gives that NaN as `loss.sum() * nan`,
+# which NumPy computes without its "invalid value" warning, and whose
+# gradient is the empty array it should be.
 
 # %%
 #| export
 _REDUCTIONS = ("mean", "sum", "none")
+_OPTIONS = {  # what each option of a loss must be (``reduction``: one of the loss's reductions)
+    "beta": "a number >= 0",
+    "delta": "a number > 0",
+    "label_smoothing": "a number in [0, 1]",
+    "ignore_index": "an integer",
+    "margin": "a number",
+    "p": "a number > 0",
+    "eps": "a number >= 0",
+    "alpha": "a number",
+    "gamma": "a number >= 0",
+    "blank": "an integer >= 0",
+    "swap": "True or False",
+    "log_target": "True or False",
+    "log_input": "True or False",
+    "full": "True or False",
+    "zero_infinity": "True or False",
+}
 
 
-def _check_reduction(reduction: str, loss: str, allowed: tuple[str, ...] = _REDUCTIONS) -> None:
-    """A ValueError naming the argument when ``reduction`` is not one of ``allowed``."""
-    if reduction not in allowed:
-        choices = " | ".join(repr(r) for r in allowed)
-        raise ValueError(f"{loss}: reduction must be {choices}; got {reduction!r}")
+def _check_options(loss: str, reductions: tuple[str, ...] = _REDUCTIONS, **options: Any) -> None:
+    """A ValueError naming the first option that is not what ``_OPTIONS`` (or ``reductions``) says."""
+    for name, value in options.items():
+        check_arg(loss, name, value, reductions if name == "reduction" else _OPTIONS[name])
 
 
 def _input(x: Any, loss: str, argument: str = "input") -> Tensor:
@@ -152,8 +177,10 @@ def _constant(value: Any, input: Tensor, loss: str, argument: str, shape: tuple 
 
 def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
     """Apply ``reduction``: the mean or sum of every element, or the elementwise losses."""
-    _check_reduction(reduction, name)
+    _check_options(name, reduction=reduction)
     if reduction == "mean":
+        if loss.numel() == 0:  # the mean of nothing: NaN, as in PyTorch, without dividing 0 by 0
+            return loss.sum() * math.nan
         return loss.mean()
     if reduction == "sum":
         return loss.sum()
@@ -256,8 +283,7 @@ def smooth_l1_loss(input: Tensor, target: Any, *, reduction: str = "mean", beta:
     input = _input(input, "smooth_l1_loss")
     target = _like(target, input, "smooth_l1_loss")
     _same_shape(input, target, "smooth_l1_loss")
-    if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be >= 0; got {beta}")
+    _check_options("smooth_l1_loss", reduction=reduction, beta=beta)
     ### BEGIN SOLUTION
     d = input - target
     size = d.abs()
@@ -273,8 +299,7 @@ def huber_loss(input: Tensor, target: Any, reduction: str = "mean", delta: float
     input = _input(input, "huber_loss")
     target = _like(target, input, "huber_loss")
     _same_shape(input, target, "huber_loss")
-    if delta <= 0:
-        raise ValueError(f"huber_loss: delta must be > 0; got {delta}")
+    _check_options("huber_loss", reduction=reduction, delta=delta)
     ### BEGIN SOLUTION
     d = input - target
     size = d.abs()
@@ -384,6 +409,7 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     ``valid`` is a boolean mask on the CPU. On a GPU it is a mask of the input's dtype: 1 counts, 0 is
     ignored, NaN marks a target out of range (see below).
     """
+    check_arg(loss, "ignore_index", ignore_index, "an integer")
     target = _like(target, input, loss, floating=False)
     expected = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
     if target.dtype.kind not in "iu":
@@ -430,6 +456,8 @@ def _class_weights(weight: Any, input: Tensor, loss: str) -> Tensor | None:
 # shape) and the total weight Σ_k w_{y_k} of the non-ignored elements. Then
 # `nll_loss` reduces them. If every target is ignored the total weight is 0:
 # the mean must come out 0 with a zero gradient, not 0/0.
+# (A batch of no elements at all is another case: its mean is NaN, as in
+# PyTorch, and the given lines before your code return it.)
 
 # %% nbgrader={"grade": false, "grade_id": "losses_nll_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -452,9 +480,11 @@ def nll_loss(
 ) -> Tensor:
     """Negative log-likelihood of class indices, given log-probabilities along axis 1."""
     input = _input(input, "nll_loss")
-    _check_reduction(reduction, "nll_loss")
+    _check_options("nll_loss", reduction=reduction)
     valid, safe = _class_targets(input, target, ignore_index, "nll_loss")
     w = _class_weights(weight, input, "nll_loss")
+    if reduction == "mean" and input.numel() == 0:
+        return _reduce(input, reduction, "nll_loss")  # no elements: NaN, as in PyTorch
     ### BEGIN SOLUTION
     loss, total_weight = _nll_parts(input, valid, safe, w)
     if reduction == "mean":
@@ -543,9 +573,7 @@ def _cross_entropy_arguments(
 ) -> tuple[Tensor, Tensor | None, bool]:
     """Check cross_entropy's arguments; return (input, class weights or None, whether targets are soft)."""
     input = _input(input, "cross_entropy")
-    _check_reduction(reduction, "cross_entropy")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1]; got {label_smoothing}")
+    _check_options("cross_entropy", reduction=reduction, label_smoothing=label_smoothing)
     w = _class_weights(weight, input, "cross_entropy")
     soft = _holds_probabilities(target)
     target_shape = tuple(target.shape if hasattr(target, "shape") else np.shape(target))
@@ -577,6 +605,8 @@ def cross_entropy(
     input, w, soft = _cross_entropy_arguments(input, target, weight, reduction, label_smoothing)
     class_axis = 0 if input.ndim == 1 else 1
     classes = input.shape[class_axis]
+    if reduction == "mean" and input.numel() == 0:
+        return _reduce(input, reduction, "cross_entropy")  # no elements: NaN, as in PyTorch
     ### BEGIN SOLUTION
     logp = log_softmax(input, axis=class_axis)
     weighted = logp if w is None else logp * _along_classes(w, input)
@@ -706,7 +736,7 @@ class CrossEntropyFn(Function):
         scale = None
         if reduction == "mean":  # a weighted mean; an all-ignored batch (Σ w_y = 0) gives 0, not 0/0
             w_sum = w_y.sum()
-            scale = 1 / (w_sum + (w_sum == 0))
+            scale = 1 / (w_sum + (w_sum == 0)) if target.shape[0] else w_sum.dtype.type("nan")  # no rows: NaN
             out = loss.sum() * scale
         else:
             out = loss.sum() if reduction == "sum" else loss
@@ -952,7 +982,7 @@ def sigmoid_focal_loss(
     inputs = _input(inputs, "sigmoid_focal_loss", "inputs")
     targets = _like(targets, inputs, "sigmoid_focal_loss", "targets")
     _same_shape(inputs, targets, "sigmoid_focal_loss", "targets")
-    _check_reduction(reduction, "sigmoid_focal_loss")
+    _check_options("sigmoid_focal_loss", reduction=reduction, alpha=alpha, gamma=gamma)
     ### BEGIN SOLUTION
     p = inputs.sigmoid()
     loss = binary_cross_entropy_with_logits(inputs, targets, reduction="none")
@@ -1026,7 +1056,9 @@ def kl_div(input: Tensor, target: Any, *, reduction: str = "mean", log_target: b
     input = _input(input, "kl_div")
     target = _like(target, input, "kl_div")
     _same_shape(input, target, "kl_div")
-    _check_reduction(reduction, "kl_div", _REDUCTIONS + ("batchmean",))
+    _check_options("kl_div", _REDUCTIONS + ("batchmean",), reduction=reduction, log_target=log_target)
+    if reduction == "batchmean" and input.ndim and input.shape[0] == 0:
+        reduction = "mean"  # no rows to divide by: the mean of nothing, NaN, as in PyTorch
     ### BEGIN SOLUTION
     if log_target:
         loss = target.exp() * (target - input)
@@ -1100,6 +1132,7 @@ def poisson_nll_loss(
     input = _input(input, "poisson_nll_loss")
     target = _like(target, input, "poisson_nll_loss")
     _same_shape(input, target, "poisson_nll_loss")
+    _check_options("poisson_nll_loss", reduction=reduction, log_input=log_input, full=full, eps=eps)
     ### BEGIN SOLUTION
     if log_input:
         loss = input.exp() - target * input
@@ -1192,8 +1225,7 @@ def triplet_margin_loss(
     negative = _input(negative, "triplet_margin_loss", "negative")
     _same_shape(anchor, positive, "triplet_margin_loss", "positive")
     _same_shape(anchor, negative, "triplet_margin_loss", "negative")
-    if p <= 0:
-        raise ValueError(f"triplet_margin_loss: p must be > 0; got {p}")
+    _check_options("triplet_margin_loss", reduction=reduction, margin=margin, p=p, eps=eps, swap=swap)
     ### BEGIN SOLUTION
     d_pos = _pairwise_distance(anchor, positive, p, eps)
     d_neg = _pairwise_distance(anchor, negative, p, eps)
@@ -1254,6 +1286,7 @@ def cosine_embedding_loss(
     target = _like(target, input1, "cosine_embedding_loss")
     if target.shape != input1.shape[:-1]:
         raise ShapeError(f"cosine_embedding_loss: target must have shape {input1.shape[:-1]}; got {target.shape}")
+    _check_options("cosine_embedding_loss", reduction=reduction, margin=margin)
     ### BEGIN SOLUTION
     dot = (input1 * input2).sum(axis=-1)
     norms = ((input1 * input1).sum(axis=-1) + _COSINE_EPS) * ((input2 * input2).sum(axis=-1) + _COSINE_EPS)
@@ -1294,6 +1327,7 @@ def hinge_embedding_loss(input: Tensor, target: Any, margin: float = 1.0, *, red
     input = _input(input, "hinge_embedding_loss")
     target = _like(target, input, "hinge_embedding_loss")
     _same_shape(input, target, "hinge_embedding_loss")
+    _check_options("hinge_embedding_loss", reduction=reduction, margin=margin)
     ### BEGIN SOLUTION
     loss = where(target != 1, (margin - input).relu(), 0.0) + where(target != -1, input, 0.0)
     return _reduce(loss, reduction, "hinge_embedding_loss")
@@ -1309,6 +1343,7 @@ def margin_ranking_loss(
     _same_shape(input1, input2, "margin_ranking_loss", "input2")
     target = _like(target, input1, "margin_ranking_loss")
     _same_shape(input1, target, "margin_ranking_loss")
+    _check_options("margin_ranking_loss", reduction=reduction, margin=margin)
     ### BEGIN SOLUTION
     return _reduce((-target * (input1 - input2) + margin).relu(), reduction, "margin_ranking_loss")
     ### END SOLUTION
@@ -1444,7 +1479,7 @@ def ctc_loss(
 ) -> Tensor:
     """Connectionist Temporal Classification loss of log_probs (T, N, C) against shorter targets."""
     log_probs = _input(log_probs, "ctc_loss", "log_probs")
-    _check_reduction(reduction, "ctc_loss")
+    _check_options("ctc_loss", reduction=reduction, blank=blank, zero_infinity=zero_infinity)
     if log_probs.ndim != 3:
         raise ShapeError(f"ctc_loss: log_probs must have shape (T, N, C); got {log_probs.shape}")
     steps, n, classes = log_probs.shape
@@ -1486,7 +1521,7 @@ def ctc_loss(
         nll = where(Tensor._wrap(xp.isinf(nll.data), nll.device), 0.0, nll)
     if reduction == "mean":
         per_label = Tensor._wrap(xp.maximum(s_len_dev, 1).astype(log_probs.dtype), log_probs.device)
-        return (nll / per_label).mean()
+        nll = nll / per_label
     return _reduce(nll, reduction, "ctc_loss")
 
 
@@ -1697,8 +1732,8 @@ class _Loss(Module):
 
     def __init__(self, **options: Any) -> None:
         super().__init__()
-        if "reduction" in options:
-            _check_reduction(options["reduction"], type(self).__name__, self._reductions)
+        checked = {name: value for name, value in options.items() if name not in ("weight", "pos_weight")}
+        _check_options(type(self).__name__, self._reductions, **checked)
         for name, value in options.items():
             if name in ("weight", "pos_weight") and value is not None and not isinstance(value, Tensor):
                 value = Tensor(value)  # a weight given as a list or array is state too

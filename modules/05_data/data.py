@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyflo.core.layers import check_arg  # module 03's argument check: "DataLoader got batch_size=0; ..."
 from tinyflo.core.tensor import ShapeError, Tensor, as_device, as_dtype, default_generator, device_of, is_array
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
@@ -101,8 +102,7 @@ class Rng:
     def __init__(self, seed: int | None = None) -> None:
         if seed is None:
             seed = int(default_generator().integers(2**63))  # follows tinyflo.manual_seed
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-            raise ValueError(f"Rng: seed must be a non-negative integer; got {seed!r}")
+        check_arg("Rng", "seed", seed, "an integer >= 0")
         self._start(np.random.SeedSequence(int(seed)))
 
     def _start(self, sequence: np.random.SeedSequence) -> None:
@@ -119,6 +119,7 @@ class Rng:
 
     def permutation(self, n: int) -> np.ndarray:
         """A random order of ``0 .. n-1`` (int64)."""
+        check_arg("Rng.permutation", "n", n, "an integer >= 0")
         ### BEGIN SOLUTION
         return self._generator.permutation(int(n)).astype(np.int64, copy=False)
         ### END SOLUTION
@@ -135,6 +136,8 @@ class Rng:
 
     def normal(self, size: Any = None, mean: float = 0.0, std: float = 1.0) -> Any:
         """Normal samples in float32."""
+        check_arg("Rng.normal", "mean", mean, "a number")
+        check_arg("Rng.normal", "std", std, "a number >= 0")
         ### BEGIN SOLUTION
         draw = self._generator.standard_normal(size, dtype=np.float32)
         return (draw * np.float32(std) + np.float32(mean)).astype(np.float32, copy=False)
@@ -142,6 +145,8 @@ class Rng:
 
     def uniform(self, size: Any = None, low: float = 0.0, high: float = 1.0) -> Any:
         """Uniform samples in ``[low, high)``, float32."""
+        check_arg("Rng.uniform", "low", low, "a number")
+        check_arg("Rng.uniform", "high", high, "a number")
         ### BEGIN SOLUTION
         draw = self._generator.random(size, dtype=np.float32)
         return (draw * np.float32(high - low) + np.float32(low)).astype(np.float32, copy=False)
@@ -481,7 +486,7 @@ def _make_rng(rng: Rng | None, seed: int | None, owner: str) -> Rng:
     if rng is not None and seed is not None:
         raise ValueError(f"{owner}: give rng or seed, not both")
     if rng is None:
-        return Rng(seed)
+        return Rng(seed if seed is None else check_arg(owner, "seed", seed, "an integer >= 0"))
     if not isinstance(rng, Rng):
         raise TypeError(f"{owner}: rng must be a tinyflo Rng; got {type(rng).__name__} (use seed= for an int)")
     return rng
@@ -686,7 +691,8 @@ except ShapeError:
 #   into a loader where either differs is a `ValueError` naming the field,
 #   because the batches would not line up.
 # * **Errors.** `batch_size` must be a positive int (not a bool, not a
-#   float); `shuffle` and `drop_last` bools; `collate_fn` callable; the
+#   float) and `shuffle` and `drop_last` bools (module 03's `check_arg`
+#   says so in the given first lines); `collate_fn` callable; the
 #   dataset must have `len` and `[]` and hold at least one sample; and
 #   `drop_last=True` with fewer samples than `batch_size` leaves no batch at
 #   all — a silent zero-step epoch, so it is a `ValueError` that says so.
@@ -741,11 +747,9 @@ class DataLoader:
     ) -> None:
         if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
             raise TypeError(f"DataLoader: dataset must have __len__ and __getitem__; got {type(dataset).__name__}")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer) or batch_size < 1:
-            raise ValueError(f"DataLoader: batch_size must be a positive integer; got {batch_size!r}")
-        for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
-            if not isinstance(flag, bool | np.bool_):
-                raise TypeError(f"DataLoader: {name} must be True or False; got {flag!r}")
+        check_arg("DataLoader", "batch_size", batch_size, "a positive integer")
+        check_arg("DataLoader", "shuffle", shuffle, "True or False")
+        check_arg("DataLoader", "drop_last", drop_last, "True or False")
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"DataLoader: collate_fn must be callable; got {type(collate_fn).__name__}")
         n = len(dataset)
