@@ -501,7 +501,7 @@ def test_checkpoints_resume_in_process_through_the_trainer_methods(tmp_path, fla
     assert straight.history["train_loss"] == second.history["train_loss"] and second.epoch == 4
 
 
-@pytest.mark.task("checkpoints_rng")
+@pytest.mark.task("checkpoints_resume")
 def test_checkpoints_rng_restores_every_generator(tmp_path):
     trainer, loader = run()
     trainer.fit(loader, epochs=1)

@@ -28,7 +28,7 @@ from tinyflo.core.data import DataLoader, TensorDataset
 from tinyflo.core.layers import Linear, Sequential
 from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import SGD, Adam
-from tinyflo.core.tensor import _Generators
+from tinyflo.core.tensor import _Generators, set_rng_state
 from tinyflo.core.training import Trainer
 
 X = np.random.default_rng(0).standard_normal((40, 4)).astype(np.float32)
@@ -228,7 +228,7 @@ def test_checkpoints_load_extra_that_looks_like_a_tensor_reference_is_data(tmp_p
 
 # ----- checkpoints_resume -----------------------------------------------------------------------
 
-@pytest.mark.task("checkpoints_rng")
+@pytest.mark.task("checkpoints_resume")
 def test_checkpoints_rng_restores_a_generator_that_is_not_pcg64(tmp_path):
     model = Sequential(Linear(4, 3))
     saved_generator = _Generators.numpy
@@ -239,7 +239,7 @@ def test_checkpoints_rng_restores_a_generator_that_is_not_pcg64(tmp_path):
         _Generators.numpy = np.random.default_rng(9)
         path = checkpoints.write_state(tmp_path / "mt.safetensors", snapshot)
         tensors, state, _ = read_checkpoint(path)
-        checkpoints._restore_rng(checkpoints._decode(state["rng"], tensors, str(path)))
+        set_rng_state(checkpoints._decode(state["rng"], tensors, str(path)))
         assert type(_Generators.numpy.bit_generator).__name__ == "MT19937"
         assert np.array_equal(_Generators.numpy.random(3), expected)
     finally:

@@ -66,13 +66,13 @@ from tinyflo.core.tensor import (
     Function,
     ShapeError,
     Tensor,
-    _axis,
     as_device,
     as_dtype,
     float16,
     float32,
     float64,
     is_floating,
+    normalize_axis,
     ones,
     rand,
     randn,
@@ -665,14 +665,14 @@ class LogSoftmaxFn(Function):
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """exp(x) / sum(exp(x)) along ``axis``, computed without overflow."""
     ### BEGIN SOLUTION
-    return SoftmaxFn.apply(x._floating(), axis=_axis(axis, max(x.ndim, 1), "softmax"))
+    return SoftmaxFn.apply(x._floating(), axis=normalize_axis(axis, max(x.ndim, 1), "softmax"))
     ### END SOLUTION
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """log(softmax(x)) along ``axis``, computed without overflow or log(0)."""
     ### BEGIN SOLUTION
-    return LogSoftmaxFn.apply(x._floating(), axis=_axis(axis, max(x.ndim, 1), "log_softmax"))
+    return LogSoftmaxFn.apply(x._floating(), axis=normalize_axis(axis, max(x.ndim, 1), "log_softmax"))
     ### END SOLUTION
 
 

@@ -1725,7 +1725,7 @@ assert _same(groups, reference), "each group is one step on the group's mean los
 halving = _tiny_model()
 t_h = Trainer(halving, SGD(halving.parameters(), lr=0.1), cross_entropy, scheduler=StepLR(step_size=1, gamma=0.5),
               verbosity="quiet")
-for epoch in range(3):
+for _ in range(3):
     t_h.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
 assert t_h.epoch == 3 and [round(v, 6) for v in t_h.history["lr"]] == [0.1, 0.05, 0.025], (
     "train_epoch by hand: the epoch counts, so an epoch schedule moves on")

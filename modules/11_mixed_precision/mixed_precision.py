@@ -62,19 +62,19 @@ sys.modules["tinyflo.core.amp"] = None
 # %%
 #| export
 from tinyflo.core.autograd import no_grad
-from tinyflo.core.training import Precision, register_plugin
 from tinyflo.core.tensor import (
     AutocastMode,
     Function,
     Tensor,
-    _cupy,
     as_dtype,
     bfloat16,
+    device_of,
     float16,
     float32,
     float64,
     is_floating,
 )
+from tinyflo.core.training import Precision, register_plugin
 
 # %%
 import tinyflo
@@ -554,16 +554,12 @@ print("float16, scaled  ", _scaled)
 
 # %% nbgrader={"grade": false, "grade_id": "amp_grad_scaler_unscale_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
-def _xp(array: Any) -> Any:
-    return np if isinstance(array, np.ndarray) else _cupy()
-
-
 def _unscale_grads(grads: list[Any], inv_scale: float) -> Any:
     """Multiply every gradient by ``inv_scale`` in place; a 0-d device bool: was any inf or NaN?"""
     ### BEGIN SOLUTION
     found = None
     for g in grads:
-        xp = _xp(g)
+        xp = device_of(g).xp
         xp.multiply(g, g.dtype.type(inv_scale), out=g)
         if found is None:
             found = xp.zeros((), bool)  # on the gradients' device: no read

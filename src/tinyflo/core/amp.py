@@ -10,19 +10,19 @@ import numpy as np
 
 
 from tinyflo.core.autograd import no_grad
-from tinyflo.core.training import Precision, register_plugin
 from tinyflo.core.tensor import (
     AutocastMode,
     Function,
     Tensor,
-    _cupy,
     as_dtype,
     bfloat16,
+    device_of,
     float16,
     float32,
     float64,
     is_floating,
 )
+from tinyflo.core.training import Precision, register_plugin
 
 
 AUTOCAST_POLICY: dict[str, str] = {
@@ -162,15 +162,11 @@ def cast_parameters(model: Any, dtype: Any) -> Any:
     return model.to(dtype=dt)
 
 
-def _xp(array: Any) -> Any:
-    return np if isinstance(array, np.ndarray) else _cupy()
-
-
 def _unscale_grads(grads: list[Any], inv_scale: float) -> Any:
     """Multiply every gradient by ``inv_scale`` in place; a 0-d device bool: was any inf or NaN?"""
     found = None
     for g in grads:
-        xp = _xp(g)
+        xp = device_of(g).xp
         xp.multiply(g, g.dtype.type(inv_scale), out=g)
         if found is None:
             found = xp.zeros((), bool)  # on the gradients' device: no read

@@ -18,8 +18,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
-from tinyflo.core.optim import _host, _is_array, _validate_state_dict
-from tinyflo.core.tensor import ShapeError, Tensor, _cupy, _Generators, as_device
+from tinyflo.core.tensor import ShapeError, Tensor, as_device, get_rng_state, is_array, set_rng_state, to_host
 from tinyflo.core.training import Callback, CheckpointIO, register_plugin
 
 
@@ -301,11 +300,11 @@ def _encode(value: Any, name: str, tensors: dict[str, np.ndarray]) -> Any:
     """``value`` as JSON data; its arrays (host copies) go into ``tensors`` under dotted names."""
     if isinstance(value, Tensor):
         value = value.data
-    if _is_array(value) and not isinstance(value, np.generic):
+    if is_array(value):
         if name in tensors:
             raise ValueError(f"checkpoint: two tensors would be named {name!r} (does the model have a sub-module "
                              "named 'optimizer', 'scheduler', 'rng', 'loader', 'trainer', 'scaler' or 'extra'?)")
-        host = _host(value)  # a host copy, never a view
+        host = to_host(value, copy=True)  # a host copy, never a view
         tensors[name] = host if isinstance(host, np.ndarray) and host is not value else np.array(host)
         return {"__tensor__": name}
     if isinstance(value, dict):
@@ -420,7 +419,7 @@ def _plan_model_load(model: Any, tensors: Mapping[str, np.ndarray], state: Mappi
 
 def _model_state(model: Any, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
     for name, t in model.state_dict().items():
-        tensors[name] = _host(t.data)
+        tensors[name] = to_host(t.data, copy=True)
     return {"keys": list(tensors), "hash": structural_hash(model), "modules": _module_tree(model)}
 
 
@@ -441,7 +440,7 @@ def capture_state(model: Any = None, optimizer: Any = None, scheduler: Any = Non
     if trainer is not None:
         state.update(_training_state(trainer, tensors))
     if rng or (rng is None and trainer is not None):
-        state["rng"] = _encode(_rng_state(), "rng", tensors)
+        state["rng"] = _encode(get_rng_state(), "rng", tensors)
     if extra:
         state["extra"] = _encode(dict(extra), "extra", tensors)
     return CheckpointState(tensors, state)
@@ -580,7 +579,7 @@ def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any =
         parts[key] = state[key]
     if "optimizer" in parts:
         try:
-            _validate_state_dict(optimizer, parts["optimizer"])
+            optimizer.validate_state_dict(parts["optimizer"])
         except (ValueError, TypeError, KeyError) as err:
             raise CheckpointError(f"load_checkpoint: the optimizer state in {where} does not fit optimizer=: {err}") from None
     if "scheduler" in parts and parts["scheduler"].get("type") != type(scheduler).__name__:
@@ -604,31 +603,6 @@ def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any =
     return dataclasses.replace(report, verified=verified)
 
 
-def _rng_state() -> dict[str, Any]:
-    """The state of every generator training draws from (CuPy's as a fresh seed it is reseeded with)."""
-    state: dict[str, Any] = {"tinyflo": _Generators.numpy.bit_generator.state,
-                             "numpy": np.random.get_state(legacy=False)}
-    cupy = _cupy()
-    if cupy is not None:
-        seed = int(cupy.random.randint(0, 2**31 - 1))
-        cupy.random.seed(seed)
-        state["cupy"] = seed
-    return state
-
-
-def _restore_rng(state: Mapping[str, Any]) -> None:
-    """Put back what ``_rng_state`` returned."""
-    generator = np.random.Generator(_bit_generator(state["tinyflo"]))
-    generator.bit_generator.state = state["tinyflo"]
-    _Generators.numpy = generator
-    legacy = dict(state["numpy"])
-    legacy["state"] = {**legacy["state"], "key": np.asarray(legacy["state"]["key"], dtype=np.uint32)}
-    np.random.set_state(legacy)
-    cupy = _cupy()
-    if cupy is not None and state.get("cupy") is not None:
-        cupy.random.seed(int(state["cupy"]))
-
-
 def _training_state(trainer: Any, tensors: dict[str, np.ndarray]) -> dict[str, Any]:
     """The trainer's counters and history, its loader's position and its GradScaler's state, as JSON data."""
     loader = getattr(trainer, "train_loader", None)
@@ -641,7 +615,7 @@ def _training_state(trainer: Any, tensors: dict[str, np.ndarray]) -> dict[str, A
 
 
 def _restore_training_state(trainer: Any, state: Mapping[str, Any], train_loader: Any = None) -> None:
-    """Put back what ``_training_state`` and ``_rng_state`` saved."""
+    """Put back what ``_training_state`` and ``get_rng_state`` saved."""
     scaler = getattr(trainer, "scaler", None)
     if state.get("scaler") is not None:
         if scaler is None:
@@ -650,7 +624,7 @@ def _restore_training_state(trainer: Any, state: Mapping[str, Any], train_loader
         scaler.load_state_dict(state["scaler"])
     trainer.load_state_dict(state["trainer"])
     if state.get("rng") is not None:
-        _restore_rng(state["rng"])
+        set_rng_state(state["rng"])
     loader_state = state.get("loader")
     if loader_state is not None:
         loader = train_loader if train_loader is not None else getattr(trainer, "train_loader", None)

@@ -11,17 +11,19 @@ from typing import Any
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
-from tinyflo.core.training import Strategy, register_plugin
 from tinyflo.core.tensor import (
     Device,
     DeviceError,
     ShapeError,
     Tensor,
-    _cupy,
-    _device_of,
     as_device,
+    cuda_is_available,
+    device_of,
+    is_array,
     is_floating,
+    to_host,
 )
+from tinyflo.core.training import Strategy, register_plugin
 
 
 class ProcessGroup:
@@ -88,10 +90,10 @@ class ProcessGroup:
                     raise DeviceError(f"{op}: the tensor for rank {self.local_ranks[i]} is on {a.device}; "
                                       f"that rank's device is {dev}")
                 a = a.data
-            if not (isinstance(a, np.ndarray) or type(a).__module__.startswith("cupy")):
+            if not is_array(a):
                 raise TypeError(f"{op}: rank {self.local_ranks[i]}'s array must be a NumPy/CuPy array or a Tensor; "
                                 f"got {type(a).__name__}")
-            held = _device_of(a)
+            held = device_of(a)
             if held.type != dev.type or (dev.type == "cuda" and held.index != dev.index):
                 raise DeviceError(f"{op}: the array for rank {self.local_ranks[i]} lives on {held}; "
                                   f"that rank's device is {dev}")
@@ -119,7 +121,7 @@ class ProcessGroup:
 def transfer(array: Any, device: Device) -> Any:
     """A copy of ``array`` on ``device``: what one rank receives when a neighbour sends it."""
     if device.type == "cpu":
-        return array.get() if type(array).__module__.startswith("cupy") else array.copy()
+        return to_host(array, copy=True)
     with device:  # CuPy copies to the current device, across GPUs too
         return device.xp.asarray(array) if isinstance(array, np.ndarray) else array.copy()
 
@@ -217,7 +219,7 @@ def _write_back(a: Any, host: np.ndarray) -> None:
     if isinstance(a, np.ndarray):
         a[...] = host.astype(a.dtype, copy=False)
     else:
-        a[...] = _cupy().asarray(host).astype(a.dtype, copy=False)
+        a[...] = device_of(a).xp.asarray(host).astype(a.dtype, copy=False)
 
 
 class MPIGroup(ProcessGroup):
@@ -271,7 +273,7 @@ class NCCLGroup(ProcessGroup):
     backend = "nccl"
 
     def __init__(self, world_size: int | None = None, rank: int | None = None, device: Any = None) -> None:
-        if _cupy() is None:
+        if not cuda_is_available():
             raise RuntimeError("init_process_group('nccl'): needs CuPy and a GPU (pip install 'tinyflo[gpu]')")
         world_size = _env_int("WORLD_SIZE", world_size, "nccl")
         rank = _env_int("RANK", rank, "nccl")
@@ -283,13 +285,13 @@ class NCCLGroup(ProcessGroup):
         port = int(os.environ.get("MASTER_PORT", "13333"))
         from cupyx import distributed as cupy_distributed
 
-        _cupy().cuda.Device(dev.index).use()  # NCCL binds the communicator to the current GPU
+        dev.xp.cuda.Device(dev.index).use()  # NCCL binds the communicator to the current GPU
         self.comm = cupy_distributed.init_process_group(world_size, rank, host=host, port=port)
         super().__init__(rank, world_size, [rank], [dev])
 
     def _all_reduce_sum(self, arrays: list[Any]) -> None:
         (a,) = arrays
-        buf = a if a.flags.c_contiguous else _cupy().ascontiguousarray(a)
+        buf = a if a.flags.c_contiguous else self.devices[0].xp.ascontiguousarray(a)
         with self.devices[0]:
             self.comm.all_reduce(buf, buf, op="sum")
         if buf is not a:
@@ -298,7 +300,7 @@ class NCCLGroup(ProcessGroup):
 
     def _broadcast(self, arrays: list[Any], root: int) -> None:
         (a,) = arrays
-        buf = a if a.flags.c_contiguous else _cupy().ascontiguousarray(a)
+        buf = a if a.flags.c_contiguous else self.devices[0].xp.ascontiguousarray(a)
         with self.devices[0]:
             self.comm.broadcast(buf, root)
         if buf is not a:

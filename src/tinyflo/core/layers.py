@@ -18,13 +18,13 @@ from tinyflo.core.tensor import (
     Function,
     ShapeError,
     Tensor,
-    _axis,
     as_device,
     as_dtype,
     float16,
     float32,
     float64,
     is_floating,
+    normalize_axis,
     ones,
     rand,
     randn,
@@ -315,12 +315,12 @@ class LogSoftmaxFn(Function):
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """exp(x) / sum(exp(x)) along ``axis``, computed without overflow."""
-    return SoftmaxFn.apply(x._floating(), axis=_axis(axis, max(x.ndim, 1), "softmax"))
+    return SoftmaxFn.apply(x._floating(), axis=normalize_axis(axis, max(x.ndim, 1), "softmax"))
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """log(softmax(x)) along ``axis``, computed without overflow or log(0)."""
-    return LogSoftmaxFn.apply(x._floating(), axis=_axis(axis, max(x.ndim, 1), "log_softmax"))
+    return LogSoftmaxFn.apply(x._floating(), axis=normalize_axis(axis, max(x.ndim, 1), "log_softmax"))
 
 
 class Parameter(Tensor):

@@ -105,24 +105,8 @@ MUTANTS = [
         "        if tuple(tensors[key].shape) != own[key].shape:\n",
         "        if tensors[key].size != own[key].data.size:\n",
     ),
-    # tinyflo's generator not restored: dropout draws other masks after a resume.
-    ("checkpoints_rng", "    _Generators.numpy = generator\n", ""),
-    # NumPy's global generator not restored.
-    ("checkpoints_rng", "    np.random.set_state(legacy)\n", ""),
-    # every generator assumed to be PCG64.
-    (
-        "checkpoints_rng",
-        'generator = np.random.Generator(_bit_generator(state["tinyflo"]))',
-        "generator = np.random.Generator(np.random.PCG64())",
-    ),
-    # the legacy tuple form of NumPy's state, which does not survive JSON.
-    (
-        "checkpoints_rng",
-        '"numpy": np.random.get_state(legacy=False)}',
-        '"numpy": np.random.get_state()}',
-    ),
     # the random generators are not restored: dropout draws other masks after a resume.
-    ("checkpoints_resume", '        _restore_rng(state["rng"])\n', "        pass\n"),
+    ("checkpoints_resume", '        set_rng_state(state["rng"])\n', "        pass\n"),
     # a loader's state with no loader to go into is dropped.
     (
         "checkpoints_resume",
