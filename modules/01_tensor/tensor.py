@@ -245,7 +245,6 @@ def to_host(array: Any, copy: bool = False) -> np.ndarray:
     return array.get()
 
 
-_device_of = device_of  # the old private name; modules 06-12 move to device_of
 
 
 def _move(array: Any, src: Device, dst: Device) -> Any:
@@ -970,7 +969,6 @@ def normalize_axis(axis: Any, ndim: int, op: str) -> int:
     return int(axis) % ndim
 
 
-_axis = normalize_axis  # the old private name; module 03 moves to normalize_axis
 
 
 def _axes(axis: Any, ndim: int, op: str) -> tuple[int, ...] | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.tensor import Tensor
+from tinyflo.core.tensor import Tensor, is_array, to_host
 
 
 def _require(owner: str, name: str, value: Any, ok: bool, expected: str) -> None:
@@ -459,13 +459,7 @@ class NAdam(Adam):
 
 def _host(value: Any) -> Any:
     """A NumPy copy of an array (from the GPU if need be); other values unchanged."""
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    return value.get() if hasattr(value, "get") and hasattr(value, "shape") else value
-
-
-def _is_array(value: Any) -> bool:
-    return hasattr(value, "shape") and hasattr(value, "dtype")
+    return to_host(value, copy=True) if is_array(value) else value
 
 
 def _state_dict(opt: Optimizer) -> dict[str, Any]:
@@ -520,8 +514,8 @@ def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
                 raise ValueError(f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
                                  f"{keys}; expected {sorted(fresh)}")
             for key, value in entry.items():
-                if _is_array(fresh[key]) and (not _is_array(value) or tuple(value.shape) != p.shape):
-                    shape = tuple(value.shape) if _is_array(value) else type(value).__name__
+                if is_array(fresh[key]) and (not is_array(value) or tuple(value.shape) != p.shape):
+                    shape = tuple(value.shape) if is_array(value) else type(value).__name__
                     raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter {number} (group {i}) has "
                                      f"shape {shape}; the parameter has shape {p.shape}")
 
@@ -541,7 +535,7 @@ def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
                 continue
             state = opt.state.setdefault(p, opt._new_state(p.data, mine, p.device.xp))
             for key, value in saved[number].items():
-                if _is_array(state[key]):
+                if is_array(state[key]):
                     state[key][...] = p.device.xp.asarray(value, dtype=p.dtype)
                 else:
                     state[key] = value
@@ -569,7 +563,7 @@ class _FlatGroup:
         size = self.params.size
         step = flat_block_size(size) if self.device.xp is np else max(size, 1)  # a GPU wants it all at once
         self.blocks = [(self.params[i:i + step], self.grad[i:i + step],
-                        {k: v[i:i + step] if _is_array(v) else v for k, v in self.state.items()})
+                        {k: v[i:i + step] if is_array(v) else v for k, v in self.state.items()})
                        for i in range(0, size, step)]
 
 
@@ -603,7 +597,7 @@ def _flat_state(opt: Optimizer, index: int) -> _FlatGroup:
         flat.state = opt._new_state(flat.params, group, flat.device.xp)
         flat.make_blocks()
         for p, (start, n, shape) in zip(group["params"], flat.slices):
-            opt.state[p] = {k: v[start:start + n].reshape(shape) if _is_array(v) else v for k, v in flat.state.items()}
+            opt.state[p] = {k: v[start:start + n].reshape(shape) if is_array(v) else v for k, v in flat.state.items()}
     return flat
 
 
@@ -621,7 +615,7 @@ def _flat_step(opt: Optimizer, index: int) -> None:
             )
     # the per-parameter checks below run on every step: plain list operations keep them to a few µs
     states = [opt.state[p] for p in params]
-    scalars = {k: v for k, v in states[0].items() if not _is_array(v)}
+    scalars = {k: v for k, v in states[0].items() if not is_array(v)}
     together = all(p.requires_grad and p.grad is not None for p in params) and all(
         [state[k] for state in states].count(v) == len(states) for k, v in scalars.items())
     if not together:
@@ -636,7 +630,7 @@ def _flat_step(opt: Optimizer, index: int) -> None:
         block_state.update(scalars)  # every block starts from the same scalars (NAdam changes one)
         opt._update(block_params, block_grad, block_state, group, flat.device.xp)
     if flat.blocks:
-        scalars = {k: v for k, v in flat.blocks[-1][2].items() if not _is_array(v)}
+        scalars = {k: v for k, v in flat.blocks[-1][2].items() if not is_array(v)}
     flat.state.update(scalars)
     for state in states:
         state.update(scalars)

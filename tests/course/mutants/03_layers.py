@@ -80,7 +80,7 @@ MUTANTS = [
     # the axis passed to NumPy unchecked: an axis the input lacks is not a ShapeError.
     (
         "layers_softmax",
-        'return SoftmaxFn.apply(x._floating(), axis=_axis(axis, max(x.ndim, 1), "softmax"))',
+        'return SoftmaxFn.apply(x._floating(), axis=normalize_axis(axis, max(x.ndim, 1), "softmax"))',
         "return SoftmaxFn.apply(x._floating(), axis=axis)",
     ),
     # a Parameter filed without forgetting the name elsewhere: a name lives in two places.

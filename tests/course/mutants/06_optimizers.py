@@ -198,8 +198,8 @@ MUTANTS = [
     # each parameter's state is a copy of its slice, not a view of the flat state.
     (
         "optim_flat_step",
-        "            opt.state[p] = {k: v[start:start + n].reshape(shape) if _is_array(v) else v",
-        "            opt.state[p] = {k: v[start:start + n].reshape(shape).copy() if _is_array(v) else v",
+        "            opt.state[p] = {k: v[start:start + n].reshape(shape) if is_array(v) else v",
+        "            opt.state[p] = {k: v[start:start + n].reshape(shape).copy() if is_array(v) else v",
     ),
     # the fallback loop forgets to count the step.
     (
