@@ -211,7 +211,7 @@ def test_init_process_group_errors(monkeypatch):
         init_process_group()
 
 
-@pytest.mark.skipif(dist._cupy() is None, reason="reads the launcher's variables after finding CuPy")
+@pytest.mark.skipif(not dist.cuda_is_available(), reason="reads the launcher's variables after finding CuPy")
 def test_nccl_names_the_missing_variable(monkeypatch):
     monkeypatch.delenv("RANK", raising=False)
     monkeypatch.setenv("WORLD_SIZE", "1")
@@ -228,7 +228,7 @@ def test_init_process_group_reads_the_launcher_environment(monkeypatch):
     assert init_process_group() == ("mpi", None)
 
 
-@pytest.mark.skipif(dist._cupy() is not None, reason="checks the message given without a GPU")
+@pytest.mark.skipif(dist.cuda_is_available(), reason="checks the message given without a GPU")
 def test_nccl_without_a_gpu_says_what_it_needs(monkeypatch):
     monkeypatch.setenv("TINYFLO_BACKEND", "nccl")
     with pytest.raises(RuntimeError, match="needs CuPy and a GPU"):
