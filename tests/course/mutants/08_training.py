@@ -50,8 +50,8 @@ MUTANTS = [
     # the loss sum counts each batch once, not once per sample.
     (
         "training_step",
-        "total = loss.data * n if total is None else total + loss.data * n",
-        "total = loss.data if total is None else total + loss.data",
+        "        total = loss.data * n if total is None else total + loss.data * n\n    self.schedule()",
+        "        total = loss.data if total is None else total + loss.data\n    self.schedule()",
     ),
     # the step count never moves: an epoch schedule by steps stays at t = 0.
     ("training_step", "    self.step += 1\n    return total", "    return total"),
@@ -122,7 +122,7 @@ MUTANTS = [
         "while len(group := list(itertools.islice(batches, k))) == k:",
     ),
     # the epoch is not counted: TinyTorch's loop by hand never moves its schedule.
-    ("training_epoch", "    self.epoch += 1\n", ""),
+    ("training_epoch", "    self.epoch += 1\n    self.history.record", "    self.history.record"),
     # the history gets no row.
     (
         "training_epoch",
@@ -164,8 +164,8 @@ MUTANTS = [
     # the loss of each batch counted once, not per sample.
     (
         "training_evaluate",
-        "total = loss.data * n if total is None else total + loss.data * n",
-        "total = loss.data if total is None else total + loss.data",
+        "                total = loss.data * n if total is None else total + loss.data * n\n                samples",
+        "                total = loss.data if total is None else total + loss.data\n                samples",
     ),
     # nothing is recorded in the history.
     (
