@@ -108,3 +108,15 @@ def test_every_task_has_seeded_mutants(module):
         f"{module.slug}: tasks with fewer than {MIN_PER_TASK} seeded mutants "
         f"(tests/course/mutants/{module.slug}.py): {short}"
     )
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.slug)
+def test_every_mutant_matches_its_module_once(module):
+    """A mutant's text occurs exactly once in the module source (the slow proofs need it; found here first)."""
+    source = module.path.read_text()
+    wrong = [
+        f"{m.task}: {source.count(m.old)} matches of {m.old[:60]!r}"
+        for m in MUTANTS.get(module.slug, [])
+        if source.count(m.old) != 1
+    ]
+    assert not wrong, f"tests/course/mutants/{module.slug}.py:\n" + "\n".join(wrong)
