@@ -687,3 +687,32 @@ def test_checkpoints_retention_arguments_are_checked(tmp_path):
 def test_checkpoints_state_nbytes():
     state = CheckpointState({"a": np.zeros(10, np.float32), "b": np.zeros(3, np.int64)}, {})
     assert state.nbytes == 64
+
+
+@pytest.mark.task("checkpoints_resume")
+def test_checkpoints_store_each_learning_rate_once(tmp_path):
+    """The rates live in the optimizer's groups only: the scheduler and the trainer's state hold none."""
+    model = Sequential(Linear(4, 3))
+    opt = SGD([{"params": [model[0].weight], "lr": 0.1}, {"params": [model[0].bias], "lr": 0.001}], lr=0.1)
+    trainer = tinyflo.Trainer(model, opt, cross_entropy, scheduler=StepLR(1, 0.5), verbosity="quiet")
+    x, y = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32), np.arange(8) % 3
+    trainer.train_epoch([(x, y)])
+    trainer.train_epoch([(x, y)])
+    _, raw, _ = read_checkpoint(trainer.save_checkpoint(tmp_path / "c.safetensors"))
+    found = []
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if "lr" in str(key):
+                    found.append(path + "/" + str(key))
+                walk(value, path + "/" + str(key))
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, path)
+
+    walk({k: v for k, v in raw.items() if k != "trainer"}, "")
+    walk({k: v for k, v in raw["trainer"].items() if k != "history"}, "/trainer")
+    assert sorted(found) == [f"/optimizer/param_groups/{key}" for key in ("initial_lr", "initial_lr", "lr", "lr")]
+    assert [g["lr"] for g in raw["optimizer"]["param_groups"]] == [0.05, 0.0005]
+    assert raw["trainer"]["history"]["lr"] == [0.1, 0.05] and raw["trainer"]["history"]["lr_1"] == [0.001, 0.0005]
