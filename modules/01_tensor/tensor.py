@@ -546,8 +546,8 @@ class Tensor:
         engine = _backward_engine
         if engine is None:
             raise RuntimeError(
-                "backward: no autograd engine is installed; import tinyflo.core.autograd (module 02) first: "
-                "it installs its engine (taking any name from tinyflo, tinyflo.tensor say, imports it)"
+                "backward: no autograd engine is installed; import tinyflo.core.autograd (module 02), which "
+                "installs its engine (any name taken from tinyflo, such as tinyflo.tensor, imports it first)"
             )
         # the backward ops allocate on the current GPU: make it this tensor's (a graph that spans GPUs,
         # through .to(), runs its whole backward with the root's GPU current)
