@@ -118,7 +118,7 @@ def _little_endian(array: Any, name: str) -> np.ndarray:
     if isinstance(array, Tensor):
         array = array.data
     if not isinstance(array, np.ndarray):
-        array = array.get() if hasattr(array, "get") else np.asarray(array)
+        array = to_host(array) if is_array(array) else np.asarray(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
     return array if array.flags.c_contiguous else array.copy(order="C")  # ascontiguousarray would make 0-d 1-d

@@ -209,7 +209,7 @@ def _host_buffer(a: Any) -> tuple[Any, bool]:
     """A contiguous NumPy buffer MPI can reduce (16-bit floats widened), and whether it is a copy."""
     if isinstance(a, np.ndarray) and a.flags.c_contiguous and not (is_floating(a.dtype) and a.itemsize < 4):
         return a, False
-    host = a.get() if not isinstance(a, np.ndarray) else a
+    host = to_host(a)
     if is_floating(host.dtype) and host.dtype.itemsize < 4:
         host = host.astype(np.float32)
     return np.ascontiguousarray(host), True
