@@ -290,6 +290,17 @@ def _requirements() -> tuple[list[str], dict[str, list[str]]]:
     return base or ["numpy>=1.26", "matplotlib>=3.7", "tqdm>=4.66"], extras
 
 
+def _entry_points() -> str:
+    """This tinyflo's entry points (the command, the Trainer's plug-ins), for the kit's wheel to declare too."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        text = distribution("tinyflo").read_text("entry_points.txt")
+    except PackageNotFoundError:
+        text = None
+    return text or "[console_scripts]\ntinyflo = tinyflo.cli:main\n"
+
+
 def write_wheel(out: Path, package: Path, version: str) -> Path:
     """Pack `package` (a tinyflo/ folder) into a pure-Python wheel (PEP 427) in `out`.
 
@@ -319,7 +330,7 @@ def write_wheel(out: Path, package: Path, version: str) -> Path:
         + "\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tinyflo course release\n"
         "Root-Is-Purelib: true\nTag: py3-none-any\n",
-        f"{info}/entry_points.txt": "[console_scripts]\ntinyflo = tinyflo.cli:main\n",
+        f"{info}/entry_points.txt": _entry_points(),
     }
     files = {
         f"tinyflo/{path.relative_to(package).as_posix()}": path.read_bytes()
