@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import tinyflo
 from tinyflo import ShapeError, Tensor
+from tinyflo.core import schedulers as training_schedulers
 from tinyflo.core import training
 from tinyflo.core.data import DataLoader, TensorDataset
 from tinyflo.core.layers import Dropout, Linear, ReLU, Sequential
@@ -616,11 +617,11 @@ def test_training_fit_plateau_watches_the_named_metric():
     from tinyflo.core.schedulers import ReduceLROnPlateau
 
     model = Linear(4, 2)
-    schedule = ReduceLROnPlateau(mode="max", patience=0)
+    schedule = ReduceLROnPlateau(mode="max", patience=0, monitor="val_acc")
     seen = []
     schedule.observe = lambda metric, _observe=schedule.observe: (seen.append(metric), _observe(metric))[1]
     trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, scheduler=schedule,
-                      plateau_monitor="val_acc", verbosity="quiet")
+                      verbosity="quiet")
     loader = _tiny_problem()
     trainer.fit(loader, loader, epochs=3)
     # each epoch's metric is shown when the next epoch's rate is set: the third one at the fourth epoch's start
@@ -774,6 +775,8 @@ def test_training_fit_plugins_are_named_and_checked():
         training.register_plugin("mystery", object)
     with pytest.raises(TypeError, match="needs apply"):
         Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, scheduler=object())
+    with pytest.raises(ValueError, match="ReduceLROnPlateau got monitor=3; expected a history key"):
+        training_schedulers.ReduceLROnPlateau(monitor=3)
     with pytest.raises(ValueError, match="Trainer got grad_clip_norm='1'"):
         Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, grad_clip_norm="1")
 

@@ -850,6 +850,10 @@ for bad in (dict(max_factor=0.5), dict(step_size_up=0), dict(step_size_down=0), 
 # and `eps` do not bite, that is `base_lr · factor ** cuts`: one factor for
 # every group.
 #
+# `monitor` names the metric a Trainer (module 08) shows it once per epoch:
+# a key of the training history such as `"val_acc"` (with `mode="max"`);
+# None means the validation loss, or the training loss without validation.
+#
 # `state_dict()` holds the settings and the running state (`best`,
 # `num_bad_epochs`, `cooldown_counter`, `last_epoch`, `cuts`).
 #
@@ -870,6 +874,7 @@ class ReduceLROnPlateau(Scheduler):
         cooldown: int = 0,
         min_lr: float = 0.0,
         eps: float = 1e-8,
+        monitor: str | None = None,
     ) -> None:
         owner = "ReduceLROnPlateau"
         self.mode = _check_choice(owner, "mode", mode, ("min", "max"))
@@ -880,6 +885,9 @@ class ReduceLROnPlateau(Scheduler):
         self.cooldown = _check_int(owner, "cooldown", cooldown, low=0)
         self.min_lr = _check_number(owner, "min_lr", min_lr)
         self.eps = _check_number(owner, "eps", eps)
+        if monitor is not None and not isinstance(monitor, str):
+            raise ValueError(f"{owner} got monitor={monitor!r}; expected a history key such as 'val_acc', or None")
+        self.monitor = monitor  # what a Trainer shows it (module 08): None means the validation loss, else the training loss
         self.best = math.inf if self.mode == "min" else -math.inf
         self.num_bad_epochs = 0
         self.cooldown_counter = 0

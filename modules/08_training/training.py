@@ -683,7 +683,7 @@ class Monitor(Callback):
 #
 # `Trainer(model, optimizer, loss_fn, scheduler=None, scheduler_interval="epoch",
 # grad_clip_norm=None, device=None, log_every=50, verbosity=None,
-# nan_check=None, plateau_monitor=None, amp=None, group=None, plugins=())`
+# nan_check=None, amp=None, group=None, plugins=())`
 # keeps the pieces together and counts: `trainer.step` is the number of
 # optimizer steps taken, `trainer.epoch` the number of epochs completed.
 # `loss_fn(outputs, targets)` must return the **mean** loss of the batch
@@ -723,8 +723,8 @@ class Monitor(Callback):
 # rate from its own initial rate (module 07), with `t` the steps taken
 # (`scheduler_interval="step"`) or the epochs completed (`"epoch"`). Once
 # per epoch a scheduler with `observe` (`ReduceLROnPlateau`) is shown the
-# validation loss (the training loss without validation), or the history
-# entry `plateau_monitor` names. `trainer.lrs` lists every group's rate,
+# history entry its `monitor` names — by default the validation loss (the
+# training loss without validation). `trainer.lrs` lists every group's rate,
 # `trainer.lr` is the first group's.
 
 # %%
@@ -872,7 +872,6 @@ class Trainer:
         log_every: int | None = 50,
         verbosity: str | int | None = None,
         nan_check: str | None = None,
-        plateau_monitor: str | None = None,
         amp: str | None = None,
         group: Any = None,
         plugins: Sequence[Any] = (),
@@ -920,7 +919,6 @@ class Trainer:
         if nan_check not in ("step", "interval"):
             raise ValueError(f"Trainer: nan_check must be 'step' or 'interval'; got {nan_check!r}")
         self.nan_check = nan_check
-        self.plateau_monitor = plateau_monitor
         self.step, self.epoch, self.observed = 0, 0, 0  # observed: epochs a plateau scheduler has seen
         self.history = History()
         self.stop_training = False
@@ -1042,9 +1040,10 @@ class Trainer:
             self.scheduler.apply(optimizer, t)
 
     def monitored(self) -> float:
-        """The metric a plateau scheduler watches: ``plateau_monitor``, else the validation loss, else the training loss."""
-        if self.plateau_monitor is not None:
-            return _metric(self, self.plateau_monitor, "Trainer(plateau_monitor)")
+        """The metric a plateau scheduler watches: its ``monitor``, else the validation loss, else the training loss."""
+        monitor = getattr(self.scheduler, "monitor", None)
+        if monitor is not None:
+            return _metric(self, monitor, f"{type(self.scheduler).__name__}(monitor)")
         last = {key: values[-1] for key, values in self.history.items() if values}
         val = last.get("val_loss", math.nan)
         return last["train_loss"] if math.isnan(val) else val

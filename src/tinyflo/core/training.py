@@ -554,7 +554,6 @@ class Trainer:
         log_every: int | None = 50,
         verbosity: str | int | None = None,
         nan_check: str | None = None,
-        plateau_monitor: str | None = None,
         amp: str | None = None,
         group: Any = None,
         plugins: Sequence[Any] = (),
@@ -602,7 +601,6 @@ class Trainer:
         if nan_check not in ("step", "interval"):
             raise ValueError(f"Trainer: nan_check must be 'step' or 'interval'; got {nan_check!r}")
         self.nan_check = nan_check
-        self.plateau_monitor = plateau_monitor
         self.step, self.epoch, self.observed = 0, 0, 0  # observed: epochs a plateau scheduler has seen
         self.history = History()
         self.stop_training = False
@@ -724,9 +722,10 @@ class Trainer:
             self.scheduler.apply(optimizer, t)
 
     def monitored(self) -> float:
-        """The metric a plateau scheduler watches: ``plateau_monitor``, else the validation loss, else the training loss."""
-        if self.plateau_monitor is not None:
-            return _metric(self, self.plateau_monitor, "Trainer(plateau_monitor)")
+        """The metric a plateau scheduler watches: its ``monitor``, else the validation loss, else the training loss."""
+        monitor = getattr(self.scheduler, "monitor", None)
+        if monitor is not None:
+            return _metric(self, monitor, f"{type(self.scheduler).__name__}(monitor)")
         last = {key: values[-1] for key, values in self.history.items() if values}
         val = last.get("val_loss", math.nan)
         return last["train_loss"] if math.isnan(val) else val
