@@ -1431,6 +1431,13 @@ assert all(np.array_equal(a, b) for a, b in zip(after_clean, _params_of(m_r2))) 
     "a clean check takes a new snapshot: the rollback goes to it, not to the start")
 assert t_r2.first_bad is None or int(t_r2.first_bad) < 0, "after a rollback no bad step is pending"
 t_r2.check_guard()
+_move(m_r2, 2.0)
+t_r2.step, t_r2.first_bad = 3, np.asarray(0)
+try:
+    t_r2.check_guard()
+    raise AssertionError("check_guard must raise when the first bad step is step 0")
+except FloatingPointError as err:
+    assert "step 0" in str(err), f"step 0 is a step like any other; got {err}"
 fresh = _tiny_model()
 t_f = _trainer(fresh, nan_check="interval", log_every=None)
 t_f.check_guard()
@@ -1535,6 +1542,19 @@ t_s = Trainer(m_s, opt_s, cross_entropy, scheduler=sched, scheduler_interval="st
 for i in range(3):
     t_s.train_step(_pairs(X, Y, 10 * i, 10 * i + 10), i)
 assert sched.seen == [0, 1, 2] and abs(opt_s.param_groups[0]["lr"] - 0.1 / 3) < 1e-12, "the schedule before step t"
+
+
+class _FrozenFirst:
+    def apply(self, optimizer, t):
+        for group in optimizer.param_groups:
+            group["lr"] = 0.0 if t == 0 else 0.1
+
+
+m_z = _tiny_model()
+t_z = Trainer(m_z, SGD(m_z.parameters(), lr=1.0), cross_entropy, scheduler=_FrozenFirst(), scheduler_interval="step",
+              verbosity="quiet")
+t_z.train_step(_pairs(X, Y, 0, 10))
+assert _same(m_z, _tiny_model()), "step t runs at the rate the schedule sets for t: schedule() comes before the step"
 clipped = _tiny_model()
 _trainer(clipped, lr=0.0, grad_clip_norm=1e-3).train_step(_pairs(X, Y, 0, 30))
 total = math.sqrt(sum(float((p.grad.numpy() ** 2).sum()) for p in clipped.parameters()))
