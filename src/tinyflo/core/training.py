@@ -419,6 +419,9 @@ def _positive_int(value: Any, name: str, allow_none: bool = False) -> int | None
     return int(value)
 
 
+_NOTHING = contextlib.nullcontext()  # a context that does nothing (reusable, so made once)
+
+
 class Precision:
     """How the Trainer computes: plain float32 here (module 11 plugs in mixed precision)."""
 
@@ -430,11 +433,11 @@ class Precision:
 
     def forward_context(self) -> contextlib.AbstractContextManager:
         """The context every forward runs in (training and evaluation)."""
-        return contextlib.nullcontext()
+        return _NOTHING
 
     def gradient_context(self) -> contextlib.AbstractContextManager:
         """The context the gradients are combined, checked, clipped and stepped in."""
-        return contextlib.nullcontext()
+        return _NOTHING
 
     def backward(self, loss: Tensor, backward: Callable[[Tensor], None]) -> None:
         """Run ``backward(loss)``; a precision plug-in may scale the loss first."""
@@ -531,6 +534,15 @@ def _plugin(name: str, *args: Any) -> Any:
     if name not in PLUGINS:
         raise RuntimeError(f"{name!r} needs the plug-in of {_PLUGIN_MODULES[name]}: import it first")
     return PLUGINS[name](*args)
+
+
+def _squared_norm(params: list[Tensor]) -> Tensor:
+    """The gradients' squared 2-norm, a 0-d tensor on their device: finite exactly when every gradient is (no read)."""
+    grads = [p.grad.data for p in params if p.grad is not None]
+    if not grads:
+        return Tensor(0.0)
+    xp = params[0].device.xp
+    return Tensor(sum(xp.vdot(g, g) for g in grads), device=params[0].device)
 
 
 def trainer_method(function: Callable) -> Callable:
@@ -739,7 +751,10 @@ class Trainer:
             self.strategy.reduce_gradients()
             for optimizer in self.strategy.optimizers:
                 self.precision.unscale(optimizer)
-            norms = [clip_grad_norm(params, self.grad_clip_norm or math.inf) for params in self.strategy.param_lists]
+            if self.grad_clip_norm is not None:
+                norms = [clip_grad_norm(params, self.grad_clip_norm) for params in self.strategy.param_lists]
+            else:  # only the guard needs them, and only whether they are finite: no root, no clipping
+                norms = [_squared_norm(params) for params in self.strategy.param_lists]
             self.guard(loss_total, norms)
             for optimizer in self.strategy.optimizers:
                 self.precision.step(optimizer)
