@@ -531,11 +531,11 @@ def test_checkpoints_resume_grad_scaler_state(tmp_path):
             assert state["found_inf"].dtype == np.float32
 
     trainer, loader = run()
-    trainer.scaler = Scaler(512.0)
+    trainer.precision.scaler = Scaler(512.0)  # a plug-in's scaler: only its state is saved here
     trainer.scaler.tracker = 17
     path = trainer.save_checkpoint(tmp_path / "s.safetensors")
     other, _ = run()
-    other.scaler = Scaler()
+    other.precision.scaler = Scaler()
     other.load_checkpoint(path)
     assert (other.scaler.scale, other.scaler.tracker) == (512.0, 17)
     bare, _ = run()

@@ -171,9 +171,9 @@ def untouched(trainer, attempt):
 def test_checkpoints_load_every_check_comes_before_the_first_copy(tmp_path):
     trainer, loader = build(0)
     trainer.fit(loader, epochs=2)
-    trainer.scaler = Scaler()
+    trainer.precision.scaler = Scaler()  # a plug-in's scaler: only its state is saved here
     scaled = save_checkpoint(tmp_path / "scaled.safetensors", trainer=trainer)
-    del trainer.scaler
+    trainer.precision.scaler = None
     plain = save_checkpoint(tmp_path / "plain.safetensors", trainer=trainer)
     fresh, _ = build(5)
     assert "scaler" in untouched(fresh, lambda: load_checkpoint(scaled, trainer=fresh))

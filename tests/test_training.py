@@ -815,3 +815,65 @@ def test_training_callbacks_best_model_keeps_a_copy():
     kept = best.state[name].numpy().copy()
     trainer.fit(loader, epochs=1)
     assert np.array_equal(best.state[name].numpy(), kept)
+
+
+@pytest.mark.task("training_guard")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_training_guard_with_a_grad_scaler_leaves_nothing_half_done():
+    """Step mode under float16 + GradScaler: a refused step forgets its unscale, so training goes on."""
+    X, Y = data(30, dtype=np.float32)
+    bad = X.copy()
+    bad[3] = np.nan
+    model = tiny(dtype="float32")
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, amp="float16", nan_check="step",
+                      verbosity="quiet")
+    trainer.train_step([(Tensor(X[:10]), Tensor(Y[:10]))])
+    before = [p.numpy().copy() for p in model.parameters()]
+    with pytest.raises(FloatingPointError, match="the step was not taken"):
+        trainer.train_step([(Tensor(bad[:10]), Tensor(Y[:10]))], 1)
+    assert all(np.array_equal(p.numpy(), b) for p, b in zip(model.parameters(), before))
+    trainer.train_step([(Tensor(X[10:20]), Tensor(Y[10:20]))], 2)  # no "unscale_() has already been called"
+    assert trainer.step == 2
+
+
+@pytest.mark.task("training_rollback")
+def test_training_rollback_restores_buffers_too():
+    from tinyflo.core.layers import BatchNorm1d
+
+    X, Y = data(40)
+    X[25] = np.nan
+    tinyflo.manual_seed(0)
+    model = Sequential(Linear(4, 8), BatchNorm1d(8), ReLU(), Linear(8, 3)).to(dtype="float64")
+    trainer = quiet(model, nan_check="interval", log_every=1)
+    with pytest.raises(FloatingPointError, match="buffers"):
+        trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    assert all(np.isfinite(b.numpy()).all() for b in model.buffers()), "the running statistics are rolled back"
+    assert trainer.step == 2
+
+
+@pytest.mark.task("training_guard")
+def test_training_guard_float16_gradients_past_256_are_finite():
+    """The guard's squared norm is summed in float32: a float16 gradient norm of 300 is no false alarm."""
+    model = Linear(4, 1).to(dtype="float16")
+    x = np.ones((1, 4), np.float16)  # one sample: the loss (22,500) fits float16, its gradient's square does not
+    y = np.full((1, 1), 150.0, np.float16)
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.0), mse_loss, verbosity="quiet")
+    trainer.train_step([(Tensor(x), Tensor(y))])
+    assert trainer.step == 1
+
+
+@pytest.mark.task("training_fit")
+def test_training_plugins_serve_one_trainer_and_a_scaler_needs_a_precision_plugin():
+    from tinyflo.core.amp import MixedPrecision
+    from tinyflo.distributed import DataParallelStrategy, init_process_group
+
+    with pytest.raises(ValueError, match="float32 training scales no loss"):
+        quiet(tiny()).scaler = object()
+    strategy = DataParallelStrategy(init_process_group("local", world_size=2))
+    quiet(tiny(), plugins=[strategy])
+    with pytest.raises(ValueError, match="already trains another model"):
+        quiet(tiny(), plugins=[strategy])
+    precision = MixedPrecision("float16")
+    quiet(tiny(dtype="float32"), plugins=[precision])
+    with pytest.raises(ValueError, match="already serves another Trainer"):
+        quiet(tiny(dtype="float32"), plugins=[precision])

@@ -706,9 +706,9 @@ class Monitor(Callback):
 #
 # | plug-in | hook points | the plain one here | later |
 # |---|---|---|---|
-# | `Precision` | `forward_context()` around every forward; `backward(loss)`; `gradient_context()` around the rest; `unscale(optimizer)` before clipping; `step(optimizer)`; `update()`; `state_dict()` | float32: no context, `loss.backward()`, `optimizer.step()` | module 11: autocast and a `GradScaler` |
-# | `Strategy` | `setup(trainer)`; `forward(trainer, x, y)`; `backward(loss)`; `zero_grad()`; `reduce_gradients()`; `after_step()`; `total(value)`; `on_main(fn)` / `everywhere(fn)` | one device: the model's forward and loss | module 12: one replica per rank, an all-reduce of the gradients |
-# | `CheckpointIO` | `save(trainer, path)`, `load(trainer, path)` | none: `save_checkpoint` says which module adds it | module 09: safetensors files, exact resume |
+# | `Precision` | `setup(trainer)`; `forward_context()` around every forward; `backward(loss, backward)`; `gradient_context()` around the gradients' way to the weights; `unscale(optimizer)` before the guard and clipping; `step(optimizer)`; `update()`; `abandon()` when the guard refuses a step | float32: no context, `backward(loss)`, `optimizer.step()` | module 11: autocast and a `GradScaler` |
+# | `Strategy` | `setup(trainer)`, which sets `models`, `optimizers` and `param_lists`; `train(mode)`; `forward(trainer, x, y, training)`; `backward(loss)`; `zero_grad()`; `reduce_gradients()`; `after_step()`; `total(value)`; `on_main(fn, what)` / `everywhere(fn, what)` | one device: the model's forward and loss | module 12: one replica per rank, an all-reduce of the gradients |
+# | `CheckpointIO` | `save(trainer, path)`, `load(trainer, path)` | none: `save_checkpoint` asks for the registered one | module 09: safetensors files, exact resume |
 #
 # A later module registers its plug-in by name with `register_plugin`, so
 # the short spellings keep working: `Trainer(amp="float16")` asks for the
@@ -741,10 +741,10 @@ _NOTHING = contextlib.nullcontext()  # a context that does nothing (reusable, so
 
 
 class Precision:
-    """How the Trainer computes: plain float32 here (module 11 plugs in mixed precision)."""
+    """How the Trainer computes: plain float32 here (a mixed-precision plug-in replaces it)."""
 
     skips_nonfinite = False  # True when the plug-in itself skips a step whose gradients overflowed
-    scaler: Any = None  # a loss scaler (module 11's GradScaler), or None
+    scaler: Any = None  # the loss scaler a mixed-precision plug-in uses, or None
 
     def setup(self, trainer: Trainer) -> None:
         """Prepare for ``trainer`` (called once, when the Trainer is built)."""
@@ -771,6 +771,9 @@ class Precision:
     def update(self) -> None:
         """After every optimizer stepped (a loss scaler adjusts its scale here)."""
 
+    def abandon(self) -> None:
+        """The step was refused after ``unscale``: forget what this step recorded (a loss scaler's unscale)."""
+
     def state_dict(self) -> dict[str, Any]:
         return {}
 
@@ -779,12 +782,13 @@ class Precision:
 
 
 class Strategy:
-    """Where the model runs: one device here (module 12 plugs in data parallelism)."""
+    """Where the model runs: one device here (a data-parallel plug-in replaces it)."""
 
     def setup(self, trainer: Trainer) -> None:
         """Prepare the model and optimizer for ``trainer`` (called once, when the Trainer is built)."""
         self.model, self.optimizers = trainer.model, [trainer.optimizer]
-        self.param_lists = [list(self.model.parameters())]  # the parameters of every copy this process steps
+        self.models = [self.model]  # every copy of the model this process steps
+        self.param_lists = [list(self.model.parameters())]  # their parameters
 
     def train(self, mode: bool = True) -> None:
         """Put the model (every copy of it) in training or eval mode."""
@@ -822,7 +826,7 @@ class Strategy:
 
 
 class CheckpointIO:
-    """Saves and restores a Trainer's complete state (module 09 registers one)."""
+    """Saves and restores a Trainer's complete state (a checkpoint plug-in fills it in)."""
 
     def save(self, trainer: Trainer, path: str | os.PathLike, **options: Any) -> Path:
         raise NotImplementedError
@@ -831,15 +835,14 @@ class CheckpointIO:
         raise NotImplementedError
 
 
-PLUGINS: dict[str, Callable[..., Any]] = {}
-_PLUGIN_MODULES = {"amp": "module 11 (tinyflo.core.amp)", "group": "module 12 (tinyflo.core.distributed)",
-                   "checkpoint": "module 09 (tinyflo.core.checkpoints)"}
+PLUGINS: dict[str, Callable[..., Any]] = {}  # name -> factory; one registry for the process (tests included)
+_PLUGIN_NAMES = ("amp", "group", "checkpoint")
 
 
 def register_plugin(name: str, factory: Callable[..., Any]) -> None:
     """Make ``factory`` what the Trainer builds for ``name``: ``"amp"``, ``"group"`` or ``"checkpoint"``."""
-    if name not in _PLUGIN_MODULES:
-        raise ValueError(f"register_plugin: name must be one of {', '.join(_PLUGIN_MODULES)}; got {name!r}")
+    if name not in _PLUGIN_NAMES:
+        raise ValueError(f"register_plugin: name must be one of {', '.join(_PLUGIN_NAMES)}; got {name!r}")
     if not callable(factory):
         raise TypeError(f"register_plugin: factory must be callable; got {type(factory).__name__}")
     PLUGINS[name] = factory
@@ -850,7 +853,9 @@ def _plugin(name: str, *args: Any) -> Any:
         for entry in entry_points(group="tinyflo.trainer_plugins", name=name):
             entry.load()  # importing the module registers its plug-in
     if name not in PLUGINS:
-        raise RuntimeError(f"{name!r} needs the plug-in of {_PLUGIN_MODULES[name]}: import it first")
+        raise RuntimeError(f"Trainer: no {name!r} plug-in is registered; the module that provides it registers it "
+                           f"when imported (register_plugin({name!r}, factory)), or install tinyflo, whose entry "
+                           "points name them")
     return PLUGINS[name](*args)
 
 
@@ -860,7 +865,10 @@ def _squared_norm(params: list[Tensor]) -> Tensor:
     if not grads:
         return Tensor(0.0)
     xp = params[0].device.xp
-    return Tensor(sum(xp.vdot(g, g) for g in grads), device=params[0].device)
+    # 16-bit squares overflow (float16 past a norm of 256) while the gradients are finite: sum them in float32
+    squares = (xp.vdot(g, g) if g.dtype.itemsize >= 4 else xp.vdot(g.astype(np.float32), g.astype(np.float32))
+               for g in grads)
+    return Tensor(sum(squares), device=params[0].device)
 
 
 def trainer_method(function: Callable) -> Callable:
@@ -972,16 +980,15 @@ class Trainer:
 
     @property
     def scaler(self) -> Any:
-        """The precision plug-in's loss scaler (module 11), or None."""
+        """The precision plug-in's loss scaler, or None (give one with the plug-in: ``Trainer(amp="float16")``)."""
         return self.precision.scaler
 
     @scaler.setter
     def scaler(self, scaler: Any) -> None:
+        if scaler is not None and type(self.precision) is Precision:
+            raise ValueError("Trainer.scaler: float32 training scales no loss, so a scaler here would do nothing; "
+                             "build the Trainer with amp='float16' (or a precision plug-in that uses a scaler)")
         self.precision.scaler = scaler
-
-    @scaler.deleter
-    def scaler(self) -> None:
-        self.precision.scaler = None
 
     @property
     def params(self) -> list[Tensor]:
@@ -1065,6 +1072,8 @@ class Trainer:
 
         ``loss_total`` is the group's loss sum (a device array): the guard checks it with the gradients.
         """
+        if self.nan_check == "interval" and self.snapshot is None:  # a step by hand, before any check
+            self.take_snapshot()
         with self.precision.gradient_context():
             self.strategy.reduce_gradients()
             for optimizer in self.strategy.optimizers:
@@ -1073,7 +1082,11 @@ class Trainer:
                 norms = [clip_grad_norm(params, self.grad_clip_norm) for params in self.strategy.param_lists]
             else:  # only the guard needs them, and only whether they are finite: no root, no clipping
                 norms = [_squared_norm(params) for params in self.strategy.param_lists]
-            self.guard(loss_total, norms)
+            try:
+                self.guard(loss_total, norms)
+            except FloatingPointError:
+                self.precision.abandon()  # the step is refused: nothing of it may stay behind
+                raise
             for optimizer in self.strategy.optimizers:
                 self.precision.step(optimizer)
             self.precision.update()
@@ -1096,13 +1109,13 @@ class Trainer:
         self.pending_epoch_totals = state.get("epoch_totals")
 
     def save_checkpoint(self, path: str | os.PathLike, **options: Any) -> Path:
-        """Save the complete training state to ``path`` through the checkpoint plug-in (module 09)."""
+        """Save the complete training state to ``path`` through the checkpoint plug-in."""
         io = self.checkpoint_io or _plugin("checkpoint")
         return self.strategy.on_main(lambda: io.save(self, path, **options),
                                      f"Trainer.save_checkpoint: rank 0 could not write {str(path)!r}")
 
     def load_checkpoint(self, path: str | os.PathLike, **options: Any) -> Any:
-        """Resume from ``path`` through the checkpoint plug-in (module 09); its LoadReport."""
+        """Resume from ``path`` through the checkpoint plug-in; its LoadReport."""
         io = self.checkpoint_io or _plugin("checkpoint")
         return self.strategy.everywhere(lambda: io.load(self, path, **options),
                                         f"Trainer.load_checkpoint: a rank could not read {str(path)!r}")
@@ -1222,7 +1235,8 @@ assert abs(resumed.mean(counter) - 0.7) < 1e-6, "a resumed sum goes on from the 
 # of a zero residual has an infinite slope). One step with them makes every
 # weight NaN. `optimizer_step` calls `self.guard(loss_sum, norms)` after the
 # gradients are final and before the step: `norms` are the gradients' norms
-# (one 0-d tensor per copy of the model, computed anyway for clipping), so a
+# (one 0-d tensor per copy of the model: the clipping norm when clipping,
+# else the squared norm, computed for the guard alone), so a
 # non-finite gradient shows as a non-finite norm. `finite` = the loss sum
 # and every norm are finite (`xp.isfinite`, on the device). When the
 # precision plug-in skips overflowed steps itself
@@ -1248,11 +1262,14 @@ def _nonfinite_error(trainer: Trainer, step: int, rolled_back: bool) -> Floating
         "" if batches is None else f", batch {batches[0]}" if batches[0] == batches[1] else f", batches {batches[0]}-{batches[1]}"
     ) + ")"
     state = (
-        f"the parameters, the step count ({trainer.step}) and the learning rates were rolled back to the last "
-        "check that found everything finite; the optimizer's state (momentum, averages) was not — make a new "
-        "optimizer or load a checkpoint before going on"
+        f"the parameters, the buffers (running statistics), the step count ({trainer.step}) and the learning "
+        "rates were rolled back to the last check that found everything finite; the optimizer's state "
+        "(momentum, averages) and a loss scaler's scale were not — make a new optimizer or load a checkpoint "
+        "before going on"
         if rolled_back else
-        "the step was not taken: the parameters and the optimizer are as they were after the last step"
+        "the step was not taken: the parameters and the optimizer's state (momentum, averages) are as they were "
+        "after the last step; buffers that the forward updates (a batch norm's running statistics) may hold the "
+        "bad batch"
     )
     cause = f"; or {OUT_OF_RANGE_ON_GPU}" if trainer.device.reads_wait else ""
     return FloatingPointError(
@@ -1365,10 +1382,10 @@ assert all((p.grad.numpy() == 1).all() for p in m_i.parameters()), "only a bad s
 #| export
 @trainer_method
 def take_snapshot(self: Trainer) -> None:
-    """Copy the parameters (device to device, no read), the step count and the rates, to roll back to."""
+    """Copy the parameters and buffers (device to device, no read), the step count and the rates, to roll back to."""
     with self.device:
-        params = [[p.data.copy() for p in params] for params in self.strategy.param_lists]
-    self.snapshot = {"params": params, "step": self.step, "observed": self.observed,
+        tensors = [[t.data.copy() for t in (*model.parameters(), *model.buffers())] for model in self.strategy.models]
+    self.snapshot = {"tensors": tensors, "step": self.step, "observed": self.observed,
                      "lrs": [[group["lr"] for group in opt.param_groups] for opt in self.strategy.optimizers],
                      "scheduler": getattr(self.scheduler, "state_dict", dict)()}
     self.first_bad = None
@@ -1379,9 +1396,9 @@ def restore_snapshot(self: Trainer) -> None:
     """Put back what ``take_snapshot`` copied (the optimizer's own state is not rolled back)."""
     saved = self.snapshot
     with no_grad():
-        for params, copies in zip(self.strategy.param_lists, saved["params"]):
-            for p, copy in zip(params, copies):
-                p.data[...] = copy
+        for model, copies in zip(self.strategy.models, saved["tensors"]):
+            for t, copy in zip((*model.parameters(), *model.buffers()), copies):
+                t.data[...] = copy
     self.step, self.observed = saved["step"], saved["observed"]
     for opt, lrs in zip(self.strategy.optimizers, saved["lrs"]):
         for group, lr in zip(opt.param_groups, lrs):
@@ -1479,7 +1496,7 @@ assert t_f.snapshot is not None, "the first check (nothing recorded yet) takes a
 # and `self.backward(weighted_loss)`; add `loss.data * n_i` to the sum (a
 # device array: no `.item()`); then `self.schedule()` (the learning rate
 # for this step), `self.optimizer_step(loss_sum)` (the plug-ins' gradient
-# hooks, the guard below, clipping when `grad_clip_norm` is set, the step)
+# hooks, the guard above, clipping when `grad_clip_norm` is set, the step)
 # and `self.step += 1`.
 
 # %% nbgrader={"grade": false, "grade_id": "training_step_code", "locked": false, "schema_version": 3, "solution": true}
@@ -2004,7 +2021,7 @@ class BestModel(Callback):
 
 
 class CheckpointEvery(Callback):
-    """Call ``fn(trainer)`` after every ``k``-th epoch (module 09 saves real checkpoints from there)."""
+    """Call ``fn(trainer)`` after every ``k``-th epoch (e.g. to save a checkpoint)."""
 
     def __init__(self, k: int, fn: Callable[[Trainer], Any]) -> None:
         self.k = _positive_int(k, "CheckpointEvery: k")
@@ -2213,8 +2230,9 @@ print(f"test accuracy {_digits_accuracy:.1%};  CPU {_monitor.samples[-1]['cpu_pe
 # * **The NaN guard's price.** Reading each step's verdict is free on the
 #   CPU and costs a sync per step on a GPU; that is why the GPU default
 #   keeps the verdict on the device, zeroes a bad step's gradients there,
-#   and reads once per interval. The gradients' norm it checks is one
-#   reduction the clipping needs anyway. A snapshot of
+#   and reads once per interval. The gradients' norm it checks is the one
+#   clipping computes anyway, or one extra reduction per step without
+#   clipping. A snapshot of
 #   the parameters is one device-to-device copy per interval: for a 100 M
 #   parameter model in float32, 400 MB of memory and about 0.2 ms of a
 #   2 TB/s memory bus.

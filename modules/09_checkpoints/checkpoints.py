@@ -92,7 +92,7 @@ from tinyflo.core.layers import Dropout, Linear, ReLU, Sequential
 from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import AdamW
 from tinyflo.core.schedulers import CosineAnnealing, Warmup
-from tinyflo.core.training import Trainer
+from tinyflo.core.training import Precision, Trainer
 
 _workdir = tempfile.TemporaryDirectory()  # every file this notebook writes goes here
 WORK = Path(_workdir.name)
@@ -1013,7 +1013,7 @@ def _check_training_state(trainer: Any, state: Mapping[str, Any], loader: Any, w
     """What ``_restore_training_state`` needs, checked before anything is copied."""
     if state.get("scaler") is not None and getattr(trainer, "scaler", None) is None:
         raise CheckpointError(f"load_checkpoint: {where} holds a GradScaler's state but the trainer has no scaler; "
-                              "give it one (trainer.scaler = GradScaler()) before loading")
+                              "build the Trainer with amp='float16' (its precision plug-in keeps a GradScaler) before loading")
     if state.get("rng") is not None:
         _check_generator(state["rng"]["tinyflo"], where)
         legacy = state["rng"]["numpy"]
@@ -1192,7 +1192,8 @@ except ShapeError:
 saved_rng = get_rng_state()
 expected = tinyflo.randn(3).numpy()
 tinyflo.manual_seed(6)
-set_rng_state(json.loads(json.dumps(saved_rng)))  # through the checkpoint's JSON
+rng_tensors: dict = {}  # the legacy generator's 624 words go into the file as a tensor, the rest into JSON
+set_rng_state(_decode(json.loads(json.dumps(_encode(saved_rng, "rng", rng_tensors))), rng_tensors, "demo"))
 print("tinyflo's generator goes on where it was saved:", np.array_equal(tinyflo.randn(3).numpy(), expected))
 
 # %% [markdown]
@@ -1243,7 +1244,7 @@ def _restore_training_state(trainer: Any, state: Mapping[str, Any], train_loader
     if state.get("scaler") is not None:
         if scaler is None:
             raise CheckpointError("load_checkpoint: the checkpoint holds a GradScaler's state but the trainer "
-                                  "has no scaler; give it one (trainer.scaler = GradScaler()) before loading")
+                                  "has no scaler; build the Trainer with amp='float16' (its precision plug-in keeps a GradScaler) before loading")
         scaler.load_state_dict(state["scaler"])
     trainer.load_state_dict(state["trainer"])
     if state.get("rng") is not None:
@@ -1322,9 +1323,15 @@ class _Scaler:
         self.scale, self.growth = state["scale"], np.asarray(state["growth_tracker"])
 
 
+class _Scaling(Precision):  # a precision plug-in that keeps a scaler (module 11 has the real one)
+    pass
+
+
+first.precision = _Scaling()
 first.scaler = _Scaler(1024.0)
 scaled_path = save_checkpoint(WORK / "scaled.safetensors", trainer=first)
 fourth, _ = _run(seed=3)
+fourth.precision = _Scaling()
 fourth.scaler = _Scaler()
 load_checkpoint(scaled_path, trainer=fourth)
 assert fourth.scaler.scale == 1024.0 and fourth.scaler.growth.tolist() == [1, 2], \

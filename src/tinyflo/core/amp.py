@@ -348,5 +348,15 @@ class MixedPrecision(Precision):
         if self.scaler is not None:
             self.scaler.update()
 
+    def abandon(self) -> None:
+        if self.scaler is not None:
+            self.scaler._per_optimizer = {}  # this step's unscale is forgotten: the next step starts clean
+
+    def setup(self, trainer: Any) -> None:
+        if getattr(self, "_trainer", trainer) is not trainer:
+            raise ValueError("MixedPrecision: this plug-in (and its GradScaler) already serves another Trainer; give "
+                             "each Trainer its own")
+        self._trainer = trainer
+
 
 register_plugin("amp", MixedPrecision)

@@ -533,7 +533,7 @@ def _check_training_state(trainer: Any, state: Mapping[str, Any], loader: Any, w
     """What ``_restore_training_state`` needs, checked before anything is copied."""
     if state.get("scaler") is not None and getattr(trainer, "scaler", None) is None:
         raise CheckpointError(f"load_checkpoint: {where} holds a GradScaler's state but the trainer has no scaler; "
-                              "give it one (trainer.scaler = GradScaler()) before loading")
+                              "build the Trainer with amp='float16' (its precision plug-in keeps a GradScaler) before loading")
     if state.get("rng") is not None:
         _check_generator(state["rng"]["tinyflo"], where)
         legacy = state["rng"]["numpy"]
@@ -620,7 +620,7 @@ def _restore_training_state(trainer: Any, state: Mapping[str, Any], train_loader
     if state.get("scaler") is not None:
         if scaler is None:
             raise CheckpointError("load_checkpoint: the checkpoint holds a GradScaler's state but the trainer "
-                                  "has no scaler; give it one (trainer.scaler = GradScaler()) before loading")
+                                  "has no scaler; build the Trainer with amp='float16' (its precision plug-in keeps a GradScaler) before loading")
         scaler.load_state_dict(state["scaler"])
     trainer.load_state_dict(state["trainer"])
     if state.get("rng") is not None:

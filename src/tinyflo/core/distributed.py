@@ -624,8 +624,11 @@ class DataParallelStrategy(Strategy):
         return f"DataParallelStrategy({self.group!r}, local_sgd={self.local_sgd!r})"
 
     def setup(self, trainer: Any) -> None:
+        if self.parallel is not None:
+            raise ValueError("DataParallelStrategy: this plug-in already trains another model; give each Trainer "
+                             "its own DataParallelStrategy(group)")
         self.parallel = DataParallel(trainer.model, self.group, trainer.optimizer, local_sgd=self.local_sgd)
-        self.model, self.optimizers = trainer.model, self.parallel.optimizers
+        self.model, self.optimizers, self.models = trainer.model, self.parallel.optimizers, self.parallel.replicas
         self.param_lists = [list(replica.parameters()) for replica in self.parallel.replicas]
 
     def train(self, mode: bool = True) -> None:
