@@ -447,6 +447,15 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
+def lr_keys(columns: Iterable[str]) -> list[str]:
+    """The learning-rate columns among ``columns``: ``lr`` (group 0), ``lr_1``, ``lr_2``, ... (one per group)."""
+    return [key for key in columns if key == "lr" or key.startswith("lr_")]
+
+
+def _rates(lrs: Sequence[float]) -> str:
+    return ",".join(f"{lr:.1e}" for lr in lrs)
+
+
 def epoch_line(epoch: int, epochs: int, row: dict[str, float], eta: float | None) -> str:
     """``epoch 3/20  loss=0.4123  val_loss=0.3810  acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]``."""
     parts = [f"epoch {epoch}/{epochs}", f"loss={row['train_loss']:.4f}"]
@@ -454,9 +463,9 @@ def epoch_line(epoch: int, epochs: int, row: dict[str, float], eta: float | None
         parts.append(f"val_loss={row['val_loss']:.4f}")
     if not math.isnan(row.get("val_acc", math.nan)):
         parts.append(f"acc={row['val_acc']:.3f}")
-    rates = [row[key] for key in row if key == "lr" or key.startswith("lr_")]
+    rates = [row[key] for key in lr_keys(row)]
     if rates and not math.isnan(rates[0]):
-        parts.append("lr=" + ",".join(f"{lr:.1e}" for lr in rates))
+        parts.append("lr=" + _rates(rates))
     timing = _duration(row["time"]) + ("" if eta is None else f"  ETA {_duration(eta)}")
     return "  ".join(parts) + f"  [{timing}]"
 
@@ -613,7 +622,7 @@ class Monitor(Callback):
         if h.get("val_acc"):
             acc.plot(epochs[: len(h["val_acc"])], h["val_acc"], marker="o", markersize=3, color="C2")
         acc.set(xlabel="epoch", title="validation accuracy")
-        for key in [k for k in h if k == "lr" or k.startswith("lr_")]:
+        for key in lr_keys(h):
             if h[key]:
                 lr.plot(epochs[: len(h[key])], h[key], label=key)
         lr.set(xlabel="epoch", title="learning rate")
@@ -774,12 +783,6 @@ class Precision:
     def abandon(self) -> None:
         """The step was refused after ``unscale``: forget what this step recorded (a loss scaler's unscale)."""
 
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        pass
-
 
 class Strategy:
     """Where the model runs: one device here (a data-parallel plug-in replaces it)."""
@@ -866,9 +869,8 @@ def _squared_norm(params: list[Tensor]) -> Tensor:
         return Tensor(0.0)
     xp = params[0].device.xp
     # 16-bit squares overflow (float16 past a norm of 256) while the gradients are finite: sum them in float32
-    squares = (xp.vdot(g, g) if g.dtype.itemsize >= 4 else xp.vdot(g.astype(np.float32), g.astype(np.float32))
-               for g in grads)
-    return Tensor(sum(squares), device=params[0].device)
+    wide = (g if g.dtype.itemsize >= 4 else g.astype(np.float32) for g in grads)
+    return Tensor(sum(xp.vdot(g, g) for g in wide), device=params[0].device)
 
 
 def trainer_method(function: Callable) -> Callable:
@@ -921,7 +923,7 @@ class Trainer:
             if type(self.strategy) is not Strategy:
                 raise ValueError(f"Trainer: with group= (the {type(self.strategy).__name__} plug-in) the group's "
                                  f"devices decide where the model lives; leave out device={device!r}")
-            flat = any(group.get("flat") for group in optimizer.param_groups)
+            flat = any(g.get("flat") for g in optimizer.param_groups)
             if flat and any(p.device is not as_device(device) for p in model.parameters()):
                 raise ValueError(
                     f"Trainer: device={device!r} would move the model away from the flat buffers its "
@@ -1063,9 +1065,8 @@ class Trainer:
         monitor = getattr(self.scheduler, "monitor", None)
         if monitor is not None:
             return _metric(self, monitor, f"{type(self.scheduler).__name__}(monitor)")
-        last = {key: values[-1] for key, values in self.history.items() if values}
-        val = last.get("val_loss", math.nan)
-        return last["train_loss"] if math.isnan(val) else val
+        val = self.history["val_loss"][-1] if self.history.get("val_loss") else math.nan
+        return self.history["train_loss"][-1] if math.isnan(val) else val
 
     def optimizer_step(self, loss_total: Any) -> None:
         """The gradients' way to the parameters: combine, unscale, guard, clip, step.
@@ -1707,10 +1708,6 @@ def end_epoch(self: Trainer) -> None:
 def lr_columns(self: Trainer) -> dict[str, float]:
     """The history's learning-rate columns: ``lr`` (group 0), then ``lr_1``, ``lr_2``, ... for more groups."""
     return {("lr" if i == 0 else f"lr_{i}"): lr for i, lr in enumerate(self.lrs)}
-
-
-def _rates(lrs: Sequence[float]) -> str:
-    return ",".join(f"{lr:.1e}" for lr in lrs)
 
 
 # %% nbgrader={"grade": false, "grade_id": "training_epoch_code", "locked": false, "schema_version": 3, "solution": true}

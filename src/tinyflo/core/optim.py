@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyflo.core.layers import check_arg
 from tinyflo.core.tensor import Tensor, is_array, to_host
 
 
@@ -22,20 +23,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _nonnegative(owner: str, group: dict, *names: str) -> None:
+def _check_settings(owner: str, group: dict, expected: str, *names: str) -> None:
+    """Each setting ``names`` of ``group`` is what ``expected`` says (module 03's ``check_arg``)."""
     for name in names:
-        value = group[name]
-        _require(owner, name, value, _is_number(value) and value >= 0, "a number >= 0")
-
-
-def _numbers(owner: str, group: dict, *names: str) -> None:
-    for name in names:
-        _require(owner, name, group[name], _is_number(group[name]), "a number")
-
-
-def _flags(owner: str, group: dict, *names: str) -> None:
-    for name in names:
-        _require(owner, name, group[name], isinstance(group[name], bool), "True or False")
+        check_arg(owner, name, group[name], expected)
 
 
 def _betas(owner: str, group: dict) -> None:
@@ -100,7 +91,7 @@ class Optimizer:
 
     def _check(self, group: dict[str, Any]) -> None:
         """Raise a ValueError naming any hyper-parameter of ``group`` that is out of range."""
-        _nonnegative(type(self).__name__, group, "lr", "initial_lr")
+        _check_settings(type(self).__name__, group, "a number >= 0", "lr", "initial_lr")
 
     def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         """The state of a parameter (array ``p``; ``xp`` its array library) before its first update."""
@@ -149,7 +140,7 @@ class Optimizer:
 
     def set_lr(self, lr: float) -> None:
         """Set the learning rate of every group to ``lr`` (each group's ``initial_lr`` stays as it was)."""
-        _require(type(self).__name__, "lr", lr, _is_number(lr) and lr >= 0, "a number >= 0")
+        check_arg(type(self).__name__, "lr", lr, "a number >= 0")
         for group in self.param_groups:
             group["lr"] = float(lr)
 
@@ -183,9 +174,9 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("SGD", group, "lr", "initial_lr", "momentum", "weight_decay")
-        _numbers("SGD", group, "dampening")
-        _flags("SGD", group, "nesterov", "flat")
+        _check_settings("SGD", group, "a number >= 0", "lr", "initial_lr", "momentum", "weight_decay")
+        _check_settings("SGD", group, "a number", "dampening")
+        _check_settings("SGD", group, "True or False", "nesterov", "flat")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError(f"SGD got nesterov=True with momentum={group['momentum']}, dampening={group['dampening']}; "
                              "Nesterov momentum requires momentum > 0 and dampening = 0")
@@ -223,9 +214,9 @@ class Adam(Optimizer):
 
     def _check(self, group: dict[str, Any]) -> None:
         name = type(self).__name__
-        _nonnegative(name, group, "lr", "initial_lr", "eps", "weight_decay")
+        _check_settings(name, group, "a number >= 0", "lr", "initial_lr", "eps", "weight_decay")
         _betas(name, group)
-        _flags(name, group, "amsgrad", "flat")
+        _check_settings(name, group, "True or False", "amsgrad", "flat")
 
     def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         state = {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
@@ -319,8 +310,8 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("RMSprop", group, "lr", "initial_lr", "alpha", "eps", "weight_decay", "momentum")
-        _flags("RMSprop", group, "centered", "flat")
+        _check_settings("RMSprop", group, "a number >= 0", "lr", "initial_lr", "alpha", "eps", "weight_decay", "momentum")
+        _check_settings("RMSprop", group, "True or False", "centered", "flat")
 
     def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         state = {"step": 0, "square_avg": xp.zeros_like(p)}
@@ -364,8 +355,8 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("Adagrad", group, "lr", "initial_lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
-        _flags("Adagrad", group, "flat")
+        _check_settings("Adagrad", group, "a number >= 0", "lr", "initial_lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+        _check_settings("Adagrad", group, "True or False", "flat")
 
     def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         return {"step": 0, "sum": xp.full_like(p, group["initial_accumulator_value"])}
@@ -390,9 +381,9 @@ class RAdam(Adam):
         Optimizer.__init__(self, params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("RAdam", group, "lr", "initial_lr", "eps", "weight_decay")
+        _check_settings("RAdam", group, "a number >= 0", "lr", "initial_lr", "eps", "weight_decay")
         _betas("RAdam", group)
-        _flags("RAdam", group, "flat")
+        _check_settings("RAdam", group, "True or False", "flat")
 
     def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         return {"step": 0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
@@ -430,9 +421,9 @@ class NAdam(Adam):
         Optimizer.__init__(self, params, defaults)
 
     def _check(self, group: dict[str, Any]) -> None:
-        _nonnegative("NAdam", group, "lr", "initial_lr", "eps", "weight_decay", "momentum_decay")
+        _check_settings("NAdam", group, "a number >= 0", "lr", "initial_lr", "eps", "weight_decay", "momentum_decay")
         _betas("NAdam", group)
-        _flags("NAdam", group, "flat")
+        _check_settings("NAdam", group, "True or False", "flat")
 
     def _new_state(self, p: Any, group: dict[str, Any], xp: Any) -> dict[str, Any]:
         return {"step": 0, "mu_product": 1.0, "exp_avg": xp.zeros_like(p), "exp_avg_sq": xp.zeros_like(p)}
