@@ -9,8 +9,10 @@ import pytest
 
 import tinyflo
 import tinyflo.core.tensor
+from tinyflo import strict_gpu
 
 GPU_AVAILABLE = tinyflo.cuda_is_available()
+STAND_IN = strict_gpu.active()  # TINYFLO_FAKE_GPU=strict: cuda:0 is the strict stand-in, not a GPU
 
 
 def device_params() -> list:
@@ -34,13 +36,23 @@ def reads_wait(monkeypatch):
     monkeypatch.setattr(tinyflo.core.tensor.Device, "reads_wait", property(lambda self: True))
 
 
+@pytest.fixture
+def strict_reads():
+    """The stand-in's read counter, reset: what a test counts device-to-host reads with (skipped on a real GPU)."""
+    if not STAND_IN:
+        pytest.skip("counting reads needs the strict stand-in (TINYFLO_FAKE_GPU=strict)")
+    strict_gpu.reset_reads()
+    return strict_gpu
+
+
 def pytest_collection_modifyitems(config, items):
-    if GPU_AVAILABLE:
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (CuPy with cupy.cuda.is_available())")
+    no_gpu = pytest.mark.skip(reason="needs a CUDA GPU (CuPy with cupy.cuda.is_available())")
+    no_hardware = pytest.mark.skip(reason="needs a real CUDA GPU: the strict stand-in cannot run it")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+        if "gpu_hardware" in item.keywords and STAND_IN:
+            item.add_marker(no_hardware)
+        elif "gpu" in item.keywords and not GPU_AVAILABLE:
+            item.add_marker(no_gpu)
 
 
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -478,6 +478,7 @@ NCCL_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_hardware
 def test_nccl_backend_with_world_size_1(tmp_path):
     script = tmp_path / "nccl_one.py"
     script.write_text(NCCL_SCRIPT)

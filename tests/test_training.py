@@ -877,3 +877,48 @@ def test_training_plugins_serve_one_trainer_and_a_scaler_needs_a_precision_plugi
     quiet(tiny(dtype="float32"), plugins=[precision])
     with pytest.raises(ValueError, match="already serves another Trainer"):
         quiet(tiny(dtype="float32"), plugins=[precision])
+
+
+# ----- reads counted on the strict stand-in (TINYFLO_FAKE_GPU=strict) ---------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("options, per_step", [
+    ({}, 0), ({"grad_clip_norm": 1.0}, 0),
+    ({"scheduler": StepLR(step_size=2, gamma=0.5), "scheduler_interval": "step"}, 0),
+    # float16's loss scaler decides on the host whether to skip a step: one flag read per step, as
+    # PyTorch's GradScaler does with an optimizer that cannot skip on the device
+    ({"amp": "float16"}, 1),
+], ids=["plain", "clipped", "scheduled", "float16-scaler"])
+def test_trainer_reads_per_epoch_do_not_grow_with_the_batches(strict_reads, options, per_step):
+    """On cuda:0 every read back to the host is counted: an epoch of 12 batches reads what one of 4 does."""
+    def reads(n_batches: int) -> int:
+        X, Y = data(5 * n_batches, dtype=np.float32)
+        train = DataLoader(TensorDataset(X, Y), batch_size=5)
+        val = DataLoader(TensorDataset(X, Y), batch_size=10)
+        trainer = quiet(tiny(dtype="float32", device="cuda:0"), device="cuda:0", **options)
+        strict_reads.reset_reads()
+        trainer.fit(train, val, epochs=2)
+        return strict_reads.reads()
+
+    few, many = reads(4), reads(12)
+    assert many - few == per_step * 2 * 8, f"{few} reads for 2 epochs of 4 batches, {many} for 2 epochs of 12"
+    assert few - per_step * 2 * 4 <= 8, f"{few} reads for 2 epochs: a few per epoch (the epoch losses, the guard)"
+
+
+@pytest.mark.gpu
+def test_trainer_step_reads_nothing_back_on_the_gpu(strict_reads):
+    X, Y = data(10, dtype=np.float32)
+    trainer = quiet(tiny(dtype="float32", device="cuda:0"), device="cuda:0", grad_clip_norm=1.0)
+    assert trainer.nan_check == "interval"
+    batches = [trainer.batch((X[:5], Y[:5]), 0), trainer.batch((X[5:], Y[5:]), 1)]
+    with strict_reads.no_reads():  # the step and its guard stay on the device; only check_guard reads
+        for _ in range(3):
+            trainer.train_step(batches)
+    trainer.check_guard()
+    assert strict_reads.reads() == 1, dict(strict_reads.READS)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_hardware
+def test_monitor_reads_cupys_memory_pool_on_a_real_gpu():
+    held = Tensor(np.ones((1024, 1024), np.float32), device="cuda:0")  # 4 MiB from CuPy's pool
+    assert training._gpu_mb() >= 4.0 and held.shape == (1024, 1024)

@@ -104,7 +104,11 @@ def _close(x, y, tol=1e-6):
 # that mixing devices is an error even where there is no GPU.
 #
 # CuPy is optional. `import cupy` succeeding does not mean there is a GPU, so
-# we ask `cupy.cuda.is_available()`.
+# we ask `cupy.cuda.is_available()`. With `TINYFLO_FAKE_GPU=strict` in the
+# environment, `_cupy()` returns a strict stand-in instead (`tinyflo.strict_gpu`):
+# CuPy's API on NumPy arrays that refuse to mix with host arrays and count
+# every read back to the host, so the GPU code paths are tested where there
+# is no GPU.
 #
 # `Device` is the one route to NumPy or CuPy. Three small helpers serve every
 # module that holds raw arrays, so none of them looks at an array's type on
@@ -116,7 +120,11 @@ def _close(x, y, tol=1e-6):
 #| export
 @functools.cache
 def _cupy():
-    """The cupy module when CuPy imports and sees a GPU, else None."""
+    """The cupy module when CuPy imports and sees a GPU, else None (the test stand-in when asked for)."""
+    import tinyflo.strict_gpu as strict_gpu
+
+    if strict_gpu.active():  # TINYFLO_FAKE_GPU=strict: GPU code paths tested without a GPU
+        return strict_gpu.install()
     try:
         import cupy
     except Exception:  # not installed, or its CUDA libraries are missing
@@ -697,6 +705,9 @@ class Tensor:
         if isinstance(value, Tensor):
             _same_device(self, value, "setitem")
             value = value.data
+        elif isinstance(value, np.ndarray) and value.ndim and self._device.type != "cpu":
+            with self._device:  # a host array is copied over (CuPy takes only scalars from the host here)
+                value = self._device.xp.asarray(value)
         self.data[_index_arg(index, self._device)] = value
 
     # ----- helpers ----------------------------------------------------------------

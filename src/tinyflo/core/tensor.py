@@ -12,7 +12,11 @@ import numpy as np
 
 @functools.cache
 def _cupy():
-    """The cupy module when CuPy imports and sees a GPU, else None."""
+    """The cupy module when CuPy imports and sees a GPU, else None (the test stand-in when asked for)."""
+    import tinyflo.strict_gpu as strict_gpu
+
+    if strict_gpu.active():  # TINYFLO_FAKE_GPU=strict: GPU code paths tested without a GPU
+        return strict_gpu.install()
     try:
         import cupy
     except Exception:  # not installed, or its CUDA libraries are missing
@@ -532,6 +536,9 @@ class Tensor:
         if isinstance(value, Tensor):
             _same_device(self, value, "setitem")
             value = value.data
+        elif isinstance(value, np.ndarray) and value.ndim and self._device.type != "cpu":
+            with self._device:  # a host array is copied over (CuPy takes only scalars from the host here)
+                value = self._device.xp.asarray(value)
         self.data[_index_arg(index, self._device)] = value
 
     # ----- helpers ----------------------------------------------------------------
