@@ -803,7 +803,11 @@ def _clone_optimizer(optimizer: Any, source: list[Tensor], params: list[Tensor])
 
 
 class LocalSGD:
-    """Average the replicas' parameters every ``period`` steps instead of their gradients every step."""
+    """Average the replicas' parameters every ``period`` steps instead of their gradients every step.
+
+    ``DataParallel`` asks it two things: which ranks take the coming step (``pick_ranks``: all of them)
+    and, once they took it, whether to average now (``step_taken``: every ``period`` steps).
+    """
 
     def __init__(self, period: int = 4) -> None:
         if not isinstance(period, int | np.integer) or period < 1:
@@ -812,6 +816,17 @@ class LocalSGD:
 
     def __repr__(self) -> str:
         return f"LocalSGD(period={self.period})"
+
+    def start(self, parallel: DataParallel) -> None:
+        """Called once by the ``DataParallel`` that follows this schedule (a fixed period needs nothing)."""
+
+    def pick_ranks(self, parallel: DataParallel) -> list[int]:
+        """The ranks that take the coming step: every one, each on its shard of the batch."""
+        return list(range(parallel.group.world_size))
+
+    def step_taken(self, parallel: DataParallel) -> bool:
+        """After a step: whether to average the replicas now."""
+        return parallel.steps % self.period == 0
 
 
 class DataParallel:
@@ -831,8 +846,11 @@ class DataParallel:
         self.optimizers = [] if optimizer is None else [optimizer] + [
             _clone_optimizer(optimizer, source, list(replica.parameters())) for replica in self.replicas[1:]]
         self.steps = 0
+        self.stepping = list(range(group.world_size))  # the ranks that take the coming step
         self._sizes: list[int] = []  # shard sizes of every rank in the last batch
         self._seen = np.zeros(group.world_size)  # samples per rank since the last average (local SGD)
+        if local_sgd is not None:
+            local_sgd.start(self)
         self.sync()
 
     def sync(self) -> None:
@@ -842,6 +860,7 @@ class DataParallel:
                 self.group.broadcast(list(tensors), root=0)
         for opt in self.optimizers[1:]:  # mpi/nccl: each process loads or builds its own optimizer
             opt.load_state_dict(self.optimizers[0].state_dict())
+        self._seen[:] = 0  # every replica is rank 0's now: none has seen anything since
 
     def __repr__(self) -> str:
         sync = f", {self.local_sgd}" if self.local_sgd else ""
@@ -867,12 +886,16 @@ class DataParallel:
         return self.train(False)
 
     def shard(self, x: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """This process's ranks' shards of the global batch ``(x, y)``, each on its rank's device."""
+        """This process's ranks' shards of the global batch ``(x, y)``, each on its rank's device.
+
+        The ranks that take this step (``stepping``: all of them, unless local SGD picks fewer) share the batch.
+        """
         n = x.shape[0]
         if n == 0 or y.shape[0] != n:
             raise ShapeError(f"DataParallel.shard: inputs {x.shape} and targets {y.shape} need the same, "
                              "non-zero number of samples along the first axis")
-        bounds = shard_bounds(n, self.group.world_size)
+        cuts = iter(shard_bounds(n, len(self.stepping)))
+        bounds = [next(cuts) if r in self.stepping else (0, 0) for r in range(self.group.world_size)]
         self._sizes = [b - a for a, b in bounds]
         return [(x[bounds[r][0]:bounds[r][1]].to(dev), y[bounds[r][0]:bounds[r][1]].to(dev))
                 for r, dev in zip(self.group.local_ranks, self.group.devices)]
@@ -910,9 +933,15 @@ class DataParallel:
         return float(value[0])
 
     def zero_grad(self) -> None:
-        """Forget every replica's gradients."""
+        """Forget every replica's gradients; under local SGD, ask which ranks take the coming step."""
         for replica in self.replicas:
             replica.zero_grad()
+        if self.local_sgd is not None:
+            self.stepping = self.local_sgd.pick_ranks(self)
+
+    def stepping_optimizers(self) -> list[Any]:
+        """The optimizers of this process's ranks that take the coming step."""
+        return [opt for r, opt in zip(self.group.local_ranks, self.optimizers) if r in self.stepping]
 
     def backward(self, loss: Tensor) -> None:
         """Backpropagate a loss from ``step_loss`` (nothing to do for an empty shard)."""
@@ -930,16 +959,16 @@ class DataParallel:
             opt.set_lr(lr)
 
     def step(self) -> None:
-        """Every replica's optimizer step; then sync buffers, or average parameters when local SGD is due."""
-        for opt in self.optimizers:
+        """The stepping replicas' optimizer steps; then sync buffers, or average parameters when local SGD is due."""
+        for opt in self.stepping_optimizers():
             opt.step()
         self.after_step()
 
     def after_step(self) -> None:
-        """Count a step taken by every optimizer; then sync buffers, or average when local SGD is due."""
+        """Count a step taken by the stepping optimizers; then sync buffers, or average when local SGD is due."""
         self.steps += 1
         if self.local_sgd is not None:
-            if self.steps % self.local_sgd.period == 0:
+            if self.local_sgd.step_taken(self):
                 self.average()
         elif self.broadcast_buffers:
             self._broadcast_buffers()
@@ -1071,7 +1100,7 @@ class DataParallelStrategy(Strategy):
                              "its own DataParallelStrategy(group)")
         self.parallel = DataParallel(trainer.model, self.group, trainer.optimizer, local_sgd=self.local_sgd)
         self.model, self.optimizers, self.models = trainer.model, self.parallel.optimizers, self.parallel.replicas
-        self.param_lists = [list(replica.parameters()) for replica in self.parallel.replicas]
+        self.param_lists = self.all_params = [list(replica.parameters()) for replica in self.parallel.replicas]
 
     def train(self, mode: bool = True) -> None:
         self.parallel.train(mode)
@@ -1086,6 +1115,10 @@ class DataParallelStrategy(Strategy):
 
     def zero_grad(self) -> None:
         self.parallel.zero_grad()
+        if self.local_sgd is not None:  # the Trainer schedules, clips and steps the ranks that take this step
+            self.optimizers = self.parallel.stepping_optimizers()
+            self.param_lists = [params for r, params in zip(self.group.local_ranks, self.all_params)
+                                if r in self.parallel.stepping]
 
     def reduce_gradients(self) -> None:
         self.parallel.reduce_gradients()
