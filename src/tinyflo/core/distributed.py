@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
+import numbers
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
+from tinyflo.core.layers import check_arg
 from tinyflo.core.tensor import (
     Device,
     DeviceError,
@@ -417,7 +421,11 @@ def _clone_optimizer(optimizer: Any, source: list[Tensor], params: list[Tensor])
 
 
 class LocalSGD:
-    """Average the replicas' parameters every ``period`` steps instead of their gradients every step."""
+    """Average the replicas' parameters every ``period`` steps instead of their gradients every step.
+
+    ``DataParallel`` asks it two things: which ranks take the coming step (``pick_ranks``: all of them)
+    and, once they took it, whether to average now (``step_taken``: every ``period`` steps).
+    """
 
     def __init__(self, period: int = 4) -> None:
         if not isinstance(period, int | np.integer) or period < 1:
@@ -426,6 +434,17 @@ class LocalSGD:
 
     def __repr__(self) -> str:
         return f"LocalSGD(period={self.period})"
+
+    def start(self, parallel: DataParallel) -> None:
+        """Called once by the ``DataParallel`` that follows this schedule (a fixed period needs nothing)."""
+
+    def pick_ranks(self, parallel: DataParallel) -> list[int]:
+        """The ranks that take the coming step: every one, each on its shard of the batch."""
+        return list(range(parallel.group.world_size))
+
+    def step_taken(self, parallel: DataParallel) -> bool:
+        """After a step: whether to average the replicas now."""
+        return parallel.steps % self.period == 0
 
 
 class DataParallel:
@@ -437,7 +456,7 @@ class DataParallel:
             raise TypeError(f"DataParallel: group must be a ProcessGroup (init_process_group(...)); "
                             f"got {type(group).__name__}")
         if local_sgd is not None and not isinstance(local_sgd, LocalSGD):
-            raise TypeError(f"DataParallel: local_sgd must be LocalSGD(period=k) or None; got {local_sgd!r}")
+            raise TypeError(f"DataParallel: local_sgd must be LocalSGD(period=k), ElChe() or None; got {local_sgd!r}")
         self.group, self.local_sgd, self.broadcast_buffers = group, local_sgd, broadcast_buffers
         model.to(group.devices[0])
         self.replicas = [model] + [copy.deepcopy(model).to(dev) for dev in group.devices[1:]]
@@ -445,8 +464,11 @@ class DataParallel:
         self.optimizers = [] if optimizer is None else [optimizer] + [
             _clone_optimizer(optimizer, source, list(replica.parameters())) for replica in self.replicas[1:]]
         self.steps = 0
+        self.stepping = list(range(group.world_size))  # the ranks that take the coming step
         self._sizes: list[int] = []  # shard sizes of every rank in the last batch
         self._seen = np.zeros(group.world_size)  # samples per rank since the last average (local SGD)
+        if local_sgd is not None:
+            local_sgd.start(self)
         self.sync()
 
     def sync(self) -> None:
@@ -456,6 +478,7 @@ class DataParallel:
                 self.group.broadcast(list(tensors), root=0)
         for opt in self.optimizers[1:]:  # mpi/nccl: each process loads or builds its own optimizer
             opt.load_state_dict(self.optimizers[0].state_dict())
+        self._seen[:] = 0  # every replica is rank 0's now: none has seen anything since
 
     def __repr__(self) -> str:
         sync = f", {self.local_sgd}" if self.local_sgd else ""
@@ -481,12 +504,16 @@ class DataParallel:
         return self.train(False)
 
     def shard(self, x: Tensor, y: Tensor) -> list[tuple[Tensor, Tensor]]:
-        """This process's ranks' shards of the global batch ``(x, y)``, each on its rank's device."""
+        """This process's ranks' shards of the global batch ``(x, y)``, each on its rank's device.
+
+        The ranks that take this step (``stepping``: all of them, but one under El Che) share the batch.
+        """
         n = x.shape[0]
         if n == 0 or y.shape[0] != n:
             raise ShapeError(f"DataParallel.shard: inputs {x.shape} and targets {y.shape} need the same, "
                              "non-zero number of samples along the first axis")
-        bounds = shard_bounds(n, self.group.world_size)
+        cuts = iter(shard_bounds(n, len(self.stepping)))
+        bounds = [next(cuts) if r in self.stepping else (0, 0) for r in range(self.group.world_size)]
         self._sizes = [b - a for a, b in bounds]
         return [(x[bounds[r][0]:bounds[r][1]].to(dev), y[bounds[r][0]:bounds[r][1]].to(dev))
                 for r, dev in zip(self.group.local_ranks, self.group.devices)]
@@ -524,9 +551,15 @@ class DataParallel:
         return float(value[0])
 
     def zero_grad(self) -> None:
-        """Forget every replica's gradients."""
+        """Forget every replica's gradients; under local SGD, ask which ranks take the coming step."""
         for replica in self.replicas:
             replica.zero_grad()
+        if self.local_sgd is not None:
+            self.stepping = self.local_sgd.pick_ranks(self)
+
+    def stepping_optimizers(self) -> list[Any]:
+        """The optimizers of this process's ranks that take the coming step."""
+        return [opt for r, opt in zip(self.group.local_ranks, self.optimizers) if r in self.stepping]
 
     def backward(self, loss: Tensor) -> None:
         """Backpropagate a loss from ``step_loss`` (nothing to do for an empty shard)."""
@@ -544,16 +577,16 @@ class DataParallel:
             opt.set_lr(lr)
 
     def step(self) -> None:
-        """Every replica's optimizer step; then sync buffers, or average parameters when local SGD is due."""
-        for opt in self.optimizers:
+        """The stepping replicas' optimizer steps; then sync buffers, or average parameters when local SGD is due."""
+        for opt in self.stepping_optimizers():
             opt.step()
         self.after_step()
 
     def after_step(self) -> None:
-        """Count a step taken by every optimizer; then sync buffers, or average when local SGD is due."""
+        """Count a step taken by the stepping optimizers; then sync buffers, or average when local SGD is due."""
         self.steps += 1
         if self.local_sgd is not None:
-            if self.steps % self.local_sgd.period == 0:
+            if self.local_sgd.step_taken(self):
                 self.average()
         elif self.broadcast_buffers:
             self._broadcast_buffers()
@@ -616,7 +649,8 @@ class DataParallelStrategy(Strategy):
             raise TypeError(f"DataParallelStrategy got group={type(group).__name__}; expected a process group "
                             "from init_process_group(...)")
         if local_sgd is not None and not isinstance(local_sgd, LocalSGD):
-            raise TypeError(f"DataParallelStrategy got local_sgd={local_sgd!r}; expected LocalSGD(period=k) or None")
+            raise TypeError(f"DataParallelStrategy got local_sgd={local_sgd!r}; expected LocalSGD(period=k), ElChe() "
+                            "or None")
         self.group, self.local_sgd = group, local_sgd
         self.parallel: DataParallel | None = None
 
@@ -629,7 +663,7 @@ class DataParallelStrategy(Strategy):
                              "its own DataParallelStrategy(group)")
         self.parallel = DataParallel(trainer.model, self.group, trainer.optimizer, local_sgd=self.local_sgd)
         self.model, self.optimizers, self.models = trainer.model, self.parallel.optimizers, self.parallel.replicas
-        self.param_lists = [list(replica.parameters()) for replica in self.parallel.replicas]
+        self.param_lists = self.all_params = [list(replica.parameters()) for replica in self.parallel.replicas]
 
     def train(self, mode: bool = True) -> None:
         self.parallel.train(mode)
@@ -644,6 +678,10 @@ class DataParallelStrategy(Strategy):
 
     def zero_grad(self) -> None:
         self.parallel.zero_grad()
+        if self.local_sgd is not None:  # the Trainer schedules, clips and steps the ranks that take this step
+            self.optimizers = self.parallel.stepping_optimizers()
+            self.param_lists = [params for r, params in zip(self.group.local_ranks, self.all_params)
+                                if r in self.parallel.stepping]
 
     def reduce_gradients(self) -> None:
         self.parallel.reduce_gradients()
@@ -685,3 +723,124 @@ def average_parameters(group: ProcessGroup, tensor_lists: list[list[Tensor]], we
         for t in tensors:
             t.data[...] = flat[offset:offset + t.data.size].reshape(t.shape)
             offset += t.data.size
+
+
+def _check_el_che(owner: str, anchor: Any, max_steps: Any, step_seconds: Any = None) -> None:
+    """A one-line ValueError naming the argument when El Che's settings (or step times) are not what they must be."""
+    check_arg(owner, "anchor", anchor, "a positive integer")
+    check_arg(owner, "max_steps", max_steps, "a positive integer")
+    if max_steps < anchor:
+        raise ValueError(f"{owner} got max_steps={max_steps!r}; expected an integer >= anchor ({anchor})")
+    if step_seconds is None:
+        return
+    if not isinstance(step_seconds, Sequence | np.ndarray) or np.ndim(step_seconds) != 1 or len(step_seconds) == 0:
+        got = f" of shape {step_seconds.shape}" if isinstance(step_seconds, np.ndarray) else f"={step_seconds!r}"
+        raise ValueError(f"{owner} got step_seconds{got}; expected a list of seconds per step, one per rank")
+    for r, t in enumerate(step_seconds):
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 < t < math.inf:
+            raise ValueError(f"{owner} got step_seconds[{r}]={t!r}; expected a positive, finite number of seconds")
+
+
+def el_che_plan(step_seconds: Sequence[float], anchor: int = 4, max_steps: int = 64) -> list[int]:
+    """Steps per rank in one round: ``anchor`` for the slowest rank, more for faster ones in proportion, at most ``max_steps``."""
+    _check_el_che("el_che_plan", anchor, max_steps, step_seconds)
+    slowest = max(step_seconds)
+    return [min(max_steps, round(anchor * slowest / t)) for t in step_seconds]
+
+
+def el_che_order(plan: Sequence[int]) -> list[int]:
+    """The ranks of a round's steps, in order: rank r comes ``plan[r]`` times, spread evenly over the round."""
+    due = sorted(((j + 1) / k, r) for r, k in enumerate(plan) for j in range(k))
+    return [r for _, r in due]
+
+
+class StepClock:
+    """How long one rank's steps take, with no device read per step: perf_counter on a CPU, CUDA events on a GPU."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.spans: list[tuple[Any, Any]] = []  # (start, end) of every step since the last seconds()
+        self.started: Any = None
+
+    def _now(self) -> Any:
+        if self.device.type == "cpu":
+            return time.perf_counter()
+        with self.device:
+            event = self.device.xp.cuda.Event()
+            event.record()  # the GPU stamps it when its queue gets there: no wait here
+        return event
+
+    def start(self) -> None:
+        """A step begins (a step begun again replaces the unfinished one)."""
+        self.started = self._now()
+
+    def stop(self) -> None:
+        """The step begun last is done (on a GPU: queued)."""
+        self.spans.append((self.started, self._now()))
+
+    def seconds(self) -> float:
+        """The seconds the steps since the last call took; on a GPU, one wait for the last of them."""
+        spans, self.spans = self.spans, []
+        if self.device.type == "cpu" or not spans:
+            return float(sum(end - start for start, end in spans))
+        spans[-1][1].synchronize()
+        return sum(self.device.xp.cuda.get_elapsed_time(start, end) for start, end in spans) / 1000
+
+
+class ElChe(LocalSGD):
+    """Local SGD for ranks of unequal speed: between averages each rank takes as many steps as its speed allows.
+
+    The slowest rank takes ``anchor`` steps per round, the others more in proportion to their measured
+    speed (at most ``max_steps``); ``smoothing`` is the weight the old times keep when a round's are added.
+    """
+
+    def __init__(self, anchor: int = 4, max_steps: int = 64, smoothing: float = 0.5) -> None:
+        _check_el_che("ElChe", anchor, max_steps)
+        check_arg("ElChe", "smoothing", smoothing, "a number in [0, 1]")
+        super().__init__(period=anchor)
+        self.anchor, self.max_steps, self.smoothing = int(anchor), int(max_steps), float(smoothing)
+        self.step_seconds: list[float] | None = None  # each rank's smoothed seconds per step; None until measured
+        self.rounds = 0  # rounds finished
+        self.plan: list[int] = []  # each rank's steps in the round under way
+        self.order: list[int] = []  # who takes each step of the round
+        self.position = 0  # the step of the round under way
+        self.clocks: list[StepClock] = []
+
+    def __repr__(self) -> str:
+        return f"ElChe(anchor={self.anchor}, max_steps={self.max_steps}, smoothing={self.smoothing})"
+
+    def start(self, parallel: DataParallel) -> None:
+        group = parallel.group
+        if len(group.local_ranks) != group.world_size:
+            raise ValueError(
+                f"ElChe: El Che needs the local backend (init_process_group('local', ...)), where one process deals "
+                f"every rank its batches; under {group.backend!r} each process reads its own, and the processes "
+                "would have to agree on how many rounds an epoch holds. Use LocalSGD(period=k) there"
+            )
+        if self.clocks:
+            raise ValueError("ElChe: these rounds already drive another DataParallel; give each its own ElChe(...)")
+        self.clocks = [StepClock(dev) for dev in group.devices]
+        self._begin_round([self.anchor] * group.world_size)  # nothing measured yet: the same for every rank
+
+    def _begin_round(self, plan: list[int]) -> None:
+        self.plan, self.order, self.position = plan, el_che_order(plan), 0
+
+    def pick_ranks(self, parallel: DataParallel) -> list[int]:
+        """The one rank whose turn it is; its clock starts."""
+        rank = self.order[self.position]
+        self.clocks[rank].start()
+        return [rank]
+
+    def step_taken(self, parallel: DataParallel) -> bool:
+        """Stop the rank's clock; at the end of the round, plan the next one from the times and average."""
+        self.clocks[self.order[self.position]].stop()
+        self.position += 1
+        if self.position < len(self.order):
+            return False
+        measured = [max(clock.seconds() / k, 1e-9) for clock, k in zip(self.clocks, self.plan)]
+        s = self.smoothing
+        self.step_seconds = measured if self.step_seconds is None else [
+            s * old + (1 - s) * new for old, new in zip(self.step_seconds, measured)]
+        self.rounds += 1
+        self._begin_round(el_che_plan(self.step_seconds, self.anchor, self.max_steps))
+        return True

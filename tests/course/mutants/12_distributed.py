@@ -111,4 +111,30 @@ MUTANTS = [
         "            t.data[...] = flat[offset:offset + t.data.size].reshape(t.shape)\n            offset += t.data.size\n",
         "            t.data[...] = flat[offset:offset + t.data.size].reshape(t.shape)\n",
     ),
+    # the fastest rank's time as the yardstick: every rank is "slower", and all take the anchor or fewer.
+    ("distributed_el_che", "    slowest = max(step_seconds)\n", "    slowest = min(step_seconds)\n"),
+    # no cap: a rank a hundred times faster drifts for hundreds of steps.
+    (
+        "distributed_el_che",
+        "return [min(max_steps, round(anchor * slowest / t)) for t in step_seconds]",
+        "return [round(anchor * slowest / t) for t in step_seconds]",
+    ),
+    # the steps cut down instead of rounded: 6.67 steps become 6 (a hidden test catches it).
+    (
+        "distributed_el_che",
+        "return [min(max_steps, round(anchor * slowest / t)) for t in step_seconds]",
+        "return [min(max_steps, int(anchor * slowest / t)) for t in step_seconds]",
+    ),
+    # the steps rounded up: 4.2 steps become 5 (a hidden test catches it).
+    (
+        "distributed_el_che",
+        "return [min(max_steps, round(anchor * slowest / t)) for t in step_seconds]",
+        "return [min(max_steps, math.ceil(anchor * slowest / t)) for t in step_seconds]",
+    ),
+    # the ratio upside down: faster ranks take fewer steps.
+    (
+        "distributed_el_che",
+        "return [min(max_steps, round(anchor * slowest / t)) for t in step_seconds]",
+        "return [min(max_steps, round(anchor * t / slowest)) for t in step_seconds]",
+    ),
 ]
