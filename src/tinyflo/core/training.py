@@ -676,7 +676,7 @@ class Trainer:
 
     @property
     def params(self) -> list[Tensor]:
-        """The parameters of the model this process steps (replica 0's with data parallelism)."""
+        """The parameters of the first model copy the strategy steps now (replica 0's with data parallelism)."""
         return self.strategy.param_lists[0]
 
     def read(self, array: Any) -> float:
