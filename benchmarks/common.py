@@ -55,7 +55,7 @@ def is_gpu(device: str) -> bool:
 def torch_device(torch: Any, device: str) -> tuple[str | None, str]:
     """The torch device matching tinyflo's ``device``, or None and the reason torch cannot run there."""
     if torch is None:
-        return None, "torch is not installed"
+        return None, "torch CUDA unavailable: torch is not installed" if is_gpu(device) else "torch is not installed"
     if not is_gpu(device):
         return "cpu", ""
     if not torch.cuda.is_available():
