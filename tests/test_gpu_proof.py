@@ -100,7 +100,7 @@ def test_gpu_proof_failing_or_overrunning_stage_fails_the_proof_and_is_named(tmp
         ("late", "not run", None)]
     assert record["failed"] == ["broken", "endless", "late"] and not record["passed"]
     endless = record["stages"][2]
-    assert endless["seconds"] < 10 and "working" in endless["tail"] and "over its budget" in endless["tail"]
+    assert endless["seconds"] < 10 and "working" in endless["tail"] and "stopped after" in endless["tail"]
     page = (out / "proof.md").read_text()
     assert "— FAILED (1 of 4 stages)" in page
     assert "Failed: broken, endless, late" in page

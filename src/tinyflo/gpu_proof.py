@@ -202,6 +202,7 @@ class Stage:
 
     @property
     def slug(self) -> str:
+        """The stage's name as a file name (its log's)."""
         return device_slug(self.name)
 
 
@@ -223,6 +224,7 @@ class Outcome:
 
     @property
     def passed(self) -> bool:
+        """The stage ran to its end, within its time, and exited 0."""
         return self.status == "passed"
 
 
@@ -268,6 +270,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def _tail(path: Path) -> str:
+    """The last TAIL_CHARS characters of a log."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
@@ -302,7 +305,8 @@ def run_stage(stage: Stage, folder: Path, timeout_s: float, cwd: Path, env: dict
     outcome.seconds = round(time.monotonic() - start, 1)
     if outcome.status == "timed out":
         with log.open("a") as sink:
-            sink.write(f"\n[tinyflo doctor --gpu-proof] stopped after {timeout_s:.0f} s: over its budget\n")
+            limit = "its budget" if timeout_s >= stage.budget_s else "the time the proof had left"
+            sink.write(f"\n[tinyflo doctor --gpu-proof] stopped after {timeout_s:.0f} s: over {limit}\n")
     outcome.tail = _tail(log)
     outcome.summary = summarize(stage, folder)
     return outcome
@@ -363,6 +367,7 @@ def _stage_line(outcome: Outcome) -> str:
 
 
 def _markdown(record: dict[str, Any]) -> str:
+    """proof.md: the verdict, the stages, the targets, the machine, and each failure's output tail."""
     facts, outcomes = record["machine"], record["stages"]
     verdict = "PASSED" if record["passed"] else "FAILED"
     passed = sum(o["status"] == "passed" for o in outcomes)
@@ -402,6 +407,7 @@ def _markdown(record: dict[str, Any]) -> str:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a file beside ``path``, flush it to disk, then rename it over ``path``."""
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w") as f:
         f.write(text)
