@@ -2,4 +2,4 @@
 
 from benchmarks import common, run_all
 
-run_all.main(common.parse_args(run_all.__doc__.splitlines()[0]).rounds)
+run_all.main(**vars(common.parse_args(run_all.__doc__.splitlines()[0], devices=True)))

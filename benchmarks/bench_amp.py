@@ -1,13 +1,15 @@
 """Mixed precision on the GPU: float16 autocast + GradScaler vs float32, step time and peak memory.
 
-Run: ``python -m benchmarks.bench_amp [--rounds N]`` on a machine with a CUDA GPU and CuPy.
+Run: ``python -m benchmarks.bench_amp [--rounds N] [--device cuda:N]`` on a machine with a CUDA GPU and CuPy.
 
 One training step (forward, cross-entropy, backward, SGD with momentum) of a matmul-heavy MLP
 (1024-4096-4096-4096-10) at batch 8192 on ``cuda:0``: tinyflo in float32, and tinyflo under
 ``autocast("float16")`` with a ``GradScaler`` (module 11); PyTorch's CUDA autocast + GradScaler and
-its float32 step alongside when torch sees the GPU. Peak memory is CuPy's memory pool after a step
-from an empty pool (the pool keeps every block it ever needed, so that is the step's high-water
-mark), and ``torch.cuda.max_memory_allocated`` for PyTorch.
+its float32 step alongside when torch sees the GPU. The target: float16 at least 2× as fast as
+float32. Peak memory, from an empty memory pool over building the model and two steps: the most
+bytes in use at once (CuPy's pool ``used_bytes``, watched at every allocation by a memory hook;
+``torch.cuda.max_memory_allocated``) and what the pool holds (``total_bytes``;
+``torch.cuda.max_memory_reserved``).
 
 Without a GPU this benchmark says so, runs the CPU correctness path (one float16 step agrees
 with float32) and exits 0: NumPy's float16 matmul has no BLAS, so a CPU speed figure would
@@ -32,6 +34,8 @@ from tinyflo.core.optim import SGD
 
 SIZES = (1024, 4096, 4096, 4096, 10)
 BATCH = 8192
+SMOKE_SIZES, SMOKE_BATCH = (16, 32, 32, 4), 8
+TARGET = 2.0  # float16 autocast at least this many times as fast as float32 (tinyflo, same MLP)
 
 
 def mlp(sizes: tuple[int, ...], device: str) -> Sequential:
@@ -46,7 +50,7 @@ def step_flops(sizes: tuple[int, ...], batch: int) -> float:
     return sum(3 * 2 * batch * a * b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
-def tinyflo_step(sizes: tuple[int, ...], batch: int, device: str, amp: bool, sync: Callable[[], None]):
+def tinyflo_step(sizes: tuple[int, ...], batch: int, device: str, amp: bool):
     """A training step closure, float32 or float16 autocast + GradScaler."""
     tinyflo.manual_seed(0)
     model = mlp(sizes, device)
@@ -63,23 +67,22 @@ def tinyflo_step(sizes: tuple[int, ...], batch: int, device: str, amp: bool, syn
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-        sync()
         return loss
 
     return step
 
 
-def torch_step(torch, sizes: tuple[int, ...], batch: int, amp: bool):
+def torch_step(torch, sizes: tuple[int, ...], batch: int, amp: bool, device: str = "cuda"):
     nn = torch.nn
     torch.manual_seed(0)
     layers: list[Any] = []
     for i, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:])):
         layers += [nn.Linear(n_in, n_out)] + ([nn.ReLU()] if i < len(sizes) - 2 else [])
-    model = nn.Sequential(*layers).cuda()
+    model = nn.Sequential(*layers).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
-    x = torch.randn(batch, sizes[0], device="cuda")
-    y = torch.randint(0, sizes[-1], (batch,), device="cuda")
+    x = torch.randn(batch, sizes[0], device=device)
+    y = torch.randint(0, sizes[-1], (batch,), device=device)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -88,109 +91,159 @@ def torch_step(torch, sizes: tuple[int, ...], batch: int, amp: bool):
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-        torch.cuda.synchronize()
         return loss
 
     return step
 
 
-def cupy_peak_bytes(make_step: Callable[[], Callable[[], object]]) -> int:
-    """Bytes CuPy's pool holds after building the model and running two steps from an empty pool."""
-    import cupy
+def _peak_watcher(cupy, pool):
+    """A CuPy memory hook that remembers the most bytes in use after any allocation; None without hooks."""
+    hook = getattr(cupy.cuda, "MemoryHook", None)
+    if hook is None:
+        return None
 
+    class PeakInUse(hook):
+        name = "tinyflo_bench_amp_peak"
+
+        def __init__(self) -> None:
+            self.peak = pool.used_bytes()
+
+        def malloc_postprocess(self, **kwargs) -> None:
+            self.peak = max(self.peak, pool.used_bytes())
+
+    return PeakInUse()
+
+
+def cupy_peak_bytes(cupy, make_step: Callable[[], Callable[[], object]]) -> tuple[int | None, int]:
+    """(most bytes in use at once, bytes the pool holds) over building the model and two steps from an empty pool.
+
+    The pool keeps every block it ever needed, so what it holds is the step's high-water mark of GPU
+    memory taken; what is in use at once is less (a freed block waits in the pool for reuse).
+    """
     pool = cupy.get_default_memory_pool()
     gc.collect()  # graphs of earlier steps are reference cycles: free their arrays before measuring
     pool.free_all_blocks()
-    step = make_step()
-    step()
-    step()
-    peak = pool.total_bytes()
+    watcher = _peak_watcher(cupy, pool)
+    if watcher is not None:
+        watcher.__enter__()
+    try:
+        step = make_step()
+        step()
+        step()
+        cupy.cuda.Device().synchronize()
+    finally:
+        if watcher is not None:
+            watcher.__exit__(None, None, None)
+    held = pool.total_bytes()
     del step
     gc.collect()
     pool.free_all_blocks()
-    return peak
+    return (watcher.peak if watcher is not None else None), held
 
 
-def torch_peak_bytes(torch, make_step: Callable[[], Callable[[], object]]) -> int:
+def torch_peak_bytes(torch, make_step: Callable[[], Callable[[], object]]) -> tuple[int, int]:
+    """(torch.cuda.max_memory_allocated, max_memory_reserved) over building the model and two steps."""
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     step = make_step()
     step()
     step()
-    peak = torch.cuda.max_memory_allocated()
+    torch.cuda.synchronize()
+    peaks = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     del step
+    gc.collect()
     torch.cuda.empty_cache()
-    return peak
+    return peaks
 
 
 def cpu_correctness() -> str:
     """One small float16 step on the CPU agrees with float32: the path the tests check, not a speed figure."""
-    losses = {amp: float(tinyflo_step((64, 128, 10), 32, "cpu", amp, lambda: None)().item()) for amp in (False, True)}
+    losses = {amp: float(tinyflo_step((64, 128, 10), 32, "cpu", amp)().item()) for amp in (False, True)}
     assert abs(losses[True] - losses[False]) < 1e-2 * max(1.0, abs(losses[False])), losses
     return f"CPU correctness: first-step loss float32 {losses[False]:.5f}, float16 autocast {losses[True]:.5f}"
 
 
-def main(rounds: int = 11) -> tuple[Path, ...]:
+def default_device() -> str:
+    """cuda:0 when tinyflo sees a GPU, else cpu (where this benchmark only checks correctness)."""
+    return "cuda:0" if tinyflo.cuda_is_available() else "cpu"
+
+
+def main(rounds: int = 11, device: str | None = None, smoke: bool = False, out: str | None = None) -> tuple[Path, ...]:
     """Measure on the GPU and save ``results/amp.{json,md}``; without a GPU, say so and write nothing."""
-    if not tinyflo.cuda_is_available():
+    device = device or default_device()
+    if not common.is_gpu(device):
         print("bench_amp: no CUDA GPU (CuPy with cupy.cuda.is_available()): mixed-precision speed and memory "
               "are GPU figures, so nothing is timed here.")
         print(cpu_correctness())
         return ()
-    import cupy
-
-    device = "cuda:0"
-
-    def sync() -> None:
-        cupy.cuda.Device().synchronize()
-
+    cupy = tinyflo.device(device).xp
     torch = common.optional_torch()
-    if torch is not None and not torch.cuda.is_available():
-        torch = None
+    torch_on, torch_missing = common.torch_device(torch, device)
+    sync = common.device_sync(device, torch_on)
+    sizes, batch = (SMOKE_SIZES, SMOKE_BATCH) if smoke else (SIZES, BATCH)
     makers: dict[str, Callable[[], Callable[[], object]]] = {
-        "tinyflo float32": lambda: tinyflo_step(SIZES, BATCH, device, False, sync),
-        "tinyflo float16 autocast": lambda: tinyflo_step(SIZES, BATCH, device, True, sync),
+        "tinyflo float32": lambda: tinyflo_step(sizes, batch, device, False),
+        "tinyflo float16 autocast": lambda: tinyflo_step(sizes, batch, device, True),
     }
-    if torch is not None:
-        makers["torch float32"] = lambda: torch_step(torch, SIZES, BATCH, False)
-        makers["torch float16 autocast"] = lambda: torch_step(torch, SIZES, BATCH, True)
-    peaks = {name: (torch_peak_bytes(torch, make) if name.startswith("torch") else cupy_peak_bytes(make))
-             for name, make in makers.items()}
-    steps = {name: make() for name, make in makers.items()}
-    first = {name: float(step().item()) for name, step in steps.items()}
-    timings = common.compare(steps, baseline="tinyflo float32", rounds=rounds)
-    flops = step_flops(SIZES, BATCH)
-    rows = [[name, t.median_s * 1e3, 1 / t.ratio, flops / t.median_s / 1e12, peaks[name] / 2**20,
+    if torch_on is not None:
+        makers["torch float32"] = lambda: torch_step(torch, sizes, batch, False, torch_on)
+        makers["torch float16 autocast"] = lambda: torch_step(torch, sizes, batch, True, torch_on)
+    with tinyflo.device(device):
+        peaks = {name: (torch_peak_bytes(torch, make) if name.startswith("torch") else cupy_peak_bytes(cupy, make))
+                 for name, make in makers.items()}
+        steps = {name: make() for name, make in makers.items()}
+        first = {name: float(step().item()) for name, step in steps.items()}
+        timings = common.compare(steps, baseline="tinyflo float32", rounds=rounds, sync=sync)
+    flops = step_flops(sizes, batch)
+
+    def mib(n: int | None) -> float:
+        return float("nan") if n is None else n / 2**20
+
+    rows = [[name, t.median_s * 1e3, 1 / t.ratio, flops / t.median_s / 1e12, mib(peaks[name][0]), mib(peaks[name][1]),
              f"{t.spread:.0%}"] for name, t in timings.items()]
-    table = common.Table(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, one training step on {device} "
+    table = common.Table(f"MLP {'-'.join(map(str, sizes))}, batch {batch}, one training step on {device} "
                          f"({flops / 1e12:.3g} TFLOP)",
-                         ["variant", "ms", "speed-up vs tinyflo float32", "TFLOP/s", "peak MiB", "IQR"], rows)
+                         ["variant", "ms", "speed-up vs tinyflo float32", "TFLOP/s", "peak MiB in use",
+                          "MiB held by the pool", "IQR"], rows)
+    target = common.Target("tinyflo float16 autocast + GradScaler vs float32 (speed-up)",
+                           1 / timings["tinyflo float16 autocast"].ratio, TARGET, at_least=True,
+                           note=common.SMOKE_NOTE if smoke else "", judged=not smoke)
     notes = [
         f"First-step losses: {', '.join(f'{k} {v:.5f}' for k, v in first.items())}.",
         "A step is zero_grad, forward (under autocast for the float16 rows), cross-entropy, backward of the "
-        "scaled loss, GradScaler.step (one device-to-host read of the found-inf flag) and update, then a "
-        "device synchronize so that the time is the GPU's.",
+        "scaled loss, GradScaler.step (one device-to-host read of the found-inf flag) and update. Every sample "
+        "waits for the GPU (cupy Device.synchronize, torch.cuda.synchronize) before the clock starts and before "
+        "it stops, so the time is the GPU's.",
         "Parameters and SGD's momentum stay float32 in every variant (master weights); float16 halves the "
         "activations kept for backward and runs the GEMMs on tensor cores.",
-        "Peak memory: tinyflo rows are CuPy's default memory pool total_bytes() after building the model and "
-        "two steps from an empty pool; torch rows are torch.cuda.max_memory_allocated() over the same.",
+        "Peak memory, from an empty pool over building the model and two steps. In use: for tinyflo, the largest "
+        "CuPy memory pool used_bytes() seen after any allocation (a cupy.cuda.MemoryHook); for torch, "
+        "torch.cuda.max_memory_allocated(). Held: the pool's total_bytes() after the two steps (the pool keeps "
+        "freed blocks for reuse); torch.cuda.max_memory_reserved().",
         "IQR: interquartile range of the rounds relative to the median.",
     ]
-    if torch is None:
-        notes.append("PyTorch with CUDA is not available: its rows are left out.")
+    if _peak_watcher(cupy, cupy.get_default_memory_pool()) is None:
+        notes.append("This CuPy has no cupy.cuda.MemoryHook: the tinyflo rows' bytes in use are not measured.")
+    if torch_missing:
+        notes.append(f"{torch_missing}: its rows are left out.")
+    if smoke:
+        notes.insert(0, "SMOKE RUN: tiny sizes and few rounds, to check that the benchmark runs; the numbers mean nothing.")
     return common.save_result(
         "amp",
-        "Mixed precision: float16 autocast vs float32 on the GPU",
+        f"Mixed precision: float16 autocast vs float32 on {device}",
         "Milliseconds per training step and peak GPU memory of a matmul-heavy MLP at a large batch, float32 "
         "against float16 autocast with dynamic loss scaling (tinyflo module 11; PyTorch as a reference).",
         [table],
         timings,
-        {"rounds": rounds, "batch": BATCH, "sizes": list(SIZES), "device": device,
-         "cupy": cupy.__version__},
+        {"rounds": rounds, "batch": batch, "sizes": list(sizes), "device": device, "cupy": cupy.__version__,
+         "smoke": smoke},
         notes,
+        targets=[target],
+        device=device,
+        out=out,
     )
 
 
 if __name__ == "__main__":
-    main(common.parse_args(__doc__.splitlines()[0]).rounds)
+    main(**vars(common.parse_args(__doc__.splitlines()[0], devices=True, default_device=default_device())))

@@ -1,11 +1,14 @@
-"""LeNet-5 forward + backward at batch 128 on 28×28 images: tinyflo vs PyTorch CPU.
+"""LeNet-5 forward + backward and training step at batch 128 on 28×28 images: tinyflo vs PyTorch.
 
-Run: ``python -m benchmarks.bench_conv [--rounds N]``.
+Run: ``python -m benchmarks.bench_conv [--rounds N] [--device cuda:0]``.
 
-Three comparisons, each in one interleaved run: the whole LeNet-5 (module 10's ``LeNet5``:
+Four comparisons, each in one interleaved run: the whole LeNet-5 (module 10's ``LeNet5``:
 conv 5×5 → 6 with padding 2, ReLU, max-pool, conv 5×5 → 16, ReLU, max-pool, 120, 84, 10),
-forward, cross-entropy and backward (no optimizer step); and each of its two convolutions
-alone, forward and backward (the first without an input gradient, as for a data batch).
+forward, cross-entropy and backward (no optimizer step); its training step (the same, then
+SGD with momentum); and each of its two convolutions alone, forward and backward (the first
+without an input gradient, as for a data batch). On a GPU, PyTorch runs on CUDA in the same
+process, the training step is also measured at batch 1024, and the target is tinyflo's
+training step at batch 128 within 1.5× of PyTorch's.
 """
 
 from __future__ import annotations
@@ -19,14 +22,24 @@ import tinyflo
 from benchmarks import common
 from tinyflo.core.conv import LeNet5, conv2d
 from tinyflo.core.losses import cross_entropy
+from tinyflo.core.optim import SGD
 
 BATCH = 128
+GPU_BATCH = 1024  # a GPU-sized batch, measured beside BATCH on a GPU
+SMOKE_BATCH = 4
+GPU_TARGET = 1.5  # tinyflo's LeNet-5 training step at most this many times torch CUDA's, batch BATCH
+LR, MOMENTUM = 0.01, 0.9
 
 # name: (input shape, weight shape, padding, input needs a gradient)
 CONVS = {
     "conv1 1→6 5×5 pad 2 on 28×28": ((BATCH, 1, 28, 28), (6, 1, 5, 5), 2, False),
     "conv2 6→16 5×5 on 14×14": ((BATCH, 6, 14, 14), (16, 6, 5, 5), 0, True),
 }
+
+
+def convs(batch: int) -> dict[str, tuple]:
+    """CONVS at another batch size."""
+    return {name: ((batch, *x[1:]), w, pad, grad) for name, (x, w, pad, grad) in CONVS.items()}
 
 
 def conv_flops(x_shape: tuple[int, ...], w_shape: tuple[int, ...], padding: int, input_grad: bool) -> float:
@@ -37,15 +50,15 @@ def conv_flops(x_shape: tuple[int, ...], w_shape: tuple[int, ...], padding: int,
     return (3 if input_grad else 2) * 2 * n * oc * oh * ow * c * kh * kw
 
 
-def lenet_flops() -> float:
+def lenet_flops(batch_size: int = BATCH) -> float:
     """Nominal FLOPs of the LeNet forward + backward: its convolutions and linear layers."""
-    convs = sum(conv_flops(*spec) for spec in CONVS.values())
-    return convs + 3 * 2 * BATCH * (400 * 120 + 120 * 84 + 84 * 10)
+    conv = sum(conv_flops(*spec) for spec in convs(batch_size).values())
+    return conv + 3 * 2 * batch_size * (400 * 120 + 120 * 84 + 84 * 10)
 
 
-def batch(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def batch(seed: int = 0, size: int = BATCH) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((BATCH, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, BATCH)
+    return rng.standard_normal((size, 1, 28, 28)).astype(np.float32), rng.integers(0, 10, size)
 
 
 def torch_lenet(torch, model: LeNet5):
@@ -69,12 +82,19 @@ def torch_lenet(torch, model: LeNet5):
     return net
 
 
-def lenet_variants(torch) -> tuple[dict[str, Callable[[], object]], Callable[[], dict], Callable[[], dict]]:
-    """The timed steps, and for checking: functions returning (loss, gradients) of each library."""
+def lenet_variants(torch, device: str = "cpu", torch_on: str | None = "cpu", batch_size: int = BATCH):
+    """The timed forward + backward steps and training steps of each library on ``device``, and for
+    checking, functions returning (loss, gradients) of each library."""
     tinyflo.manual_seed(0)
-    model = LeNet5()
-    x, y = batch()
-    tx, ty = tinyflo.tensor(x), tinyflo.tensor(y)
+    model, trained = LeNet5(), LeNet5()
+    trained.load_state_dict(model.state_dict())
+    torch_on = torch_on if torch is not None else None
+    net, trained_net = ((torch_lenet(torch, model).to(torch_on), torch_lenet(torch, model).to(torch_on))
+                        if torch_on is not None else (None, None))
+    model.to(device)
+    trained.to(device)
+    x, y = batch(size=batch_size)
+    tx, ty = tinyflo.tensor(x, device=device), tinyflo.tensor(y, device=device)
 
     def tinyflo_step():
         model.zero_grad()
@@ -86,11 +106,19 @@ def lenet_variants(torch) -> tuple[dict[str, Callable[[], object]], Callable[[],
         loss = tinyflo_step()
         return {"loss": loss.item()} | {k: p.grad.numpy() for k, p in model.named_parameters()}
 
-    variants = {"tinyflo": tinyflo_step}
+    optimizer = SGD(trained.parameters(), lr=LR, momentum=MOMENTUM)
+
+    def tinyflo_train():
+        optimizer.zero_grad()
+        loss = cross_entropy(trained(tx), ty)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    variants, training = {"tinyflo": tinyflo_step}, {"tinyflo": tinyflo_train}
     torch_result = None
-    if torch is not None:
-        net = torch_lenet(torch, model)
-        px, py = torch.from_numpy(x), torch.from_numpy(y)
+    if net is not None:
+        px, py = torch.from_numpy(x).to(torch_on), torch.from_numpy(y).to(torch_on)
 
         def torch_step():
             net.zero_grad(set_to_none=True)
@@ -100,19 +128,28 @@ def lenet_variants(torch) -> tuple[dict[str, Callable[[], object]], Callable[[],
 
         def torch_result():
             loss = torch_step()
-            return {"loss": loss.item()} | {k: p.grad.numpy() for k, p in net.named_parameters()}
+            return {"loss": loss.item()} | {k: p.grad.cpu().numpy() for k, p in net.named_parameters()}
 
-        variants["torch"] = torch_step
-    return variants, tinyflo_result, torch_result
+        torch_optimizer = torch.optim.SGD(trained_net.parameters(), lr=LR, momentum=MOMENTUM)
+
+        def torch_train():
+            torch_optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(trained_net(px), py)
+            loss.backward()
+            torch_optimizer.step()
+            return loss
+
+        variants["torch"], training["torch"] = torch_step, torch_train
+    return variants, training, tinyflo_result, torch_result
 
 
-def conv_variants(torch, spec) -> dict[str, Callable[[], object]]:
+def conv_variants(torch, spec, device: str = "cpu", torch_on: str | None = "cpu") -> dict[str, Callable[[], object]]:
     """Forward + backward of one convolution (sum of the output as the loss) in each library."""
     x_shape, w_shape, padding, input_grad = spec
     rng = np.random.default_rng(1)
     x, w, b = (rng.standard_normal(s).astype(np.float32) for s in (x_shape, w_shape, w_shape[:1]))
-    tx = tinyflo.tensor(x, requires_grad=input_grad)
-    tw, tb = tinyflo.tensor(w, requires_grad=True), tinyflo.tensor(b, requires_grad=True)
+    tx = tinyflo.tensor(x, requires_grad=input_grad, device=device)
+    tw, tb = (tinyflo.tensor(a, requires_grad=True, device=device) for a in (w, b))
 
     def tinyflo_step():
         tw.grad = tb.grad = tx.grad = None
@@ -120,9 +157,9 @@ def conv_variants(torch, spec) -> dict[str, Callable[[], object]]:
         return tw.grad
 
     variants = {"tinyflo": tinyflo_step}
-    if torch is not None:
-        px = torch.tensor(x, requires_grad=input_grad)
-        pw, pb = torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)
+    if torch is not None and torch_on is not None:
+        px = torch.tensor(x, requires_grad=input_grad, device=torch_on)
+        pw, pb = (torch.tensor(a, requires_grad=True, device=torch_on) for a in (w, b))
 
         def torch_step():
             pw.grad = pb.grad = px.grad = None
@@ -130,8 +167,8 @@ def conv_variants(torch, spec) -> dict[str, Callable[[], object]]:
             return pw.grad
 
         variants["torch"] = torch_step
-        np.testing.assert_allclose(tinyflo_step().numpy(), torch_step().numpy(), rtol=1e-3,
-                                   atol=1e-3 * float(np.abs(torch_step().numpy()).max()))
+        expected = torch_step().cpu().numpy()
+        np.testing.assert_allclose(tinyflo_step().numpy(), expected, rtol=1e-3, atol=1e-3 * float(np.abs(expected).max()))
     return variants
 
 
@@ -142,52 +179,80 @@ def check_same_math(tinyflo_result, torch_result) -> None:
     if torch_result is None:
         return
     theirs = torch_result()
-    np.testing.assert_allclose(ours.pop("loss"), theirs.pop("loss"), rtol=1e-5)
+    np.testing.assert_allclose(ours.pop("loss"), theirs.pop("loss"), rtol=1e-4)
     for key, grad in ours.items():
         scale = np.abs(theirs[key]).max()
         np.testing.assert_allclose(grad, theirs[key], rtol=1e-3, atol=1e-4 * scale, err_msg=key)
 
 
-def main(rounds: int = 11) -> tuple[Path, Path]:
-    """Measure, print and save ``results/conv.{json,md}``."""
+def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | None = None) -> tuple[Path, Path]:
+    """Measure, print and save ``results/conv.{json,md}`` (``conv_cuda`` on a GPU)."""
     torch = common.optional_torch()
-    variants, tinyflo_result, torch_result = lenet_variants(torch)
+    torch_on, torch_missing = common.torch_device(torch, device)
+    gpu = common.is_gpu(device)
+    size = SMOKE_BATCH if smoke else BATCH
+    variants, training, tinyflo_result, torch_result = lenet_variants(torch, device, torch_on, size)
     check_same_math(tinyflo_result, torch_result)
-    comparisons = {"LeNet-5 forward + cross-entropy + backward": (variants, lenet_flops())}
-    for name, spec in CONVS.items():
-        comparisons[f"{name}: forward + backward"] = (conv_variants(torch, spec), conv_flops(*spec))
-    tables, all_timings = [], {}
+    comparisons = {
+        f"LeNet-5 forward + cross-entropy + backward, batch {size}": (variants, lenet_flops(size)),
+        f"LeNet-5 training step (the same, then SGD with momentum), batch {size}": (training, lenet_flops(size)),
+    }
+    if gpu and not smoke:
+        large = lenet_variants(torch, device, torch_on, GPU_BATCH)[1]
+        comparisons[f"LeNet-5 training step, batch {GPU_BATCH}"] = (large, lenet_flops(GPU_BATCH))
+    for name, spec in convs(size).items():
+        comparisons[f"{name}: forward + backward, batch {size}"] = (conv_variants(torch, spec, device, torch_on),
+                                                                     conv_flops(*spec))
+    sync = common.device_sync(device, torch_on)
+    tables, all_timings, targets = [], {}, []
     for title, (steps, flops) in comparisons.items():
-        timings = common.compare(steps, baseline="torch" if torch is not None else "tinyflo", rounds=rounds)
+        timings = common.compare(steps, baseline="torch" if "torch" in steps else "tinyflo", rounds=rounds, sync=sync)
         rows = [[name, t.median_s * 1e3, t.ratio, flops / t.median_s / 1e9, f"{t.spread:.0%}"]
                 for name, t in timings.items()]
-        tables.append(common.Table(f"{title}, batch {BATCH}, float32 ({flops / 1e9:.3g} GFLOP)",
+        tables.append(common.Table(f"{title}, float32 ({flops / 1e9:.3g} GFLOP)",
                                    ["variant", "ms", "× torch", "GFLOP/s", "IQR"], rows))
         all_timings |= {f"{title}: {name}": t for name, t in timings.items()}
+        if gpu and title.startswith("LeNet-5 training step") and title.endswith(f"batch {size}"):
+            targets.append(common.Target(
+                f"LeNet-5 training step at batch {size}: tinyflo vs torch CUDA (× torch)",
+                timings["tinyflo"].ratio if "torch" in timings else None, GPU_TARGET,
+                note=torch_missing or (common.SMOKE_NOTE if smoke else ""), judged=not smoke))
     notes = [
         "Before timing, the LeNet loss and every parameter gradient of tinyflo are checked against "
-        "torch's from the same weights and batch (rtol 1e-3, atol 1e-4 × largest gradient), and each "
-        "convolution's weight gradient likewise.",
+        "torch's from the same weights and batch (loss rtol 1e-4; gradients rtol 1e-3, atol 1e-4 × largest "
+        "gradient), and each convolution's weight gradient likewise.",
         "tinyflo convolves by unfolding each image's windows (a strided view copied into an (N, C·KH·KW, "
         "OH·OW) array) and one GEMM per image in a single broadcast matmul, whose result is already NCHW; "
         "its backward folds the column gradient back with KH·KW strided additions.",
+        f"The training step is zero_grad, forward, cross-entropy, backward and an SGD step (lr {LR}, momentum "
+        f"{MOMENTUM}) with tinyflo's optim.SGD and torch.optim.SGD.",
         "GFLOP counts only the nominal GEMM work: 2·N·OC·OH·OW·C·KH·KW per convolution GEMM (forward, "
         "weight gradient, and the input gradient where one is needed), 6·batch·weights for the linear layers.",
         "IQR: interquartile range of the rounds relative to the median.",
     ]
-    if torch is None:
-        notes.append("PyTorch is not installed: its variant is left out.")
+    if gpu:
+        notes.insert(0, f"On {device}: every sample waits for the GPU (cupy Device.synchronize, torch.cuda.synchronize) "
+                        "before the clock starts and before it stops; torch's TF32 is off (cuDNN and cuBLAS), so both "
+                        "compute in float32.")
+    if torch_missing:
+        notes.append(f"{torch_missing}: its variant is left out.")
+    if smoke:
+        notes.insert(0, "SMOKE RUN: tiny sizes and few rounds, to check that the benchmark runs; the numbers mean nothing.")
+    where = f"on {device}" if gpu else "on the CPU"
     return common.save_result(
-        "conv",
-        "LeNet-5 and convolution forward + backward",
-        "Milliseconds per forward + backward of LeNet-5 and of its convolutions alone at batch 128 on "
-        "28×28 float32 images, tinyflo against PyTorch on the CPU.",
+        common.result_name("conv", device),
+        "LeNet-5 and convolution forward + backward" + (f" on {device}" if gpu else ""),
+        f"Milliseconds per forward + backward and per training step of LeNet-5, and per forward + backward of "
+        f"its convolutions alone, at batch {size} on 28×28 float32 images, tinyflo against PyTorch {where}.",
         tables,
         all_timings,
-        {"rounds": rounds, "dtype": "float32", "batch": BATCH},
+        {"rounds": rounds, "dtype": "float32", "batch": size, "device": device, "smoke": smoke},
         notes,
+        targets=targets,
+        device=device,
+        out=out,
     )
 
 
 if __name__ == "__main__":
-    main(common.parse_args(__doc__.splitlines()[0]).rounds)
+    main(**vars(common.parse_args(__doc__.splitlines()[0], devices=True)))

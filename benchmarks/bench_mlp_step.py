@@ -1,11 +1,14 @@
-"""One training step of a ReLU MLP: tinyflo vs hand-written NumPy vs PyTorch.
+"""One training step of a ReLU MLP: tinyflo vs hand-written NumPy (or CuPy) vs PyTorch.
 
-Run: ``python -m benchmarks.bench_mlp_step [--rounds N]``.
+Run: ``python -m benchmarks.bench_mlp_step [--rounds N] [--device cuda:0]``.
 
 A step is forward, cross-entropy (log-softmax written out with max, exp, sum,
 log and indexing), backward, and plain SGD on the parameters. The NumPy
 variant derives the backward by hand — the same math, no framework — so
 "× numpy" is what tinyflo's tensors and graph cost on top of the arithmetic.
+On a GPU the same hand-written step runs on CuPy, the large MLP trains on
+batches of 4096, and PyTorch runs on CUDA in the same process; the target is
+tinyflo's training loop within 1.3× of PyTorch's.
 """
 
 from __future__ import annotations
@@ -23,11 +26,16 @@ from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import SGD
 
 LR = 0.01
-NUMPY = "numpy (hand-derived backward)"  # the baseline variant
+NUMPY = "numpy (hand-derived backward)"  # the baseline variant (CuPy's on a GPU: see hand_label)
 GEMMS = "its matrix products alone (BLAS, no framework)"
 OPS = "tinyflo (tensor ops)"
 MODULES = "tinyflo (Linear, ReLU, cross_entropy)"
 LOOP = "tinyflo (the same, as a training loop with optim.SGD)"
+TORCH_OPS = "torch (tensor ops)"
+TORCH_MODULES = "torch (nn.Linear, F.cross_entropy)"
+TORCH_LOOP = "torch (the same loop with optim.SGD)"
+TORCH_OF = {OPS: TORCH_OPS, MODULES: TORCH_MODULES, LOOP: TORCH_LOOP}  # each tinyflo variant's torch twin
+GPU_TARGET = 1.3  # tinyflo's training loop at most this many times torch CUDA's, large MLP
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,18 @@ class Shape:
 
 
 SHAPES = [Shape("large", (784, 512, 512, 10), 256), Shape("small (dispatch-bound)", (64, 64, 64, 10), 32)]
+GPU_SHAPES = [Shape("large", (784, 512, 512, 10), 4096), SHAPES[1]]
+SMOKE_SHAPES = [Shape("large", (32, 16, 16, 4), 8), Shape("small (dispatch-bound)", (8, 8, 8, 4), 4)]
+
+
+def shapes_for(device: str, smoke: bool) -> list[Shape]:
+    """The MLPs measured: a GPU gets a GPU-sized batch for the large one."""
+    return SMOKE_SHAPES if smoke else GPU_SHAPES if common.is_gpu(device) else SHAPES
+
+
+def hand_label(device: str) -> str:
+    """The hand-written baseline's name: NumPy's on the CPU, CuPy's on a GPU."""
+    return NUMPY.replace("numpy", "cupy") if common.is_gpu(device) else NUMPY
 
 
 def initial_weights(shape: Shape, seed: int = 0) -> list[np.ndarray]:
@@ -67,8 +87,8 @@ def batch_of(shape: Shape, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
 # ----- (a) tinyflo: tensor ops and autograd -------------------------------------------
 
 
-def tinyflo_loss(params: list[tinyflo.Tensor], x: tinyflo.Tensor, y: np.ndarray) -> tinyflo.Tensor:
-    """Mean cross-entropy of the MLP's logits, from tinyflo ops."""
+def tinyflo_loss(params: list[tinyflo.Tensor], x: tinyflo.Tensor, rows, y) -> tinyflo.Tensor:
+    """Mean cross-entropy of the MLP's logits, from tinyflo ops (``rows``: 0..batch-1, on x's device)."""
     h = x
     for i in range(0, len(params), 2):
         h = h @ params[i] + params[i + 1]
@@ -77,12 +97,12 @@ def tinyflo_loss(params: list[tinyflo.Tensor], x: tinyflo.Tensor, y: np.ndarray)
     # Subtracting the row max keeps exp() finite; it is a constant, so it stays out of the graph.
     shifted = h - h.detach().max(axis=1, keepdims=True)
     log_probs = shifted - shifted.exp().sum(axis=1, keepdims=True).log()
-    return -log_probs[np.arange(len(y)), y].mean()
+    return -log_probs[rows, y].mean()
 
 
-def tinyflo_step(params: list[tinyflo.Tensor], x: tinyflo.Tensor, y: np.ndarray) -> tinyflo.Tensor:
+def tinyflo_step(params: list[tinyflo.Tensor], x: tinyflo.Tensor, rows, y) -> tinyflo.Tensor:
     """Forward, backward, SGD update; returns the loss."""
-    loss = tinyflo_loss(params, x, y)
+    loss = tinyflo_loss(params, x, rows, y)
     loss.backward()
     with tinyflo.no_grad():
         for p in params:
@@ -128,21 +148,21 @@ def tinyflo_loop_step(model, optimizer, x: tinyflo.Tensor, y: tinyflo.Tensor) ->
 # ----- (b) NumPy by hand: the same forward, the backward derived on paper --------------
 
 
-def numpy_loss_and_grads(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> tuple[float, list[np.ndarray]]:
-    """Mean cross-entropy and its gradient for every parameter, by hand."""
-    rows = np.arange(len(y))
+def numpy_loss_and_grads(params: list, x, y, xp=np) -> tuple:
+    """Mean cross-entropy (a 0-d array) and its gradient for every parameter, by hand, with NumPy or CuPy ``xp``."""
+    rows = xp.arange(len(y))
     inputs, pre = [x], []  # each layer's input, and the pre-activations of the hidden layers
     h = x
     for i in range(0, len(params), 2):
         h = h @ params[i] + params[i + 1]
         if i + 2 < len(params):
             pre.append(h)
-            h = np.maximum(h, 0)
+            h = xp.maximum(h, 0)
             inputs.append(h)
     shifted = h - h.max(axis=1, keepdims=True)
-    e = np.exp(shifted)
+    e = xp.exp(shifted)
     total = e.sum(axis=1, keepdims=True)
-    loss = -(shifted[rows, y] - np.log(total[:, 0])).mean()
+    loss = -(shifted[rows, y] - xp.log(total[:, 0])).mean()
 
     grad = e / total  # d loss / d logits = (softmax - one_hot) / batch
     grad[rows, y] -= 1
@@ -153,18 +173,18 @@ def numpy_loss_and_grads(params: list[np.ndarray], x: np.ndarray, y: np.ndarray)
         grads[i + 1] = grad.sum(axis=0)
         if i > 0:
             grad = (grad @ params[i].T) * (pre[i // 2 - 1] > 0)
-    return float(loss), grads
+    return loss, grads
 
 
-def numpy_step(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
-    """Forward, hand-derived backward, SGD update; returns the loss."""
-    loss, grads = numpy_loss_and_grads(params, x, y)
+def numpy_step(params: list, x, y, xp=np):
+    """Forward, hand-derived backward, SGD update; returns the loss (a 0-d array: no read from a GPU)."""
+    loss, grads = numpy_loss_and_grads(params, x, y, xp)
     for p, g in zip(params, grads):
         p -= LR * g
     return loss
 
 
-def gemms_only(shape: Shape) -> Callable[[], None]:
+def gemms_only(shape: Shape, xp=np) -> Callable[[], None]:
     """The matrix products of numpy_step, with its shapes and layouts, and nothing else.
 
     Its time is what this machine's BLAS needs for a step's matmul work, so a variant's
@@ -175,7 +195,7 @@ def gemms_only(shape: Shape) -> Callable[[], None]:
     rng = np.random.default_rng(2)
     inputs = [x] + [rng.standard_normal((shape.batch, n)).astype(np.float32) for n in shape.sizes[1:-1]]
     grads = [rng.standard_normal((shape.batch, n)).astype(np.float32) for n in shape.sizes[1:]]
-    layers = list(zip(inputs, weights[0::2], grads))
+    layers = [(xp.asarray(h), xp.asarray(w), xp.asarray(g)) for h, w, g in zip(inputs, weights[0::2], grads)]
 
     def step() -> None:
         for i, (h, w, g) in enumerate(layers):
@@ -187,10 +207,10 @@ def gemms_only(shape: Shape) -> Callable[[], None]:
     return step
 
 
-# ----- (c) PyTorch: the same ops, eager, CPU -----------------------------------------
+# ----- (c) PyTorch: the same ops, eager, on the CPU or CUDA --------------------------
 
 
-def torch_loss(torch, params: list, x, y):
+def torch_loss(torch, params: list, x, rows, y):
     """Mean cross-entropy of the MLP's logits, from the same torch ops as tinyflo_loss."""
     h = x
     for i in range(0, len(params), 2):
@@ -199,12 +219,12 @@ def torch_loss(torch, params: list, x, y):
             h = h.relu()
     shifted = h - h.detach().max(dim=1, keepdim=True).values
     log_probs = shifted - shifted.exp().sum(dim=1, keepdim=True).log()
-    return -log_probs[torch.arange(len(y)), y].mean()
+    return -log_probs[rows, y].mean()
 
 
-def torch_step(torch, params: list, x, y):
+def torch_step(torch, params: list, x, rows, y):
     """Forward, backward, SGD update; returns the loss."""
-    loss = torch_loss(torch, params, x, y)
+    loss = torch_loss(torch, params, x, rows, y)
     loss.backward()
     with torch.no_grad():
         for p in params:
@@ -248,51 +268,60 @@ def torch_loop_step(torch, model, optimizer, x, y):
 # ----- checking, then timing ------------------------------------------------------------
 
 
-def step_variants(shape: Shape, torch) -> dict[str, Callable[[], object]]:
-    """One step closure per library, each training its own copy of the same initial weights."""
+def step_variants(shape: Shape, torch, device: str = "cpu", torch_on: str | None = "cpu") -> dict[str, Callable[[], object]]:
+    """One step closure per library, each training its own copy of the same initial weights on ``device``.
+
+    ``torch_on`` is torch's device (None leaves torch out).
+    """
     weights, (x, y) = initial_weights(shape), batch_of(shape)
-    numpy_params = [w.copy() for w in weights]
-    tf_params = [tinyflo.tensor(w, requires_grad=True) for w in weights]
-    tf_x = tinyflo.tensor(x)
-    tf_model, tf_y = tinyflo_model(weights), tinyflo.tensor(y)
+    xp = tinyflo.device(device).xp
+    with tinyflo.device(device):
+        hand_params, hand_x, hand_y = [xp.array(w) for w in weights], xp.array(x), xp.array(y)
+    tf_params = [tinyflo.tensor(w, requires_grad=True, device=device) for w in weights]
+    tf_x, tf_y = tinyflo.tensor(x, device=device), tinyflo.tensor(y, device=device)
+    tf_rows = tinyflo.arange(shape.batch, device=device)
+    tf_model = tinyflo_model(weights).to(device)
     variants = {
-        NUMPY: lambda: numpy_step(numpy_params, x, y),
-        OPS: lambda: tinyflo_step(tf_params, tf_x, y),
+        hand_label(device): lambda: numpy_step(hand_params, hand_x, hand_y, xp),
+        OPS: lambda: tinyflo_step(tf_params, tf_x, tf_rows, tf_y),
         MODULES: lambda: tinyflo_nn_step(tf_model, tf_x, tf_y),
     }
-    loop_model = tinyflo_model(weights)
+    loop_model = tinyflo_model(weights).to(device)
     loop_optimizer = SGD(loop_model.parameters(), lr=LR)
     variants[LOOP] = lambda: tinyflo_loop_step(loop_model, loop_optimizer, tf_x, tf_y)
-    if torch is not None:
-        t_params = [torch.tensor(w, requires_grad=True) for w in weights]
-        t_x, t_y = torch.from_numpy(x), torch.from_numpy(y)
-        t_model = torch_model(torch, weights)
-        variants["torch (tensor ops)"] = lambda: torch_step(torch, t_params, t_x, t_y)
-        variants["torch (nn.Linear, F.cross_entropy)"] = lambda: torch_nn_step(torch, t_model, t_x, t_y)
-        t_loop_model = torch_model(torch, weights)
+    if torch is not None and torch_on is not None:
+        t_params = [torch.tensor(w, requires_grad=True, device=torch_on) for w in weights]
+        t_x, t_y = torch.from_numpy(x).to(torch_on), torch.from_numpy(y).to(torch_on)
+        t_rows = torch.arange(shape.batch, device=torch_on)
+        t_model = torch_model(torch, weights).to(torch_on)
+        variants[TORCH_OPS] = lambda: torch_step(torch, t_params, t_x, t_rows, t_y)
+        variants[TORCH_MODULES] = lambda: torch_nn_step(torch, t_model, t_x, t_y)
+        t_loop_model = torch_model(torch, weights).to(torch_on)
         t_optimizer = torch.optim.SGD(t_loop_model.parameters(), lr=LR)
-        variants["torch (the same loop with optim.SGD)"] = lambda: torch_loop_step(
-            torch, t_loop_model, t_optimizer, t_x, t_y)
+        variants[TORCH_LOOP] = lambda: torch_loop_step(torch, t_loop_model, t_optimizer, t_x, t_y)
     return variants
 
 
-def check_same_math(shape: Shape, torch) -> None:
+def check_same_math(shape: Shape, torch, device: str = "cpu", torch_on: str | None = "cpu") -> None:
     """All variants give the same loss and gradients from the same weights, or nothing is timed."""
     weights, (x, y) = initial_weights(shape), batch_of(shape)
     loss, grads = numpy_loss_and_grads(weights, x, y)
 
-    params = [tinyflo.tensor(w, requires_grad=True) for w in weights]
-    tf_loss = tinyflo_loss(params, tinyflo.tensor(x), y)
+    params = [tinyflo.tensor(w, requires_grad=True, device=device) for w in weights]
+    rows = tinyflo.arange(shape.batch, device=device)
+    tf_loss = tinyflo_loss(params, tinyflo.tensor(x, device=device), rows, tinyflo.tensor(y, device=device))
     tf_loss.backward()
     results = {"tinyflo": (tf_loss.item(), [p.grad.numpy() for p in params])}
     assert all(p.grad.dtype == tinyflo.float32 for p in params), "a gradient drifted from float32"
-    if torch is not None:
-        tparams = [torch.tensor(w, requires_grad=True) for w in weights]
-        t_loss = torch_loss(torch, tparams, torch.from_numpy(x), torch.from_numpy(y))
+    if torch is not None and torch_on is not None:
+        tparams = [torch.tensor(w, requires_grad=True, device=torch_on) for w in weights]
+        t_loss = torch_loss(torch, tparams, torch.from_numpy(x).to(torch_on),
+                            torch.arange(shape.batch, device=torch_on), torch.from_numpy(y).to(torch_on))
         t_loss.backward()
-        results["torch"] = (t_loss.item(), [p.grad.numpy() for p in tparams])
+        results["torch"] = (t_loss.item(), [p.grad.cpu().numpy() for p in tparams])
+    loss_rtol = 1e-4 if common.is_gpu(device) else 1e-5  # a GPU sums in another order
     for name, (other_loss, other_grads) in results.items():
-        np.testing.assert_allclose(other_loss, loss, rtol=1e-5, err_msg=f"{name} loss differs from numpy's")
+        np.testing.assert_allclose(other_loss, loss, rtol=loss_rtol, err_msg=f"{name} loss differs from numpy's")
         for i, (g, expected) in enumerate(zip(other_grads, grads)):
             scale = np.abs(expected).max()
             np.testing.assert_allclose(
@@ -300,37 +329,46 @@ def check_same_math(shape: Shape, torch) -> None:
             )
     # The timed step functions themselves (update included) must follow the same trajectory.
     trajectories = {
-        name: [loss if isinstance(loss, float) else loss.item() for loss in (step() for _ in range(5))]
-        for name, step in step_variants(shape, torch).items()
+        name: [float(loss.item()) for loss in (step() for _ in range(5))]
+        for name, step in step_variants(shape, torch, device, torch_on).items()
     }
-    expected_losses = trajectories.pop(NUMPY)
+    expected_losses = trajectories.pop(hand_label(device))
     for name, losses in trajectories.items():
         np.testing.assert_allclose(losses, expected_losses, rtol=1e-4, err_msg=f"{name} trains differently from numpy")
 
 
-def main(rounds: int = 11) -> tuple[Path, Path]:
-    """Measure, print and save ``results/mlp_step.{json,md}``."""
+def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | None = None) -> tuple[Path, Path]:
+    """Measure, print and save ``results/mlp_step.{json,md}`` (``mlp_step_cuda`` on a GPU)."""
     torch = common.optional_torch()
-    tables, all_timings = [], {}
-    for shape in SHAPES:
-        check_same_math(shape, torch)
-        variants = step_variants(shape, torch) | {GEMMS: gemms_only(shape)}
-        timings = common.compare(variants, baseline=NUMPY, rounds=rounds)
+    torch_on, torch_missing = common.torch_device(torch, device)
+    sync = common.device_sync(device, torch_on)
+    hand, gpu = hand_label(device), common.is_gpu(device)
+    tables, all_timings, targets = [], {}, []
+    for shape in shapes_for(device, smoke):
+        check_same_math(shape, torch, device, torch_on)
+        variants = step_variants(shape, torch, device, torch_on) | {GEMMS: gemms_only(shape, tinyflo.device(device).xp)}
+        timings = common.compare(variants, baseline=hand, rounds=rounds, sync=sync)
         gemm_s = timings[GEMMS].median_s
         rows = [
-            [name, t.median_s * 1e3, t.ratio, shape.flops / t.median_s / 1e9, f"{gemm_s / t.median_s:.0%}",
-             f"{t.spread:.0%}"]
+            [name, t.median_s * 1e3, t.ratio,
+             t.median_s / timings[TORCH_OF[name]].median_s if TORCH_OF.get(name) in timings else float("nan"),
+             shape.flops / t.median_s / 1e9, f"{gemm_s / t.median_s:.0%}", f"{t.spread:.0%}"]
             for name, t in timings.items()
         ]
         sizes = "-".join(map(str, shape.sizes))
         tables.append(
             common.Table(
                 f"{shape.name}: {sizes} MLP, batch {shape.batch} ({shape.flops / 1e9:.3g} GFLOP per step)",
-                ["variant", "ms/step", "× numpy", "GFLOP/s", "GEMM share", "IQR"],
+                ["variant", "ms/step", f"× {hand.split()[0]}", "× torch", "GFLOP/s", "GEMM share", "IQR"],
                 rows,
             )
         )
         all_timings |= {f"{shape.name}: {name}": t for name, t in timings.items()}
+        if gpu and shape is shapes_for(device, smoke)[0]:
+            ratio = timings[LOOP].median_s / timings[TORCH_LOOP].median_s if TORCH_LOOP in timings else None
+            targets.append(common.Target(
+                f"{sizes} MLP at batch {shape.batch}: tinyflo's training loop vs torch CUDA's (× torch)",
+                ratio, GPU_TARGET, note=torch_missing or (common.SMOKE_NOTE if smoke else ""), judged=not smoke))
     notes = [
         "Each variant trains its own copy of the same initial weights on one fixed batch; "
         "before timing, the loss and all gradients of tinyflo and torch are checked against "
@@ -338,7 +376,7 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         "of the timed step functions themselves.",
         "GFLOP per step is the usual nominal count, matmuls only: 3 × the forward's "
         "2·batch·fan_in·fan_out summed over layers (6·batch·weights). It includes the gradient with "
-        "respect to the input batch, which no variant computes (0.21 of the large step's 1.03 GFLOP).",
+        "respect to the input batch, which no variant computes (0.21 of the large step's 1.03 GFLOP at batch 256).",
         "'tensor ops' variants write log-softmax out: x - max (a detached constant), exp, sum, log, "
         "then the label entries picked by integer indexing and averaged; torch uses the same ops. "
         "The module variants use tinyflo's Linear/ReLU/Sequential and cross_entropy (module 03/04) "
@@ -349,22 +387,33 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         "shapes and layouts, timed in the same rounds — over the variant's time: the fraction of "
         "this machine's measured GEMM throughput that the whole step reaches (100% would be a step "
         "that costs nothing but its matmuls).",
+        "× torch: the variant's time over its torch twin's (tensor ops, modules, training loop).",
         "IQR: interquartile range of the rounds relative to the median.",
     ]
-    if torch is None:
-        notes.append("PyTorch is not installed: its variant is left out.")
-    paths = common.save_result(
-        "mlp_step",
-        "MLP training step",
+    if gpu:
+        notes.insert(0, f"On {device}: the hand-written step runs on CuPy; every sample waits for the GPU "
+                        "(cupy Device.synchronize, torch.cuda.synchronize) before the clock starts and before it "
+                        "stops, so the time is the GPU's, not how fast Python queues kernels.")
+    if torch_missing:
+        notes.append(f"{torch_missing}: the torch variants are left out.")
+    if smoke:
+        notes.insert(0, "SMOKE RUN: tiny sizes and few rounds, to check that the benchmark runs; the numbers mean nothing.")
+    where = f"on {device}" if gpu else "on the CPU"
+    return common.save_result(
+        common.result_name("mlp_step", device),
+        "MLP training step" + (f" on {device}" if gpu else ""),
         "Milliseconds per training step (forward, cross-entropy, backward, SGD) of a ReLU MLP in "
-        "float32, tinyflo against a hand-written NumPy step and PyTorch on the CPU.",
+        f"float32, tinyflo against a hand-written {hand.split()[0]} step and PyTorch, {where}.",
         tables,
         all_timings,
-        {"rounds": rounds, "dtype": "float32", "learning_rate": LR, "optimizer": "plain SGD"},
+        {"rounds": rounds, "dtype": "float32", "learning_rate": LR, "optimizer": "plain SGD", "device": device,
+         "smoke": smoke},
         notes,
+        targets=targets,
+        device=device,
+        out=out,
     )
-    return paths
 
 
 if __name__ == "__main__":
-    main(common.parse_args(__doc__.splitlines()[0]).rounds)
+    main(**vars(common.parse_args(__doc__.splitlines()[0], devices=True)))

@@ -44,6 +44,88 @@ def optional_torch() -> Any:
     return torch
 
 
+# ----- devices -------------------------------------------------------------------
+
+
+def is_gpu(device: str) -> bool:
+    """True for ``cuda`` and ``cuda:N``."""
+    return str(device).startswith("cuda")
+
+
+def torch_device(torch: Any, device: str) -> tuple[str | None, str]:
+    """The torch device matching tinyflo's ``device``, or None and the reason torch cannot run there."""
+    if torch is None:
+        return None, "torch CUDA unavailable: torch is not installed" if is_gpu(device) else "torch is not installed"
+    if not is_gpu(device):
+        return "cpu", ""
+    if not torch.cuda.is_available():
+        return None, f"torch CUDA unavailable: torch {torch.__version__} (built for CUDA {torch.version.cuda}) sees no GPU"
+    # float32 means float32 on both sides: TF32 would give torch's matmuls and convolutions 10-bit mantissas
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    return str(tinyflo.device(device)), ""
+
+
+def device_sync(device: str, torch_on: str | None = None) -> Callable[[], None]:
+    """A function that waits until the GPU has finished what tinyflo (and torch, when on a GPU) queued.
+
+    A GPU runs kernels asynchronously: without this, a timer measures how fast Python queues work.
+    On the CPU it does nothing.
+    """
+    if not is_gpu(device):
+        return lambda: None
+    cupy_device = tinyflo.device(device).xp.cuda.Device(tinyflo.device(device).index)
+    if torch_on is None or not is_gpu(torch_on):
+        return cupy_device.synchronize
+    import torch
+
+    def sync() -> None:
+        cupy_device.synchronize()
+        torch.cuda.synchronize()
+
+    return sync
+
+
+def result_name(name: str, device: str) -> str:
+    """The result file's name: ``name`` on the CPU, ``name_cuda`` on a GPU, so neither overwrites the other."""
+    return f"{name}_cuda" if is_gpu(device) else name
+
+
+@dataclass
+class Target:
+    """A goal for one measured figure: met when ``value`` is at most ``limit`` (at least, if ``at_least``).
+
+    ``judged`` is False for a smoke run: its value is kept, but toy sizes say nothing about the goal.
+    """
+
+    name: str
+    value: float | None
+    limit: float
+    at_least: bool = False
+    note: str = ""
+    judged: bool = True
+
+    @property
+    def met(self) -> bool | None:
+        """Whether the goal holds; None when nothing was measured, or nothing worth judging (``note`` says why)."""
+        if self.value is None or self.value != self.value or not self.judged:
+            return None
+        return self.value >= self.limit if self.at_least else self.value <= self.limit
+
+    def row(self) -> list[Any]:
+        """The target as a table row: name, measured, limit, met."""
+        verdict = {True: "met", False: "MISSED", None: "not judged" if self.value is not None else "not measured"}[self.met]
+        measured = "—" if self.value is None else f"{self.value:.3g}"
+        limit = f"{'≥' if self.at_least else '≤'} {self.limit:g}"
+        return [self.name, measured, limit, verdict + (f" ({self.note})" if self.note else "")]
+
+    def record(self) -> dict[str, Any]:
+        """The target as plain data, its verdict included."""
+        return asdict(self) | {"met": self.met}
+
+
+SMOKE_NOTE = "smoke run: toy sizes say nothing about the goal"
+
+
 # ----- timing --------------------------------------------------------------------
 
 
@@ -103,12 +185,18 @@ def wait_for_quiet(max_wait_s: float = 60.0, threshold: float = BUSY) -> float:
             return share
 
 
-def _time_calls(fn: Callable[[], object], number: int) -> float:
-    """Seconds per call of ``fn``, averaged over ``number`` back-to-back calls."""
+def _time_calls(fn: Callable[[], object], number: int, sync: Callable[[], None] = lambda: None) -> float:
+    """Seconds per call of ``fn``, averaged over ``number`` back-to-back calls.
+
+    ``sync`` waits for the device (a GPU runs asynchronously): once before the clock starts,
+    so that earlier work is not counted, and once before it stops, so that this work is.
+    """
     gc.collect()  # start every sample from the same garbage state; gc stays on, as in real use
+    sync()
     start = time.perf_counter()
     for _ in range(number):
         fn()
+    sync()
     return (time.perf_counter() - start) / number
 
 
@@ -118,13 +206,15 @@ def compare(
     rounds: int = 11,
     warmup: int = WARMUP,
     min_sample_s: float = 0.02,
+    sync: Callable[[], None] = lambda: None,
 ) -> dict[str, Timing]:
     """Time every variant once per round, interleaved in rotating order; medians and ratios to ``baseline``.
 
     Interleaving puts every variant under the same machine state (allocator,
     caches, clock, neighbours), which on a small machine matters more than the
     differences being measured. A sample repeats a fast variant until it lasts
-    ``min_sample_s``, so timer resolution does not count.
+    ``min_sample_s``, so timer resolution does not count. On a GPU, ``sync``
+    waits for the device before and after each sample (see :func:`device_sync`).
     """
     if baseline not in variants:
         raise ValueError(f"compare: baseline {baseline!r} is not one of the variants {list(variants)}")
@@ -133,13 +223,13 @@ def compare(
     number = dict.fromkeys(names, 1)
     for _ in range(warmup):
         for name in names:
-            once = _time_calls(variants[name], 1)
+            once = _time_calls(variants[name], 1, sync)
             number[name] = max(1, round(min_sample_s / once))
     samples: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
-            samples[name].append(_time_calls(variants[name], number[name]))
+            samples[name].append(_time_calls(variants[name], number[name], sync))
 
     background = load.share()
     timings = {}
@@ -192,8 +282,8 @@ def _torch_blas(torch: Any) -> str:
     return (blas.group(1) if blas else "unknown") + (f" {mkl.group(1)}" if mkl else "")
 
 
-def machine_info() -> dict[str, Any]:
-    """The machine, the versions and the thread settings a result was measured with."""
+def machine_info(device: str = "cpu") -> dict[str, Any]:
+    """The machine, the versions and the thread settings a result was measured with (and the GPU's, on one)."""
     torch = optional_torch()
     commit = _git("rev-parse", "--short", "HEAD")
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!benchmarks/results")  # results being written are not a code change
@@ -216,6 +306,10 @@ def machine_info() -> dict[str, Any]:
     if torch:
         info["torch_threads"] = torch.get_num_threads()
         info["torch_blas"] = _torch_blas(torch)
+    if is_gpu(device):
+        from tinyflo import gpu_proof
+
+        info |= {"device": str(device)} | gpu_proof.gpu_facts(tinyflo.device(device).index)
     return info
 
 
@@ -265,9 +359,12 @@ def save_result(
     timings: dict[str, Timing],
     settings: dict[str, Any],
     notes: Sequence[str] = (),
+    targets: Sequence[Target] = (),
+    device: str = "cpu",
+    out: str | os.PathLike | None = None,
 ) -> tuple[Path, Path]:
-    """Print the tables; write ``results/<name>.json`` (every sample) and ``results/<name>.md``."""
-    machine = machine_info()
+    """Print the tables; write ``<out>/<name>.json`` (every sample) and ``<out>/<name>.md`` (out: results/)."""
+    machine = machine_info(device)
     notes = list(notes)
     background = max((t.background_cpu for t in timings.values()), default=0.0)
     if timings:  # counts and memory are not timed: no timing method, no background load to report
@@ -277,7 +374,8 @@ def save_result(
         notes.insert(0, f"WARNING: other processes used {background:.0%} of the CPU during the measurement; "
                         "the numbers are not comparable with a quiet run.")
         print(f"warning: other processes used {background:.0%} of the CPU while measuring", file=sys.stderr)
-    RESULTS_DIR.mkdir(exist_ok=True)
+    folder = Path(out) if out is not None else RESULTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
     record = {
         "benchmark": name,
         "title": title,
@@ -286,15 +384,20 @@ def save_result(
         "settings": settings,
         "tables": [asdict(t) for t in tables],
         "timings": {k: asdict(t) | {"spread": t.spread} for k, t in timings.items()},
+        "targets": [t.record() for t in targets],
         "notes": notes,
     }
-    json_path, md_path = RESULTS_DIR / f"{name}.json", RESULTS_DIR / f"{name}.md"
+    json_path, md_path = folder / f"{name}.json", folder / f"{name}.md"
     _write_atomically(json_path, json.dumps(record, indent=2) + "\n")
 
     parts = [f"# {title}", "", description, ""]
     for table in tables:
         parts += [f"## {table.title}", "", markdown_table(table), ""]
         print(f"\n{table.title}\n{markdown_table(table)}")
+    if targets:
+        table = Table("Targets", ["target", "measured", "limit", "verdict"], [t.row() for t in targets])
+        parts += ["## Targets", "", markdown_table(table), ""]
+        print(f"\nTargets\n{markdown_table(table)}")
     if notes:
         parts += ["## Notes", ""] + [f"* {n}" for n in notes] + [""]
     parts += ["## Settings", ""] + [f"* {k}: {v}" for k, v in settings.items()] + [""]
@@ -304,8 +407,21 @@ def save_result(
     return json_path, md_path
 
 
-def parse_args(description: str) -> argparse.Namespace:
-    """The command line every benchmark shares: ``--rounds N``."""
+def parse_args(description: str, devices: bool = False, default_device: str = "cpu",
+               options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The command line every benchmark shares: ``--rounds N``; with ``devices``, also ``--device``,
+    ``--smoke`` and ``--out``; ``options`` adds a benchmark's own."""
     parser = argparse.ArgumentParser(description=description)
+    if options is not None:
+        options(parser)
     parser.add_argument("--rounds", type=int, default=11, help="timed rounds per variant (default 11)")
-    return parser.parse_args()
+    if devices:
+        parser.add_argument("--device", default=default_device, help=f"cpu or cuda:N (default {default_device})")
+        parser.add_argument("--smoke", action="store_true",
+                            help="tiny sizes and few steps: checks that the benchmark runs end to end; "
+                            "its numbers mean nothing (needs --out)")
+        parser.add_argument("--out", metavar="DIR", help="folder for the result files (default benchmarks/results)")
+    args = parser.parse_args()
+    if devices and args.smoke and not args.out:
+        parser.error("--smoke measures nothing worth keeping: give --out DIR, away from benchmarks/results")
+    return args

@@ -37,13 +37,13 @@
 # **Needs** module 01 (tensor). No autograd: the rule is its own update.
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
 
 import tinyflo
 from tinyflo import milestones
 
 run = milestones.start("perceptron")
+plt = run.pyplot()  # matplotlib.pyplot, or None without matplotlib: then the plots are skipped
 
 # %% [markdown]
 # ## The data: two clusters a straight line separates
@@ -125,19 +125,20 @@ run.numbers.update(points=len(x_np), epochs=len(mistakes_per_epoch), mistakes=to
 
 # %%
 w1, w2, b = (float(v) for v in w.numpy())
-fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-for label, colour in ((0, "tab:blue"), (1, "tab:orange")):
-    left.scatter(*x_np[y_np == label].T, s=8, c=colour, label=f"class {label}")
-xs = np.linspace(x_np[:, 0].min(), x_np[:, 0].max(), 2)
-left.plot(xs, -(w1 * xs + b) / w2, "k-", label="perceptron boundary")
-left.set(xlabel="$x_1$", ylabel="$x_2$", title=f"0 training errors after {len(mistakes_per_epoch)} epochs",
-         ylim=(x_np[:, 1].min() - 0.5, x_np[:, 1].max() + 0.5))
-left.legend(loc="upper right")
-left.set_aspect("equal")
-right.bar(range(1, len(mistakes_per_epoch) + 1), mistakes_per_epoch)
-right.set(xlabel="epoch", ylabel="mistakes (updates)", xticks=range(1, len(mistakes_per_epoch) + 1),
-          title=f"{total} mistakes in all; Novikoff's bound (R/γ)² = {bound:.0f}")
-run.savefig(fig, "perceptron.png")
+if plt is not None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for label, colour in ((0, "tab:blue"), (1, "tab:orange")):
+        left.scatter(*x_np[y_np == label].T, s=8, c=colour, label=f"class {label}")
+    xs = np.linspace(x_np[:, 0].min(), x_np[:, 0].max(), 2)
+    left.plot(xs, -(w1 * xs + b) / w2, "k-", label="perceptron boundary")
+    left.set(xlabel="$x_1$", ylabel="$x_2$", title=f"0 training errors after {len(mistakes_per_epoch)} epochs",
+             ylim=(x_np[:, 1].min() - 0.5, x_np[:, 1].max() + 0.5))
+    left.legend(loc="upper right")
+    left.set_aspect("equal")
+    right.bar(range(1, len(mistakes_per_epoch) + 1), mistakes_per_epoch)
+    right.set(xlabel="epoch", ylabel="mistakes (updates)", xticks=range(1, len(mistakes_per_epoch) + 1),
+              title=f"{total} mistakes in all; Novikoff's bound (R/γ)² = {bound:.0f}")
+    run.savefig(fig, "perceptron.png")
 
 # %% [markdown]
 # ## Reproduced, beside the published

@@ -40,13 +40,13 @@
 # **Needs** modules 01 tensor, 02 autograd, 03 layers, 04 losses, 06 optimizers.
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
 
 import tinyflo
 from tinyflo import milestones, nn
 
 run = milestones.start("xor")
+plt = run.pyplot()  # matplotlib.pyplot, or None without matplotlib: then the plots are skipped
 tinyflo.manual_seed(0)
 
 X = tinyflo.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], device=run.device)
@@ -127,23 +127,24 @@ run.numbers.update(single_layer_accuracy=single_layer, final_loss=float(loss.ite
 # ## The picture: no line works
 
 # %%
-fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
-points, labels = X.numpy(), Y.numpy()
-left.scatter(*points[labels == 0].T, s=200, marker="o", label="XOR = 0")
-left.scatter(*points[labels == 1].T, s=200, marker="x", label="XOR = 1")
-a, c = layer.weight.numpy()[0]
-left.set(xlim=(-0.5, 1.5), ylim=(-0.5, 1.5), xlabel="$x_1$", ylabel="$x_2$",
-         title=f"trained linear layer: |w| = {np.hypot(a, c):.0e}, at best {single_layer:.0%}")
-left.legend(loc="center")
 levels = np.arange(5) / 4
 counts = [float(((accuracy == level).float().sum()).item()) for level in levels]
-right.bar([f"{level:.0%}" for level in levels], [max(count, 0.5) for count in counts], log=True)
-for i, count in enumerate(counts):
-    right.annotate(f"{count:,.0f}", (i, max(count, 0.5)), ha="center", va="bottom")
-right.set(xlabel="accuracy on the four XOR points", ylabel="linear thresholds (log)",
-          title=f"all {n ** 3:,} thresholds on the grid: none reaches 100%")
 run.numbers["grid_counts"] = dict(zip(["0%", "25%", "50%", "75%", "100%"], counts))
-run.savefig(fig, "xor.png")
+if plt is not None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    points, labels = X.numpy(), Y.numpy()
+    left.scatter(*points[labels == 0].T, s=200, marker="o", label="XOR = 0")
+    left.scatter(*points[labels == 1].T, s=200, marker="x", label="XOR = 1")
+    a, c = layer.weight.numpy()[0]
+    left.set(xlim=(-0.5, 1.5), ylim=(-0.5, 1.5), xlabel="$x_1$", ylabel="$x_2$",
+             title=f"trained linear layer: |w| = {np.hypot(a, c):.0e}, at best {single_layer:.0%}")
+    left.legend(loc="center")
+    right.bar([f"{level:.0%}" for level in levels], [max(count, 0.5) for count in counts], log=True)
+    for i, count in enumerate(counts):
+        right.annotate(f"{count:,.0f}", (i, max(count, 0.5)), ha="center", va="bottom")
+    right.set(xlabel="accuracy on the four XOR points", ylabel="linear thresholds (log)",
+              title=f"all {n ** 3:,} thresholds on the grid: none reaches 100%")
+    run.savefig(fig, "xor.png")
 
 # %% [markdown]
 # ## Reproduced, beside the published

@@ -36,7 +36,6 @@
 import time
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 import tinyflo
@@ -45,6 +44,7 @@ from tinyflo.nn import functional as F
 from tinyflo.optim.lr_scheduler import CosineAnnealing, Warmup
 
 run = milestones.start("mlp")
+plt = run.pyplot()  # matplotlib.pyplot, or None without matplotlib: then the plots are skipped
 
 # %% [markdown]
 # ## 1. XOR with a 2-2-1 network
@@ -172,26 +172,27 @@ if mnist_root is not None:
 # ## Plots: what the hidden units do, and the learning curves
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-grid = np.linspace(-0.5, 1.5, 201, dtype=np.float32)
-gx, gy = np.meshgrid(grid, grid)
-with tinyflo.no_grad():
-    surface = xor_net(tinyflo.tensor(np.stack([gx.ravel(), gy.ravel()], axis=1), device=run.device))
-axes[0].contourf(gx, gy, surface.numpy().reshape(gx.shape) > 0, levels=1, cmap="coolwarm", alpha=0.4)
-points, labels = X.numpy(), Y.numpy()
-axes[0].scatter(*points[labels == 0].T, s=200, marker="o", label="XOR = 0")
-axes[0].scatter(*points[labels == 1].T, s=200, marker="x", label="XOR = 1")
-axes[0].set(xlabel="$x_1$", ylabel="$x_2$", title=f"2-2-1 net: {xor_accuracy:.0%} on XOR")
-axes[0].legend(loc="center")
-axes[1].plot(xor_losses)
-axes[1].set(xlabel="step", ylabel="logistic loss", yscale="log", title="XOR training loss (seed 0)")
-axes[2].plot(range(1, digits_config.epochs + 1), digits_trainer.history["val_acc"], marker="o",
-             label="8×8 digits")
-if mnist_accuracy is not None:
-    axes[2].plot(range(1, mnist_config.epochs + 1), mnist_trainer.history["val_acc"], marker="s", label="MNIST")
-axes[2].set(xlabel="epoch", ylabel="test accuracy", title="MLP test accuracy", ylim=(0.8, 1.0))
-axes[2].legend()
-run.savefig(fig, "mlp.png")
+if plt is not None:
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    grid = np.linspace(-0.5, 1.5, 201, dtype=np.float32)
+    gx, gy = np.meshgrid(grid, grid)
+    with tinyflo.no_grad():
+        surface = xor_net(tinyflo.tensor(np.stack([gx.ravel(), gy.ravel()], axis=1), device=run.device))
+    axes[0].contourf(gx, gy, surface.numpy().reshape(gx.shape) > 0, levels=1, cmap="coolwarm", alpha=0.4)
+    points, labels = X.numpy(), Y.numpy()
+    axes[0].scatter(*points[labels == 0].T, s=200, marker="o", label="XOR = 0")
+    axes[0].scatter(*points[labels == 1].T, s=200, marker="x", label="XOR = 1")
+    axes[0].set(xlabel="$x_1$", ylabel="$x_2$", title=f"2-2-1 net: {xor_accuracy:.0%} on XOR")
+    axes[0].legend(loc="center")
+    axes[1].plot(xor_losses)
+    axes[1].set(xlabel="step", ylabel="logistic loss", yscale="log", title="XOR training loss (seed 0)")
+    axes[2].plot(range(1, digits_config.epochs + 1), digits_trainer.history["val_acc"], marker="o",
+                 label="8×8 digits")
+    if mnist_accuracy is not None:
+        axes[2].plot(range(1, mnist_config.epochs + 1), mnist_trainer.history["val_acc"], marker="s", label="MNIST")
+    axes[2].set(xlabel="epoch", ylabel="test accuracy", title="MLP test accuracy", ylim=(0.8, 1.0))
+    axes[2].legend()
+    run.savefig(fig, "mlp.png")
 
 # %% [markdown]
 # ## Reproduced, beside the published

@@ -58,9 +58,7 @@
 import time
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
 import tinyflo
 from tinyflo import datasets, milestones
@@ -68,6 +66,7 @@ from tinyflo.nn import functional as F
 from tinyflo.optim.lr_scheduler import CosineAnnealing, Warmup
 
 run = milestones.start("lenet")
+plt = run.pyplot()  # matplotlib.pyplot, or None without matplotlib: then the plots are skipped
 
 # %% [markdown]
 # ## The recipe
@@ -224,58 +223,62 @@ run.numbers.setdefault("skipped", [])
 # respond to strokes and edges; on Fashion-MNIST, which classes it mixes up.
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
-for (name, part), marker in zip(parts.items(), "osd"):
-    x = range(1, part.config.epochs + 1)
-    line, = axes[0].plot(x, part.trainer.history["train_loss"], marker=marker, label=f"{name} train")
-    axes[0].plot(x, part.trainer.history["val_loss"], marker=marker, ls="--", color=line.get_color(),
-                 label=f"{name} test")
-    axes[1].plot(x, part.trainer.history["val_acc"], marker=marker, label=name)
-lowest = min(min(part.trainer.history["val_acc"]) for part in parts.values())
-axes[0].set(xlabel="epoch", ylabel="loss (digits: with label smoothing)", title="LeNet-5 loss per epoch")
-axes[1].set(xlabel="epoch", ylabel="test accuracy", title="LeNet-5 test accuracy per epoch",
-            ylim=(max(0.5, lowest - 0.02), 1.0))
-for ax in axes:
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend()
-run.savefig(fig, "curves.png")
+if plt is not None:
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    for (name, part), marker in zip(parts.items(), "osd"):
+        x = range(1, part.config.epochs + 1)
+        line, = axes[0].plot(x, part.trainer.history["train_loss"], marker=marker, label=f"{name} train")
+        axes[0].plot(x, part.trainer.history["val_loss"], marker=marker, ls="--", color=line.get_color(),
+                     label=f"{name} test")
+        axes[1].plot(x, part.trainer.history["val_acc"], marker=marker, label=name)
+    lowest = min(min(part.trainer.history["val_acc"]) for part in parts.values())
+    axes[0].set(xlabel="epoch", ylabel="loss (digits: with label smoothing)", title="LeNet-5 loss per epoch")
+    axes[1].set(xlabel="epoch", ylabel="test accuracy", title="LeNet-5 test accuracy per epoch",
+                ylim=(max(0.5, lowest - 0.02), 1.0))
+    for ax in axes:
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.legend()
+    run.savefig(fig, "curves.png")
 
 # %%
 name = "MNIST" if "MNIST" in parts else "digits"
 part = parts[name]
 wrong = np.flatnonzero(part.predicted != part.y_test)
-fig, axes = plt.subplots(3, 8, figsize=(12, 5.2))
-for ax, i in zip(axes.flat, wrong):
-    ax.imshow(part.x_test[i, 0], cmap="gray_r")
-    ax.set_title(f"said {part.predicted[i]}, is {part.y_test[i]}", fontsize=9)
-for ax in axes.flat:
-    ax.axis("off")
-fig.suptitle(f"LeNet-5: the first {min(len(wrong), axes.size)} of the {len(wrong)} {name} test images "
-             "it gets wrong")
-run.savefig(fig, "mistakes.png")
+if plt is not None:
+    fig, axes = plt.subplots(3, 8, figsize=(12, 5.2))
+    for ax, i in zip(axes.flat, wrong):
+        ax.imshow(part.x_test[i, 0], cmap="gray_r")
+        ax.set_title(f"said {part.predicted[i]}, is {part.y_test[i]}", fontsize=9)
+    for ax in axes.flat:
+        ax.axis("off")
+    fig.suptitle(f"LeNet-5: the first {min(len(wrong), axes.size)} of the {len(wrong)} {name} test images "
+                 "it gets wrong")
+    run.savefig(fig, "mistakes.png")
 
 # %%
-kernels = part.trainer.model.conv1.weight.detach().numpy()[:, 0]  # (6, 5, 5): one copy, for the plot
-fig, axes = plt.subplots(1, 6, figsize=(10, 2))
-for ax, kernel in zip(axes, kernels):
-    ax.imshow(kernel, cmap="RdBu_r", vmin=-abs(kernel).max(), vmax=abs(kernel).max())
-    ax.axis("off")
-fig.suptitle(f"the six 5×5 kernels of the first convolution, trained on {name}")
-run.savefig(fig, "filters.png")
+if plt is not None:
+    kernels = part.trainer.model.conv1.weight.detach().numpy()[:, 0]  # (6, 5, 5): one copy, for the plot
+    fig, axes = plt.subplots(1, 6, figsize=(10, 2))
+    for ax, kernel in zip(axes, kernels):
+        ax.imshow(kernel, cmap="RdBu_r", vmin=-abs(kernel).max(), vmax=abs(kernel).max())
+        ax.axis("off")
+    fig.suptitle(f"the six 5×5 kernels of the first convolution, trained on {name}")
+    run.savefig(fig, "filters.png")
 
 # %%
 if "Fashion-MNIST" in parts:
     confusion = np.zeros((10, 10), dtype=np.int64)
     np.add.at(confusion, (fashion.y_test, fashion.predicted), 1)
-    fig, ax = plt.subplots(figsize=(7.5, 6.5))
-    ax.imshow(confusion, cmap="Blues")
-    for (i, j), count in np.ndenumerate(confusion):
-        ax.text(j, i, count, ha="center", va="center", fontsize=8,
-                color="white" if count > confusion.max() / 2 else "black")
-    ax.set_xticks(range(10), datasets.FASHION_MNIST_CLASSES, rotation=45, ha="right")
-    ax.set_yticks(range(10), datasets.FASHION_MNIST_CLASSES)
-    ax.set(xlabel="predicted", ylabel="true", title=f"LeNet-5 on the Fashion-MNIST test set: {fashion.accuracy:.1%}")
-    run.savefig(fig, "fashion_confusion.png")
+    if plt is not None:
+        fig, ax = plt.subplots(figsize=(7.5, 6.5))
+        ax.imshow(confusion, cmap="Blues")
+        for (i, j), count in np.ndenumerate(confusion):
+            ax.text(j, i, count, ha="center", va="center", fontsize=8,
+                    color="white" if count > confusion.max() / 2 else "black")
+        ax.set_xticks(range(10), datasets.FASHION_MNIST_CLASSES, rotation=45, ha="right")
+        ax.set_yticks(range(10), datasets.FASHION_MNIST_CLASSES)
+        ax.set(xlabel="predicted", ylabel="true", title=f"LeNet-5 on the Fashion-MNIST test set: {fashion.accuracy:.1%}")
+        run.savefig(fig, "fashion_confusion.png")
     per_class = confusion.diagonal() / confusion.sum(axis=1)
     run.numbers["fashion_mnist_accuracy_per_class"] = {
         label: round(float(value), 4) for label, value in zip(datasets.FASHION_MNIST_CLASSES, per_class)}

@@ -51,7 +51,6 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 import tinyflo
@@ -61,6 +60,7 @@ from tinyflo.nn import functional as F
 from tinyflo.optim.lr_scheduler import CosineAnnealing, Warmup
 
 run = milestones.start("scale")
+plt = run.pyplot()  # matplotlib.pyplot, or None without matplotlib: then the plots are skipped
 
 # %% [markdown]
 # ## The data
@@ -456,7 +456,7 @@ effects = [
     f"{clipped_steps}/{len(norms['norm'])} steps clipped; max norm {norms['norm'].max():.2f} → "
     f"{norms['clipped_norm'].max():.2f}; {100 * (acc[3] - acc[2]):+.1f} points",
     f"{100 * (acc[4] - acc[3]):+.1f} points; {skipped} skipped steps; activations {bytes16 / bytes32:.0%} of float32; "
-    f"{amp_slowdown:.1f}× time (CPU)",
+    f"{amp_slowdown:.1f}× time ({run.device})",
 ]
 lines = ["| # | feature | test accuracy | last-epoch train loss | seconds | measured effect |",
          "|---|---|---|---|---|---|"]
@@ -494,37 +494,38 @@ def smooth(values, width):
 
 
 per_epoch = steps // epochs
-fig, axes = plt.subplots(2, 3, figsize=(17, 9))
-for name in names:
-    axes[0, 0].plot(smooth(results[name]["trace"]["loss"], per_epoch // 2 or 1), label=name)
-axes[0, 0].set(xlabel="step", ylabel="training loss (moving average)", yscale="log", title="Loss, one feature more per row")
-axes[0, 0].legend(fontsize=8)
-for name in ("SGD, constant LR", "AdamW", "+ warm-up + cosine"):
-    axes[0, 1].plot(results[name]["trace"]["lr"], label=name)
-axes[0, 1].set(xlabel="step", ylabel="learning rate", title="Learning rate")
-axes[0, 1].legend(fontsize=8)
-axes[0, 2].plot(norms["norm"], lw=0.8, label="before clipping")
-axes[0, 2].plot(norms["clipped_norm"], lw=0.8, label="after clipping")
-axes[0, 2].axhline(clip, color="k", ls="--", label=f"max norm {clip:g}")
-axes[0, 2].set(xlabel="step", ylabel="gradient norm", yscale="log",
-               title=f"Clipping: {clipped_steps} of {len(norms['norm'])} steps clipped")
-axes[0, 2].legend(fontsize=8)
-axes[1, 0].step(range(len(scales)), scales, where="post")
-skipped_at = np.flatnonzero(~np.isfinite(results["+ AMP float16 + GradScaler"]["trace"]["norm"]))
-axes[1, 0].plot(skipped_at, scales[skipped_at], "rx", label=f"skipped steps ({skipped})")
-axes[1, 0].set(xlabel="step", ylabel="loss scale", yscale="log", title="GradScaler scale")
-axes[1, 0].legend(fontsize=8)
-axes[1, 1].plot(one_trace["loss"], lw=2.5, alpha=0.5, label="1 device, whole batch")
-axes[1, 1].plot(dp_trace["loss"], lw=0.8, ls="--", label="2 ranks, half a batch each")
-axes[1, 1].set(xlabel="step", ylabel="training loss", yscale="log", title=f"Data parallel: max |Δ parameter| = {dp_delta:.1e}")
-axes[1, 1].legend(fontsize=8)
-short_names = ["SGD", "AdamW", "+sched", "+clip", "+AMP"]
-axes[1, 2].bar(short_names, [100 * a for a in acc], color=[f"C{i}" for i in range(len(names))])
-axes[1, 2].set(ylabel="test accuracy (%)", ylim=(100 * min(acc) - 2, 100), title=f"Test accuracy, {data_name}")
-for i, a in enumerate(acc):
-    axes[1, 2].text(i, 100 * a + 0.1, f"{a:.1%}", ha="center", fontsize=8)
-fig.tight_layout()
-run.savefig(fig, "scale.png")
+if plt is not None:
+    fig, axes = plt.subplots(2, 3, figsize=(17, 9))
+    for name in names:
+        axes[0, 0].plot(smooth(results[name]["trace"]["loss"], per_epoch // 2 or 1), label=name)
+    axes[0, 0].set(xlabel="step", ylabel="training loss (moving average)", yscale="log", title="Loss, one feature more per row")
+    axes[0, 0].legend(fontsize=8)
+    for name in ("SGD, constant LR", "AdamW", "+ warm-up + cosine"):
+        axes[0, 1].plot(results[name]["trace"]["lr"], label=name)
+    axes[0, 1].set(xlabel="step", ylabel="learning rate", title="Learning rate")
+    axes[0, 1].legend(fontsize=8)
+    axes[0, 2].plot(norms["norm"], lw=0.8, label="before clipping")
+    axes[0, 2].plot(norms["clipped_norm"], lw=0.8, label="after clipping")
+    axes[0, 2].axhline(clip, color="k", ls="--", label=f"max norm {clip:g}")
+    axes[0, 2].set(xlabel="step", ylabel="gradient norm", yscale="log",
+                   title=f"Clipping: {clipped_steps} of {len(norms['norm'])} steps clipped")
+    axes[0, 2].legend(fontsize=8)
+    axes[1, 0].step(range(len(scales)), scales, where="post")
+    skipped_at = np.flatnonzero(~np.isfinite(results["+ AMP float16 + GradScaler"]["trace"]["norm"]))
+    axes[1, 0].plot(skipped_at, scales[skipped_at], "rx", label=f"skipped steps ({skipped})")
+    axes[1, 0].set(xlabel="step", ylabel="loss scale", yscale="log", title="GradScaler scale")
+    axes[1, 0].legend(fontsize=8)
+    axes[1, 1].plot(one_trace["loss"], lw=2.5, alpha=0.5, label="1 device, whole batch")
+    axes[1, 1].plot(dp_trace["loss"], lw=0.8, ls="--", label="2 ranks, half a batch each")
+    axes[1, 1].set(xlabel="step", ylabel="training loss", yscale="log", title=f"Data parallel: max |Δ parameter| = {dp_delta:.1e}")
+    axes[1, 1].legend(fontsize=8)
+    short_names = ["SGD", "AdamW", "+sched", "+clip", "+AMP"]
+    axes[1, 2].bar(short_names, [100 * a for a in acc], color=[f"C{i}" for i in range(len(names))])
+    axes[1, 2].set(ylabel="test accuracy (%)", ylim=(100 * min(acc) - 2, 100), title=f"Test accuracy, {data_name}")
+    for i, a in enumerate(acc):
+        axes[1, 2].text(i, 100 * a + 0.1, f"{a:.1%}", ha="center", fontsize=8)
+    fig.tight_layout()
+    run.savefig(fig, "scale.png")
 
 # %% [markdown]
 # ## Reproduced, beside the published

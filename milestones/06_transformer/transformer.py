@@ -52,7 +52,6 @@ import os
 import time
 from dataclasses import dataclass, replace
 
-import matplotlib.pyplot as plt
 import numpy as np
 
 import tinyflo
@@ -61,6 +60,7 @@ from tinyflo.nn import functional as F
 from tinyflo.optim.lr_scheduler import CosineAnnealing, Warmup
 
 run = milestones.start("transformer")
+plt = run.pyplot()  # matplotlib.pyplot, or None without matplotlib: then the plots are skipped
 
 # %% [markdown]
 # ## 1. The data, and what a model must beat
@@ -375,35 +375,36 @@ run.numbers.update(val_loss_precise=val_loss_precise, val_loss_precise_batches=p
 # positions ≤ *t* (the upper triangle is the causal mask's zero).
 
 # %%
-fig, ax = plt.subplots(figsize=(8, 4.5))
-ax.plot(np.arange(1, len(step_losses) + 1), step_losses, alpha=0.35, label="training batch")
-iters = [e["iter"] for e in evaluations]
-ax.plot(iters, [e["train"] for e in evaluations], marker="o", label=f"train ({config.eval_iters} batches)")
-ax.plot(iters, [e["val"] for e in evaluations], marker="s", label=f"validation ({config.eval_iters} batches)")
-ax.axhline(unigram_val_loss, color="gray", linestyle=":", label=f"unigram ({unigram_val_loss:.2f})")
-if not run.quick:
-    ax.axhline(1.88, color="black", linestyle="--", label="nanoGPT, baby GPT on a CPU (1.88)")
-ax.set(xlabel="iteration", ylabel="cross-entropy (nats per character)", ylim=(1.2, 4.5),
-       title=f"GPT {config.n_layer}×{config.n_embd} on Tiny Shakespeare")
-ax.legend()
-run.savefig(fig, "transformer_loss.png")
+if plt is not None:
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(np.arange(1, len(step_losses) + 1), step_losses, alpha=0.35, label="training batch")
+    iters = [e["iter"] for e in evaluations]
+    ax.plot(iters, [e["train"] for e in evaluations], marker="o", label=f"train ({config.eval_iters} batches)")
+    ax.plot(iters, [e["val"] for e in evaluations], marker="s", label=f"validation ({config.eval_iters} batches)")
+    ax.axhline(unigram_val_loss, color="gray", linestyle=":", label=f"unigram ({unigram_val_loss:.2f})")
+    if not run.quick:
+        ax.axhline(1.88, color="black", linestyle="--", label="nanoGPT, baby GPT on a CPU (1.88)")
+    ax.set(xlabel="iteration", ylabel="cross-entropy (nats per character)", ylim=(1.2, 4.5),
+           title=f"GPT {config.n_layer}×{config.n_embd} on Tiny Shakespeare")
+    ax.legend()
+    run.savefig(fig, "transformer_loss.png")
 
-line = corpus.text[len(train_ids):][:2000]
-line = line[line.index("\n") + 1:][:min(48, config.block_size)]
-layer, head = config.n_layer - 1, 0
-with tinyflo.no_grad():
-    model.eval()
-    weights = model.attention(tinyflo.tensor(corpus.vocab.encode(line)[None, :], device=run.device), layer)
-    model.train()
-fig, ax = plt.subplots(figsize=(9, 8))
-image = ax.imshow(weights[0, head].numpy(), cmap="viridis")
-fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
-labels = ["␣" if c == " " else repr(c)[1:-1] for c in line]
-ax.set_xticks(range(len(line)), labels, fontsize=7)
-ax.set_yticks(range(len(line)), labels, fontsize=7)
-ax.set(xlabel="attends to (key position)", ylabel="position (query)",
-       title=f"block {layer + 1}, head {head + 1}: attention weights for a validation line")
-run.savefig(fig, "transformer_attention.png")
+    line = corpus.text[len(train_ids):][:2000]
+    line = line[line.index("\n") + 1:][:min(48, config.block_size)]
+    layer, head = config.n_layer - 1, 0
+    with tinyflo.no_grad():
+        model.eval()
+        weights = model.attention(tinyflo.tensor(corpus.vocab.encode(line)[None, :], device=run.device), layer)
+        model.train()
+    fig, ax = plt.subplots(figsize=(9, 8))
+    image = ax.imshow(weights[0, head].numpy(), cmap="viridis")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
+    labels = ["␣" if c == " " else repr(c)[1:-1] for c in line]
+    ax.set_xticks(range(len(line)), labels, fontsize=7)
+    ax.set_yticks(range(len(line)), labels, fontsize=7)
+    ax.set(xlabel="attends to (key position)", ylabel="position (query)",
+           title=f"block {layer + 1}, head {head + 1}: attention weights for a validation line")
+    run.savefig(fig, "transformer_attention.png")
 
 # %% [markdown]
 # ## Reproduced, beside the published

@@ -104,6 +104,15 @@ def _nccl() -> str:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    if args.gpu_proof:
+        from tinyflo import gpu_proof
+
+        try:
+            return gpu_proof.main(args.out, smoke=args.smoke, full=args.full)
+        except gpu_proof.ProofError as error:
+            raise CourseError(str(error)) from None
+    if args.out or args.smoke or args.full:
+        raise CourseError("--out, --smoke and --full go with --gpu-proof")
     rows = [("python", sys.version.split()[0])]
     rows += [(name, _version(name)) for name in ("numpy", "cupy")]
     rows.append(("gpu", _gpu()))
@@ -181,7 +190,11 @@ def _bench(args: argparse.Namespace) -> int:
     checkout = find_modules_dir(args.modules).parent
     if not (checkout / "benchmarks" / "run_all.py").is_file():
         raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
-    command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds)]
+    command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds), "--device", args.device]
+    if args.smoke:
+        command.append("--smoke")
+    if args.out:
+        command += ["--out", str(Path(args.out).expanduser().resolve())]
     return subprocess.run(command, cwd=checkout).returncode
 
 
@@ -312,11 +325,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "checkout's milestones/results/NAME, the recorded figures `milestone list` shows")
     milestone.set_defaults(handler=_milestone)
 
-    doctor = commands.add_parser("doctor", help="versions, backend, GPU, MPI, NCCL")
+    doctor = commands.add_parser("doctor", help="versions, backend, GPU, MPI, NCCL; --gpu-proof: prove the GPU")
+    doctor.add_argument("--gpu-proof", action="store_true",
+                        help="on cuda:0, run the gpu tests, the GPU benchmarks against PyTorch and milestones 3-6 "
+                        "(quick), each stage with a time budget, ten minutes in all; record everything in one "
+                        "folder (proof.json, proof.md); exit 1 if a stage fails, 2 without a GPU (needs a checkout)")
+    doctor.add_argument("--out", metavar="DIR", help="the proof's folder (default: "
+                        "benchmarks/results/gpu/<gpu-name>/ in the checkout)")
+    doctor.add_argument("--smoke", action="store_true", help="the proof at toy sizes, a few tests, bundled data "
+                        "only: checks the command in CI (e.g. on TINYFLO_FAKE_GPU=strict), proves no GPU")
+    doctor.add_argument("--full", action="store_true", help="time all 2000 steps of milestone 6's GPT against "
+                        "torch (beyond the ten minutes)")
     doctor.set_defaults(handler=_doctor)
 
     bench = commands.add_parser("bench", help="run benchmarks/ and record results (needs a checkout)")
     bench.add_argument("--rounds", type=int, default=11, help="interleaved rounds per comparison")
+    bench.add_argument("--device", default="cpu", help="cpu (default: every benchmark) or cuda:N (the GPU "
+                       "benchmarks, against PyTorch CUDA)")
+    bench.add_argument("--smoke", action="store_true", help="toy sizes: checks that the benchmarks run (needs --out)")
+    bench.add_argument("--out", metavar="DIR", help="folder for the results (default: benchmarks/results)")
     _modules_option(bench)
     bench.set_defaults(handler=_bench)
 

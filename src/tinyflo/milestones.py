@@ -7,9 +7,12 @@ A milestone is a percent notebook ``milestones/NN_name/name.py`` in a checkout. 
 * reads its settings from the environment, which ``tinyflo milestone run`` sets:
   ``TINYFLO_MILESTONE_MODE`` (``quick``: the reduced run CI checks, or ``full``),
   ``TINYFLO_MILESTONE_DEVICE`` (default ``cuda:0`` when a GPU is there, else ``cpu``)
-  and ``TINYFLO_MILESTONE_OUT`` (where plots and results go);
+  and ``TINYFLO_MILESTONE_OUT`` (where plots and results go); with
+  ``TINYFLO_MILESTONE_DATA=bundled`` it uses only the data sets inside tinyflo and skips
+  the parts that need others (the smoke run of ``tinyflo doctor --gpu-proof``);
 * prints each figure it reproduces beside the published one and saves its plots and
-  a ``result.json`` / ``result.md`` through a :class:`Run`.
+  a ``result.json`` / ``result.md`` through a :class:`Run`; without matplotlib
+  (:meth:`Run.pyplot` gives None) it skips the plots and says so.
 """
 
 from __future__ import annotations
@@ -241,7 +244,13 @@ class Run:
         print(f"skipped: {reason}")
 
     def need_data(self, name: str, filename: str, part: str) -> Path | None:
-        """The folder of data set ``name`` (see :func:`find_data`); None, with ``part`` skipped, when absent."""
+        """The folder of data set ``name`` (see :func:`find_data`); None, with ``part`` skipped, when absent.
+
+        With ``TINYFLO_MILESTONE_DATA=bundled`` only the data sets inside tinyflo count: ``part`` is skipped.
+        """
+        if os.environ.get("TINYFLO_MILESTONE_DATA", "").strip().lower() == "bundled":
+            self.skip_part(f"{part}: not looked for (TINYFLO_MILESTONE_DATA=bundled: only the data inside tinyflo)")
+            return None
         root = find_data(name, filename)
         if root is None:
             self.skip_part(f"{part}: {filename} not found in {', '.join(map(str, data_folders(name)))}")
@@ -251,6 +260,16 @@ class Run:
         """Stop here, cleanly, after :meth:`need_data` found nothing: save a result that says what is missing."""
         self.finish()
         raise SystemExit(0)
+
+    def pyplot(self) -> Any | None:
+        """``matplotlib.pyplot`` to draw with, or None when matplotlib is not installed (the run skips its plots,
+        and its result says so: the figures it reproduces need no plot)."""
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError:
+            self.skip_part("plots: matplotlib is not installed (pip install matplotlib)")
+            return None
+        return plt
 
     def savefig(self, fig: Any, filename: str) -> Path:
         """Save a matplotlib figure into the output folder (showing it first in a notebook) and close it."""

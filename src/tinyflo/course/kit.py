@@ -245,7 +245,7 @@ def cached_tree(
 
 # --- the student kit --------------------------------------------------------------------------
 
-KIT_EXTRAS = ("course", "gpu")  # what a student may add: the course tools, a GPU
+KIT_EXTRAS = ("course", "gpu", "gpu-cuda12", "gpu-cuda13")  # what a student may add: the course tools, a GPU
 # JupyterLab in a student's environment: nbgrader's instructor tools switched off (its
 # create-assignment panel, formgrader and course list), Validate and the assignment list kept.
 INSTRUCTOR_PLUGINS = (
