@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tinyflo import gpu_proof, milestones
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +40,7 @@ def _sees_a_gpu(env: dict[str, str]) -> bool:
 
 def test_gpu_proof_smoke_run_records_every_stage_in_one_folder(tmp_path):
     env = _env(TINYFLO_FAKE_GPU="strict")
-    if not _sees_a_gpu(env):
-        pytest.skip("this tinyflo has no strict CuPy stand-in yet (TINYFLO_FAKE_GPU=strict) and no GPU")
+    assert _sees_a_gpu(env), "TINYFLO_FAKE_GPU=strict gives cuda:0 (the strict stand-in)"
     out = tmp_path / "proof"
     result = _doctor(["--gpu-proof", "--smoke", "--out", str(out)], env, timeout=500)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -134,6 +134,30 @@ def get_elapsed_time(start: Event, end: Event) -> float:
     return (end._at - start._at) * 1000.0
 
 
+class MemoryHook:
+    """``cupy.cuda.MemoryHook``: registered while its ``with`` block runs; the stand-in allocates through no pool,
+    so its alloc/malloc/free callbacks are never called."""
+
+    name = "MemoryHook"
+
+    def __enter__(self) -> MemoryHook:
+        hooks = _STATE.__dict__.setdefault("memory_hooks", {})
+        if self.name in hooks:
+            raise RuntimeError(f"memory hook {self.name!r} already exists")
+        hooks[self.name] = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        del _STATE.memory_hooks[self.name]
+
+    def alloc_preprocess(self, **kwargs: Any) -> None: ...
+    def alloc_postprocess(self, **kwargs: Any) -> None: ...
+    def malloc_preprocess(self, **kwargs: Any) -> None: ...
+    def malloc_postprocess(self, **kwargs: Any) -> None: ...
+    def free_preprocess(self, **kwargs: Any) -> None: ...
+    def free_postprocess(self, **kwargs: Any) -> None: ...
+
+
 class _Stream:
     def synchronize(self) -> None:
         pass
@@ -142,7 +166,7 @@ class _Stream:
 _PROPERTIES = {"name": b"tinyflo strict stand-in", "totalGlobalMem": 16 << 30, "major": 9, "minor": 0,
                "multiProcessorCount": 1}
 cuda = types.ModuleType("cupy.cuda")
-cuda.Device, cuda.Event, cuda.get_elapsed_time = Device, Event, get_elapsed_time
+cuda.Device, cuda.Event, cuda.get_elapsed_time, cuda.MemoryHook = Device, Event, get_elapsed_time, MemoryHook
 cuda.is_available = lambda: DEVICE_COUNT > 0
 cuda.get_current_stream = lambda device=None: _Stream()
 cuda.runtime = types.SimpleNamespace(
