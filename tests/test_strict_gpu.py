@@ -86,6 +86,13 @@ def test_every_read_back_to_the_host_is_counted(cp, read):
     assert strict_gpu.reads() == 1
 
 
+def test_host_to_device_copies_are_counted_apart(cp):
+    a = cp.asarray(np.arange(6.0))
+    a[np.array([0, 2])] = 1.0  # a host index array goes over first, as in CuPy
+    a.set(np.zeros(6))
+    assert dict(strict_gpu.UPLOADS) == {"asarray": 1, "index": 1, "set": 1} and strict_gpu.reads() == 0
+
+
 def test_device_work_reads_nothing(cp):
     with strict_gpu.no_reads():
         a = cp.asarray(np.arange(6.0)).reshape(2, 3)  # host to device is a copy, not a read

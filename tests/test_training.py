@@ -909,10 +909,14 @@ def test_trainer_step_reads_nothing_back_on_the_gpu(strict_reads):
     X, Y = data(10, dtype=np.float32)
     trainer = quiet(tiny(dtype="float32", device="cuda:0"), device="cuda:0", grad_clip_norm=1.0)
     assert trainer.nan_check == "interval"
+    strict_reads.reset_reads()  # the model's four parameters went over as the Trainer was built
     batches = [trainer.batch((X[:5], Y[:5]), 0), trainer.batch((X[5:], Y[5:]), 1)]
+    assert strict_reads.uploads() == 4, "each batch's inputs and targets go over once"
+    strict_reads.reset_reads()
     with strict_reads.no_reads():  # the step and its guard stay on the device; only check_guard reads
         for _ in range(3):
             trainer.train_step(batches)
+    assert strict_reads.uploads() == 0, f"a step sends nothing more to the device: {dict(strict_reads.UPLOADS)}"
     trainer.check_guard()
     assert strict_reads.reads() == 1, dict(strict_reads.READS)
 

@@ -11,7 +11,8 @@ like CuPy's wherever the difference can hide a bug:
   (no peer access: stricter than a machine with NVLink). ``a[...] = host_array`` raises CuPy's ``ValueError``.
 * Every device-to-host read (``.get()``, ``asnumpy``, ``float()``, ``int()``, ``bool()``, ``.item()``,
   ``.tolist()``, ``repr``/``str``/``format``, pickling) is counted in ``READS``; ``no_reads()`` fails a
-  block that reads.
+  block that reads. Host-to-device copies (``asarray`` of host data, host index arrays, ``.set()``) are
+  allowed and counted apart, in ``UPLOADS``.
 * Reductions and scalar indexing give 0-d device arrays, as CuPy's do, not NumPy scalars.
 * Floating-point warnings never appear (a GPU has none), so ``np.errstate`` cannot hide a missing guard.
 * Only CuPy's routines exist (``ROUTINES``): a NumPy function CuPy lacks is an ``AttributeError`` here too.
@@ -37,6 +38,7 @@ from typing import Any
 import numpy as np
 
 READS: collections.Counter = collections.Counter()
+UPLOADS: collections.Counter = collections.Counter()  # host-to-device copies, by kind (allowed, but not free)
 _STATE = threading.local()
 DEVICE_COUNT = 2  # cuda:0 and cuda:1, so the mixing checks have another device to refuse
 
@@ -47,8 +49,14 @@ def reads() -> int:
 
 
 def reset_reads() -> None:
-    """Start counting reads from zero."""
+    """Start counting reads (and uploads) from zero."""
     READS.clear()
+    UPLOADS.clear()
+
+
+def uploads() -> int:
+    """How many host-to-device copies happened since the last ``reset_reads()``."""
+    return sum(UPLOADS.values())
 
 
 @contextlib.contextmanager
@@ -211,6 +219,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
     def set(self, arr: np.ndarray, stream=None) -> None:
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray; got {type(arr).__name__}")
+        UPLOADS["set"] += 1
         self._a[...] = arr
 
     def item(self):
@@ -422,6 +431,8 @@ def _unwrap_index(index: Any, dev: int) -> Any:
             if p._dev != dev:
                 raise _mixing_error(p._dev, dev)
             p = p._a
+        elif isinstance(p, np.ndarray | list):
+            UPLOADS["index"] += 1  # CuPy sends a host index array over before indexing
         out.append(p)
     return tuple(out) if isinstance(index, tuple) else out[0]
 
@@ -478,7 +489,8 @@ def _asarray(fn, a, dtype=None, *args, **kwargs):
     if isinstance(a, ndarray):  # a copy to the current device when it lives elsewhere, as cupy.asarray does
         data = a._a if a._dev == _current() else a._a.copy()
         return _wrap(fn(data, dtype, *args, **kwargs), _current())
-    return _wrap(np.array(fn(a, dtype, *args, **kwargs)), _current())  # host to device: allowed, not a read
+    UPLOADS["asarray"] += 1  # host to device: allowed, not a read
+    return _wrap(np.array(fn(a, dtype, *args, **kwargs)), _current())
 
 
 def asnumpy(a: Any, stream=None, order="C", out=None) -> np.ndarray:
