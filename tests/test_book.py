@@ -136,6 +136,8 @@ def test_book_performance_page_holds_the_readme_summary_and_every_recorded_bench
     rows = [line for line in summary.splitlines() if line.startswith("| MLP")]
     assert rows and all(row in page for row in rows), "the README's summary table"
     assert "](benchmarks/" not in page, "a link into the repository would be broken in the book"
+    assert "](#" not in page, "a link to another README section would be broken in the book"
+    assert "](#devices-and-gpus)" in summary, "the README's summary links to another of its sections"
     for result in sorted((ROOT / "benchmarks" / "results").glob("*.md")):
         title = result.read_text(encoding="utf-8").splitlines()[0]
         assert f"#{title}" in page.splitlines(), f"{result.name} is missing from the page"

@@ -260,8 +260,9 @@ def _readme_section(readme: Path, heading: str) -> list[str]:
 
 def write_performance_page(checkout: Path, dest: Path) -> int:
     """The performance page: the README's summary, then each recorded benchmark; 1 page."""
-    # The book holds no repository files: a link into benchmarks/ becomes the path it names.
-    summary = [re.sub(r"\[[^]]*\]\((benchmarks/[^)]*)\)", r"`\1`", line)
+    # The book holds no repository files: a link into benchmarks/ becomes the path it names; and
+    # not the rest of the README: a link to another of its sections becomes its text.
+    summary = [re.sub(r"\[([^]]*)\]\(#[^)]*\)", r"\1", re.sub(r"\[[^]]*\]\((benchmarks/[^)]*)\)", r"`\1`", line))
                for line in _readme_section(checkout / "README.md", "Performance")]
     page = ["# Performance", "", *summary, "", "## Recorded benchmark results", "",
             "Each table below is a file in `benchmarks/results/`, written by the benchmark that "
