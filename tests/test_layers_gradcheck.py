@@ -49,6 +49,17 @@ def with_shared_weight(draw):
     return draw(SHAPE), (1,)
 
 
+def query_key_value(draw):
+    *batch, L, E = draw(hnp.array_shapes(min_dims=2, max_dims=4, min_side=1, max_side=4))
+    S, Ev = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    return (*batch, L, E), (*batch, S, E), (*batch, S, Ev)
+
+
+def self_attention(draw):
+    *batch, L, E = draw(hnp.array_shapes(min_dims=2, max_dims=4, min_side=1, max_side=4))
+    return (*batch, L, E), (*batch, L, E), (*batch, L, draw(st.integers(1, 3)))
+
+
 def _dropout_fixed_mask(x: Tensor) -> Tensor:
     tinyflo.manual_seed(11)  # the same mask on every call gradcheck makes
     return nn.dropout(x, 0.4)
@@ -76,6 +87,9 @@ CASES = [
     Case("log_softmax", ("LogSoftmaxFn",), one, nn.log_softmax),
     Case("log_softmax-axis0", ("LogSoftmaxFn",), one, lambda x: nn.log_softmax(x, axis=0)),
     Case("dropout-fixed-mask", (), one, _dropout_fixed_mask),
+    Case("attention", ("ScaledDotProductAttentionFn",), query_key_value, nn.scaled_dot_product_attention),
+    Case("attention-causal", ("ScaledDotProductAttentionFn",), self_attention,
+         lambda q, k, v: nn.scaled_dot_product_attention(q, k, v, is_causal=True)),
 ]
 
 
@@ -122,8 +136,8 @@ def batch_channels(draw):
 LAYER_CASES = [
     LayerCase("linear", batch_features, lambda s: nn.Linear(s[-1], 3), covers=("LinearFn",)),
     LayerCase("linear-no-bias", batch_features, lambda s: nn.Linear(s[-1], 2, bias=False), covers=("LinearFn",)),
-    LayerCase("layernorm", batch_features, lambda s: nn.LayerNorm(s[-1])),
-    LayerCase("layernorm-2-axes", batch_features, lambda s: nn.LayerNorm(s[-2:])),
+    LayerCase("layernorm", batch_features, lambda s: nn.LayerNorm(s[-1]), covers=("LayerNormFn",)),
+    LayerCase("layernorm-2-axes", batch_features, lambda s: nn.LayerNorm(s[-2:]), covers=("LayerNormFn",)),
     LayerCase("batchnorm1d-train", batch_channels, lambda s: nn.BatchNorm1d(s[1])),
     LayerCase("batchnorm1d-eval", batch_channels, lambda s: nn.BatchNorm1d(s[1]).eval()),
     LayerCase("prelu", batch_channels, lambda s: nn.PReLU(s[1])),

@@ -26,7 +26,10 @@
 # before it. Here we build a GPT from tinyflo's public operations — token and
 # position `Embedding`, `LayerNorm`, `Linear`, `GELU`, and causal multi-head
 # attention written out of `@`, `transpose`, `reshape`, `where` and `softmax` —
-# and train it exactly as nanoGPT trains its smallest configuration.
+# and train it exactly as nanoGPT trains its smallest configuration. Like
+# nanoGPT, the model trains with the fused form of that attention
+# (`F.scaled_dot_product_attention`, one graph node); a cell checks that it
+# equals the written-out one.
 #
 # **The published figure.** Andrej Karpathy, *nanoGPT*
 # (github.com/karpathy/nanoGPT, README, "quick start", 2023), "I only have a
@@ -98,7 +101,12 @@ run.numbers.update(characters=len(corpus.ids), vocab_size=vocab_size, uniform_lo
 # are what gets passed on: `softmax(q kᵀ / √d) v`. The causal mask sets the
 # scores of later positions to −∞ before the softmax, so position *t* sees
 # only positions ≤ *t* — the model cannot peek at the character it must
-# predict. A block is pre-norm attention then a 4× MLP, each added back to
+# predict. `weights_and_values` writes that out; `forward` runs it as
+# `F.scaled_dot_product_attention(q, k, v, is_causal=True)` (module 03): the
+# same arithmetic as one graph node whose backward is derived on paper, so it
+# keeps one (T, T) array per head for backward instead of five, as nanoGPT's
+# `self.flash` path does with PyTorch's. `LayerNorm` and `GELU` are single
+# nodes too. A block is pre-norm attention then a 4× MLP, each added back to
 # its input (the residual stream). nanoGPT's initialisation: N(0, 0.02) for
 # every weight, the residual projections scaled down by √(2 · layers).
 #
@@ -142,22 +150,32 @@ class CausalSelfAttention(nn.Module):
         self.n_head, self.n_embd = config.n_head, config.n_embd
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=False)  # q, k, v in one product
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=False)
+        self.dropout = config.dropout
         self.attn_dropout, self.resid_dropout = nn.Dropout(config.dropout), nn.Dropout(config.dropout)
+        self.flash = True  # the fused F.scaled_dot_product_attention; False: the written-out form below
         mask = np.tril(np.ones((config.block_size, config.block_size), dtype=bool))
         self.register_buffer("causal", tinyflo.tensor(mask), persistent=False)  # moves with .to(device)
 
+    def heads(self, x, T):
+        """Rows (B·T, C) → queries, keys and values, each (B, heads, T, head size)."""
+        qkv = self.c_attn(x).reshape(-1, T, 3, self.n_head, self.n_embd // self.n_head).permute(2, 0, 3, 1, 4)
+        return qkv[0], qkv[1], qkv[2]
+
     def weights_and_values(self, x, T):
-        """Rows (B·T, C) → the attention weights (B, heads, T, T) and the values (B, heads, T, head size)."""
-        head_size = self.n_embd // self.n_head
-        qkv = self.c_attn(x).reshape(-1, T, 3, self.n_head, head_size).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head_size))
+        """The attention written out: weights (B, heads, T, T) = softmax(q kᵀ / √d, masked), and the values."""
+        q, k, v = self.heads(x, T)
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
         scores = tinyflo.where(self.causal[:T, :T], scores, float("-inf"))
         return F.softmax(scores, axis=-1), v
 
     def forward(self, x, T):
-        weights, v = self.weights_and_values(x, T)
-        y = self.attn_dropout(weights) @ v                    # (B, heads, T, head size)
+        if self.flash:  # the same arithmetic as one graph node, its backward derived by hand (module 03)
+            q, k, v = self.heads(x, T)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                               dropout_p=self.dropout if self.training else 0.0)
+        else:
+            weights, v = self.weights_and_values(x, T)
+            y = self.attn_dropout(weights) @ v                # (B, heads, T, head size)
         y = y.transpose(1, 2).reshape(-1, self.n_embd)        # rows again, the heads side by side
         return self.resid_dropout(self.c_proj(y))
 
@@ -235,6 +253,33 @@ class GPT(nn.Module):
         for block in self.h[:layer]:
             x = block(x, T)
         return self.h[layer].attn.weights_and_values(self.h[layer].ln_1(x), T)[0]
+
+# %% [markdown]
+# **Which attention runs.** The fused form must be the written-out one, in
+# values and in gradients: one small GPT, the same weights, both forms.
+
+# %%
+def attention_forms_agree(config, vocab, seed=0):
+    """The largest differences of logits and of gradients between fused and written-out attention."""
+    tinyflo.manual_seed(seed)
+    small = GPT(replace(config, n_layer=1, n_embd=32, n_head=4, block_size=16), vocab)
+    idx = tinyflo.tensor(np.random.default_rng(seed).integers(0, vocab, (2, 16)))
+    results = []
+    for flash in (True, False):
+        for block in small.h:
+            block.attn.flash = flash
+        small.zero_grad()
+        logits = small(idx)
+        logits.pow(2).mean().backward()
+        results.append((logits.numpy(), {n: p.grad.numpy() for n, p in small.named_parameters() if p.grad is not None}))
+    (fused, fused_grads), (written, written_grads) = results
+    return (float(np.abs(fused - written).max()),
+            max(float(np.abs(fused_grads[n] - written_grads[n]).max()) for n in fused_grads))
+
+
+logits_diff, grads_diff = attention_forms_agree(GPTConfig(), 65)
+print(f"fused vs written-out attention: logits differ by at most {logits_diff:.1e}, gradients by {grads_diff:.1e}")
+assert logits_diff < 1e-5 and grads_diff < 1e-5, "the fused attention must equal the written-out one"
 
 # %% [markdown]
 # ## 3. Batches, the loss estimate, and sampling

@@ -707,6 +707,121 @@ except ShapeError:
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ## Attention as one graph node (given)
+#
+# Scaled dot-product attention (Vaswani et al., 2017) is
+# softmax(q kᵀ · scale + mask) v, with scale = 1/√E for queries and keys of
+# E channels. Written out of `@`, `where` and the `softmax` you just
+# graded it is about six graph nodes, and it keeps every one of their
+# (…, L, S) score arrays alive until backward. Frameworks fuse it instead
+# (PyTorch's `F.scaled_dot_product_attention`): one `Function` that keeps
+# only the weights P = softmax(…) and the output O = P v. With G the
+# gradient of O, the derivative on paper is
+#
+# * ∂L/∂v = Pᵀ G,
+# * ∂L/∂P = G vᵀ, and through the softmax (the rule above)
+#   ∂L/∂S = P ⊙ (G vᵀ − δ), where δ = rowsum(P ⊙ G vᵀ) = rowsum(G ⊙ O):
+#   an (L, E) product instead of an (L, S) one (FlashAttention's trick);
+# * ∂L/∂q = scale · (∂L/∂S) k and ∂L/∂k = scale · (∂L/∂S)ᵀ q.
+#
+# `is_causal=True` lets query i see keys j ≤ i (the top-left triangle, as
+# in PyTorch); `attn_mask` is a boolean mask (True takes part) or a float
+# bias added to the scores. With `dropout_p > 0` the weights are dropped
+# (and the rest scaled by 1/(1 − p)) after the softmax; δ is unchanged,
+# since O is computed from the dropped weights. The tests check it
+# against the written-out form, against PyTorch, and against central
+# differences.
+
+# %%
+#| export
+class ScaledDotProductAttentionFn(Function):
+    """softmax(q kᵀ · scale + bias) v over the last two axes, as one node."""
+
+    def forward(self, q, k, v, bias=None, keep=None, scale=1.0):
+        xp = self.xp
+        scores = q @ k.swapaxes(-1, -2)
+        scores *= scores.dtype.type(scale)
+        if bias is not None:
+            scores += bias
+        scores -= scores.max(axis=-1, keepdims=True)
+        weights = xp.exp(scores, out=scores)
+        weights /= weights.sum(axis=-1, keepdims=True)
+        dropped = weights if keep is None else weights * keep
+        out = dropped @ v
+        self.scale = scale
+        self.save_for_backward(q, k, v, weights, keep, out)
+        return out
+
+    def backward(self, grad):
+        q, k, v, weights, keep, out = self.saved
+        dtype = weights.dtype.type
+        dropped = weights if keep is None else weights * keep
+        grad_v = dropped.swapaxes(-1, -2) @ grad if self.needs_input_grad[2] else None
+        if not (self.needs_input_grad[0] or self.needs_input_grad[1]):
+            return None, None, grad_v
+        d_weights = grad @ v.swapaxes(-1, -2)
+        if keep is not None:
+            d_weights *= keep
+        delta = (grad * out).sum(axis=-1, keepdims=True)  # rowsum(P ⊙ ∂L/∂P)
+        d_weights -= delta
+        d_scores = d_weights
+        d_scores *= weights
+        d_scores *= dtype(self.scale)
+        grad_q = d_scores @ k if self.needs_input_grad[0] else None
+        grad_k = d_scores.swapaxes(-1, -2) @ q if self.needs_input_grad[1] else None
+        return grad_q, grad_k, grad_v
+
+
+def _attention_bias(attn_mask: Any, is_causal: bool, L: int, S: int, like: Tensor) -> Any:
+    """The additive bias of the scores (0 where a key takes part, −inf where not), or None."""
+    xp, dtype = like.device.xp, like.dtype
+    bias = None
+    if is_causal:
+        bias = xp.where(xp.tri(L, S, dtype=bool), dtype.type(0), dtype.type(-math.inf)).astype(dtype)
+    if attn_mask is not None:
+        mask = attn_mask.data if isinstance(attn_mask, Tensor) else xp.asarray(attn_mask)
+        if mask.dtype == bool:
+            mask = xp.where(mask, dtype.type(0), dtype.type(-math.inf))
+        mask = mask.astype(dtype, copy=False)
+        bias = mask if bias is None else bias + mask
+    return bias
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: float | None = None) -> Tensor:
+    """softmax(query keyᵀ · scale + mask) value for inputs (..., L, E), (..., S, E), (..., S, Ev)."""
+    check_arg("scaled_dot_product_attention", "dropout_p", dropout_p, "a number in [0, 1]")
+    check_arg("scaled_dot_product_attention", "is_causal", is_causal, "True or False")
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal=True, not both (as PyTorch)")
+    if query.ndim < 2 or query.ndim != key.ndim or key.ndim != value.ndim:
+        raise ShapeError(f"scaled_dot_product_attention: query, key and value need the same number of axes "
+                         f"(at least 2); got shapes {query.shape}, {key.shape}, {value.shape}")
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ShapeError(f"scaled_dot_product_attention: got query {query.shape}, key {key.shape}, value "
+                         f"{value.shape}; expected (..., L, E), (..., S, E), (..., S, Ev)")
+    query, key, value = query._floating(), key._floating(), value._floating()
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    keep = None
+    if dropout_p > 0:
+        shape = query.shape[:-1] + (S,)
+        keep = (rand(shape, device=query.device).data >= dropout_p).astype(query.dtype)
+        keep *= query.dtype.type(1 / (1 - dropout_p) if dropout_p < 1 else 0)
+    return ScaledDotProductAttentionFn.apply(query, key, value, bias=_attention_bias(attn_mask, is_causal, L, S, query),
+                                             keep=keep, scale=scale)
+
+
+# %%
+_Q = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+_S = np.where(np.tril(np.ones((3, 3), bool)), _Q @ _Q.swapaxes(-1, -2) / 2, -np.inf)  # scale 1/√4
+_P = np.exp(_S - _S.max(-1, keepdims=True))
+_P /= _P.sum(-1, keepdims=True)
+_out = scaled_dot_product_attention(Tensor(_Q), Tensor(_Q), Tensor(_Q), is_causal=True)
+assert np.allclose(_out.numpy(), _P @ _Q, atol=1e-6) and _out.dtype == np.float32
+
+# %% [markdown]
 # ## Parameters and Modules
 #
 # A `Parameter` is a `Tensor` that is a learnable weight. It differs from a
@@ -2521,6 +2636,87 @@ try:
 except ShapeError as err:
     assert "got input of shape" in str(err) and "(6, 4)" in str(err), f"the ShapeError should name the input's shape; got: {err}"
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ### The same normalisation as one graph node (given)
+#
+# The `LayerNorm` you wrote is the definition: about eight graph nodes
+# (mean, subtract, square, mean, add, sqrt, divide, scale, shift), each
+# keeping an array for backward. A transformer calls it twice per block, so
+# frameworks fuse it. With x̂ = (x − μ) · r, r = 1/√(σ² + eps), y = x̂ γ + β
+# and g the gradient of y, the derivative on paper (means over the
+# normalised axes) is
+#
+# * ∂L/∂x = r · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)), where ĝ = g ⊙ γ;
+# * ∂L/∂γ = Σ g ⊙ x̂ and ∂L/∂β = Σ g, summed over the other axes.
+#
+# `LayerNormFn` keeps only x̂ and r. `layer_norm(x, normalized_shape,
+# weight, bias, eps)` is PyTorch's functional form, and from this cell on
+# `LayerNorm` runs it (float16 is still normalised in float32). The tests
+# check it against your composed form, against PyTorch and against central
+# differences.
+
+# %%
+#| export
+class LayerNormFn(Function):
+    """(x − mean) / √(var + eps) · weight + bias over the last ``axes``, as one node."""
+
+    def forward(self, x, *affine, axes=(-1,), eps=1e-5):
+        normed = x - x.mean(axis=axes, keepdims=True)
+        rstd = 1 / self.xp.sqrt((normed * normed).mean(axis=axes, keepdims=True) + x.dtype.type(eps))
+        normed *= rstd
+        self.axes = axes
+        self.save_for_backward(normed, rstd, *affine[:1])
+        if not affine:
+            return normed.copy()  # x̂ is saved: hand out another array
+        out = normed * affine[0]
+        if len(affine) > 1:
+            out += affine[1]
+        return out
+
+    def backward(self, grad):
+        normed, rstd, *weight = self.saved
+        lead = tuple(range(grad.ndim - len(self.axes)))  # the axes a weight is shared over
+        grads = [None]
+        if len(self.needs_input_grad) > 1:
+            grads.append((grad * normed).sum(axis=lead) if self.needs_input_grad[1] else None)
+        if len(self.needs_input_grad) > 2:
+            grads.append(grad.sum(axis=lead) if self.needs_input_grad[2] else None)
+        if self.needs_input_grad[0]:
+            g = grad * weight[0] if weight else grad
+            mean_g = g.mean(axis=self.axes, keepdims=True)
+            mean_gx = (g * normed).mean(axis=self.axes, keepdims=True)
+            dx = g - mean_g
+            dx -= normed * mean_gx
+            dx *= rstd
+            grads[0] = dx
+        return tuple(grads)
+
+
+def layer_norm(input: Tensor, normalized_shape: int | tuple[int, ...], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last axes (``normalized_shape``), then scale by ``weight`` and shift by ``bias``."""
+    shape = (int(normalized_shape),) if _is_integer(normalized_shape) else tuple(map(int, normalized_shape))
+    k = len(shape)
+    if input.ndim < k or input.shape[input.ndim - k:] != shape:
+        raise ShapeError(f"LayerNorm({shape}) got input of shape {input.shape}; "
+                         f"expected (..., {', '.join(map(str, shape))})")
+    if bias is not None and weight is None:
+        raise ValueError("layer_norm: a bias without a weight is not supported; give weight=ones")
+    dtype, x = input.dtype, input._accurate()  # float16 squares overflow past |x - mean| ≈ 256
+    affine = [t for t in (weight, bias) if t is not None]
+    out = LayerNormFn.apply(x, *affine, axes=tuple(range(x.ndim - k, x.ndim)), eps=float(eps))
+    if AutocastMode.policy is not None:  # inside autocast() (module 11) a norm hands on float32
+        return out
+    return out.to(dtype=dtype)
+
+
+def _fused_layer_norm_forward(self: LayerNorm, x: Tensor) -> Tensor:
+    return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+_composed_layer_norm_forward = LayerNorm.forward
+LayerNorm.forward = _fused_layer_norm_forward
 
 # %% [markdown]
 # ### Task `layers_batch_norm` (2 points): `BatchNorm1d` and its running statistics

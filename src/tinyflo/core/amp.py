@@ -39,6 +39,8 @@ AUTOCAST_POLICY: dict[str, str] = {
     "Sqrt": "float32",
     "SoftplusFn": "float32",
     "Sum": "float32",
+    "ScaledDotProductAttentionFn": "float32",  # a softmax inside
+    "LayerNormFn": "float32",  # squares and a long mean
     # every loss: the module-04 losses' entry point, and the losses that are Functions themselves
     "loss": "float32",
     "BinaryCrossEntropyFn": "float32",
