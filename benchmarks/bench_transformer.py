@@ -1,26 +1,31 @@
 """Milestone 6's character GPT, trained step by step: tinyflo vs the same model in PyTorch.
 
-Run: ``python -m benchmarks.bench_transformer [--device cuda:0] [--steps N | --full]``.
+Run: ``python -m benchmarks.bench_transformer [--device cuda:0] [--steps N | --full] [--rounds N]``.
 
 The model is the milestone's own: this benchmark runs the notebook's model cell
 (``GPTConfig``, ``GPT``, ``lm_loss`` in ``milestones/06_transformer/transformer.py``), so it
 times exactly what the milestone trains, at its full configuration (nanoGPT's baby GPT: 4
 layers, 4 heads, 128 channels, context 64, batches of 12). A step is the milestone's loop
 body: set the learning rate (warm-up + cosine), draw a batch, forward, cross-entropy,
-backward, clip the gradient norm at 1, AdamW. PyTorch trains the same network (the same
-operations, attention written out with a mask and a softmax; copies of tinyflo's initial
-weights) on the same batches.
+backward, clip the gradient norm at 1, AdamW. PyTorch trains the same network twice, from
+copies of tinyflo's initial weights, on the same batches: as nanoGPT writes it
+(``F.scaled_dot_product_attention``, "torch SDPA") and with the attention written out of a
+matmul, a causal mask and a softmax ("torch written out"). Before any timing, the first
+step's loss and every gradient of tinyflo and of both torch models agree.
 
-``--steps`` (default 200) steps of each are timed in chunks of 20, tinyflo's and torch's
-chunks alternating, the GPU synchronised around each; ``--full`` times all 2000 steps the
-milestone trains. ``--rounds`` is not used: the chunks are the rounds. On a GPU the target
-is tinyflo within 1.5× of PyTorch CUDA.
+Two measurements. **One training step**: ``--rounds`` (default 11) interleaved rounds, each
+timing one step of every variant in rotating order (benchmarks/common.py), with tokens per
+second and the peak memory of a step. **Training**: ``--steps`` (default 200) steps of each,
+timed in chunks of 20, the variants' chunks alternating, the GPU synchronised around each;
+``--full`` times all 2000 steps the milestone trains. On the CPU the target is tinyflo's step
+within 1.3× of torch SDPA's; on a GPU, tinyflo's training within 1.5× of PyTorch CUDA.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import tracemalloc
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,8 @@ NOTEBOOK = common.REPO_ROOT / "milestones" / "06_transformer" / "transformer.py"
 STEPS, FULL_STEPS, CHUNK = 200, 2000, 20
 SMOKE_STEPS, SMOKE_CHUNK = 6, 2
 GPU_TARGET = 1.5  # tinyflo's training steps at most this many times torch CUDA's
+CPU_TARGET = 1.3  # tinyflo's training step at most this many times torch SDPA's, on the CPU
+SDPA, WRITTEN = "torch SDPA", "torch"  # the twins' names; "torch" (written out) as in earlier records
 VOCAB = 65  # Tiny Shakespeare's characters
 
 
@@ -71,8 +78,8 @@ def windows(ids_len: int, config: Any, steps: int, seed: int) -> list[np.ndarray
             for _ in range(steps)]
 
 
-def torch_gpt(torch, config: Any, vocab: int):
-    """The milestone's GPT in torch.nn, operation for operation (no fused attention)."""
+def torch_gpt(torch, config: Any, vocab: int, sdpa: bool = False):
+    """The milestone's GPT in torch.nn: attention written out, or (``sdpa``) as nanoGPT's flash path."""
     tnn, TF = torch.nn, torch.nn.functional
 
     class Attention(tnn.Module):
@@ -87,9 +94,12 @@ def torch_gpt(torch, config: Any, vocab: int):
             head_size = config.n_embd // config.n_head
             qkv = self.c_attn(x).reshape(-1, T, 3, config.n_head, head_size).permute(2, 0, 3, 1, 4)
             q, k, v = qkv[0], qkv[1], qkv[2]
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head_size))
-            scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
-            y = TF.softmax(scores, dim=-1) @ v
+            if sdpa:
+                y = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head_size))
+                scores = scores.masked_fill(~self.causal[:T, :T], float("-inf"))
+                y = TF.softmax(scores, dim=-1) @ v
             return self.c_proj(y.transpose(1, 2).reshape(-1, config.n_embd))
 
     class MLP(tnn.Module):
@@ -144,18 +154,39 @@ def optimizer_groups(params: list, config: Any) -> list[dict[str, Any]]:
             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
 
 
+class TorchTwin:
+    """One torch GPT with its AdamW, trained on the trainers' batches with the same schedule object."""
+
+    def __init__(self, torch, net: Any, config: Any, data: Any, device: str) -> None:
+        self.torch, self.net, self.config, self.data, self.device = torch, net.to(device), config, data, device
+        self.optimizer = torch.optim.AdamW(optimizer_groups(list(net.parameters()), config),
+                                           lr=config.learning_rate, betas=config.betas)
+        for group in self.optimizer.param_groups:  # the same schedule object sets every optimizer's rate
+            group["initial_lr"] = group["lr"]
+        self.step_of, self.last_loss = 0, None
+
+    def loss(self, index: np.ndarray) -> Any:
+        index = self.torch.from_numpy(index).to(self.device)
+        logits = self.net(self.data[index])
+        return self.torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                      self.data[index + 1].reshape(-1))
+
+
 class Trainers:
-    """tinyflo's and torch's GPT, each with its optimizer, trained on the same batches; steps as closures."""
+    """tinyflo's GPT and its torch twins, each with its optimizer, trained on the same batches; steps as closures."""
 
     def __init__(self, torch, config: Any, ids: np.ndarray, steps: int, device: str, torch_on: str | None) -> None:
         cells = milestone_model()
         self.config, self.lm_loss, self.torch, self.torch_on = config, cells["lm_loss"], torch, torch_on
         tinyflo.manual_seed(config.seed)
         self.model = cells["GPT"](config, VOCAB)
-        self.net = torch_gpt(torch, config, VOCAB) if torch_on is not None else None
-        if self.net is not None:
-            copy_weights(torch, self.model, self.net)
-            self.net.to(torch_on)
+        self.twins: dict[str, TorchTwin] = {}
+        if torch_on is not None:
+            tdata = torch.from_numpy(np.asarray(ids)).to(torch_on)
+            for name, sdpa in ((SDPA, True), (WRITTEN, False)):
+                net = torch_gpt(torch, config, VOCAB, sdpa=sdpa)
+                copy_weights(torch, self.model, net)
+                self.twins[name] = TorchTwin(torch, net, config, tdata, torch_on)
         self.model.to(device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = tinyflo.optim.AdamW(optimizer_groups(self.params, config), lr=config.learning_rate,
@@ -164,14 +195,8 @@ class Trainers:
                                warmup_steps=config.warmup_iters, start_factor=0.0)
         self.data = tinyflo.tensor(ids, device=device)
         self.batches = windows(len(ids), config, steps, config.seed)
-        self.step_of = {"tinyflo": 0, "torch": 0}
+        self.step_of = {"tinyflo": 0}
         self.last_loss: dict[str, Any] = {}
-        if self.net is not None:
-            self.tdata = torch.from_numpy(np.asarray(ids)).to(torch_on)
-            self.topt = torch.optim.AdamW(optimizer_groups(list(self.net.parameters()), config),
-                                          lr=config.learning_rate, betas=config.betas)
-            for group in self.topt.param_groups:  # the same schedule object sets both optimizers' rates
-                group["initial_lr"] = group["lr"]
 
     def tinyflo_step(self) -> Any:
         """The milestone's loop body, in tinyflo."""
@@ -187,44 +212,80 @@ class Trainers:
         self.last_loss["tinyflo"] = loss.detach()
         return loss
 
-    def torch_step(self) -> Any:
-        """The same step in torch."""
-        torch, it = self.torch, self.step_of["torch"]
-        index = torch.from_numpy(self.batches[it % len(self.batches)]).to(self.torch_on)
-        self.schedule.apply(self.topt, it)
-        logits = self.net(self.tdata[index])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.tdata[index + 1].reshape(-1))
-        self.topt.zero_grad(set_to_none=True)
+    def torch_step(self, name: str = WRITTEN) -> Any:
+        """The same step in torch, for the twin ``name``."""
+        twin = self.twins[name]
+        it = twin.step_of
+        self.schedule.apply(twin.optimizer, it)
+        loss = twin.loss(self.batches[it % len(self.batches)])
+        twin.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.grad_clip)
-        self.topt.step()
-        self.step_of["torch"] = it + 1
-        self.last_loss["torch"] = loss.detach()
+        self.torch.nn.utils.clip_grad_norm_(twin.net.parameters(), self.config.grad_clip)
+        twin.optimizer.step()
+        twin.step_of = it + 1
+        self.last_loss[name] = loss.detach()
         return loss
 
+    def steps(self) -> dict[str, Any]:
+        """One training step of each variant, by name."""
+        return {"tinyflo": self.tinyflo_step} | {name: (lambda name=name: self.torch_step(name)) for name in self.twins}
+
     def check_same_math(self) -> dict[str, float]:
-        """The first step's loss and every gradient agree; then three steps' losses. Returns the first losses."""
+        """The first step's loss and every gradient agree, tinyflo against each twin. Returns the first losses."""
         index = self.batches[0]
         loss = self.lm_loss(self.model, self.data[index], self.data[index + 1])
         loss.backward()
         first = {"tinyflo": float(loss.item())}
-        if self.net is not None:
-            torch = self.torch
-            tindex = torch.from_numpy(index).to(self.torch_on)
-            logits = self.net(self.tdata[tindex])
-            tloss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), self.tdata[tindex + 1].reshape(-1))
+        for name, twin in self.twins.items():
+            tloss = twin.loss(index)
             tloss.backward()
-            first["torch"] = float(tloss.item())
-            np.testing.assert_allclose(first["tinyflo"], first["torch"], rtol=1e-4, err_msg="first loss")
-            theirs = dict(self.net.named_parameters())
-            for name, p in self.model.named_parameters():
-                if name in theirs:
-                    expected = theirs[name].grad.cpu().numpy()
+            first[name] = float(tloss.item())
+            np.testing.assert_allclose(first["tinyflo"], first[name], rtol=1e-4, err_msg=f"first loss, {name}")
+            theirs = dict(twin.net.named_parameters())
+            for pname, p in self.model.named_parameters():
+                if pname in theirs:
+                    expected = theirs[pname].grad.cpu().numpy()
                     np.testing.assert_allclose(p.grad.numpy(), expected, rtol=1e-3,
-                                               atol=1e-4 * float(np.abs(expected).max()), err_msg=name)
-            self.net.zero_grad(set_to_none=True)
+                                               atol=1e-4 * float(np.abs(expected).max()), err_msg=f"{name}: {pname}")
+            twin.net.zero_grad(set_to_none=True)
         self.model.zero_grad()
         return first
+
+    def peak_memory(self) -> dict[str, float | None]:
+        """Peak bytes allocated during one training step beyond what was live before it, per variant (CPU only).
+
+        tinyflo: tracemalloc (NumPy reports its array buffers to it). torch: the allocation and free
+        events that torch.profiler records with ``profile_memory=True``, summed in time order.
+        """
+        peaks: dict[str, float | None] = {}
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            self.tinyflo_step()
+            peaks["tinyflo"] = float(tracemalloc.get_traced_memory()[1] - before)
+        finally:
+            tracemalloc.stop()
+        for name in self.twins:
+            peaks[name] = torch_peak_bytes(self.torch, lambda name=name: self.torch_step(name))
+        return peaks
+
+
+def torch_peak_bytes(torch: Any, fn: Any) -> float | None:
+    """The peak of torch's CPU allocations, net of frees, while ``fn`` runs (None if the profiler says nothing)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    try:
+        events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+    except AttributeError:  # a torch without this interface
+        return None
+    live = peak = 0
+    for event in sorted(events, key=lambda e: e.start_ns()):
+        live += event.nbytes()
+        peak = max(peak, live)
+    return float(peak) if events else None
 
 
 def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | None = None,
@@ -241,56 +302,92 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
     steps = FULL_STEPS if full else steps or STEPS
     ids, source = (np.random.default_rng(0).integers(0, VOCAB, 10_000), "random characters (smoke run)") if smoke \
         else token_ids()
-    trainers = Trainers(torch, config, ids, steps + 2 * chunk, device, torch_on)  # + the warm-up chunk of each
+    singles = common.WARMUP + rounds  # the single steps and their warm-up come first
+    trainers = Trainers(torch, config, ids, singles + steps + 2 * chunk + 1, device, torch_on)
     first = trainers.check_same_math()
-    variants = {"tinyflo": lambda: [trainers.tinyflo_step() for _ in range(chunk)]}
-    if torch_on is not None:
-        variants["torch"] = lambda: [trainers.torch_step() for _ in range(chunk)]
-    timings = common.compare(variants, baseline="torch" if torch_on else "tinyflo", rounds=steps // chunk,
-                             warmup=1, min_sample_s=0.0, sync=common.device_sync(device, torch_on))
+    baseline = SDPA if torch_on else "tinyflo"
+    sync = common.device_sync(device, torch_on)
+    tokens = config.batch_size * config.block_size
+
+    # one training step, interleaved rounds
+    step_timings = common.compare(trainers.steps(), baseline=baseline, rounds=rounds, min_sample_s=0.0, sync=sync)
+
+    # training: chunks of steps, alternating
+    variants = {name: (lambda fn=fn: [fn() for _ in range(chunk)]) for name, fn in trainers.steps().items()}
+    timings = common.compare(variants, baseline=baseline, rounds=steps // chunk, warmup=1, min_sample_s=0.0,
+                             sync=sync)
     last = {name: float(loss.item()) for name, loss in trainers.last_loss.items()}
+    peaks = trainers.peak_memory() if not gpu else {}  # last: torch's profiler slows what runs after it
+    step_rows = [[name, t.median_s * 1e3, tokens / t.median_s, t.ratio,
+                  "—" if peaks.get(name) is None else f"{peaks[name] / 2**20:.1f}", f"{t.spread:.0%}"]
+                 for name, t in step_timings.items()]
     rows = [[name, t.median_s / chunk * 1e3, sum(t.samples_s), t.ratio, last[name], f"{t.spread:.0%}"]
             for name, t in timings.items()]
     shape = f"{config.n_layer} layers × {config.n_embd} channels, {config.n_head} heads, context {config.block_size}"
-    table = common.Table(f"GPT ({shape}), batches of {config.batch_size}, {steps} training steps on {device}",
-                         ["variant", "ms/step", f"seconds for {steps} steps", "× torch", "loss at the last step",
-                          "IQR"], rows)
+    ratio_to = f"× {baseline}"
+    tables = [
+        common.Table(f"GPT ({shape}), batches of {config.batch_size}: one training step on {device}, "
+                     f"{rounds} interleaved rounds",
+                     ["variant", "ms/step", "tokens/s", ratio_to, "peak MiB of a step", "IQR"], step_rows),
+        common.Table(f"GPT ({shape}), batches of {config.batch_size}, {steps} training steps on {device}",
+                     ["variant", "ms/step", f"seconds for {steps} steps", ratio_to, "loss at the last step", "IQR"],
+                     rows),
+    ]
     targets = []
     if gpu:
         targets.append(common.Target(f"milestone 6's GPT, {steps} training steps: tinyflo vs torch CUDA (× torch)",
-                                     timings["tinyflo"].ratio if torch_on else None, GPU_TARGET,
+                                     timings["tinyflo"].ratio / timings[WRITTEN].ratio if torch_on else None,
+                                     GPU_TARGET, note=torch_missing or (common.SMOKE_NOTE if smoke else ""),
+                                     judged=not smoke))
+    else:
+        targets.append(common.Target("milestone 6's GPT, one training step: tinyflo vs torch SDPA (× torch SDPA)",
+                                     step_timings["tinyflo"].ratio if torch_on else None, CPU_TARGET,
                                      note=torch_missing or (common.SMOKE_NOTE if smoke else ""), judged=not smoke))
     notes = [
         f"The model is milestone 6's own ({NOTEBOOK.relative_to(common.REPO_ROOT)}: its GPTConfig, GPT and "
-        "lm_loss cells are run by this benchmark); torch's is the same network, operation for operation "
-        "(attention from matmul, a causal mask and softmax; LayerNorm without bias; GELU tanh; the head tied to "
-        "the token embedding), starting from copies of tinyflo's initial weights.",
-        f"A step: warm-up + cosine learning rate (one schedule object sets both optimizers), a batch of "
+        "lm_loss cells are run by this benchmark; its attention is F.scaled_dot_product_attention, one graph "
+        "node). torch trains the same network twice, starting from copies of tinyflo's initial weights: "
+        f"'{SDPA}' as nanoGPT writes it (F.scaled_dot_product_attention), '{WRITTEN}' with the attention "
+        "written out (matmul, a causal mask, softmax, matmul); both with LayerNorm without bias, GELU tanh and "
+        "the head tied to the token embedding.",
+        f"A step: warm-up + cosine learning rate (one schedule object sets every optimizer), a batch of "
         f"{config.batch_size} windows gathered from the text on the device, forward, cross-entropy, backward, "
         f"clip_grad_norm at {config.grad_clip}, AdamW (weight decay {config.weight_decay} on matrices only).",
-        f"Data: {source}. Both libraries train on the same batches.",
-        f"Timing: {steps} steps of each in chunks of {chunk}, tinyflo's and torch's chunks alternating, after one "
+        f"Data: {source}. Every variant trains on the same batches, the same number of steps.",
+        f"One training step: {rounds} rounds after {common.WARMUP} warm-up rounds, each timing one step of every "
+        f"variant in rotating order; ms/step is the median; tokens/s = {config.batch_size} × {config.block_size} "
+        "tokens / median step.",
+        "Peak memory of a step (CPU): the most bytes allocated at once during one training step beyond what was "
+        "live before it (parameters, optimizer state and the text are not counted). tinyflo: tracemalloc, which "
+        "sees NumPy's array buffers; torch: the allocation and free events of torch.profiler(profile_memory=True) "
+        "summed in time order (torch has no CPU allocator statistics). Both count activations kept for backward, "
+        "gradients and temporaries.",
+        f"Training: {steps} steps of each in chunks of {chunk}, the variants' chunks alternating, after one "
         "untimed warm-up chunk each; ms/step is the median chunk over its steps; seconds is the sum of the chunks.",
         f"Before timing, the first step's loss (rtol 1e-4) and every gradient (rtol 1e-3, atol 1e-4 × largest) "
-        f"agree: first losses {', '.join(f'{k} {v:.5f}' for k, v in first.items())}.",
-        "IQR: interquartile range of the chunks relative to the median.",
+        f"of tinyflo and of each torch variant agree: first losses "
+        f"{', '.join(f'{k} {v:.5f}' for k, v in first.items())}.",
+        "IQR: interquartile range of the samples relative to the median.",
     ]
     if gpu:
-        notes.insert(0, f"On {device}: each chunk waits for the GPU (cupy Device.synchronize, torch.cuda.synchronize) "
-                        "before the clock starts and before it stops; torch's TF32 is off.")
+        notes.insert(0, f"On {device}: each sample waits for the GPU (cupy Device.synchronize, "
+                        "torch.cuda.synchronize) before the clock starts and before it stops; torch's TF32 is off. "
+                        "Peak memory is measured on the CPU only.")
     if torch_missing:
-        notes.append(f"{torch_missing}: its variant is left out.")
+        notes.append(f"{torch_missing}: its variants are left out.")
     if smoke:
         notes.insert(0, "SMOKE RUN: tiny sizes and few steps, to check that the benchmark runs; the numbers mean nothing.")
     where = f"on {device}" if gpu else "on the CPU"
     return common.save_result(
         common.result_name("transformer", device),
         "Milestone 6's GPT: training steps" + (f" on {device}" if gpu else ""),
-        f"Milliseconds per training step of milestone 6's character GPT, and seconds for {steps} steps, tinyflo "
-        f"against the same model in PyTorch, {where}.",
-        [table],
-        timings,
-        {"steps": steps, "chunk": chunk, "device": device, "smoke": smoke, "config": config.__dict__},
+        f"Milliseconds per training step of milestone 6's character GPT, tokens per second and peak memory, "
+        f"tinyflo against the same model in PyTorch (with F.scaled_dot_product_attention, and with the "
+        f"attention written out), {where}; and seconds for {steps} steps.",
+        tables,
+        timings | {f"{name} (one step)": t for name, t in step_timings.items()},
+        {"steps": steps, "chunk": chunk, "rounds": rounds, "device": device, "smoke": smoke,
+         "tokens_per_step": tokens, "peak_bytes": peaks, "config": config.__dict__},
         notes,
         targets=targets,
         device=device,

@@ -1,4 +1,4 @@
-"""Module 03's fused attention and layer norm: against the written-out forms, PyTorch and central differences.
+"""Module 03's fused attention, layer norm and GELU (tanh): against the written-out forms, PyTorch and central differences.
 
 ``scaled_dot_product_attention`` and ``layer_norm`` are single graph nodes with backwards derived by
 hand; each is checked three ways: it equals the composition of graded ops it replaces (values and
@@ -185,3 +185,18 @@ def test_attention_and_layer_norm_refuse_what_does_not_fit():
         F.scaled_dot_product_attention(q, q, q, dropout_p=1.5)
     with pytest.raises(tinyflo.ShapeError, match=r"got input of shape \(2, 4, 3\)"):
         F.layer_norm(q, 4)
+
+
+@pytest.mark.task("layers_gelu")
+def test_layers_gelu_tanh_in_place_equals_the_graded_form(device):
+    rng = np.random.default_rng(3)
+    data = (rng.standard_normal((64, 32)) * 3).astype(np.float32)
+    x, x2 = (Tensor(data, device=device, requires_grad=True) for _ in range(2))
+    out, ref = F.gelu(x, approximate="tanh"), nn._graded_gelu(x2, approximate="tanh")
+    assert isinstance(out._ctx, nn.GeluTanhFn) and out.dtype == tinyflo.float32
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6, atol=1e-6)
+    g = Tensor(rng.standard_normal(data.shape).astype(np.float32), device=device)
+    (out * g).sum().backward()
+    (ref * g).sum().backward()
+    assert x.grad.dtype == tinyflo.float32
+    np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-5, atol=1e-6)

@@ -169,7 +169,7 @@ AUTOCAST_POLICY: dict[str, str] = {
 RUNS_AS_IT_COMES: frozenset[str] = frozenset({
     "To",  # the cast itself: never re-cast
     "Add", "Sub", "Mul", "Div", "Neg",  # mixed dtypes promote to the wider one
-    "Tanh", "Sigmoid", "ReLU", "Abs", "EluFn", "GeluFn",  # bounded, elementwise
+    "Tanh", "Sigmoid", "ReLU", "Abs", "EluFn", "GeluFn", "GeluTanhFn",  # bounded, elementwise
     "Max", "MaxPool2dFn",  # picking an element is exact in any precision
     "AvgPool2dFn",  # accumulates in float32 inside
     "Reshape", "Permute", "Expand", "GetItem", "Cat", "Stack", "Where", "Clip",  # move or pick values
