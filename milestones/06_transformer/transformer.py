@@ -103,10 +103,10 @@ run.numbers.update(characters=len(corpus.ids), vocab_size=vocab_size, uniform_lo
 # only positions ≤ *t* — the model cannot peek at the character it must
 # predict. `weights_and_values` writes that out; `forward` runs it as
 # `F.scaled_dot_product_attention(q, k, v, is_causal=True)` (module 03): the
-# same arithmetic as one graph node whose backward is derived on paper, so it
-# keeps one (T, T) array per head for backward instead of five, as nanoGPT's
-# `self.flash` path does with PyTorch's. `LayerNorm` and `GELU` are single
-# nodes too. A block is pre-norm attention then a 4× MLP, each added back to
+# same arithmetic as one graph node whose backward is derived on paper: it
+# keeps only the weights and the output for backward and makes its scores in
+# place, as nanoGPT's `self.flash` path does with PyTorch's. `LayerNorm` and
+# `GELU` are single nodes too. A block is pre-norm attention then a 4× MLP, each added back to
 # its input (the residual stream). nanoGPT's initialisation: N(0, 0.02) for
 # every weight, the residual projections scaled down by √(2 · layers).
 #
