@@ -608,10 +608,12 @@ assert conv2d(Tensor(np.zeros((0, 4, 7, 6))), Tensor(W2), groups=2).shape == (0,
 # (C, H, W, N), and one of the output back to NCHW — each the size of an
 # activation, cheap next to the column matrix. When each image has many
 # output positions (conv1: 28×28), the per-image GEMMs are already large
-# and the output transpose costs more than it saves; there the package
-# keeps your layout. (Measured in `benchmarks/bench_conv.py`: on conv2,
-# forward + backward takes about a third of the per-image time.) Your class
-# stays available as `Conv2dUnfoldFn`; `conv2d` now runs this one.
+# and the transposes cost more than one GEMM saves; there the package
+# keeps your layout. Measured on LeNet at batch 128 (forward + backward):
+# batch last takes about half the per-image time on conv2 (10×10
+# outputs) and over twice as long on conv1 (28×28 outputs); the switch,
+# `BATCH_LAST_POSITIONS`, sits between the two. Your class stays
+# available as `Conv2dUnfoldFn`; `conv2d` now runs this one.
 
 # %%
 #| export
@@ -632,8 +634,11 @@ class Conv2dFn(Conv2dUnfoldFn):
         xp = self.xp
         (ph, pw), k = padding, c // groups * kh * kw
         self.geometry, self.x_shape, self.groups = ((kh, kw), stride, padding, dilation), x.shape, groups
-        xt = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)  # padded, batch last
-        xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
+        if ph or pw:  # padded, batch last
+            xt = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)
+            xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
+        else:
+            xt = xp.ascontiguousarray(x.transpose(1, 2, 3, 0))
         cols = _windows_last(xt, *self.geometry).reshape(groups, k, oh * ow * n)  # the one large copy
         out = weight.reshape(groups, oc // groups, k) @ cols  # (G, OC/G, OH·OW·N): one GEMM per group
         out = out.reshape(oc, oh, ow, n)
@@ -1018,8 +1023,8 @@ except TypeError as err:
 # column. Then backward needs neither a zero image nor additions: each
 # kernel offset (i, j) *writes* its share, `where(first, grad, 0)`, into
 # the slice `[:, :, :, i, :, j]`, and the KH·KW writes together fill every
-# pixel exactly once. That is about three times faster than the general
-# backward above. Ties still go to the first maximum, with the same
+# pixel exactly once. On LeNet's two pools that halves the time of
+# forward + backward. Ties still go to the first maximum, with the same
 # "taken" array. Other geometries (overlapping windows, padding, dilation)
 # keep your backward; your class stays available as `MaxPool2dWindowsFn`.
 

@@ -218,8 +218,11 @@ class Conv2dFn(Conv2dUnfoldFn):
         xp = self.xp
         (ph, pw), k = padding, c // groups * kh * kw
         self.geometry, self.x_shape, self.groups = ((kh, kw), stride, padding, dilation), x.shape, groups
-        xt = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)  # padded, batch last
-        xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
+        if ph or pw:  # padded, batch last
+            xt = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=x.dtype)
+            xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
+        else:
+            xt = xp.ascontiguousarray(x.transpose(1, 2, 3, 0))
         cols = _windows_last(xt, *self.geometry).reshape(groups, k, oh * ow * n)  # the one large copy
         out = weight.reshape(groups, oc // groups, k) @ cols  # (G, OC/G, OH·OW·N): one GEMM per group
         out = out.reshape(oc, oh, ow, n)
