@@ -6,9 +6,10 @@ Four comparisons, each in one interleaved run: the whole LeNet-5 (module 10's ``
 conv 5×5 → 6 with padding 2, ReLU, max-pool, conv 5×5 → 16, ReLU, max-pool, 120, 84, 10),
 forward, cross-entropy and backward (no optimizer step); its training step (the same, then
 SGD with momentum); and each of its two convolutions alone, forward and backward (the first
-without an input gradient, as for a data batch). On a GPU, PyTorch runs on CUDA in the same
-process, the training step is also measured at batch 1024, and the target is tinyflo's
-training step at batch 128 within 1.5× of PyTorch's.
+without an input gradient, as for a data batch). Each table also times the same GEMM
+shapes alone and gives every variant's share of that GEMM throughput. On a GPU, PyTorch
+runs on CUDA in the same process, the training step is also measured at batch 1024, and the
+target is tinyflo's training step at batch 128 within 1.5× of PyTorch's.
 """
 
 from __future__ import annotations
