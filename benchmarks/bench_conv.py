@@ -21,7 +21,7 @@ import numpy as np
 
 import tinyflo
 from benchmarks import common
-from tinyflo.core.conv import LeNet5, conv2d
+from tinyflo.core.conv import BATCH_LAST_POSITIONS, LeNet5, conv2d
 from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import SGD
 
@@ -58,14 +58,23 @@ def lenet_flops(batch_size: int = BATCH) -> float:
     return conv + 3 * 2 * batch_size * (400 * 120 + 120 * 84 + 84 * 10)
 
 
-def conv_gemm_shapes(x_shape, w_shape, padding, input_grad) -> list[tuple[tuple[int, int], tuple[int, int]]]:
-    """The (a, b) shapes of a convolution's GEMMs, each over the whole batch: forward (OC, K) @ (K, L·N),
-    weight gradient (K, L·N) @ (L·N, OC), and the input's column gradient (K, OC) @ (OC, L·N) when needed."""
+def conv_gemm_shapes(x_shape, w_shape, padding, input_grad) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The (a, b) shapes of the GEMMs tinyflo's conv2d runs, in the layout it picks for this output size.
+
+    Batch last (up to BATCH_LAST_POSITIONS output positions per image): one GEMM each over the whole
+    batch, forward (OC, K) @ (K, L·N), weight gradient (K, L·N) @ (L·N, OC), and the column gradient
+    (K, OC) @ (OC, L·N) when the input needs one. Per image: the same three as N broadcast GEMMs,
+    (OC, K) @ (N, K, L), (N, OC, L) @ (N, L, K) and (K, OC) @ (N, OC, L).
+    """
     n, c, h, w = x_shape
     oc, _, kh, kw = w_shape
-    k, ln = c * kh * kw, n * (h + 2 * padding - kh + 1) * (w + 2 * padding - kw + 1)
-    shapes = [((oc, k), (k, ln)), ((k, ln), (ln, oc))]
-    return shapes + ([((k, oc), (oc, ln))] if input_grad else [])
+    k, positions = c * kh * kw, (h + 2 * padding - kh + 1) * (w + 2 * padding - kw + 1)
+    if positions <= BATCH_LAST_POSITIONS:
+        ln = n * positions
+        shapes = [((oc, k), (k, ln)), ((k, ln), (ln, oc)), ((k, oc), (oc, ln))]
+    else:
+        shapes = [((oc, k), (n, k, positions)), ((n, oc, positions), (n, positions, k)), ((k, oc), (n, oc, positions))]
+    return shapes[:3 if input_grad else 2]
 
 
 def lenet_gemm_shapes(batch_size: int = BATCH) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -271,9 +280,10 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         "keep module 10's graded layout, one (OC, K) @ (K, OH·OW) GEMM per image in one broadcast matmul, "
         "whose result is already NCHW. Max pooling with stride = kernel writes its backward in place into "
         "a (N, C, OH, KH, OW, KW) view of the input gradient.",
-        f"GEMM share: the time of '{GEMMS}' — the same GEMM shapes as contiguous float32 products, each "
-        "convolution's forward, weight gradient and (where needed) column gradient as one product over the "
-        "batch, plus the linear layers' three products each for LeNet, timed in the same rounds — over the "
+        f"GEMM share: the time of '{GEMMS}' — the GEMM shapes tinyflo runs, as contiguous float32 products: "
+        "each convolution's forward, weight gradient and (where needed) column gradient, one product over "
+        "the batch for conv2 and N broadcast per-image products for conv1, plus the linear layers' three "
+        "products each for LeNet, timed in the same rounds — over the "
         "variant's time: the fraction of this machine's measured GEMM throughput the step reaches.",
         f"The training step is zero_grad, forward, cross-entropy, backward and an SGD step (lr {LR}, momentum "
         f"{MOMENTUM}) with tinyflo's optim.SGD and torch.optim.SGD.",
