@@ -584,3 +584,19 @@ def test_conv_max_pool_tiling_backward_equals_the_general_one(n, c, kernel, extr
             assert t.grad.dtype == dtype
     for got, expected in zip(grads[:len(grads) // 2], grads[len(grads) // 2:]):
         np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_conv_max_pool_tiling_backward_keeps_a_non_finite_gradient_at_the_maximum(bad, device):
+    """An inf or NaN output gradient reaches its window's maximum only; the other pixels get exactly 0."""
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    grads = []
+    for fn in (conv.MaxPool2dFn, conv.MaxPool2dWindowsFn):
+        t = Tensor(x, device=device, requires_grad=True)
+        pooled = fn.apply(t, kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+        upstream = np.array([[[[bad, 1], [2, 3]]]], np.float32)
+        (pooled * Tensor(upstream, device=device)).sum().backward()
+        grads.append(t.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    assert grads[0][0, 0, :2, :2].tolist()[0][0] == 0 and np.isnan(grads[0]).sum() == (1 if np.isnan(bad) else 0)
