@@ -6,9 +6,10 @@ Four comparisons, each in one interleaved run: the whole LeNet-5 (module 10's ``
 conv 5×5 → 6 with padding 2, ReLU, max-pool, conv 5×5 → 16, ReLU, max-pool, 120, 84, 10),
 forward, cross-entropy and backward (no optimizer step); its training step (the same, then
 SGD with momentum); and each of its two convolutions alone, forward and backward (the first
-without an input gradient, as for a data batch). On a GPU, PyTorch runs on CUDA in the same
-process, the training step is also measured at batch 1024, and the target is tinyflo's
-training step at batch 128 within 1.5× of PyTorch's.
+without an input gradient, as for a data batch). Each table also times the same GEMM
+shapes alone and gives every variant's share of that GEMM throughput. On a GPU, PyTorch
+runs on CUDA in the same process, the training step is also measured at batch 1024, and the
+target is tinyflo's training step at batch 128 within 1.5× of PyTorch's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 import tinyflo
 from benchmarks import common
-from tinyflo.core.conv import LeNet5, conv2d
+from tinyflo.core.conv import BATCH_LAST_POSITIONS, LeNet5, conv2d
 from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import SGD
 
@@ -29,6 +30,7 @@ GPU_BATCH = 1024  # a GPU-sized batch, measured beside BATCH on a GPU
 SMOKE_BATCH = 4
 GPU_TARGET = 1.5  # tinyflo's LeNet-5 training step at most this many times torch CUDA's, batch BATCH
 LR, MOMENTUM = 0.01, 0.9
+GEMMS = "its matrix products alone (BLAS, no framework)"
 
 # name: (input shape, weight shape, padding, input needs a gradient)
 CONVS = {
@@ -54,6 +56,51 @@ def lenet_flops(batch_size: int = BATCH) -> float:
     """Nominal FLOPs of the LeNet forward + backward: its convolutions and linear layers."""
     conv = sum(conv_flops(*spec) for spec in convs(batch_size).values())
     return conv + 3 * 2 * batch_size * (400 * 120 + 120 * 84 + 84 * 10)
+
+
+def conv_gemm_shapes(x_shape, w_shape, padding, input_grad) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The (a, b) shapes of the GEMMs tinyflo's conv2d runs, in the layout it picks for this output size.
+
+    Batch last (up to BATCH_LAST_POSITIONS output positions per image): one GEMM each over the whole
+    batch, forward (OC, K) @ (K, L·N), weight gradient (K, L·N) @ (L·N, OC), and the column gradient
+    (K, OC) @ (OC, L·N) when the input needs one. Per image: the same three as N broadcast GEMMs,
+    (OC, K) @ (N, K, L), (N, OC, L) @ (N, L, K) and (K, OC) @ (N, OC, L).
+    """
+    n, c, h, w = x_shape
+    oc, _, kh, kw = w_shape
+    k, positions = c * kh * kw, (h + 2 * padding - kh + 1) * (w + 2 * padding - kw + 1)
+    if positions <= BATCH_LAST_POSITIONS:
+        ln = n * positions
+        shapes = [((oc, k), (k, ln)), ((k, ln), (ln, oc)), ((k, oc), (oc, ln))]
+    else:
+        shapes = [((oc, k), (n, k, positions)), ((n, oc, positions), (n, positions, k)), ((k, oc), (n, oc, positions))]
+    return shapes[:3 if input_grad else 2]
+
+
+def lenet_gemm_shapes(batch_size: int = BATCH) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The GEMMs of LeNet's forward + backward: its convolutions', then each linear layer's forward,
+    weight gradient and input gradient (the first linear layer's input comes from conv2, so it needs one)."""
+    shapes = [s for spec in convs(batch_size).values() for s in conv_gemm_shapes(*spec)]
+    for fan_in, fan_out in ((400, 120), (120, 84), (84, 10)):
+        shapes += [((batch_size, fan_in), (fan_in, fan_out)), ((fan_in, batch_size), (batch_size, fan_out)),
+                   ((batch_size, fan_out), (fan_out, fan_in))]
+    return shapes
+
+
+def gemms_only(shapes, xp=np) -> Callable[[], None]:
+    """The given matrix products on contiguous float32 operands, and nothing else.
+
+    Its time is what this machine's BLAS needs for a step's GEMM work, so a variant's "GEMM
+    share" (this time / the variant's) is the fraction of the measured GEMM throughput it reaches.
+    """
+    rng = np.random.default_rng(3)
+    pairs = [tuple(xp.asarray(rng.standard_normal(s).astype(np.float32)) for s in pair) for pair in shapes]
+
+    def step() -> None:
+        for a, b in pairs:
+            a @ b
+
+    return step
 
 
 def batch(seed: int = 0, size: int = BATCH) -> tuple[np.ndarray, np.ndarray]:
@@ -193,24 +240,29 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
     size = SMOKE_BATCH if smoke else BATCH
     variants, training, tinyflo_result, torch_result = lenet_variants(torch, device, torch_on, size)
     check_same_math(tinyflo_result, torch_result)
+    xp = tinyflo.device(device).xp
+    lenet_gemms = {GEMMS: gemms_only(lenet_gemm_shapes(size), xp)}
     comparisons = {
-        f"LeNet-5 forward + cross-entropy + backward, batch {size}": (variants, lenet_flops(size)),
-        f"LeNet-5 training step (the same, then SGD with momentum), batch {size}": (training, lenet_flops(size)),
+        f"LeNet-5 forward + cross-entropy + backward, batch {size}": (variants | lenet_gemms, lenet_flops(size)),
+        f"LeNet-5 training step (the same, then SGD with momentum), batch {size}": (training | lenet_gemms,
+                                                                                    lenet_flops(size)),
     }
     if gpu and not smoke:
         large = lenet_variants(torch, device, torch_on, GPU_BATCH)[1]
-        comparisons[f"LeNet-5 training step, batch {GPU_BATCH}"] = (large, lenet_flops(GPU_BATCH))
+        comparisons[f"LeNet-5 training step, batch {GPU_BATCH}"] = (
+            large | {GEMMS: gemms_only(lenet_gemm_shapes(GPU_BATCH), xp)}, lenet_flops(GPU_BATCH))
     for name, spec in convs(size).items():
-        comparisons[f"{name}: forward + backward, batch {size}"] = (conv_variants(torch, spec, device, torch_on),
-                                                                     conv_flops(*spec))
+        steps = conv_variants(torch, spec, device, torch_on) | {GEMMS: gemms_only(conv_gemm_shapes(*spec), xp)}
+        comparisons[f"{name}: forward + backward, batch {size}"] = (steps, conv_flops(*spec))
     sync = common.device_sync(device, torch_on)
     tables, all_timings, targets = [], {}, []
     for title, (steps, flops) in comparisons.items():
         timings = common.compare(steps, baseline="torch" if "torch" in steps else "tinyflo", rounds=rounds, sync=sync)
-        rows = [[name, t.median_s * 1e3, t.ratio, flops / t.median_s / 1e9, f"{t.spread:.0%}"]
-                for name, t in timings.items()]
+        gemm_s = timings[GEMMS].median_s
+        rows = [[name, t.median_s * 1e3, t.ratio, flops / t.median_s / 1e9, f"{gemm_s / t.median_s:.0%}",
+                 f"{t.spread:.0%}"] for name, t in timings.items()]
         tables.append(common.Table(f"{title}, float32 ({flops / 1e9:.3g} GFLOP)",
-                                   ["variant", "ms", "× torch", "GFLOP/s", "IQR"], rows))
+                                   ["variant", "ms", "× torch", "GFLOP/s", "GEMM share", "IQR"], rows))
         all_timings |= {f"{title}: {name}": t for name, t in timings.items()}
         if gpu and title.startswith("LeNet-5 training step") and title.endswith(f"batch {size}"):
             targets.append(common.Target(
@@ -221,9 +273,18 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         "Before timing, the LeNet loss and every parameter gradient of tinyflo are checked against "
         "torch's from the same weights and batch (loss rtol 1e-4; gradients rtol 1e-3, atol 1e-4 × largest "
         "gradient), and each convolution's weight gradient likewise.",
-        "tinyflo convolves by unfolding each image's windows (a strided view copied into an (N, C·KH·KW, "
-        "OH·OW) array) and one GEMM per image in a single broadcast matmul, whose result is already NCHW; "
-        "its backward folds the column gradient back with KH·KW strided additions.",
+        "tinyflo's conv2d picks its layout by output size. Up to 256 output positions per image (conv2: "
+        "10×10) it puts the batch last: the input is copied to (C, H, W, N), its windows into one (C·KH·KW, "
+        "OH·OW·N) column matrix, and forward, weight gradient and column gradient are one GEMM each over the "
+        "whole batch; the fold adds KH·KW slices of OW·N-long runs. Larger outputs per image (conv1: 28×28) "
+        "keep module 10's graded layout, one (OC, K) @ (K, OH·OW) GEMM per image in one broadcast matmul, "
+        "whose result is already NCHW. Max pooling with stride = kernel writes its backward in place into "
+        "a (N, C, OH, KH, OW, KW) view of the input gradient.",
+        f"GEMM share: the time of '{GEMMS}' — the GEMM shapes tinyflo runs, as contiguous float32 products: "
+        "each convolution's forward, weight gradient and (where needed) column gradient, one product over "
+        "the batch for conv2 and N broadcast per-image products for conv1, plus the linear layers' three "
+        "products each for LeNet, timed in the same rounds — over the "
+        "variant's time: the fraction of this machine's measured GEMM throughput the step reaches.",
         f"The training step is zero_grad, forward, cross-entropy, backward and an SGD step (lr {LR}, momentum "
         f"{MOMENTUM}) with tinyflo's optim.SGD and torch.optim.SGD.",
         "GFLOP counts only the nominal GEMM work: 2·N·OC·OH·OW·C·KH·KW per convolution GEMM (forward, "

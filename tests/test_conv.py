@@ -281,6 +281,7 @@ def test_conv_conv2d_skips_the_input_gradient_of_a_data_batch(monkeypatch):
 
     monkeypatch.setattr(conv, "col2im", fold)
     monkeypatch.setattr(conv, "_fold", fold)
+    monkeypatch.setattr(conv, "_fold_last", fold)  # the batch-last layout's fold
     layer(x).sum().backward()
     assert x.grad is None and layer.weight.grad is not None
     with pytest.raises(AssertionError, match="fold called"):  # the patch is live: a needed gradient calls it
@@ -516,3 +517,86 @@ def test_conv_conv2d_lenet5_28_is_32_zero_padded():
     np.testing.assert_allclose(model(Tensor(x)).numpy(), model(Tensor(padded)).numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(ShapeError, match=r"LeNet5 got input of shape \(2, 1, 30, 30\); expected \(N, 1, 32, 32\)"):
         model(tinyflo.randn(2, 1, 30, 30))
+
+
+# ----- the fast forms the package runs equal the readable ones graded in the module -------------------------------------
+
+
+def _conv_results(fn, x, weight, bias, device, **geometry):
+    """Output and input, weight and bias gradients of fn under (output²).sum(), as NumPy arrays."""
+    xt, wt = Tensor(x, device=device, requires_grad=True), Tensor(weight, device=device, requires_grad=True)
+    inputs = (xt, wt) if bias is None else (xt, wt, Tensor(bias, device=device, requires_grad=True))
+    out = fn.apply(*inputs, **geometry)
+    (out * out).sum().backward()
+    return [out.numpy()] + [t.grad.numpy() for t in inputs]
+
+
+@pytest.mark.task("conv_conv2d")
+@pytest.mark.parametrize("layout", ["batch last", "per image"])
+@SETTINGS
+@given(geometry=geometries(), groups=st.sampled_from([1, 2, 3]), bias=st.booleans(), seed=st.integers(0, 2**16))
+def test_conv_conv2d_fast_form_equals_the_readable_one(geometry, groups, bias, seed, layout, device, monkeypatch):
+    """Conv2dFn (one GEMM over the batch, batch last) against Conv2dUnfoldFn, the graded per-image form,
+    with the layout forced either way: stride, padding, dilation, non-square, batch 1 and channel 1 included."""
+    monkeypatch.setattr(conv, "BATCH_LAST_POSITIONS", 10**9 if layout == "batch last" else -1)
+    (n, c, h, w), kernel, stride, padding, dilation = geometry
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c * groups, h, w))
+    weight = rng.standard_normal((int(rng.integers(1, 3)) * groups, c, *kernel))
+    b = rng.standard_normal(weight.shape[0]) if bias else None
+    geometry = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    fast = _conv_results(conv.Conv2dFn, x, weight, b, device, **geometry)
+    readable = _conv_results(conv.Conv2dUnfoldFn, x, weight, b, device, **geometry)
+    for got, expected, name in zip(fast, readable, ["output", "input grad", "weight grad", "bias grad"]):
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10, err_msg=name)
+
+
+@pytest.mark.task("conv_conv2d")
+@pytest.mark.parametrize("shape", [(128, 6, 14, 14), (3, 1, 28, 28), (1, 2, 30, 17)])
+def test_conv_conv2d_picks_a_layout_by_output_size_and_both_keep_float32(shape, device):
+    """LeNet's conv2 (10×10 outputs) runs batch last; large outputs per image keep the per-image GEMMs."""
+    x = tinyflo.randn(*shape, device=device, requires_grad=True)
+    layer = conv.Conv2d(shape[1], 4, 5).to(device)
+    out = layer(x)
+    assert out.grad_fn.batch_last == (out.shape[2] * out.shape[3] <= conv.BATCH_LAST_POSITIONS)
+    out.sum().backward()
+    assert out.dtype == x.grad.dtype == layer.weight.grad.dtype == layer.bias.grad.dtype == np.float32
+
+
+@pytest.mark.task("conv_max_pool")
+@SETTINGS
+@given(n=st.integers(1, 3), c=st.integers(1, 3), kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       extra=st.tuples(st.integers(0, 2), st.integers(0, 2)), out=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+       seed=st.integers(0, 2**16), dtype=st.sampled_from([np.float32, np.float64, np.int32]))
+def test_conv_max_pool_tiling_backward_equals_the_general_one(n, c, kernel, extra, out, seed, dtype, device):
+    """MaxPool2dFn's tiling backward (stride == kernel) against MaxPool2dWindowsFn's, ties included:
+    small integers make many equal maxima, and rows or columns left over are in no window."""
+    h, w = (o * k + min(e, k - 1) for o, k, e in zip(out, kernel, extra))
+    x = np.random.default_rng(seed).integers(0, 3, (n, c, h, w)).astype(dtype)
+    grads = []
+    for fn in (conv.MaxPool2dFn, conv.MaxPool2dWindowsFn):
+        t = Tensor(x, device=device, requires_grad=dtype != np.int32)
+        pooled = fn.apply(t, kernel=kernel, stride=kernel, padding=(0, 0), dilation=(1, 1))
+        grads.append(pooled.numpy())
+        if t.requires_grad:
+            pooled.sum().backward()
+            grads.append(t.grad.numpy())
+            assert t.grad.dtype == dtype
+    for got, expected in zip(grads[:len(grads) // 2], grads[len(grads) // 2:]):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_conv_max_pool_tiling_backward_keeps_a_non_finite_gradient_at_the_maximum(bad, device):
+    """An inf or NaN output gradient reaches its window's maximum only; the other pixels get exactly 0."""
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    grads = []
+    for fn in (conv.MaxPool2dFn, conv.MaxPool2dWindowsFn):
+        t = Tensor(x, device=device, requires_grad=True)
+        pooled = fn.apply(t, kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+        upstream = np.array([[[[bad, 1], [2, 3]]]], np.float32)
+        (pooled * Tensor(upstream, device=device)).sum().backward()
+        grads.append(t.grad.numpy())
+    np.testing.assert_array_equal(grads[0], grads[1])
+    assert grads[0][0, 0, :2, :2].tolist()[0][0] == 0 and np.isnan(grads[0]).sum() == (1 if np.isnan(bad) else 0)
