@@ -212,9 +212,7 @@ def main(rounds: int = 11, device: str | None = None, smoke: bool = False, out: 
     notes = [
         f"First-step losses: {', '.join(f'{k} {v:.5f}' for k, v in first.items())}.",
         "A step is zero_grad, forward (under autocast for the float16 rows), cross-entropy, backward of the "
-        "scaled loss, GradScaler.step (one device-to-host read of the found-inf flag) and update. Every sample "
-        "waits for the GPU (cupy Device.synchronize, torch.cuda.synchronize) before the clock starts and before "
-        "it stops, so the time is the GPU's.",
+        "scaled loss, GradScaler.step (one device-to-host read of the found-inf flag) and update.",
         "Parameters and SGD's momentum stay float32 in every variant (master weights); float16 halves the "
         "activations kept for backward and runs the GEMMs on tensor cores.",
         "Peak memory, from an empty pool over building the model and two steps. In use: for tinyflo, the largest "
@@ -225,10 +223,7 @@ def main(rounds: int = 11, device: str | None = None, smoke: bool = False, out: 
     ]
     if _peak_watcher(cupy, cupy.get_default_memory_pool()) is None:
         notes.append("This CuPy has no cupy.cuda.MemoryHook: the tinyflo rows' bytes in use are not measured.")
-    if torch_missing:
-        notes.append(f"{torch_missing}: its rows are left out.")
-    if smoke:
-        notes.insert(0, "SMOKE RUN: tiny sizes and few rounds, to check that the benchmark runs; the numbers mean nothing.")
+    notes = common.run_notes(notes, device, smoke, torch_missing)
     return common.save_result(
         "amp",
         f"Mixed precision: float16 autocast vs float32 on {device}",

@@ -291,15 +291,9 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         "weight gradient, and the input gradient where one is needed), 6·batch·weights for the linear layers.",
         "IQR: interquartile range of the rounds relative to the median.",
     ]
-    if gpu:
-        notes.insert(0, f"On {device}: every sample waits for the GPU (cupy Device.synchronize, torch.cuda.synchronize) "
-                        "before the clock starts and before it stops; torch's TF32 is off (cuDNN and cuBLAS), so both "
-                        "compute in float32.")
-    if torch_missing:
-        notes.append(f"{torch_missing}: its variant is left out.")
-    if smoke:
-        notes.insert(0, "SMOKE RUN: tiny sizes and few rounds, to check that the benchmark runs; the numbers mean nothing.")
-    where = f"on {device}" if gpu else "on the CPU"
+    notes = common.run_notes(notes, device, smoke, torch_missing,
+                             "; torch's TF32 is off (cuDNN and cuBLAS), so both compute in float32")
+    where = common.where(device)
     return common.save_result(
         common.result_name("conv", device),
         "LeNet-5 and convolution forward + backward" + (f" on {device}" if gpu else ""),

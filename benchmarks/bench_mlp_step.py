@@ -390,15 +390,9 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         "× torch: the variant's time over its torch twin's (tensor ops, modules, training loop).",
         "IQR: interquartile range of the rounds relative to the median.",
     ]
-    if gpu:
-        notes.insert(0, f"On {device}: the hand-written step runs on CuPy; every sample waits for the GPU "
-                        "(cupy Device.synchronize, torch.cuda.synchronize) before the clock starts and before it "
-                        "stops, so the time is the GPU's, not how fast Python queues kernels.")
-    if torch_missing:
-        notes.append(f"{torch_missing}: the torch variants are left out.")
-    if smoke:
-        notes.insert(0, "SMOKE RUN: tiny sizes and few rounds, to check that the benchmark runs; the numbers mean nothing.")
-    where = f"on {device}" if gpu else "on the CPU"
+    notes = common.run_notes(notes, device, smoke, torch_missing,
+                             ", not how fast Python queues kernels; the hand-written step runs on CuPy")
+    where = common.where(device)
     return common.save_result(
         common.result_name("mlp_step", device),
         "MLP training step" + (f" on {device}" if gpu else ""),

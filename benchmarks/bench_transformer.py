@@ -369,15 +369,9 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         f"{', '.join(f'{k} {v:.5f}' for k, v in first.items())}.",
         "IQR: interquartile range of the samples relative to the median.",
     ]
-    if gpu:
-        notes.insert(0, f"On {device}: each sample waits for the GPU (cupy Device.synchronize, "
-                        "torch.cuda.synchronize) before the clock starts and before it stops; torch's TF32 is off. "
-                        "Peak memory is measured on the CPU only.")
-    if torch_missing:
-        notes.append(f"{torch_missing}: its variants are left out.")
-    if smoke:
-        notes.insert(0, "SMOKE RUN: tiny sizes and few steps, to check that the benchmark runs; the numbers mean nothing.")
-    where = f"on {device}" if gpu else "on the CPU"
+    notes = common.run_notes(notes, device, smoke, torch_missing,
+                             "; torch's TF32 is off. Peak memory is measured on the CPU only")
+    where = common.where(device)
     return common.save_result(
         common.result_name("transformer", device),
         "Milestone 6's GPT: training steps" + (f" on {device}" if gpu else ""),

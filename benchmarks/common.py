@@ -124,6 +124,22 @@ class Target:
 
 
 SMOKE_NOTE = "smoke run: toy sizes say nothing about the goal"
+SMOKE_RUN = "SMOKE RUN: tiny sizes and few rounds, to check that the benchmark runs; the numbers mean nothing."
+
+
+def where(device: str) -> str:
+    """Where a benchmark ran, for its titles: ``on cuda:0`` or ``on the CPU``."""
+    return f"on {device}" if is_gpu(device) else "on the CPU"
+
+
+def run_notes(notes: list[str], device: str, smoke: bool, torch_missing: str | None, gpu_detail: str = "") -> list[str]:
+    """``notes`` framed by what every benchmark says of its run: a smoke run's warning and how a GPU is timed
+    (``gpu_detail`` added) first, the rows left out when torch cannot run last."""
+    head = [SMOKE_RUN] if smoke else []
+    if is_gpu(device):
+        head.append(f"On {device}: every sample waits for the GPU (cupy Device.synchronize, torch.cuda.synchronize) "
+                    f"before the clock starts and before it stops, so the time is the GPU's{gpu_detail}.")
+    return head + notes + ([f"{torch_missing}: its rows are left out."] if torch_missing else [])
 
 
 # ----- timing --------------------------------------------------------------------

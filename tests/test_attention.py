@@ -54,6 +54,15 @@ def _stored(case: str, device: str = "cpu") -> dict[str, Tensor]:
     return {n: Tensor(REFERENCE[f"{case}/{n}"], device=device, requires_grad=True) for n in names}
 
 
+def _assert_matches_reference(case: str, out: Tensor, inputs: dict[str, Tensor], device: str) -> None:
+    """``out`` and, after a backward of the stored cotangent, every input's gradient equal PyTorch's."""
+    np.testing.assert_allclose(out.numpy(), REFERENCE[f"{case}/out"], rtol=1e-10, atol=1e-12)
+    (out * Tensor(REFERENCE[f"{case}/cotangent"], device=device)).sum().backward()
+    for name, t in inputs.items():
+        np.testing.assert_allclose(t.grad.numpy(), REFERENCE[f"{case}/grad_{name}"], rtol=1e-9, atol=1e-12,
+                                   err_msg=name)
+
+
 def test_attention_fixture_covers_every_case():
     stored = {key.split("/")[0] for key in REFERENCE}
     assert stored == set(SDPA_CASES) | set(LAYER_NORM_CASES)
@@ -67,11 +76,7 @@ def test_layers_softmax_attention_matches_pytorch(case, device):
     if options.get("attn_mask") == "mask":
         options["attn_mask"] = Tensor(REFERENCE[f"{case}/mask"], device=device)
     out = F.scaled_dot_product_attention(inputs["q"], inputs["k"], inputs["v"], **options)
-    np.testing.assert_allclose(out.numpy(), REFERENCE[f"{case}/out"], rtol=1e-10, atol=1e-12)
-    (out * Tensor(REFERENCE[f"{case}/cotangent"], device=device)).sum().backward()
-    for name, t in inputs.items():
-        np.testing.assert_allclose(t.grad.numpy(), REFERENCE[f"{case}/grad_{name}"], rtol=1e-9, atol=1e-12,
-                                   err_msg=name)
+    _assert_matches_reference(case, out, inputs, device)
 
 
 @pytest.mark.task("layers_layer_norm")
@@ -80,11 +85,7 @@ def test_layers_layer_norm_fused_matches_pytorch(case, device):
     inputs = _stored(case, device)
     shape, eps = LAYER_NORM_CASES[case]
     out = F.layer_norm(inputs["x"], shape, inputs.get("weight"), inputs.get("bias"), eps=eps)
-    np.testing.assert_allclose(out.numpy(), REFERENCE[f"{case}/out"], rtol=1e-10, atol=1e-12)
-    (out * Tensor(REFERENCE[f"{case}/cotangent"], device=device)).sum().backward()
-    for name, t in inputs.items():
-        np.testing.assert_allclose(t.grad.numpy(), REFERENCE[f"{case}/grad_{name}"], rtol=1e-9, atol=1e-12,
-                                   err_msg=name)
+    _assert_matches_reference(case, out, inputs, device)
 
 
 @pytest.mark.task("layers_softmax")

@@ -281,29 +281,27 @@ def test_el_che_round_average_is_the_sample_weighted_mean_of_each_replicas_own_s
                 p.data[...] = value
         return mean
 
+    def train_round(batches, rounds):
+        """One round through El Che; then every replica holds the hand-computed average."""
+        want = by_hand(el_che.order, batches)
+        for x, y in batches:
+            dp.train_step(x, y, mse_loss)
+        assert el_che.rounds == rounds
+        for replica in dp.replicas:
+            for got, expected in zip(replica.parameters(), want):
+                np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
     # the clocks read fixed times: 2 steps in 4 ms on rank 0, in 12 ms on rank 1 -> round 2's plan is [6, 2]
     el_che.clocks[0].seconds, el_che.clocks[1].seconds = (lambda: 0.004), (lambda: 0.012)
     # round 1: nothing measured, plan [2, 2]; batches of 5, 3, 7, 2 samples: weights 12/17 and 5/17
     first = make_batches((5, 3, 7, 2), seed=1)
     assert el_che.plan == [2, 2] and el_che.order == [0, 1, 0, 1]
-    want = by_hand(el_che.order, first)
-    for x, y in first:
-        dp.train_step(x, y, mse_loss)
-    assert el_che.rounds == 1
-    for replica in dp.replicas:
-        for got, expected in zip(replica.parameters(), want):
-            np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+    train_round(first, rounds=1)
     # round 2: rank 0 takes 6 steps, rank 1 2, each replica on from the average with its own momentum
     assert el_che.step_seconds == [0.002, 0.006]
     assert el_che.plan == [6, 2] and el_che.order == [0, 0, 0, 1, 0, 0, 0, 1]
     second = make_batches((4, 6, 3, 5, 2, 6, 4, 3), seed=2)
-    want = by_hand(el_che.order, second)
-    for x, y in second:
-        dp.train_step(x, y, mse_loss)
-    assert el_che.rounds == 2
-    for replica in dp.replicas:
-        for got, expected in zip(replica.parameters(), want):
-            np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+    train_round(second, rounds=2)
 
 
 def test_el_che_smooths_the_measured_times():

@@ -833,7 +833,7 @@ def _attention_bias(attn_mask: Any, is_causal: bool, L: int, S: int, like: Tenso
     xp, dtype = like.device.xp, like.dtype
     bias = None
     if is_causal:
-        bias = xp.where(xp.tri(L, S, dtype=bool), dtype.type(0), dtype.type(-math.inf)).astype(dtype)
+        bias = xp.where(xp.tri(L, S, dtype=bool), dtype.type(0), dtype.type(-math.inf))
     if attn_mask is not None:
         mask = attn_mask.data if isinstance(attn_mask, Tensor) else xp.asarray(attn_mask)
         if mask.dtype == bool:

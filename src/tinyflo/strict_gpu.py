@@ -104,10 +104,6 @@ class Device:
     def synchronize(self) -> None:
         """Wait for the device's work: nothing to wait for here (and not a read: no value comes back)."""
 
-    @property
-    def compute_capability(self) -> str:
-        return f"{_PROPERTIES['major']}{_PROPERTIES['minor']}"
-
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, Device) and other.id == self.id
 
@@ -129,10 +125,6 @@ class Event:
 
     def synchronize(self) -> None:
         pass
-
-    @property
-    def done(self) -> bool:
-        return True
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:
@@ -166,24 +158,16 @@ class MemoryHook:
     def free_postprocess(self, **kwargs: Any) -> None: ...
 
 
-class _Stream:
-    def synchronize(self) -> None:
-        pass
-
-
 _PROPERTIES = {"name": b"tinyflo strict stand-in", "totalGlobalMem": 16 << 30, "major": 9, "minor": 0,
                "multiProcessorCount": 1}
 cuda = types.ModuleType("cupy.cuda")
 cuda.Device, cuda.Event, cuda.get_elapsed_time, cuda.MemoryHook = Device, Event, get_elapsed_time, MemoryHook
 cuda.is_available = lambda: DEVICE_COUNT > 0
-cuda.get_current_stream = lambda device=None: _Stream()
 cuda.runtime = types.SimpleNamespace(
     getDeviceCount=lambda: DEVICE_COUNT,
     getDeviceProperties=lambda i: dict(_PROPERTIES),
     runtimeGetVersion=lambda: 0,  # 0: no CUDA runtime (a real one reports e.g. 13000 for 13.0)
     driverGetVersion=lambda: 0,
-    deviceSynchronize=lambda: None,
-    memGetInfo=lambda: (_PROPERTIES["totalGlobalMem"], _PROPERTIES["totalGlobalMem"]),
 )
 
 
@@ -664,8 +648,6 @@ def _build() -> dict[str, types.ModuleType]:
     cupy.__version__ = "0.0+strict"
     cupy.ndarray, cupy.cuda, cupy.random, cupy.asnumpy = ndarray, cuda, random, asnumpy
     cupy.get_default_memory_pool, cupy.ElementwiseKernel = get_default_memory_pool, ElementwiseKernel
-    cupy.get_array_module = lambda *arrays: cupy if any(isinstance(a, ndarray) for a in arrays) else np
-    cupy.is_available = cuda.is_available
     cupy.linalg = _linalg()
     cupy.lib = types.SimpleNamespace(stride_tricks=types.SimpleNamespace(
         as_strided=_function("as_strided", np.lib.stride_tricks.as_strided)))
