@@ -208,6 +208,9 @@ def _time_calls(fn: Callable[[], object], number: int, sync: Callable[[], None] 
     so that earlier work is not counted, and once before it stops, so that this work is.
     """
     gc.collect()  # start every sample from the same garbage state; gc stays on, as in real use
+    # One untimed call: the variant's thread pool, caches and the cores' clocks are back in the state
+    # a training loop keeps them in, after the collection and the variant before it left them idle.
+    fn()
     sync()
     start = time.perf_counter()
     for _ in range(number):

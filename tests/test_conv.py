@@ -600,3 +600,24 @@ def test_conv_max_pool_tiling_backward_keeps_a_non_finite_gradient_at_the_maximu
         grads.append(t.grad.numpy())
     np.testing.assert_array_equal(grads[0], grads[1])
     assert grads[0][0, 0, :2, :2].tolist()[0][0] == 0 and np.isnan(grads[0]).sum() == (1 if np.isnan(bad) else 0)
+
+
+@pytest.mark.task("conv_max_pool")
+@pytest.mark.parametrize("shape", [(3, 2, 6, 8), (2, 3, 7, 5)])
+def test_conv_max_pool_2x2_pairs_equal_the_window_form_with_nan_inputs_and_any_gradient(shape, device):
+    """2×2 pooling by column pairs, then row pairs, against MaxPool2dWindowsFn: ties, a NaN maximum, a left-over
+    row or column, and a random output gradient all give the same values and the same input gradient."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 3, shape).astype(np.float32)
+    results = []
+    for values in (x, np.where(rng.random(shape) < 0.1, np.nan, x).astype(np.float32)):
+        for fn in (conv.MaxPool2dFn, conv.MaxPool2dWindowsFn):
+            t = Tensor(values, device=device, requires_grad=True)
+            pooled = fn.apply(t, kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
+            upstream = np.random.default_rng(4).standard_normal(pooled.shape).astype(np.float32)
+            (pooled * Tensor(upstream, device=device)).sum().backward()
+            results.append((pooled.numpy(), t.grad.numpy()))
+    for fast, windows in (results[:2], results[2:]):
+        np.testing.assert_array_equal(fast[0], windows[0])
+        np.testing.assert_array_equal(fast[1], windows[1])
+    assert np.isnan(results[2][0]).any(), "the NaN case has a NaN maximum"

@@ -228,36 +228,60 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     return GeluFn.apply(x._floating(), approximate=approximate)
 
 
+GELU_BLOCK = 1 << 16  # elements per block on the CPU: every pass over a block finds it in the core's cache
+
+
 class GeluTanhFn(Function):
-    """½x(1 + tanh(√(2/π)(x + 0.044715x³))) with its derivative, computed in place."""
+    """½x(1 + tanh(√(2/π)(x + 0.044715x³))) with its derivative, computed in place.
+
+    On the CPU it works block by block, so the ten passes over a block read it from the core's cache
+    rather than from memory; on a GPU every pass is one kernel over the whole array.
+    """
+
+    def _blocks(self, *arrays):
+        """Matching flat blocks of equally shaped contiguous arrays."""
+        flats = [a.reshape(-1) for a in arrays]
+        step = GELU_BLOCK if self.xp is np else max(flats[0].size, 1)
+        for start in range(0, flats[0].size, step):
+            yield [flat[start:start + step] for flat in flats]
 
     def forward(self, a):
-        t = a * a
-        t *= 0.044715
-        t += 1
-        t *= a
-        t *= _SQRT_2_OVER_PI
-        self.xp.tanh(t, out=t)  # t = tanh(u), u = √(2/π)(x + 0.044715x³)
+        xp = self.xp
+        a = xp.ascontiguousarray(a)
+        t, out = xp.empty_like(a), xp.empty_like(a)
+        for x, tb, ob in self._blocks(a, t, out):
+            xp.multiply(x, x, out=tb)
+            tb *= 0.044715
+            tb += 1
+            tb *= x
+            tb *= _SQRT_2_OVER_PI
+            xp.tanh(tb, out=tb)  # t = tanh(u), u = √(2/π)(x + 0.044715x³)
+            xp.add(tb, 1, out=ob)
+            ob *= x
+            ob *= 0.5
         self.save_for_backward(a, t)
-        out = t + 1
-        out *= a
-        out *= 0.5
         return out
 
     def backward(self, grad):
+        xp = self.xp
         a, t = self.saved  # ½(1 + t) + ½x(1 − t²)·u′, u′ = √(2/π)(1 + 3·0.044715x²)
-        du = a * a
-        du *= 3 * 0.044715
-        du += 1
-        du *= _SQRT_2_OVER_PI
-        du *= a
-        d = t * t
-        self.xp.subtract(1, d, out=d)
-        d *= du
-        d += t
-        d += 1
-        d *= 0.5
-        d *= grad
+        grad = xp.ascontiguousarray(grad)
+        d = xp.empty_like(a)
+        du = None
+        for x, tb, g, db in self._blocks(a, t, grad, d):
+            du = xp.empty_like(x) if du is None or du.size < x.size else du[:x.size]
+            xp.multiply(x, x, out=du)
+            du *= 3 * 0.044715
+            du += 1
+            du *= _SQRT_2_OVER_PI
+            du *= x
+            xp.multiply(tb, tb, out=db)
+            xp.subtract(1, db, out=db)
+            db *= du
+            db += tb
+            db += 1
+            db *= 0.5
+            db *= g
         return d
 
 
