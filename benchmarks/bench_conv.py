@@ -30,7 +30,6 @@ GPU_BATCH = 1024  # a GPU-sized batch, measured beside BATCH on a GPU
 SMOKE_BATCH = 4
 GPU_TARGET = 1.5  # tinyflo's LeNet-5 training step at most this many times torch CUDA's, batch BATCH
 LR, MOMENTUM = 0.01, 0.9
-GEMMS = "its matrix products alone (BLAS, no framework)"
 
 # name: (input shape, weight shape, padding, input needs a gradient)
 CONVS = {
@@ -85,22 +84,6 @@ def lenet_gemm_shapes(batch_size: int = BATCH) -> list[tuple[tuple[int, int], tu
         shapes += [((batch_size, fan_in), (fan_in, fan_out)), ((fan_in, batch_size), (batch_size, fan_out)),
                    ((batch_size, fan_out), (fan_out, fan_in))]
     return shapes
-
-
-def gemms_only(shapes, xp=np) -> Callable[[], None]:
-    """The given matrix products on contiguous float32 operands, and nothing else.
-
-    Its time is what this machine's BLAS needs for a step's GEMM work, so a variant's "GEMM
-    share" (this time / the variant's) is the fraction of the measured GEMM throughput it reaches.
-    """
-    rng = np.random.default_rng(3)
-    pairs = [tuple(xp.asarray(rng.standard_normal(s).astype(np.float32)) for s in pair) for pair in shapes]
-
-    def step() -> None:
-        for a, b in pairs:
-            a @ b
-
-    return step
 
 
 def batch(seed: int = 0, size: int = BATCH) -> tuple[np.ndarray, np.ndarray]:
@@ -241,7 +224,7 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
     variants, training, tinyflo_result, torch_result = lenet_variants(torch, device, torch_on, size)
     check_same_math(tinyflo_result, torch_result)
     xp = tinyflo.device(device).xp
-    lenet_gemms = {GEMMS: gemms_only(lenet_gemm_shapes(size), xp)}
+    lenet_gemms = {common.GEMMS: common.gemms_only(lenet_gemm_shapes(size), xp)}
     comparisons = {
         f"LeNet-5 forward + cross-entropy + backward, batch {size}": (variants | lenet_gemms, lenet_flops(size)),
         f"LeNet-5 training step (the same, then SGD with momentum), batch {size}": (training | lenet_gemms,
@@ -250,15 +233,15 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
     if gpu and not smoke:
         large = lenet_variants(torch, device, torch_on, GPU_BATCH)[1]
         comparisons[f"LeNet-5 training step, batch {GPU_BATCH}"] = (
-            large | {GEMMS: gemms_only(lenet_gemm_shapes(GPU_BATCH), xp)}, lenet_flops(GPU_BATCH))
+            large | {common.GEMMS: common.gemms_only(lenet_gemm_shapes(GPU_BATCH), xp)}, lenet_flops(GPU_BATCH))
     for name, spec in convs(size).items():
-        steps = conv_variants(torch, spec, device, torch_on) | {GEMMS: gemms_only(conv_gemm_shapes(*spec), xp)}
+        steps = conv_variants(torch, spec, device, torch_on) | {common.GEMMS: common.gemms_only(conv_gemm_shapes(*spec), xp)}
         comparisons[f"{name}: forward + backward, batch {size}"] = (steps, conv_flops(*spec))
     sync = common.device_sync(device, torch_on)
     tables, all_timings, targets = [], {}, []
     for title, (steps, flops) in comparisons.items():
         timings = common.compare(steps, baseline="torch" if "torch" in steps else "tinyflo", rounds=rounds, sync=sync)
-        gemm_s = timings[GEMMS].median_s
+        gemm_s = timings[common.GEMMS].median_s
         rows = [[name, t.median_s * 1e3, t.ratio, flops / t.median_s / 1e9, f"{gemm_s / t.median_s:.0%}",
                  f"{t.spread:.0%}"] for name, t in timings.items()]
         tables.append(common.Table(f"{title}, float32 ({flops / 1e9:.3g} GFLOP)",
@@ -280,7 +263,7 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         "keep module 10's graded layout, one (OC, K) @ (K, OH·OW) GEMM per image in one broadcast matmul, "
         "whose result is already NCHW. Max pooling with stride = kernel writes its backward in place into "
         "a (N, C, OH, KH, OW, KW) view of the input gradient.",
-        f"GEMM share: the time of '{GEMMS}' — the GEMM shapes tinyflo runs, as contiguous float32 products: "
+        f"GEMM share: the time of '{common.GEMMS}' — the GEMM shapes tinyflo runs, as contiguous float32 products: "
         "each convolution's forward, weight gradient and (where needed) column gradient, one product over "
         "the batch for conv2 and N broadcast per-image products for conv1, plus the linear layers' three "
         "products each for LeNet, timed in the same rounds — over the "

@@ -139,6 +139,21 @@ def torch_gpt(torch, config: Any, vocab: int, sdpa: bool = False):
     return GPT()
 
 
+def gpt_gemm_shapes(config: Any, vocab: int = VOCAB) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The matrix products of one training step of the GPT: each linear layer's forward, input gradient and
+    weight gradient, the tied head's three, and attention's two products forward and four backward per layer
+    (stacked over batch × heads)."""
+    rows, c, t = config.batch_size * config.block_size, config.n_embd, config.block_size
+    stack, size = config.batch_size * config.n_head, config.n_embd // config.n_head
+    layers = [(c, 3 * c), (c, c), (c, 4 * c), (4 * c, c)] * config.n_layer + [(c, vocab)]
+    shapes = []
+    for fan_in, fan_out in layers:
+        shapes += [((rows, fan_in), (fan_in, fan_out)), ((rows, fan_out), (fan_out, fan_in)),
+                   ((fan_in, rows), (rows, fan_out))]
+    scores, values = ((stack, t, size), (stack, size, t)), ((stack, t, t), (stack, t, size))
+    return shapes + [scores, values, scores, values, values, values] * config.n_layer
+
+
 def copy_weights(torch, model: Any, net: Any) -> None:
     """Give ``net`` (torch) ``model``'s (tinyflo) weights; tinyflo's frozen zero LayerNorm biases have no twin."""
     state = model.state_dict()
@@ -310,7 +325,9 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
     tokens = config.batch_size * config.block_size
 
     # one training step, interleaved rounds
-    step_timings = common.compare(trainers.steps(), baseline=baseline, rounds=rounds, min_sample_s=0.0, sync=sync)
+    gemms = common.gemms_only(gpt_gemm_shapes(config), tinyflo.device(device).xp)
+    step_timings = common.compare(trainers.steps() | {common.GEMMS: gemms}, baseline=baseline, rounds=rounds,
+                                  min_sample_s=0.0, sync=sync)
 
     # training: chunks of steps, alternating
     variants = {name: (lambda fn=fn: [fn() for _ in range(chunk)]) for name, fn in trainers.steps().items()}
@@ -318,7 +335,7 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
                              sync=sync)
     last = {name: float(loss.item()) for name, loss in trainers.last_loss.items()}
     peaks = trainers.peak_memory() if not gpu else {}  # last: torch's profiler slows what runs after it
-    step_rows = [[name, t.median_s * 1e3, tokens / t.median_s, t.ratio,
+    step_rows = [[name, t.median_s * 1e3, "—" if name == common.GEMMS else tokens / t.median_s, t.ratio,
                   "—" if peaks.get(name) is None else f"{peaks[name] / 2**20:.1f}", f"{t.spread:.0%}"]
                  for name, t in step_timings.items()]
     rows = [[name, t.median_s / chunk * 1e3, sum(t.samples_s), t.ratio, last[name], f"{t.spread:.0%}"]
@@ -367,6 +384,10 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         f"Before timing, the first step's loss (rtol 1e-4) and every gradient (rtol 1e-3, atol 1e-4 × largest) "
         f"of tinyflo and of each torch variant agree: first losses "
         f"{', '.join(f'{k} {v:.5f}' for k, v in first.items())}.",
+        f"'{common.GEMMS}': the step's matrix products as tinyflo's shapes have them — each linear layer's "
+        "forward, input gradient and weight gradient, the tied head's three, attention's two products forward "
+        "and four backward per layer — on contiguous float32 operands, timed in the same rounds: what this "
+        "machine's BLAS needs for the step's GEMM work, a floor for any framework that calls it.",
         "IQR: interquartile range of the samples relative to the median.",
     ]
     notes = common.run_notes(notes, device, smoke, torch_missing,

@@ -219,6 +219,26 @@ def _time_calls(fn: Callable[[], object], number: int, sync: Callable[[], None] 
     return (time.perf_counter() - start) / number
 
 
+GEMMS = "its matrix products alone (BLAS, no framework)"
+
+
+def gemms_only(shapes: list[tuple[tuple[int, ...], tuple[int, ...]]], xp: Any = np) -> Callable[[], None]:
+    """The given matrix products (``a @ b`` for each pair of shapes, stacked ones included) on contiguous
+    float32 operands, and nothing else.
+
+    Its time is what this machine's BLAS needs for a step's GEMM work, so a variant's "GEMM share"
+    (this time / the variant's) is the fraction of the measured GEMM throughput it reaches.
+    """
+    rng = np.random.default_rng(3)
+    pairs = [tuple(xp.asarray(rng.standard_normal(s).astype(np.float32)) for s in pair) for pair in shapes]
+
+    def step() -> None:
+        for a, b in pairs:
+            a @ b
+
+    return step
+
+
 def compare(
     variants: dict[str, Callable[[], object]],
     baseline: str,
