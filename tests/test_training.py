@@ -587,14 +587,20 @@ def test_monitor_writes_report_csv_and_png(tmp_path):
     trainer.fit(train, val, epochs=3, callbacks=[monitor])
     assert len(monitor.samples) == 3
     sample = monitor.samples[-1]
-    assert sample["cpu_percent"] >= 0 and sample["ram_mb"] > 1
-    assert math.isnan(sample["gpu_mb"]) or sample["gpu_mb"] >= 0
+    assert 0 <= sample["sys_cpu_pct"] <= 100 and sample["proc_cpu_pct"] >= 0
+    assert 0 < sample["proc_ram_gb"] < sample["sys_ram_total_gb"] and 0 < sample["sys_ram_gb"] <= sample["sys_ram_total_gb"]
+    assert "gpu_util_pct" not in sample, "no GPU columns for a run on the CPU"
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (tmp_path / "report.html").read_text()
     assert "data:image/png;base64," in html and "<table>" in html and "src='http" not in html
+    assert "<th>sys_cpu_pct</th>" in html and "<th>proc_ram_gb</th>" in html, "the report's table has the resources"
+    assert "CPU %" in monitor.panels() and "memory (GB)" in monitor.panels(), "and its curves"
     rows = list(csv.DictReader((tmp_path / "history.csv").open()))
-    assert len(rows) == 3 and {"epoch", "train_loss", "val_acc", "lr", "cpu_percent", "ram_mb"} <= set(rows[0])
+    assert len(rows) == 3 and {"epoch", "train_loss", "val_acc", "lr", "sys_cpu_pct", "proc_ram_gb"} <= set(rows[0])
     assert float(rows[2]["train_loss"]) == pytest.approx(trainer.history["train_loss"][2])
+    log = (tmp_path / "training.log").read_text().splitlines()
+    assert len(log) == 3 and log[2].startswith("epoch 3  loss=") and "  cpu " in log[2] and " ram " in log[2]
+    assert not list(tmp_path.glob(".*.partial")), "written atomically"
 
 
 def _tiny_problem(seed: int = 0):
@@ -925,4 +931,98 @@ def test_trainer_step_reads_nothing_back_on_the_gpu(strict_reads):
 @pytest.mark.gpu_hardware
 def test_monitor_reads_cupys_memory_pool_on_a_real_gpu():
     held = Tensor(np.ones((1024, 1024), np.float32), device="cuda:0")  # 4 MiB from CuPy's pool
-    assert training._gpu_mb() >= 4.0 and held.shape == (1024, 1024)
+    resources = training.Resources("cuda:0")
+    sample = resources.sample()
+    assert sample["gpu_pool_gb"] >= 4 * 2**20 / training.GB and held.shape == (1024, 1024)
+    if resources.nvml is not None:  # nvidia-ml-py installed (the gpu extras bring it)
+        assert 0 < sample["gpu_mem_gb"] <= sample["gpu_mem_total_gb"] and 0 <= sample["gpu_util_pct"] <= 100
+        assert 0 < sample["gpu_temp_c"] < 120
+
+
+# ----- logged metrics, resources in the epoch line, floDl's trend questions ------------------------------
+
+def test_trainer_log_records_epoch_means_of_training_and_validation_and_shows_them(capsys):
+    model = tiny()
+    logged = []
+
+    def loss_fn(out, y):
+        loss = cross_entropy(out, y)
+        trainer.log("scaled", loss * 2)  # a tensor: summed on the device
+        trainer.log("hidden_count", 1.0, show=False)  # a number, kept out of the epoch line
+        logged.append((trainer.phase, 2 * loss.item()))
+        return loss
+
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), loss_fn, verbosity="normal")
+    train, val = loaders()
+    history = trainer.fit(train, val, epochs=2)
+    per_epoch = len(train) + len(val)
+    for epoch in range(2):
+        seen = logged[epoch * per_epoch:(epoch + 1) * per_epoch]
+        assert history["scaled"][epoch] == pytest.approx(np.mean([v for p, v in seen if p == "train"]))
+        assert history["val_scaled"][epoch] == pytest.approx(np.mean([v for p, v in seen if p == "val"]))
+    assert history["hidden_count"] == [1.0, 1.0] and history["val_hidden_count"] == [1.0, 1.0]
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"scaled={history['scaled'][1]:.4g}" in line and "val_scaled=" in line and "hidden_count" not in line
+    trainer.log("after", 3)  # between passes: straight into the last row
+    assert math.isnan(history["after"][0]) and history["after"][1] == 3.0
+
+
+def test_trainer_log_refuses_what_is_not_a_metric():
+    trainer = quiet(tiny())
+    with pytest.raises(ValueError, match=r"Trainer\.log: name must be a word like 'grad_norm'.*got 'my metric'"):
+        trainer.log("my metric", 1.0)
+    with pytest.raises(ValueError, match=r"Trainer\.log: 'val_loss' is a column the Trainer records itself"):
+        trainer.log("val_loss", 1.0)
+    with pytest.raises(TypeError, match=r"Trainer\.log\('x'\): expected a number or a one-element tensor; got 'a'"):
+        trainer.log("x", "a")
+    with pytest.raises(ShapeError, match=r"Trainer\.log\('x'\): .*got a tensor of shape \(2,\)"):
+        trainer.log("x", Tensor([1.0, 2.0]))
+    with pytest.raises(ValueError, match=r"Trainer\.log\('x'\): no epoch has run yet"):
+        trainer.log("x", 1.0)
+
+
+def test_resources_reach_the_epoch_line_and_the_history_on_the_digits(capsys):
+    from tinyflo import datasets
+
+    tinyflo.manual_seed(0)
+    model = Sequential(Linear(64, 32), ReLU(), Linear(32, 10))
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, verbosity="normal", resources=True)
+    history = trainer.fit(DataLoader(datasets.digits(train=True, flatten=True), batch_size=64), epochs=2)
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.search(r"\]  cpu \d+% \(this process \d+%\)  ram \d+\.\d/\d+\.\d GB$", line), line
+    assert all(0 <= v <= 100 for v in history["sys_cpu_pct"]) and all(v > 0 for v in history["proc_ram_gb"])
+    row = {"train_loss": 0.5, "time": 1.0, "gpu_util_pct": 87.0, "gpu_mem_gb": 5.24, "gpu_mem_total_gb": 80.0,
+           "gpu_temp_c": 61.0}
+    assert epoch_line(1, 2, row, None).endswith("[1.0s]  gpu 87% 5.2/80.0 GB 61°C")
+
+
+def test_trend_answers_flodls_questions_in_flodls_meanings():
+    t = Trend([5.0, 4.0, 3.0, 3.01, 2.99, 3.0])
+    assert t.mean() == pytest.approx(3.5) and t.mean(2) == pytest.approx(2.995), "mean(): all values; mean(n): the last n"
+    assert t.min() == 2.99 and t.max() == 5.0 and math.isnan(Trend([]).min()) and math.isnan(Trend([]).mean())
+    assert t.stalled_by_slope(4, threshold=0.01) and not t.stalled_by_slope(6, threshold=0.01), "|slope| < threshold"
+    assert Trend([0.1, 0.9, 0.9, 0.9], mode="max").stalled_by_slope(3, 1e-9), "a high plateau is stalled too"
+    assert t.converged_by_variance(4, tol=1e-3) and not t.converged_by_variance(6, tol=1e-3), "variance < tol"
+    assert not Trend([1.0, 1.0]).converged_by_variance(3, tol=1.0), "fewer than n values"
+    assert Trend([100.0, 100.5]).converged(2, tol=0.01) and not Trend([100.0, 100.5]).converged_by_variance(2, 0.01), (
+        "converged is relative to the mean, converged_by_variance absolute")
+
+
+@pytest.mark.gpu
+def test_logged_tensor_metrics_are_read_once_per_epoch_on_the_gpu(strict_reads):
+    """Logging a device tensor every batch adds one read per epoch, whatever the number of batches."""
+    def reads(n_batches: int) -> int:
+        X, Y = data(5 * n_batches, dtype=np.float32)
+
+        def loss_fn(out, y):
+            loss = cross_entropy(out, y)
+            trainer.log("scaled", loss * 2)
+            return loss
+
+        model = tiny(dtype="float32", device="cuda:0")
+        trainer = Trainer(model, SGD(model.parameters(), lr=0.1), loss_fn, device="cuda:0", verbosity="quiet")
+        strict_reads.reset_reads()
+        trainer.fit(DataLoader(TensorDataset(X, Y), batch_size=5), epochs=2)
+        return strict_reads.reads()
+
+    assert reads(12) == reads(4)

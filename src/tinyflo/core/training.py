@@ -9,7 +9,6 @@ import io
 import itertools
 import math
 import os
-import resource
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
-from tinyflo.core.tensor import ShapeError, Tensor, as_device, cuda_is_available
+from tinyflo.core.tensor import ShapeError, Tensor, as_device
 
 
 def _grads(params: Tensor | Iterable[Tensor], op: str) -> list[Tensor]:
@@ -142,6 +141,41 @@ class Trend:
         return float(last.max() - last.min()) <= tol * abs(float(last.mean()))
 
 
+_mean_of_last = Trend.mean
+
+
+def _mean(self: Trend, n: int | None = None) -> float:
+    """The mean of the last ``n`` values, or of all of them (floDl's ``mean()``) when ``n`` is left out."""
+    if n is None:
+        return float(np.mean(self.values)) if self.values else math.nan
+    return _mean_of_last(self, n)
+
+
+def _min(self: Trend) -> float:
+    """The smallest value (nan when there is none)."""
+    return min(self.values, default=math.nan)
+
+
+def _max(self: Trend) -> float:
+    """The largest value (nan when there is none)."""
+    return max(self.values, default=math.nan)
+
+
+def _stalled_by_slope(self: Trend, n: int, threshold: float) -> bool:
+    """floDl's ``stalled``: |slope of the last ``n`` values| < ``threshold`` per epoch (needs ``n`` values)."""
+    return len(self._last(n)) == n and abs(self.slope(n)) < threshold
+
+
+def _converged_by_variance(self: Trend, n: int, tol: float) -> bool:
+    """floDl's ``converged``: the variance of the last ``n`` values is below ``tol`` (needs ``n`` values)."""
+    last = self._last(n)
+    return len(last) == n and float(last.var()) < tol
+
+
+Trend.mean, Trend.min, Trend.max = _mean, _min, _max
+Trend.stalled_by_slope, Trend.converged_by_variance = _stalled_by_slope, _converged_by_variance
+
+
 VERBOSITY = {"quiet": 0, "normal": 1, "verbose": 2, "debug": 3}
 
 
@@ -208,9 +242,34 @@ def _rates(lrs: Sequence[float]) -> str:
     return ",".join(f"{lr:.1e}" for lr in lrs)
 
 
-def epoch_line(epoch: int, epochs: int, row: dict[str, float], eta: float | None) -> str:
-    """``epoch 3/20  loss=0.4123  val_loss=0.3810  acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]``."""
-    parts = [f"epoch {epoch}/{epochs}", f"loss={row['train_loss']:.4f}"]
+def _resources_text(row: dict[str, float]) -> str:
+    """``cpu 96% (this process 180%)  ram 3.1/15.6 GB  gpu 87% 5.2/80.0 GB 61°C``, from what the row holds."""
+    have = lambda key: not math.isnan(row.get(key, math.nan))  # noqa: E731
+    parts = []
+    if have("sys_cpu_pct"):
+        parts.append(f"cpu {row['sys_cpu_pct']:.0f}%" + (f" (this process {row['proc_cpu_pct']:.0f}%)"
+                                                           if have("proc_cpu_pct") else ""))
+    if have("sys_ram_gb"):
+        parts.append(f"ram {row['sys_ram_gb']:.1f}/{row.get('sys_ram_total_gb', math.nan):.1f} GB")
+    gpu = [f"{row['gpu_util_pct']:.0f}%"] if have("gpu_util_pct") else []
+    if have("gpu_mem_gb"):
+        gpu.append(f"{row['gpu_mem_gb']:.1f}/{row.get('gpu_mem_total_gb', math.nan):.1f} GB")
+    if have("gpu_temp_c"):
+        gpu.append(f"{row['gpu_temp_c']:.0f}°C")
+    if gpu:
+        parts.append("gpu " + " ".join(gpu))
+    return "  ".join(parts)
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.2e}"
+
+
+def epoch_line(epoch: int, epochs: int | None, row: dict[str, float], eta: float | None,
+               shown: Sequence[str] = ()) -> str:
+    """``epoch 3/20  loss=0.4123  val_loss=0.3810  acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]``, then
+    the columns named in ``shown`` (logged metrics) and the resources the row holds."""
+    parts = [f"epoch {epoch}" + ("" if epochs is None else f"/{epochs}"), f"loss={row['train_loss']:.4f}"]
     if not math.isnan(row.get("val_loss", math.nan)):
         parts.append(f"val_loss={row['val_loss']:.4f}")
     if not math.isnan(row.get("val_acc", math.nan)):
@@ -218,8 +277,10 @@ def epoch_line(epoch: int, epochs: int, row: dict[str, float], eta: float | None
     rates = [row[key] for key in lr_keys(row)]
     if rates and not math.isnan(rates[0]):
         parts.append("lr=" + _rates(rates))
+    parts += [f"{key}={_number(row[key])}" for key in shown if not math.isnan(row.get(key, math.nan))]
     timing = _duration(row["time"]) + ("" if eta is None else f"  ETA {_duration(eta)}")
-    return "  ".join(parts) + f"  [{timing}]"
+    resources = _resources_text(row)
+    return "  ".join(parts) + f"  [{timing}]" + (f"  {resources}" if resources else "")
 
 
 class History(dict):
@@ -262,23 +323,46 @@ class History(dict):
         return [{"epoch": i + 1, **{k: v[i] for k, v in self.items() if i < len(v)}} for i in range(len(self))]
 
 
-def _rss_mb() -> float:
-    """Resident memory of this process in MiB (/proc on Linux, else the peak from getrusage)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024 * 1024 if sys.platform == "darwin" else 1024)
+GB = 1e9  # bytes per GB: resources are reported in decimal gigabytes
+RESOURCE_KEYS = {"sys_cpu_pct", "proc_cpu_pct", "sys_ram_gb", "sys_ram_total_gb", "proc_ram_gb", "gpu_util_pct",
+                 "gpu_mem_gb", "gpu_mem_total_gb", "gpu_temp_c", "gpu_pool_gb"}  # what Resources.sample() gives
 
 
-def _gpu_mb() -> float:
-    """Bytes held by CuPy's default memory pool, in MiB (nan without a GPU)."""
-    if not cuda_is_available():
-        return math.nan
-    return as_device("cuda").xp.get_default_memory_pool().used_bytes() / 2**20
+class Resources:
+    """System and process CPU % and RAM (psutil); GPU use, memory and temperature (NVML) on a GPU."""
+
+    def __init__(self, device: Any = None) -> None:
+        import psutil  # a dependency of tinyflo; imported here so that importing the Trainer stays light
+
+        self.psutil, self.process = psutil, psutil.Process()
+        psutil.cpu_percent(None)  # both CPU clocks start now: the first sample measures from here
+        self.process.cpu_percent(None)
+        self.device = None if device is None else as_device(device)
+        self.nvml: Any = None
+        if self.device is not None and self.device.type == "cuda":
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(self.device.index)
+            except Exception:  # no nvidia-ml-py, or no driver it can talk to: the GPU columns stay nan
+                self.nvml = None
+
+    def sample(self) -> dict[str, float]:
+        """The resources now (CPU % since the last sample); GPU columns only on a GPU."""
+        memory = self.psutil.virtual_memory()
+        row = {"sys_cpu_pct": self.psutil.cpu_percent(None), "proc_cpu_pct": self.process.cpu_percent(None),
+               "sys_ram_gb": (memory.total - memory.available) / GB, "sys_ram_total_gb": memory.total / GB,
+               "proc_ram_gb": self.process.memory_info().rss / GB}
+        if self.device is None or self.device.type != "cuda":
+            return row
+        row |= {"gpu_util_pct": math.nan, "gpu_mem_gb": math.nan, "gpu_mem_total_gb": math.nan,
+                "gpu_temp_c": math.nan, "gpu_pool_gb": self.device.xp.get_default_memory_pool().used_bytes() / GB}
+        if self.nvml is not None:
+            use, info = self.nvml.nvmlDeviceGetUtilizationRates(self.handle), self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
+            row |= {"gpu_util_pct": float(use.gpu), "gpu_mem_gb": info.used / GB, "gpu_mem_total_gb": info.total / GB,
+                    "gpu_temp_c": float(self.nvml.nvmlDeviceGetTemperature(self.handle, self.nvml.NVML_TEMPERATURE_GPU))}
+        return row
 
 
 class Callback:
@@ -295,48 +379,88 @@ class Callback:
 
 
 class Monitor(Callback):
-    """Samples CPU %, RAM and GPU memory each epoch; draws the curves; writes HTML and CSV reports."""
+    """Shows and keeps a run: resources and logged metrics, curves, a live dashboard, HTML/CSV/log files."""
 
-    def __init__(self, out_dir: str | os.PathLike | None = None, live: bool | None = None) -> None:
+    def __init__(self, out_dir: str | os.PathLike | None = None, live: bool | None = None,
+                 dashboard: bool = False, port: int = 0) -> None:
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.live = ("ipykernel" in sys.modules) if live is None else bool(live)
-        self.samples: list[dict[str, float]] = []
+        self.want_dashboard, self.port = bool(dashboard), port
+        self.dashboard: Any = None  # a tinyflo.dashboard.Dashboard once training begins
         self.history: History = History()
-        self._last = self._clock()
+        self.steps: list[dict[str, float]] = []  # one row per log interval: step, running loss, resources
+        self.metrics: list[str] = []  # the names the Trainer logged, for the curves and the log file
         self._display: Any = None
 
-    @staticmethod
-    def _clock() -> tuple[float, float]:
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        return time.perf_counter(), usage.ru_utime + usage.ru_stime
-
-    def sample(self) -> dict[str, float]:
-        """CPU % since the last sample, RAM and GPU memory now."""
-        (wall0, cpu0), (wall1, cpu1) = self._last, self._clock()
-        self._last = (wall1, cpu1)
-        return {"cpu_percent": 100 * (cpu1 - cpu0) / max(wall1 - wall0, 1e-9), "ram_mb": _rss_mb(), "gpu_mb": _gpu_mb()}
+    @property
+    def samples(self) -> list[dict[str, float]]:
+        """The resources of each epoch, as sampled into the history."""
+        return [{k: v for k, v in row.items() if k in RESOURCE_KEYS} for row in self.history.rows()]
 
     def on_train_begin(self, trainer: Trainer) -> None:
-        self._last = self._clock()
+        if trainer.resources is None:
+            trainer.resources = Resources(trainer.device)
+        if self not in trainer.watchers:
+            trainer.watchers.append(self)
+        self.history = trainer.history
+        if self.want_dashboard and self.dashboard is None:
+            from tinyflo.dashboard import Dashboard  # the server and page ship with the package
+
+            self.dashboard = Dashboard(self.port)
+            if trainer.verbosity >= VERBOSITY["normal"]:
+                print(f"dashboard: {self.dashboard.url}")
+            for row in trainer.history.rows():  # a resumed run: what came before
+                self.dashboard.publish("epoch", row)
+
+    def on_log(self, trainer: Trainer, row: dict[str, float]) -> None:
+        """Every ``log_every`` steps: the step, its running loss and the resources."""
+        self.steps.append(row)
+        if self.dashboard is not None:
+            self.dashboard.publish("step", row)
 
     def on_epoch_end(self, trainer: Trainer) -> None:
-        row = {"epoch": trainer.epoch, **self.sample()}
-        self.samples.append(row)
-        self.history = trainer.history
+        self.history, self.metrics = trainer.history, list(trainer.metric_names)
+        row = trainer.history.rows()[-1]
         if trainer.verbosity >= VERBOSITY["debug"]:
-            print(f"  monitor: cpu {row['cpu_percent']:.0f}%  ram {row['ram_mb']:.0f} MiB  gpu {row['gpu_mb']:.0f} MiB")
+            print(f"  monitor: {_resources_text(row)}")
+        if self.out_dir is not None:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            with (self.out_dir / "training.log").open("a", encoding="utf-8") as log:
+                log.write(epoch_line(row["epoch"], None, row, None, self.metrics) + "\n")
+        if self.dashboard is not None:
+            self.dashboard.publish("epoch", row)
         if self.live:
             self._show()
 
     def on_train_end(self, trainer: Trainer) -> None:
-        self.history = trainer.history
+        self.history, self.metrics = trainer.history, list(trainer.metric_names)
+        if self in trainer.watchers:
+            trainer.watchers.remove(self)
         if self.out_dir is not None:
             self.save_png(self.out_dir / "curves.png")
             self.save_csv(self.out_dir / "history.csv")
             self.save_html(self.out_dir / "report.html")
 
+    def close(self) -> None:
+        """Stop the dashboard (it keeps serving after training, so the page can still be read)."""
+        if self.dashboard is not None:
+            self.dashboard.close()
+
+    def panels(self, history: History | None = None) -> dict[str, list[str]]:
+        """The curves to draw, title → columns: the ones the history holds values for."""
+        h = self.history if history is None else history
+        measured = {k for k, v in h.items() if any(not math.isnan(x) for x in v)}
+        known = {"loss": ["train_loss", "val_loss"], "validation accuracy": ["val_acc"], "learning rate": lr_keys(h),
+                 "CPU %": ["sys_cpu_pct", "proc_cpu_pct"], "GPU %": ["gpu_util_pct"],
+                 "memory (GB)": ["sys_ram_gb", "proc_ram_gb", "gpu_mem_gb", "gpu_pool_gb"],
+                 "GPU temperature (°C)": ["gpu_temp_c"]}
+        taken = {k for keys in known.values() for k in keys} | RESOURCE_KEYS | {"time", "epoch"}
+        known |= {name: [name] for name in h if name not in taken}  # logged metrics: a panel each
+        panels = {title: [k for k in keys if k in measured] for title, keys in known.items()}
+        return {title: keys for title, keys in panels.items() if keys or title in ("loss", "learning rate")}
+
     def figure(self, history: History | None = None) -> Any:
-        """A matplotlib figure: loss, accuracy and learning rate per epoch."""
+        """A matplotlib figure: a panel per group of history columns, against the epoch."""
         import matplotlib
 
         if "ipykernel" not in sys.modules:
@@ -344,23 +468,20 @@ class Monitor(Callback):
         from matplotlib.figure import Figure
 
         h = self.history if history is None else history
-        epochs = range(1, len(h) + 1)
-        fig = Figure(figsize=(11, 3.2))
-        loss, acc, lr = fig.subplots(1, 3)
-        for key in ("train_loss", "val_loss"):
-            if h.get(key) and not all(math.isnan(v) for v in h[key]):
-                loss.plot(epochs[: len(h[key])], h[key], marker="o", markersize=3, label=key)
-        loss.set(xlabel="epoch", title="loss")
-        loss.legend()
-        if h.get("val_acc"):
-            acc.plot(epochs[: len(h["val_acc"])], h["val_acc"], marker="o", markersize=3, color="C2")
-        acc.set(xlabel="epoch", title="validation accuracy")
-        for key in lr_keys(h):
-            if h[key]:
-                lr.plot(epochs[: len(h[key])], h[key], label=key)
-        lr.set(xlabel="epoch", title="learning rate")
-        for ax in (loss, acc, lr):
+        panels = self.panels(h)
+        cols = min(3, len(panels))
+        rows = -(-len(panels) // cols)
+        fig = Figure(figsize=(11, 3.2 * rows))
+        axes = fig.subplots(rows, cols, squeeze=False).ravel()
+        for ax, (title, keys) in zip(axes, panels.items()):
+            for key in keys:
+                ax.plot(range(1, len(h[key]) + 1), h[key], marker="o", markersize=3, label=key)
+            ax.set(xlabel="epoch", title=title)
             ax.grid(True, alpha=0.3)
+            if len(keys) > 1:
+                ax.legend()
+        for ax in axes[len(panels):]:
+            ax.set_visible(False)
         fig.tight_layout()
         return fig
 
@@ -382,42 +503,44 @@ class Monitor(Callback):
 
     def save_png(self, path: str | os.PathLike) -> Path:
         """The curves as a PNG file."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self._png())
-        return path
+        return _write_atomically(Path(path), self._png())
 
     def save_csv(self, path: str | os.PathLike) -> Path:
-        """The history and the resource samples, one row per epoch."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        rows = [{**row, **(self.samples[i] if i < len(self.samples) else {})} for i, row in enumerate(self.history.rows())]
+        """The history, one row per epoch: losses, rates, logged metrics, resources."""
+        rows = self.history.rows()
         columns = list(dict.fromkeys(key for row in rows for key in row)) or ["epoch", *History.KEYS]
-        with path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(rows)
-        return path
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+        return _write_atomically(Path(path), text.getvalue().encode())
 
     def save_html(self, path: str | os.PathLike, title: str = "tinyflo training report") -> Path:
         """One self-contained HTML file: the curves (PNG as base64) and a table of every epoch."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        rows = [{**row, **(self.samples[i] if i < len(self.samples) else {})} for i, row in enumerate(self.history.rows())]
+        rows = self.history.rows()
         columns = list(dict.fromkeys(key for row in rows for key in row))
-        cell = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)
+        cell = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
         table = "".join(
             "<tr>" + "".join(f"<td>{cell(row.get(c, ''))}</td>" for c in columns) + "</tr>" for row in rows
         )
         image = base64.b64encode(self._png()).decode("ascii")
-        path.write_text(
+        return _write_atomically(Path(path), (
             f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
             "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style></head><body>"
-            f"<h1>{title}</h1><img alt='training curves' src='data:image/png;base64,{image}'>"
+            f"<h1>{title}</h1><img alt='training curves: loss, accuracy, learning rate, resources, logged metrics' "
+            f"src='data:image/png;base64,{image}'>"
             f"<table><tr>{''.join(f'<th>{c}</th>' for c in columns)}</tr>{table}</table></body></html>"
-        )
-        return path
+        ).encode())
+
+
+def _write_atomically(path: Path, data: bytes) -> Path:
+    """Write ``data`` to a temporary file beside ``path``, then rename it over: never half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+    return path
 
 
 def _positive_int(value: Any, name: str, allow_none: bool = False) -> int | None:
@@ -555,6 +678,27 @@ def _squared_norm(params: list[Tensor]) -> Tensor:
     return Tensor(sum(xp.vdot(g, g) for g in wide), device=params[0].device)
 
 
+class _Meter:
+    """The sum and count of one logged metric over a pass; tensors are summed on their device."""
+
+    def __init__(self) -> None:
+        self.host, self.total, self.device, self.count = 0.0, None, None, 0
+
+    def add(self, value: Any) -> None:
+        if isinstance(value, Tensor):
+            data = value.data.reshape(())  # a view of a one-element array: nothing is read
+            self.total = data.copy() if self.total is None else self.total + data
+            self.device = value.device
+        else:
+            self.host += float(value)
+        self.count += 1
+
+    def mean(self) -> float:
+        """The mean: one read of the device sum, if there is one."""
+        total = self.host + (0.0 if self.total is None else Tensor._wrap(self.total, self.device).item())
+        return total / self.count
+
+
 def trainer_method(function: Callable) -> Callable:
     """Attach ``function`` to the Trainer as the method of its name (each loop piece has its own cell)."""
     setattr(Trainer, function.__name__, function)
@@ -579,6 +723,7 @@ class Trainer:
         amp: str | None = None,
         group: Any = None,
         plugins: Sequence[Any] = (),
+        resources: bool = False,
     ) -> None:
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step'; got {scheduler_interval!r}")
@@ -633,6 +778,12 @@ class Trainer:
         self.first_bad: Any = None  # nan_check="interval": device array, the first step that was not finite, or -1
         self.snapshot: dict[str, Any] | None = None  # nan_check="interval": what check_guard rolls back to
         self.step_batches: tuple[int, int] | None = None  # (first, last) batch of the step in progress
+        self.resources = Resources(self.device) if resources else None  # sampled each epoch and log interval
+        self.watchers: list[Any] = []  # told every log_every steps: on_log(trainer, row) (a Monitor)
+        self.meters: dict[tuple[str, str], _Meter] = {}  # (phase, name) → what log() summed this pass
+        self.metric_names: list[str] = []  # every column log() made, in order
+        self.shown_metrics: list[str] = []  # those the epoch line shows
+        self.phase: str | None = None  # "train" or "val" while a pass runs: where log() sums go
 
     def _plug(self, plugin: Any) -> None:
         if isinstance(plugin, Precision):
@@ -710,6 +861,9 @@ class Trainer:
         """``(outputs, mean loss)`` of one batch through the plug-ins; errors name the batch."""
         if op == "train_epoch":  # the batches of the coming step, for the guard's message
             self.step_batches = (self.step_batches[0] if self.step_batches else index, index)
+        elif index == 0:  # a new evaluation: log() sums its own values from here
+            self.phase = "val"
+            self.meters = {key: meter for key, meter in self.meters.items() if key[0] != "val"}
         try:
             with self.precision.forward_context():
                 out, loss = self.strategy.forward(self, x, y, op == "train_epoch")
@@ -774,6 +928,60 @@ class Trainer:
                 self.precision.step(optimizer)
             self.precision.update()
         self.strategy.after_step()
+
+    # ----- what the loop records -------------------------------------------------------
+    def log(self, name: str, value: Any, show: bool = True) -> None:
+        """Record a metric: its epoch mean goes to the history column ``name`` (``val_<name>`` if logged
+        while evaluating), to the epoch line (unless ``show=False``), and to whatever watches the history.
+
+        ``value`` is a number or a one-element tensor; a tensor is summed on its device and read once per
+        epoch, never per call. Logged outside a pass (from ``on_epoch_end``, say), it goes to the last row.
+        """
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"Trainer.log: name must be a word like 'grad_norm' (letters, digits, _); got {name!r}")
+        column = f"val_{name}" if self.phase == "val" else name
+        if column in History.KEYS or column in RESOURCE_KEYS or column == "epoch" or lr_keys([column]):
+            raise ValueError(f"Trainer.log: {column!r} is a column the Trainer records itself; pick another name")
+        if isinstance(value, Tensor):
+            if value.data.size != 1:
+                raise ShapeError(f"Trainer.log({name!r}): expected a number or a one-element tensor; "
+                                 f"got a tensor of shape {value.shape}")
+        elif isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise TypeError(f"Trainer.log({name!r}): expected a number or a one-element tensor; got {value!r}")
+        if column not in self.metric_names:
+            self.metric_names.append(column)
+        if show and column not in self.shown_metrics:
+            self.shown_metrics.append(column)
+        if self.phase is None:  # between passes: the last row gets it now (one read for a tensor)
+            if self.epoch == 0:
+                raise ValueError(f"Trainer.log({name!r}): no epoch has run yet, so there is no row to log to")
+            self.history.record(self.epoch, {column: float(value.item() if isinstance(value, Tensor) else value)})
+            return
+        self.meters.setdefault((self.phase, column), _Meter()).add(value)
+
+    def _means(self, phase: str) -> dict[str, float]:
+        """The means of what ``log()`` summed in ``phase``, read once each; those sums are done."""
+        means = {column: meter.mean() for (p, column), meter in self.meters.items() if p == phase}
+        self.meters = {key: meter for key, meter in self.meters.items() if key[0] != phase}
+        return means
+
+    def epoch_columns(self) -> dict[str, float]:
+        """The epoch's history columns besides its loss and time: learning rates, the metrics logged while it
+        trained, and the resources (when sampled)."""
+        self.phase = None
+        columns = self.lr_columns() | self._means("train")
+        if self.resources is not None:
+            columns |= self.resources.sample()
+        return columns
+
+    def val_columns(self) -> dict[str, float]:
+        """The metrics logged during the evaluation that just ended, as ``val_<name>`` columns."""
+        self.phase = None
+        return self._means("val")
+
+    def epoch_line(self, epoch: int, epochs: int | None = None, eta: float | None = None) -> str:
+        """The one-line log of the history's last row (see ``epoch_line``), with the metrics shown."""
+        return epoch_line(epoch, epochs, self.history.rows()[-1], eta, self.shown_metrics)
 
     # ----- state ---------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -954,6 +1162,7 @@ def start_epoch(self: Trainer, loader: Iterable) -> RunningLoss:
         self.pending_loader_state = None
     self.running = RunningLoss(self.pending_epoch_totals, self.device)
     self.pending_epoch_totals = None
+    self.phase = "train"  # log() sums into this epoch's row from here
     if self.nan_check == "interval":
         self.take_snapshot()
     shown = self.verbosity >= VERBOSITY["normal"]
@@ -965,17 +1174,26 @@ def start_epoch(self: Trainer, loader: Iterable) -> RunningLoss:
 
 @trainer_method
 def log_step(self: Trainer, running: RunningLoss, batches: int) -> None:
-    """After a step: advance the bar; every ``log_every`` steps, the guard's check and the running loss."""
+    """After a step: advance the bar; every ``log_every`` steps, the guard's check and the running loss
+    (shown, and given with the resources to the watchers, such as a Monitor)."""
     self._bar.update(batches)
     if self.log_every is None or self.step % self.log_every:
         return
     if self.nan_check == "interval":
         self.check_guard()
+    if not (self._watched or self.watchers):
+        return
+    loss = running.mean(self)  # one read per log interval, only when someone looks
     if self._watched:
-        text = f"loss={running.mean(self):.4f}  lr={_rates(self.lrs)}"
+        text = f"loss={loss:.4f}  lr={_rates(self.lrs)}"
         self._bar.set_postfix_str(text)
         if self.verbosity >= VERBOSITY["verbose"]:
             print(f"  step {self.step}  {text}")
+    if self.watchers:
+        row = {"step": self.step, "epoch": self.epoch + 1, "loss": loss, **self.lr_columns(),
+               **(self.resources.sample() if self.resources is not None else {})}
+        for watcher in self.watchers:
+            watcher.on_log(self, row)
 
 
 @trainer_method
@@ -1014,7 +1232,7 @@ def train_epoch(self: Trainer, loader: Iterable, accumulation_steps: int = 1) ->
     loss = self.strategy.total(running.mean(self))
     self.epoch += 1
     self.history.record(self.epoch, {"train_loss": loss, "time": time.perf_counter() - self._started,
-                                     **self.lr_columns()})
+                                     **self.epoch_columns()})
     return loss
 
 
@@ -1056,8 +1274,9 @@ def evaluate(self: Trainer, loader: Iterable) -> tuple[float, float]:
     accuracy = self.read(correct) / samples if classified else math.nan
     if self.device.reads_wait and not math.isfinite(loss):  # on the CPU a bad index raised already
         raise FloatingPointError(f"evaluate: the loss is not finite (nan or inf); {OUT_OF_RANGE_ON_GPU}")
+    columns = {"val_loss": loss, "val_acc": accuracy, **self.val_columns()}
     if self.epoch > 0:
-        self.history.record(self.epoch, {"val_loss": loss, "val_acc": accuracy})
+        self.history.record(self.epoch, columns)
     return loss, accuracy
 
 
@@ -1161,7 +1380,7 @@ def fit(self: Trainer, train_loader: Iterable, val_loader: Iterable | None = Non
             self.evaluate(val_loader)
         durations.append(time.perf_counter() - start)
         if self.verbosity >= VERBOSITY["normal"]:
-            print(epoch_line(e, epochs, self.history.rows()[-1], sum(durations) / len(durations) * (epochs - e)))
+            print(self.epoch_line(e, epochs, sum(durations) / len(durations) * (epochs - e)))
         for cb in callbacks:
             cb.on_epoch_end(self)
         if self.stop_training:

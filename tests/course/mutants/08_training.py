@@ -127,7 +127,7 @@ MUTANTS = [
     (
         "training_epoch",
         """    self.history.record(self.epoch, {"train_loss": loss, "time": time.perf_counter() - self._started,
-                                     **self.lr_columns()})
+                                     **self.epoch_columns()})
 """,
         "",
     ),
@@ -170,7 +170,7 @@ MUTANTS = [
     # nothing is recorded in the history.
     (
         "training_evaluate",
-        '        self.history.record(self.epoch, {"val_loss": loss, "val_acc": accuracy})',
+        "        self.history.record(self.epoch, columns)",
         "        pass",
     ),
     # BestModel keeps views of the live weights, which go on changing.

@@ -1,0 +1,119 @@
+// tinyflo's live dashboard: plots the events the training process streams (server-sent events).
+// Every plotted point stays readable in window.tinyflo.charts[title].series[name] as [x, y] pairs.
+"use strict";
+
+const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
+// Which chart each known value goes to; any other value gets a chart of its own.
+const GROUPS = {
+  step: { loss: "loss per log interval", sys_cpu_pct: "CPU % (per log interval)", proc_cpu_pct: "CPU % (per log interval)",
+          gpu_util_pct: "GPU % (per log interval)", sys_ram_gb: "memory GB (per log interval)",
+          proc_ram_gb: "memory GB (per log interval)", gpu_mem_gb: "memory GB (per log interval)" },
+  epoch: { train_loss: "loss per epoch", val_loss: "loss per epoch", val_acc: "accuracy per epoch",
+           sys_cpu_pct: "CPU % per epoch", proc_cpu_pct: "CPU % per epoch", gpu_util_pct: "GPU % per epoch",
+           sys_ram_gb: "memory GB per epoch", proc_ram_gb: "memory GB per epoch", gpu_mem_gb: "memory GB per epoch",
+           gpu_temp_c: "GPU temperature °C per epoch", time: "seconds per epoch" },
+};
+const SKIP = new Set(["step", "epoch", "sys_ram_total_gb", "gpu_mem_total_gb"]);
+
+window.tinyflo = { charts: {}, events: 0, closed: false };
+
+function chartFor(title) {
+  let chart = window.tinyflo.charts[title];
+  if (!chart) {
+    const figure = document.createElement("figure");
+    const caption = document.createElement("figcaption");
+    caption.textContent = title;
+    const canvas = document.createElement("canvas");
+    canvas.dataset.title = title;
+    figure.append(caption, canvas);
+    document.getElementById("charts").append(figure);
+    chart = window.tinyflo.charts[title] = { series: {}, canvas };
+  }
+  return chart;
+}
+
+function titleOf(kind, key) {
+  if (GROUPS[kind][key]) return GROUPS[kind][key];
+  if (key === "lr" || key.startsWith("lr_")) return `learning rate per ${kind}`;
+  return `${key} per ${kind === "step" ? "log interval" : "epoch"}`;
+}
+
+function showLatest(data) {
+  const names = document.getElementById("latest-names"), values = document.getElementById("latest-values");
+  for (const [key, value] of Object.entries(data)) {
+    let cell = values.querySelector(`td[data-key="${key}"]`);
+    if (!cell) {
+      const head = document.createElement("th");
+      head.textContent = key;
+      names.append(head);
+      cell = document.createElement("td");
+      cell.dataset.key = key;
+      values.append(cell);
+    }
+    cell.textContent = value === null ? "—" : Number(value).toPrecision(4);
+  }
+}
+
+function add(kind, data) {
+  const x = kind === "step" ? data.step : data.epoch;
+  for (const [key, value] of Object.entries(data)) {
+    if (SKIP.has(key) || value === null || typeof value !== "number") continue;
+    const chart = chartFor(titleOf(kind, key));
+    (chart.series[key] = chart.series[key] || []).push([x, value]);
+    chart.dirty = true;
+  }
+  window.tinyflo.events += 1;
+  showLatest(data);
+  requestAnimationFrame(drawAll);
+}
+
+function drawAll() {
+  for (const chart of Object.values(window.tinyflo.charts)) {
+    if (chart.dirty) draw(chart);
+    chart.dirty = false;
+  }
+}
+
+function draw(chart) {
+  const canvas = chart.canvas, ratio = window.devicePixelRatio || 1;
+  canvas.width = canvas.clientWidth * ratio;
+  canvas.height = canvas.clientHeight * ratio;
+  const g = canvas.getContext("2d");
+  g.scale(ratio, ratio);
+  const w = canvas.clientWidth, h = canvas.clientHeight, left = 56, bottom = 22, top = 8, right = 10;
+  const points = Object.values(chart.series).flat();
+  let [x0, x1] = [Math.min(...points.map(p => p[0])), Math.max(...points.map(p => p[0]))];
+  let [y0, y1] = [Math.min(...points.map(p => p[1])), Math.max(...points.map(p => p[1]))];
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
+  const px = x => left + (x - x0) / (x1 - x0) * (w - left - right);
+  const py = y => top + (1 - (y - y0) / (y1 - y0)) * (h - top - bottom);
+  g.clearRect(0, 0, w, h);
+  g.strokeStyle = "#ccc";
+  g.strokeRect(left, top, w - left - right, h - top - bottom);
+  g.fillStyle = "#555";
+  g.font = "11px sans-serif";
+  for (const y of [y0, (y0 + y1) / 2, y1]) g.fillText(Number(y).toPrecision(3), 4, py(y) + 4);
+  for (const x of [x0, x1]) g.fillText(String(Math.round(x)), px(x) - 6, h - 6);
+  Object.entries(chart.series).forEach(([name, series], i) => {
+    g.strokeStyle = g.fillStyle = COLORS[i % COLORS.length];
+    g.beginPath();
+    series.forEach(([x, y], j) => (j ? g.lineTo(px(x), py(y)) : g.moveTo(px(x), py(y))));
+    g.stroke();
+    if (series.length === 1) g.fillRect(px(series[0][0]) - 2, py(series[0][1]) - 2, 4, 4);
+    g.fillText(name, left + 8 + 110 * i, top + 12);
+  });
+}
+
+const source = new EventSource("events");
+const status = document.getElementById("status");
+source.onopen = () => { status.textContent = "live"; };
+for (const kind of ["step", "epoch"]) {
+  source.addEventListener(kind, e => add(kind, JSON.parse(e.data)));
+}
+source.addEventListener("closed", () => {
+  window.tinyflo.closed = true;
+  status.textContent = "the run has ended";
+  source.close();
+});
+source.onerror = () => { if (!window.tinyflo.closed) status.textContent = "reconnecting…"; };

@@ -1,0 +1,141 @@
+"""The live dashboard: a real Trainer run on the digits, watched in headless Chromium mid-run and after a late join."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+
+import pytest
+
+import tinyflo
+from tinyflo import datasets
+from tinyflo.core.data import DataLoader
+from tinyflo.core.layers import Linear, ReLU, Sequential
+from tinyflo.core.losses import cross_entropy
+from tinyflo.core.optim import AdamW
+from tinyflo.core.training import Callback, Monitor, Trainer
+from tinyflo.dashboard import Dashboard
+
+EPOCHS = 4
+
+
+def _plotted(browser, chart: str, series: str) -> list[list[float]]:
+    """The [x, y] points the page plotted for one series of one chart ([] while it has none)."""
+    return browser.execute_script(
+        "const c = window.tinyflo && window.tinyflo.charts[arguments[0]];"
+        "return c && c.series[arguments[1]] ? c.series[arguments[1]] : [];", chart, series)
+
+
+def _wait_for(browser, chart: str, series: str, count: int) -> list[list[float]]:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 20).until(lambda b: len(_plotted(b, chart, series)) >= count)
+    return _plotted(browser, chart, series)
+
+
+class _LookMidRun(Callback):
+    """After epoch 2, open the page while training is still going, and note what it plotted."""
+
+    def __init__(self, browser, monitor: Monitor) -> None:
+        self.browser, self.monitor, self.seen = browser, monitor, {}
+
+    def on_epoch_end(self, trainer: Trainer) -> None:
+        if trainer.epoch != 2:
+            return
+        self.browser.get(self.monitor.dashboard.url)
+        self.seen["train_loss"] = _wait_for(self.browser, "loss per epoch", "train_loss", 2)
+        self.seen["loss"] = _wait_for(self.browser, "loss per log interval", "loss", len(self.monitor.steps))
+        self.seen["status"] = self.browser.find_element("id", "status").text
+
+
+def test_dashboard_streams_a_run_to_a_page_mid_run_and_to_one_that_joins_late(browser, tmp_path):
+    tinyflo.manual_seed(0)
+    loader = DataLoader(datasets.digits(train=True, flatten=True), batch_size=64, shuffle=True, seed=0)
+    val = DataLoader(datasets.digits(train=False, flatten=True), batch_size=512)
+    model = Sequential(Linear(64, 32), ReLU(), Linear(32, 10))
+
+    def loss_fn(out, y):  # a custom metric, logged from the loss function: summed on the device, read per epoch
+        loss = cross_entropy(out, y)
+        trainer.log("top_logit", out.max(axis=1).mean())
+        return loss
+
+    trainer = Trainer(model, AdamW(model.parameters(), lr=1e-2), loss_fn, log_every=5, verbosity="quiet")
+    monitor = Monitor(out_dir=tmp_path, live=False, dashboard=True)
+    look = _LookMidRun(browser, monitor)
+    try:
+        history = trainer.fit(loader, val, epochs=EPOCHS, callbacks=[monitor, look])
+
+        # mid-run: the first two epochs and every log interval so far, exactly as trained
+        assert [y for _, y in look.seen["train_loss"]] == pytest.approx(history["train_loss"][:2], rel=1e-6)
+        assert [x for x, _ in look.seen["train_loss"]] == [1, 2]
+        assert len(look.seen["loss"]) >= 2 * len(loader) // 5 and look.seen["status"] == "live"
+
+        # the same page went on receiving: every epoch, the logged metric and the resources
+        assert [y for _, y in _wait_for(browser, "loss per epoch", "val_loss", EPOCHS)] == pytest.approx(
+            history["val_loss"], rel=1e-6)
+        assert [y for _, y in _wait_for(browser, "top_logit per epoch", "top_logit", EPOCHS)] == pytest.approx(
+            history["top_logit"], rel=1e-6)
+        assert len(_wait_for(browser, "CPU % per epoch", "sys_cpu_pct", EPOCHS)) == EPOCHS
+
+        # a page that joins after the run gets the whole history first
+        browser.get(monitor.dashboard.url)
+        plotted = _wait_for(browser, "loss per epoch", "train_loss", EPOCHS)
+        assert [y for _, y in plotted] == pytest.approx(history["train_loss"], rel=1e-6)
+        steps = _wait_for(browser, "loss per log interval", "loss", len(monitor.steps))
+        assert [x for x, _ in steps] == [row["step"] for row in monitor.steps]
+        assert [y for _, y in steps] == pytest.approx([row["loss"] for row in monitor.steps], rel=1e-6)
+        shown = browser.find_element("css selector", 'td[data-key="top_logit"]').text
+        assert float(shown) == pytest.approx(history["top_logit"][-1], rel=1e-3), "the latest values, as text"
+        memory = _wait_for(browser, "memory GB per epoch", "proc_ram_gb", EPOCHS)
+        assert [y for _, y in memory] == pytest.approx(history["proc_ram_gb"], rel=1e-6)
+
+        # the logged metric also reached the files
+        assert "top_logit" in (tmp_path / "history.csv").read_text().splitlines()[0].split(",")
+        assert "top_logit=" in (tmp_path / "training.log").read_text()
+    finally:
+        monitor.close()
+    browser.refresh()
+    assert "ERR_CONNECTION_REFUSED" in browser.page_source or "tinyflo" not in browser.title, "closed"
+
+
+def test_dashboard_replays_history_to_a_late_stream_and_ends_it_on_close():
+    board = Dashboard()
+    board.publish("epoch", {"epoch": 1, "train_loss": 0.5, "val_loss": float("nan")})
+    board.publish("step", {"step": 10, "loss": 0.7})
+    lines: list[str] = []
+
+    def read() -> None:
+        with urllib.request.urlopen(board.url + "events", timeout=10) as response:
+            for raw in response:
+                lines.append(raw.decode().rstrip("\n"))
+                if lines[-1] == "event: closed":
+                    return
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    board.publish("epoch", {"epoch": 2, "train_loss": 0.25})
+    threading.Event().wait(0.3)
+    board.close()
+    reader.join(10)
+    assert not reader.is_alive(), "closing the dashboard ends every stream"
+    events = [(kind[len("event: "):], json.loads(data[len("data: "):]))
+              for kind, data in zip(lines, lines[1:]) if kind.startswith("event: ") and kind != "event: closed"]
+    assert events == [("epoch", {"epoch": 1, "train_loss": 0.5, "val_loss": None}), ("step", {"step": 10, "loss": 0.7}),
+                      ("epoch", {"epoch": 2, "train_loss": 0.25})], "the history first, then what came, NaN as null"
+    board.close()  # twice is fine
+
+
+def test_dashboard_serves_its_page_and_script_and_refuses_a_bad_port():
+    board = Dashboard(title="digits")
+    try:
+        page = urllib.request.urlopen(board.url, timeout=10).read().decode()
+        script = urllib.request.urlopen(board.url + "dashboard.js", timeout=10).read().decode()
+        assert "<title>digits</title>" in page and '<script src="dashboard.js">' in page and "http" not in page
+        assert "EventSource" in script and "window.tinyflo" in script
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(board.url + "elsewhere", timeout=10)
+    finally:
+        board.close()
+    with pytest.raises(ValueError, match=r"Dashboard: port must be an integer in 0\.\.65535 .*; got 70000"):
+        Dashboard(port=70000)
