@@ -142,3 +142,22 @@ def test_read_scalars_checks_the_framing(tmp_path):
         read_scalars(tmp_path)
     with pytest.raises(FileNotFoundError, match="no folder"):
         read_scalars(tmp_path / "missing")
+
+
+def test_logged_metrics_and_resources_reach_tensorboard(tmp_path):
+    """What trainer.log() records and what a Monitor samples are history columns: each becomes a tag."""
+    from tinyflo.core.training import Monitor
+
+    tinyflo.manual_seed(0)
+    model = Sequential(Linear(4, 8), ReLU(), Linear(8, 2))
+
+    def loss_fn(out, y):
+        trainer_.log("top_logit", out.max(axis=1).mean())
+        return cross_entropy(out, y)
+
+    trainer_ = Trainer(model, SGD(model.parameters(), lr=0.1), loss_fn, verbosity="quiet")
+    history = trainer_.fit(loader(), loader(1), epochs=2, callbacks=[Monitor(live=False), TensorBoardLogger(tmp_path)])
+    scalars = read_scalars(tmp_path)
+    assert scalars["top_logit"] == as_logged(history["top_logit"])
+    assert scalars["val_top_logit"] == as_logged(history["val_top_logit"])
+    assert scalars["proc_ram_gb"] == as_logged(history["proc_ram_gb"]) and "sys_cpu_pct" in scalars

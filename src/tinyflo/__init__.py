@@ -49,7 +49,7 @@ _SOURCE["device"] = ("tinyflo.core.tensor", "as_device")  # tinyflo.device("cuda
 
 _ENGINE = "tinyflo.core.autograd"  # module 02: installs its backward into module 01's Tensor.backward()
 
-_SUBMODULES = ("nn", "optim", "datasets", "models", "distributed")  # tinyflo.nn.Linear works without `import tinyflo.nn`
+_SUBMODULES = ("nn", "optim", "datasets", "models", "distributed", "dashboard", "tensorboard")  # tinyflo.nn.Linear works without `import tinyflo.nn`
 
 
 def __getattr__(name: str) -> Any:
