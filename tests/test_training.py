@@ -1026,3 +1026,24 @@ def test_logged_tensor_metrics_are_read_once_per_epoch_on_the_gpu(strict_reads):
         return strict_reads.reads()
 
     assert reads(12) == reads(4)
+
+
+def test_monitor_live_draws_once_then_updates_in_place(monkeypatch):
+    """live=True (the default in Jupyter): one image shown after the first epoch, replaced after each next one."""
+    import IPython.display
+
+    shown = []
+
+    class Handle:
+        def update(self, image):
+            shown.append(("update", image.data[:8]))
+
+    def display(image, display_id=False):
+        shown.append(("display", image.data[:8], display_id))
+        return Handle()
+
+    monkeypatch.setattr(IPython.display, "display", display)
+    train, val = loaders()
+    quiet(tiny()).fit(train, val, epochs=3, callbacks=[Monitor(live=True)])
+    png = b"\x89PNG\r\n\x1a\n"
+    assert shown == [("display", png, True), ("update", png), ("update", png)]
