@@ -43,7 +43,6 @@ from tinyflo import milestones
 DEVICE = "cuda:0"
 BUDGET_S = 600.0  # the whole proof, every stage included
 TAIL_CHARS = 3000  # of each stage's output, kept in proof.json
-INSTALL_CUPY = "pip install 'tinyflo[gpu-cuda12]' (CUDA 12) or 'tinyflo[gpu-cuda13]' (CUDA 13)"
 # Benchmarks the proof runs: (module in benchmarks/, its result file on a GPU, budget in seconds, what it measures).
 BENCHMARKS = [
     ("bench_mlp_step", "mlp_step_cuda", 40, "MLP training step (batch 4096) vs torch CUDA; target ≤ 1.3×"),
@@ -165,20 +164,12 @@ def _git_commit(checkout: Path) -> str:
 
 
 def why_no_gpu() -> str | None:
-    """Why tinyflo sees no GPU, in one line; None when it sees one."""
-    if tinyflo.cuda_is_available():
-        return None
+    """Why tinyflo sees no GPU, in one line (module 01's reason: no CuPy, a broken one, no GPU); else None."""
     try:
-        import cupy
-    except ImportError:
-        return f"CuPy is not installed: {INSTALL_CUPY}"
-    except Exception as error:
-        return f"CuPy fails to import ({type(error).__name__}: {error})"
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as error:
-        return f"CuPy {cupy.__version__} cannot reach a GPU ({type(error).__name__}: {error})"
-    return f"CuPy {cupy.__version__} sees {count} CUDA devices"
+        tinyflo.device(DEVICE)
+    except tinyflo.DeviceError as error:
+        return str(error).removeprefix("device: ")
+    return None
 
 
 def device_slug(name: str) -> str:
