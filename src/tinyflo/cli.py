@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from tinyflo.course.source import CourseError, find_modules_dir
 from tinyflo.launch import BACKENDS, INSTALL_MPI, LaunchError, launch, mpiexec_path
@@ -136,6 +137,16 @@ def _launch(args: argparse.Namespace) -> int:
                   args.port, args.nnodes, args.node_rank, args.master_addr)
 
 
+def _check_device(spec: str) -> None:
+    """Refuse in one line a ``--device`` tinyflo cannot use: a misspelling, or no CuPy or no such GPU behind it."""
+    import tinyflo
+
+    try:
+        tinyflo.device(spec)
+    except tinyflo.DeviceError as error:  # "device: cuda:0: CuPy is not installed; ..."
+        raise CourseError(f"--{error}") from None
+
+
 def _demo(args: argparse.Namespace) -> int:
     try:
         demo = importlib.import_module("tinyflo.demo")
@@ -176,10 +187,11 @@ def _milestone(args: argparse.Namespace) -> int:
     env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")
     if env.get("TINYFLO_WORKSPACE"):  # the notebook runs in its own folder: a relative path would move
         env["TINYFLO_WORKSPACE"] = str(Path(env["TINYFLO_WORKSPACE"]).expanduser().resolve())
-    if args.device:
-        env["TINYFLO_MILESTONE_DEVICE"] = args.device
     if args.record and args.mode != "full":
         raise CourseError("--record keeps the full run with the checkout; it cannot be combined with --quick")
+    if args.device:
+        _check_device(args.device)
+        env["TINYFLO_MILESTONE_DEVICE"] = args.device
     out = (milestone.results(checkout) if args.record
            else Path(args.out) if args.out else milestones.default_out(milestone.name))
     env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
@@ -190,6 +202,7 @@ def _bench(args: argparse.Namespace) -> int:
     checkout = find_modules_dir(args.modules).parent
     if not (checkout / "benchmarks" / "run_all.py").is_file():
         raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
+    _check_device(args.device)
     command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds), "--device", args.device]
     if args.smoke:
         command.append("--smoke")
@@ -246,9 +259,19 @@ def _modules_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: the command, what was wrong, where to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every `tinyflo` subcommand."""
-    parser = argparse.ArgumentParser(prog="tinyflo", description=__doc__)
+    import tinyflo  # only its version: the generated modules load on first use
+
+    parser = Parser(prog="tinyflo", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tinyflo {tinyflo.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     export = commands.add_parser("export", help="write modules' export cells into the package")
@@ -383,9 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
     launcher.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     launcher.set_defaults(handler=_launch)
 
-    demo = commands.add_parser(
-        "demo", help="run the tinyflo demo", description="Arguments after `demo` go to the demo."
-    )
+    # The demo reads its own options (tinyflo demo --help lists them): building them here would import
+    # the generated modules, or a student's, for every command.
+    demo = commands.add_parser("demo", help="train an MLP on the bundled digits (options: tinyflo demo --help)",
+                               add_help=False)
     demo.set_defaults(handler=_demo)
     return parser
 
