@@ -1,4 +1,4 @@
-"""The `tinyflo` command: export, the student's and the instructor's loops, milestones, the book, doctor, demo."""
+"""The `tinyflo` command: export, the student's and the instructor's loops, milestones, data, the book, doctor, demo."""
 
 from __future__ import annotations
 
@@ -211,6 +211,21 @@ def _bench(args: argparse.Namespace) -> int:
     return subprocess.run(command, cwd=checkout).returncode
 
 
+def _download(args: argparse.Namespace) -> int:
+    from tinyflo import datasets
+
+    unknown = [name for name in args.names if name not in datasets.DOWNLOADS]
+    if unknown:
+        raise CourseError(f"NAME: expected {', '.join(datasets.DOWNLOADS)}; got {', '.join(map(repr, unknown))}")
+    for name in args.names:
+        try:
+            folder = datasets.download(name)
+        except (OSError, RuntimeError, ValueError) as error:  # no network, a full disk, a file that is not the original
+            raise CourseError(f"{name}: {error}") from None
+        print(f"{name}: every file is in {folder}, its SHA-256 checked")
+    return 0
+
+
 def _book(args: argparse.Namespace) -> int:
     from tinyflo import book, milestones
 
@@ -369,6 +384,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", metavar="DIR", help="folder for the results (default: benchmarks/results)")
     _modules_option(bench)
     bench.set_defaults(handler=_bench)
+
+    download = commands.add_parser(
+        "download", help="fetch the data sets the milestones read: mnist, fashion-mnist, tinyshakespeare",
+        description="Fetch each data set's original files into $TINYFLO_DATA/NAME (default ~/.cache/tinyflo/NAME), "
+        "each checked against its SHA-256; files already there are checked, not fetched again.")
+    download.add_argument("names", nargs="+", metavar="NAME", help="mnist, fashion-mnist or tinyshakespeare")
+    download.set_defaults(handler=_download)
 
     book = commands.add_parser("book", help="the browsable book of modules and milestones (needs a checkout)")
     book_commands = book.add_subparsers(dest="action", required=True, metavar="ACTION")
