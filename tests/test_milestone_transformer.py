@@ -17,7 +17,7 @@ from tinyflo import milestones, nn
 from tinyflo.nn import functional as F
 
 NOTEBOOK = milestones.MILESTONES["transformer"].path(ROOT)
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+SHAKESPEARE = milestones.find_data("tinyshakespeare", "input.txt")
 RESULTS = ROOT / "milestones" / "results" / "transformer"
 
 
@@ -103,8 +103,8 @@ def test_transformer_skips_cleanly_without_the_data(tmp_path):
 
 @pytest.mark.slow
 def test_transformer_quick_run_learns_far_beyond_the_unigram_model(tmp_path):
-    if not SHAKESPEARE.is_file():
-        pytest.skip(f"Tiny Shakespeare is not at {SHAKESPEARE}")
+    if SHAKESPEARE is None:
+        pytest.skip("no Tiny Shakespeare here (tinyflo download tinyshakespeare, or set TINYFLO_DATA)")
     result = run_quick("transformer", tmp_path)
     numbers = result["numbers"]
     assert numbers["vocab_size"] == 65 and numbers["characters"] == 1_115_394
