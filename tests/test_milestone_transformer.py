@@ -1,6 +1,5 @@
 """Milestone 6 (a character-level GPT on Tiny Shakespeare): its attention, its quick run, its recorded run."""
 
-import json
 import math
 import os
 import shutil
@@ -83,7 +82,7 @@ def test_gpt_refuses_a_context_longer_than_its_block(model_code):
         model(tinyflo.tensor(np.zeros((1, 6), dtype=np.int64)))
 
 
-def test_transformer_skips_cleanly_without_the_data(tmp_path):
+def test_transformer_without_the_data_fails_in_one_line_that_says_how_to_get_it(tmp_path):
     checkout = tmp_path / "checkout"
     (checkout / "milestones" / "06_transformer").mkdir(parents=True)
     shutil.copy(ROOT / "pyproject.toml", checkout)
@@ -94,11 +93,13 @@ def test_transformer_skips_cleanly_without_the_data(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "milestone", "run", "transformer", "--quick",
                            "--device", "cpu", "--out", str(out)], cwd=checkout, env=env,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "skipped: Tiny Shakespeare: input.txt not found" in done.stdout
-    result = json.loads((out / "result.json").read_text())
-    assert result["figures"] == [] and result["plots"] == []
-    assert result["numbers"]["skipped"][0].startswith("Tiny Shakespeare")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("milestone 06_transformer could not run: Tiny Shakespeare: input.txt not found in "
+                           f"{tmp_path / 'no-data' / 'tinyshakespeare'}, ")
+    assert line.endswith("; get it with: tinyflo download tinyshakespeare")
+    assert "skipped: " + line.split(": ", 1)[1] in done.stdout
+    assert not (out / "result.json").exists(), "a run that did nothing must not leave a result"
 
 
 @pytest.mark.slow

@@ -139,7 +139,7 @@ def test_cli_default_out_and_a_relative_workspace_follow_the_callers_folder(tmp_
     done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "milestone", "run", "1", "--quick"],
                           cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads((tmp_path / "tinyflo-milestones" / "perceptron" / "result.json").read_text())
+    result = json.loads((tmp_path / "tinyflo-milestones" / "perceptron-quick" / "result.json").read_text())
     assert result["code"] == "workspace" and result["mode"] == "quick"
 
 

@@ -193,7 +193,7 @@ def _milestone(args: argparse.Namespace) -> int:
         _check_device(args.device)
         env["TINYFLO_MILESTONE_DEVICE"] = args.device
     out = (milestone.results(checkout) if args.record
-           else Path(args.out) if args.out else milestones.default_out(milestone.name))
+           else Path(args.out) if args.out else milestones.default_out(milestone.name, args.mode))
     env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
     return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
 
@@ -358,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)")
     places = run.add_mutually_exclusive_group()
     places.add_argument("--out", metavar="DIR", help="folder for plots and results (default: "
-                        "tinyflo-milestones/NAME in the current folder)")
+                        "tinyflo-milestones/NAME in the current folder; NAME-quick for --quick)")
     places.add_argument("--record", action="store_true", help="write the full run's results into the "
                         "checkout's milestones/results/NAME, the recorded figures `milestone list` shows")
     milestone.set_defaults(handler=_milestone)

@@ -397,16 +397,6 @@ def _markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a file beside ``path``, flush it to disk, then rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
-
-
 def _publish(building: Path, out: Path) -> None:
     """Put the finished folder in its place: the previous proof goes only once this one is whole."""
     previous = out.with_name(f".{out.name}.previous")
@@ -453,8 +443,8 @@ def prove(stages: Sequence[Stage], out: Path, building: Path, facts: dict[str, A
         "stages": [asdict(o) | {"found": _stage_line(o)} for o in outcomes],
         "targets": targets,
     }
-    _write_atomically(building / "proof.json", json.dumps(record, indent=2, default=str) + "\n")
-    _write_atomically(building / "proof.md", _markdown(record))
+    milestones.write_atomically(building / "proof.json", json.dumps(record, indent=2, default=str) + "\n")
+    milestones.write_atomically(building / "proof.md", _markdown(record))
     _publish(building, out)
     verdict = "passed" if record["passed"] else f"FAILED ({', '.join(record['failed'])})"
     print(f"GPU proof {verdict} in {record['seconds']:.0f} s; recorded in {out / 'proof.md'}")
