@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,8 @@ def run_quick(name: str, out: Path, env: dict | None = None) -> dict:
     assert result["plots"] and all((out / plot).stat().st_size > 1000 for plot in result["plots"])
     assert "| figure | reproduced | published (source) | holds |" in done.stdout
     assert (out / "result.md").read_text().count("| yes |") == len(result["figures"])
+    if "tinyflo.Trainer" in milestones.find_milestone(name).path(ROOT).read_text():
+        assert re.search(r"^epoch 1/\d+  loss=", done.stdout, re.M), "a milestone shows the Trainer's epoch lines"
     return result
 
 
