@@ -206,8 +206,10 @@ def _bench(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds), "--device", args.device]
     if args.smoke:
         command.append("--smoke")
-    if args.out:
-        command += ["--out", str(Path(args.out).expanduser().resolve())]
+    if args.record:
+        command.append("--record")
+    else:  # a scratch folder here: the recorded results change only when asked to
+        command += ["--out", str(Path(args.out or "tinyflo-bench").expanduser().resolve())]
     return subprocess.run(command, cwd=checkout).returncode
 
 
@@ -376,12 +378,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "torch (beyond the ten minutes)")
     doctor.set_defaults(handler=_doctor)
 
-    bench = commands.add_parser("bench", help="run benchmarks/ and record results (needs a checkout)")
-    bench.add_argument("--rounds", type=int, default=11, help="interleaved rounds per comparison")
+    bench = commands.add_parser(
+        "bench", help="run benchmarks/ into ./tinyflo-bench, or --record them (needs a checkout)",
+        description="Run every benchmark: about 195 s on a 2-core CPU without PyTorch (its rows add to that); "
+        "--device cuda:N runs the four GPU benchmarks. Results go to ./tinyflo-bench unless --out or --record "
+        "says otherwise: the recorded results in benchmarks/results/ change only with --record.")
+    bench.add_argument("--rounds", type=_count, default=11, metavar="N",
+                       help="interleaved rounds per comparison (default 11)")
     bench.add_argument("--device", default="cpu", help="cpu (default: every benchmark) or cuda:N (the GPU "
                        "benchmarks, against PyTorch CUDA)")
-    bench.add_argument("--smoke", action="store_true", help="toy sizes: checks that the benchmarks run (needs --out)")
-    bench.add_argument("--out", metavar="DIR", help="folder for the results (default: benchmarks/results)")
+    bench.add_argument("--smoke", action="store_true", help="toy sizes: checks that the benchmarks run")
+    places = bench.add_mutually_exclusive_group()
+    places.add_argument("--out", metavar="DIR", help="folder for the results (default: ./tinyflo-bench)")
+    places.add_argument("--record", action="store_true", help="write the recorded results, benchmarks/results/ "
+                        "(refused without torch: the PyTorch rows would be missing)")
     _modules_option(bench)
     bench.set_defaults(handler=_bench)
 
