@@ -100,7 +100,7 @@ def run_mpi(n: int, rounds: int) -> dict[str, float] | None:
     return json.loads(lines[0][len("RESULT "):])
 
 
-def main(rounds: int = 11) -> tuple[Path, Path]:
+def main(rounds: int = 11, out: str | None = None) -> tuple[Path, Path]:
     """Measure, print and save ``results/allreduce.{json,md}``."""
     tables, all_timings = [], {}
     mpi = {n: run_mpi(n, rounds) for n in WORLDS}
@@ -156,6 +156,7 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         all_timings,
         {"rounds": rounds, "dtype": "float32", "op": "avg", "world sizes": list(WORLDS)},
         notes,
+        out=out,
     )
 
 
@@ -164,4 +165,4 @@ if __name__ == "__main__":
         sys.argv.remove("--mpi-worker")
         mpi_worker(common.parse_args(__doc__.splitlines()[0]).rounds)
     else:
-        main(common.parse_args(__doc__.splitlines()[0]).rounds)
+        main(**vars(common.parse_args(__doc__.splitlines()[0], torch_rows=False)))

@@ -95,7 +95,7 @@ def check_same_result(torch) -> None:
         np.testing.assert_allclose(xt.grad.numpy(), expected_grad, rtol=1e-5)
 
 
-def main(rounds: int = 11) -> tuple[Path, Path]:
+def main(rounds: int = 11, out: str | None = None) -> tuple[Path, Path]:
     """Measure, print and save ``results/autograd_overhead.{json,md}``."""
     torch = common.optional_torch()
     check_same_result(torch)
@@ -154,9 +154,10 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         timings,
         {"ops_per_chain": OPS, "tensor": f"({SIZE},) float32", "rounds": rounds},
         notes,
+        out=out,
     )
     return paths
 
 
 if __name__ == "__main__":
-    main(common.parse_args(__doc__.splitlines()[0]).rounds)
+    main(**vars(common.parse_args(__doc__.splitlines()[0])))

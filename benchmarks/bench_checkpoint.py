@@ -51,7 +51,7 @@ def _fsynced(path: Path) -> None:
         os.close(fd)
 
 
-def main(rounds: int = 11) -> tuple[Path, Path]:
+def main(rounds: int = 11, out: str | None = None) -> tuple[Path, Path]:
     """Measure, print and save ``results/checkpoint.{json,md}``."""
     model, opt, arrays = setup()
     megabytes = sum(a.nbytes for a in arrays.values()) / 1e6
@@ -122,9 +122,9 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         f"MB/s to save and load a {megabytes:.0f} MB training state: tinyflo against np.savez, the reference "
         "safetensors writer and torch.save.",
         tables, {f"save: {k}": v for k, v in save_t.items()} | {f"load: {k}": v for k, v in load_t.items()},
-        {"rounds": rounds, "megabytes": megabytes, "tmpdir": tempfile.gettempdir()}, notes,
+        {"rounds": rounds, "megabytes": megabytes, "tmpdir": tempfile.gettempdir()}, notes, out=out,
     )
 
 
 if __name__ == "__main__":
-    main(common.parse_args(__doc__.splitlines()[0]).rounds)
+    main(**vars(common.parse_args(__doc__.splitlines()[0])))

@@ -52,7 +52,7 @@ def count(variant: str, steps: int) -> int:
     return int(found.group(1))
 
 
-def main(rounds: int = 11) -> tuple[Path, Path] | tuple[()]:
+def main(rounds: int = 11, out: str | None = None) -> tuple[Path, Path] | tuple[()]:
     """Count, print and save ``results/dispatch_instructions.{json,md}``; nothing without valgrind."""
     if shutil.which("valgrind") is None:
         print("valgrind is not installed: no instruction counts (apt-get install valgrind)")
@@ -73,11 +73,11 @@ def main(rounds: int = 11) -> tuple[Path, Path] | tuple[()]:
         "dispatch_instructions", "Dispatch-bound MLP step: instructions",
         "Instructions executed per training step of the 64-64-64-10 MLP at batch 32, counted by "
         "callgrind: a measure of framework overhead that does not move with the machine's load.",
-        [table], {}, {"steps": steps, "counter": "valgrind --tool=callgrind (Ir)"}, notes)
+        [table], {}, {"steps": steps, "counter": "valgrind --tool=callgrind (Ir)"}, notes, out=out)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         run_steps(sys.argv[2], int(sys.argv[3]))
     else:
-        main(common.parse_args(__doc__.splitlines()[0]).rounds)
+        main(**vars(common.parse_args(__doc__.splitlines()[0], torch_rows=False)))

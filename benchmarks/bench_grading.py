@@ -7,7 +7,7 @@ sequential `nbgrader autograde` of the same submissions in a course built the nb
 the reference notebook, so every cell runs. One round per variant (a round is minutes long);
 `--rounds N` repeats them in rotating order.
 
-    python -m benchmarks.bench_grading [--rounds N] [--submissions 40] [--modules 01,08]
+    python -m benchmarks.bench_grading [--rounds N] [--submissions 40] [--modules 01,08] [--record]
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def measure(module, submissions: int, rounds: int, timeout: int) -> dict[str, li
     return samples
 
 
-def main(rounds: int = 1, submissions: int = 40, specs: str = "01,08", timeout: int = 60) -> tuple[Path, Path]:
+def main(rounds: int = 1, submissions: int = 40, specs: str = "01,08", timeout: int = 60,
+         out: str | None = None) -> tuple[Path, Path]:
     """Measure, print and save ``results/grading.{json,md}``."""
     modules = discover_modules(MODULES_DIR)
     rows, raw = [], {}
@@ -128,14 +129,15 @@ def main(rounds: int = 1, submissions: int = 40, specs: str = "01,08", timeout: 
         ["Each submission is the reference notebook: every cell runs, as in a class that did the work.",
          "Plain nbgrader runs the hidden tests inline and no sandbox; it is the baseline, not a "
          "safe way to grade (see README, For instructors)."],
+        out=out,
     )
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=1)
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--submissions", type=int, default=40)
-    parser.add_argument("--modules", default="01,08", help="comma-separated modules (default 01,08)")
+    parser.add_argument("--modules", dest="specs", default="01,08", help="comma-separated modules (default 01,08)")
     parser.add_argument("--timeout", type=int, default=60, help="seconds per cell")
-    args = parser.parse_args()
-    main(args.rounds, args.submissions, args.modules, args.timeout)
+
+
+if __name__ == "__main__":
+    main(**vars(common.parse_args(__doc__.splitlines()[0], options=_options, rounds=1, torch_rows=False)))

@@ -201,7 +201,7 @@ def measure(variant: str, mode: str) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def main(rounds: int = 11) -> tuple[Path, Path]:
+def main(rounds: int = 11, out: str | None = None) -> tuple[Path, Path]:
     """Measure every variant (``rounds`` is unused: memory does not need medians), print, save."""
     rows, kept, numpy_peak = [], [], {}
     for variant, (library, optimizer) in VARIANTS.items():
@@ -251,6 +251,7 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         {"shape": "784-512-512-10", "batch": SHAPE.batch, "dtype": "float32", "lr": LR,
          "steps": f"{WARMUP_STEPS} warm-up + {MEASURED_STEPS} measured, each variant in a fresh process"},
         notes,
+        out=out,
     )
 
 
@@ -258,4 +259,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--worker":
         print(json.dumps(worker(sys.argv[2], sys.argv[3])))
     else:
-        main(common.parse_args(__doc__.splitlines()[0]).rounds)
+        main(**vars(common.parse_args(__doc__.splitlines()[0], torch_rows=False)))

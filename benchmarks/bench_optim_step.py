@@ -83,7 +83,7 @@ def check_same_math(width: int, torch) -> None:
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def main(rounds: int = 11) -> tuple[Path, Path]:
+def main(rounds: int = 11, out: str | None = None) -> tuple[Path, Path]:
     """Measure, print and save ``results/optim_step.{json,md}``."""
     torch = common.optional_torch()
     tables, all_timings = [], {}
@@ -116,9 +116,10 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         all_timings,
         {"rounds": rounds, "dtype": "float32", "lr": LR, "optimizer": "Adam, default betas/eps"},
         notes,
+        out=out,
     )
     return paths
 
 
 if __name__ == "__main__":
-    main(common.parse_args(__doc__.splitlines()[0]).rounds)
+    main(**vars(common.parse_args(__doc__.splitlines()[0])))

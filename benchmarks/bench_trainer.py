@@ -89,7 +89,7 @@ def check_same_math(full: bool) -> None:
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-6, err_msg="the weights differ")
 
 
-def main(rounds: int = 11) -> tuple[Path, Path]:
+def main(rounds: int = 11, out: str | None = None) -> tuple[Path, Path]:
     """Measure, print and save ``results/trainer.{json,md}``."""
     tables, all_timings = [], {}
     for full, title in ((False, "AdamW"), (True, "AdamW + clip_grad_norm + warm-up/cosine per step")):
@@ -119,9 +119,10 @@ def main(rounds: int = 11) -> tuple[Path, Path]:
         "against the same loop written by hand, on the CPU, float32.",
         tables, all_timings, {"rounds": rounds, "dtype": "float32", "batch_size": BATCH, "optimizer": f"AdamW(lr={LR})"},
         notes,
+        out=out,
     )
     return paths
 
 
 if __name__ == "__main__":
-    main(common.parse_args(__doc__.splitlines()[0]).rounds)
+    main(**vars(common.parse_args(__doc__.splitlines()[0], torch_rows=False)))

@@ -23,6 +23,7 @@ import numpy as np
 
 import tinyflo
 from benchmarks import MALLOC, THREAD_VARIABLES, THREADS, THREADS_SET_BEFORE_NUMPY
+from tinyflo.milestones import write_atomically
 
 WARMUP = 3  # untimed rounds before the timed ones
 TIMING = (
@@ -30,7 +31,8 @@ TIMING = (
     f"after {WARMUP} warm-up rounds; see benchmarks/README.md"
 )
 BUSY = 0.05  # above this share of CPU taken by other processes, a result is flagged
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"  # the recorded results: written only with --record
+SCRATCH_DIR = "tinyflo-bench"  # where a run writes otherwise, in the current folder
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -384,12 +386,6 @@ def markdown_table(table: Table) -> str:
     return "\n".join(lines)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def save_result(
     name: str,
     title: str,
@@ -402,7 +398,7 @@ def save_result(
     device: str = "cpu",
     out: str | os.PathLike | None = None,
 ) -> tuple[Path, Path]:
-    """Print the tables; write ``<out>/<name>.json`` (every sample) and ``<out>/<name>.md`` (out: results/)."""
+    """Print the tables; write ``<out>/<name>.json`` (every sample) and ``<out>/<name>.md`` (out: ./tinyflo-bench)."""
     machine = machine_info(device)
     notes = list(notes)
     background = max((t.background_cpu for t in timings.values()), default=0.0)
@@ -413,7 +409,7 @@ def save_result(
         notes.insert(0, f"WARNING: other processes used {background:.0%} of the CPU during the measurement; "
                         "the numbers are not comparable with a quiet run.")
         print(f"warning: other processes used {background:.0%} of the CPU while measuring", file=sys.stderr)
-    folder = Path(out) if out is not None else RESULTS_DIR
+    folder = Path(out) if out is not None else Path(SCRATCH_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     record = {
         "benchmark": name,
@@ -427,7 +423,7 @@ def save_result(
         "notes": notes,
     }
     json_path, md_path = folder / f"{name}.json", folder / f"{name}.md"
-    _write_atomically(json_path, json.dumps(record, indent=2) + "\n")
+    write_atomically(json_path, json.dumps(record, indent=2) + "\n")
 
     parts = [f"# {title}", "", description, ""]
     for table in tables:
@@ -442,25 +438,47 @@ def save_result(
     parts += ["## Settings", ""] + [f"* {k}: {v}" for k, v in settings.items()] + [""]
     parts += ["## Machine", "", "| | |", "|---|---|"]
     parts += [f"| {k} | {_cell(v)} |" for k, v in machine.items()] + [""]
-    _write_atomically(md_path, "\n".join(parts))
+    write_atomically(md_path, "\n".join(parts))
     return json_path, md_path
 
 
 def parse_args(description: str, devices: bool = False, default_device: str = "cpu",
-               options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
-    """The command line every benchmark shares: ``--rounds N``; with ``devices``, also ``--device``,
-    ``--smoke`` and ``--out``; ``options`` adds a benchmark's own."""
+               options: Callable[[argparse.ArgumentParser], None] | None = None,
+               rounds: int = 11, torch_rows: bool = True) -> argparse.Namespace:
+    """The command line every benchmark shares: ``--rounds N``, ``--out DIR`` or ``--record``; with ``devices``,
+    also ``--device`` and ``--smoke``; ``options`` adds a benchmark's own.
+
+    ``out`` comes back as the folder to write: ``--out DIR``; with ``--record``, ``benchmarks/results/``;
+    else ``./tinyflo-bench``, so a run never rewrites the recorded results unasked. ``--record`` is refused
+    when torch cannot run where the benchmark does and the benchmark has PyTorch rows (``torch_rows``):
+    a recorded result without them would drop its reference silently.
+    """
     parser = argparse.ArgumentParser(description=description)
     if options is not None:
         options(parser)
-    parser.add_argument("--rounds", type=int, default=11, help="timed rounds per variant (default 11)")
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"timed rounds per variant (default {rounds})")
     if devices:
         parser.add_argument("--device", default=default_device, help=f"cpu or cuda:N (default {default_device})")
         parser.add_argument("--smoke", action="store_true",
                             help="tiny sizes and few steps: checks that the benchmark runs end to end; "
-                            "its numbers mean nothing (needs --out)")
-        parser.add_argument("--out", metavar="DIR", help="folder for the result files (default benchmarks/results)")
+                            "its numbers mean nothing")
+    places = parser.add_mutually_exclusive_group()
+    places.add_argument("--out", metavar="DIR", help=f"folder for the result files (default ./{SCRATCH_DIR})")
+    places.add_argument("--record", action="store_true",
+                        help="write the recorded results, benchmarks/results/ (needs torch for the PyTorch rows)")
     args = parser.parse_args()
-    if devices and args.smoke and not args.out:
-        parser.error("--smoke measures nothing worth keeping: give --out DIR, away from benchmarks/results")
+    device = getattr(args, "device", "cpu")
+    try:
+        tinyflo.device(device)
+    except tinyflo.DeviceError as error:
+        parser.exit(2, f"benchmarks: --{error}\n")
+    if args.record:
+        if getattr(args, "smoke", False):
+            parser.exit(2, "benchmarks: --smoke measures nothing worth keeping: it cannot go with --record\n")
+        _, torch_missing = torch_device(optional_torch(), device) if torch_rows else ("", "")
+        if torch_missing:
+            parser.exit(2, f"benchmarks: --record needs torch for the PyTorch rows, and here {torch_missing}: "
+                        f"pip install torch, or run without --record (results then go to ./{SCRATCH_DIR})\n")
+    args.out = str(RESULTS_DIR if args.record else Path(args.out or SCRATCH_DIR).expanduser().resolve())
+    del args.record
     return args

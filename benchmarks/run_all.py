@@ -1,9 +1,12 @@
-"""Run every benchmark and write its results: ``python -m benchmarks [--rounds N] [--device cuda:0]``."""
+"""Run every benchmark and write its results: ``python -m benchmarks [--rounds N] [--device cuda:0] [--record]``.
+
+Results go to ./tinyflo-bench (or ``--out DIR``); ``--record`` writes the recorded ones, benchmarks/results/.
+"""
 
 from __future__ import annotations
 
-import sys
 import time
+from pathlib import Path
 
 from benchmarks import (
     bench_allreduce,
@@ -22,28 +25,29 @@ from benchmarks import (
 
 BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_memory, bench_trainer, bench_conv,
               bench_checkpoint, bench_allreduce, bench_amp, bench_transformer, bench_dispatch_instructions]
-# Those that take --device, --smoke and --out: the GPU's benchmarks, each against PyTorch CUDA in the same process.
+# Those that take --device and --smoke: the GPU's benchmarks, each against PyTorch CUDA in the same process.
 DEVICE_BENCHMARKS = [bench_mlp_step, bench_amp, bench_conv, bench_transformer]
 
 
-def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | None = None) -> None:
-    """Run each benchmark after waiting (up to a minute) for the machine to be quiet.
+def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str = common.SCRATCH_DIR) -> None:
+    """Run each benchmark after waiting (up to a minute) for the machine to be quiet; results into ``out``.
 
-    On a GPU (``device`` cuda:N), or for a smoke run, only the benchmarks that take a device run.
+    On a GPU (``device`` cuda:N), or for a smoke run, only the benchmarks that take a device run; a smoke
+    run measures nothing, so it does not wait.
     """
     on_device = common.is_gpu(device) or smoke
-    if out and not on_device:
-        sys.exit("benchmarks: --out is for the device benchmarks (give --device cuda:N or --smoke)")
     start = time.perf_counter()
+    recording = Path(out) == common.RESULTS_DIR
+    print(f"results go to {out}" + ("" if recording else " (--record writes benchmarks/results/)"))
     for bench in DEVICE_BENCHMARKS if on_device else BENCHMARKS:
         name = bench.__name__.rsplit(".", 1)[-1]
-        others = common.wait_for_quiet()
-        print(f"\n=== {name} (other processes: {others:.0%} of the CPU)")
+        load = "" if smoke else f" (other processes: {common.wait_for_quiet():.0%} of the CPU)"
+        print(f"\n=== {name}{load}")
         began = time.perf_counter()
         paths = (bench.main(rounds, device=device, smoke=smoke, out=out) if bench in DEVICE_BENCHMARKS
-                 else bench.main(rounds))
+                 else bench.main(rounds, out=out))
         print(f"--- {name}: {time.perf_counter() - began:.0f} s, wrote {', '.join(str(p) for p in paths)}")
-    print(f"\nall benchmarks: {time.perf_counter() - start:.0f} s")
+    print(f"\nall benchmarks: {time.perf_counter() - start:.0f} s; results in {out}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """tinyflo.datasets: the bundled digits, verified MNIST-format and text files, synthetic sets.
 
-MNIST, Fashion-MNIST and Tiny Shakespeare are read from the repository's sibling folder
-``shared/data`` when it exists (skipped otherwise). Nothing is ever downloaded: every test
+MNIST, Fashion-MNIST and Tiny Shakespeare are read where the package looks for them
+(``milestones.find_data``: ``$TINYFLO_DATA``, else ``~/.cache/tinyflo``, then ``../shared/data``;
+skipped otherwise). Nothing is ever downloaded: every test
 runs with the network downloader replaced by one that fails.
 """
 
@@ -18,8 +19,10 @@ import pytest
 from tinyflo import datasets
 from tinyflo.core.data import DataLoader, TensorDataset
 from tinyflo.datasets import ChecksumError
+from tinyflo.milestones import find_data
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+# looked up once, before the fixture below points $TINYFLO_DATA at an empty folder
+DATA = {name: find_data(name, next(iter(hashes))) for name, (hashes, _) in datasets.DOWNLOADS.items()}
 REAL_DOWNLOAD = datasets._download
 
 
@@ -35,10 +38,10 @@ def no_downloads(monkeypatch, tmp_path):
 
 
 def shared(name: str) -> Path:
-    folder = SHARED / name
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is not there (the original data files live next to the repository)")
-    return folder
+    """The folder of data set ``name`` on this machine (the test skips without it)."""
+    if DATA[name] is None:
+        pytest.skip(f"no {name} here (tinyflo download {name}, or set TINYFLO_DATA)")
+    return DATA[name]
 
 
 def copy_of(folder: Path, tmp_path: Path, *names: str) -> Path:

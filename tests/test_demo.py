@@ -1,6 +1,10 @@
 """The README's main job, and the proofs that the modules fit together on the bundled digits."""
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +63,22 @@ def test_demo_rejects_bad_arguments(args, message, capsys):
     with pytest.raises(SystemExit):
         demo.main(args)
     assert message in capsys.readouterr().err
+
+
+def readme_epoch_lines() -> list[str]:
+    """The epoch lines the README quotes from the demo's output (``# epoch 20/20  loss=...``, up to a ``...``)."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    return [quoted.removesuffix("...").strip() for quoted in re.findall(r"# (epoch \d+/\d+ .*)$", readme, re.M)]
+
+
+def test_readme_quotes_what_the_demo_prints(tmp_path):
+    quoted = readme_epoch_lines()
+    assert quoted, "the README quotes the demo's last epoch line"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "demo"], cwd=tmp_path, env=environment,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    printed = done.stdout.splitlines()
+    for line in quoted:
+        assert any(out.startswith(line) for out in printed), f"the README quotes {line!r}; the demo printed:\n{done.stdout}"
+    assert (tmp_path / "tinyflo-demo" / "loss.png").is_file(), "the README says the plot goes to tinyflo-demo/loss.png"

@@ -5,13 +5,12 @@ The figures asserted here are the ones the module and the README state. LeCun et
 the MNIST test below trains for one epoch (a bounded budget of 938 optimizer steps at batch 64, so
 CI stays fast) and must reach 97% on the 10,000 test images; it reaches 97.6% (seed 0; 98.0% with
 seed 1).
-Nothing is downloaded: MNIST is read from ../shared/data when it exists, otherwise the test skips.
+Nothing is downloaded: MNIST is read where the package looks for it (milestones.find_data), else the test skips.
 """
 
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,8 +23,9 @@ from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import AdamW
 from tinyflo.core.schedulers import CosineAnnealing, Warmup
 from tinyflo.core.training import Trainer
+from tinyflo.milestones import find_data
 
-MNIST = Path(__file__).resolve().parents[2] / "shared" / "data" / "mnist"
+MNIST = find_data("mnist", "train-images-idx3-ubyte.gz")
 
 
 def train_lenet(train, test, epochs: int, batch_size: int, lr: float, label_smoothing: float = 0.0,
@@ -57,7 +57,7 @@ def test_lenet_reaches_97_percent_on_the_bundled_digits():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MNIST / "train-images-idx3-ubyte.gz").exists(), reason=f"no MNIST at {MNIST}")
+@pytest.mark.skipif(MNIST is None, reason="no MNIST (tinyflo download mnist, or set TINYFLO_DATA)")
 def test_lenet_one_epoch_of_real_mnist():
     x, y = datasets.mnist(MNIST, as_arrays=True)
     xt, yt = datasets.mnist(MNIST, train=False, as_arrays=True)

@@ -1,6 +1,5 @@
 """Milestone 6 (a character-level GPT on Tiny Shakespeare): its attention, its quick run, its recorded run."""
 
-import json
 import math
 import os
 import shutil
@@ -17,7 +16,7 @@ from tinyflo import milestones, nn
 from tinyflo.nn import functional as F
 
 NOTEBOOK = milestones.MILESTONES["transformer"].path(ROOT)
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare" / "input.txt"
+SHAKESPEARE = milestones.find_data("tinyshakespeare", "input.txt")
 RESULTS = ROOT / "milestones" / "results" / "transformer"
 
 
@@ -83,7 +82,7 @@ def test_gpt_refuses_a_context_longer_than_its_block(model_code):
         model(tinyflo.tensor(np.zeros((1, 6), dtype=np.int64)))
 
 
-def test_transformer_skips_cleanly_without_the_data(tmp_path):
+def test_transformer_without_the_data_fails_in_one_line_that_says_how_to_get_it(tmp_path):
     checkout = tmp_path / "checkout"
     (checkout / "milestones" / "06_transformer").mkdir(parents=True)
     shutil.copy(ROOT / "pyproject.toml", checkout)
@@ -94,17 +93,19 @@ def test_transformer_skips_cleanly_without_the_data(tmp_path):
     done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "milestone", "run", "transformer", "--quick",
                            "--device", "cpu", "--out", str(out)], cwd=checkout, env=env,
                           capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "skipped: Tiny Shakespeare: input.txt not found" in done.stdout
-    result = json.loads((out / "result.json").read_text())
-    assert result["figures"] == [] and result["plots"] == []
-    assert result["numbers"]["skipped"][0].startswith("Tiny Shakespeare")
+    assert done.returncode == 1, done.stdout + done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("milestone 06_transformer could not run: Tiny Shakespeare: input.txt not found in "
+                           f"{tmp_path / 'no-data' / 'tinyshakespeare'}, ")
+    assert line.endswith("; get it with: tinyflo download tinyshakespeare")
+    assert "skipped: " + line.split(": ", 1)[1] in done.stdout
+    assert not (out / "result.json").exists(), "a run that did nothing must not leave a result"
 
 
 @pytest.mark.slow
 def test_transformer_quick_run_learns_far_beyond_the_unigram_model(tmp_path):
-    if not SHAKESPEARE.is_file():
-        pytest.skip(f"Tiny Shakespeare is not at {SHAKESPEARE}")
+    if SHAKESPEARE is None:
+        pytest.skip("no Tiny Shakespeare here (tinyflo download tinyshakespeare, or set TINYFLO_DATA)")
     result = run_quick("transformer", tmp_path)
     numbers = result["numbers"]
     assert numbers["vocab_size"] == 65 and numbers["characters"] == 1_115_394

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -12,12 +13,13 @@ import pytest
 from tinyflo import cli, milestones
 
 ROOT = Path(__file__).resolve().parents[1]
-MNIST = ROOT.parent / "shared" / "data" / "mnist"
+MNIST = milestones.find_data("mnist", "train-images-idx3-ubyte.gz")
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`tinyflo ARGS` in a fresh process (from the checkout, without a student workspace unless given)."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    """`tinyflo ARGS` in a fresh process (from the checkout, without a student workspace unless given;
+    $TINYFLO_DATA stays, so the milestone finds the data this test process finds)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_") or k == "TINYFLO_DATA"}
     environment.update(env or {})
     return subprocess.run([sys.executable, "-m", "tinyflo.cli", *args], cwd=ROOT, env=environment,
                           capture_output=True, text=True, timeout=300)
@@ -32,6 +34,8 @@ def run_quick(name: str, out: Path, env: dict | None = None) -> dict:
     assert result["plots"] and all((out / plot).stat().st_size > 1000 for plot in result["plots"])
     assert "| figure | reproduced | published (source) | holds |" in done.stdout
     assert (out / "result.md").read_text().count("| yes |") == len(result["figures"])
+    if "tinyflo.Trainer" in milestones.find_milestone(name).path(ROOT).read_text():
+        assert re.search(r"^epoch 1/\d+  loss=", done.stdout, re.M), "a milestone shows the Trainer's epoch lines"
     return result
 
 
@@ -59,7 +63,7 @@ def test_mlp_solves_xor_and_learns_the_digits(tmp_path):
     assert numbers["xor_accuracy"] == 1.0
     assert numbers["xor_seeds_solved"] >= numbers["xor_seeds"] // 2
     assert numbers["digits_accuracy"] >= 0.96
-    if MNIST.is_dir():  # the milestone finds it beside the checkout, as tests/test_lenet.py does
+    if MNIST is not None:  # the milestone looks where this test did
         assert numbers["mnist_accuracy"] >= 0.93
     else:
         assert "mnist_accuracy" not in numbers and numbers["skipped"][0].startswith("MNIST")
@@ -138,7 +142,7 @@ def test_cli_default_out_and_a_relative_workspace_follow_the_callers_folder(tmp_
     done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "milestone", "run", "1", "--quick"],
                           cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads((tmp_path / "tinyflo-milestones" / "perceptron" / "result.json").read_text())
+    result = json.loads((tmp_path / "tinyflo-milestones" / "perceptron-quick" / "result.json").read_text())
     assert result["code"] == "workspace" and result["mode"] == "quick"
 
 

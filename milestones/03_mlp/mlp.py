@@ -87,7 +87,8 @@ run.numbers.update(xor_accuracy=xor_accuracy, xor_steps=xor_steps, xor_seeds_sol
 #
 # The recipe of `tinyflo demo`: 64-128-10 with ReLU, cross-entropy with label
 # smoothing, AdamW, one epoch of warm-up then a cosine decay, gradient
-# clipping — all run by the `Trainer`.
+# clipping — all run by the `Trainer`, which prints a line per epoch (and
+# draws a progress bar in Jupyter or a terminal; `verbosity="quiet"` hides both).
 
 # %%
 @dataclass
@@ -127,7 +128,6 @@ def train_mlp(config, train_set, test_set):
                          warmup_steps=per_epoch),
         scheduler_interval="step",
         grad_clip_norm=1.0,
-        verbosity="quiet",
     )
     start = time.perf_counter()
     trainer.fit(train_loader, test_loader, epochs=config.epochs)

@@ -133,7 +133,6 @@ def train_lenet(config, train, test):
         scheduler=Warmup(CosineAnnealing(steps - warmup), warmup_steps=warmup),
         scheduler_interval="step",
         grad_clip_norm=5.0,
-        verbosity="quiet",
     )
     start = time.perf_counter()
     trainer.fit(train_loader, test_loader, epochs=config.epochs)

@@ -168,7 +168,7 @@ def make_trainer(config, model, steps_per_epoch, group=None):
         scaler = tinyflo.GradScaler(growth_interval=GROWTH_INTERVAL) if config.amp == "float16" else None
         plugins.append(tinyflo.MixedPrecision(config.amp, scaler=scaler))
     return Recorder(model, optimizer, F.cross_entropy, scheduler=schedule, scheduler_interval="step",
-                    grad_clip_norm=config.clip, group=group, plugins=plugins, verbosity="quiet")
+                    grad_clip_norm=config.clip, group=group, plugins=plugins)
 
 
 def loaders(config, x, y):
@@ -313,7 +313,8 @@ PROGRAM = textwrap.dedent('''
         trainer = tinyflo.Trainer(model, tinyflo.optim.AdamW(model.parameters(), lr=c["lr"],
                                                              weight_decay=c["weight_decay"]),
                                   F.cross_entropy, scheduler=schedule, scheduler_interval="step",
-                                  grad_clip_norm=c["clip"], plugins=[precision], verbosity="quiet")
+                                  grad_clip_norm=c["clip"], plugins=[precision],
+                                  verbosity="quiet")  # the notebook reads what this prints: no epoch lines
         return trainer, loader
 
 

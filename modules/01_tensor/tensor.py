@@ -146,6 +146,21 @@ def cuda_device_count() -> int:
     return 0 if cupy is None else cupy.cuda.runtime.getDeviceCount()
 
 
+def _why_no_cuda() -> str:
+    """Why a ``cuda:N`` device cannot be made: CuPy missing or broken, no GPU, or fewer GPUs than N + 1."""
+    count = cuda_device_count()
+    if count:
+        return f"CuPy sees {count} GPU{'s' * (count > 1)}: " + ", ".join(f"cuda:{i}" for i in range(count))
+    try:
+        import cupy
+    except ImportError:
+        return ('CuPy is not installed; install it with pip install "tinyflo[gpu-cuda12]" (CUDA 12) '
+                'or "tinyflo[gpu-cuda13]" (CUDA 13)')
+    except Exception as error:  # installed, but its CUDA libraries are missing or broken
+        return f"CuPy fails to import ({type(error).__name__}: {error})"
+    return f"CuPy {cupy.__version__} is installed but sees no GPU"
+
+
 class DeviceError(ValueError):
     """A device that does not exist, or operands on different devices."""
 
@@ -168,11 +183,7 @@ class Device:
         if key not in cls._known:
             if type == "cuda":
                 if index >= cuda_device_count():
-                    raise DeviceError(
-                        f"device: cuda:{index} was requested but "
-                        f"{cuda_device_count()} GPU(s) are visible to CuPy "
-                        "(install the 'gpu' extra on a machine with a GPU)"
-                    )
+                    raise DeviceError(f"device: cuda:{index}: {_why_no_cuda()}")
                 xp = _cupy()
             elif type == "cpu":
                 xp = np

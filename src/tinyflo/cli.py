@@ -1,4 +1,4 @@
-"""The `tinyflo` command: export, the student's and the instructor's loops, milestones, the book, doctor, demo."""
+"""The `tinyflo` command: export, the student's and the instructor's loops, milestones, data, the book, doctor, demo."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from tinyflo.course.source import CourseError, find_modules_dir
 from tinyflo.launch import BACKENDS, INSTALL_MPI, LaunchError, launch, mpiexec_path
@@ -136,6 +137,16 @@ def _launch(args: argparse.Namespace) -> int:
                   args.port, args.nnodes, args.node_rank, args.master_addr)
 
 
+def _check_device(spec: str) -> None:
+    """Refuse in one line a ``--device`` tinyflo cannot use: a misspelling, or no CuPy or no such GPU behind it."""
+    import tinyflo
+
+    try:
+        tinyflo.device(spec)
+    except tinyflo.DeviceError as error:  # "device: cuda:0: CuPy is not installed; ..."
+        raise CourseError(f"--{error}") from None
+
+
 def _demo(args: argparse.Namespace) -> int:
     try:
         demo = importlib.import_module("tinyflo.demo")
@@ -176,12 +187,13 @@ def _milestone(args: argparse.Namespace) -> int:
     env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")
     if env.get("TINYFLO_WORKSPACE"):  # the notebook runs in its own folder: a relative path would move
         env["TINYFLO_WORKSPACE"] = str(Path(env["TINYFLO_WORKSPACE"]).expanduser().resolve())
-    if args.device:
-        env["TINYFLO_MILESTONE_DEVICE"] = args.device
     if args.record and args.mode != "full":
         raise CourseError("--record keeps the full run with the checkout; it cannot be combined with --quick")
+    if args.device:
+        _check_device(args.device)
+        env["TINYFLO_MILESTONE_DEVICE"] = args.device
     out = (milestone.results(checkout) if args.record
-           else Path(args.out) if args.out else milestones.default_out(milestone.name))
+           else Path(args.out) if args.out else milestones.default_out(milestone.name, args.mode))
     env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
     return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
 
@@ -190,12 +202,30 @@ def _bench(args: argparse.Namespace) -> int:
     checkout = find_modules_dir(args.modules).parent
     if not (checkout / "benchmarks" / "run_all.py").is_file():
         raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
+    _check_device(args.device)
     command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds), "--device", args.device]
     if args.smoke:
         command.append("--smoke")
-    if args.out:
-        command += ["--out", str(Path(args.out).expanduser().resolve())]
+    if args.record:
+        command.append("--record")
+    else:  # a scratch folder here: the recorded results change only when asked to
+        command += ["--out", str(Path(args.out or "tinyflo-bench").expanduser().resolve())]
     return subprocess.run(command, cwd=checkout).returncode
+
+
+def _download(args: argparse.Namespace) -> int:
+    from tinyflo import datasets
+
+    unknown = [name for name in args.names if name not in datasets.DOWNLOADS]
+    if unknown:
+        raise CourseError(f"NAME: expected {', '.join(datasets.DOWNLOADS)}; got {', '.join(map(repr, unknown))}")
+    for name in args.names:
+        try:
+            folder = datasets.download(name)
+        except (OSError, RuntimeError, ValueError) as error:  # no network, a full disk, a file that is not the original
+            raise CourseError(f"{name}: {error}") from None
+        print(f"{name}: every file is in {folder}, its SHA-256 checked")
+    return 0
 
 
 def _book(args: argparse.Namespace) -> int:
@@ -246,9 +276,19 @@ def _modules_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: the command, what was wrong, where to read more."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every `tinyflo` subcommand."""
-    parser = argparse.ArgumentParser(prog="tinyflo", description=__doc__)
+    import tinyflo  # only its version: the generated modules load on first use
+
+    parser = Parser(prog="tinyflo", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tinyflo {tinyflo.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     export = commands.add_parser("export", help="write modules' export cells into the package")
@@ -320,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)")
     places = run.add_mutually_exclusive_group()
     places.add_argument("--out", metavar="DIR", help="folder for plots and results (default: "
-                        "tinyflo-milestones/NAME in the current folder)")
+                        "tinyflo-milestones/NAME in the current folder; NAME-quick for --quick)")
     places.add_argument("--record", action="store_true", help="write the full run's results into the "
                         "checkout's milestones/results/NAME, the recorded figures `milestone list` shows")
     milestone.set_defaults(handler=_milestone)
@@ -338,14 +378,29 @@ def build_parser() -> argparse.ArgumentParser:
                         "torch (beyond the ten minutes)")
     doctor.set_defaults(handler=_doctor)
 
-    bench = commands.add_parser("bench", help="run benchmarks/ and record results (needs a checkout)")
-    bench.add_argument("--rounds", type=int, default=11, help="interleaved rounds per comparison")
+    bench = commands.add_parser(
+        "bench", help="run benchmarks/ into ./tinyflo-bench, or --record them (needs a checkout)",
+        description="Run every benchmark: about 195 s on a 2-core CPU without PyTorch (its rows add to that); "
+        "--device cuda:N runs the four GPU benchmarks. Results go to ./tinyflo-bench unless --out or --record "
+        "says otherwise: the recorded results in benchmarks/results/ change only with --record.")
+    bench.add_argument("--rounds", type=_count, default=11, metavar="N",
+                       help="interleaved rounds per comparison (default 11)")
     bench.add_argument("--device", default="cpu", help="cpu (default: every benchmark) or cuda:N (the GPU "
                        "benchmarks, against PyTorch CUDA)")
-    bench.add_argument("--smoke", action="store_true", help="toy sizes: checks that the benchmarks run (needs --out)")
-    bench.add_argument("--out", metavar="DIR", help="folder for the results (default: benchmarks/results)")
+    bench.add_argument("--smoke", action="store_true", help="toy sizes: checks that the benchmarks run")
+    places = bench.add_mutually_exclusive_group()
+    places.add_argument("--out", metavar="DIR", help="folder for the results (default: ./tinyflo-bench)")
+    places.add_argument("--record", action="store_true", help="write the recorded results, benchmarks/results/ "
+                        "(refused without torch: the PyTorch rows would be missing)")
     _modules_option(bench)
     bench.set_defaults(handler=_bench)
+
+    download = commands.add_parser(
+        "download", help="fetch the data sets the milestones read: mnist, fashion-mnist, tinyshakespeare",
+        description="Fetch each data set's original files into $TINYFLO_DATA/NAME (default ~/.cache/tinyflo/NAME), "
+        "each checked against its SHA-256; files already there are checked, not fetched again.")
+    download.add_argument("names", nargs="+", metavar="NAME", help="mnist, fashion-mnist or tinyshakespeare")
+    download.set_defaults(handler=_download)
 
     book = commands.add_parser("book", help="the browsable book of modules and milestones (needs a checkout)")
     book_commands = book.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -383,9 +438,10 @@ def build_parser() -> argparse.ArgumentParser:
     launcher.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     launcher.set_defaults(handler=_launch)
 
-    demo = commands.add_parser(
-        "demo", help="run the tinyflo demo", description="Arguments after `demo` go to the demo."
-    )
+    # The demo reads its own options (tinyflo demo --help lists them): building them here would import
+    # the generated modules, or a student's, for every command.
+    demo = commands.add_parser("demo", help="train an MLP on the bundled digits (options: tinyflo demo --help)",
+                               add_help=False)
     demo.set_defaults(handler=_demo)
     return parser
 

@@ -16,7 +16,8 @@ Every loader follows the same rules:
   ``~/.cache/tinyflo/<name>``). Each file's SHA-256 is checked against the
   hash written below before a single byte is used; a truncated or altered
   file is a :class:`ChecksumError` naming the file and both hashes.
-* **Downloads are opt-in.** Only ``download=True`` fetches a missing file,
+* **Downloads are opt-in.** Only ``download=True`` (or :func:`download`, which
+  ``tinyflo download NAME`` runs) fetches a missing file,
   from the canonical mirrors, into a temporary file that is verified before
   it is renamed into place — an interrupted or corrupted download never
   leaves a file that looks complete.
@@ -42,8 +43,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "ChecksumError", "CharVocab", "FASHION_MNIST_CLASSES", "TextCorpus", "blobs", "data_root",
-    "digits", "fashion_mnist", "mnist", "moons", "read_idx", "spirals", "tiny_shakespeare", "xor",
+    "ChecksumError", "CharVocab", "DOWNLOADS", "FASHION_MNIST_CLASSES", "TextCorpus", "blobs", "data_root",
+    "digits", "download", "fashion_mnist", "mnist", "moons", "read_idx", "spirals", "tiny_shakespeare", "xor",
 ]
 
 
@@ -354,6 +355,25 @@ def tiny_shakespeare(root: Any = None, download: bool = False) -> TextCorpus:
     text = data.decode("utf-8")
     vocab = CharVocab.from_text(text)
     return TextCorpus(text, vocab, vocab.encode(text))
+
+
+# ----- fetching a whole data set (`tinyflo download NAME`) -------------------
+
+DOWNLOADS = {  # data set -> (its files and their SHA-256, the mirrors that serve them)
+    "mnist": (MNIST_SHA256, MNIST_MIRRORS),
+    "fashion-mnist": (FASHION_MNIST_SHA256, FASHION_MNIST_MIRRORS),
+    "tinyshakespeare": (SHAKESPEARE_SHA256, SHAKESPEARE_MIRRORS),
+}
+
+
+def download(name: str, root: str | os.PathLike | None = None) -> Path:
+    """Fetch every file of data set ``name`` that is missing, check every file's SHA-256; return their folder."""
+    if name not in DOWNLOADS:
+        raise ValueError(f"download: expected one of {', '.join(DOWNLOADS)}; got {name!r}")
+    hashes, mirrors = DOWNLOADS[name]
+    for filename, sha256 in hashes.items():
+        _fetch(name, filename, sha256, mirrors, root, download=True)
+    return data_root(name, root)
 
 
 # ----- synthetic, seeded ----------------------------------------------------

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import tinyflo
 from tinyflo import datasets
+from tinyflo.cli import Parser  # errors in one line, as every tinyflo command's
 from tinyflo.core.data import DataLoader
 from tinyflo.core.layers import Linear, ReLU, Sequential
 from tinyflo.core.losses import cross_entropy
@@ -69,9 +70,9 @@ def train(epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, hidden: int 
     return trainer, trainer.history["val_acc"][-1]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Train on the digits, print the test accuracy, save the loss curve."""
-    parser = argparse.ArgumentParser(prog="tinyflo demo", description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    """The demo's command line (``tinyflo demo --help``)."""
+    parser = Parser(prog="tinyflo demo", description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=20, help="passes over the training set (default 20)")
     parser.add_argument("--lr", type=float, default=1e-2, help="peak learning rate of AdamW (default 0.01)")
     parser.add_argument("--batch-size", type=int, default=32, help="samples per step (default 32)")
@@ -79,15 +80,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and data order (default 0)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     parser.add_argument("--out", default="tinyflo-demo", help="folder for the loss plot (default ./tinyflo-demo)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Train on the digits, print the test accuracy, save the loss curve."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size", "hidden"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1; got {getattr(args, name)}")
     if not args.lr > 0:
         parser.error(f"--lr must be positive; got {args.lr}")
+    try:
+        device = tinyflo.device(args.device)
+    except tinyflo.DeviceError as error:  # one line, as `tinyflo` says it: no traceback for a wrong device
+        parser.exit(2, f"{parser.prog}: error: --{error}\n")
 
     print(f"tinyflo {tinyflo.__version__} demo: MLP 64-{args.hidden}-10 on the bundled 8x8 digits "
-          f"(1,438 train / 359 test images), AdamW + warm-up/cosine + clipping, device {tinyflo.device(args.device)}")
+          f"(1,438 train / 359 test images), AdamW + warm-up/cosine + clipping, device {device}")
     start = time.perf_counter()
     trainer, test_accuracy = train(args.epochs, args.lr, args.batch_size, args.hidden, args.seed, args.device)
     print(f"test accuracy {test_accuracy:.1%} after {args.epochs} epochs in {time.perf_counter() - start:.1f} s")

@@ -43,7 +43,6 @@ from tinyflo import milestones
 DEVICE = "cuda:0"
 BUDGET_S = 600.0  # the whole proof, every stage included
 TAIL_CHARS = 3000  # of each stage's output, kept in proof.json
-INSTALL_CUPY = "pip install 'tinyflo[gpu-cuda12]' (CUDA 12) or 'tinyflo[gpu-cuda13]' (CUDA 13)"
 # Benchmarks the proof runs: (module in benchmarks/, its result file on a GPU, budget in seconds, what it measures).
 BENCHMARKS = [
     ("bench_mlp_step", "mlp_step_cuda", 40, "MLP training step (batch 4096) vs torch CUDA; target ≤ 1.3×"),
@@ -165,20 +164,12 @@ def _git_commit(checkout: Path) -> str:
 
 
 def why_no_gpu() -> str | None:
-    """Why tinyflo sees no GPU, in one line; None when it sees one."""
-    if tinyflo.cuda_is_available():
-        return None
+    """Why tinyflo sees no GPU, in one line (module 01's reason: no CuPy, a broken one, no GPU); else None."""
     try:
-        import cupy
-    except ImportError:
-        return f"CuPy is not installed: {INSTALL_CUPY}"
-    except Exception as error:
-        return f"CuPy fails to import ({type(error).__name__}: {error})"
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as error:
-        return f"CuPy {cupy.__version__} cannot reach a GPU ({type(error).__name__}: {error})"
-    return f"CuPy {cupy.__version__} sees {count} CUDA devices"
+        tinyflo.device(DEVICE)
+    except tinyflo.DeviceError as error:
+        return str(error).removeprefix("device: ")
+    return None
 
 
 def device_slug(name: str) -> str:
@@ -406,16 +397,6 @@ def _markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a file beside ``path``, flush it to disk, then rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(path)
-
-
 def _publish(building: Path, out: Path) -> None:
     """Put the finished folder in its place: the previous proof goes only once this one is whole."""
     previous = out.with_name(f".{out.name}.previous")
@@ -462,8 +443,8 @@ def prove(stages: Sequence[Stage], out: Path, building: Path, facts: dict[str, A
         "stages": [asdict(o) | {"found": _stage_line(o)} for o in outcomes],
         "targets": targets,
     }
-    _write_atomically(building / "proof.json", json.dumps(record, indent=2, default=str) + "\n")
-    _write_atomically(building / "proof.md", _markdown(record))
+    milestones.write_atomically(building / "proof.json", json.dumps(record, indent=2, default=str) + "\n")
+    milestones.write_atomically(building / "proof.md", _markdown(record))
     _publish(building, out)
     verdict = "passed" if record["passed"] else f"FAILED ({', '.join(record['failed'])})"
     print(f"GPU proof {verdict} in {record['seconds']:.0f} s; recorded in {out / 'proof.md'}")

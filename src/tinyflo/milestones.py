@@ -33,6 +33,7 @@ import tinyflo
 __all__ = [
     "MILESTONES", "Milestone", "MilestoneError", "Run", "checkout_dir", "data_folders", "default_out", "find_data",
     "find_milestone", "load_result", "milestone_device", "milestone_mode", "recorded_figures", "require", "start",
+    "write_atomically",
 ]
 
 # course module -> the file `tinyflo module complete` writes into the workspace package
@@ -197,9 +198,10 @@ def require(modules: list[str] | tuple[str, ...]) -> str:
     return "workspace"
 
 
-def default_out(name: str) -> Path:
-    """Where a run without ``$TINYFLO_MILESTONE_OUT`` saves: ``tinyflo-milestones/<name>`` here."""
-    return Path.cwd() / "tinyflo-milestones" / name
+def default_out(name: str, mode: str = "full") -> Path:
+    """Where a run without ``$TINYFLO_MILESTONE_OUT`` saves: ``tinyflo-milestones/<name>`` here for a full run,
+    ``tinyflo-milestones/<name>-quick`` for a quick one, so neither overwrites the other."""
+    return Path.cwd() / "tinyflo-milestones" / (name if mode == "full" else f"{name}-{mode}")
 
 
 def _shown(value: Any) -> str:
@@ -217,7 +219,7 @@ class Run:
         self.quick = self.mode == "quick"
         self.device = milestone_device()
         given = out or os.environ.get("TINYFLO_MILESTONE_OUT")
-        self.out = Path(given).expanduser().resolve() if given else default_out(self.milestone.name)
+        self.out = Path(given).expanduser().resolve() if given else default_out(self.milestone.name, self.mode)
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows: list[dict[str, Any]] = []
         self.numbers: dict[str, Any] = {}
@@ -248,18 +250,26 @@ class Run:
 
         With ``TINYFLO_MILESTONE_DATA=bundled`` only the data sets inside tinyflo count: ``part`` is skipped.
         """
-        if os.environ.get("TINYFLO_MILESTONE_DATA", "").strip().lower() == "bundled":
+        if _bundled_only():
             self.skip_part(f"{part}: not looked for (TINYFLO_MILESTONE_DATA=bundled: only the data inside tinyflo)")
             return None
         root = find_data(name, filename)
         if root is None:
-            self.skip_part(f"{part}: {filename} not found in {', '.join(map(str, data_folders(name)))}")
+            self.skip_part(f"{part}: {filename} not found in {', '.join(map(str, data_folders(name)))}; "
+                           f"get it with: tinyflo download {name}")
         return root
 
     def stop(self) -> None:
-        """Stop here, cleanly, after :meth:`need_data` found nothing: save a result that says what is missing."""
-        self.finish()
-        raise SystemExit(0)
+        """Stop here, after :meth:`need_data` found nothing the rest can run without.
+
+        Data that is missing: the milestone could not run, so it exits 1 with one line that says how to get
+        the data, and saves no result (a recorded run stays as it was). Data not looked for
+        (``TINYFLO_MILESTONE_DATA=bundled``): it saves a result that says so and exits 0.
+        """
+        if _bundled_only():
+            self.finish()
+            raise SystemExit(0)
+        raise SystemExit(f"milestone {self.milestone.slug} could not run: {self.numbers['skipped'][-1]}")
 
     def pyplot(self) -> Any | None:
         """``matplotlib.pyplot`` to draw with, or None when matplotlib is not installed (the run skips its plots,
@@ -309,17 +319,33 @@ class Run:
             "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores",
             "date": time.strftime("%Y-%m-%d"),
         }
-        (self.out / "result.json").write_text(json.dumps(result, indent=2, default=_plain) + "\n")
+        write_atomically(self.out / "result.json", json.dumps(result, indent=2, default=_plain) + "\n")
         table = self.table()
         header = (f"# {self.milestone.title}\n\n{self.mode} run on {result['device']} ({result['machine']}), "
                   f"{seconds:.1f} s, tinyflo {tinyflo.__version__}, {result['date']}\n\n")
-        (self.out / "result.md").write_text(header + table + "\n")
+        write_atomically(self.out / "result.md", header + table + "\n")
         print(table)
         print(f"{seconds:.1f} s; result saved: {self.out / 'result.json'}")
         failed = [row["figure"] for row in self.rows if not row["passed"]]
         if failed:
             raise SystemExit(f"milestone {self.milestone.slug}: not reproduced: {', '.join(failed)}")
         return result
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a file beside ``path``, flush it to disk, then rename it over ``path``:
+    a crash leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+
+
+def _bundled_only() -> bool:
+    """Whether ``TINYFLO_MILESTONE_DATA=bundled`` asks for the data sets inside tinyflo alone."""
+    return os.environ.get("TINYFLO_MILESTONE_DATA", "").strip().lower() == "bundled"
 
 
 def _in_notebook() -> bool:

@@ -1,0 +1,239 @@
+"""The `tinyflo` command as a user meets it: run in a fresh process, judged by what it prints, exits with and writes.
+
+Bad input is one line on stderr (the argument, what was expected, what came) and exit status 2,
+never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tinyflo
+from tinyflo import cli, demo
+from tinyflo.milestones import find_data
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def tinyflo_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, hide: tuple[str, ...] = (),
+                tmp_path: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m tinyflo.cli ARGS` in a fresh process, without any TINYFLO_ setting unless given.
+
+    ``hide`` names modules that are not installed for this run: a folder on PYTHONPATH (under ``tmp_path``)
+    holds a stand-in for each whose import fails, as ``import`` fails where the package is missing.
+    """
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    environment.update(env or {})
+    if hide:
+        shims = tmp_path / "not-installed"
+        shims.mkdir(exist_ok=True)
+        for name in hide:
+            (shims / f"{name}.py").write_text(f"raise ImportError('{name} is hidden by the test')\n")
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shims), environment.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "tinyflo.cli", *args], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def one_line_error(done: subprocess.CompletedProcess) -> str:
+    """The single line a refused command printed on stderr (after checking it refused, in one line)."""
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    return lines[0]
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` and the SHA-256 of its bytes."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def git_status(path: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--", str(path)], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout
+
+
+# ----- tinyflo bench: a scratch folder unless --record ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_bench_smoke_writes_a_scratch_folder_and_leaves_the_recorded_results_alone(tmp_path):
+    status, files = git_status(RESULTS), snapshot(RESULTS)
+    done = tinyflo_cli("bench", "--smoke", "--rounds", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    scratch = tmp_path / "tinyflo-bench"
+    assert f"results go to {scratch} (--record writes benchmarks/results/)" in done.stdout
+    assert f"results in {scratch}" in done.stdout.splitlines()[-1]
+    for name in ("mlp_step", "conv", "transformer"):
+        assert (scratch / f"{name}.json").is_file() and (scratch / f"{name}.md").is_file()
+    assert git_status(RESULTS) == status and snapshot(RESULTS) == files
+
+
+def test_bench_record_without_torch_refuses_in_one_line(tmp_path):
+    files = snapshot(RESULTS)
+    done = tinyflo_cli("bench", "--record", hide=("torch",), tmp_path=tmp_path, cwd=tmp_path)
+    line = one_line_error(done)
+    assert line.startswith("benchmarks: --record needs torch for the PyTorch rows, and here torch is not "
+                           "installed: pip install torch, or run without --record")
+    assert snapshot(RESULTS) == files and not (tmp_path / "tinyflo-bench").exists()
+
+
+def test_bench_record_is_for_full_measurements(tmp_path):
+    line = one_line_error(tinyflo_cli("bench", "--record", "--smoke", cwd=tmp_path))
+    assert line == "benchmarks: --smoke measures nothing worth keeping: it cannot go with --record"
+    line = one_line_error(tinyflo_cli("bench", "--record", "--out", str(tmp_path), cwd=tmp_path))
+    assert line == "tinyflo bench: error: argument --out: not allowed with argument --record (see tinyflo bench --help)"
+
+
+# ----- a wrong or unavailable device --------------------------------------------------------------------
+
+COMMANDS_WITH_A_DEVICE = [("demo", "--epochs", "1"), ("bench", "--smoke"), ("milestone", "run", "mlp", "--quick")]
+
+
+@pytest.mark.parametrize("command", COMMANDS_WITH_A_DEVICE, ids=lambda c: c[0])
+def test_a_misspelt_device_is_one_line(command, tmp_path):
+    line = one_line_error(tinyflo_cli(*command, "--device", "gpu", cwd=tmp_path))
+    assert line == f"tinyflo {command[0]}: error: --device: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got 'gpu'"
+
+
+@pytest.mark.parametrize("command", COMMANDS_WITH_A_DEVICE, ids=lambda c: c[0])
+def test_a_gpu_without_cupy_is_one_line_naming_what_to_install(command, tmp_path):
+    done = tinyflo_cli(*command, "--device", "cuda:0", hide=("cupy",), tmp_path=tmp_path, cwd=tmp_path)
+    assert one_line_error(done) == (
+        f'tinyflo {command[0]}: error: --device: cuda:0: CuPy is not installed; install it with pip install '
+        '"tinyflo[gpu-cuda12]" (CUDA 12) or "tinyflo[gpu-cuda13]" (CUDA 13)')
+    assert not (tmp_path / "tinyflo-bench").exists() and not (tmp_path / "tinyflo-milestones").exists()
+
+
+def test_a_gpu_that_is_there_runs_and_one_that_is_not_is_one_line(tmp_path):
+    stand_in = {"TINYFLO_FAKE_GPU": "strict"}  # CuPy's API on the CPU, with cuda:0 and cuda:1
+    line = one_line_error(tinyflo_cli("demo", "--device", "cuda:2", env=stand_in, cwd=tmp_path))
+    assert line == "tinyflo demo: error: --device: cuda:2: CuPy sees 2 GPUs: cuda:0, cuda:1"
+    done = tinyflo_cli("demo", "--device", "cuda:0", "--epochs", "2", env=stand_in, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "device cuda:0" in done.stdout and re.search(r"^epoch 2/2 ", done.stdout, re.M)
+
+
+# ----- milestones: progress, missing data, quick and full results -------------------------------------
+
+
+def mlp_checkout(tmp_path: Path) -> Path:
+    """A checkout holding milestone 3 alone, with no ../shared/data beside it."""
+    checkout = tmp_path / "checkout"
+    (checkout / "milestones" / "03_mlp").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    notebook = ROOT / "milestones" / "03_mlp" / "mlp.py"
+    (checkout / "milestones" / "03_mlp" / "mlp.py").write_text(notebook.read_text())
+    return checkout
+
+
+@pytest.mark.slow
+def test_mlp_milestone_shows_each_epoch_and_says_how_to_get_mnist(tmp_path):
+    empty = tmp_path / "no-data"
+    done = tinyflo_cli("milestone", "run", "mlp", "--quick", "--device", "cpu", cwd=mlp_checkout(tmp_path),
+                       env={"TINYFLO_DATA": str(empty)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = re.findall(r"^epoch (\d+)/20  loss=\S+  val_loss=\S+  acc=\S+", done.stdout, re.M)
+    assert shown == [str(e) for e in range(1, 21)], "the Trainer's line for every epoch of the digits MLP"
+    (skipped,) = {line for line in done.stdout.splitlines() if line.startswith("skipped: MNIST")}  # also in the table
+    assert skipped.startswith(f"skipped: MNIST (part 3): train-images-idx3-ubyte.gz not found in {empty / 'mnist'}")
+    assert skipped.endswith("; get it with: tinyflo download mnist")
+
+
+@pytest.mark.slow
+def test_quick_and_full_runs_keep_separate_results(tmp_path):
+    for mode in ("--quick", "--full"):
+        done = tinyflo_cli("milestone", "run", "perceptron", mode, "--device", "cpu", cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    quick = (tmp_path / "tinyflo-milestones" / "perceptron-quick" / "result.json").read_text()
+    full = (tmp_path / "tinyflo-milestones" / "perceptron" / "result.json").read_text()
+    assert '"mode": "quick"' in quick and '"mode": "full"' in full
+
+
+# ----- tinyflo download ------------------------------------------------------------------------------
+
+
+def test_download_refuses_an_unknown_name_in_one_line(tmp_path):
+    line = one_line_error(tinyflo_cli("download", "mnst", cwd=tmp_path))
+    assert line == "tinyflo download: error: NAME: expected mnist, fashion-mnist, tinyshakespeare; got 'mnst'"
+
+
+def test_download_refuses_a_file_that_is_not_the_original(tmp_path):
+    folder = tmp_path / "data" / "tinyshakespeare"
+    folder.mkdir(parents=True)
+    (folder / "input.txt").write_text("not Shakespeare\n")
+    line = one_line_error(tinyflo_cli("download", "tinyshakespeare", env={"TINYFLO_DATA": str(tmp_path / "data")}))
+    assert line.startswith(f"tinyflo download: error: tinyshakespeare: {folder / 'input.txt'}: SHA-256 is ")
+
+
+def test_download_checks_the_files_already_there_and_fetches_nothing(tmp_path):
+    original = find_data("tinyshakespeare", "input.txt")
+    if original is None:
+        pytest.skip("no Tiny Shakespeare here (tinyflo download tinyshakespeare, or set TINYFLO_DATA)")
+    folder = tmp_path / "data" / "tinyshakespeare"
+    folder.mkdir(parents=True)
+    (folder / "input.txt").write_bytes((original / "input.txt").read_bytes())
+    done = tinyflo_cli("download", "tinyshakespeare", env={"TINYFLO_DATA": str(tmp_path / "data")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"tinyshakespeare: every file is in {folder}, its SHA-256 checked\n"
+
+
+# ----- --version, --help --------------------------------------------------------------------------------
+
+
+def test_version_is_the_packages():
+    done = tinyflo_cli("--version")
+    assert done.returncode == 0 and done.stdout == f"tinyflo {tinyflo.__version__}\n"
+    declared = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    assert tinyflo.__version__ == declared, "pyproject.toml and tinyflo.__version__ must agree"
+
+
+def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """Every (command path, its parser) under ``parser``, the top level included."""
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from commands(sub, (*path, name))
+
+
+def shown_options(parser: argparse.ArgumentParser) -> list[str]:
+    """What a parser's help must show: each option's long name and each positional argument's name."""
+    return [max(a.option_strings, key=len) if a.option_strings else a.metavar or a.dest
+            for a in parser._actions if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)]
+
+
+COMMANDS = list(commands(cli.build_parser()))
+
+
+@pytest.mark.parametrize("path, parser", COMMANDS, ids=[" ".join(path) or "tinyflo" for path, _ in COMMANDS])
+def test_every_commands_help_shows_its_options(path, parser):
+    done = tinyflo_cli(*path, "--help")
+    assert done.returncode == 0, done.stderr
+    expected = shown_options(demo.build_parser() if path == ("demo",) else parser)  # the demo reads its own
+    missing = [option for option in expected if option not in done.stdout]
+    assert not missing, f"`tinyflo {' '.join(path)} --help` does not show {missing}"
+
+
+def test_bad_arguments_are_one_line_that_points_at_help(tmp_path):
+    line = one_line_error(tinyflo_cli("bench", "--rounds", "0", cwd=tmp_path))
+    assert line == ("tinyflo bench: error: argument --rounds: expected a whole number >= 1, got '0' "
+                    "(see tinyflo bench --help)")
+    assert one_line_error(tinyflo_cli("demo", "--epochs", "0", cwd=tmp_path)) == (
+        "tinyflo demo: error: --epochs must be at least 1; got 0 (see tinyflo demo --help)")
+
+
+def test_the_commands_output_folders_are_ignored_by_git():
+    folders = ["tinyflo-demo/loss.png", "tinyflo-bench/conv.json", "tinyflo-milestones/mlp/result.json"]
+    done = subprocess.run(["git", "check-ignore", *folders], cwd=ROOT, capture_output=True, text=True)
+    assert done.stdout.split() == folders
