@@ -233,7 +233,25 @@ def test_bad_arguments_are_one_line_that_points_at_help(tmp_path):
         "tinyflo demo: error: --epochs must be at least 1; got 0 (see tinyflo demo --help)")
 
 
+def test_demo_monitor_shows_resources_in_each_epoch_line_and_writes_the_report(tmp_path):
+    done = tinyflo_cli("demo", "--epochs", "2", "--monitor", "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    epochs = [line for line in done.stdout.splitlines() if line.startswith("epoch ")]
+    assert len(epochs) == 2 and all(re.search(r"\]  cpu \d+% \(this process \d+%\)  ram [\d.]+/[\d.]+ GB$", line)
+                                    for line in epochs), done.stdout
+    report = (tmp_path / "run" / "report.html").read_text()
+    assert "<th>sys_cpu_pct</th>" in report and "<th>proc_ram_gb</th>" in report
+    assert (tmp_path / "run" / "training.log").read_text().count("  cpu ") == 2
+
+
+def test_demo_dashboard_serves_while_training_and_ends_with_the_run_without_a_terminal(tmp_path):
+    done = tinyflo_cli("demo", "--epochs", "1", "--dashboard", "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/$", done.stdout, re.MULTILINE), done.stdout
+
+
 def test_the_commands_output_folders_are_ignored_by_git():
-    folders = ["tinyflo-demo/loss.png", "tinyflo-bench/conv.json", "tinyflo-milestones/mlp/result.json"]
+    folders = ["tinyflo-demo/loss.png", "tinyflo-bench/conv.json", "tinyflo-milestones/mlp/result.json",
+               "runs/Nov25_10-00-00_host/events.out.tfevents.1"]
     done = subprocess.run(["git", "check-ignore", *folders], cwd=ROOT, capture_output=True, text=True)
     assert done.stdout.split() == folders

@@ -640,7 +640,11 @@ class Resources:
     def sample(self) -> dict[str, float]:
         """The resources now (CPU % since the last sample); GPU columns only on a GPU."""
         memory = self.psutil.virtual_memory()
-        row = {"sys_cpu_pct": self.psutil.cpu_percent(None), "proc_cpu_pct": self.process.cpu_percent(None),
+        # CPU times tick in 10 ms steps: over a short interval the process's share can come out above what
+        # its cores allow, so it is capped there
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        row = {"sys_cpu_pct": self.psutil.cpu_percent(None),
+               "proc_cpu_pct": min(self.process.cpu_percent(None), 100.0 * cores),
                "sys_ram_gb": (memory.total - memory.available) / GB, "sys_ram_total_gb": memory.total / GB,
                "proc_ram_gb": self.process.memory_info().rss / GB}
         if self.device is None or self.device.type != "cuda":

@@ -9,9 +9,11 @@ AdamW, a warm-up + cosine schedule, gradient clipping and the ``Trainer``.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import tinyflo
 from tinyflo import datasets
@@ -21,7 +23,7 @@ from tinyflo.core.layers import Linear, ReLU, Sequential
 from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import AdamW
 from tinyflo.core.schedulers import CosineAnnealing, Warmup
-from tinyflo.core.training import Trainer
+from tinyflo.core.training import Monitor, Trainer
 
 
 def mlp(hidden: int = 128) -> Sequential:
@@ -48,7 +50,7 @@ def save_loss_plot(losses: list[float], path: Path) -> Path:
 
 
 def train(epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, hidden: int = 128, seed: int = 0,
-          device: str = "cpu", verbosity: str = "normal") -> tuple[Trainer, float]:
+          device: str = "cpu", verbosity: str = "normal", callbacks: Sequence[Any] = ()) -> tuple[Trainer, float]:
     """Train the MLP with AdamW, warm-up + cosine and clipping; return the Trainer and the test accuracy."""
     tinyflo.manual_seed(seed)
     train_loader = DataLoader(datasets.digits(train=True, flatten=True), batch_size=batch_size,
@@ -56,7 +58,7 @@ def train(epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, hidden: int 
     test_loader = DataLoader(datasets.digits(train=False, flatten=True), batch_size=512, device=device)
     model = mlp(hidden).to(device)
     per_epoch = len(train_loader)
-    schedule = Warmup(CosineAnnealing((epochs - 1) * per_epoch), warmup_steps=per_epoch)
+    schedule = Warmup(CosineAnnealing(max(epochs - 1, 1) * per_epoch), warmup_steps=per_epoch)  # 1 epoch: warm-up
     trainer = Trainer(
         model,
         AdamW(model.parameters(), lr=lr, weight_decay=0.05),
@@ -66,7 +68,7 @@ def train(epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, hidden: int 
         grad_clip_norm=1.0,
         verbosity=verbosity,
     )
-    trainer.fit(train_loader, test_loader, epochs=epochs)
+    trainer.fit(train_loader, test_loader, epochs=epochs, callbacks=callbacks)
     return trainer, trainer.history["val_acc"][-1]
 
 
@@ -80,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and data order (default 0)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
     parser.add_argument("--out", default="tinyflo-demo", help="folder for the loss plot (default ./tinyflo-demo)")
+    parser.add_argument("--monitor", action="store_true", help="sample CPU, RAM (and GPU) into each epoch line, and "
+                        "write report.html, history.csv and training.log into --out")
+    parser.add_argument("--dashboard", action="store_true", help="--monitor, and a live dashboard in the browser "
+                        "(a page on 127.0.0.1; it stays up after training until you press Enter)")
     return parser
 
 
@@ -99,11 +105,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"tinyflo {tinyflo.__version__} demo: MLP 64-{args.hidden}-10 on the bundled 8x8 digits "
           f"(1,438 train / 359 test images), AdamW + warm-up/cosine + clipping, device {device}")
+    monitor = Monitor(out_dir=args.out, live=False, dashboard=args.dashboard) if args.monitor or args.dashboard \
+        else None
     start = time.perf_counter()
-    trainer, test_accuracy = train(args.epochs, args.lr, args.batch_size, args.hidden, args.seed, args.device)
+    trainer, test_accuracy = train(args.epochs, args.lr, args.batch_size, args.hidden, args.seed, args.device,
+                                   callbacks=[monitor] if monitor else ())
     print(f"test accuracy {test_accuracy:.1%} after {args.epochs} epochs in {time.perf_counter() - start:.1f} s")
     plot = save_loss_plot(trainer.history["train_loss"], Path(args.out) / "loss.png")
     print(f"loss curve saved to {plot.resolve()}")
+    if monitor is not None:
+        print(f"report saved to {(Path(args.out) / 'report.html').resolve()}")
+    if monitor is not None and monitor.dashboard is not None:
+        if sys.stdin.isatty():
+            input(f"the dashboard stays at {monitor.dashboard.url} until you press Enter ")
+        monitor.close()
     return 0
 
 
