@@ -161,3 +161,15 @@ def test_logged_metrics_and_resources_reach_tensorboard(tmp_path):
     assert scalars["top_logit"] == as_logged(history["top_logit"])
     assert scalars["val_top_logit"] == as_logged(history["val_top_logit"])
     assert scalars["proc_ram_gb"] == as_logged(history["proc_ram_gb"]) and "sys_cpu_pct" in scalars
+
+
+def test_each_log_interval_is_a_step_scalar(tmp_path):
+    """Every log_every optimizer steps: the running loss and the learning rate, tagged step/<name>."""
+    tinyflo.manual_seed(0)
+    model = Sequential(Linear(4, 8), ReLU(), Linear(8, 2))
+    t = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, verbosity="quiet", log_every=2)
+    t.fit(loader(), epochs=2, callbacks=[TensorBoardLogger(tmp_path)])
+    scalars = read_scalars(tmp_path)
+    assert [step for step, _ in scalars["step/loss"]] == [2, 4, 6, 8] and scalars["step/lr"][0] == (2, pytest.approx(0.1))
+    assert [step for step, _ in scalars["train_loss"]] == [1, 2], "the epochs' columns keep the epoch as step"
+    assert t.watchers == [], "the logger leaves the Trainer when training ends"

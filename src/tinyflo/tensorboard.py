@@ -40,7 +40,8 @@ def _require_tensorboardx(who: str) -> None:
 
 
 class TensorBoardLogger(Callback):
-    """Writes every numeric column of the Trainer's history to TensorBoard at the end of each epoch.
+    """Writes every numeric column of the Trainer's history to TensorBoard at the end of each epoch,
+    and every ``log_every`` steps the running loss, learning rates and resources as ``step/<name>``.
 
     Each column becomes one scalar tag, named as in ``trainer.history`` with ``prefix`` in front:
     ``train_loss``, ``val_loss``, ``val_acc``, ``lr`` (and ``lr_1``, ... for more parameter groups),
@@ -66,6 +67,15 @@ class TensorBoardLogger(Callback):
         """Write one scalar, tagged ``prefix + name``; it reaches the disk at the epoch's end or at ``close()``."""
         self._write(int(step), {self.prefix + name: float(value)})
 
+    def on_train_begin(self, trainer: Trainer) -> None:
+        if self not in trainer.watchers:  # every log_every steps: the running loss, rates and resources
+            trainer.watchers.append(self)
+
+    def on_log(self, trainer: Trainer, row: dict[str, float]) -> None:
+        """Each log interval's values as ``step/<name>`` tags, the step being the optimizer step."""
+        self._write(int(row["step"]), {f"{self.prefix}step/{key}": float(value) for key, value in row.items()
+                                       if key not in ("step", "epoch") and not math.isnan(value)})
+
     def on_epoch_end(self, trainer: Trainer) -> None:
         row = trainer.epoch - 1
         scalars = {}
@@ -77,6 +87,8 @@ class TensorBoardLogger(Callback):
         self._events.flush()
 
     def on_train_end(self, trainer: Trainer) -> None:
+        if self in trainer.watchers:
+            trainer.watchers.remove(self)
         self.close()
 
     def close(self) -> None:
