@@ -1047,3 +1047,18 @@ def test_monitor_live_draws_once_then_updates_in_place(monkeypatch):
     quiet(tiny()).fit(train, val, epochs=3, callbacks=[Monitor(live=True)])
     png = b"\x89PNG\r\n\x1a\n"
     assert shown == [("display", png, True), ("update", png), ("update", png)]
+
+
+@pytest.mark.gpu
+def test_trainer_on_the_second_gpu_runs_its_loop_there():
+    """On cuda:1 the loop's own array arithmetic (loss sums, targets checks) must run with cuda:1 current."""
+    from tinyflo.core.tensor import cuda_device_count
+
+    if cuda_device_count() < 2:
+        pytest.skip("needs two GPUs")
+    X, Y = data(20, dtype=np.float32)
+    model = tiny(dtype="float32", device="cuda:1")
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, device="cuda:1", verbosity="quiet")
+    loader = DataLoader(TensorDataset(X, Y), batch_size=5)
+    history = trainer.fit(loader, loader, epochs=2)
+    assert len(history["val_loss"]) == 2 and all(math.isfinite(v) for v in history["val_loss"])

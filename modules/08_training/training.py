@@ -1155,6 +1155,7 @@ class Trainer:
         if op == "train_epoch":  # the batches of the coming step, for the guard's message
             self.step_batches = (self.step_batches[0] if self.step_batches else index, index)
         elif index == 0:  # a new evaluation: log() sums its own values from here
+            self.use_device()
             self.phase = "val"
             self.meters = {key: meter for key, meter in self.meters.items() if key[0] != "val"}
         try:
@@ -1221,6 +1222,12 @@ class Trainer:
                 self.precision.step(optimizer)
             self.precision.update()
         self.strategy.after_step()
+
+    def use_device(self) -> None:
+        """Make the Trainer's GPU the current one, as ``torch.cuda.set_device`` does: the loop's own array
+        arithmetic (``loss.data * n``) runs where the model is, on ``cuda:1`` as on ``cuda:0``."""
+        if self.device.type == "cuda":
+            self.device.xp.cuda.Device(self.device.index).use()
 
     # ----- what the loop records -------------------------------------------------------
     def log(self, name: str, value: Any, show: bool = True) -> None:
@@ -1859,6 +1866,7 @@ def start_epoch(self: Trainer, loader: Iterable) -> RunningLoss:
     self.running = RunningLoss(self.pending_epoch_totals, self.device)
     self.pending_epoch_totals = None
     self.phase = "train"  # log() sums into this epoch's row from here
+    self.use_device()
     if self.nan_check == "interval":
         self.take_snapshot()
     shown = self.verbosity >= VERBOSITY["normal"]
