@@ -234,7 +234,8 @@ def test_bad_arguments_are_one_line_that_points_at_help(tmp_path):
 
 
 def test_demo_monitor_shows_resources_in_each_epoch_line_and_writes_the_report(tmp_path):
-    done = tinyflo_cli("demo", "--epochs", "2", "--monitor", "--out", str(tmp_path / "run"), cwd=tmp_path)
+    done = tinyflo_cli("demo", "--epochs", "2", "--batch-size", "8", "--monitor", "--out", str(tmp_path / "run"),
+                       cwd=tmp_path)  # batches of 8: epochs long enough for the CPU clocks' 10 ms ticks
     assert done.returncode == 0, done.stderr
     epochs = [line for line in done.stdout.splitlines() if line.startswith("epoch ")]
     assert len(epochs) == 2 and all(re.search(r"\]  cpu \d+% \(this process \d+%\)  ram [\d.]+/[\d.]+ GB$", line)

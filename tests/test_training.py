@@ -587,19 +587,20 @@ def test_monitor_writes_report_csv_and_png(tmp_path):
     trainer.fit(train, val, epochs=3, callbacks=[monitor])
     assert len(monitor.samples) == 3
     sample = monitor.samples[-1]
-    assert 0 <= sample["sys_cpu_pct"] <= 100 and sample["proc_cpu_pct"] >= 0
+    cpu = [s["sys_cpu_pct"] for s in monitor.samples]  # nan for an epoch shorter than one tick of the CPU clocks
+    assert all(math.isnan(c) or 0 <= c <= 100 for c in cpu) and sample["proc_ram_gb"] > 0
     assert 0 < sample["proc_ram_gb"] < sample["sys_ram_total_gb"] and 0 < sample["sys_ram_gb"] <= sample["sys_ram_total_gb"]
     assert "gpu_util_pct" not in sample, "no GPU columns for a run on the CPU"
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (tmp_path / "report.html").read_text()
     assert "data:image/png;base64," in html and "<table>" in html and "src='http" not in html
     assert "<th>sys_cpu_pct</th>" in html and "<th>proc_ram_gb</th>" in html, "the report's table has the resources"
-    assert "CPU %" in monitor.panels() and "memory (GB)" in monitor.panels(), "and its curves"
+    assert "memory (GB)" in monitor.panels(), "and its curves"
     rows = list(csv.DictReader((tmp_path / "history.csv").open()))
     assert len(rows) == 3 and {"epoch", "train_loss", "val_acc", "lr", "sys_cpu_pct", "proc_ram_gb"} <= set(rows[0])
     assert float(rows[2]["train_loss"]) == pytest.approx(trainer.history["train_loss"][2])
     log = (tmp_path / "training.log").read_text().splitlines()
-    assert len(log) == 3 and log[2].startswith("epoch 3  loss=") and "  cpu " in log[2] and " ram " in log[2]
+    assert len(log) == 3 and log[2].startswith("epoch 3  loss=") and all(" ram " in line for line in log)
     assert not list(tmp_path.glob(".*.partial")), "written atomically"
 
 
@@ -971,8 +972,11 @@ def test_trainer_log_refuses_what_is_not_a_metric():
     trainer = quiet(tiny())
     with pytest.raises(ValueError, match=r"Trainer\.log: name must be a word like 'grad_norm'.*got 'my metric'"):
         trainer.log("my metric", 1.0)
-    with pytest.raises(ValueError, match=r"Trainer\.log: 'val_loss' is a column the Trainer records itself"):
+    with pytest.raises(ValueError, match=r"Trainer\.log\(name='val_loss'\): 'val_loss' is a column the Trainer records"):
         trainer.log("val_loss", 1.0)
+    with pytest.raises(ValueError, match=r"Trainer\.log\(name='loss'\): 'val_loss' is a column .* \(the name, logged "
+                                         r"while evaluating\)"):
+        trainer.log("loss", 1.0)  # refused at once, not at the first evaluation
     with pytest.raises(TypeError, match=r"Trainer\.log\('x'\): expected a number or a one-element tensor; got 'a'"):
         trainer.log("x", "a")
     with pytest.raises(ShapeError, match=r"Trainer\.log\('x'\): .*got a tensor of shape \(2,\)"):
@@ -987,7 +991,8 @@ def test_resources_reach_the_epoch_line_and_the_history_on_the_digits(capsys):
     tinyflo.manual_seed(0)
     model = Sequential(Linear(64, 32), ReLU(), Linear(32, 10))
     trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, verbosity="normal", resources=True)
-    history = trainer.fit(DataLoader(datasets.digits(train=True, flatten=True), batch_size=64), epochs=2)
+    # batches of 8: an epoch long enough (tens of ms) for the CPU clocks, which tick every 10 ms
+    history = trainer.fit(DataLoader(datasets.digits(train=True, flatten=True), batch_size=8), epochs=2)
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.search(r"\]  cpu \d+% \(this process \d+%\)  ram \d+\.\d/\d+\.\d GB$", line), line
     assert all(0 <= v <= 100 for v in history["sys_cpu_pct"]) and all(v > 0 for v in history["proc_ram_gb"])
@@ -1062,3 +1067,40 @@ def test_trainer_on_the_second_gpu_runs_its_loop_there():
     loader = DataLoader(TensorDataset(X, Y), batch_size=5)
     history = trainer.fit(loader, loader, epochs=2)
     assert len(history["val_loss"]) == 2 and all(math.isfinite(v) for v in history["val_loss"])
+
+
+def test_trainer_log_forgets_an_interrupted_epoch_and_sums_float16_in_float32():
+    model = tiny()
+    values = iter([100.0] * 3 + [1.0] * 100)
+
+    def loss_fn(out, y):
+        trainer.log("m", next(values))
+        if trainer.step == 2 and trainer.epoch == 0 and not hasattr(loss_fn, "raised"):
+            loss_fn.raised = True
+            raise KeyboardInterrupt  # the user stops the epoch after three batches
+        trainer.log("half", Tensor(np.float16(0.3)))
+        return cross_entropy(out, y)
+
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), loss_fn, verbosity="quiet")
+    X, Y = data(40)
+    loader = DataLoader(TensorDataset(X, Y), batch_size=1)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train_epoch(loader)
+    trainer.train_epoch(loader)
+    assert trainer.history["m"] == [1.0], "the interrupted epoch's values are not in the next epoch's mean"
+    assert trainer.history["half"][0] == pytest.approx(0.3, rel=1e-3), "summed in float32: a float16 sum stalls"
+
+
+def test_resources_keep_one_cpu_clock_per_caller():
+    """Sampling every log interval must not shorten the epoch's CPU measurement."""
+    import time as clock
+
+    resources = training.Resources()
+    end = clock.perf_counter() + 0.3
+    while clock.perf_counter() < end:  # busy for 0.3 s
+        pass
+    busy = resources.sample("interval")["proc_cpu_pct"]
+    clock.sleep(0.2)
+    idle = resources.sample("interval")["proc_cpu_pct"]  # the interval clock: only the idle 0.2 s
+    whole = resources.sample("epoch")["proc_cpu_pct"]  # the epoch clock: the busy 0.3 s and the idle 0.2 s
+    assert idle < whole < busy and whole > idle + 10, (busy, idle, whole)

@@ -595,7 +595,8 @@ class History(dict):
 # use, memory and temperature (NVML, from nvidia-ml-py, when installed) and
 # what CuPy's memory pool holds. A sample reads nothing from the device.
 # `Trainer(resources=True)` — or a `Monitor` — samples after every epoch
-# into the history (and so into the epoch line), and at every log interval.
+# into the history (and so into the epoch line), and at every log interval
+# for whoever watches the run (a Monitor, a TensorBoard logger).
 #
 # `Monitor` is a callback (see `fit` below) that shows and keeps what was
 # sampled and logged:
@@ -607,8 +608,9 @@ class History(dict):
 #   each log interval and epoch as it comes; a browser that joins late gets
 #   the history first (`tinyflo.dashboard`).
 # * **Files** in `out_dir`: `report.html` (one self-contained file: the
-#   curves as an embedded PNG, the history as a table), `history.csv`,
-#   `curves.png` and `training.log`, the epoch lines as plain text.
+#   curves as an embedded PNG, the history as a table), `history.csv` and
+#   `curves.png`, each written whole or not at all, and `training.log`, the
+#   epoch lines as plain text, appended as they come.
 
 # %%
 #| export
@@ -618,33 +620,52 @@ RESOURCE_KEYS = {"sys_cpu_pct", "proc_cpu_pct", "sys_ram_gb", "sys_ram_total_gb"
 
 
 class Resources:
-    """System and process CPU % and RAM (psutil); GPU use, memory and temperature (NVML) on a GPU."""
+    """System and process CPU % and RAM (psutil); GPU use, memory and temperature (NVML) on a GPU.
+
+    Each ``clock`` (the epoch's, a log interval's) measures CPU % over the time since its own last sample,
+    so sampling one never shortens the other's interval. The CPU clocks tick every 10 ms: until one has
+    ticked, the CPU columns are nan, and over a few ticks they are coarse.
+    """
 
     def __init__(self, device: Any = None) -> None:
         import psutil  # a dependency of tinyflo; imported here so that importing the Trainer stays light
 
         self.psutil, self.process = psutil, psutil.Process()
-        psutil.cpu_percent(None)  # both CPU clocks start now: the first sample measures from here
-        self.process.cpu_percent(None)
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self.clocks: dict[str, tuple[float, float, float, float]] = {}
+        self.started = self._cpu_clock()  # every clock's first sample measures from here
         self.device = None if device is None else as_device(device)
         self.nvml: Any = None
         if self.device is not None and self.device.type == "cuda":
             try:
                 import pynvml
 
-                pynvml.nvmlInit()
-                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(self.device.index)
+                pynvml.nvmlInit()  # by PCI bus: CUDA's numbering follows CUDA_VISIBLE_DEVICES, NVML's does not
+                bus = self.device.xp.cuda.Device(self.device.index).pci_bus_id
+                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByPciBusId(bus)
             except Exception:  # no nvidia-ml-py, or no driver it can talk to: the GPU columns stay nan
                 self.nvml = None
 
-    def sample(self) -> dict[str, float]:
-        """The resources now (CPU % since the last sample); GPU columns only on a GPU."""
+    def _cpu_clock(self) -> tuple[float, float, float, float]:
+        """(wall seconds, this process's CPU seconds, the system's busy and total CPU seconds)."""
+        system, own = self.psutil.cpu_times(), self.process.cpu_times()
+        total = sum(system) - getattr(system, "guest", 0.0) - getattr(system, "guest_nice", 0.0)  # in user already
+        busy = total - system.idle - getattr(system, "iowait", 0.0)
+        return time.perf_counter(), own.user + own.system, busy, total
+
+    def sample(self, clock: str = "epoch") -> dict[str, float]:
+        """The resources now; CPU % since ``clock``'s last sample. GPU columns only on a GPU."""
+        now = self._cpu_clock()
+        wall0, own0, busy0, total0 = self.clocks.get(clock, self.started)
+        if now[3] <= total0:  # not one tick of the CPU clocks since: nan, and this clock goes on from there
+            own = system = math.nan
+        else:
+            self.clocks[clock] = now
+            # CPU times tick in 10 ms steps, so this process's share is capped at what its cores allow
+            own = min(100.0 * (now[1] - own0) / (now[0] - wall0), 100.0 * self.cores)
+            system = 100.0 * (now[2] - busy0) / (now[3] - total0)
         memory = self.psutil.virtual_memory()
-        # CPU times tick in 10 ms steps: over a short interval the process's share can come out above what
-        # its cores allow, so it is capped there
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        row = {"sys_cpu_pct": self.psutil.cpu_percent(None),
-               "proc_cpu_pct": min(self.process.cpu_percent(None), 100.0 * cores),
+        row = {"sys_cpu_pct": system, "proc_cpu_pct": own,
                "sys_ram_gb": (memory.total - memory.available) / GB, "sys_ram_total_gb": memory.total / GB,
                "proc_ram_gb": self.process.memory_info().rss / GB}
         if self.device is None or self.device.type != "cuda":
@@ -729,6 +750,8 @@ class Monitor(Callback):
         self.history, self.metrics = trainer.history, list(trainer.metric_names)
         if self in trainer.watchers:
             trainer.watchers.remove(self)
+        if self.dashboard is not None:
+            self.dashboard.publish("end", {"epoch": trainer.epoch, "step": trainer.step})
         if self.out_dir is not None:
             self.save_png(self.out_dir / "curves.png")
             self.save_csv(self.out_dir / "history.csv")
@@ -836,6 +859,64 @@ def _write_atomically(path: Path, data: bytes) -> Path:
     return path
 
 
+# %% [markdown]
+# ## The Trainer
+#
+# `Trainer(model, optimizer, loss_fn, scheduler=None, scheduler_interval="epoch",
+# grad_clip_norm=None, device=None, log_every=50, verbosity=None,
+# nan_check=None, amp=None, group=None, plugins=(), resources=False)`
+# keeps the pieces together and counts: `trainer.step` is the number of
+# optimizer steps taken, `trainer.epoch` the number of epochs completed.
+# `loss_fn(outputs, targets)` must return the **mean** loss of the batch
+# (what every loss of module 04 does by default).
+#
+# You write its loop once, in this module, bottom up: the running loss of an
+# epoch (`RunningLoss`), the guard against non-finite numbers (`guard`,
+# `check_guard`), one optimizer step (`train_step`), one epoch
+# (`train_epoch`), `evaluate`, the callbacks and `fit`. Each method is
+# written in its own cell and attached to the class with `@trainer_method`,
+# so that each is graded right after you write it.
+#
+# ### Plug-ins: how later modules add to the loop without changing it
+#
+# Mixed precision (module 11), data parallelism (module 12) and checkpoints
+# (module 09) all change what happens *inside* a training step, but not the
+# order of the steps. So the loop calls a few named hook points, and each of
+# those modules plugs in an object that fills them — as Lightning's
+# precision and strategy plug-ins do:
+#
+# | plug-in | hook points | the plain one here | later |
+# |---|---|---|---|
+# | `Precision` | `setup(trainer)`; `forward_context()` around every forward; `backward(loss, backward)`; `gradient_context()` around the gradients' way to the weights; `unscale(optimizer)` before the guard and clipping; `step(optimizer)`; `update()`; `abandon()` when the guard refuses a step | float32: no context, `backward(loss)`, `optimizer.step()` | module 11: autocast and a `GradScaler` |
+# | `Strategy` | `setup(trainer)`, which sets `models`, `optimizers` and `param_lists`; `train(mode)`; `forward(trainer, x, y, training)`; `backward(loss)`; `zero_grad()`; `reduce_gradients()`; `after_step()`; `total(value)`; `on_main(fn, what)` / `everywhere(fn, what)` | one device: the model's forward and loss | module 12: one replica per rank, an all-reduce of the gradients |
+# | `CheckpointIO` | `save(trainer, path)`, `load(trainer, path)` | none: `save_checkpoint` asks for the registered one | module 09: safetensors files, exact resume |
+#
+# A later module registers its plug-in by name with `register_plugin`, so
+# the short spellings keep working: `Trainer(amp="float16")` asks for the
+# plug-in registered as `"amp"`, `Trainer(group=...)` for `"group"`, and
+# `trainer.save_checkpoint(path)` for `"checkpoint"`. Or pass plug-in
+# objects yourself: `Trainer(..., plugins=[MixedPrecision("float16",
+# scaler=GradScaler(init_scale=1024))])`.
+#
+# **The learning rate** belongs to the optimizer's parameter groups: it is
+# stated once, when the optimizer is built. Before every optimizer step the
+# Trainer calls `scheduler.apply(optimizer, t)`, which sets each group's
+# rate from its own initial rate (module 07), with `t` the steps taken
+# (`scheduler_interval="step"`) or the epochs completed (`"epoch"`). Once
+# per epoch a scheduler with `observe` (`ReduceLROnPlateau`) is shown the
+# history entry its `monitor` names — by default the validation loss (the
+# training loss without validation). `trainer.lrs` lists every group's rate,
+# `trainer.lr` is the first group's.
+#
+# **Any other metric** goes in with `trainer.log(name, value)` (given), from
+# the loss function, a callback or your own loop: its mean over the epoch
+# becomes the history column `name` (`val_<name>` for what is logged while
+# evaluating). A tensor value is summed on its device and read once per
+# epoch, like the loss. `resources=True` samples what the machine does into
+# every epoch's row (see `Resources` above).
+
+# %%
+#| export
 def _positive_int(value: Any, name: str, allow_none: bool = False) -> int | None:
     if value is None and allow_none:
         return None
@@ -972,14 +1053,19 @@ def _squared_norm(params: list[Tensor]) -> Tensor:
 
 
 class _Meter:
-    """The sum and count of one logged metric over a pass; tensors are summed on their device."""
+    """The sum and count of one logged metric over a pass; tensors are summed on their device, in at least
+    float32 (a float16 sum stops growing near 2048)."""
 
     def __init__(self) -> None:
         self.host, self.total, self.device, self.count = 0.0, None, None, 0
 
     def add(self, value: Any) -> None:
         if isinstance(value, Tensor):
+            if self.device is not None and value.device is not self.device:  # a replica's: to the first device
+                value = value.detach().to(self.device)
             data = value.data.reshape(())  # a view of a one-element array: nothing is read
+            if data.dtype.itemsize < 4:
+                data = data.astype(np.float32)
             self.total = data.copy() if self.total is None else self.total + data
             self.device = value.device
         else:
@@ -988,7 +1074,7 @@ class _Meter:
 
     def mean(self) -> float:
         """The mean: one read of the device sum, if there is one."""
-        total = self.host + (0.0 if self.total is None else Tensor._wrap(self.total, self.device).item())
+        total = self.host + (0.0 if self.total is None else Tensor(self.total, device=self.device).item())
         return total / self.count
 
 
@@ -1124,7 +1210,7 @@ class Trainer:
         return self.strategy.param_lists[0]
 
     def read(self, array: Any) -> float:
-        """One device-to-host read of a 0-d array (the only place the Trainer syncs)."""
+        """One device-to-host read of a 0-d array (the Trainer's reads; a logged metric's is its mean's)."""
         return Tensor(array, device=self.device).item()
 
     def batch(self, batch: Any, index: int, op: str = "train_epoch") -> tuple[Tensor, Tensor]:
@@ -1235,13 +1321,17 @@ class Trainer:
         while evaluating), to the epoch line (unless ``show=False``), and to whatever watches the history.
 
         ``value`` is a number or a one-element tensor; a tensor is summed on its device and read once per
-        epoch, never per call. Logged outside a pass (from ``on_epoch_end``, say), it goes to the last row.
+        epoch, never per call. Logged outside a pass (from a callback's ``on_epoch_end``), it goes into the
+        last row, after that epoch's line was printed. Under data parallelism a metric logged in the loss
+        function is logged once per replica's share of the batch, and each process keeps its own mean.
         """
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"Trainer.log: name must be a word like 'grad_norm' (letters, digits, _); got {name!r}")
+        for taken in (name, f"val_{name}"):  # a name is logged while training and, often, while evaluating
+            if taken in History.KEYS or taken in RESOURCE_KEYS or taken == "epoch" or lr_keys([taken]):
+                raise ValueError(f"Trainer.log(name={name!r}): {taken!r} is a column the Trainer records itself"
+                                 f"{'' if taken == name else ' (the name, logged while evaluating)'}; pick another name")
         column = f"val_{name}" if self.phase == "val" else name
-        if column in History.KEYS or column in RESOURCE_KEYS or column == "epoch" or lr_keys([column]):
-            raise ValueError(f"Trainer.log: {column!r} is a column the Trainer records itself; pick another name")
         if isinstance(value, Tensor):
             if value.data.size != 1:
                 raise ShapeError(f"Trainer.log({name!r}): expected a number or a one-element tensor; "
@@ -1255,7 +1345,7 @@ class Trainer:
         if self.phase is None:  # between passes: the last row gets it now (one read for a tensor)
             if self.epoch == 0:
                 raise ValueError(f"Trainer.log({name!r}): no epoch has run yet, so there is no row to log to")
-            self.history.record(self.epoch, {column: float(value.item() if isinstance(value, Tensor) else value)})
+            self.history.record(self.epoch, {column: self.read(value.data) if isinstance(value, Tensor) else float(value)})
             return
         self.meters.setdefault((self.phase, column), _Meter()).add(value)
 
@@ -1865,7 +1955,8 @@ def start_epoch(self: Trainer, loader: Iterable) -> RunningLoss:
         self.pending_loader_state = None
     self.running = RunningLoss(self.pending_epoch_totals, self.device)
     self.pending_epoch_totals = None
-    self.phase = "train"  # log() sums into this epoch's row from here
+    self.phase = "train"  # log() sums into this epoch's row from here (an interrupted epoch's sums are gone)
+    self.meters = {key: meter for key, meter in self.meters.items() if key[0] != "train"}
     self.use_device()
     if self.nan_check == "interval":
         self.take_snapshot()
@@ -1895,7 +1986,7 @@ def log_step(self: Trainer, running: RunningLoss, batches: int) -> None:
             print(f"  step {self.step}  {text}")
     if self.watchers:
         row = {"step": self.step, "epoch": self.epoch + 1, "loss": loss, **self.lr_columns(),
-               **(self.resources.sample() if self.resources is not None else {})}
+               **(self.resources.sample("interval") if self.resources is not None else {})}
         for watcher in self.watchers:
             watcher.on_log(self, row)
 
@@ -1905,6 +1996,7 @@ def end_epoch(self: Trainer) -> None:
     """After an epoch, finished or not: close the bar, forget the running loss."""
     self._bar.close()
     self.running = None
+    self.phase = None
 
 
 @trainer_method

@@ -2,8 +2,9 @@
 
 ``Monitor(dashboard=True)`` starts one. The server is the standard library's; the page and its
 plotting script ship with the package, so it works offline. Each event the Monitor publishes
-(a log interval's running loss and resources, an epoch's row of the history) goes to every open
-page over server-sent events; a page that connects late is sent every earlier event first.
+(a log interval's running loss, learning rates and resources; an epoch's row of the history, logged
+metrics included; the end of training) goes to every open page over server-sent events; a page that
+connects late is sent every earlier event first, and one that reconnects only what it missed.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ class Dashboard:
         return f"http://{host}:{port}/"
 
     def publish(self, kind: str, data: dict[str, Any]) -> None:
-        """Send one event (``step`` or ``epoch``, a dict of numbers) to every page, now and later."""
+        """Send one event (``step``, ``epoch`` or ``end``, a dict of numbers) to every page, now and later."""
         text = json.dumps({key: _finite(value) for key, value in data.items()})
-        with self.changed:
-            self.events.append(f"event: {kind}\ndata: {text}\n\n")
+        with self.changed:  # the id lets a reconnecting page ask only for what it missed
+            self.events.append(f"id: {len(self.events)}\nevent: {kind}\ndata: {text}\n\n")
             self.changed.notify_all()
 
     def close(self) -> None:
@@ -62,9 +63,9 @@ class Dashboard:
         self.server.shutdown()
         self.server.server_close()
 
-    def stream(self, write: Any) -> None:
-        """Write every event so far, then each new one as it comes, until the dashboard closes."""
-        sent = 0
+    def stream(self, write: Any, sent: int = 0) -> None:
+        """Write every event from number ``sent`` on (all of them for a new page), then each new one as it
+        comes, until the dashboard closes."""
         while True:
             with self.changed:
                 if sent == len(self.events) and not self.closed:
@@ -111,8 +112,9 @@ def _handler(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(text.encode())
                 self.wfile.flush()
 
+            last = self.headers.get("Last-Event-ID", "")  # sent by a page that reconnects
             try:
-                dashboard.stream(write)
+                dashboard.stream(write, int(last) + 1 if last.isdigit() else 0)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the page was closed
 

@@ -329,33 +329,52 @@ RESOURCE_KEYS = {"sys_cpu_pct", "proc_cpu_pct", "sys_ram_gb", "sys_ram_total_gb"
 
 
 class Resources:
-    """System and process CPU % and RAM (psutil); GPU use, memory and temperature (NVML) on a GPU."""
+    """System and process CPU % and RAM (psutil); GPU use, memory and temperature (NVML) on a GPU.
+
+    Each ``clock`` (the epoch's, a log interval's) measures CPU % over the time since its own last sample,
+    so sampling one never shortens the other's interval. The CPU clocks tick every 10 ms: until one has
+    ticked, the CPU columns are nan, and over a few ticks they are coarse.
+    """
 
     def __init__(self, device: Any = None) -> None:
         import psutil  # a dependency of tinyflo; imported here so that importing the Trainer stays light
 
         self.psutil, self.process = psutil, psutil.Process()
-        psutil.cpu_percent(None)  # both CPU clocks start now: the first sample measures from here
-        self.process.cpu_percent(None)
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        self.clocks: dict[str, tuple[float, float, float, float]] = {}
+        self.started = self._cpu_clock()  # every clock's first sample measures from here
         self.device = None if device is None else as_device(device)
         self.nvml: Any = None
         if self.device is not None and self.device.type == "cuda":
             try:
                 import pynvml
 
-                pynvml.nvmlInit()
-                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(self.device.index)
+                pynvml.nvmlInit()  # by PCI bus: CUDA's numbering follows CUDA_VISIBLE_DEVICES, NVML's does not
+                bus = self.device.xp.cuda.Device(self.device.index).pci_bus_id
+                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByPciBusId(bus)
             except Exception:  # no nvidia-ml-py, or no driver it can talk to: the GPU columns stay nan
                 self.nvml = None
 
-    def sample(self) -> dict[str, float]:
-        """The resources now (CPU % since the last sample); GPU columns only on a GPU."""
+    def _cpu_clock(self) -> tuple[float, float, float, float]:
+        """(wall seconds, this process's CPU seconds, the system's busy and total CPU seconds)."""
+        system, own = self.psutil.cpu_times(), self.process.cpu_times()
+        total = sum(system) - getattr(system, "guest", 0.0) - getattr(system, "guest_nice", 0.0)  # in user already
+        busy = total - system.idle - getattr(system, "iowait", 0.0)
+        return time.perf_counter(), own.user + own.system, busy, total
+
+    def sample(self, clock: str = "epoch") -> dict[str, float]:
+        """The resources now; CPU % since ``clock``'s last sample. GPU columns only on a GPU."""
+        now = self._cpu_clock()
+        wall0, own0, busy0, total0 = self.clocks.get(clock, self.started)
+        if now[3] <= total0:  # not one tick of the CPU clocks since: nan, and this clock goes on from there
+            own = system = math.nan
+        else:
+            self.clocks[clock] = now
+            # CPU times tick in 10 ms steps, so this process's share is capped at what its cores allow
+            own = min(100.0 * (now[1] - own0) / (now[0] - wall0), 100.0 * self.cores)
+            system = 100.0 * (now[2] - busy0) / (now[3] - total0)
         memory = self.psutil.virtual_memory()
-        # CPU times tick in 10 ms steps: over a short interval the process's share can come out above what
-        # its cores allow, so it is capped there
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        row = {"sys_cpu_pct": self.psutil.cpu_percent(None),
-               "proc_cpu_pct": min(self.process.cpu_percent(None), 100.0 * cores),
+        row = {"sys_cpu_pct": system, "proc_cpu_pct": own,
                "sys_ram_gb": (memory.total - memory.available) / GB, "sys_ram_total_gb": memory.total / GB,
                "proc_ram_gb": self.process.memory_info().rss / GB}
         if self.device is None or self.device.type != "cuda":
@@ -440,6 +459,8 @@ class Monitor(Callback):
         self.history, self.metrics = trainer.history, list(trainer.metric_names)
         if self in trainer.watchers:
             trainer.watchers.remove(self)
+        if self.dashboard is not None:
+            self.dashboard.publish("end", {"epoch": trainer.epoch, "step": trainer.step})
         if self.out_dir is not None:
             self.save_png(self.out_dir / "curves.png")
             self.save_csv(self.out_dir / "history.csv")
@@ -683,14 +704,19 @@ def _squared_norm(params: list[Tensor]) -> Tensor:
 
 
 class _Meter:
-    """The sum and count of one logged metric over a pass; tensors are summed on their device."""
+    """The sum and count of one logged metric over a pass; tensors are summed on their device, in at least
+    float32 (a float16 sum stops growing near 2048)."""
 
     def __init__(self) -> None:
         self.host, self.total, self.device, self.count = 0.0, None, None, 0
 
     def add(self, value: Any) -> None:
         if isinstance(value, Tensor):
+            if self.device is not None and value.device is not self.device:  # a replica's: to the first device
+                value = value.detach().to(self.device)
             data = value.data.reshape(())  # a view of a one-element array: nothing is read
+            if data.dtype.itemsize < 4:
+                data = data.astype(np.float32)
             self.total = data.copy() if self.total is None else self.total + data
             self.device = value.device
         else:
@@ -699,7 +725,7 @@ class _Meter:
 
     def mean(self) -> float:
         """The mean: one read of the device sum, if there is one."""
-        total = self.host + (0.0 if self.total is None else Tensor._wrap(self.total, self.device).item())
+        total = self.host + (0.0 if self.total is None else Tensor(self.total, device=self.device).item())
         return total / self.count
 
 
@@ -835,7 +861,7 @@ class Trainer:
         return self.strategy.param_lists[0]
 
     def read(self, array: Any) -> float:
-        """One device-to-host read of a 0-d array (the only place the Trainer syncs)."""
+        """One device-to-host read of a 0-d array (the Trainer's reads; a logged metric's is its mean's)."""
         return Tensor(array, device=self.device).item()
 
     def batch(self, batch: Any, index: int, op: str = "train_epoch") -> tuple[Tensor, Tensor]:
@@ -946,13 +972,17 @@ class Trainer:
         while evaluating), to the epoch line (unless ``show=False``), and to whatever watches the history.
 
         ``value`` is a number or a one-element tensor; a tensor is summed on its device and read once per
-        epoch, never per call. Logged outside a pass (from ``on_epoch_end``, say), it goes to the last row.
+        epoch, never per call. Logged outside a pass (from a callback's ``on_epoch_end``), it goes into the
+        last row, after that epoch's line was printed. Under data parallelism a metric logged in the loss
+        function is logged once per replica's share of the batch, and each process keeps its own mean.
         """
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"Trainer.log: name must be a word like 'grad_norm' (letters, digits, _); got {name!r}")
+        for taken in (name, f"val_{name}"):  # a name is logged while training and, often, while evaluating
+            if taken in History.KEYS or taken in RESOURCE_KEYS or taken == "epoch" or lr_keys([taken]):
+                raise ValueError(f"Trainer.log(name={name!r}): {taken!r} is a column the Trainer records itself"
+                                 f"{'' if taken == name else ' (the name, logged while evaluating)'}; pick another name")
         column = f"val_{name}" if self.phase == "val" else name
-        if column in History.KEYS or column in RESOURCE_KEYS or column == "epoch" or lr_keys([column]):
-            raise ValueError(f"Trainer.log: {column!r} is a column the Trainer records itself; pick another name")
         if isinstance(value, Tensor):
             if value.data.size != 1:
                 raise ShapeError(f"Trainer.log({name!r}): expected a number or a one-element tensor; "
@@ -966,7 +996,7 @@ class Trainer:
         if self.phase is None:  # between passes: the last row gets it now (one read for a tensor)
             if self.epoch == 0:
                 raise ValueError(f"Trainer.log({name!r}): no epoch has run yet, so there is no row to log to")
-            self.history.record(self.epoch, {column: float(value.item() if isinstance(value, Tensor) else value)})
+            self.history.record(self.epoch, {column: self.read(value.data) if isinstance(value, Tensor) else float(value)})
             return
         self.meters.setdefault((self.phase, column), _Meter()).add(value)
 
@@ -1173,7 +1203,8 @@ def start_epoch(self: Trainer, loader: Iterable) -> RunningLoss:
         self.pending_loader_state = None
     self.running = RunningLoss(self.pending_epoch_totals, self.device)
     self.pending_epoch_totals = None
-    self.phase = "train"  # log() sums into this epoch's row from here
+    self.phase = "train"  # log() sums into this epoch's row from here (an interrupted epoch's sums are gone)
+    self.meters = {key: meter for key, meter in self.meters.items() if key[0] != "train"}
     self.use_device()
     if self.nan_check == "interval":
         self.take_snapshot()
@@ -1203,7 +1234,7 @@ def log_step(self: Trainer, running: RunningLoss, batches: int) -> None:
             print(f"  step {self.step}  {text}")
     if self.watchers:
         row = {"step": self.step, "epoch": self.epoch + 1, "loss": loss, **self.lr_columns(),
-               **(self.resources.sample() if self.resources is not None else {})}
+               **(self.resources.sample("interval") if self.resources is not None else {})}
         for watcher in self.watchers:
             watcher.on_log(self, row)
 
@@ -1213,6 +1244,7 @@ def end_epoch(self: Trainer) -> None:
     """After an epoch, finished or not: close the bar, forget the running loss."""
     self._bar.close()
     self.running = None
+    self.phase = None
 
 
 @trainer_method

@@ -82,8 +82,10 @@ function draw(chart) {
   g.scale(ratio, ratio);
   const w = canvas.clientWidth, h = canvas.clientHeight, left = 56, bottom = 22, top = 8, right = 10;
   const points = Object.values(chart.series).flat();
-  let [x0, x1] = [Math.min(...points.map(p => p[0])), Math.max(...points.map(p => p[0]))];
-  let [y0, y1] = [Math.min(...points.map(p => p[1])), Math.max(...points.map(p => p[1]))];
+  let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
+  for (const [x, y] of points) {  // a loop, not Math.min(...points): a long run has too many to spread
+    x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
+  }
   if (x0 === x1) { x0 -= 1; x1 += 1; }
   if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
   const px = x => left + (x - x0) / (x1 - x0) * (w - left - right);
@@ -107,10 +109,14 @@ function draw(chart) {
 
 const source = new EventSource("events");
 const status = document.getElementById("status");
-source.onopen = () => { status.textContent = "live"; };
+source.onopen = () => { if (!status.textContent.startsWith("training ended")) status.textContent = "live"; };
 for (const kind of ["step", "epoch"]) {
   source.addEventListener(kind, e => add(kind, JSON.parse(e.data)));
 }
+source.addEventListener("end", e => {
+  const end = JSON.parse(e.data);
+  status.textContent = `training ended after epoch ${end.epoch} (step ${end.step})`;
+});
 source.addEventListener("closed", () => {
   window.tinyflo.closed = true;
   status.textContent = "the run has ended";
