@@ -442,6 +442,14 @@ def save_result(
     return json_path, md_path
 
 
+def rounds_count(text: str) -> int:
+    """--rounds for argparse: a whole number >= 2 (a median and its quartiles need two rounds)."""
+    value = int(text) if text.strip().isdigit() else 0
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 2 (quartiles need two rounds); got {text!r}")
+    return value
+
+
 def parse_args(description: str, devices: bool = False, default_device: str = "cpu",
                options: Callable[[argparse.ArgumentParser], None] | None = None,
                rounds: int = 11, torch_rows: bool = True) -> argparse.Namespace:
@@ -456,7 +464,8 @@ def parse_args(description: str, devices: bool = False, default_device: str = "c
     parser = argparse.ArgumentParser(description=description)
     if options is not None:
         options(parser)
-    parser.add_argument("--rounds", type=int, default=rounds, help=f"timed rounds per variant (default {rounds})")
+    parser.add_argument("--rounds", type=rounds_count, default=rounds,
+                        help=f"timed rounds per variant, at least 2 (default {rounds})")
     if devices:
         parser.add_argument("--device", default=default_device, help=f"cpu or cuda:N (default {default_device})")
         parser.add_argument("--smoke", action="store_true",

@@ -146,8 +146,70 @@ def test_mlp_milestone_shows_each_epoch_and_says_how_to_get_mnist(tmp_path):
     shown = re.findall(r"^epoch (\d+)/20  loss=\S+  val_loss=\S+  acc=\S+", done.stdout, re.M)
     assert shown == [str(e) for e in range(1, 21)], "the Trainer's line for every epoch of the digits MLP"
     (skipped,) = {line for line in done.stdout.splitlines() if line.startswith("skipped: MNIST")}  # also in the table
-    assert skipped.startswith(f"skipped: MNIST (part 3): train-images-idx3-ubyte.gz not found in {empty / 'mnist'}")
+    assert skipped.startswith(f"skipped: MNIST (part 3): mnist (all of its files) not found in {empty / 'mnist'}")
     assert skipped.endswith("; get it with: tinyflo download mnist")
+
+
+def milestone_checkout(tmp_path: Path, slug: str, name: str) -> Path:
+    """A checkout holding one milestone alone, with no ../shared/data beside it."""
+    checkout = tmp_path / "checkout"
+    (checkout / "milestones" / slug).mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    (checkout / "milestones" / slug / f"{name}.py").write_text((ROOT / "milestones" / slug / f"{name}.py").read_text())
+    return checkout
+
+
+@pytest.mark.slow
+def test_record_swaps_in_a_complete_run_whole_and_refuses_one_that_skipped_a_part(tmp_path):
+    perceptron = milestone_checkout(tmp_path / "a", "01_perceptron", "perceptron")
+    recorded = perceptron / "milestones" / "results" / "perceptron"
+    recorded.mkdir(parents=True)
+    (recorded / "old-plot.png").write_bytes(b"an earlier run's plot")
+    done = tinyflo_cli("milestone", "run", "perceptron", "--record", "--device", "cpu", cwd=perceptron)
+    assert done.returncode == 0 and f"recorded: {recorded}" in done.stdout, done.stdout + done.stderr
+    assert '"mode": "full"' in (recorded / "result.json").read_text()
+    assert not (recorded / "old-plot.png").exists(), "the folder is replaced whole: no plot of an earlier run stays"
+    assert sorted(p.name for p in recorded.parent.iterdir()) == ["perceptron"], "no staging folder left behind"
+
+    mlp = milestone_checkout(tmp_path / "b", "03_mlp", "mlp")
+    recorded = mlp / "milestones" / "results" / "mlp"
+    recorded.mkdir(parents=True)
+    (recorded / "result.json").write_text('{"a": "complete earlier run"}')
+    done = tinyflo_cli("milestone", "run", "mlp", "--record", "--device", "cpu", cwd=mlp,
+                       env={"TINYFLO_DATA": str(tmp_path / "no-data")})
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "tinyflo milestone run: not recorded: a part was skipped (MNIST (part 3): mnist (all of its files) not found")
+    assert (recorded / "result.json").read_text() == '{"a": "complete earlier run"}', "the recorded run is unchanged"
+    assert sorted(p.name for p in recorded.parent.iterdir()) == ["mlp"]
+
+
+def test_data_is_found_only_where_every_file_of_the_set_is(tmp_path, monkeypatch):
+    """A download cut short leaves part of a set: that folder does not count, and the next one is looked in."""
+    from tinyflo import datasets
+
+    monkeypatch.setenv("TINYFLO_DATA", str(tmp_path / "data"))
+    folder = tmp_path / "data" / "mnist"
+    folder.mkdir(parents=True)
+    files = list(datasets.DOWNLOADS["mnist"][0])
+    (folder / files[0]).write_bytes(b"")
+    assert find_data("mnist", files[0]) != folder, "the half-filled folder is passed over (for ../shared/data, if any)"
+    for name in files[1:]:
+        (folder / name).write_bytes(b"")
+    assert find_data("mnist", files[0]) == folder
+
+
+def test_a_relative_data_folder_is_the_callers_not_the_notebooks(tmp_path):
+    checkout = mlp_checkout(tmp_path)
+    done = tinyflo_cli("milestone", "run", "mlp", "--quick", "--device", "cpu", cwd=checkout,
+                       env={"TINYFLO_DATA": "no-data"})
+    assert f"not found in {checkout / 'no-data' / 'mnist'}" in done.stdout, done.stdout
+
+
+def test_bench_needs_two_rounds(tmp_path):
+    line = one_line_error(tinyflo_cli("bench", "--smoke", "--rounds", "1", "--out", str(tmp_path), cwd=tmp_path))
+    assert line == ("tinyflo bench: error: argument --rounds: expected a whole number >= 2 (quartiles need two rounds), "
+                    "got '1' (see tinyflo bench --help)")
 
 
 @pytest.mark.slow

@@ -95,7 +95,7 @@ def test_transformer_without_the_data_fails_in_one_line_that_says_how_to_get_it(
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("milestone 06_transformer could not run: Tiny Shakespeare: input.txt not found in "
+    assert line.startswith("milestone 06_transformer could not run: Tiny Shakespeare: tinyshakespeare (all of its files) not found in "
                            f"{tmp_path / 'no-data' / 'tinyshakespeare'}, ")
     assert line.endswith("; get it with: tinyflo download tinyshakespeare")
     assert "skipped: " + line.split(": ", 1)[1] in done.stdout

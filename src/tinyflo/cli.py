@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tinyflo.course.source import CourseError, find_modules_dir
 from tinyflo.launch import BACKENDS, INSTALL_MPI, LaunchError, launch, mpiexec_path
@@ -185,17 +187,43 @@ def _milestone(args: argparse.Namespace) -> int:
     if not script.is_file():
         raise CourseError(f"{script} is missing from this checkout")
     env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")
-    if env.get("TINYFLO_WORKSPACE"):  # the notebook runs in its own folder: a relative path would move
-        env["TINYFLO_WORKSPACE"] = str(Path(env["TINYFLO_WORKSPACE"]).expanduser().resolve())
+    for variable in ("TINYFLO_WORKSPACE", "TINYFLO_DATA"):  # the notebook runs in its own folder:
+        if env.get(variable):                               # a relative path would point elsewhere
+            env[variable] = str(Path(env[variable]).expanduser().resolve())
     if args.record and args.mode != "full":
         raise CourseError("--record keeps the full run with the checkout; it cannot be combined with --quick")
     if args.device:
         _check_device(args.device)
         env["TINYFLO_MILESTONE_DEVICE"] = args.device
-    out = (milestone.results(checkout) if args.record
-           else Path(args.out) if args.out else milestones.default_out(milestone.name, args.mode))
+    if args.record:
+        return _record_milestone(milestone, checkout, script, env)
+    out = Path(args.out) if args.out else milestones.default_out(milestone.name, args.mode)
     env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
     return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
+
+
+def _record_milestone(milestone: Any, checkout: Path, script: Path, env: dict[str, str]) -> int:
+    """A full run into a folder beside the recorded one, swapped in whole only when every part ran."""
+    recorded = milestone.results(checkout)
+    staging = recorded.with_name(f".{recorded.name}.recording")
+    shutil.rmtree(staging, ignore_errors=True)
+    env["TINYFLO_MILESTONE_OUT"] = str(staging)
+    code = subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
+    result = staging / "result.json"
+    skipped = json.loads(result.read_text()).get("numbers", {}).get("skipped", []) if result.is_file() else []
+    if code != 0 or not result.is_file() or skipped:
+        shutil.rmtree(staging, ignore_errors=True)
+        why = f"a part was skipped ({skipped[0]})" if skipped else f"the run failed (exit code {code or 1})"
+        print(f"tinyflo milestone run: not recorded: {why}; {recorded} is unchanged", file=sys.stderr)
+        return code or 1
+    old = recorded.with_name(f".{recorded.name}.replaced")
+    shutil.rmtree(old, ignore_errors=True)
+    if recorded.exists():
+        recorded.rename(old)
+    staging.rename(recorded)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"recorded: {recorded}")
+    return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -236,6 +264,14 @@ def _book(args: argparse.Namespace) -> int:
         raise CourseError("the book is built from a tinyflo checkout (book/, modules/ and milestones/ "
                           "beside pyproject.toml), and none was found here or above")
     return book.run(args.out, checkout)
+
+
+def _rounds(text: str) -> int:
+    """A whole number >= 2, for bench --rounds: a median and its quartiles need two rounds."""
+    value = _count(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 2 (quartiles need two rounds), got {text!r}")
+    return value
 
 
 def _count(text: str) -> int:
@@ -383,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run every benchmark: about 195 s on a 2-core CPU without PyTorch (its rows add to that); "
         "--device cuda:N runs the four GPU benchmarks. Results go to ./tinyflo-bench unless --out or --record "
         "says otherwise: the recorded results in benchmarks/results/ change only with --record.")
-    bench.add_argument("--rounds", type=_count, default=11, metavar="N",
+    bench.add_argument("--rounds", type=_rounds, default=11, metavar="N",
                        help="interleaved rounds per comparison (default 11)")
     bench.add_argument("--device", default="cpu", help="cpu (default: every benchmark) or cuda:N (the GPU "
                        "benchmarks, against PyTorch CUDA)")

@@ -255,8 +255,8 @@ class Run:
             return None
         root = find_data(name, filename)
         if root is None:
-            self.skip_part(f"{part}: {filename} not found in {', '.join(map(str, data_folders(name)))}; "
-                           f"get it with: tinyflo download {name}")
+            self.skip_part(f"{part}: {name} (all of its files) not found in "
+                           f"{', '.join(map(str, data_folders(name)))}; get it with: tinyflo download {name}")
         return root
 
     def stop(self) -> None:
@@ -403,5 +403,7 @@ def recorded_figures(result: dict[str, Any]) -> str:
 
 
 def find_data(name: str, filename: str) -> Path | None:
-    """The first of :func:`data_folders` holding ``filename`` of data set ``name``, or None."""
-    return next((folder for folder in data_folders(name) if (folder / filename).is_file()), None)
+    """The first of :func:`data_folders` holding every file of data set ``name`` (``filename`` for a set
+    tinyflo cannot download), or None: a folder a broken download left half-filled does not count."""
+    files = list(tinyflo.datasets.DOWNLOADS[name][0]) if name in tinyflo.datasets.DOWNLOADS else [filename]
+    return next((folder for folder in data_folders(name) if all((folder / f).is_file() for f in files)), None)
