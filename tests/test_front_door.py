@@ -37,7 +37,8 @@ def tinyflo_cli(*args: str, cwd: Path = ROOT, env: dict | None = None, hide: tup
         shims = tmp_path / "not-installed"
         shims.mkdir(exist_ok=True)
         for name in hide:
-            (shims / f"{name}.py").write_text(f"raise ImportError('{name} is hidden by the test')\n")
+            message = f"No module named {name!r}"  # what Python says where the package is missing
+            (shims / f"{name}.py").write_text(f"raise ModuleNotFoundError({message!r}, name={name!r})\n")
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(shims), environment.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-m", "tinyflo.cli", *args], cwd=cwd, env=environment,
                           capture_output=True, text=True, timeout=timeout)
@@ -113,6 +114,16 @@ def test_a_gpu_without_cupy_is_one_line_naming_what_to_install(command, tmp_path
         f'tinyflo {command[0]}: error: --device: cuda:0: CuPy is not installed; install it with pip install '
         '"tinyflo[gpu-cuda12]" (CUDA 12) or "tinyflo[gpu-cuda13]" (CUDA 13)')
     assert not (tmp_path / "tinyflo-bench").exists() and not (tmp_path / "tinyflo-milestones").exists()
+
+
+def test_a_broken_cupy_is_not_called_missing(tmp_path):
+    """CuPy installed but its CUDA libraries broken: the line says what CuPy said, not to install it."""
+    shims = tmp_path / "broken"
+    shims.mkdir()
+    (shims / "cupy.py").write_text("raise ImportError('CuPy is not correctly installed (libcudart.so.13 missing)')\n")
+    done = tinyflo_cli("demo", "--device", "cuda:0", cwd=tmp_path, env={"PYTHONPATH": str(shims)})
+    assert one_line_error(done) == ("tinyflo demo: error: --device: cuda:0: CuPy fails to import (ImportError: CuPy is "
+                                    "not correctly installed (libcudart.so.13 missing))")
 
 
 def test_a_gpu_that_is_there_runs_and_one_that_is_not_is_one_line(tmp_path):

@@ -45,11 +45,17 @@ def _why_no_cuda() -> str:
         return f"CuPy sees {count} GPU{'s' * (count > 1)}: " + ", ".join(f"cuda:{i}" for i in range(count))
     try:
         import cupy
-    except ImportError:
-        return ('CuPy is not installed; install it with pip install "tinyflo[gpu-cuda12]" (CUDA 12) '
-                'or "tinyflo[gpu-cuda13]" (CUDA 13)')
+    except ModuleNotFoundError as error:
+        if error.name == "cupy":
+            return ('CuPy is not installed; install it with pip install "tinyflo[gpu-cuda12]" (CUDA 12) '
+                    'or "tinyflo[gpu-cuda13]" (CUDA 13)')
+        return f"CuPy fails to import ({type(error).__name__}: {error})"
     except Exception as error:  # installed, but its CUDA libraries are missing or broken
         return f"CuPy fails to import ({type(error).__name__}: {error})"
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:  # no driver, or one too old for this CuPy: CUDA says which
+        return f"CuPy {cupy.__version__} is installed but CUDA fails: {error}"
     return f"CuPy {cupy.__version__} is installed but sees no GPU"
 
 
