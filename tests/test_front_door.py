@@ -329,3 +329,16 @@ def test_the_commands_output_folders_are_ignored_by_git():
                "runs/Nov25_10-00-00_host/events.out.tfevents.1"]
     done = subprocess.run(["git", "check-ignore", *folders], cwd=ROOT, capture_output=True, text=True)
     assert done.stdout.split() == folders
+
+
+def test_an_output_folder_that_cannot_be_made_or_a_bad_device_variable_is_one_line(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    line = one_line_error(tinyflo_cli("demo", "--out", str(blocked / "x"), cwd=tmp_path))
+    assert line == f"tinyflo demo: error: --out: cannot create the folder {blocked / 'x'}: Not a directory"
+    line = one_line_error(tinyflo_cli("milestone", "run", "perceptron", "--quick", "--out", str(blocked / "x"),
+                                      cwd=tmp_path))
+    assert line.endswith(f"--out: cannot create the folder {blocked / 'x'}: Not a directory")
+    line = one_line_error(tinyflo_cli("milestone", "run", "perceptron", "--quick", cwd=tmp_path,
+                                      env={"TINYFLO_MILESTONE_DEVICE": "gpu"}))
+    assert line.endswith("TINYFLO_MILESTONE_DEVICE: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got 'gpu'")

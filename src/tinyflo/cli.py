@@ -149,6 +149,16 @@ def _check_device(spec: str) -> None:
         raise CourseError(f"--{error}") from None
 
 
+def _check_out(folder: Path, option: str = "--out") -> Path:
+    """The output folder, created now: one line, before any work, when it cannot be."""
+    folder = folder.expanduser().resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CourseError(f"{option}: cannot create the folder {folder}: {error.strerror}") from None
+    return folder
+
+
 def _demo(args: argparse.Namespace) -> int:
     try:
         demo = importlib.import_module("tinyflo.demo")
@@ -195,9 +205,14 @@ def _milestone(args: argparse.Namespace) -> int:
     if args.device:
         _check_device(args.device)
         env["TINYFLO_MILESTONE_DEVICE"] = args.device
+    elif env.get("TINYFLO_MILESTONE_DEVICE"):
+        try:
+            _check_device(env["TINYFLO_MILESTONE_DEVICE"])
+        except CourseError as error:
+            raise CourseError(f"TINYFLO_MILESTONE_DEVICE: {str(error).removeprefix('--device: ')}") from None
     if args.record:
         return _record_milestone(milestone, checkout, script, env)
-    out = Path(args.out) if args.out else milestones.default_out(milestone.name, args.mode)
+    out = _check_out(Path(args.out)) if args.out else milestones.default_out(milestone.name, args.mode)
     env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
     return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
 

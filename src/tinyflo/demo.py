@@ -102,6 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = tinyflo.device(args.device)
     except tinyflo.DeviceError as error:  # one line, as `tinyflo` says it: no traceback for a wrong device
         parser.exit(2, f"{parser.prog}: error: --{error}\n")
+    try:  # before training, not after it: the folder the plot and reports go to
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        parser.exit(2, f"{parser.prog}: error: --out: cannot create the folder {Path(args.out).resolve()}: "
+                       f"{error.strerror}\n")
 
     print(f"tinyflo {tinyflo.__version__} demo: MLP 64-{args.hidden}-10 on the bundled 8x8 digits "
           f"(1,438 train / 359 test images), AdamW + warm-up/cosine + clipping, device {device}")
