@@ -342,3 +342,47 @@ def test_an_output_folder_that_cannot_be_made_or_a_bad_device_variable_is_one_li
     line = one_line_error(tinyflo_cli("milestone", "run", "perceptron", "--quick", cwd=tmp_path,
                                       env={"TINYFLO_MILESTONE_DEVICE": "gpu"}))
     assert line.endswith("TINYFLO_MILESTONE_DEVICE: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got 'gpu'")
+
+
+def test_bench_record_moves_results_in_only_when_every_benchmark_ran(tmp_path, monkeypatch):
+    """A recording that fails part-way leaves benchmarks/results/ as it was; one that lacks a reference refuses."""
+    from types import SimpleNamespace
+
+    from benchmarks import common, run_all
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "kept.md").write_text("an earlier recording")
+    monkeypatch.setattr(common, "RESULTS_DIR", results)
+    monkeypatch.setattr(common, "wait_for_quiet", lambda: 0.0)
+    monkeypatch.setattr(run_all, "missing_references", lambda: [])
+
+    def writes(name: str) -> SimpleNamespace:
+        def main(rounds, out):
+            path = Path(out) / f"{name}.md"
+            path.write_text(f"{name}, {rounds} rounds")
+            return [path]
+        return SimpleNamespace(__name__=f"benchmarks.{name}", main=main)
+
+    def fails(rounds, out):
+        raise RuntimeError("the third benchmark broke")
+
+    monkeypatch.setattr(run_all, "BENCHMARKS", [writes("first"), writes("kept"), SimpleNamespace(__name__="x", main=fails)])
+    with pytest.raises(RuntimeError, match="third benchmark broke"):
+        run_all.main(2, out=str(results))
+    assert snapshot(results) == snapshot_of({"kept.md": "an earlier recording"}, tmp_path), "nothing moved in"
+    monkeypatch.setattr(run_all, "BENCHMARKS", [writes("first"), writes("kept")])
+    run_all.main(2, out=str(results))
+    assert {p.name: p.read_text() for p in results.iterdir()} == {"first.md": "first, 2 rounds", "kept.md": "kept, 2 rounds"}
+    monkeypatch.setattr(run_all, "missing_references", lambda: ["valgrind is missing: apt-get install valgrind"])
+    with pytest.raises(SystemExit, match=r"--record needs every reference row, and here valgrind is missing"):
+        run_all.main(2, out=str(results))
+
+
+def snapshot_of(files: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """:func:`snapshot` of a folder holding just ``files``."""
+    folder = tmp_path / "expected"
+    folder.mkdir(exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return snapshot(folder)
