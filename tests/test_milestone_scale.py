@@ -57,4 +57,4 @@ def test_scale_needs_every_module_and_uses_the_public_api():
     assert milestone.name == "scale" and milestone.modules == tuple(milestones.MODULE_FILES)
     text = milestone.path(ROOT).read_text()
     assert "tinyflo.core" not in text
-    assert 'find_data("mnist"' in text, "the full run reads MNIST when it is there"
+    assert 'need_data("mnist"' in text, "the full run reads MNIST when it is there"

@@ -31,8 +31,8 @@
 # run trains on MNIST (when the files are there), shrunk to 14×14 pixels so
 # that the float16 row fits the time budget on a CPU: NumPy has no float16 BLAS,
 # and its float16 matrix products run tens of times slower than float32 ones. The
-# quick run (CI), or a full run without MNIST, trains on the 8×8 digits bundled
-# with tinyflo. The speed-up mixed precision promises belongs to GPUs with
+# quick run (CI), or a full run without MNIST (which then says how to get it,
+# and cannot be recorded), trains on the 8×8 digits bundled with tinyflo. The speed-up mixed precision promises belongs to GPUs with
 # tensor cores; on a CPU this notebook checks only what it promises about
 # accuracy and memory, and reports the time honestly.
 #
@@ -66,7 +66,8 @@ plt = run.pyplot()  # matplotlib.pyplot, or None without matplotlib: then the pl
 # ## The data
 
 # %%
-mnist_root = None if run.quick else milestones.find_data("mnist", "train-images-idx3-ubyte.gz")
+mnist_root = None if run.quick else run.need_data("mnist", "train-images-idx3-ubyte.gz",
+                                                   "MNIST (the 8×8 digits stand in)")
 if mnist_root is None:
     data_name = "the 8×8 digits (bundled)"
     x_train, y_train = datasets.digits(train=True, flatten=True, as_arrays=True)
