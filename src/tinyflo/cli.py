@@ -231,12 +231,9 @@ def _record_milestone(milestone: Any, checkout: Path, script: Path, env: dict[st
         why = f"a part was skipped ({skipped[0]})" if skipped else f"the run failed (exit code {code or 1})"
         print(f"tinyflo milestone run: not recorded: {why}; {recorded} is unchanged", file=sys.stderr)
         return code or 1
-    old = recorded.with_name(f".{recorded.name}.replaced")
-    shutil.rmtree(old, ignore_errors=True)
-    if recorded.exists():
-        recorded.rename(old)
-    staging.rename(recorded)
-    shutil.rmtree(old, ignore_errors=True)
+    from tinyflo import milestones
+
+    milestones.replace_folder(staging, recorded)
     print(f"recorded: {recorded}")
     return 0
 

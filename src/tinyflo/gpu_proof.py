@@ -397,16 +397,6 @@ def _markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _publish(building: Path, out: Path) -> None:
-    """Put the finished folder in its place: the previous proof goes only once this one is whole."""
-    previous = out.with_name(f".{out.name}.previous")
-    shutil.rmtree(previous, ignore_errors=True)
-    if out.exists():
-        out.rename(previous)
-    building.rename(out)
-    shutil.rmtree(previous, ignore_errors=True)
-
-
 def prove(stages: Sequence[Stage], out: Path, building: Path, facts: dict[str, Any], cwd: Path,
           env: dict[str, str], budget_s: float = BUDGET_S, mode: str = "standard",
           command: str = "tinyflo doctor --gpu-proof") -> int:
@@ -445,7 +435,7 @@ def prove(stages: Sequence[Stage], out: Path, building: Path, facts: dict[str, A
     }
     milestones.write_atomically(building / "proof.json", json.dumps(record, indent=2, default=str) + "\n")
     milestones.write_atomically(building / "proof.md", _markdown(record))
-    _publish(building, out)
+    milestones.replace_folder(building, out)
     verdict = "passed" if record["passed"] else f"FAILED ({', '.join(record['failed'])})"
     print(f"GPU proof {verdict} in {record['seconds']:.0f} s; recorded in {out / 'proof.md'}")
     if any(t["met"] is False for t in targets):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -330,6 +331,17 @@ class Run:
         if failed:
             raise SystemExit(f"milestone {self.milestone.slug}: not reproduced: {', '.join(failed)}")
         return result
+
+
+def replace_folder(building: Path, out: Path) -> None:
+    """Put the finished folder ``building`` where ``out`` is: the previous ``out`` goes only once the new one
+    is whole, so a crash leaves one of the two, never a mix."""
+    previous = out.with_name(f".{out.name}.replaced")
+    shutil.rmtree(previous, ignore_errors=True)
+    if out.exists():
+        out.rename(previous)
+    building.rename(out)
+    shutil.rmtree(previous, ignore_errors=True)
 
 
 def write_atomically(path: Path, text: str) -> None:
