@@ -518,9 +518,11 @@ class GeluTanhFn(Function):
         a, t = self.saved  # ½(1 + t) + ½x(1 − t²)·u′, u′ = √(2/π)(1 + 3·0.044715x²)
         grad = xp.ascontiguousarray(grad)
         d = xp.empty_like(a)
-        du = None
+        scratch = None
         for x, tb, g, db in self._blocks(a, t, grad, d):
-            du = xp.empty_like(x) if du is None or du.size < x.size else du[:x.size]
+            if scratch is None:
+                scratch = xp.empty_like(x)  # the first block is the largest
+            du = scratch[:x.size]
             xp.multiply(x, x, out=du)
             du *= 3 * 0.044715
             du += 1

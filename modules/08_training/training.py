@@ -703,7 +703,6 @@ class Monitor(Callback):
         self.dashboard: Any = None  # a tinyflo.dashboard.Dashboard once training begins
         self.history: History = History()
         self.steps: list[dict[str, float]] = []  # one row per log interval: step, running loss, resources
-        self.metrics: list[str] = []  # the names the Trainer logged, for the curves and the log file
         self._display: Any = None
 
     @property
@@ -733,21 +732,21 @@ class Monitor(Callback):
             self.dashboard.publish("step", row)
 
     def on_epoch_end(self, trainer: Trainer) -> None:
-        self.history, self.metrics = trainer.history, list(trainer.metric_names)
+        self.history = trainer.history
         row = trainer.history.rows()[-1]
         if trainer.verbosity >= VERBOSITY["debug"]:
             print(f"  monitor: {_resources_text(row)}")
         if self.out_dir is not None:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             with (self.out_dir / "training.log").open("a", encoding="utf-8") as log:
-                log.write(epoch_line(row["epoch"], None, row, None, self.metrics) + "\n")
+                log.write(epoch_line(row["epoch"], None, row, None, trainer.metric_names) + "\n")
         if self.dashboard is not None:
             self.dashboard.publish("epoch", row)
         if self.live:
             self._show()
 
     def on_train_end(self, trainer: Trainer) -> None:
-        self.history, self.metrics = trainer.history, list(trainer.metric_names)
+        self.history = trainer.history
         if self in trainer.watchers:
             trainer.watchers.remove(self)
         if self.dashboard is not None:
@@ -1159,7 +1158,7 @@ class Trainer:
         self.step_batches: tuple[int, int] | None = None  # (first, last) batch of the step in progress
         self.resources = Resources(self.device) if resources else None  # sampled each epoch and log interval
         self.watchers: list[Any] = []  # told every log_every steps: on_log(trainer, row) (a Monitor)
-        self.meters: dict[tuple[str, str], _Meter] = {}  # (phase, name) → what log() summed this pass
+        self.meters: dict[str, dict[str, _Meter]] = {"train": {}, "val": {}}  # phase → column → log()'s sums
         self.metric_names: list[str] = []  # every column log() made, in order
         self.shown_metrics: list[str] = []  # those the epoch line shows
         self.phase: str | None = None  # "train" or "val" while a pass runs: where log() sums go
@@ -1243,7 +1242,7 @@ class Trainer:
         elif index == 0:  # a new evaluation: log() sums its own values from here
             self.use_device()
             self.phase = "val"
-            self.meters = {key: meter for key, meter in self.meters.items() if key[0] != "val"}
+            self.meters["val"] = {}
         try:
             with self.precision.forward_context():
                 out, loss = self.strategy.forward(self, x, y, op == "train_epoch")
@@ -1347,18 +1346,16 @@ class Trainer:
                 raise ValueError(f"Trainer.log({name!r}): no epoch has run yet, so there is no row to log to")
             self.history.record(self.epoch, {column: self.read(value.data) if isinstance(value, Tensor) else float(value)})
             return
-        self.meters.setdefault((self.phase, column), _Meter()).add(value)
+        self.meters[self.phase].setdefault(column, _Meter()).add(value)
 
     def _means(self, phase: str) -> dict[str, float]:
         """The means of what ``log()`` summed in ``phase``, read once each; those sums are done."""
-        means = {column: meter.mean() for (p, column), meter in self.meters.items() if p == phase}
-        self.meters = {key: meter for key, meter in self.meters.items() if key[0] != phase}
-        return means
+        meters, self.meters[phase] = self.meters[phase], {}
+        return {column: meter.mean() for column, meter in meters.items()}
 
     def epoch_columns(self) -> dict[str, float]:
         """The epoch's history columns besides its loss and time: learning rates, the metrics logged while it
         trained, and the resources (when sampled)."""
-        self.phase = None
         columns = self.lr_columns() | self._means("train")
         if self.resources is not None:
             columns |= self.resources.sample()
@@ -1956,7 +1953,7 @@ def start_epoch(self: Trainer, loader: Iterable) -> RunningLoss:
     self.running = RunningLoss(self.pending_epoch_totals, self.device)
     self.pending_epoch_totals = None
     self.phase = "train"  # log() sums into this epoch's row from here (an interrupted epoch's sums are gone)
-    self.meters = {key: meter for key, meter in self.meters.items() if key[0] != "train"}
+    self.meters["train"] = {}
     self.use_device()
     if self.nan_check == "interval":
         self.take_snapshot()
