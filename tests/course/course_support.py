@@ -1,9 +1,11 @@
-"""Helpers for the course tooling tests: the CLI, seeded mutants, and grading every module two ways.
+"""Helpers for the course tooling tests: the CLI, seeded mutants, and grading every module three ways.
 
-`grade_all_modules` releases every module, then grades a blank, a reference and each
-seeded mutant submission through real nbgrader (`tinyflo course ...`) and through the
-student loop (`tinyflo module ...`). The two pipelines run side by side; each notebook
-executes once per pipeline. conftest.py runs it once per session.
+`grade_all_modules` releases every module, then grades a blank, a reference, the known cheats
+and each seeded mutant submission: through real nbgrader (`tinyflo course ...`: blank,
+reference, cheats and the first mutant), through the grading engine directly with the hidden
+checks and the course's key (every submission; nbgrader must agree with it exactly), and
+through the student loop (`tinyflo module test`, the visible checks: blank, reference, cheats).
+conftest.py runs it once per session.
 """
 
 from __future__ import annotations
@@ -30,8 +32,16 @@ from mutants import MUTANTS
 import tinyflo
 from tinyflo.cli import main
 from tinyflo.course.export import default_exp, target_path
-from tinyflo.course.kit import grading_notebook
+from tinyflo.course.grading import (
+    DEFAULT_TIMEOUT,
+    grade,
+    module_scenarios,
+    reference_run,
+    seed_for,
+)
+from tinyflo.course.kit import cached_tree, grading_notebook
 from tinyflo.course.notebooks import instructor_notebook, student_notebook, write_notebook
+from tinyflo.course.sandbox import Limits
 from tinyflo.course.source import Module, discover_modules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,6 +122,8 @@ class Outcome:
 
     nbgrader: dict[str, float] | None = None  # grade id -> points, plus "total"
     nbgrader_max: float = 0.0
+    engine: dict[str, float] | None = None  # the engine with hidden checks: grade id -> points
+    engine_errors: dict[str, str | None] = field(default_factory=dict)
     loop: dict | None = None  # the progress.json record of `module test`
     loop_exit: int | None = None
     loop_output: str = ""
@@ -151,6 +163,8 @@ MUTATION_ROWS: list[tuple[str, str, int, int]] = []  # module, task, mutants, ki
 CHEAT_ROWS: dict[tuple[str, str], float] = {}  # (module, cheat) -> points (the higher grader)
 
 CHEATS = ("delegate", "import", "read_source", "delete_setup", "edit_tests", "print_checks")
+COURSE_KEY = "proofs-course-key"
+MUTANT_SEEDS = "mutants"  # every mutant of a module graded with one student's inputs
 
 
 def _defined_names(source: str) -> list[str]:
@@ -260,6 +274,9 @@ def _instructor_pipeline(
     course = root / "course"
     common = ["--dir", str(course), "--modules", str(modules_dir)]
     everyone = list(proofs.values())
+    key = course / "grading" / "course.key"
+    key.parent.mkdir(parents=True, exist_ok=True)
+    key.write_text(COURSE_KEY + "\n")  # `course build` keeps a key it finds
     if _record(everyone, run_cli("course", "build", *common, cwd=root)).returncode:
         return
     # One nbgrader run releases every module; a module that fails leaves no release file.
@@ -310,11 +327,13 @@ LOOP_WORKERS = 2  # `module test` runs at a time: each is a process with its own
 
 
 def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
-    """`tinyflo module start` in this process, then `module test` in processes, two at a time;
-    one workspace per student and module."""
+    """`tinyflo module start` in this process, then `module test` in processes, two at a time,
+    for the blank, the reference and the cheats; one workspace per student and module."""
     jobs = []
     for slug, proof in proofs.items():
         for student, path in files[slug].items():
+            if student.startswith("mutant"):
+                continue  # the engine grades mutants with the hidden checks (`_engine`)
             workspace = root / "workspaces" / slug / student
             common = ["--workspace", str(workspace), "--modules", str(modules_dir)]
             code, output = call_cli("module", "start", slug, *common)
@@ -341,6 +360,65 @@ def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModulePro
 
     with ThreadPoolExecutor(max_workers=LOOP_WORKERS) as pool:
         list(pool.map(test, jobs))
+
+
+def _engine(modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
+    """Every submission graded by the engine with the hidden checks, as nbgrader's step does:
+    the course's key, the student's name (one shared name for a module's mutants, whose
+    reference run is then made once)."""
+    modules = discover_modules(modules_dir)
+    jobs = []
+    for slug, proof in proofs.items():
+        module = next(m for m in modules if m.slug == slug)
+        tree = cached_tree(modules, module)
+        reference = {}
+        for student, path in files[slug].items():
+            jobs.append((proof, module, tree, student, path, reference))
+
+    def one(job) -> None:
+        proof, module, tree, student, path, shared = job
+        notebook = (
+            nbformat.read(str(path), as_version=4)
+            if path is not None
+            else student_notebook(grading_notebook(module), module.name)
+        )
+        seeds_of = MUTANT_SEEDS if student.startswith("mutant") else student
+        try:
+            report = grade(
+                notebook,
+                module,
+                tree,
+                hidden=True,
+                student=seeds_of,
+                key=COURSE_KEY,
+                reference_record=shared.get(seeds_of),
+            )
+        except Exception as error:  # the proofs report it against the submission
+            proof.log.append(f"engine grading of {student} failed: {error!r}")
+            return
+        outcome = proof.outcomes.setdefault(student, Outcome())
+        outcome.engine = report.by_id() | {"total": report.points}
+        outcome.engine_errors = {cell.grade_id: cell.error for cell in report.cells}
+
+    # Mutants share one reference run per module: grade one first, then the rest.
+    first = [job for job in jobs if job[3] == "mutant" or not job[3].startswith("mutant")]
+    rest = [job for job in jobs if job not in first]
+    with ThreadPoolExecutor(max_workers=LOOP_WORKERS) as pool:
+        list(pool.map(one, first))
+    for proof, module, tree, _, _, shared in {id(j[5]): j for j in rest}.values():
+        shared[MUTANT_SEEDS] = reference_run(
+            module,
+            tree,
+            DEFAULT_TIMEOUT,
+            True,
+            {
+                task: seed_for(COURSE_KEY, MUTANT_SEEDS, module.slug, task)
+                for task in module_scenarios(module).tasks
+            },
+            Limits(),
+        )
+    with ThreadPoolExecutor(max_workers=LOOP_WORKERS) as pool:
+        list(pool.map(one, rest))
 
 
 def grade_all_modules(root: Path) -> dict[str, ModuleProof]:
@@ -370,5 +448,6 @@ def grade_all_modules(root: Path) -> dict[str, ModuleProof]:
         env.delenv("TINYFLO_MODULES", raising=False)
         nbgrader_side = pool.submit(_instructor_pipeline, root, modules_dir, proofs, files)
         _student_pipeline(root, modules_dir, proofs, files)
+        _engine(modules_dir, proofs, files)
         nbgrader_side.result()
     return proofs

@@ -49,10 +49,10 @@ def test_course_build_writes_config_and_sources(tmp_path):
     assert code == 0, out
     config = (course / "nbgrader_config.py").read_text()
     assert f'c.CourseDirectory.root = "{course}"' in config
-    assert (
-        "c.Execute.timeout = 60\n" in config
-        and 'c.Execute.kernel_name = "tinyflo-grading"' in config
-    )
+    assert "ScenarioGrade, IgnorePattern" in config and "Execute" not in config
+    assert f'c.ScenarioGrade.modules_dir = "{FIXTURE_MODULES.resolve()}"' in config
+    key = course / "grading" / "course.key"
+    assert key.is_file() and oct(key.stat().st_mode & 0o777) == "0o600"
     assert (course / "source" / "00_demo" / "demo.ipynb").is_file()
     (course / "source" / "07_gone").mkdir()
     call_cli("course", "build", "--dir", str(course), "--modules", str(FIXTURE_MODULES))

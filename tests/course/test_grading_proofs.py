@@ -1,8 +1,8 @@
-"""Grading must be able to fail: four proofs per module, through nbgrader and the student loop.
+"""Grading must be able to fail: four proofs per module, through nbgrader, the engine and the student loop.
 
 (a) the release holds no solution code and no hidden tests; (b) the untouched release scores
-0; (c) the reference scores full points; (d) every seeded mutant loses points. And the two
-graders agree cell by cell. New modules are picked up from modules/ automatically.
+0; (c) the reference scores full points; (d) every seeded mutant loses points. And nbgrader
+agrees with the engine cell by cell. New modules are picked up from modules/ automatically.
 """
 
 from __future__ import annotations
@@ -33,12 +33,15 @@ def proof(request, proofs) -> ModuleProof:
     return proofs[request.param.slug]
 
 
-def _outcome(proof: ModuleProof, student: str, nbgrader: bool = True) -> Outcome:
+def _outcome(proof: ModuleProof, student: str, nbgrader: bool = True, loop: bool = True) -> Outcome:
     outcome = proof.outcomes.get(student)
     assert outcome and (outcome.nbgrader is not None or not nbgrader), (
         f"nbgrader produced no grade for {student}/{proof.module.slug}:\n{proof.explain()}"
     )
-    assert outcome.loop is not None, (
+    assert outcome.engine is not None, (
+        f"the engine produced no grade for {student}/{proof.module.slug}:\n{proof.explain()}"
+    )
+    assert outcome.loop is not None or not loop, (
         f"`tinyflo module test` recorded no grade for {student}/{proof.module.slug}:\n{proof.explain()}"
     )
     return outcome
@@ -75,6 +78,7 @@ def test_untouched_release_scores_zero(proof):
     assert blank.nbgrader["total"] == 0, (
         f"nbgrader gave points to a blank notebook: {blank.nbgrader}"
     )
+    assert blank.engine["total"] == 0, blank.engine_errors
     assert blank.loop["points"] == 0 and blank.loop["max_points"] == blank.nbgrader_max, blank.loop
     assert blank.loop_exit == 1, blank.loop_output
 
@@ -84,45 +88,46 @@ def test_reference_scores_full_points(proof):
     assert reference.nbgrader["total"] == reference.nbgrader_max > 0, (
         f"nbgrader: {reference.nbgrader}\n{proof.explain()}"
     )
+    assert reference.engine["total"] == reference.nbgrader_max, reference.engine_errors
     assert reference.loop["points"] == reference.loop["max_points"] == reference.nbgrader_max
     assert reference.loop_exit == 0, reference.loop_output
 
 
 def test_seeded_mutants_lose_points(proof):
-    """Every mutant loses points on the task it breaks (the student loop grades them all,
-    nbgrader the first of each module)."""
+    """Every mutant loses points on the task it breaks (the engine grades them all with the
+    hidden checks, nbgrader the first of each module)."""
     if proof.mutant_error:
         pytest.fail(proof.mutant_error)
     mutants = [student for student in proof.students if student.startswith("mutant")]
     assert mutants, f"no seeded mutant for {proof.module.slug}"
-    full = _outcome(proof, "reference").loop["cells"]
+    full = _outcome(proof, "reference").engine
     survivors = []
     for task in sorted(set(proof.mutant_tasks.values()), key=list(full).index):
         mine = [s for s in mutants if proof.mutant_tasks[s] == task]
         killed = [
-            s for s in mine if _outcome(proof, s, nbgrader=False).loop["cells"][task] < full[task]
+            s
+            for s in mine
+            if _outcome(proof, s, nbgrader=False, loop=False).engine[task] < full[task]
         ]
         MUTATION_ROWS.append((proof.module.slug, task, len(mine), len(killed)))
         survivors += [(s, task) for s in mine if s not in killed]
     assert not survivors, (
         f"mutants of {proof.module.slug} that lose no points on their task: {survivors}"
     )
-    first = _outcome(proof, "mutant")
+    first = _outcome(proof, "mutant", loop=False)
     assert first.nbgrader["total"] < first.nbgrader_max, (
         f"nbgrader gave the first mutant of {proof.module.slug} full points"
     )
-    for student in mutants:
-        assert _outcome(proof, student, nbgrader=False).loop_exit == 1
 
 
-def test_nbgrader_and_student_loop_agree(proof):
+def test_nbgrader_and_the_engine_agree(proof):
+    """nbgrader's pipeline (tinyflo's grading step) and the engine called directly give the
+    same points, cell by cell, for the same student and course key."""
     for student in proof.students:
-        outcome = _outcome(proof, student, nbgrader=False)
+        outcome = _outcome(proof, student, nbgrader=False, loop=False)
         if outcome.nbgrader is None:
-            continue  # a mutant graded by the student loop only
-        by_nbgrader = {k: v for k, v in outcome.nbgrader.items() if k != "total"}
-        assert outcome.loop["cells"] == by_nbgrader, f"{student}:\n{outcome.loop_output}"
-        assert outcome.loop["points"] == outcome.nbgrader["total"]
+            continue  # a mutant graded by the engine only
+        assert outcome.engine == outcome.nbgrader, f"{student}: {outcome.engine_errors}"
 
 
 @pytest.mark.parametrize("cheat", CHEATS)
@@ -130,10 +135,13 @@ def test_known_cheats_score_zero(proof, cheat):
     """Delegating to the reference, importing or reading it, deleting the setup cell, or
     editing the tests earns nothing: the kernel sees hollow modules, and the cells come back."""
     outcome = _outcome(proof, f"cheat_{cheat}")
-    CHEAT_ROWS[(proof.module.slug, cheat)] = max(outcome.nbgrader["total"], outcome.loop["points"])
+    CHEAT_ROWS[(proof.module.slug, cheat)] = max(
+        outcome.nbgrader["total"], outcome.loop["points"], outcome.engine["total"]
+    )
     assert outcome.nbgrader["total"] == 0, (
         f"nbgrader gave the {cheat} cheat points in {proof.module.slug}: {outcome.nbgrader}"
     )
+    assert outcome.engine["total"] == 0, outcome.engine_errors
     assert outcome.loop["points"] == 0, outcome.loop_output
 
 
@@ -154,8 +162,8 @@ def test_no_hidden_line_reaches_the_student(proof):
     }
     assert hidden, f"{proof.module.slug} has no hidden checks"
     for student in proof.students:
-        outcome = _outcome(proof, student, nbgrader=False)
-        shown = [("module test", outcome.loop_output)]
+        outcome = _outcome(proof, student, nbgrader=False, loop=not student.startswith("mutant"))
+        shown = [("module test", outcome.loop_output), ("the engine", repr(outcome.engine_errors))]
         if outcome.autograded is not None:
             assert outcome.feedback is not None, f"no feedback page for {student}"
             page = html.unescape(re.sub(r"<[^>]+>", "", outcome.feedback.read_text()))

@@ -1,38 +1,36 @@
-"""Grade a student's notebook the way `nbgrader autograde` does, without a course folder.
+"""Grade a student's notebook: the course's cells restored, scenarios run, verdicts made apart.
 
-Locked cells (given code and tests) are restored from the course's grading notebook, which
-brings back the call that runs the hidden checks; the notebook runs top to bottom in a fresh
-kernel inside the grading sandbox (tinyflo.course.sandbox); each grade cell scores with
-nbgrader's own rule (full points unless it raised or wrote to stderr). Every cell has a time
-limit; what went wrong is reported against the task and the student's own cell.
+The course's cells (given code, tests) come back from the course; the student's solution cells
+are kept and cells they added are left out. The notebook's code then runs in the grading
+sandbox (tinyflo.course.sandbox, tinyflo.course.runner) with each grade cell replaced by its
+*student scenario* (tinyflo.course.scenarios), and separately, with the same inputs, against
+the reference. The trusted grader (tinyflo.course.verdicts) compares the two runs' values check
+by check; a task earns its points when every check holds. What a student reads comes from
+these records only: points, each failed check's message, and where their own code raised or
+looped, never what their code printed or raised as text.
 """
 
 from __future__ import annotations
 
-import atexit
 import copy
-import dataclasses
 import functools
+import hashlib
 import json
 import os
-import re
-import sys
-import tempfile
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinyflo.course.checks import scrub, secret_lines
-from tinyflo.course.notebooks import graded_source, require
-from tinyflo.course.sandbox import CHECKS_NAME
+from tinyflo.course.engine import RunRecord, run_job
+from tinyflo.course.notebooks import instructor_notebook
+from tinyflo.course.sandbox import Limits
+from tinyflo.course.scenarios import Check, TaskScenario, build_task, names_read, pure_helpers
+from tinyflo.course.source import CourseError, Module
+from tinyflo.course.verdicts import BadValue, Helpers, decide, reference_values, student_values
 
 DEFAULT_TIMEOUT = 60  # seconds per cell; a cell may ask for more: tinyflo={"timeout": 300}
-TIMEOUT_ERROR = "CellTimeoutError"
-KERNEL_STOPPED = "KernelStopped"  # the error of a cell that did not run: see StopsLoopingKernels
-INTERRUPT_GRACE = 5  # seconds a kernel has to answer after its cell was interrupted
-_CELL_FILE = re.compile(r"\(\d+\.py, line (\d+)\)")  # IPython's name for a cell's code
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+DEFAULT_BUDGET = 900  # seconds for a whole notebook
+VISIBLE_SEED = "visible"  # `tinyflo module test`: the visible scenarios, one fixed seed
 
 
 def cell_timeout(cell: Any, default: int = DEFAULT_TIMEOUT) -> int:
@@ -136,349 +134,405 @@ def restore_locked_cells(submission: Any, source: Any) -> Any:
     return notebook
 
 
-@functools.cache
-def kernel_manager_class() -> type:
-    """A kernel manager whose kernels start in the grading sandbox of one grading tree."""
-    manager = require("jupyter_client.manager")
-    traitlets = require("traitlets")
-
-    class SandboxKernelManager(manager.AsyncKernelManager):
-        tree = traitlets.Unicode("", help="the grading tree").tag(config=True)
-        sandboxed = traitlets.Bool(True, help="run inside bubblewrap").tag(config=True)
-
-        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
-            """`python -m tinyflo.course.sandbox` with the tree, not the kernelspec's command."""
-            command = [sys.executable, "-m", "tinyflo.course.sandbox", "--tree", self.tree]
-            if not self.sandboxed:
-                command.append("--no-sandbox")
-            return [*command, "-f", self.connection_file, *(extra_arguments or [])]
-
-        async def interrupt_kernel(self) -> None:
-            # By message, not by signal: a SIGINT to the kernel's process group would reach
-            # bubblewrap first, which dies and takes the kernel with it.
-            if self.has_kernel:
-                self._connect_control_socket()
-                self.session.send(self._control_socket, self.session.msg("interrupt_request", {}))
-
-    return SandboxKernelManager
+# --- scenarios of a module ----------------------------------------------------------------------
 
 
-def execute(
-    notebook: Any,
-    workdir: Path,
-    tree: Path,
-    timeout: int = DEFAULT_TIMEOUT,
-    sandboxed: bool = True,
-) -> str | None:
-    """Run every cell in a fresh kernel in the grading sandbox; returns why the kernel died, if so."""
-    nbclient = require("nbclient")
-    traitlets_config = require("traitlets.config")
-    with tempfile.TemporaryDirectory(prefix="tinyflo-kernel-") as scratch:
-        config = traitlets_config.Config()
-        # Unix sockets in a folder of our own instead of TCP ports: the sandbox has no network,
-        # and a port picked for this kernel could be taken by another kernel starting beside it.
-        config.SandboxKernelManager.transport = "ipc"
-        config.SandboxKernelManager.ip = os.path.join(scratch, "kernel-ipc")
-        config.SandboxKernelManager.connection_file = os.path.join(scratch, "kernel.json")
-        config.SandboxKernelManager.tree = str(tree)
-        config.SandboxKernelManager.sandboxed = sandboxed
-        client = _grading_client_class()(
-            notebook,
-            config=config,
-            kernel_manager_class=kernel_manager_class(),
-            timeout=timeout,
-            timeout_func=lambda cell: cell_timeout(cell, timeout),
-            allow_errors=True,
-            interrupt_on_timeout=True,
-            error_on_timeout={"ename": TIMEOUT_ERROR, "evalue": "", "traceback": []},
-            extra_arguments=["--HistoryManager.hist_file=:memory:"],  # as nbgrader's Execute does
-            resources={"metadata": {"path": str(workdir)}},
-        )
-        log_path = Path(scratch) / "kernel-stderr.txt"
-        # The kernel's own stderr carries launcher noise (cell output comes separately), but
-        # when the kernel dies its last line says why.
-        with open(log_path, "wb") as log:
-            try:
-                _execute_interruptibly(client, log)
-            except nbclient.exceptions.DeadKernelError as error:
-                return f"the kernel died ({_last_line(log_path) or error})"
-            except RuntimeError as error:
-                if "before replying to kernel_info" not in str(error) and "died" not in str(error):
-                    raise
-                return f"the kernel did not start ({_last_line(log_path) or error})"
-            finally:
-                # After a failed start nbclient has cleaned up but left its exit hook behind,
-                # which would fail at interpreter exit; after a good run it is gone already.
-                atexit.unregister(client._cleanup_kernel)
-    return None
+@dataclass(frozen=True)
+class ModuleScenarios:
+    """Every grade cell of a module as scenarios, for one scope (visible only, or all)."""
+
+    tasks: dict[str, TaskScenario]
+    helpers: dict[str, str]  # the module's own comparison helpers, as source
+
+    def check(self, check_id: str) -> Check | None:
+        task = self.tasks.get(check_id.rsplit("/", 1)[0])
+        return next((c for c in task.checks if c.id == check_id), None) if task else None
 
 
-def _kill_kernel(km: Any) -> None:
-    """Kill a kernel's process (in the sandbox: bubblewrap, which takes the kernel with it)."""
-    process = getattr(getattr(km, "provisioner", None), "process", None)
-    if process is not None and process.poll() is None:
-        process.kill()
-
-
-def _execute_interruptibly(client: Any, log: Any) -> None:
-    """`client.execute()` in a worker thread, so that Ctrl-C reaches this one.
-
-    A SIGINT inside nbclient's event loop ends in a cancelled task and a traceback; here the
-    main thread catches it, kills the kernel (bubblewrap takes the sandbox with it) and
-    raises a plain KeyboardInterrupt, which the command line reports in one line.
-    """
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            client.execute(stderr=log)
-        except BaseException as error:  # handed to the main thread
-            failure.append(error)
-
-    worker = threading.Thread(target=run, name="tinyflo-grading", daemon=True)
-    worker.start()
-    try:
-        while worker.is_alive():
-            worker.join(0.2)
-    except KeyboardInterrupt:
-        _kill_kernel(client.km)
-        worker.join(10)
-        raise KeyboardInterrupt from None
-    if failure:
-        raise failure[0]
-
-
-class StopsLoopingKernels:
-    """For a notebook client (ours, or nbgrader's Execute): after each cell, record an error the
-    cell hid; when a cell ran out of time and its kernel still does not answer a few seconds
-    after the interrupt (a loop that swallows KeyboardInterrupt), stop the kernel and report
-    every later cell as not run, instead of letting each wait out its own limit."""
-
-    stopped: str | None = None
-
-    async def on_cell_executed(self, cell: Any, execute_reply: dict, **_: Any) -> None:
-        _record_unshown_error(cell, execute_reply)
-        if self.stopped is not None:
-            # Only now: stopped while its cell was still awaited, nbclient would call the
-            # whole notebook's kernel dead.
-            _kill_kernel(self.km)
-
-    async def _async_handle_timeout(self, timeout: int, cell: Any = None) -> Any:
-        reply = await super()._async_handle_timeout(timeout, cell)  # interrupts the kernel
-        try:
-            await self.kc.kernel_info(reply=True, timeout=INTERRUPT_GRACE)
-        except Exception:
-            name = _nbgrader(cell).get("grade_id") or f"#{self.nb.cells.index(cell) + 1}"
-            self.stopped = (
-                f"not run: cell `{name}` kept running past its limit, so its kernel was stopped"
-            )
-            self.raise_on_iopub_timeout = False  # a looping kernel sends nothing more
-        return reply
-
-    async def async_execute_cell(
-        self, cell: Any, cell_index: int, *args: Any, **kwargs: Any
-    ) -> Any:
-        if self.stopped is None or cell.cell_type != "code":
-            return await super().async_execute_cell(cell, cell_index, *args, **kwargs)
-        nbformat = require("nbformat")
-        cell.outputs = [
-            nbformat.v4.new_output("error", ename=KERNEL_STOPPED, evalue=self.stopped, traceback=[])
-        ]
-        return cell
-
-    def execute_cell(self, *args: Any, **kwargs: Any) -> Any:
-        # nbconvert's ExecutePreprocessor (nbgrader's Execute) calls the synchronous form.
-        return require("jupyter_core.utils").run_sync(self.async_execute_cell)(*args, **kwargs)
-
-
-@functools.cache
-def _grading_client_class() -> type:
-    nbclient = require("nbclient")
-
-    class GradingClient(StopsLoopingKernels, nbclient.NotebookClient):
-        """nbclient's NotebookClient that stops a kernel which keeps looping."""
-
-    return GradingClient
-
-
-def _record_unshown_error(cell: Any, execute_reply: dict) -> None:
-    """A cell whose reply is an error but that showed none (its code hid the traceback) fails.
-
-    nbgrader's Execute does the same, so the two graders agree.
-    """
-    content = execute_reply.get("content", {})
-    if content.get("status") != "error":
-        return
-    if any(o.output_type == "error" and o.ename == content.get("ename") for o in cell.outputs):
-        return
-    nbformat = require("nbformat")
-    cell.outputs.append(
-        nbformat.v4.new_output(
-            "error",
-            ename=content.get("ename", "Error"),
-            evalue=content.get("evalue", ""),
-            traceback=content.get("traceback") or ["the cell's code hid its error"],
-        )
-    )
-
-
-_KERNEL_BANNER = ("--existing", "To connect another client", "NOTE:", "To exit, ", "To read more")
-
-
-def _last_line(path: Path) -> str:
-    """The last non-blank line of a kernel's log that is not its start-up banner, or ''."""
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    meaningful = (line.strip() for line in reversed(lines) if line.strip())
-    return next((line for line in meaningful if not line.startswith(_KERNEL_BANNER)), "")
-
-
-def _plain(text: str) -> str:
-    return _ANSI.sub("", text)
-
-
-def _student_line(output: Any) -> str:
-    """The line of the student's own code an error points at, from the kernel's traceback."""
-    lines = [_plain(line) for entry in output.get("traceback", []) for line in entry.splitlines()]
-    if output.ename in ("SyntaxError", "IndentationError", "TabError"):
-        # IPython shows the offending line just above its caret line.
-        for before, line in zip(lines, lines[1:]):
-            if line.strip() and set(line.strip()) <= {"^", "~"}:
-                return before.strip()
-        return ""
-    arrows = [line for line in lines if "---->" in line]
-    if not arrows:
-        return ""
-    return arrows[-1].split("---->", 1)[1].strip().split(" ", 1)[-1].strip()
-
-
-def _failure(cell: Any) -> str | None:
-    """The first thing a student needs: the exception and their line, or what went to stderr."""
-    for output in cell.get("outputs", []):
-        if output.output_type == "error":
-            if output.ename == KERNEL_STOPPED:
-                return output.evalue
-            if output.ename == "NotImplementedError" and not output.evalue.startswith("tinyflo."):
-                return "NotImplementedError: a solution is still the stub; write your code there"
-            evalue = _CELL_FILE.sub(r"(line \1 of the cell)", output.evalue)
-            text = f"{output.ename}: {evalue}" if evalue else output.ename
-            line = "" if output.ename == "HiddenCheckFailed" else _student_line(output)
-            return f"{text} (at `{line}`)" if line else text
-        if output.output_type == "stream" and output.name == "stderr":
-            first = next((line.strip() for line in output.text.splitlines() if line.strip()), "")
-            return f"wrote to stderr, which nbgrader grades as a failure: {first}"
-    return None
-
-
-def _timed_out(cell: Any) -> bool:
-    return any(
-        o.output_type == "error" and o.ename == TIMEOUT_ERROR for o in cell.get("outputs", [])
-    )
-
-
-def score_cell(cell: Any, died: str | None = None) -> CellScore:
-    """Score one executed grade cell with nbgrader's own `determine_grade`."""
-    utils = require("nbgrader.utils")
-    meta = _nbgrader(cell)
-    max_points = float(meta["points"])
-    if cell.cell_type == "code" and cell.execution_count is None and not cell.get("outputs"):
-        return CellScore(meta["grade_id"], 0.0, max_points, died or "the cell did not run")
-    points, _ = utils.determine_grade(cell)
-    error = _failure(cell)
-    if points is None:
-        return CellScore(meta["grade_id"], 0.0, max_points, "needs manual grading in nbgrader")
-    if points < max_points and error is None:
-        error = "the cell reported partial credit"
-    return CellScore(meta["grade_id"], float(points), max_points, error)
-
-
-def _task_problems(cells: list[Any], timeout: int, course_ids: set[str]) -> dict[str, str]:
-    """What went wrong in the student's code cells before each grade cell, against its task."""
-    problems: dict[str, str] = {}
-    pending: list[str] = []
-    for number, cell in enumerate(cells, start=1):
+@functools.lru_cache(maxsize=32)
+def _module_scenarios(path: Path, text: str, module: Module, hidden: bool) -> ModuleScenarios:
+    notebook = instructor_notebook(module)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    course = [c.source for c in code if not _nbgrader(c).get("grade") and not _is_solution(c)]
+    helpers = pure_helpers(course)
+    tasks: dict[str, TaskScenario] = {}
+    for cell in code:
         meta = _nbgrader(cell)
-        if meta.get("grade"):
-            if pending:
-                problems[meta["grade_id"]] = pending[0]
-            elif _timed_out(cell):
-                limit = cell_timeout(cell, timeout)
-                problems[meta["grade_id"]] = (
-                    f"the tests in cell `{meta['grade_id']}` ran past {limit} s and were stopped: "
-                    "your code loops, or is far too slow"
-                )
-            pending = []
+        if not meta.get("grade"):
             continue
+        others = frozenset().union(*(names_read(o.source) for o in code if o is not cell))
+        try:
+            tasks[meta["grade_id"]] = build_task(
+                meta["grade_id"], cell.source, hidden, frozenset(helpers), others
+            )
+        except (SyntaxError, ValueError) as error:
+            raise CourseError(
+                f"{module.relpath()}, grade cell {meta['grade_id']!r}: {error}"
+            ) from None
+    return ModuleScenarios(tasks, helpers)
+
+
+def module_scenarios(module: Module, hidden: bool = True) -> ModuleScenarios:
+    """The scenarios of every grade cell of `module` (hidden checks too, unless `hidden` is
+    False: what `tinyflo module test` runs)."""
+    return _module_scenarios(module.path, module.path.read_text("utf-8"), module, hidden)
+
+
+def seed_for(key: str, student: str, module: str, task: str) -> int:
+    """The seed of one task's random inputs: the course's key, the student and the task."""
+    digest = hashlib.sha256("\0".join((key, student, module, task)).encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+# --- jobs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobCell:
+    """One cell of a job, as the report names it."""
+
+    name: str  # grade id, or `#N (a course cell)`
+    student: bool
+    source: str
+    task: str | None = None
+
+
+def _job(
+    cells: list[Any],
+    scenarios: ModuleScenarios,
+    reference: bool,
+    timeout: int,
+    seeds: dict[str, int],
+    course_ids: set,
+) -> tuple[dict, list[JobCell]]:
+    """The runner's job for a notebook's cells (course cells restored), and its cells' names."""
+    job_cells, named = [], []
+    modes: dict[str, list[str]] = {}
+    for number, cell in enumerate(cells, start=1):
         if cell.cell_type != "code":
             continue
-        if not (_is_solution(cell) or cell.get("id") not in course_ids):
-            continue  # given code: its errors follow from the student's, reported there
-        name = meta.get("grade_id") or f"#{number} (a cell you added)"
-        if _timed_out(cell):
-            limit = cell_timeout(cell, timeout)
-            pending.append(f"your code in cell `{name}` ran past {limit} s and was stopped")
-        elif not any(o.get("ename") == KERNEL_STOPPED for o in cell.get("outputs", [])):
-            failure = _failure(cell)
-            if failure and not failure.startswith("wrote to stderr"):
-                pending.append(f"your code in cell `{name}` failed: {failure}")
+        meta = _nbgrader(cell)
+        limit = cell_timeout(cell, timeout)
+        if meta.get("grade"):
+            task = scenarios.tasks.get(meta["grade_id"])
+            if task is None:
+                continue
+            source = task.reference_code if reference else task.student_code
+            job_cells.append(
+                {"kind": "task", "task": task.task, "source": source, "timeout": limit}
+            )
+            named.append(JobCell(meta["grade_id"], False, cell.source, task.task))
+            for check in task.checks:
+                modes[check.id] = [
+                    op.mode if (reference or op.student) else "discard"
+                    for op in check.operands
+                    if reference or op.evaluated
+                ]
+            continue
+        if cell.get("id") not in course_ids:
+            continue  # a cell the student added: not part of the module's code
+        student = _is_solution(cell)
+        job_cells.append(
+            {"kind": "code", "source": cell.source, "timeout": limit, "student": student}
+        )
+        named.append(JobCell(meta.get("grade_id") or f"#{number}", student, cell.source))
+    return {"cells": job_cells, "modes": modes, "seeds": seeds}, named
+
+
+# --- verdicts -----------------------------------------------------------------------------------
+
+
+def _line(source: str, number: int) -> str:
+    lines = source.splitlines()
+    return lines[number - 1].strip()[:120] if 0 < number <= len(lines) else ""
+
+
+def _place(named: list[JobCell], at: list | None) -> str:
+    """`cell `x`, line 3: `return a + b`` for a place in the student's own code."""
+    if not at or not 0 <= at[0] < len(named) or not named[at[0]].student:
+        return ""
+    cell = named[at[0]]
+    text = _line(cell.source, at[1])
+    return f"cell `{cell.name}`, line {at[1]}" + (f": `{text}`" if text else "")
+
+
+def _label(check: Check, checks: list[Check]) -> str:
+    total = sum(1 for c in checks if c.hidden == check.hidden)
+    kind = "hidden check" if check.hidden else "check"
+    return f"{kind} {check.number} of {total} of task `{check.task}`"
+
+
+def _check_holds(
+    check: Check, student: RunRecord, reference: RunRecord, helpers: Helpers
+) -> bool | None:
+    """Whether the student's records of `check` match the reference's (None: the reference
+    itself fails the check, a mistake in the course)."""
+    if check.kind == "reached":
+        return student.reached.get(check.id, 0) == reference.reached.get(check.id, 0)
+    theirs = student.observations.get(check.id, [])
+    ours = reference.observations.get(check.id, [])
+    expected = [reference_values(check, raw) for raw in ours]
+    for raw, values in zip(ours, expected):
+        shipped = any(v is None and op.student for v, op in zip(raw, check.operands))
+        if not shipped and not decide(check.condition, check, values, values, helpers):
+            return None
+    if len(theirs) != len(ours):
+        return False
+    for raw, values in zip(theirs, expected):
+        try:
+            mine = student_values(check, raw)
+        except BadValue:
+            return False
+        if not decide(check.condition, check, mine, values, helpers):
+            return False
+    return True
+
+
+def _why_task_failed(outcome, named: list[JobCell], timeout: int) -> str:
+    """What stopped a task's scenario early, in the student's terms ('' if nothing did)."""
+    if outcome.skipped is not None:
+        where = _place(named, outcome.skipped)
+        return "not run again: it calls your code that ran out of time earlier" + (
+            f" ({where})" if where else ""
+        )
+    if outcome.timeout is not None:
+        where = _place(named, outcome.timeout)
+        return f"its tests ran past {timeout} s and were stopped" + (
+            f"; your code was running at {where}"
+            if where
+            else ": your code loops, or is far too slow"
+        )
+    if outcome.stopped == "budget":
+        return "not run: the notebook's time budget ran out"
+    if outcome.stopped == "results":
+        return "your code produced more results than the grader takes"
+    if outcome.stopped in ("crash", "events"):
+        return "your code ended the grading process"
+    if not outcome.started:
+        return "not run"
+    if outcome.raised:
+        where = _place(named, outcome.raised.get("at"))
+        name = outcome.raised.get("type") or "an error"
+        if name == "NotImplementedError" and where:
+            return f"your code raised NotImplementedError ({where}): a solution is still the stub"
+        return f"your code raised {name}" + (f" ({where})" if where else "")
+    return ""
+
+
+def _code_problems(student: RunRecord, named: list[JobCell], timeout: int) -> dict[str, str]:
+    """For each task, the first problem of the student's own code cells before it."""
+    problems: dict[str, str] = {}
+    pending: list[str] = []
+    for index, cell in enumerate(named):
+        outcome = student.cells[index]
+        if cell.task is not None:
+            if pending:
+                problems[cell.task] = pending[0]
+            pending = []
+            continue
+        if not cell.student:
+            continue
+        if outcome.timeout is not None:
+            pending.append(f"your code in cell `{cell.name}` ran past {timeout} s and was stopped")
+        elif outcome.raised:
+            kind = outcome.raised.get("type") or "an error"
+            where = _place(named, outcome.raised.get("at"))
+            if kind == "NotImplementedError":
+                pending.append(f"cell `{cell.name}` is still the stub: write your code there")
+            else:
+                pending.append(
+                    f"your code in cell `{cell.name}` failed: {kind}"
+                    + (f" ({where})" if where else "")
+                )
     return problems
 
 
-def tree_secrets(tree: Path) -> list[str]:
-    """The hidden-check lines of a grading tree, to scrub from what the student reads."""
-    path = tree / CHECKS_NAME
-    return secret_lines(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else []
+def score(
+    named: list[JobCell],
+    points: dict[str, float],
+    scenarios: ModuleScenarios,
+    student: RunRecord,
+    reference: RunRecord,
+    timeout: int,
+    module: str = "",
+) -> list[CellScore]:
+    """Every task's points and, where some were lost, why, from the two runs' records."""
+    helpers = Helpers(scenarios.helpers)
+    problems = _code_problems(student, named, timeout)
+    scores = []
+    for index, cell in enumerate(named):
+        if cell.task is None:
+            continue
+        task = scenarios.tasks[cell.task]
+        outcome = student.cells[index]
+        if reference.cells[index].raised or reference.cells[index].timeout is not None:
+            raise CourseError(
+                f"{module}: the reference does not pass task {cell.task}: it raised "
+                f"{(reference.cells[index].raised or {}).get('type', 'nothing')} "
+                f"(timeout: {reference.cells[index].timeout is not None})"
+            )
+        failure = None
+        for check in task.checks:
+            holds = _check_holds(check, student, reference, helpers)
+            if holds is None:
+                raise CourseError(
+                    f"{module}: the reference fails its own check {check.id} "
+                    f"({check.message!r}); fix the test or the solution"
+                )
+            if not holds:
+                failure = f"{_label(check, task.checks)}: {check.message}"
+                break
+        stopped = _why_task_failed(outcome, named, timeout)
+        if failure is None and stopped:
+            failure = stopped
+        elif failure is not None and stopped:
+            failure = f"{failure} — {stopped}"
+        if failure is not None and cell.task in problems:
+            failure = f"{problems[cell.task]}; {failure}"
+        maximum = points[cell.task]
+        scores.append(CellScore(cell.task, 0.0 if failure else maximum, maximum, failure))
+    return scores
+
+
+# --- grading ------------------------------------------------------------------------------------
 
 
 def grade(
     submission: Any,
-    source: Any,
-    workdir: Path,
+    module: Module,
     tree: Path,
     timeout: int = DEFAULT_TIMEOUT,
     sandboxed: bool = True,
-    released: bool = False,
+    hidden: bool = True,
+    student: str = "",
+    key: str = VISIBLE_SEED,
+    limits: Limits | None = None,
+    reference_tree: Path | None = None,
+    reference_record: RunRecord | None = None,
+    slot: int = 0,
 ) -> GradeReport:
-    """Restore the course's cells from `source` (the grading notebook), run, and score it.
+    """Grade `submission` (a notebook) on `module`: restore the course's cells, run the
+    student's code and the reference on the same scenarios, compare.
 
-    `released`: `source` is a release notebook (a student kit's), already without solutions.
+    `hidden=False` runs the visible checks only (`tinyflo module test`); `student` and `key`
+    choose the random inputs of each task (`seed_for`). `tree` is the grading tree the
+    student's code runs on; the reference runs on `reference_tree` (default: the same).
     """
-    graded = copy.deepcopy(source) if released else graded_source(source)
-    notebook = restore_locked_cells(submission, graded)
-    died = execute(notebook, workdir, tree, timeout, sandboxed)
-    problems = _task_problems(notebook.cells, timeout, {cell.get("id") for cell in graded.cells})
-    executed = {
-        _nbgrader(cell)["grade_id"]: cell for cell in notebook.cells if _nbgrader(cell).get("grade")
+    from tinyflo.course.kit import grading_notebook
+
+    limits = limits or Limits(cell_timeout=timeout)
+    limits = Limits(**{**vars(limits), "cell_timeout": timeout})
+    scenarios = module_scenarios(module, hidden)
+    source = grading_notebook(module)
+    restored = restore_locked_cells(submission, _without_solutions(source, module))
+    course_ids = {cell.get("id") for cell in source.cells}
+    seeds = {task: seed_for(key, student, module.slug, task) for task in scenarios.tasks}
+    job, named = _job(restored.cells, scenarios, False, timeout, seeds, course_ids)
+    record = run_job(job, tree, limits, sandboxed, slot)
+    if reference_record is None:
+        reference_record = reference_run(
+            module, reference_tree or tree, timeout, hidden, seeds, limits, sandboxed, slot
+        )
+    points = {
+        _nbgrader(c)["grade_id"]: float(_nbgrader(c).get("points", 0))
+        for c in source.cells
+        if _nbgrader(c).get("grade")
     }
-    results = []
-    hidden = tree_secrets(tree)
-    for cell in graded.cells:
-        meta = _nbgrader(cell)
-        if not meta.get("grade"):
-            continue
-        score = score_cell(executed[meta["grade_id"]], died)
-        problem = problems.get(meta["grade_id"])
-        if problem:
-            score = dataclasses.replace(
-                score, error=problem if not score.passed else f"passed, but {problem}"
+    if record.problem:
+        named_problem = record.problem
+        cells = [
+            CellScore(task, 0.0, points[task], f"not graded: {named_problem}")
+            for task in scenarios.tasks
+        ]
+        return GradeReport(tuple(cells), sandboxed)
+    return GradeReport(
+        tuple(score(named, points, scenarios, record, reference_record, timeout, module.relpath())),
+        sandboxed,
+    )
+
+
+def reference_run(
+    module: Module,
+    tree: Path,
+    timeout: int,
+    hidden: bool,
+    seeds: dict[str, int],
+    limits: Limits,
+    sandboxed: bool = True,
+    slot: int = 0,
+) -> RunRecord:
+    """The reference's run of the module's scenarios with the given seeds."""
+    from tinyflo.course.kit import grading_notebook
+
+    scenarios = module_scenarios(module, hidden)
+    notebook = grading_notebook(module)
+    course_ids = {cell.get("id") for cell in notebook.cells}
+    # A generous limit: the reference is never the one that loops.
+    generous = Limits(**{**vars(limits), "notebook_timeout": max(limits.notebook_timeout, 3600)})
+    job, _ = _job(notebook.cells, scenarios, True, max(timeout, 300), seeds, course_ids)
+    record = run_job(job, tree, generous, sandboxed, slot)
+    if record.problem:
+        raise CourseError(f"{module.relpath()}: the reference run failed: {record.problem}")
+    return record
+
+
+def _without_solutions(notebook: Any, module: Module) -> Any:
+    """The notebook submissions are restored from: solutions as the release has them."""
+    from tinyflo.course.notebooks import graded_source
+
+    return copy.deepcopy(notebook) if module.released else graded_source(notebook, module.name)
+
+
+EXPECTED_NAME = "expected.json"  # beside a kit's release notebook: the reference's visible run
+
+
+def visible_seeds(module: Module) -> dict[str, int]:
+    """The fixed inputs of `tinyflo module test`."""
+    return {
+        task: seed_for(VISIBLE_SEED, "", module.slug, task)
+        for task in module_scenarios(module, False).tasks
+    }
+
+
+def visible_reference(
+    module: Module, tree: Path, timeout: int = DEFAULT_TIMEOUT, sandboxed: bool = True
+) -> RunRecord:
+    """The reference's run of the visible checks: shipped with a student kit, else computed
+    once per grading tree and kept beside it."""
+    if module.released:
+        path = module.path.parent / EXPECTED_NAME
+        if not path.is_file():
+            raise CourseError(
+                f"{path} is missing: this kit cannot grade {module.slug}; ask your instructor "
+                "for a kit made by `tinyflo course release`"
             )
-        if score.error:
-            score = dataclasses.replace(score, error=scrub(score.error, hidden))
-        results.append(score)
-    return GradeReport(tuple(results), sandboxed)
+        return RunRecord.from_json(json.loads(path.read_text(encoding="utf-8")))
+    cached = tree / EXPECTED_NAME
+    if cached.is_file():
+        return RunRecord.from_json(json.loads(cached.read_text(encoding="utf-8")))
+    record = reference_run(
+        module, tree, timeout, False, visible_seeds(module), Limits(cell_timeout=timeout), sandboxed
+    )
+    _write_atomically(cached, json.dumps(expected_only(record, module_scenarios(module, False))))
+    return record
 
 
-def scrub_notebook(notebook: Any, lines: list[str]) -> Any:
-    """Every output of `notebook` with hidden-check code replaced (see checks.scrub)."""
-    if not lines:
-        return notebook
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            if "text" in output:
-                output.text = scrub(output.text, lines)
-            if "evalue" in output:
-                output.evalue = scrub(output.evalue, lines)
-                output.traceback = [scrub(entry, lines) for entry in output.traceback]
-            for kind, value in output.get("data", {}).items():
-                if isinstance(value, str) and kind.startswith("text/"):
-                    output.data[kind] = scrub(value, lines)
-    return notebook
+def expected_only(record: RunRecord, scenarios: ModuleScenarios) -> dict:
+    """A reference run as a kit ships it: the expected side of each check, never the values
+    the student's code must produce (those stay with the instructor)."""
+    data = record.to_json()
+    for check_id, records in data["observations"].items():
+        check = scenarios.check(check_id)
+        if check is None:
+            continue
+        data["observations"][check_id] = [
+            [None if operand.student else value for operand, value in zip(check.operands, raw)]
+            for raw in records
+        ]
+    return data
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)

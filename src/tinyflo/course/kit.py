@@ -1,9 +1,8 @@
 """What grading and students get from the modules: grading trees, hidden checks, the student kit.
 
 * `grading_notebook(module)`: the instructor's notebook with every hidden region replaced by
-  a call to `run_hidden_checks` (course/source/ holds this; nbgrader restores its grade
-  cells, so the hidden code itself is in no notebook).
-* `hidden_checks(module)`: the checks the grading kernel runs, by task.
+  a placeholder line (course/source/ holds this; nbgrader restores its grade cells, so the
+  hidden code itself is in no notebook).
 * `build_tree(...)`: the `tinyflo` package a grading kernel imports — working code for the
   modules before the graded one, hollow copies (see tinyflo.course.sandbox.hollow) of the
   graded module and every later one.
@@ -34,7 +33,7 @@ from tinyflo.course.notebooks import (
     require,
     student_notebook,
 )
-from tinyflo.course.sandbox import CHECKS_NAME, PACKAGE_DIR, hollow
+from tinyflo.course.sandbox import PACKAGE_DIR, hollow
 from tinyflo.course.source import CourseError, Module
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the calling environment's tinyflo/
@@ -80,15 +79,9 @@ def _grading_notebook(path: Path, text: str, module: Module) -> tuple[Any, dict]
 
 
 def grading_notebook(module: Module) -> Any:
-    """The instructor's notebook with each hidden region replaced by the checks' runner."""
+    """The instructor's notebook with each hidden region replaced by a placeholder line."""
     notebook, _ = _grading_notebook(module.path, module.path.read_text("utf-8"), module)
     return copy.deepcopy(notebook)
-
-
-def hidden_checks(module: Module) -> dict[str, list[dict]]:
-    """{task: [{"code", "message"}, ...]}: what `run_hidden_checks` runs for each task."""
-    _, checks = _grading_notebook(module.path, module.path.read_text("utf-8"), module)
-    return checks
 
 
 def reference_source(module: Module) -> str:
@@ -174,7 +167,6 @@ def build_tree(
     modules: list[Module],
     graded: Module,
     earlier: Callable[[Module], str] = reference_source,
-    checks: bool = True,
 ) -> Path:
     """Write the grading tree of `graded` into `target` (replaced); returns `target`."""
     if target.exists():
@@ -197,8 +189,6 @@ def build_tree(
     for dotted in hollowed:
         path = target_path(package / "tinyflo", dotted)
         path.write_text(hollow(path.read_text("utf-8"), f"tinyflo.{dotted}", keep[dotted]))
-    if checks:
-        (target / CHECKS_NAME).write_text(json.dumps(hidden_checks(graded)), encoding="utf-8")
     return target
 
 
@@ -214,12 +204,11 @@ def cached_tree(
     modules: list[Module],
     graded: Module,
     earlier: Callable[[Module], str] = reference_source,
-    checks: bool = True,
 ) -> Path:
     """A grading tree for `graded`, built once per distinct content of everything in it."""
     # Each earlier module's code, computed once: it names the tree and then fills it.
     before = {m.slug: earlier(m) for m in modules if m.number < graded.number}
-    parts = [str(graded.number), str(checks)]
+    parts = [str(graded.number)]
     for module in modules:
         parts.append(before[module.slug] if module.slug in before else module.path.read_text())
     for path in sorted(PACKAGE_ROOT.rglob("*.py")):
@@ -231,7 +220,7 @@ def cached_tree(
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{graded.slug}-", dir=target.parent))
     try:
-        build_tree(building, modules, graded, lambda module: before[module.slug], checks)
+        build_tree(building, modules, graded, lambda module: before[module.slug])
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
@@ -372,6 +361,27 @@ def _copy_milestones(modules: list[Module], target: Path) -> None:
         shutil.copyfile(script, destination)
 
 
+def _write_expected(folder: Path, modules: list[Module], module: Module) -> None:
+    """What `tinyflo module test` compares with in a kit: the reference's run of the visible
+    checks, reduced to their expected sides (tinyflo.course.grading.expected_only)."""
+    from tinyflo.course.grading import (
+        EXPECTED_NAME,
+        expected_only,
+        module_scenarios,
+        visible_reference,
+    )
+    from tinyflo.course.sandbox import bwrap_works
+
+    if module.released:
+        source = module.path.parent / EXPECTED_NAME
+        if source.is_file():
+            shutil.copyfile(source, folder / EXPECTED_NAME)
+        return
+    record = visible_reference(module, cached_tree(modules, module), sandboxed=not bwrap_works())
+    data = expected_only(record, module_scenarios(module, False))
+    (folder / EXPECTED_NAME).write_text(json.dumps(data), encoding="utf-8")
+
+
 def kit_readme(wheel: str) -> str:
     """The README of a student kit: the one command that installs it, and the loop."""
     return (
@@ -416,14 +426,9 @@ def build_student_kit(out: Path, modules: list[Module], version: str | None = No
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(stub_source(module), encoding="utf-8")
             release = release_notebook(module)
-            write_notebook(
-                release,
-                package
-                / "course"
-                / "release"
-                / module.slug
-                / module.path.with_suffix(".ipynb").name,
-            )
+            folder = package / "course" / "release" / module.slug
+            write_notebook(release, folder / module.path.with_suffix(".ipynb").name)
+            _write_expected(folder, modules, module)
         (package / "core" / "__init__.py").write_text(render_init("core", produced))
         _copy_milestones(modules, package / "course" / MILESTONES_DIR)
         if out.exists():

@@ -1,48 +1,66 @@
-"""The grading sandbox: a kernel that cannot reach a working copy of the module it is graded on.
+"""The grading sandbox: where a submission's code runs, and what it can reach from there.
 
-Grading module N runs the notebook's kernel inside bubblewrap (`bwrap`, Debian's
-`bubblewrap` package). The kernel sees:
+Grading module N runs the notebook's code and its scenarios in a plain Python process
+(tinyflo.course.runner) inside bubblewrap (`bwrap`, Debian's `bubblewrap` package). That
+process sees:
 
 * the system (`/usr`, `/etc`) and the Python that runs the grader, read-only, with every
   `tinyflo` removed from its site-packages;
-* a *grading tree* on its PYTHONPATH: a `tinyflo` package whose modules before N are working
-  code (the reference, or the student's own completed modules) and whose modules N and later
-  are hollow: every function body raises (see `hollow`);
-* the hidden checks of module N (`checks.json`, see tinyflo.course.checks);
-* its working folder (read-write) and a private /tmp;
-* no network, no repository, no course folder, no home folder.
+* a *grading tree*: a `tinyflo` package whose modules before N are working code (the
+  reference, or the student's own completed modules) and whose modules N and later are
+  hollow: every function body raises (see `hollow`);
+* an empty working folder and an empty /tmp, both small tmpfs of its own;
+* no network, no other process, no host folder it can write, no repository, no course
+  folder, no home folder, no other submission.
 
-`tinyflo module test` and `tinyflo course autograde` both start kernels through
-`python -m tinyflo.course.sandbox`, which turns the kernel command into a bwrap command and
-execs it. Without bwrap a kernel runs unsandboxed only when asked (`--no-sandbox`), with the
-same grading tree on its path.
+It runs as an unprivileged uid (one per grading slot, when the grader is root), with limits
+on memory, processes, file size and open files, and it gets its job on standard input and
+sends results on one pipe; what it prints goes nowhere. Without bwrap it runs unsandboxed
+only when asked (`--no-sandbox`): the same limits and pipe, not for credit.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import glob
-import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-PACKAGE_DIR = "package"  # inside a grading tree: the tinyflo package the kernel imports
-CHECKS_NAME = "checks.json"  # inside a grading tree: the hidden checks of the graded module
+PACKAGE_DIR = "package"  # inside a grading tree: the tinyflo package the runner imports
 SANDBOX_ROOT = "/grading"  # where the grading tree appears inside the sandbox
+WORKDIR = "/sandbox"  # the runner's working folder inside the sandbox (a tmpfs)
 NO_SANDBOX_VARIABLE = "TINYFLO_NO_SANDBOX"  # set by `tinyflo course autograde --no-sandbox`
+TIMEOUT_VARIABLE = "TINYFLO_GRADING_TIMEOUT"  # seconds per cell, for nbgrader's grading step
+SLOT_VARIABLE = "TINYFLO_GRADING_SLOT"  # which grading slot (and uid) an nbgrader process uses
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
-# Passed through to the kernel: numerical libraries' settings, and the GPU's.
-_KEPT_VARIABLES = ("OPENBLAS_", "OMP_", "MKL_", "CUDA_", "NVIDIA_", "CUPY_", "LANG", "LC_", "TZ")
+RESULTS_FD = 3  # the runner's results pipe
+SLOT_UID_BASE = 1_990_000_000  # uids the grader (as root) runs slots as: unused by any account
+# Passed through to the runner: locale, time zone, and the GPU's settings.
+_KEPT_VARIABLES = ("CUDA_", "NVIDIA_", "CUPY_", "LANG", "LC_", "TZ")
 
 
 class SandboxError(RuntimeError):
     """The sandbox cannot be set up; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one grading run may use."""
+
+    memory: int = 4 * 2**30  # bytes of address space
+    processes: int = 64  # processes and threads
+    file_size: int = 64 * 2**20  # bytes of any one file it writes
+    tmp_size: int = 128 * 2**20  # bytes of /tmp and of its working folder, each
+    open_files: int = 256
+    cell_timeout: int = 60  # seconds per cell (a course cell may ask for more)
+    notebook_timeout: int = 600  # seconds for the whole notebook
+    results: int = 256 * 2**20  # bytes of results it may send
 
 
 # --- hollow modules ---------------------------------------------------------------------------
@@ -125,9 +143,22 @@ def _within(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
-def filesystem_arguments(tree: Path, workdir: Path, writable: list[Path]) -> list[str]:
+def _ancestors_open(path: Path, roots: list[Path]) -> list[str]:
+    """bwrap makes the folders above a mount with the host's modes; an unprivileged uid must
+    be able to pass through them (a Python under /root, for one)."""
+    args: list[str] = []
+    for parent in reversed(path.parents):
+        if parent == Path("/") or _within(parent, roots):
+            continue
+        args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def filesystem_arguments(tree: Path, limits: Limits) -> list[str]:
     """bwrap's mount arguments: the system and Python read-only, less every tinyflo."""
-    args = ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args = ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(limits.tmp_size), "--perms", "01777", "--tmpfs", "/tmp"]
+    args += ["--size", str(limits.tmp_size), "--perms", "01777", "--tmpfs", WORKDIR]
     for name in ("usr", "etc", "opt/conda"):
         if Path("/", name).is_dir() and not Path("/", name).is_symlink():
             args += ["--ro-bind", f"/{name}", f"/{name}"]
@@ -140,6 +171,7 @@ def filesystem_arguments(tree: Path, workdir: Path, writable: list[Path]) -> lis
     roots = [Path("/usr"), Path("/etc")]
     for prefix in sorted({Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}):
         if not _within(prefix, roots):
+            args += _ancestors_open(prefix, roots)
             args += ["--ro-bind", str(prefix), str(prefix)]
             roots.append(prefix)
     # Every site-packages the bound trees hold, less tinyflo: a tmpfs over it, then each
@@ -155,33 +187,7 @@ def filesystem_arguments(tree: Path, workdir: Path, writable: list[Path]) -> lis
     for device in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
         args += ["--dev-bind", device, device]
     args += ["--ro-bind", str(tree), SANDBOX_ROOT]
-    for folder in [workdir, *writable]:
-        args += ["--bind", str(folder), str(folder)]
     return args
-
-
-def kernel_environment(tree_in_kernel: str, checks: bool) -> dict[str, str]:
-    """The kernel's whole environment: nothing of the grader's but numerical settings."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key.startswith(_KEPT_VARIABLES) and not key.startswith("TINYFLO")
-    }
-    env.update(
-        HOME="/tmp/home",
-        PATH=os.pathsep.join(
-            [str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]
-        ),
-        PYTHONPATH=f"{tree_in_kernel}/{PACKAGE_DIR}",
-        PYTHONNOUSERSITE="1",
-        PYTHONDONTWRITEBYTECODE="1",
-        MPLCONFIGDIR="/tmp/matplotlib",
-        IPYTHONDIR="/tmp/ipython",
-        JUPYTER_RUNTIME_DIR="/tmp/jupyter-runtime",
-    )
-    if checks:
-        env["TINYFLO_HIDDEN_CHECKS"] = f"{tree_in_kernel}/{CHECKS_NAME}"
-    return env
 
 
 @cache
@@ -191,7 +197,7 @@ def bwrap_works() -> str | None:
     if bwrap is None:
         return f"bubblewrap is not installed: {INSTALL_HINT}"
     done = subprocess.run(
-        [bwrap, "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "true"],
+        [bwrap, *_namespaces(), "--ro-bind", "/", "/", "--dev", "/dev", "true"],
         capture_output=True,
         text=True,
     )
@@ -201,89 +207,132 @@ def bwrap_works() -> str | None:
     return None
 
 
-def sandbox_command(
-    tree: Path, workdir: Path, writable: list[Path], command: list[str], sandboxed: bool = True
-) -> tuple[list[str], dict[str, str]]:
-    """The command (and environment) that runs `command` in the grading sandbox.
+def _namespaces() -> list[str]:
+    """Every namespace bwrap can make; as root, no user namespace: the uid is dropped for real."""
+    if os.geteuid() == 0:
+        return [
+            "--unshare-ipc",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+        ]
+    return ["--unshare-all", "--disable-userns"]
 
-    `workdir` becomes the kernel's working folder; it and the `writable` folders (the
-    kernel's connection file and sockets) are the only places it can write outside /tmp.
+
+# Runs first inside the sandbox (as `python -I -S -c`): the limits, the results pipe on fd 3,
+# then, when the grader is root, the slot's own unprivileged uid; then the runner.
+_SHIM = rf"""
+import os, resource, sys
+limits, uid, fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for name, value in zip(("AS", "NPROC", "FSIZE", "NOFILE", "CORE"), map(int, limits.split(","))):
+    resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, value))
+if fd != 3:
+    os.dup2(fd, 3)
+    os.close(fd)
+os.set_inheritable(3, True)
+if os.geteuid() == 0 and uid:
+    for folder in ("/tmp", "{WORKDIR}"):
+        os.chown(folder, uid, uid)
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no setuid program elevates
+except Exception:
+    pass
+os.execv(sys.argv[4], sys.argv[4:])
+"""
+
+
+def runner_environment() -> dict[str, str]:
+    """The runner's whole environment: nothing of the grader's but locale and GPU settings."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key.startswith(_KEPT_VARIABLES) and not key.startswith("TINYFLO")
+    }
+    env.update(
+        HOME="/tmp",
+        PATH=os.pathsep.join(
+            [str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]
+        ),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONHASHSEED="0",  # the same set and dict orders in the reference's run and the student's
+        MPLCONFIGDIR="/tmp/matplotlib",
+        MPLBACKEND="Agg",
+        # One thread each: graders run side by side, and threads count against the limit.
+        OPENBLAS_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        NUMEXPR_NUM_THREADS="1",
+        TINYFLO_THREADS="1",
+    )
+    return env
+
+
+def runner_command(
+    tree: Path, fd: int, limits: Limits, slot: int = 0, sandboxed: bool = True
+) -> tuple[list[str], dict[str, str], str]:
+    """The command, environment and working folder that run tinyflo.course.runner on `tree`.
+
+    The runner reads its job on standard input and writes results on `fd` (fd 3 inside).
     """
-    checks = (tree / CHECKS_NAME).is_file()
+    rlimits = ",".join(
+        str(v) for v in (limits.memory, limits.processes, limits.file_size, limits.open_files, 0)
+    )
+    python = sys.executable
     if not sandboxed:
-        return command, kernel_environment(str(tree), checks) | {"HOME": str(writable[0])}
+        package = tree / PACKAGE_DIR
+        runner = package / "tinyflo" / "course" / "runner.py"
+        argv = [
+            python,
+            "-I",
+            "-S",
+            "-c",
+            _SHIM,
+            rlimits,
+            "0",
+            str(fd),
+            python,
+            "-s",
+            str(runner),
+            str(package),
+        ]
+        return argv, runner_environment(), str(tree)
     problem = bwrap_works()
     if problem:
         raise SandboxError(problem)
-    env = kernel_environment(SANDBOX_ROOT, checks)
-    argv = [shutil.which("bwrap"), "--unshare-all", "--die-with-parent", "--clearenv"]
+    env = runner_environment()
+    argv = [
+        shutil.which("bwrap"),
+        *_namespaces(),
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+    ]
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
-    argv += filesystem_arguments(tree, workdir, writable)
-    argv += ["--chdir", str(workdir), "--", *command]
-    return argv, {}
-
-
-def _socket_folder(connection: Path) -> Path | None:
-    """Where an ipc kernel's sockets go (the connection file's `ip` is their path prefix)."""
-    try:
-        info = json.loads(connection.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if info.get("transport") != "ipc":
-        return None
-    return (Path.cwd() / info.get("ip", "kernel-ipc")).resolve().parent
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Start a Jupyter kernel in the grading sandbox (a kernelspec's command)."""
-    parser = argparse.ArgumentParser(prog="python -m tinyflo.course.sandbox")
-    parser.add_argument("--tree", help="the grading tree (package/ and checks.json)")
-    parser.add_argument(
-        "--trees", help="a folder of grading trees, one per module; the module is the cwd's name"
-    )
-    parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap")
-    parser.add_argument("-f", dest="connection_file", required=True)
-    args, kernel_args = parser.parse_known_args(argv)  # the rest goes to the kernel
-    if os.environ.get(NO_SANDBOX_VARIABLE) == "1":
-        args.no_sandbox = True
-    workdir = Path.cwd()
-    tree = Path(args.tree) if args.tree else Path(args.trees or ".") / workdir.name
-    if not (tree / PACKAGE_DIR).is_dir():
-        print(f"no grading tree for module {workdir.name!r} at {tree}", file=sys.stderr)
-        return 2
-    connection = Path(args.connection_file).resolve()
-    sockets = _socket_folder(connection)
-    if (
-        sockets is None
-        or sockets in (Path("/"), Path("/tmp"), Path.home())
-        or sockets in workdir.parents
-    ):
-        print(
-            "cannot start the grading sandbox: its kernel must talk over Unix sockets (transport "
-            f"ipc) in a folder of their own; got {sockets or 'another transport'}",
-            file=sys.stderr,
-        )
-        return 2
-    # The one folder the kernel may write in besides its own: its sockets' (the connection
-    # file is copied there; the folder a client put it in, often /tmp, stays out of reach).
-    private = sockets / connection.name
-    if private != connection:
-        shutil.copyfile(connection, private)
-    kernel = [sys.executable, "-m", "ipykernel_launcher", "-f", str(private), *kernel_args]
-    try:
-        command, env = sandbox_command(tree, workdir, [sockets], kernel, not args.no_sandbox)
-    except SandboxError as error:
-        print(f"cannot start the grading sandbox: {error}", file=sys.stderr)
-        return 2
-    if env:
-        os.environ.clear()
-        os.environ.update(env)
-    # The kernel talks over its sockets; what it prints at start goes to the grader's log.
-    os.dup2(2, 1)
-    os.execv(command[0], command)
-    return 0  # not reached
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    argv += filesystem_arguments(tree, limits)
+    package = f"{SANDBOX_ROOT}/{PACKAGE_DIR}"
+    runner = f"{package}/tinyflo/course/runner.py"
+    uid = SLOT_UID_BASE + slot if os.geteuid() == 0 else 0
+    argv += [
+        "--chdir",
+        WORKDIR,
+        "--",
+        python,
+        "-I",
+        "-S",
+        "-c",
+        _SHIM,
+        rlimits,
+        str(uid),
+        str(fd),
+        python,
+        "-s",
+        runner,
+        package,
+    ]
+    return argv, {}, "/"

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from tinyflo.course.export import default_exp, render_module, target_path
-from tinyflo.course.grading import DEFAULT_TIMEOUT, GradeReport, grade
-from tinyflo.course.kit import cached_tree, grading_notebook, reference_source, release_notebook
+from tinyflo.course.grading import DEFAULT_TIMEOUT, GradeReport, grade, visible_reference
+from tinyflo.course.kit import cached_tree, reference_source, release_notebook
 from tinyflo.course.notebooks import (
     notebook_cells,
     read_notebook,
@@ -166,21 +166,20 @@ def grade_module(
     problem = bwrap_works() if sandboxed else "--no-sandbox was given"
     if problem:
         print(f"note: grading outside the sandbox ({problem}); treat this grade as a self-check")
-    checks = (
-        "visible tests only: hidden checks run when your instructor grades"
-        if module.released
-        else "hidden checks included"
+    print(
+        f"grading {_shown(path)} (the checks you can see; your instructor's grading adds hidden "
+        f"ones; {timeout} s per cell) ...",
+        flush=True,
     )
-    print(f"grading {_shown(path)} ({checks}, {timeout} s per cell) ...", flush=True)
     tree = cached_tree(modules, module, _own_or_reference(workspace))
     report = grade(
         read_notebook(path),
-        grading_notebook(module),
-        path.parent,
+        module,
         tree,
         timeout,
         not problem,
-        module.released,
+        hidden=False,
+        reference_record=visible_reference(module, tree, timeout, not problem),
     )
     width = max((len(cell.grade_id) for cell in report.cells), default=0)
     for cell in report.cells:
