@@ -163,7 +163,7 @@ def test_no_hidden_line_reaches_the_student(proof):
     assert hidden, f"{proof.module.slug} has no hidden checks"
     for student in proof.students:
         outcome = _outcome(proof, student, nbgrader=False, loop=not student.startswith("mutant"))
-        shown = [("module test", outcome.loop_output), ("the engine", repr(outcome.engine_errors))]
+        shown = [("module test", outcome.loop_output)]
         if outcome.autograded is not None:
             assert outcome.feedback is not None, f"no feedback page for {student}"
             page = html.unescape(re.sub(r"<[^>]+>", "", outcome.feedback.read_text()))
