@@ -405,7 +405,7 @@ def _engine(modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
     rest = [job for job in jobs if job not in first]
     with ThreadPoolExecutor(max_workers=LOOP_WORKERS) as pool:
         list(pool.map(one, first))
-    for proof, module, tree, _, _, shared in {id(j[5]): j for j in rest}.values():
+    for _, module, tree, _, _, shared in {id(j[5]): j for j in rest}.values():
         shared[MUTANT_SEEDS] = reference_run(
             module,
             tree,
