@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyflo.course.engine import RunRecord, run_job
-from tinyflo.course.notebooks import instructor_notebook
+from tinyflo.course.notebooks import graded_source, grading_notebook, instructor_notebook
 from tinyflo.course.sandbox import Limits
 from tinyflo.course.scenarios import Check, TaskScenario, build_task, names_read, pure_helpers
 from tinyflo.course.source import CourseError, Module
@@ -418,8 +418,6 @@ def grade(
     choose the random inputs of each task (`seed_for`). `tree` is the grading tree the
     student's code runs on; the reference runs on `reference_tree` (default: the same).
     """
-    from tinyflo.course.kit import grading_notebook
-
     limits = limits or Limits(cell_timeout=timeout)
     limits = Limits(**{**vars(limits), "cell_timeout": timeout})
     scenarios = module_scenarios(module, hidden)
@@ -439,9 +437,8 @@ def grade(
         if _nbgrader(c).get("grade")
     }
     if record.problem:
-        named_problem = record.problem
         cells = [
-            CellScore(task, 0.0, points[task], f"not graded: {named_problem}")
+            CellScore(task, 0.0, points[task], f"not graded: {record.problem}")
             for task in scenarios.tasks
         ]
         return GradeReport(tuple(cells), sandboxed)
@@ -462,8 +459,6 @@ def reference_run(
     slot: int = 0,
 ) -> RunRecord:
     """The reference's run of the module's scenarios with the given seeds."""
-    from tinyflo.course.kit import grading_notebook
-
     scenarios = module_scenarios(module, hidden)
     notebook = grading_notebook(module)
     course_ids = {cell.get("id") for cell in notebook.cells}
@@ -478,8 +473,6 @@ def reference_run(
 
 def _without_solutions(notebook: Any, module: Module) -> Any:
     """The notebook submissions are restored from: solutions as the release has them."""
-    from tinyflo.course.notebooks import graded_source
-
     return copy.deepcopy(notebook) if module.released else graded_source(notebook, module.name)
 
 

@@ -25,12 +25,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tinyflo.course.checks import graded_cell_source, split_hidden
 from tinyflo.course.export import default_exp, render_init, render_module, target_path
 from tinyflo.course.notebooks import (
-    instructor_notebook,
+    grading_notebook,
     notebook_cells,
-    require,
     student_notebook,
 )
 from tinyflo.course.sandbox import PACKAGE_DIR, hollow
@@ -45,43 +43,6 @@ def _digest(*parts: str | bytes) -> str:
         sha.update(part.encode() if isinstance(part, str) else part)
         sha.update(b"\0")
     return sha.hexdigest()[:16]
-
-
-GRADING_NOTE = (
-    "**How this notebook is graded.** Each task's heading says its points; its tests come right "
-    "after its code. JupyterLab's *Validate* button and `tinyflo module test` run the tests you "
-    "can see. Your instructor's grading also runs hidden checks, in a sandbox where this module "
-    "and the later ones are empty: only your own code earns points, and each cell has a time "
-    "limit (a loop is stopped and reported)."
-)
-
-
-@lru_cache(maxsize=64)
-def _grading_notebook(path: Path, text: str, module: Module) -> tuple[Any, dict]:
-    nbformat = require("nbformat")
-    notebook = instructor_notebook(module)
-    if not module.released:  # a kit's release has the note already
-        note = nbformat.v4.new_markdown_cell(GRADING_NOTE)
-        note.id = "grading-note"
-        notebook.cells.insert(1, note)
-    checks: dict[str, list[dict]] = {}
-    for cell in notebook.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if not meta.get("grade") or split_hidden(cell.source) is None:
-            continue
-        try:
-            cell.source, found = graded_cell_source(cell.source, meta["grade_id"])
-        except (ValueError, SyntaxError) as error:
-            where = f"{module.relpath()}, grade cell {meta['grade_id']!r}"
-            raise CourseError(f"{where}: {error}") from None
-        checks[meta["grade_id"]] = [{"code": c.code, "message": c.message} for c in found]
-    return notebook, checks
-
-
-def grading_notebook(module: Module) -> Any:
-    """The instructor's notebook with each hidden region replaced by a placeholder line."""
-    notebook, _ = _grading_notebook(module.path, module.path.read_text("utf-8"), module)
-    return copy.deepcopy(notebook)
 
 
 def reference_source(module: Module) -> str:
@@ -234,7 +195,12 @@ def cached_tree(
 
 # --- the student kit --------------------------------------------------------------------------
 
-KIT_EXTRAS = ("course", "gpu", "gpu-cuda12", "gpu-cuda13")  # what a student may add: the course tools, a GPU
+KIT_EXTRAS = (
+    "course",
+    "gpu",
+    "gpu-cuda12",
+    "gpu-cuda13",
+)  # what a student may add: the course tools, a GPU
 # JupyterLab in a student's environment: nbgrader's instructor tools switched off (its
 # create-assignment panel, formgrader and course list), Validate and the assignment list kept.
 INSTRUCTOR_PLUGINS = (
@@ -364,7 +330,7 @@ def _copy_milestones(modules: list[Module], target: Path) -> None:
 def _write_expected(folder: Path, modules: list[Module], module: Module) -> None:
     """What `tinyflo module test` compares with in a kit: the reference's run of the visible
     checks, reduced to their expected sides (tinyflo.course.grading.expected_only)."""
-    from tinyflo.course.grading import (
+    from tinyflo.course.grading import (  # grading builds on this file: imported on use
         EXPECTED_NAME,
         expected_only,
         module_scenarios,

@@ -24,6 +24,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
 
 from tinyflo.course.grading import DEFAULT_TIMEOUT, grade, restore_locked_cells
+from tinyflo.course.kit import cached_tree
 from tinyflo.course.notebooks import graded_source, read_notebook, require
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE
 from tinyflo.course.source import discover_modules, resolve_module
@@ -52,8 +53,6 @@ class ScenarioGrade(NbGraderPreprocessor):
     )
 
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
-        from tinyflo.course.kit import cached_tree
-
         nbformat = require("nbformat")
         info = resources["nbgrader"]
         modules = discover_modules(Path(self.modules_dir))

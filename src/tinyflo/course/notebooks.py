@@ -10,10 +10,12 @@ from __future__ import annotations
 import copy
 import importlib
 import re
+from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from tinyflo.course.checks import graded_cell_source, split_hidden
 from tinyflo.course.source import Cell, CourseError, Module
 
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -128,3 +130,38 @@ def read_notebook(path: Path) -> Any:
         return nbformat.read(str(path), as_version=4)
     except Exception as error:
         raise CourseError(f"cannot read notebook {path}: {error}") from None
+
+
+GRADING_NOTE = (
+    "**How this notebook is graded.** Each task's heading says its points; its tests come right "
+    "after its code. JupyterLab's *Validate* button and `tinyflo module test` run the tests you "
+    "can see. Your instructor's grading also runs hidden checks, in a sandbox where this module "
+    "and the later ones are empty: only your own code earns points, and each cell has a time "
+    "limit (a loop is stopped and reported)."
+)
+
+
+@lru_cache(maxsize=64)
+def _grading_notebook(path: Path, text: str, module: Module) -> Any:
+    nbformat = require("nbformat")
+    notebook = instructor_notebook(module)
+    if not module.released:  # a kit's release has the note already
+        note = nbformat.v4.new_markdown_cell(GRADING_NOTE)
+        note.id = "grading-note"
+        notebook.cells.insert(1, note)
+    for cell in notebook.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("grade") or split_hidden(cell.source) is None:
+            continue
+        try:
+            cell.source, _ = graded_cell_source(cell.source, meta["grade_id"])
+        except (ValueError, SyntaxError) as error:
+            where = f"{module.relpath()}, grade cell {meta['grade_id']!r}"
+            raise CourseError(f"{where}: {error}") from None
+    return notebook
+
+
+def grading_notebook(module: Module) -> Any:
+    """The instructor's notebook with each hidden region replaced by a placeholder line."""
+    notebook = _grading_notebook(module.path, module.path.read_text("utf-8"), module)
+    return copy.deepcopy(notebook)

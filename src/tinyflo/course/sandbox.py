@@ -283,24 +283,15 @@ def runner_command(
         str(v) for v in (limits.memory, limits.processes, limits.file_size, limits.open_files, 0)
     )
     python = sys.executable
+
+    def launch(package: str, uid: int) -> list[str]:
+        # The shim (limits, fd 3, uid), then the runner on the grading tree's package.
+        runner = f"{package}/tinyflo/course/runner.py"
+        return [python, "-I", "-S", "-c", _SHIM, rlimits, str(uid), str(fd), python, "-s",
+                runner, package]  # fmt: skip
+
     if not sandboxed:
-        package = tree / PACKAGE_DIR
-        runner = package / "tinyflo" / "course" / "runner.py"
-        argv = [
-            python,
-            "-I",
-            "-S",
-            "-c",
-            _SHIM,
-            rlimits,
-            "0",
-            str(fd),
-            python,
-            "-s",
-            str(runner),
-            str(package),
-        ]
-        return argv, runner_environment(), str(tree)
+        return launch(str(tree / PACKAGE_DIR), 0), runner_environment(), str(tree)
     problem = bwrap_works()
     if problem:
         raise SandboxError(problem)
@@ -315,24 +306,6 @@ def runner_command(
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     argv += filesystem_arguments(tree, limits)
-    package = f"{SANDBOX_ROOT}/{PACKAGE_DIR}"
-    runner = f"{package}/tinyflo/course/runner.py"
     uid = SLOT_UID_BASE + slot if os.geteuid() == 0 else 0
-    argv += [
-        "--chdir",
-        WORKDIR,
-        "--",
-        python,
-        "-I",
-        "-S",
-        "-c",
-        _SHIM,
-        rlimits,
-        str(uid),
-        str(fd),
-        python,
-        "-s",
-        runner,
-        package,
-    ]
+    argv += ["--chdir", WORKDIR, "--", *launch(f"{SANDBOX_ROOT}/{PACKAGE_DIR}", uid)]
     return argv, {}, "/"
