@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import os
@@ -28,6 +27,7 @@ from typing import Any
 from tinyflo.course.export import default_exp, render_init, render_module, target_path
 from tinyflo.course.notebooks import (
     grading_notebook,
+    instructor_notebook,
     notebook_cells,
     student_notebook,
 )
