@@ -9,8 +9,10 @@ time budget on top of the limit per cell. Nothing a submission writes is read fr
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -68,10 +70,12 @@ class RunRecord:
 
 
 class _Reader:
-    """Events from the runner's pipe, one JSON object a line, within a byte budget."""
+    """Events from the runner's pipe, one JSON object a line signed with the run's key,
+    within a byte budget."""
 
-    def __init__(self, fd: int, budget: int):
+    def __init__(self, fd: int, budget: int, key: bytes):
         self.fd = fd
+        self.key = key
         self.budget = budget
         self.buffer = b""
         self.closed = False
@@ -101,8 +105,12 @@ class _Reader:
                 return "bad"
             self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
+        data, _, tag = line.rpartition(b" ")
+        expected = hmac.digest(self.key, data, "sha256").hex().encode()
+        if not hmac.compare_digest(tag, expected):
+            return "bad"  # not written by the runner: the submission's code wrote to the pipe
         try:
-            event = json.loads(line)
+            event = json.loads(data)
         except ValueError:
             return "bad"
         return event if isinstance(event, dict) else "bad"
@@ -193,7 +201,8 @@ def _one_run(
             start_new_session=True,
         )
         os.close(write_end)
-        payload = json.dumps(job).encode()
+        key = secrets.token_bytes(32)  # a new one for each process: lines cannot be replayed
+        payload = json.dumps(dict(job, key=key.hex())).encode()
 
         def feed() -> None:
             try:
@@ -204,7 +213,7 @@ def _one_run(
 
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
-        reader = _Reader(read_end, results_left)
+        reader = _Reader(read_end, results_left, key)
         current: int | None = None
         deadline = budget_end
         looped = None

@@ -5,31 +5,205 @@ way `tinyflo course autograde` does:
 
 * RestoreCourseCells (first step of autograde): the course's cells back in place, edited or
   deleted ones included (tinyflo.course.grading.restore_locked_cells);
+* PlainOwnOutputs (in place of ClearOutput): the outputs the student's notebook came with, as
+  they ran it themselves, kept as plain text and PNG images only and cut to a size;
 * ScenarioGrade (in place of nbgrader's Execute): the submission is graded by tinyflo's engine
   (scenarios in the sandbox, verdicts in this process) and each grade cell gets the verdict as
   its only output: none when it passed, an error naming the failed check when it did not, which
   nbgrader's own rule turns into full or no points. No kernel runs, and nothing the student's
-  code printed or raised reaches the notebook, the gradebook or the feedback page.
+  code printed or raised while it was graded reaches the notebook, the gradebook or the
+  feedback page.
+
+`harden_nbgrader()`, called by the course's config, changes how nbgrader's autograde and
+feedback steps handle a submission's files: see its docstring.
 
 Only nbgrader imports this file, so it may import nbgrader.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
+from nbgrader.converters import Autograde, BaseConverter, GenerateFeedback
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader.utils import parse_utc
 from traitlets import Unicode
 
 from tinyflo.course.grading import DEFAULT_TIMEOUT, grade, restore_locked_cells
+from tinyflo.course.instructor import VALID_ID
 from tinyflo.course.kit import cached_tree
 from tinyflo.course.notebooks import graded_source, read_notebook, require
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE
 from tinyflo.course.source import discover_modules, resolve_module
 
 FAILED = "CheckFailed"  # the error a failed grade cell shows
+
+# What autograde takes from a submission folder besides its notebooks; nothing else is copied.
+SUBMISSION_FILES = ("timestamp.txt",)
+NOTEBOOK_LIMIT = 16 * 1024 * 1024  # bytes: a submitted notebook larger than this is refused
+SMALL_FILE_LIMIT = 4096  # bytes: timestamp.txt
+
+TEXT_LIMIT = 64 * 1024  # characters of a cell's own text outputs kept
+IMAGE_LIMIT = 1024 * 1024  # bytes of one PNG output kept
+NOTEBOOK_OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes of outputs kept for a whole notebook
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def read_regular(path: str | Path, limit: int) -> bytes:
+    """The bytes of `path`, which must be a regular file with one name, at most `limit` bytes.
+
+    Opened without following a link and without blocking on a fifo; OSError names the problem.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise OSError(f"{path}: not a regular file ({error.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if info.st_nlink != 1:
+            raise OSError(f"{path}: a file with {info.st_nlink} names (hard links are refused)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(f"{path}: larger than {limit} bytes")
+    return data
+
+
+def _real_folder(path: Path) -> None:
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode):
+        raise OSError(f"{path}: not a folder (a link or a file)")
+
+
+def check_submission(coursedir: Any, assignment_id: str, student_id: str) -> list[Path]:
+    """The submission's notebooks, each checked; OSError names the first problem.
+
+    `submitted/<student>/<module>/` must be real folders (no link to someone else's), named by
+    valid ids, and each notebook a regular file of its own under the size limit.
+    """
+    for name, value in (("student id", student_id), ("module id", assignment_id)):
+        if not VALID_ID.match(value):
+            raise OSError(f"{name} {value!r}: letters, digits and . _ @ + - expected")
+    root = Path(coursedir.root) / coursedir.submitted_directory
+    student_dir = root / student_id
+    folder = student_dir / assignment_id
+    _real_folder(student_dir)
+    _real_folder(folder)
+    notebooks = sorted(path for path in folder.iterdir() if path.suffix == ".ipynb")
+    for notebook in notebooks:
+        read_regular(notebook, NOTEBOOK_LIMIT)
+    return notebooks
+
+
+def _take_own_files(self: BaseConverter, assignment_id: str, student_id: str) -> None:
+    """init_assignment for autograde and feedback: a submission's notebooks are checked and,
+    of its other files, only SUBMISSION_FILES that are regular files are copied."""
+    if isinstance(self, Autograde):
+        try:
+            check_submission(self.coursedir, assignment_id, student_id)
+        except OSError as error:
+            raise OSError(f"submission refused: {error}") from None
+    source = Path(self._format_source(assignment_id, student_id))
+    dest = Path(self._format_dest(assignment_id, student_id))
+    for name in SUBMISSION_FILES:
+        try:
+            data = read_regular(source / name, SMALL_FILE_LIMIT)
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            if os.path.lexists(source / name):
+                self.log.warning("Not copied: %s", error)
+            continue
+        dest.mkdir(parents=True, exist_ok=True)
+        target = dest / name
+        if os.path.lexists(target):
+            os.unlink(target)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+
+
+def _set_permissions_on_own_files(self: BaseConverter, assignment_id: str, student_id: str) -> None:
+    """set_permissions without following links: only regular files are changed."""
+    dest = os.path.normpath(self._format_dest(assignment_id, student_id))
+    permissions = int(str(self.permissions), 8)
+    for folder, _, names in os.walk(dest):
+        for name in names:
+            try:
+                fd = os.open(
+                    os.path.join(folder, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                )
+            except OSError:
+                self.log.warning("Not a regular file, left alone: %s", os.path.join(folder, name))
+                continue
+            try:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    os.fchmod(fd, permissions)
+            finally:
+                os.close(fd)
+
+
+def _existing_timestamp(self: CourseDirectory, dest_path: str) -> Any:
+    """get_existing_timestamp reading timestamp.txt only as a small regular file."""
+    path = os.path.join(dest_path, "timestamp.txt")
+    if not os.path.lexists(path):
+        return None
+    try:
+        text = read_regular(path, SMALL_FILE_LIMIT).decode("utf-8", "replace").strip()
+    except OSError as error:
+        self.log.warning("Timestamp ignored: %s", error)
+        return None
+    if not text:
+        return None
+    try:
+        return parse_utc(text)
+    except ValueError:
+        self.fail(f"Invalid timestamp string: {path}")
+
+
+def harden_nbgrader() -> None:
+    """Make nbgrader's autograde and feedback steps handle a submission's files as hostile.
+
+    nbgrader copies every other file of a submission folder into autograded/ and feedback/
+    (following links), reads notebooks and timestamp.txt through links, and chmods what it
+    finds in its output folders through links. After this call, for autograde and feedback:
+
+    * a submission is refused (an error for that student, the others go on) unless
+      `submitted/<student>/<module>/` are real folders named by valid ids and each notebook
+      is a regular file with one name, at most NOTEBOOK_LIMIT bytes;
+    * only timestamp.txt, as a small regular file, is copied besides the notebooks;
+    * permissions are set on regular files only, never through a link.
+
+    generate_assignment (whose input is the instructor's source/) is left as nbgrader has it.
+    """
+    if getattr(BaseConverter, "_tinyflo_hardened", False):
+        return
+    take_files = BaseConverter.init_assignment
+    set_permissions = BaseConverter.set_permissions
+
+    def init_assignment(self: BaseConverter, assignment_id: str, student_id: str) -> None:
+        if isinstance(self, (Autograde, GenerateFeedback)):
+            _take_own_files(self, assignment_id, student_id)
+        else:
+            take_files(self, assignment_id, student_id)
+
+    def permissions(self: BaseConverter, assignment_id: str, student_id: str) -> None:
+        if isinstance(self, (Autograde, GenerateFeedback)):
+            _set_permissions_on_own_files(self, assignment_id, student_id)
+        else:
+            set_permissions(self, assignment_id, student_id)
+
+    BaseConverter.init_assignment = init_assignment
+    BaseConverter.set_permissions = permissions
+    CourseDirectory.get_existing_timestamp = _existing_timestamp
+    BaseConverter._tinyflo_hardened = True
 
 
 class RestoreCourseCells(NbGraderPreprocessor):
@@ -42,6 +216,70 @@ class RestoreCourseCells(NbGraderPreprocessor):
         path = Path(self.source_dir) / info["assignment"] / f"{info['notebook']}.ipynb"
         source = graded_source(read_notebook(path), info["notebook"])
         return restore_locked_cells(nb, source), resources
+
+
+def _plain_output(output: Any, room: int) -> tuple[Any | None, int]:
+    """One output as the student's notebook had it, reduced to text and PNG, and its size."""
+    nbformat = require("nbformat")
+    kind = output.get("output_type")
+    if kind == "stream":
+        text = _text(output.get("text", ""))[: min(TEXT_LIMIT, room)]
+        name = "stderr" if output.get("name") == "stderr" else "stdout"
+        return nbformat.v4.new_output("stream", name=name, text=text), len(text)
+    if kind == "error":
+        text = f"{_text(output.get('ename', ''))}: {_text(output.get('evalue', ''))}"
+        text = text[: min(TEXT_LIMIT, room)]
+        return nbformat.v4.new_output("stream", name="stderr", text=text), len(text)
+    if kind not in ("execute_result", "display_data"):
+        return None, 0
+    data = output.get("data", {})
+    kept: dict[str, str] = {}
+    image = data.get("image/png")
+    if isinstance(image, str) and len(image) <= min(IMAGE_LIMIT * 4 // 3 + 4, room):
+        try:
+            if base64.b64decode(image, validate=True)[:8] == PNG_MAGIC:
+                kept["image/png"] = image
+        except (binascii.Error, ValueError):
+            pass
+    text = _text(data.get("text/plain", ""))[: min(TEXT_LIMIT, room)]
+    if text or not kept:
+        kept["text/plain"] = text
+    size = sum(len(value) for value in kept.values())
+    return nbformat.v4.new_output("display_data", data=kept), size
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        value = "".join(part for part in value if isinstance(part, str))
+    return value if isinstance(value, str) else ""
+
+
+class PlainOwnOutputs(NbGraderPreprocessor):
+    """The outputs a submission came with, kept as plain text and PNG images, cut to size.
+
+    They are what the student's own kernel showed them before they submitted, so the feedback
+    page shows the notebook as submitted. HTML, JavaScript, widgets and other rich outputs are
+    dropped (the instructor's formgrader renders this notebook); each cell keeps at most
+    TEXT_LIMIT characters of text, the notebook at most NOTEBOOK_OUTPUT_LIMIT bytes.
+    """
+
+    def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
+        room = NOTEBOOK_OUTPUT_LIMIT
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            kept = []
+            cell_room = min(room, TEXT_LIMIT + IMAGE_LIMIT * 2)
+            for output in cell.get("outputs", []):
+                plain, size = _plain_output(output, cell_room)
+                if plain is not None and cell_room > 0:
+                    kept.append(plain)
+                    cell_room -= size
+                    room -= size
+            cell.outputs = kept
+            if not isinstance(cell.get("execution_count"), int):
+                cell.execution_count = None
+        return nb, resources
 
 
 class ScenarioGrade(NbGraderPreprocessor):
@@ -75,10 +313,12 @@ class ScenarioGrade(NbGraderPreprocessor):
         for cell in nb.cells:
             if cell.cell_type != "code":
                 continue
-            cell.execution_count = None
             meta = cell.metadata.get("nbgrader", {})
-            verdict = verdicts.get(meta.get("grade_id")) if meta.get("grade") else None
-            if not meta.get("grade") or (verdict is not None and verdict.passed):
+            if not meta.get("grade"):
+                continue  # the student's own outputs, as PlainOwnOutputs kept them
+            cell.execution_count = None
+            verdict = verdicts.get(meta.get("grade_id"))
+            if verdict is not None and verdict.passed:
                 cell.outputs = []
                 continue
             why = verdict.error if verdict is not None else "this cell is not one the course grades"

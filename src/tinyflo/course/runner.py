@@ -1,10 +1,10 @@
 """The grading runner: runs a notebook's code and its scenarios in a plain Python process.
 
-It runs inside the grading sandbox as `python -I runner.py PACKAGE_DIR` and takes a job as JSON
+It runs inside the grading sandbox as `python -s runner.py PACKAGE_DIR` and takes a job as JSON
 on its standard input: the notebook's code cells in order (the course's cells and the
 submission's solutions) and, in place of each grade cell, its scenario (see
-tinyflo.course.scenarios). It writes what happened, one JSON object a line, to file
-descriptor 3:
+tinyflo.course.scenarios). It writes what happened, one JSON object a line, each line signed
+with the job's key, to file descriptor 3:
 
     {"t": "start", "i": 4}                 cell 4 starts
     {"t": "obs", "c": "task/3", "v": [...]} a check's values, as plain data
@@ -16,258 +16,475 @@ descriptor 3:
 
 Everything else the code prints goes nowhere. No verdict is made here: this process holds
 no expected value and no comparison, only the student's values (or, in the reference run,
-the reference's). It needs only the standard library and NumPy, and imports nothing of
-tinyflo itself (the code it runs may).
+the reference's).
+
+The submission's code runs in this process, so the part that reports is built to be out of
+its reach (tinyflo.course.grading's threat model):
+
+* every cell is compiled before any of them runs, and each scenario is a function whose
+  reporters are its parameters: no name in the notebook's namespace leads to them;
+* the reporting code uses only what it took when it started (builtins, C functions of the
+  standard library and NumPy, `_json`'s encoder, `_hashlib`'s HMAC), never a name looked up
+  later, so patching `builtins`, `json` or `numpy` changes nothing it does;
+* an audit hook, added before the first cell and never removable, refuses what would reach
+  its objects: frames (`sys._getframe`, tracebacks' and generators' frames, tracers,
+  `sys._current_frames`), `gc`'s object lists, `ctypes`, `marshal.loads` and new code
+  objects, `signal` (whose handlers get frames), changing a function's code (or the defaults
+  of its own functions), and more audit hooks;
+* each line it writes carries an HMAC with a key that arrives on standard input, so a line
+  that the code writes to the pipe itself is refused by the grader.
+
+It needs only the standard library and NumPy, and imports nothing of tinyflo itself (the code
+it runs may).
 """
 
-import base64
+import _thread
+import ast
+import binascii
 import codeop
-import io
 import json
 import os
 import sys
-import threading
 import time
 import types
 
 OUT_FD = 3
-CHECK, REACHED, RNG = "__tf_check", "__tf_reached", "check_rng"
+RNG = "check_rng"
+SCENARIO = "__tf_scenario"
+PARAMETERS = ("__tf_check", "__tf_reached", RNG)
 MAX_STRING = 100_000  # characters of one string value
 MAX_ARRAY = 32 * 2**20  # bytes of one array value
 MAX_ITEMS = 10_000  # elements of one list, tuple or dict value
 MAX_DEPTH = 20
+
+# Audit events refused once the notebook's code runs. `sys._getframe` gets ValueError (what
+# it raises past the top of the stack, which namedtuple and typing expect); others
+# RuntimeError.
+REFUSED_EVENTS = frozenset(
+    {
+        "sys._getframe",
+        "sys._current_frames",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.addaudithook",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "marshal.loads",
+        "marshal.load",
+        "code.__new__",
+    }
+)
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})  # namedtuple sets them: refused for ours
+REFUSED_MODULES = frozenset(
+    {
+        "ctypes",
+        "_ctypes",
+        "signal",
+        "_signal",
+        "_testcapi",
+        "_testinternalcapi",
+        "_testbuffer",
+        "_xxsubinterpreters",
+        "_xxinterpchannels",
+        "faulthandler",
+    }
+)
 
 
 class CheckReached(BaseException):
     """Raised by `raise AssertionError(...)` in a scenario: the task stops there, as it would."""
 
 
-def _qualname(cls) -> str:
-    return f"{getattr(cls, '__module__', '?')}.{getattr(cls, '__qualname__', '?')}"
+class LoopedBefore(BaseException):
+    """Code that ran out of time in an earlier cell was called again."""
 
 
-class Encoder:
-    """Values to plain data; NumPy arrays as .npy bytes (no pickle, no object arrays)."""
+def scenario_function(source: str) -> ast.Module:
+    """A scenario's code as the body of a function whose parameters are its reporters.
 
-    def __init__(self, np):
-        self.np = np
+    Names the scenario binds at its top level stay the notebook's globals, as in a cell.
+    """
+    tree = ast.parse(source)
+    names = sorted(_top_level_names(tree) - set(PARAMETERS))
+    body: list[ast.stmt] = [ast.Global(names=names)] if names else []
+    body += tree.body or [ast.Pass()]
+    function = ast.FunctionDef(
+        name=SCENARIO,
+        args=ast.arguments(
+            posonlyargs=[],
+            args=[ast.arg(arg=name) for name in PARAMETERS],
+            kwonlyargs=[],
+            kw_defaults=[],
+            defaults=[],
+        ),
+        body=body,
+        decorator_list=[],
+        returns=None,
+        lineno=1,
+        col_offset=0,
+    )
+    module = ast.Module(body=[function], type_ignores=[])
+    return ast.fix_missing_locations(module)
 
-    def array(self, value):
-        np = self.np
-        if value.dtype.hasobject or value.nbytes > MAX_ARRAY:
-            return {"object": _qualname(type(value)), "repr": f"array of {value.dtype}"}
-        buffer = io.BytesIO()
-        np.save(
-            buffer, value if value.flags.c_contiguous else value.copy(order="C"), allow_pickle=False
-        )
-        return {"npy": base64.b64encode(buffer.getvalue()).decode()}
 
-    def value(self, value, depth=0):
-        np = self.np
-        kind = type(value)
-        if value is None or kind is bool or kind is int:
-            return value if kind is not int or abs(value) < 2**63 else {"big": str(value)}
-        if kind is float:
-            return (
-                value if value == value and abs(value) != float("inf") else {"float": repr(value)}
-            )
-        if kind is str:
-            return value[:MAX_STRING] if len(value) <= MAX_STRING else {"long": value[:MAX_STRING]}
-        if kind is complex:
-            return {"complex": [repr(value.real), repr(value.imag)]}
-        if depth > MAX_DEPTH:
-            return {"object": "too deep", "repr": ""}
-        if isinstance(value, (list, tuple)):  # named tuples and the like as their items
-            items = [self.value(item, depth + 1) for item in list(value)[:MAX_ITEMS]]
-            return {"list" if isinstance(value, list) else "tuple": items}
-        if isinstance(value, (set, frozenset)):
-            return {"set": [self.value(item, depth + 1) for item in list(value)[:MAX_ITEMS]]}
-        if isinstance(value, dict):
-            pairs = list(value.items())[:MAX_ITEMS]
-            return {
-                "dict": [[self.value(k, depth + 1), self.value(v, depth + 1)] for k, v in pairs]
-            }
-        if isinstance(value, str):
-            return self.value(str(value[:]), depth + 1)
-        if kind is np.ndarray:
-            return self.array(value)
-        if isinstance(value, np.generic) and kind.__module__ == "numpy":
-            encoded = self.array(np.asarray(value))
-            return {"generic": encoded["npy"]} if "npy" in encoded else encoded
-        if kind is np.dtype or isinstance(value, np.dtype):
-            return {"dtype": value.name}
-        if isinstance(value, type):
-            if issubclass(value, np.generic) or value in (bool, int, float, complex):
-                return {"dtype": np.dtype(value).name}
-            return {"class": [_qualname(c) for c in value.__mro__]}
+def _top_level_names(tree: ast.Module) -> set[str]:
+    """Names bound in the module's own scope (not in the functions or classes it defines)."""
+    names: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(child.name)
+                for part in (*child.decorator_list, *getattr(child, "bases", [])):
+                    visit(part)
+                continue
+            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp)):
+                continue
+            if isinstance(child, ast.GeneratorExp):
+                continue
+            if isinstance(child, ast.Name) and isinstance(child.ctx, (ast.Store, ast.Del)):
+                names.add(child.id)
+            elif isinstance(child, ast.alias):
+                names.add((child.asname or child.name).split(".")[0])
+            elif isinstance(child, ast.ExceptHandler) and child.name:
+                names.add(child.name)
+            elif isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
+                names.add(child.target.id)
+            visit(child)
+
+    visit(tree)
+    return names
+
+
+def compile_cells(cells: list) -> list:
+    """Every cell compiled before any runs: code cells as they are, scenarios as functions.
+
+    Each entry is a code object, or a SyntaxError for a cell that does not compile.
+    """
+    compiler = codeop.Compile()  # carries `from __future__` imports to later cells, as IPython
+    compiled = []
+    for index, cell in enumerate(cells):
+        name = f"<cell {index}>"
         try:
-            converted = np.asarray(value)
-        except Exception:
-            converted = None
-        if converted is not None and not converted.dtype.hasobject:
-            return self.array(converted)
+            if cell["kind"] == "task":
+                module = compiler(cell["source"], name, "exec")  # future flags, syntax
+                del module
+                code = compile(scenario_function(cell["source"]), name, "exec")
+                code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+            else:
+                code = compiler(cell["source"], name, "exec")
+        except (SyntaxError, ValueError, OverflowError) as error:
+            code = error if isinstance(error, SyntaxError) else SyntaxError(str(error))
+        compiled.append(code)
+    return compiled
+
+
+def build(job: dict, out: int, np) -> "types.FunctionType":
+    """The runner for `job`, writing signed events to `out`: a function that runs it.
+
+    Everything the returned function and its helpers use after the notebook's code starts is
+    bound here, as local names of this call: nothing is looked up in a module or in builtins
+    later (tests/course check the bytecode for global lookups).
+    """
+    import _hashlib
+    import _json
+
+    cells = job["cells"]
+    modes = job["modes"]
+    seeds = job["seeds"]
+    start = job.get("start", 0)
+    key = binascii.unhexlify(job["key"])
+    tripwires = frozenset(tuple(t) for t in job.get("tripwires", []))
+    files = {f"<cell {i}>": i for i in range(len(cells))}
+    student = frozenset(f"<cell {i}>" for i, c in enumerate(cells) if c.get("student"))
+    compiled = compile_cells(cells)
+
+    # What the reporting code calls, taken now.
+    _type, _isinstance, _issubclass, _len, _repr = type, isinstance, issubclass, len, repr
+    _bool, _int, _float, _str, _list, _tuple = bool, int, float, str, list, tuple
+    _dict, _frozenset, _slice, _zip, _abs, _min = dict, frozenset, slice, zip, abs, min
+    _none, _bytes, _complex, _set = type(None), bytes, complex, set
+    _str_copy, _list_copy, _tuple_get = str.__str__, list.copy, tuple.__getitem__
+    _dict_items, _join, _exec = dict.items, "".join, exec
+    _write, _exit, _monotonic, _sleep = os.write, os._exit, time.monotonic, time.sleep
+    _get_ident, _new_thread, _lock = _thread.get_ident, _thread.start_new_thread, _thread.allocate_lock
+    _hexlify, _b64 = binascii.hexlify, binascii.b2a_base64
+    _hmac = _hashlib.hmac_digest
+    _function = types.FunctionType
+    _current_frames, _settrace = sys._current_frames, sys.settrace
+    _ndarray, _generic, _dtype, _asarray = np.ndarray, np.generic, np.dtype, np.asarray
+    _tobytes, _ascontiguous, _bool_ = np.ndarray.tobytes, np.ascontiguousarray, np.bool_
+    _rng = np.random.default_rng
+    _exact_truths = (bool, int, float, str, list, tuple, dict, type(None))
+    _syntax_error, _enumerate, _builtins = SyntaxError, enumerate, __builtins__
+    _runtime_error, _value_error = RuntimeError, ValueError
+    _module_type, _modules, _add_audit_hook = types.ModuleType, sys.modules, sys.addaudithook
+    _traceback_type, _traceback_of = types.TracebackType, BaseException.__traceback__.__get__
+    _refused, _frame_attributes = REFUSED_EVENTS, FRAME_ATTRIBUTES
+    _defaults, _refused_modules = DEFAULTS, REFUSED_MODULES
+    _check_reached, _looped_before = CheckReached, LoopedBefore
+    _max_string, _max_array, _max_items, _max_depth = MAX_STRING, MAX_ARRAY, MAX_ITEMS, MAX_DEPTH
+
+    def _no_default(value):
+        raise TypeError("not an event value")
+
+    _encode_json = _json.make_encoder(
+        None, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, False
+    )
+    lock = _lock()
+    state = {"current": None, "trusted": False, "main": _get_ident(), "watchdog": None}
+
+    def send(event, wait=True):
+        data = _join(_encode_json(event, 0)).encode("ascii")
+        line = data + b" " + _hexlify(_hmac(key, data, "sha256")) + b"\n"
+        taken = lock.acquire(True, -1 if wait else 1.0)
         try:
-            text = repr(value)[:500]
-        except Exception:
-            text = "?"
-        return {"object": _qualname(kind), "repr": text}
-
-    def encode(self, value, mode):
-        if mode == "truth":
-            return bool(value)
-        if mode == "type":
-            return {"mro": [_qualname(c) for c in type(value).__mro__]}
-        if mode == "classes":
-            classes = value if isinstance(value, tuple) else (value,)
-            return {"classes": [_qualname(c) for c in classes if isinstance(c, type)]}
-        return self.value(value)
-
-
-class Runner:
-    def __init__(self, job, out):
-        self.job = job
-        self.out = out
-        self.lock = threading.Lock()
-        self.cells = job["cells"]
-        self.files = {f"<cell {i}>": i for i in range(len(self.cells))}
-        self.student = {f"<cell {i}>" for i, c in enumerate(self.cells) if c.get("student")}
-        self.current = None  # (index, deadline)
-        self.main = threading.get_ident()
-        self.tripwires = {tuple(t) for t in job.get("tripwires", [])}
-
-    def send(self, wait=True, **event):
-        data = (json.dumps(event, separators=(",", ":")) + "\n").encode()
-        taken = self.lock.acquire(timeout=-1 if wait else 1.0)
-        try:
-            while data:
-                data = data[os.write(self.out, data) :]
+            while line:
+                line = line[_write(out, line) :]
         finally:
             if taken:
-                self.lock.release()
+                lock.release()
 
-    def where(self, frame):
-        """The innermost student frame at or below `frame`: [cell, line], or None."""
-        found = None
+    def qualname(cls):
+        module = getattr_str(cls, "__module__")
+        name = getattr_str(cls, "__qualname__")
+        return module + "." + name
+
+    def getattr_str(obj, name):
+        try:
+            value = _type.__getattribute__(obj, name) if _isinstance(obj, _type) else "?"
+        except BaseException:
+            return "?"
+        return _str_copy(value)[:200] if _isinstance(value, _str) else "?"
+
+    def mro(cls):
+        try:
+            classes = _type.__getattribute__(cls, "__mro__")
+        except BaseException:
+            return ["?"]
+        if _type(classes) is not _tuple:
+            return ["?"]
+        return [qualname(c) for c in classes[:50]]
+
+    def array(value):
+        # `value` is exactly an ndarray: its dtype, shape and bytes are NumPy's own (C) code.
+        dtype = value.dtype
+        if dtype.hasobject or dtype.names is not None or dtype.subdtype is not None:
+            return {"object": "numpy.ndarray", "repr": "array of " + _str_copy(dtype.str)}
+        if value.nbytes > _max_array:
+            return {"object": "numpy.ndarray", "repr": "array too large"}
+        shape = value.shape
+        header = "{'descr': '" + dtype.str + "', 'fortran_order': False, 'shape': ("
+        header += _join([_int.__repr__(n) + ", " for n in shape]) + "), }"
+        header += " " * (63 - (10 + _len(header)) % 64) + "\n"
+        raw = b"\x93NUMPY\x01\x00" + _len(header).to_bytes(2, "little") + header.encode("ascii")
+        raw += _tobytes(_ascontiguous(value), "C")
+        return {"npy": _b64(raw, newline=False).decode("ascii")}
+
+    def value_of(value, depth=0):
+        kind = _type(value)
+        if kind is _none or kind is _bool:
+            return value
+        if kind is _int:
+            return value if _abs(value) < 2**63 else {"big": _int.__repr__(value)}
+        if kind is _float:
+            finite = value == value and _abs(value) != _float("inf")
+            return value if finite else {"float": _float.__repr__(value)}
+        if kind is _str:
+            return value if _len(value) <= _max_string else {"long": value[:_max_string]}
+        if kind is _complex:
+            return {"complex": [_float.__repr__(value.real), _float.__repr__(value.imag)]}
+        if depth > _max_depth:
+            return {"object": "too deep", "repr": ""}
+        if _isinstance(value, _list):
+            return {"list": [value_of(v, depth + 1) for v in _list_copy(value)[:_max_items]]}
+        if _isinstance(value, _tuple):
+            items = _tuple_get(value, _slice(None, _max_items))
+            return {"tuple": [value_of(v, depth + 1) for v in items]}
+        if _isinstance(value, (_set, _frozenset)):
+            return {"set": [value_of(v, depth + 1) for v in _list(_frozenset(value))[:_max_items]]}
+        if _isinstance(value, _dict):
+            pairs = _list(_dict_items(value))[:_max_items]
+            return {"dict": [[value_of(k, depth + 1), value_of(v, depth + 1)] for k, v in pairs]}
+        if _isinstance(value, _str):
+            return value_of(_str_copy(value), depth + 1)
+        if kind is _ndarray:
+            return array(value)
+        if _isinstance(value, _dtype):
+            return {"dtype": _str_copy(value.name)}
+        if _isinstance(value, _type):
+            if _issubclass(value, _generic) or one_of(value, (_bool, _int, _float, _complex)):
+                return {"dtype": _str_copy(_dtype(value).name)}
+            return {"class": mro(value)}
+        try:
+            converted = _asarray(value)  # NumPy scalars, and objects that define __array__
+        except BaseException:
+            converted = None
+        if _type(converted) is _ndarray and not converted.dtype.hasobject:
+            encoded = array(converted)
+            if _isinstance(value, _generic) and "npy" in encoded:
+                return {"generic": encoded["npy"]}
+            return encoded
+        try:
+            text = _repr(value)
+            text = _str_copy(text)[:500] if _isinstance(text, _str) else "?"
+        except BaseException:
+            text = "?"
+        return {"object": qualname(kind), "repr": text}
+
+    def one_of(value, choices):
+        # By identity: `in` would call a submission's own __eq__ and __hash__.
+        for choice in choices:
+            if value is choice:
+                return True
+        return False
+
+    def truth(value):
+        # Only values whose truth no submission defines: an object's own __bool__ is not taken.
+        kind = _type(value)
+        if kind is _bool_:
+            return value is _bool_(True)
+        if one_of(kind, _exact_truths):
+            return _bool(value)
+        return {"object": qualname(kind), "repr": "not a truth value"}
+
+    def encode(value, mode):
+        if mode == "truth":
+            return truth(value)
+        if mode == "type":
+            return {"mro": mro(_type(value))}
+        if mode == "classes":
+            classes = value if _type(value) is _tuple else (value,)
+            return {"classes": [qualname(c) for c in classes if _isinstance(c, _type)]}
+        return value_of(value)
+
+    def check(check_id, *values):
+        wanted = modes.get(check_id, [])
+        encoded = [encode(v, m) for v, m in _zip(values, wanted) if m != "discard"]
+        send({"t": "obs", "c": check_id, "v": encoded})
+
+    def reached(check_id):
+        send({"t": "reached", "c": check_id})
+        raise _check_reached(check_id)
+
+    def frames(frame):
+        """The innermost student frame at or below `frame`: [cell, line, first line]."""
         while frame is not None:
-            if frame.f_code.co_filename in self.student:
-                found = [
-                    self.files[frame.f_code.co_filename],
-                    frame.f_lineno,
-                    frame.f_code.co_firstlineno,
-                ]
-                break
+            code = frame.f_code
+            if _type(code.co_filename) is _str and code.co_filename in student:
+                return [files[code.co_filename], frame.f_lineno, code.co_firstlineno]
             frame = frame.f_back
-        return found
+        return None
 
-    def innermost(self, tb):
-        found = None
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename in self.student:
-                found = [
-                    self.files[tb.tb_frame.f_code.co_filename],
-                    tb.tb_lineno,
-                    tb.tb_frame.f_code.co_firstlineno,
-                ]
-            tb = tb.tb_next
-        return found
+    def innermost(tb):
+        state["trusted"] = True
+        try:
+            found = None
+            while _type(tb) is _traceback_type:
+                code = tb.tb_frame.f_code
+                if _type(code.co_filename) is _str and code.co_filename in student:
+                    found = [files[code.co_filename], tb.tb_lineno, code.co_firstlineno]
+                tb = tb.tb_next
+            return found
+        finally:
+            state["trusted"] = False
 
-    def watchdog(self):
+    def hook(event, args):
+        if event in _refused:
+            if event == "sys._current_frames" and _get_ident() == state["watchdog"]:
+                return
+            if event == "sys._getframe":
+                raise _value_error("grading: the call stack cannot be read")
+            raise _runtime_error("grading does not allow " + event)
+        if event == "object.__getattr__" and args[1] in _frame_attributes:
+            if state["trusted"] and _get_ident() == state["main"]:
+                return
+            raise _runtime_error("grading does not allow reading frames")
+        if event in ("object.__setattr__", "object.__delattr__") and _isinstance(args[0], _function):
+            if args[1] == "__code__" or (args[1] in _defaults and one_of(args[0], ours)):
+                raise _runtime_error("grading does not allow changing a function's code")
+        if event == "import":
+            name = _str_copy(args[0]) if _isinstance(args[0], _str) else ""
+            if name in _refused_modules or name.split(".")[0] in _refused_modules:
+                raise _runtime_error("grading does not allow importing " + name)
+        if event.startswith("ctypes."):
+            raise _runtime_error("grading does not allow ctypes")
+
+    def watchdog():
+        state["watchdog"] = _get_ident()
         while True:
-            time.sleep(0.05)
-            current = self.current
-            if current is None or time.monotonic() < current[1]:
+            _sleep(0.05)
+            current = state["current"]
+            if current is None or _monotonic() < current[1]:
                 continue
-            frame = sys._current_frames().get(self.main)
-            self.send(wait=False, t="timeout", i=current[0], at=self.where(frame))
-            os._exit(3)
+            frame = _current_frames().get(state["main"])
+            send({"t": "timeout", "i": current[0], "at": frames(frame)}, wait=False)
+            _exit(3)
 
-    def trace(self, frame, event, arg):
+    def trace(frame, event, arg):
         # Called for every new frame only while some code looped before: code that looped
         # in an earlier cell fails at once here instead of looping again.
         code = frame.f_code
-        if (code.co_filename, code.co_firstlineno) in self.tripwires:
-            raise LoopedBefore(
-                [self.files.get(code.co_filename), frame.f_lineno, code.co_firstlineno]
-            )
+        if _type(code.co_filename) is _str and (code.co_filename, code.co_firstlineno) in tripwires:
+            raise _looped_before([files.get(code.co_filename), frame.f_lineno, code.co_firstlineno])
         return None
 
-    def run(self):
-        import numpy as np
+    ours = (send, value_of, encode, check, reached, truth, hook, watchdog, trace)
 
-        encoder = Encoder(np)
-        modes = self.job["modes"]
-        namespace = types.ModuleType("__main__")
-        namespace.__dict__["__builtins__"] = __builtins__
-        sys.modules["__main__"] = namespace
-        compiler = (
-            codeop.Compile()
-        )  # carries `from __future__` imports to later cells, as IPython does
-
-        def check(check_id, *values):
-            wanted = modes.get(check_id, [])
-            encoded = [
-                encoder.encode(value, mode)
-                for value, mode in zip(values, wanted)
-                if mode != "discard"
-            ]
-            self.send(t="obs", c=check_id, v=encoded)
-
-        def reached(check_id):
-            self.send(t="reached", c=check_id)
-            raise CheckReached(check_id)
-
-        threading.Thread(target=self.watchdog, daemon=True).start()
-        if self.tripwires:
-            sys.settrace(self.trace)
-            threading.settrace(self.trace)
-        start = self.job.get("start", 0)
-        for index, cell in enumerate(self.cells):
-            try:
-                code = compiler(cell["source"], f"<cell {index}>", "exec")
-            except (SyntaxError, ValueError, OverflowError) as error:
-                code = error if isinstance(error, SyntaxError) else SyntaxError(str(error))
+    def run():
+        namespace = _module_type("__main__")
+        namespace.__dict__["__builtins__"] = _builtins
+        _modules["__main__"] = namespace
+        for name in _refused_modules:
+            _modules.pop(name, None)
+        _new_thread(watchdog, ())
+        while state["watchdog"] is None:
+            _sleep(0.001)
+        if tripwires:
+            _settrace(trace)
+        _add_audit_hook(hook)
+        globals_ = namespace.__dict__
+        for index, cell in _enumerate(cells):
+            code = compiled[index]
             if index < start and cell["kind"] == "task":
                 continue  # graded before the run was restarted
-            self.send(t="start", i=index)
-            if isinstance(code, SyntaxError):
-                self.send(
-                    t="raised",
-                    i=index,
-                    type="SyntaxError",
-                    mro=["builtins.SyntaxError"],
-                    at=[index, code.lineno or 0, 0] if cell.get("student") else None,
-                )
-                self.send(t="end", i=index)
+            send({"t": "start", "i": index})
+            if _isinstance(code, _syntax_error):
+                at = [index, code.lineno or 0, 0] if cell.get("student") else None
+                raised = {"type": "SyntaxError", "mro": ["builtins.SyntaxError"], "at": at}
+                send({"t": "raised", "i": index} | raised)
+                send({"t": "end", "i": index})
                 continue
-            if cell["kind"] == "task":
-                namespace.__dict__[CHECK] = check
-                namespace.__dict__[REACHED] = reached
-                namespace.__dict__[RNG] = np.random.default_rng(
-                    self.job["seeds"].get(cell["task"], 0)
-                )
-            self.current = (index, time.monotonic() + cell["timeout"])
+            state["current"] = (index, _monotonic() + cell["timeout"])
             try:
-                exec(code, namespace.__dict__)
-            except CheckReached:
+                if cell["kind"] == "task":
+                    scenario = _function(code, globals_)
+                    scenario(check, reached, _rng(seeds.get(cell["task"], 0)))
+                else:
+                    _exec(code, globals_)
+            except _check_reached:
                 pass
-            except LoopedBefore as looped:
-                self.send(t="skipped", i=index, at=looped.args[0])
+            except _looped_before as looped:
+                send({"t": "skipped", "i": index, "at": looped.args[0]})
             except BaseException as error:  # the cell failed: say what and where, not the message
-                self.send(
-                    t="raised",
-                    i=index,
-                    type=type(error).__name__,
-                    mro=[_qualname(c) for c in type(error).__mro__],
-                    at=self.innermost(error.__traceback__),
+                kind = _type(error)
+                send(
+                    {
+                        "t": "raised",
+                        "i": index,
+                        "type": getattr_str(kind, "__name__")[:100],
+                        "mro": mro(kind),
+                        "at": innermost(_traceback_of(error)),
+                    }
                 )
             finally:
-                self.current = None
-            self.send(t="end", i=index)
-        self.send(t="done")
+                state["current"] = None
+            send({"t": "end", "i": index})
+        send({"t": "done"})
 
-
-class LoopedBefore(BaseException):
-    """Code that ran out of time in an earlier cell was called again."""
+    return run
 
 
 class _TempNames:
@@ -314,8 +531,16 @@ def main():
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
+    # Modules imported from here on are compiled from source: no .pyc is read (reading one
+    # needs marshal.loads, which the notebook's code may not call).
+    import numpy as np
+
     _same_start()
-    Runner(job, out).run()
+    sys.pycache_prefix = os.path.join(os.sep, "nonexistent-pycache")
+    sys.dont_write_bytecode = True
+    run = build(job, out, np)
+    del job
+    run()
     os._exit(0)
 
 

@@ -156,7 +156,8 @@ def _ancestors_open(path: Path, roots: list[Path]) -> list[str]:
 
 def filesystem_arguments(tree: Path, limits: Limits) -> list[str]:
     """bwrap's mount arguments: the system and Python read-only, less every tinyflo."""
-    args = ["--proc", "/proc", "--dev", "/dev"]
+    # No /proc: through /proc/self/mem a process can rewrite its own memory, the runner's too.
+    args = ["--dev", "/dev"]
     args += ["--size", str(limits.tmp_size), "--perms", "01777", "--tmpfs", "/tmp"]
     args += ["--size", str(limits.tmp_size), "--perms", "01777", "--tmpfs", WORKDIR]
     for name in ("usr", "etc", "opt/conda"):
