@@ -188,7 +188,10 @@ try:
     seen["network"] = True
 except OSError:
     seen["network"] = False
-seen["tinyflo_dists"] = sorted(p for d in sys.path if os.path.isdir(d) for p in os.listdir(d) if "tinyflo" in p.lower())
+def _holds_something(path):  # the installed copies are hidden as empty folders and files
+    return bool(os.listdir(path)) if os.path.isdir(path) else os.path.getsize(path) > 0
+seen["tinyflo_dists"] = sorted(p for d in sys.path if os.path.isdir(d) for p in os.listdir(d)
+                               if "tinyflo" in p.lower() and _holds_something(os.path.join(d, p)))
 seen["nproc"] = resource.getrlimit(resource.RLIMIT_NPROC)[0]
 seen["memory"] = resource.getrlimit(resource.RLIMIT_AS)[0]
 seen["environment"] = sorted(k for k in os.environ if k.startswith("TINYFLO_") and k != "TINYFLO_THREADS")

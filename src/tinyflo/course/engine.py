@@ -76,6 +76,7 @@ class _Reader:
     def __init__(self, fd: int, budget: int, key: bytes):
         self.fd = fd
         self.key = key
+        self.number = 0  # the runner numbers its lines from 0
         self.budget = budget
         self.buffer = b""
         self.closed = False
@@ -113,7 +114,10 @@ class _Reader:
             event = json.loads(data)
         except ValueError:
             return "bad"
-        return event if isinstance(event, dict) else "bad"
+        if not isinstance(event, dict) or event.get("n") != self.number:
+            return "bad"  # a line held back, repeated or moved
+        self.number += 1
+        return event
 
     def close(self) -> None:
         self.selector.close()
@@ -159,6 +163,12 @@ def run_job(
         )
         current, results_left, looped, finished = outcome
         if finished:
+            break
+        if current is None and start > 0:
+            # The code crashed again while the cells before `start` ran once more for their
+            # definitions: what was graded stands, the rest cannot run.
+            for later in record.cells[start:]:
+                later.stopped = later.stopped or "crash"
             break
         if current is None:
             record.problem = record.problem or "the runner stopped before running any cell"

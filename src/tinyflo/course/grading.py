@@ -306,8 +306,10 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int) -> str:
         return "not run: the notebook's time budget ran out"
     if outcome.stopped == "results":
         return "your code produced more results than the grader takes"
-    if outcome.stopped in ("crash", "events"):
+    if outcome.stopped == "crash":
         return "your code ended the grading process"
+    if outcome.stopped == "events":
+        return "your code wrote to the grader's results pipe"
     if not outcome.started:
         return "not run"
     if outcome.raised:

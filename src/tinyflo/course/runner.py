@@ -26,13 +26,16 @@ its reach (tinyflo.course.grading's threat model):
 * the reporting code uses only what it took when it started (builtins, C functions of the
   standard library and NumPy, `_json`'s encoder, `_hashlib`'s HMAC), never a name looked up
   later, so patching `builtins`, `json` or `numpy` changes nothing it does;
+* the cells run in a thread of their own, so the code cannot install a signal handler (only
+  the main thread may, and handlers are handed frames);
 * an audit hook, added before the first cell and never removable, refuses what would reach
   its objects: frames (`sys._getframe`, tracebacks' and generators' frames, tracers,
-  `sys._current_frames`), `gc`'s object lists, `ctypes`, `marshal.loads` and new code
-  objects, `signal` (whose handlers get frames), changing a function's code (or the defaults
-  of its own functions), and more audit hooks;
-* each line it writes carries an HMAC with a key that arrives on standard input, so a line
-  that the code writes to the pipe itself is refused by the grader.
+  `sys._current_frames`), `gc`'s object lists, `ctypes` (never loaded), `marshal.loads`
+  and new code objects, changing a function's code (or the defaults of its own functions),
+  new processes (a child would run without the hook), and more audit hooks;
+* each line it writes is numbered and carries an HMAC with a key that arrives on standard
+  input, so a line that the code writes to the pipe itself, or one it holds back, repeats
+  or moves, is refused by the grader.
 
 It needs only the standard library and NumPy, and imports nothing of tinyflo itself (the code
 it runs may).
@@ -73,22 +76,31 @@ REFUSED_EVENTS = frozenset(
         "marshal.loads",
         "marshal.load",
         "code.__new__",
+        # No new process: a child runs without this hook and could read the runner's memory.
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "subprocess.Popen",
     }
 )
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})  # namedtuple sets them: refused for ours
+# Extension modules that reach memory or processes (loading one raises an audit event;
+# ctypes is kept from loading at all, see main()).
 REFUSED_MODULES = frozenset(
     {
         "ctypes",
         "_ctypes",
-        "signal",
-        "_signal",
+        "_posixsubprocess",
         "_testcapi",
         "_testinternalcapi",
         "_testbuffer",
+        "_testmultiphase",
         "_xxsubinterpreters",
         "_xxinterpchannels",
-        "faulthandler",
     }
 )
 
@@ -210,6 +222,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     _dict_items, _join, _exec = dict.items, "".join, exec
     _write, _exit, _monotonic, _sleep = os.write, os._exit, time.monotonic, time.sleep
     _get_ident, _new_thread, _lock = _thread.get_ident, _thread.start_new_thread, _thread.allocate_lock
+    _stack_size = _thread.stack_size
     _hexlify, _b64 = binascii.hexlify, binascii.b2a_base64
     _hmac = _hashlib.hmac_digest
     _function = types.FunctionType
@@ -234,12 +247,14 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
         None, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, False
     )
     lock = _lock()
-    state = {"current": None, "trusted": False, "main": _get_ident(), "watchdog": None}
+    state = {"current": None, "trusted": False, "main": None, "watchdog": None, "sent": 0}
 
     def send(event, wait=True):
+        taken = lock.acquire(True, -1 if wait else 1.0)
+        event["n"] = state["sent"]  # numbered: a line left out, repeated or moved is seen
+        state["sent"] += 1
         data = _join(_encode_json(event, 0)).encode("ascii")
         line = data + b" " + _hexlify(_hmac(key, data, "sha256")) + b"\n"
-        taken = lock.acquire(True, -1 if wait else 1.0)
         try:
             while line:
                 line = line[_write(out, line) :]
@@ -434,11 +449,30 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     ours = (send, value_of, encode, check, reached, truth, hook, watchdog, trace)
 
     def run():
+        """Run the job in a thread of its own and wait: the notebook's code never runs in the
+        main thread, so it cannot install signal handlers (which are handed frames)."""
+        done = _lock()
+        done.acquire()
+        _stack_size(256 * 2**20)
+        _new_thread(grade_cells, (done,))
+        while True:
+            try:
+                if done.acquire(True, 1.0):
+                    return
+            except BaseException:  # _thread.interrupt_main() and the like: keep waiting
+                continue
+
+    def grade_cells(done):
+        try:
+            run_cells()
+        finally:
+            done.release()
+
+    def run_cells():
+        state["main"] = _get_ident()
         namespace = _module_type("__main__")
         namespace.__dict__["__builtins__"] = _builtins
         _modules["__main__"] = namespace
-        for name in _refused_modules:
-            _modules.pop(name, None)
         _new_thread(watchdog, ())
         while state["watchdog"] is None:
             _sleep(0.001)
@@ -531,11 +565,15 @@ def main():
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    # Modules imported from here on are compiled from source: no .pyc is read (reading one
-    # needs marshal.loads, which the notebook's code may not call).
+    # ctypes reads and writes any memory and raises no audit event doing it: it must never
+    # load. NumPy takes it as missing; once the hook is in, loading _ctypes is refused.
+    sys.modules["ctypes"] = None
     import numpy as np
 
     _same_start()
+    del sys.modules["ctypes"]
+    # Modules imported from here on are compiled from source: no .pyc is read (reading one
+    # needs marshal.loads, which the notebook's code may not call).
     sys.pycache_prefix = os.path.join(os.sep, "nonexistent-pycache")
     sys.dont_write_bytecode = True
     run = build(job, out, np)

@@ -175,16 +175,25 @@ def filesystem_arguments(tree: Path, limits: Limits) -> list[str]:
             args += _ancestors_open(prefix, roots)
             args += ["--ro-bind", str(prefix), str(prefix)]
             roots.append(prefix)
-    # Every site-packages the bound trees hold, less tinyflo: a tmpfs over it, then each
-    # other entry bound back. This also hides an editable install's path file.
+    # Every site-packages the bound trees hold, less tinyflo: an empty folder over each of
+    # its folders and an empty file over each of its files (an editable install's path file
+    # too). Where one is a link, a tmpfs over the whole folder and every other entry bound back.
     for folder in _package_dirs([*map(str, roots), "/usr"]):
         entries = sorted(folder.iterdir())
-        kept = [entry for entry in entries if not _is_tinyflo(entry)]
-        if len(kept) == len(entries):
+        hidden = [entry for entry in entries if _is_tinyflo(entry)]
+        if not hidden:
             continue
-        args += ["--tmpfs", str(folder)]
-        for entry in kept:
-            args += ["--ro-bind", str(entry), str(entry)]
+        if any(entry.is_symlink() for entry in hidden):
+            args += ["--tmpfs", str(folder)]
+            for entry in entries:
+                if entry not in hidden:
+                    args += ["--ro-bind", str(entry), str(entry)]
+            continue
+        for entry in hidden:
+            if entry.is_dir():
+                args += ["--tmpfs", str(entry)]
+            else:
+                args += ["--ro-bind", "/dev/null", str(entry)]
     for device in sorted(glob.glob("/dev/nvidia*")) + sorted(glob.glob("/dev/dri")):
         args += ["--dev-bind", device, device]
     args += ["--ro-bind", str(tree), SANDBOX_ROOT]
