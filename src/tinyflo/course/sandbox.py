@@ -227,7 +227,7 @@ def _namespaces() -> list[str]:
             "--unshare-uts",
             "--unshare-cgroup-try",
         ]
-    return ["--unshare-all", "--disable-userns"]
+    return ["--unshare-all", "--unshare-user", "--disable-userns"]
 
 
 # Runs first inside the sandbox (as `python -I -S -c`): the limits, the results pipe on fd 3,
