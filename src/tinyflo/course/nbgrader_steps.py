@@ -109,7 +109,9 @@ def _take_own_files(self: BaseConverter, assignment_id: str, student_id: str) ->
         try:
             check_submission(self.coursedir, assignment_id, student_id)
         except OSError as error:
-            raise OSError(f"submission refused: {error}") from None
+            raise OSError(
+                f"submission refused: student {student_id}, {assignment_id}: {error}"
+            ) from None
     source = Path(self._format_source(assignment_id, student_id))
     dest = Path(self._format_dest(assignment_id, student_id))
     for name in SUBMISSION_FILES:
