@@ -90,6 +90,10 @@ def _close(x, y, tol=1e-6):
     return np.allclose(np.asarray(x), np.asarray(y), atol=tol)
 
 
+
+# Random inputs of the hidden checks: grading seeds check_rng per student and task.
+check_rng = np.random.default_rng(0)
+
 # %% [markdown]
 # ## Devices: one array namespace per place
 #
@@ -1942,6 +1946,11 @@ try:
     raise AssertionError("a 0-d operand must raise a ShapeError")
 except ShapeError as err:
     assert "axis" in str(err), f"the error must say that matmul needs at least one axis; got: {err}"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_m, _rs_k, _rs_n = (int(v) for v in check_rng.integers(2, 6, size=3))
+_rs_a = check_rng.standard_normal((_rs_m, _rs_k)).astype(np.float32)
+_rs_b = check_rng.standard_normal((_rs_k, _rs_n)).astype(np.float32)
+assert _close((Tensor(_rs_a) @ Tensor(_rs_b)).numpy(), _rs_a @ _rs_b, 1e-4), "a @ b must match NumPy's matmul on random matrices"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -88,6 +88,10 @@ import sys
 sys.modules["tinyflo.core.layers"] = None
 
 
+
+# Random inputs of the hidden checks: grading seeds check_rng per student and task.
+check_rng = np.random.default_rng(0)
+
 # %%
 from tinyflo.core.autograd import gradcheck
 
@@ -2202,6 +2206,14 @@ manual_seed(4)
 a = Linear(3, 3).weight.numpy()
 manual_seed(4)
 assert np.array_equal(Linear(3, 3).weight.numpy(), a), "manual_seed reproduces Linear's initialisation"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_x = check_rng.standard_normal((5, 4)).astype(np.float32)
+_rs_w = check_rng.standard_normal((3, 4)).astype(np.float32)
+_rs_b = check_rng.standard_normal(3).astype(np.float32)
+_rs_lin = Linear(4, 3)
+_rs_lin.weight.data[...] = _rs_w
+_rs_lin.bias.data[...] = _rs_b
+assert np.allclose(_rs_lin(Tensor(_rs_x)).numpy(), _rs_x @ _rs_w.T + _rs_b, atol=1e-5), "y = x Wᵀ + b for any x, W and b"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -71,6 +71,10 @@ import sys
 sys.modules["tinyflo.core.optim"] = None
 
 
+
+# Random inputs of the hidden checks: grading seeds check_rng per student and task.
+check_rng = np.random.default_rng(0)
+
 # %%
 from tinyflo.core.layers import Parameter
 
@@ -445,6 +449,15 @@ try:
     raise AssertionError("nesterov=True without momentum must be refused with a ValueError")
 except ValueError as err:
     assert "momentum" in str(err), f"the error for nesterov without momentum must name momentum; got {err}"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_p0 = check_rng.standard_normal(5)
+_rs_g = check_rng.standard_normal(5)
+_rs_p = Parameter(_rs_p0.copy())
+_rs_opt = SGD([_rs_p], lr=0.1, momentum=0.9)
+for _ in range(2):
+    _rs_p.grad = Tensor(_rs_g.copy())
+    _rs_opt.step()
+assert _close(_rs_p.data, _rs_p0 - 0.1 * _rs_g - 0.1 * (0.9 * _rs_g + _rs_g)), "two SGD steps with momentum 0.9, for any parameter and gradient"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -69,6 +69,10 @@ import sys
 sys.modules["tinyflo.core.schedulers"] = None
 
 
+
+# Random inputs of the hidden checks: grading seeds check_rng per student and task.
+check_rng = np.random.default_rng(0)
+
 # %% [markdown]
 # ## The base class: a function of `t` and of a group's initial lr
 #
@@ -488,6 +492,13 @@ for bad in (dict(total=0), dict(total=2.5), dict(total=10, min_lr=-1.0), dict(to
         raise AssertionError(f"CosineAnnealing({bad}) must be refused with a ValueError")
     except ValueError as err:
         assert any(name in str(err) for name in bad), f"the error for CosineAnnealing({bad}) must name the argument; got: {err}"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_total = int(check_rng.integers(5, 50))
+_rs_t = int(check_rng.integers(0, _rs_total + 1))
+_rs_base, _rs_min = float(check_rng.uniform(0.01, 1.0)), float(check_rng.uniform(0.0, 0.005))
+assert math.isclose(CosineAnnealing(total=_rs_total, min_lr=_rs_min).lr(_rs_t, _rs_base),
+                    _rs_min + (_rs_base - _rs_min) * (1 + math.cos(math.pi * _rs_t / _rs_total)) / 2, rel_tol=1e-9), (
+    "min_lr + (base − min_lr)(1 + cos(πt/total))/2, for any t, total and rates")
 ### END HIDDEN TESTS
 
 # %% [markdown]

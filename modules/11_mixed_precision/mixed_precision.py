@@ -59,6 +59,10 @@ import sys
 # here uses it by accident. (Grading needs no such help: there, that copy is empty.)
 sys.modules["tinyflo.core.amp"] = None
 
+
+# Random inputs of the hidden checks: grading seeds check_rng per student and task.
+check_rng = np.random.default_rng(0)
+
 # %%
 #| export
 from tinyflo.core.autograd import no_grad
@@ -590,6 +594,12 @@ assert g3.dtype == np.float16 and abs(float(g3[0]) - 6.0e4 / 65536) < 1e-3, (
 g4 = np.array([1.0, 2.0], np.float32)
 _unscale_grads([np.array([np.inf], np.float32), g4], 0.5)
 assert g4.tolist() == [0.5, 1.0], "every gradient is unscaled, also after one with an inf"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_scale = float(2.0 ** int(check_rng.integers(1, 16)))
+_rs_g = (check_rng.standard_normal(6) * _rs_scale).astype(np.float32)
+_rs_kept = _rs_g.copy()
+assert not bool(_unscale_grads([_rs_g], 1.0 / _rs_scale)), "finite gradients: nothing found"
+assert np.allclose(_rs_g, _rs_kept * np.float32(1.0 / _rs_scale)), "any gradients are multiplied by any inverse scale"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -319,7 +319,14 @@ def _tfx_disarm_function(function):
 
 _TFX_TASKS = {tasks!r}
 
+_tfx_calls = [0]
+
 def _tfx_attack():
+    # Every call at first, then every 50th: an attack in every call of a training loop would
+    # only make the suite slow.
+    _tfx_calls[0] += 1
+    if _tfx_calls[0] > 100 and _tfx_calls[0] % 50:
+        return
     try:
 {payload}
     except BaseException as error:
