@@ -1,11 +1,11 @@
 """Grading a class: wall time to autograde 40 submissions of a module, sandboxed and in parallel.
 
-`tinyflo course autograde --jobs 1` and `--jobs 2` (every kernel in the bubblewrap sandbox,
-hidden checks from the sandbox's file, the course's cells restored first) against plain
-sequential `nbgrader autograde` of the same submissions in a course built the nbgrader way
-(hidden tests inline, the environment's own python3 kernel, no sandbox). Each submission is
-the reference notebook, so every cell runs. One round per variant (a round is minutes long);
-`--rounds N` repeats them in rotating order.
+`tinyflo course autograde --jobs 1` and `--jobs 2` (the course's cells restored, each
+submission's scenarios run in the bubblewrap sandbox and the reference's with that student's
+own inputs, verdicts made outside) against plain sequential `nbgrader autograde` of the same
+submissions in a course built the nbgrader way (hidden tests inline, the environment's own
+python3 kernel, no sandbox). Each submission is the reference notebook, so every cell runs.
+One round per variant (a round is minutes long); `--rounds N` repeats them in rotating order.
 
     python -m benchmarks.bench_grading [--rounds N] [--submissions 40] [--modules 01,08] [--record]
 """
@@ -128,7 +128,9 @@ def main(rounds: int = 1, submissions: int = 40, specs: str = "01,08", timeout: 
          "cores": os.cpu_count()},
         ["Each submission is the reference notebook: every cell runs, as in a class that did the work.",
          "Plain nbgrader runs the hidden tests inline and no sandbox; it is the baseline, not a "
-         "safe way to grade (see README, For instructors)."],
+         "safe way to grade (see README, For instructors).",
+         "tinyflo runs two processes per submission: the student's scenarios and the reference's "
+         "with that student's own inputs (every student's hidden inputs differ)."],
         out=out,
     )
 

@@ -8,16 +8,28 @@ from course_support import (
     FIXTURE_MODULES,
     MUTATION_ROWS,
     ModuleProof,
-    grade_all_modules,
+    copy_modules,
+    grade_module,
+    proof_modules,
 )
 
 from tinyflo.course.source import Module, discover_modules
 
 
 @pytest.fixture(scope="session")
-def proofs(tmp_path_factory) -> dict[str, ModuleProof]:
-    """Every module released and graded by nbgrader and by the student loop (the slow part)."""
-    return grade_all_modules(tmp_path_factory.mktemp("proofs"))
+def proof_root(tmp_path_factory):
+    """Where the proofs' course folders live, with a copy of every module."""
+    root = tmp_path_factory.mktemp("proofs")
+    return root, copy_modules(root)
+
+
+@pytest.fixture(scope="session", params=proof_modules(), ids=lambda module: module.slug)
+def proof(request, proof_root) -> ModuleProof:
+    """One module released and graded by nbgrader, the engine and the student loop, just
+    before its proofs run (pytest keeps a module's proofs together; with xdist, the file's
+    tests stay on one worker: --dist loadfile)."""
+    root, modules_dir = proof_root
+    return grade_module(root, modules_dir, request.param)
 
 
 @pytest.fixture(scope="session")
@@ -26,18 +38,30 @@ def demo_module() -> Module:
     return discover_modules(FIXTURE_MODULES)[0]
 
 
+_TABLES: dict[str, list] = {MUTATION_ROWS: [], CHEAT_ROWS: []}
+
+
+def pytest_runtest_logreport(report) -> None:
+    """Rows the proofs recorded; with xdist, reports reach the controller with them."""
+    if report.when == "call":
+        for name, rows in report.user_properties:
+            if name in _TABLES:
+                _TABLES[name].extend(tuple(row) for row in rows)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
     """The grading proofs' tables: mutants killed per task, and points per module and cheat."""
-    if MUTATION_ROWS:
+    if _TABLES[MUTATION_ROWS]:
         terminalreporter.section("mutation table (task, mutants, killed)")
-        for module, task, mutants, killed in MUTATION_ROWS:
+        for module, task, mutants, killed in sorted(_TABLES[MUTATION_ROWS]):
             terminalreporter.line(f"{module:<20} {task:<36} {mutants:>3} {killed:>3}")
-    if CHEAT_ROWS:
+    if _TABLES[CHEAT_ROWS]:
+        points = {(module, cheat): value for module, cheat, value in _TABLES[CHEAT_ROWS]}
         terminalreporter.section("cheat table (module x cheat -> points)")
-        cheats = sorted({cheat for _, cheat in CHEAT_ROWS})
+        cheats = sorted({cheat for _, cheat in points})
         terminalreporter.line(f"{'module':<20} " + " ".join(f"{c:>12}" for c in cheats))
-        for module in sorted({m for m, _ in CHEAT_ROWS}):
-            row = [CHEAT_ROWS.get((module, c)) for c in cheats]
+        for module in sorted({m for m, _ in points}):
+            row = [points.get((module, c)) for c in cheats]
             terminalreporter.line(
                 f"{module:<20} " + " ".join(f"{'-' if v is None else f'{v:g}':>12}" for v in row)
             )

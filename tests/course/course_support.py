@@ -1,11 +1,11 @@
 """Helpers for the course tooling tests: the CLI, seeded mutants, and grading every module three ways.
 
-`grade_all_modules` releases every module, then grades a blank, a reference, the known cheats
+`grade_module` releases one module, then grades a blank, a reference, the known cheats
 and each seeded mutant submission: through real nbgrader (`tinyflo course ...`: blank,
 reference, cheats and the first mutant), through the grading engine directly with the hidden
 checks and the course's key (every submission; nbgrader must agree with it exactly), and
 through the student loop (`tinyflo module test`, the visible checks: blank, reference, cheats).
-conftest.py runs it once per session.
+conftest.py runs it once per module, just before that module's proofs.
 """
 
 from __future__ import annotations
@@ -159,8 +159,9 @@ def _record(
 
 # What the proofs found, for the tables printed at the end of the run (conftest.py).
 MUTANT_TASKS: dict[tuple[str, str], str] = {}
-MUTATION_ROWS: list[tuple[str, str, int, int]] = []  # module, task, mutants, killed
-CHEAT_ROWS: dict[tuple[str, str], float] = {}  # (module, cheat) -> points (the higher grader)
+# Names of the rows each proof records (record_property), read back by conftest.py.
+MUTATION_ROWS = "mutation_rows"  # (module, task, mutants, killed)
+CHEAT_ROWS = "cheat_rows"  # (module, cheat, points: the higher grader)
 
 CHEATS = ("delegate", "import", "read_source", "delete_setup", "edit_tests", "print_checks")
 COURSE_KEY = "proofs-course-key"
@@ -279,8 +280,9 @@ def _instructor_pipeline(
     key.write_text(COURSE_KEY + "\n")  # `course build` keeps a key it finds
     if _record(everyone, run_cli("course", "build", *common, cwd=root)).returncode:
         return
-    # One nbgrader run releases every module; a module that fails leaves no release file.
-    _record(everyone, run_cli("course", "release", *common, cwd=root))
+    # A module that fails to release leaves no release file.
+    for slug in proofs:
+        _record(everyone, run_cli("course", "release", slug, *common, cwd=root))
     for slug, proof in proofs.items():
         release = course / "release" / slug / f"{proof.module.name}.ipynb"
         if not release.is_file():
@@ -292,8 +294,9 @@ def _instructor_pipeline(
             target = course / "submitted" / student / slug / release.name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path or release, target)
-    _record(everyone, run_cli("course", "autograde", *common, cwd=root))
-    _record(everyone, run_cli("course", "feedback", *common, cwd=root))
+    for slug in proofs:
+        _record(everyone, run_cli("course", "autograde", slug, *common, cwd=root))
+        _record(everyone, run_cli("course", "feedback", slug, *common, cwd=root))
     for slug, proof in proofs.items():
         for student in files[slug]:
             name = f"{student}/{slug}/{proof.module.name}"
@@ -323,7 +326,7 @@ def call_cli(*args: str) -> tuple[int, str]:
     return code, output.getvalue()
 
 
-LOOP_WORKERS = 2  # `module test` runs at a time: each is a process with its own kernel
+LOOP_WORKERS = 2  # `module test` and engine runs at a time
 
 
 def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
@@ -421,33 +424,38 @@ def _engine(modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
         list(pool.map(one, rest))
 
 
-def grade_all_modules(root: Path) -> dict[str, ModuleProof]:
-    """Every module released and graded (blank, reference, mutants) by nbgrader and the loop."""
+def copy_modules(root: Path) -> Path:
+    """Every module of the course (a module's grading tree holds the ones before it)."""
     modules_dir = root / "modules"
-    proofs: dict[str, ModuleProof] = {}
-    files = {}
-    # Every module is there (a module's grading tree holds the ones before it); the chosen
-    # ones are graded.
     for module in discover_modules(FIXTURE_MODULES) + discover_modules(REPO / "modules"):
         shutil.copytree(
             module.path.parent,
             modules_dir / module.slug,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
-    for module in proof_modules():
-        files[module.slug], error = _submissions(module, root / "submissions" / module.slug)
-        proofs[module.slug] = ModuleProof(
+    return modules_dir
+
+
+def grade_module(root: Path, modules_dir: Path, module: Module) -> ModuleProof:
+    """One module released and graded (blank, reference, cheats, mutants) by nbgrader, the
+    engine and the student loop; its own course folder under `root`."""
+    here = root / module.slug
+    files = {module.slug: None}
+    files[module.slug], error = _submissions(module, here / "submissions")
+    proofs = {
+        module.slug: ModuleProof(
             module,
             list(files[module.slug]),
             mutant_error=error,
             mutant_tasks={s: t for (m, s), t in MUTANT_TASKS.items() if m == module.slug},
         )
+    }
     with pytest.MonkeyPatch.context() as env, ThreadPoolExecutor(max_workers=1) as pool:
-        # Kernels inherit the environment: a developer's workspace overlay must not leak in.
+        # Graders inherit the environment: a developer's workspace overlay must not leak in.
         env.delenv("TINYFLO_WORKSPACE", raising=False)
         env.delenv("TINYFLO_MODULES", raising=False)
-        nbgrader_side = pool.submit(_instructor_pipeline, root, modules_dir, proofs, files)
-        _student_pipeline(root, modules_dir, proofs, files)
+        nbgrader_side = pool.submit(_instructor_pipeline, here, modules_dir, proofs, files)
+        _student_pipeline(here, modules_dir, proofs, files)
         _engine(modules_dir, proofs, files)
         nbgrader_side.result()
-    return proofs
+    return proofs[module.slug]

@@ -18,19 +18,12 @@ from course_support import (
     MUTATION_ROWS,
     ModuleProof,
     Outcome,
-    proof_modules,
     secret_lines,
 )
 
 pytestmark = pytest.mark.slow
 
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
-
-
-@pytest.fixture(params=proof_modules(), ids=lambda module: module.slug)
-def proof(request, proofs) -> ModuleProof:
-    """The graded results of one module."""
-    return proofs[request.param.slug]
 
 
 def _outcome(proof: ModuleProof, student: str, nbgrader: bool = True, loop: bool = True) -> Outcome:
@@ -93,7 +86,7 @@ def test_reference_scores_full_points(proof):
     assert reference.loop_exit == 0, reference.loop_output
 
 
-def test_seeded_mutants_lose_points(proof):
+def test_seeded_mutants_lose_points(proof, record_property):
     """Every mutant loses points on the task it breaks (the engine grades them all with the
     hidden checks, nbgrader the first of each module)."""
     if proof.mutant_error:
@@ -101,7 +94,7 @@ def test_seeded_mutants_lose_points(proof):
     mutants = [student for student in proof.students if student.startswith("mutant")]
     assert mutants, f"no seeded mutant for {proof.module.slug}"
     full = _outcome(proof, "reference").engine
-    survivors = []
+    survivors, rows = [], []
     for task in sorted(set(proof.mutant_tasks.values()), key=list(full).index):
         mine = [s for s in mutants if proof.mutant_tasks[s] == task]
         killed = [
@@ -109,8 +102,9 @@ def test_seeded_mutants_lose_points(proof):
             for s in mine
             if _outcome(proof, s, nbgrader=False, loop=False).engine[task] < full[task]
         ]
-        MUTATION_ROWS.append((proof.module.slug, task, len(mine), len(killed)))
+        rows.append((proof.module.slug, task, len(mine), len(killed)))
         survivors += [(s, task) for s in mine if s not in killed]
+    record_property(MUTATION_ROWS, rows)  # for the table at the end (from any xdist worker)
     assert not survivors, (
         f"mutants of {proof.module.slug} that lose no points on their task: {survivors}"
     )
@@ -131,13 +125,12 @@ def test_nbgrader_and_the_engine_agree(proof):
 
 
 @pytest.mark.parametrize("cheat", CHEATS)
-def test_known_cheats_score_zero(proof, cheat):
+def test_known_cheats_score_zero(proof, cheat, record_property):
     """Delegating to the reference, importing or reading it, deleting the setup cell, or
     editing the tests earns nothing: the kernel sees hollow modules, and the cells come back."""
     outcome = _outcome(proof, f"cheat_{cheat}")
-    CHEAT_ROWS[(proof.module.slug, cheat)] = max(
-        outcome.nbgrader["total"], outcome.loop["points"], outcome.engine["total"]
-    )
+    points = max(outcome.nbgrader["total"], outcome.loop["points"], outcome.engine["total"])
+    record_property(CHEAT_ROWS, [(proof.module.slug, cheat, points)])
     assert outcome.nbgrader["total"] == 0, (
         f"nbgrader gave the {cheat} cheat points in {proof.module.slug}: {outcome.nbgrader}"
     )

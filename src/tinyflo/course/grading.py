@@ -29,7 +29,6 @@ from tinyflo.course.source import CourseError, Module
 from tinyflo.course.verdicts import BadValue, Helpers, decide, reference_values, student_values
 
 DEFAULT_TIMEOUT = 60  # seconds per cell; a cell may ask for more: tinyflo={"timeout": 300}
-DEFAULT_BUDGET = 900  # seconds for a whole notebook
 VISIBLE_SEED = "visible"  # `tinyflo module test`: the visible scenarios, one fixed seed
 
 
