@@ -92,6 +92,8 @@ def _close(x, y, tol=1e-6):
 
 
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
+import numpy as np
+
 check_rng = np.random.default_rng(0)
 
 # %% [markdown]

@@ -61,6 +61,8 @@ sys.modules["tinyflo.core.amp"] = None
 
 
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
+import numpy as np
+
 check_rng = np.random.default_rng(0)
 
 # %%

@@ -86,6 +86,8 @@ sys.modules["tinyflo.core.distributed"] = None
 
 
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
+import numpy as np
+
 check_rng = np.random.default_rng(0)
 
 # %% [markdown]

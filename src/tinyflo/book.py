@@ -2,7 +2,8 @@
 
 The pages are generated into a staging folder, never into the checkout:
 
-* ``index.md``, ``instructor.md`` and ``conf.py`` are hand-written, in ``book/``;
+* ``index.md``, ``instructor.md``, ``threat-model.md`` and ``conf.py`` are hand-written, in
+  ``book/``;
 * ``modules/index.md`` (the module path) and one page per module — the module's *release*
   notebook, made by the same nbgrader steps as ``tinyflo course release``, so no solution
   and no hidden test reaches the book;
@@ -31,7 +32,7 @@ from pathlib import Path
 from tinyflo.course.notebooks import instructor_notebook, student_notebook, write_notebook
 from tinyflo.course.source import CourseError, Module, discover_modules
 
-HAND_WRITTEN = ("conf.py", "index.md", "instructor.md")
+HAND_WRITTEN = ("conf.py", "index.md", "instructor.md", "threat-model.md")
 INSTALL = "pip install 'tinyflo[book]'"
 
 # The public namespaces and what each holds, in the order the API reference lists them.

@@ -21,22 +21,26 @@ _MARKER_CODE = "'-'.join(['TFX', 'EXFILTRATED'])"  # made at run time: not in th
 
 # Shared by every payload: walk a chain of frames and try to disarm the grader's reporters.
 _DISARM = '''
+def _tfx_disarm_function(function):
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            if callable(cell.cell_contents):
+                cell.cell_contents = (lambda *a, **k: True)
+        except Exception:
+            pass
+    try:
+        function.__code__ = (lambda *a, **k: None).__code__
+    except Exception:
+        pass
+
+
 def _tfx_disarm(frame):
     seen = 0
     while frame is not None and seen < 200:
         seen += 1
         for name, value in list(frame.f_locals.items()):
             if name.startswith("__tf") or name in ("check", "reached", "send", "encode"):
-                for cell in getattr(value, "__closure__", None) or ():
-                    try:
-                        if callable(cell.cell_contents):
-                            cell.cell_contents = (lambda *a, **k: True)
-                    except Exception:
-                        pass
-                try:
-                    value.__code__ = (lambda *a, **k: None).__code__
-                except Exception:
-                    pass
+                _tfx_disarm_function(value)
             if name in ("modes", "wanted"):
                 try:
                     value.clear()
@@ -306,17 +310,6 @@ _PRELUDE = '''
 import sys as _tfx_sys, functools as _tfx_functools, types as _tfx_types
 sys = _tfx_sys
 ''' + _DISARM + '''
-def _tfx_disarm_function(function):
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            cell.cell_contents = (lambda *a, **k: True)
-        except Exception:
-            pass
-    try:
-        function.__code__ = (lambda *a, **k: None).__code__
-    except Exception:
-        pass
-
 _TFX_TASKS = {tasks!r}
 
 _tfx_calls = [0]

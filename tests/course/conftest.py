@@ -7,10 +7,7 @@ from course_support import (
     CHEAT_ROWS,
     FIXTURE_MODULES,
     MUTATION_ROWS,
-    ModuleProof,
     copy_modules,
-    grade_module,
-    proof_modules,
 )
 
 from tinyflo.course.source import Module, discover_modules
@@ -21,15 +18,6 @@ def proof_root(tmp_path_factory):
     """Where the proofs' course folders live, with a copy of every module."""
     root = tmp_path_factory.mktemp("proofs")
     return root, copy_modules(root)
-
-
-@pytest.fixture(scope="session", params=proof_modules(), ids=lambda module: module.slug)
-def proof(request, proof_root) -> ModuleProof:
-    """One module released and graded by nbgrader, the engine and the student loop, just
-    before its proofs run (pytest keeps a module's proofs together; with xdist, the file's
-    tests stay on one worker: --dist loadfile)."""
-    root, modules_dir = proof_root
-    return grade_module(root, modules_dir, request.param)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Grading must be able to fail: four proofs per module, through nbgrader, the engine and the student loop.
+"""Grading must be able to fail: one test per module, through nbgrader, the engine and the student loop.
 
 (a) the release holds no solution code and no hidden tests; (b) the untouched release scores
 0; (c) the reference scores full points; (d) every seeded mutant loses points. And nbgrader
@@ -18,6 +18,8 @@ from course_support import (
     MUTATION_ROWS,
     ModuleProof,
     Outcome,
+    grade_module,
+    proof_modules,
     secret_lines,
 )
 
@@ -48,7 +50,7 @@ def _cells(path) -> list[tuple[str, str, dict]]:
     ]
 
 
-def test_release_has_no_solutions_and_no_hidden_tests(proof):
+def _release_has_no_solutions_and_no_hidden_tests(proof, record_property):
     solution, hidden = secret_lines(proof.module)
     assert solution, f"{proof.module.relpath()} has no solution code to hide"
     for release in (proof.nbgrader_release, proof.loop_release):
@@ -60,12 +62,12 @@ def test_release_has_no_solutions_and_no_hidden_tests(proof):
         assert not lines & hidden, f"{release} leaks hidden tests: {sorted(lines & hidden)}"
 
 
-def test_student_loop_releases_what_nbgrader_releases(proof):
+def _student_loop_releases_what_nbgrader_releases(proof, record_property):
     assert proof.nbgrader_release and proof.loop_release, proof.explain()
     assert _cells(proof.loop_release) == _cells(proof.nbgrader_release)
 
 
-def test_untouched_release_scores_zero(proof):
+def _untouched_release_scores_zero(proof, record_property):
     blank = _outcome(proof, "blank")
     assert blank.nbgrader_max > 0, f"{proof.module.slug} has no points to earn"
     assert blank.nbgrader["total"] == 0, (
@@ -76,7 +78,7 @@ def test_untouched_release_scores_zero(proof):
     assert blank.loop_exit == 1, blank.loop_output
 
 
-def test_reference_scores_full_points(proof):
+def _reference_scores_full_points(proof, record_property):
     reference = _outcome(proof, "reference")
     assert reference.nbgrader["total"] == reference.nbgrader_max > 0, (
         f"nbgrader: {reference.nbgrader}\n{proof.explain()}"
@@ -86,7 +88,7 @@ def test_reference_scores_full_points(proof):
     assert reference.loop_exit == 0, reference.loop_output
 
 
-def test_seeded_mutants_lose_points(proof, record_property):
+def _seeded_mutants_lose_points(proof, record_property):
     """Every mutant loses points on the task it breaks (the engine grades them all with the
     hidden checks, nbgrader the first of each module)."""
     if proof.mutant_error:
@@ -114,7 +116,7 @@ def test_seeded_mutants_lose_points(proof, record_property):
     )
 
 
-def test_nbgrader_and_the_engine_agree(proof):
+def _nbgrader_and_the_engine_agree(proof, record_property):
     """nbgrader's pipeline (tinyflo's grading step) and the engine called directly give the
     same points, cell by cell, for the same student and course key."""
     for student in proof.students:
@@ -124,21 +126,31 @@ def test_nbgrader_and_the_engine_agree(proof):
         assert outcome.engine == outcome.nbgrader, f"{student}: {outcome.engine_errors}"
 
 
-@pytest.mark.parametrize("cheat", CHEATS)
-def test_known_cheats_score_zero(proof, cheat, record_property):
-    """Delegating to the reference, importing or reading it, deleting the setup cell, or
-    editing the tests earns nothing: the kernel sees hollow modules, and the cells come back."""
-    outcome = _outcome(proof, f"cheat_{cheat}")
-    points = max(outcome.nbgrader["total"], outcome.loop["points"], outcome.engine["total"])
-    record_property(CHEAT_ROWS, [(proof.module.slug, cheat, points)])
-    assert outcome.nbgrader["total"] == 0, (
-        f"nbgrader gave the {cheat} cheat points in {proof.module.slug}: {outcome.nbgrader}"
-    )
-    assert outcome.engine["total"] == 0, outcome.engine_errors
-    assert outcome.loop["points"] == 0, outcome.loop_output
+def _known_cheats_score_zero(proof, record_property):
+    """Delegating to the reference, importing or reading it, deleting the setup cell, editing
+    the tests or printing what the grader holds earns nothing: the sandbox sees hollow
+    modules, and the cells come back."""
+    rows = []
+    for cheat in CHEATS:
+        outcome = _outcome(proof, f"cheat_{cheat}")
+        rows.append(
+            (
+                proof.module.slug,
+                cheat,
+                max(outcome.nbgrader["total"], outcome.loop["points"], outcome.engine["total"]),
+            )
+        )
+    record_property(CHEAT_ROWS, rows)
+    for cheat in CHEATS:
+        outcome = _outcome(proof, f"cheat_{cheat}")
+        assert outcome.nbgrader["total"] == 0, (
+            f"nbgrader gave the {cheat} cheat points in {proof.module.slug}: {outcome.nbgrader}"
+        )
+        assert outcome.engine["total"] == 0, (cheat, outcome.engine_errors)
+        assert outcome.loop["points"] == 0, (cheat, outcome.loop_output)
 
 
-def test_no_hidden_line_reaches_the_student(proof):
+def _no_hidden_line_reaches_the_student(proof, record_property):
     """Neither `module test` nor nbgrader's feedback page shows a line of hidden checks, even
     to a submission that printed them (the print_checks cheat)."""
     _, hidden = secret_lines(proof.module)
@@ -164,3 +176,30 @@ def test_no_hidden_line_reaches_the_student(proof):
         for what, text in shown:
             leaked = sorted(line for line in hidden if line in text)
             assert not leaked, f"{what} of {student} shows hidden lines: {leaked[:3]}"
+
+
+PROOFS = (
+    _release_has_no_solutions_and_no_hidden_tests,
+    _student_loop_releases_what_nbgrader_releases,
+    _untouched_release_scores_zero,
+    _reference_scores_full_points,
+    _seeded_mutants_lose_points,
+    _nbgrader_and_the_engine_agree,
+    _known_cheats_score_zero,
+    _no_hidden_line_reaches_the_student,
+)
+
+
+@pytest.mark.parametrize("module", proof_modules(), ids=lambda module: module.slug)
+def test_grading_of_the_module_holds(module, proof_root, record_property):
+    """One module released and graded (blank, reference, cheats, every mutant) through real
+    nbgrader, the engine and the student loop; then every proof above, each failure named."""
+    root, modules_dir = proof_root
+    proof = grade_module(root, modules_dir, module)
+    failures = []
+    for check in PROOFS:
+        try:
+            check(proof, record_property)
+        except (AssertionError, pytest.fail.Exception) as error:
+            failures.append(f"{check.__name__.strip('_')}: {str(error)[:4000]}")
+    assert not failures, "\n\n".join(failures)

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,10 +172,16 @@ def _module_scenarios(path: Path, text: str, module: Module, hidden: bool) -> Mo
     return ModuleScenarios(tasks, helpers)
 
 
+# CPython 3.11 counts the depth of AST conversions in state shared by threads: two threads
+# parsing at once can fail with "AST constructor recursion depth mismatch". One at a time.
+_AST_LOCK = threading.Lock()
+
+
 def module_scenarios(module: Module, hidden: bool = True) -> ModuleScenarios:
     """The scenarios of every grade cell of `module` (hidden checks too, unless `hidden` is
     False: what `tinyflo module test` runs)."""
-    return _module_scenarios(module.path, module.path.read_text("utf-8"), module, hidden)
+    with _AST_LOCK:
+        return _module_scenarios(module.path, module.path.read_text("utf-8"), module, hidden)
 
 
 def seed_for(key: str, student: str, module: str, task: str) -> int:
