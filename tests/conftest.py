@@ -87,3 +87,9 @@ def browser():
     session.set_page_load_timeout(30)
     yield session
     session.quit()
+
+
+def pytest_xdist_auto_num_workers(config) -> int:
+    """`-n auto`: one worker more than the cores this process may use. Many tests wait on a
+    subprocess, a browser or a sandboxed run; the extra worker fills those gaps."""
+    return len(os.sched_getaffinity(0)) + 1 if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1) + 1
