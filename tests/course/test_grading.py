@@ -276,3 +276,26 @@ def test_every_module_converts_to_scenarios():
     for module in discover_modules(ROOT / "modules"):
         scenarios = module_scenarios(module)
         assert scenarios.tasks and all(task.checks for task in scenarios.tasks.values()), module
+
+
+def test_the_runners_reporting_code_looks_nothing_up_once_it_runs():
+    """Every function the runner builds uses only names it bound before the first cell: none
+    looks up a global or a builtin, which the submission's code could have replaced."""
+    import dis
+    import types
+
+    from tinyflo.course import runner
+
+    def nested(code):
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                yield const
+                yield from nested(const)
+
+    found = sorted(
+        f"{code.co_name}: {ins.argval}"
+        for code in nested(runner.build.__code__)
+        for ins in dis.get_instructions(code)
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+    )
+    assert not found, found

@@ -208,7 +208,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     seeds = job["seeds"]
     start = job.get("start", 0)
     key = binascii.unhexlify(job["key"])
-    tripwires = frozenset(tuple(t) for t in job.get("tripwires", []))
+    tripwires = frozenset(map(tuple, job.get("tripwires", [])))
     files = {f"<cell {i}>": i for i in range(len(cells))}
     student = frozenset(f"<cell {i}>" for i, c in enumerate(cells) if c.get("student"))
     compiled = compile_cells(cells)
@@ -232,7 +232,8 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     _rng = np.random.default_rng
     _exact_truths = (bool, int, float, str, list, tuple, dict, type(None))
     _syntax_error, _enumerate, _builtins = SyntaxError, enumerate, __builtins__
-    _runtime_error, _value_error = RuntimeError, ValueError
+    _runtime_error, _value_error, _type_error = RuntimeError, ValueError, TypeError
+    _base_exception = BaseException
     _module_type, _modules, _add_audit_hook = types.ModuleType, sys.modules, sys.addaudithook
     _traceback_type, _traceback_of = types.TracebackType, BaseException.__traceback__.__get__
     _refused, _frame_attributes = REFUSED_EVENTS, FRAME_ATTRIBUTES
@@ -241,7 +242,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     _max_string, _max_array, _max_items, _max_depth = MAX_STRING, MAX_ARRAY, MAX_ITEMS, MAX_DEPTH
 
     def _no_default(value):
-        raise TypeError("not an event value")
+        raise _type_error("not an event value")
 
     _encode_json = _json.make_encoder(
         None, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, False
@@ -270,14 +271,14 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     def getattr_str(obj, name):
         try:
             value = _type.__getattribute__(obj, name) if _isinstance(obj, _type) else "?"
-        except BaseException:
+        except _base_exception:
             return "?"
         return _str_copy(value)[:200] if _isinstance(value, _str) else "?"
 
     def mro(cls):
         try:
             classes = _type.__getattribute__(cls, "__mro__")
-        except BaseException:
+        except _base_exception:
             return ["?"]
         if _type(classes) is not _tuple:
             return ["?"]
@@ -335,7 +336,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
             return {"class": mro(value)}
         try:
             converted = _asarray(value)  # NumPy scalars, and objects that define __array__
-        except BaseException:
+        except _base_exception:
             converted = None
         if _type(converted) is _ndarray and not converted.dtype.hasobject:
             encoded = array(converted)
@@ -345,7 +346,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
         try:
             text = _repr(value)
             text = _str_copy(text)[:500] if _isinstance(text, _str) else "?"
-        except BaseException:
+        except _base_exception:
             text = "?"
         return {"object": qualname(kind), "repr": text}
 
@@ -459,7 +460,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
             try:
                 if done.acquire(True, 1.0):
                     return
-            except BaseException:  # _thread.interrupt_main() and the like: keep waiting
+            except _base_exception:  # _thread.interrupt_main() and the like: keep waiting
                 continue
 
     def grade_cells(done):
@@ -502,7 +503,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
                 pass
             except _looped_before as looped:
                 send({"t": "skipped", "i": index, "at": looped.args[0]})
-            except BaseException as error:  # the cell failed: say what and where, not the message
+            except _base_exception as error:  # the cell failed: say what and where, not the message
                 kind = _type(error)
                 send(
                     {
