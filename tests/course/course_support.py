@@ -164,6 +164,9 @@ MUTATION_ROWS = "mutation_rows"  # (module, task, mutants, killed)
 CHEAT_ROWS = "cheat_rows"  # (module, cheat, points: the higher grader)
 
 CHEATS = ("delegate", "import", "read_source", "delete_setup", "edit_tests", "print_checks")
+# Cheats the student loop (`module test`) need not grade too: it runs the same engine as
+# nbgrader's step, which grades every cheat; the loop keeps delegating and reading the source.
+LOOP_CHEATS = ("delegate", "read_source")
 COURSE_KEY = "proofs-course-key"
 MUTANT_SEEDS = "mutants"  # every mutant of a module graded with one student's inputs
 
@@ -327,6 +330,7 @@ def call_cli(*args: str) -> tuple[int, str]:
 
 
 LOOP_WORKERS = 2  # `module test` and engine runs at a time
+_ENGINE_ONLY = {f"cheat_{cheat}" for cheat in CHEATS if cheat not in LOOP_CHEATS}
 
 
 def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
@@ -335,7 +339,7 @@ def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModulePro
     jobs = []
     for slug, proof in proofs.items():
         for student, path in files[slug].items():
-            if student.startswith("mutant"):
+            if student.startswith("mutant") or student in _ENGINE_ONLY:
                 continue  # the engine grades mutants with the hidden checks (`_engine`)
             workspace = root / "workspaces" / slug / student
             common = ["--workspace", str(workspace), "--modules", str(modules_dir)]

@@ -189,8 +189,8 @@ def release(
     course_dir: Path, modules: list[Module], spec: str | None = None, force: bool = False
 ) -> None:
     """`nbgrader generate_assignment` for one module or all; releasing all builds the kit too."""
-    _require_built(course_dir, modules)
     assignment, chosen = _selected(modules, spec)
+    _require_built(course_dir, chosen)
     nbgrader(course_dir, "generate_assignment", assignment, *(["--force"] if force else []))
     for module in chosen:
         print(f"released {module.slug}: {course_dir / 'release' / module.slug}")
@@ -213,13 +213,13 @@ def autograde(
     With `jobs` > 1, that many nbgrader processes run at a time, each grading a share of a
     module's students in a grading slot of its own.
     """
-    _require_built(course_dir, modules)
+    assignment, chosen = _selected(modules, spec)
+    _require_built(course_dir, chosen)
     if sandboxed and (problem := bwrap_works()):
         raise CourseError(
             f"cannot grade in the sandbox: {problem}. Without it a submission can reach the "
             "reference solutions; `--no-sandbox` grades anyway (not for credit)"
         )
-    assignment, chosen = _selected(modules, spec)
     strays = sorted(
         repr(path.name)
         for path in (course_dir / "submitted").glob("*")
@@ -300,8 +300,8 @@ def feedback(
     course_dir: Path, modules: list[Module], spec: str | None = None, force: bool = False
 ) -> None:
     """`nbgrader generate_feedback`: one HTML page per graded submission, hidden checks scrubbed."""
-    _require_built(course_dir, modules)
     assignment, chosen = _selected(modules, spec)
+    _require_built(course_dir, chosen)
     nbgrader(course_dir, "generate_feedback", assignment, *(["--force"] if force else []))
     for module in chosen:
         pages = sorted((course_dir / "feedback").glob(f"*/{module.slug}/*.html"))
