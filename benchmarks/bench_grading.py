@@ -74,9 +74,10 @@ def _submit(course: Path, module, count: int) -> None:
         write_notebook(reference, course / "submitted" / f"s{n:02d}" / module.slug / f"{module.name}.ipynb")
 
 
-def measure(module, submissions: int, rounds: int, timeout: int) -> dict[str, list[float]]:
+def measure(module, submissions: int, rounds: int, timeout: int,
+            graders: tuple[str, ...] = VARIANTS) -> dict[str, list[float]]:
     """Seconds to grade `submissions` copies of the reference, per variant and round."""
-    samples: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    samples: dict[str, list[float]] = {name: [] for name in graders}
     with tempfile.TemporaryDirectory(prefix="tinyflo-bench-grading-") as scratch:
         root = Path(scratch)
         plain, course = _plain_course(root, module, timeout), _tinyflo_course(root, module)
@@ -90,7 +91,8 @@ def measure(module, submissions: int, rounds: int, timeout: int) -> dict[str, li
                                    "--modules", str(MODULES_DIR)]),
         }
         for round_ in range(rounds):
-            order = VARIANTS[round_ % 3 :] + VARIANTS[: round_ % 3]
+            turn = round_ % len(graders)
+            order = graders[turn:] + graders[:turn]
             for name in order:
                 folder, command = runs[name]
                 _submit(folder, module, submissions)
@@ -100,19 +102,22 @@ def measure(module, submissions: int, rounds: int, timeout: int) -> dict[str, li
 
 
 def main(rounds: int = 1, submissions: int = 40, specs: str = "01,08", timeout: int = 60,
-         out: str | None = None) -> tuple[Path, Path]:
+         graders: str = "", out: str | None = None) -> tuple[Path, Path]:
     """Measure, print and save ``results/grading.{json,md}``."""
     modules = discover_modules(MODULES_DIR)
+    chosen = tuple(name for name in VARIANTS if not graders or name in graders.split(","))
+    if not chosen:
+        raise SystemExit(f"--graders: expected some of {', '.join(VARIANTS)}; got {graders!r}")
     rows, raw = [], {}
     for spec in specs.split(","):
         module = resolve_module(modules, spec)
-        samples = measure(module, submissions, rounds, timeout)
+        samples = measure(module, submissions, rounds, timeout, chosen)
         raw[module.slug] = samples
-        base = statistics.median(samples[VARIANTS[0]])
-        for name in VARIANTS:
+        base = statistics.median(samples[VARIANTS[0]]) if VARIANTS[0] in samples else None
+        for name in chosen:
             median = statistics.median(samples[name])
             rows.append([module.slug, name, round(median, 1), round(median / submissions, 2),
-                         round(median / base, 2)])
+                         round(median / base, 2) if base else "-"])
     table = common.Table(
         f"{submissions} submissions per module, wall time (median of {rounds} round(s))",
         ["module", "grader", "s", "s per submission", "x plain nbgrader"],
@@ -139,6 +144,7 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--submissions", type=int, default=40)
     parser.add_argument("--modules", dest="specs", default="01,08", help="comma-separated modules (default 01,08)")
     parser.add_argument("--timeout", type=int, default=60, help="seconds per cell")
+    parser.add_argument("--graders", default="", help=f"comma-separated, of: {', '.join(VARIANTS)} (default all)")
 
 
 if __name__ == "__main__":
