@@ -135,7 +135,9 @@ def main(rounds: int = 1, submissions: int = 40, specs: str = "01,08", timeout: 
          "Plain nbgrader runs the hidden tests inline and no sandbox; it is the baseline, not a "
          "safe way to grade (see README, For instructors).",
          "tinyflo runs two processes per submission: the student's scenarios and the reference's "
-         "with that student's own inputs (every student's hidden inputs differ)."],
+         "with that student's own inputs (every student's hidden inputs differ).",
+         "Before the scenario engine (kernels in the sandbox; recorded 2026-11-25 at 0465842 on "
+         "this machine), tinyflo --jobs 2 took 38.2 s for 01_tensor and 109 s for 08_training."],
         out=out,
     )
 
