@@ -444,7 +444,7 @@ def grade_module(root: Path, modules_dir: Path, module: Module) -> ModuleProof:
     """One module released and graded (blank, reference, cheats, mutants) by nbgrader, the
     engine and the student loop; its own course folder under `root`."""
     here = root / module.slug
-    files = {module.slug: None}
+    files = {}
     files[module.slug], error = _submissions(module, here / "submissions")
     proofs = {
         module.slug: ModuleProof(

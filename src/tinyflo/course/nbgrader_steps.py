@@ -82,8 +82,8 @@ def _real_folder(path: Path) -> None:
         raise OSError(f"{path}: not a folder (a link or a file)")
 
 
-def check_submission(coursedir: Any, assignment_id: str, student_id: str) -> list[Path]:
-    """The submission's notebooks, each checked; OSError names the first problem.
+def check_submission(coursedir: Any, assignment_id: str, student_id: str) -> None:
+    """Check a submission's folders and notebooks; OSError names the first problem.
 
     `submitted/<student>/<module>/` must be real folders (no link to someone else's), named by
     valid ids, and each notebook a regular file of its own under the size limit.
@@ -96,10 +96,8 @@ def check_submission(coursedir: Any, assignment_id: str, student_id: str) -> lis
     folder = student_dir / assignment_id
     _real_folder(student_dir)
     _real_folder(folder)
-    notebooks = sorted(path for path in folder.iterdir() if path.suffix == ".ipynb")
-    for notebook in notebooks:
+    for notebook in sorted(path for path in folder.iterdir() if path.suffix == ".ipynb"):
         read_regular(notebook, NOTEBOOK_LIMIT)
-    return notebooks
 
 
 def _take_own_files(self: BaseConverter, assignment_id: str, student_id: str) -> None:
@@ -273,8 +271,10 @@ class PlainOwnOutputs(NbGraderPreprocessor):
             kept = []
             cell_room = min(room, TEXT_LIMIT + IMAGE_LIMIT * 2)
             for output in cell.get("outputs", []):
+                if cell_room <= 0:
+                    break
                 plain, size = _plain_output(output, cell_room)
-                if plain is not None and cell_room > 0:
+                if plain is not None:
                     kept.append(plain)
                     cell_room -= size
                     room -= size

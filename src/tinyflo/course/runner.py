@@ -152,10 +152,10 @@ def _top_level_names(tree: ast.Module) -> set[str]:
                 for part in (*child.decorator_list, *getattr(child, "bases", [])):
                     visit(part)
                 continue
-            if isinstance(child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp)):
-                continue
-            if isinstance(child, ast.GeneratorExp):
-                continue
+            if isinstance(
+                child, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+            ):
+                continue  # scopes of their own
             if isinstance(child, ast.Name) and isinstance(child.ctx, (ast.Store, ast.Del)):
                 names.add(child.id)
             elif isinstance(child, ast.alias):
