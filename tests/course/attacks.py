@@ -153,6 +153,55 @@ PAYLOADS: dict[str, str] = {
         "numpy.testing.assert_allclose = lambda *a, **k: None\n"
         "import math; math.isclose = lambda *a, **k: True"
     ),
+    "rebind_names": (
+        # The names checks read, rebound in the notebook's namespace (and nothing the
+        # student's own code needs): numpy's comparisons and the course's helpers answer yes,
+        # gradcheck passes anything, and every model has the same parameters (so comparing
+        # two of them always agrees).
+        "import numpy as _tfx_np\n"
+        "_g = globals()\n"
+        "if not _g.get('_tfx_rebound'):\n"
+        "    _g['_tfx_rebound'] = True\n"
+        "    _yes = lambda *a, **k: True\n"
+        "    class _TfxNumpy:\n"
+        "        def __getattr__(self, name):\n"
+        "            if name in ('allclose', 'array_equal', 'array_equiv', 'isclose', 'all', 'any',\n"
+        "                        'isfinite', 'isnan', 'isinf', 'shares_memory',\n"
+        "                        'may_share_memory'):\n"
+        "                return _yes\n"
+        "            return getattr(_tfx_np, name)\n"
+        "    for _name in ('gradcheck', '_same', '_close'):\n"
+        "        _g[_name] = _yes\n"
+        "    _g['_params_of'] = lambda *a, **k: [_tfx_np.zeros(1)]\n"
+        "    _g['np'] = _g['numpy'] = _TfxNumpy()"
+    ),
+    "patch_numpy_deep": (
+        # The comparisons patched where the course's code finds them: inside NumPy (what
+        # gradcheck's np.isclose calls), in math, and in tinyflo's own modules.
+        "import numpy as _tfx_np, math as _tfx_math\n"
+        "if not getattr(_tfx_np, '_tfx', False):\n"
+        "    _tfx_np._tfx = True\n"
+        "    _yes = lambda *a, **k: True\n"
+        "    def _tfx_isclose(a, b, *args, **kwargs):\n"
+        "        return _tfx_np.ones(_tfx_np.broadcast_shapes(_tfx_np.shape(a), _tfx_np.shape(b)), bool)\n"
+        "    for _where in (_tfx_np, getattr(_tfx_np, '_core', None), getattr(_tfx_np, 'core', None)):\n"
+        "        for _space in (_where, getattr(_where, 'numeric', None)):\n"
+        "            if _space is None:\n"
+        "                continue\n"
+        "            try:\n"
+        "                _space.isclose = _tfx_isclose\n"
+        "                for _name in ('allclose', 'array_equal', 'array_equiv', 'shares_memory',\n"
+        "                              'may_share_memory'):\n"
+        "                    setattr(_space, _name, _yes)\n"
+        "            except Exception:\n"
+        "                pass\n"
+        "    _tfx_math.isclose = _yes\n"
+        "    for _mod_name, _mod in list(sys.modules.items()):\n"
+        "        if _mod_name.startswith('tinyflo') and _mod is not None:\n"
+        "            for _name in ('gradcheck', 'allclose', 'isclose'):\n"
+        "                if hasattr(_mod, _name):\n"
+        "                    setattr(_mod, _name, _yes if _name != 'isclose' else _tfx_isclose)"
+    ),
     "forge_pipe": (
         "import os, stat, json\n"
         "_lines = b''\n"
@@ -289,15 +338,22 @@ CORE = (
     "patch_libraries",
     "forge_pipe",
     "rebind_reporters",
+    "rebind_names",
     "equal_to_anything",
     "exfiltrate",
 )
+# Attacks on the checks that compare the student's own values with each other (`all(...)`
+# over their objects, `is`, the course's gradcheck and helpers), each laid over a mutant
+# that only such checks catch (TRUTH_MUTANTS).
+TRUTH_FORGERIES = ("rebind_names", "patch_numpy_deep", "patch_libraries", "equal_to_anything")
 ALL = tuple(PAYLOADS) + tuple(RESULTS)
 # Attacks laid over a seeded mutant: a cheat must not lift buggy code either.
 FORGERIES = (
     "rebind_reporters",
     "patch_builtins",
     "patch_libraries",
+    "rebind_names",
+    "patch_numpy_deep",
     "forge_pipe",
     "fork_forge",
     "gc_objects",

@@ -26,7 +26,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from attacks import ALL, CORE, FORGERIES, MARKER, attack_notebook, combined_notebook
+from attacks import (
+    ALL,
+    CORE,
+    FORGERIES,
+    MARKER,
+    TRUTH_FORGERIES,
+    attack_notebook,
+    combined_notebook,
+)
 from course_support import COURSE_KEY, REPO, apply_mutant, secret_lines
 from mutants import MUTANTS
 
@@ -118,6 +126,35 @@ def test_no_forgery_lifts_buggy_code(slug):
     buggy = apply_mutant(instructor_notebook(module), mutant.old, mutant.new, slug)
     notebooks = {"mutant": buggy} | {
         name: attack_notebook(buggy, name, tasks) for name in FORGERIES
+    }
+    results = _graded(module, notebooks)
+    alone = results["mutant"][0].points
+    assert alone < results["mutant"][0].max_points, "the mutant should lose points alone"
+    assert not _problems(module, results, dict.fromkeys(notebooks, alone)), results
+
+
+# Mutants only checks of the student's own values catch: gradcheck (a wrong derivative whose
+# forward is right), `all(np.shares_memory(...))` (a copy where a view belongs) and `_same`
+# of two models trained two ways (gradients of the last group kept).
+TRUTH_MUTANTS = {
+    "03_layers": "grad * (out + self.alpha)",
+    "06_optimizers": "opt.state[p] = {k: v[start:start + n].reshape(shape) if",
+    "08_training": "    self.zero_grad()\n    total = None",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", sorted(TRUTH_MUTANTS))
+def test_no_forgery_lifts_code_that_only_self_comparisons_catch(slug):
+    """Rebinding or patching what a check of the student's own values calls (numpy's
+    comparisons, builtins, the course's gradcheck and helpers) lifts no such mutant: those
+    checks are decided by the grader, on data, or against the reference's gradients."""
+    module = _module(slug)
+    tasks = list(module_scenarios(module).tasks)
+    mutant = next(m for m in MUTANTS[slug] if TRUTH_MUTANTS[slug] in m.old)
+    buggy = apply_mutant(instructor_notebook(module), mutant.old, mutant.new, slug)
+    notebooks = {"mutant": buggy} | {
+        name: attack_notebook(buggy, name, tasks) for name in TRUTH_FORGERIES
     }
     results = _graded(module, notebooks)
     alone = results["mutant"][0].points
@@ -377,7 +414,14 @@ def test_attack_catalogue_covers_every_class_the_threat_model_names():
         "frames": ("getframe", "traceback_frame", "generator_frame", "signal_frame", "settrace"),
         "gc": ("gc_objects", "gc_referrers", "subclasses"),
         "memory": ("ctypes", "ctypes_via_numpy", "proc_mem", "crafted_code"),
-        "patching": ("patch_builtins", "patch_libraries", "set_code", "rebind_reporters"),
+        "patching": (
+            "patch_builtins",
+            "patch_libraries",
+            "set_code",
+            "rebind_reporters",
+            "rebind_names",
+            "patch_numpy_deep",
+        ),
         "forging": ("forge_pipe", "fork_forge", "equal_to_anything", "bool_subclass_truth"),
         "leaks": ("exfiltrate", "fake_log"),
         "exhaustion": ("memory", "processes", "disk", "output_flood", "loop"),

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import numpy as np
 import pytest
 
 from tinyflo.course.engine import run_job
@@ -58,6 +59,59 @@ def test_the_student_scenario_holds_no_expected_value_message_or_comparison():
         (1, False, "sigmoid is 1 / (1 + exp(-a))"),
         (1, True, "f(3) must be 9.125"),
     ]
+
+
+def test_checks_of_the_students_own_values_are_decided_outside_on_data():
+    """`all(...)` over the student's objects, numpy's tests and comparisons of two student
+    values leave the scenario as rows of values; the grader runs the condition itself."""
+    from tinyflo.course.verdicts import Helpers, decide
+
+    task = build_task(
+        "t",
+        "ps = make()\n"
+        "assert all(np.allclose(p.data, q) for p, q in zip(ps, qs)), 'the same'\n"
+        "assert np.all(np.isfinite(h.numpy())) and h.requires_grad, 'finite'\n"
+        "assert first.lr(0) > first.lr(1), 'decreasing'\n"
+        "assert a is not b and 'x' in str(err), 'a new object'\n",
+    )
+    code = task.student_code
+    for name in ("allclose", "isfinite", "np.all", " > ", "all("):
+        assert name not in code, name
+    assert "__tf_pristine['str'](err)" in code, "an object's text through the runner's own str"
+    rows, finite, order, identity = (check.condition for check in task.checks)
+    assert rows[0] == "expr" and rows[3], "a comprehension over the student's objects: rows"
+
+    def holds(condition, check, student, reference=None):
+        reference = student if reference is None else reference
+        return decide(condition, check, student, reference, Helpers())
+
+    one, two = np.ones(3), np.full(3, 2.0)
+    check = task.checks[0]
+    assert holds(rows, check, [[(one, one), (two, two)]])
+    assert not holds(rows, check, [[(one, one), (two, one)]])
+    assert not holds(rows, check, [[]], [[(one, one)]]), "an emptied all() must not hold"
+    assert holds(finite, task.checks[1], [one, True])
+    assert not holds(finite, task.checks[1], [np.array([1.0, np.inf]), True])
+    assert holds(order, task.checks[2], [0.1, 0.05]) and not holds(order, task.checks[2], [0.1, 0.2])
+    assert identity[0] == "and" and identity[1][0][1] == "truth", "`is` asked of the objects"
+
+
+def test_the_courses_names_come_from_the_runners_record_and_gradcheck_is_matched():
+    """A name a course cell bound is read from what that cell left (not the notebook's
+    namespace, where `gradcheck = lambda *a: True` would land); gradcheck's gradients are
+    recorded beside its verdict, to match the reference's."""
+    task = build_task(
+        "t",
+        "y = x64 * 2\nassert gradcheck(lambda t: elu(t, x64), x64)\nassert _close(y.data, 2)\n",
+        helpers=frozenset({"_close"}),
+        course=frozenset({"gradcheck", "x64", "elu_fast"}),
+    )
+    code = task.student_code
+    assert "__tf_pristine['course:gradcheck'](" in code
+    assert "__tf_pristine['gradients'](lambda t: elu(t, x64), __tf_pristine['course:x64'])" in code
+    assert "y = __tf_pristine['course:x64'] * 2" in code, "the cell's own names stay its own"
+    condition = task.checks[0].condition
+    assert condition[0] == "and" and condition[1][0][1] == "same_gradients"
 
 
 @pytest.mark.slow

@@ -25,7 +25,14 @@ from typing import Any
 from tinyflo.course.engine import RunRecord, run_job
 from tinyflo.course.notebooks import graded_source, grading_notebook, instructor_notebook
 from tinyflo.course.sandbox import Limits
-from tinyflo.course.scenarios import Check, TaskScenario, build_task, names_read, pure_helpers
+from tinyflo.course.scenarios import (
+    Check,
+    TaskScenario,
+    bound_names,
+    build_task,
+    names_read,
+    pure_helpers,
+)
 from tinyflo.course.source import CourseError, Module
 from tinyflo.course.verdicts import BadValue, Helpers, decide, reference_values, student_values
 
@@ -156,19 +163,23 @@ def _module_scenarios(path: Path, text: str, module: Module, hidden: bool) -> Mo
     course = [c.source for c in code if not _nbgrader(c).get("grade") and not _is_solution(c)]
     helpers = pure_helpers(course)
     tasks: dict[str, TaskScenario] = {}
+    owned: set[str] = set()  # names the course's cells before this one bound
     for cell in code:
         meta = _nbgrader(cell)
         if not meta.get("grade"):
+            if not _is_solution(cell):
+                owned |= bound_names(cell.source)
             continue
         others = frozenset().union(*(names_read(o.source) for o in code if o is not cell))
         try:
             tasks[meta["grade_id"]] = build_task(
-                meta["grade_id"], cell.source, hidden, frozenset(helpers), others
+                meta["grade_id"], cell.source, hidden, frozenset(helpers), others, frozenset(owned)
             )
         except (SyntaxError, ValueError) as error:
             raise CourseError(
                 f"{module.relpath()}, grade cell {meta['grade_id']!r}: {error}"
             ) from None
+        owned |= bound_names(cell.source, hidden)
     return ModuleScenarios(tasks, helpers)
 
 

@@ -46,6 +46,7 @@ import ast
 import binascii
 import codeop
 import json
+import math
 import os
 import sys
 import time
@@ -54,7 +55,7 @@ import types
 OUT_FD = 3
 RNG = "check_rng"
 SCENARIO = "__tf_scenario"
-PARAMETERS = ("__tf_check", "__tf_reached", RNG)
+PARAMETERS = ("__tf_check", "__tf_reached", RNG, "__tf_pristine")
 MAX_STRING = 100_000  # characters of one string value
 MAX_ARRAY = 32 * 2**20  # bytes of one array value
 MAX_ITEMS = 10_000  # elements of one list, tuple or dict value
@@ -119,7 +120,7 @@ def scenario_function(source: str) -> ast.Module:
     Names the scenario binds at its top level stay the notebook's globals, as in a cell.
     """
     tree = ast.parse(source)
-    names = sorted(_top_level_names(tree) - set(PARAMETERS))
+    names = sorted(top_level_names(tree) - set(PARAMETERS))
     body: list[ast.stmt] = [ast.Global(names=names)] if names else []
     body += tree.body or [ast.Pass()]
     function = ast.FunctionDef(
@@ -141,7 +142,7 @@ def scenario_function(source: str) -> ast.Module:
     return ast.fix_missing_locations(module)
 
 
-def _top_level_names(tree: ast.Module) -> set[str]:
+def top_level_names(tree: ast.Module) -> set[str]:
     """Names bound in the module's own scope (not in the functions or classes it defines)."""
     names: set[str] = set()
 
@@ -212,6 +213,16 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     files = {f"<cell {i}>": i for i in range(len(cells))}
     student = frozenset(f"<cell {i}>" for i, c in enumerate(cells) if c.get("student"))
     compiled = compile_cells(cells)
+    # The names each course cell and scenario binds: recorded after it runs, and read from
+    # there by later scenarios (tinyflo.course.scenarios._CourseNames).
+    binds = []
+    for cell in cells:
+        try:
+            names = () if cell.get("student") else top_level_names(ast.parse(cell["source"]))
+        except (SyntaxError, ValueError):
+            names = ()
+        binds.append(tuple(sorted(set(names) - set(PARAMETERS))))
+    _missing = object()
 
     # What the reporting code calls, taken now.
     _type, _isinstance, _issubclass, _len, _repr = type, isinstance, issubclass, len, repr
@@ -225,11 +236,14 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     _stack_size = _thread.stack_size
     _hexlify, _b64 = binascii.hexlify, binascii.b2a_base64
     _hmac = _hashlib.hmac_digest
-    _function = types.FunctionType
+    _function, _namespace = types.FunctionType, types.SimpleNamespace
+    _id, _hasattr, _callable, _vars, _math = id, hasattr, callable, vars, math
+    _getattr = getattr
     _current_frames, _settrace = sys._current_frames, sys.settrace
     _ndarray, _generic, _dtype, _asarray = np.ndarray, np.generic, np.dtype, np.asarray
     _tobytes, _ascontiguous, _bool_ = np.ndarray.tobytes, np.ascontiguousarray, np.bool_
     _rng = np.random.default_rng
+    _shares_memory, _may_share_memory = np.shares_memory, np.may_share_memory
     _exact_truths = (bool, int, float, str, list, tuple, dict, type(None))
     _syntax_error, _enumerate, _builtins = SyntaxError, enumerate, __builtins__
     _runtime_error, _value_error, _type_error = RuntimeError, ValueError, TypeError
@@ -447,6 +461,45 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
             raise _looped_before([files.get(code.co_filename), frame.f_lineno, code.co_firstlineno])
         return None
 
+    # What a scenario's checks call on the objects themselves (tinyflo.course.scenarios'
+    # OBJECT_CALLS), as they were before the notebook's code ran: a submission that rebinds the
+    # names or patches the modules changes none of them.
+    def exact_isinstance(obj, classes):
+        return _issubclass(_type(obj), classes)  # the object's real class, not its __class__
+
+    def shares_memory(a, b, *options):  # arrays only: no __array_function__ answers for them
+        return _type(a) is _ndarray and _type(b) is _ndarray and _shares_memory(a, b, *options)
+
+    def may_share_memory(a, b, *options):
+        return _type(a) is _ndarray and _type(b) is _ndarray and _may_share_memory(a, b, *options)
+
+    def gradients(fn, *inputs):
+        # What gradcheck checks, as data: fn's gradients at its inputs along one fixed
+        # direction, for the grader to compare with the reference's (a forward and backward
+        # of the code under test; nothing is compared here).
+        out = fn(*inputs)
+        direction = _rng(0).standard_normal(out.shape)
+        wanted = [x for x in inputs if _getattr(x, "requires_grad", False) is True]
+        for x in wanted:
+            x.grad = None
+        (out * direction).sum().backward()
+        return [None if x.grad is None else x.grad.numpy() for x in wanted]
+
+    pristine = {
+        "gradients": gradients,
+        "id": _id,
+        "isinstance": exact_isinstance,
+        "type": _type,
+        "hasattr": _hasattr,
+        "callable": _callable,
+        "str": _str,
+        "repr": _repr,
+        "np.shares_memory": shares_memory,
+        "np.may_share_memory": may_share_memory,
+        "np": _namespace(**_dict(_vars(np))),
+        "math": _namespace(**_dict(_vars(_math))),
+    }
+
     ours = (send, value_of, encode, check, reached, truth, hook, watchdog, trace)
 
     def run():
@@ -496,7 +549,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
             try:
                 if cell["kind"] == "task":
                     scenario = _function(code, globals_)
-                    scenario(check, reached, _rng(seeds.get(cell["task"], 0)))
+                    scenario(check, reached, _rng(seeds.get(cell["task"], 0)), pristine)
                 else:
                     _exec(code, globals_)
             except _check_reached:
@@ -516,6 +569,10 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
                 )
             finally:
                 state["current"] = None
+            for name in binds[index]:
+                value = globals_.get(name, _missing)
+                if value is not _missing:
+                    pristine["course:" + name] = value
             send({"t": "end", "i": index})
         send({"t": "done"})
 

@@ -17,8 +17,18 @@ Which operand of a check is the student's: the first operand of `==` and of a co
 helper (`np.allclose(actual, expected, ...)`, `_close(actual, expected)`, `math.isclose`), the
 object of `isinstance` and `.startswith`; every operand of `<`, `<=`, `!=`, `in` that is not
 a literal. A literal is an expression of constants, the standard numerical modules and
-names bound only to such expressions. Identity (`is`), `or`, `all(... for ...)` and any other
-expression are evaluated in the scenario and recorded as a truth value.
+names bound only to such expressions.
+
+Any other condition (`or`, `all(... for ...)` over the student's objects, `np.isfinite(...)`,
+two of the student's values compared) is evaluated by the grader itself: the scenario records
+only the parts that need the student's objects, as values (one row per item of a
+comprehension), and the grader runs the condition's own expression over them (`_Split`).
+Identity and membership (`is`, `in` between two of the student's values) are asked in the
+scenario and recorded as truth values; so is a call of the module's own code. The course's
+gradcheck, which runs there, is paired with the gradients it checks, compared with the
+reference's. Names the course's cells bound are read as those cells left them, not from the
+notebook's namespace (`_CourseNames`), and the builtins that need the object itself (`str`,
+`isinstance`, `id`, `np.shares_memory`, ...) are the runner's own copies (`_pristine`).
 
 This file needs only the standard library.
 """
@@ -31,6 +41,7 @@ import copy
 from dataclasses import dataclass, field
 
 from tinyflo.course.checks import BEGIN, END, split_hidden
+from tinyflo.course.runner import top_level_names
 
 CHECK = "__tf_check"  # the runner's names, bound in the scenario's namespace
 REACHED = "__tf_reached"
@@ -80,6 +91,8 @@ COMPARATORS = {
     "numpy.array_equiv": "array_equiv",
     "math.isclose": "isclose",
 }
+GRADCHECK = "gradcheck"  # module 02's, as later modules import it
+COMPARATOR_PREFIX = "_close"  # a helper `_close(actual, expected)`: like np.allclose
 VALUE, TYPE, CLASSES, TRUTH, DISCARD = "value", "type", "classes", "truth", "discard"
 
 
@@ -159,6 +172,7 @@ class _Names:
                 bound.setdefault(node.name, []).append(None)
             elif isinstance(node, ast.NamedExpr):
                 bound.setdefault(node.target.id, []).append(None)
+        self.bound = frozenset(bound)
         self.literal: set[str] = set()
         changed = True
         while changed:  # a literal may be built from other literals
@@ -224,9 +238,10 @@ def _message(node: ast.AST | None) -> str:
 class _Builder:
     """Collects the operands of one check while its condition is decomposed."""
 
-    def __init__(self, names: _Names, helpers: frozenset[str]):
+    def __init__(self, names: _Names, helpers: frozenset[str], course: frozenset[str]):
         self.names = names
         self.helpers = helpers
+        self.course = course  # the course's own names (see `_CourseNames`)
         self.exprs: list[ast.expr] = []
         self.operands: list[Operand] = []
 
@@ -240,7 +255,15 @@ class _Builder:
         return len(self.exprs) - 1
 
     def truth(self, node: ast.expr) -> tuple:
-        return ("atom", "truth", [self.add(node, TRUTH, True)], {})
+        """Any other condition: the grader evaluates it itself over the values it needs (see
+        `_Split`); where the whole condition needs the objects, its truth is recorded."""
+        split = _Split(self.names, self.helpers)
+        skeleton = split.convert(node)
+        if len(split.leaves) == 1 and isinstance(skeleton, ast.Name) and not split.rows:
+            return ("atom", "truth", [self.add(split.leaves[0][0], TRUTH, True)], {})
+        indices = [self.add(expr, VALUE, student) for expr, student in split.leaves]
+        rows = [indices[position] for position in split.rows]
+        return ("expr", ast.unparse(skeleton), indices, rows)
 
     def condition(self, node: ast.expr) -> tuple:
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
@@ -291,11 +314,23 @@ class _Builder:
             k.arg is None for k in node.keywords
         ):
             return self.truth(node)
+        if name == GRADCHECK and name in self.course and node.args and not node.keywords:
+            # The course's gradcheck runs in the student's process; the gradients it checks
+            # are also recorded, along one fixed direction, and must match the reference's.
+            gradients = ast.Call(
+                ast.Subscript(ast.Name(PRISTINE, ast.Load()), ast.Constant("gradients"), ast.Load()),
+                copy.deepcopy(node.args),
+                [],
+            )
+            index = self.add(gradients, VALUE, True)
+            return ("and", [("atom", "same_gradients", [index], {}), self.truth(node)])
         if name == "isinstance" and len(node.args) == 2 and not node.keywords:
             actual = self.add(node.args[0], TYPE, True)
             classes = self.add(node.args[1], CLASSES, False)
             return ("atom", "isinstance", [actual, classes], {})
-        comparator = COMPARATORS.get(name or "") or (name if name in self.helpers else None)
+        comparator = COMPARATORS.get(name or "") or (
+            name if name in self.helpers and name.startswith(COMPARATOR_PREFIX) else None
+        )
         if comparator and len(node.args) >= 2:
             args = list(node.args)
             if self.names.is_literal(args[0]) and not self.names.is_literal(args[1]):
@@ -342,6 +377,238 @@ class _Builder:
         return self.truth(node)
 
 
+# Calls that need the object itself (its identity, type, attributes, text or memory), not a
+# copy of its data: made in the scenario, through the runner's own copies (`PRISTINE`), so a
+# submission that rebinds the name or patches the module changes nothing.
+OBJECT_CALLS = frozenset(
+    {"id", "isinstance", "type", "hasattr", "callable", "str", "repr", "np.shares_memory",
+     "numpy.shares_memory", "np.may_share_memory", "numpy.may_share_memory"}
+)
+PRISTINE = "__tf_pristine"  # the runner's dict of them, a parameter of every scenario
+SCENARIO_NAMES = (CHECK, REACHED, "check_rng", PRISTINE)  # a scenario's parameters
+_COMPREHENSIONS = (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)
+_STRUCTURE = (
+    ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List, ast.Set,
+    ast.Dict, ast.JoinedStr, ast.FormattedValue, ast.Slice, ast.keyword,
+)
+
+
+def _targets(target: ast.expr) -> list[str] | None:
+    """The names a comprehension's target binds; None for targets other than names."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        names: list[str] = []
+        for item in target.elts:
+            inner = _targets(item)
+            if inner is None:
+                return None
+            names += inner
+        return names
+    return None
+
+
+class _Split:
+    """A condition cut in two: what the grader evaluates itself, on data, and the *leaves*, the
+    parts that need the student's objects, which the scenario records as values.
+
+    `convert` returns the condition with each leaf replaced by a placeholder name
+    (`_tf_v<k>`, the k-th of `leaves`). Constants, numpy, math, builtins and the module's pure
+    helpers, and the operators and comprehensions over them, stay with the grader: every
+    comparison, `all`, `np.allclose` or `np.isfinite` is made there, where no patched module
+    or object that is equal to anything can reach it. A leaf is recorded from the student's
+    run, or, when it is a literal, from the reference's. A comprehension over the student's
+    objects is recorded as rows, one tuple of its leaves per item (`rows`); the grader loops
+    over them and requires as many rows as the reference's run gave, so a submission cannot
+    empty an `all(...)`. An identity test of two objects (`a is b`) and OBJECT_CALLS are
+    leaves of their own, made in the scenario with the runner's own functions.
+    """
+
+    def __init__(self, names: _Names, helpers: frozenset[str]):
+        self.names = names
+        self.trusted = (TRUSTED_MODULES | TRUSTED_BUILTINS | helpers) - names.bound
+        self.leaves: list[tuple[ast.expr, bool]] = []  # (expression, from the student's run)
+        self.rows: list[int] = []  # positions in `leaves` that are comprehension rows
+
+    # -- what the grader can evaluate -----------------------------------------------------
+
+    def grader_side(self, node: ast.AST, local: frozenset[str] = frozenset()) -> bool:
+        """Whether the grader can evaluate `node` itself (`local`: comprehension names it binds)."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Name):
+            return node.id in self.trusted or node.id in local
+        if isinstance(node, ast.Call):
+            if _dotted(node.func) in OBJECT_CALLS:
+                return False
+            parts = [node.func, *node.args, *(k.value for k in node.keywords)]
+            return all(self.grader_side(part, local) for part in parts)
+        if isinstance(node, ast.Compare) and not self._plain_identity(node):
+            return False
+        if isinstance(node, _COMPREHENSIONS):
+            inner = set(local)
+            for generator in node.generators:
+                names = _targets(generator.target)
+                if names is None or not self.grader_side(generator.iter, frozenset(inner)):
+                    return False
+                inner.update(names)
+                if not all(self.grader_side(c, frozenset(inner)) for c in generator.ifs):
+                    return False
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            return all(self.grader_side(part, frozenset(inner)) for part in parts)
+        if isinstance(node, (*_STRUCTURE, ast.Attribute, ast.Subscript, ast.Starred)):
+            return all(self.grader_side(c, local) for c in ast.iter_child_nodes(node)
+                       if isinstance(c, (ast.expr, ast.keyword)))
+        return False
+
+    @staticmethod
+    def _plain_identity(node: ast.Compare) -> bool:
+        """No `is`, `is not`, `in` or `not in`: identity and membership are questions for the
+        objects themselves (a dict keyed by objects, a parameter in an optimizer's state), so
+        they are asked in the scenario; `is` no object can answer falsely, and a container's
+        answer about itself is the student's value like any other."""
+        return not any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops)
+
+    # -- cutting ----------------------------------------------------------------------------
+
+    def leaf(self, node: ast.expr, student: bool, into: list | None = None) -> ast.Name:
+        target = self.leaves if into is None else into
+        target.append((node, student))
+        prefix = "_tf_v" if into is None else "_tf_i"
+        return ast.Name(f"{prefix}{len(target) - 1}", ast.Load())
+
+    def convert(self, node: ast.expr, row: list | None = None, local: frozenset[str] = frozenset()):
+        """`node` with its leaves cut out. Inside a comprehension's rows (`row`), leaves that
+        read the comprehension's names (`local`) go to the row; pure ones that do not are
+        recorded once."""
+        if self.grader_side(node):
+            return copy.deepcopy(node)
+        reads_local = any(isinstance(n, ast.Name) and n.id in local for n in ast.walk(node))
+        if not reads_local and is_pure(node) and self.names.is_literal(node):
+            return self.leaf(node, False)
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            if isinstance(node.value, (*_STRUCTURE, *_COMPREHENSIONS)):
+                new = copy.copy(node)
+                new.value = self.convert(node.value, row, local)
+                if isinstance(node, ast.Subscript):
+                    new.slice = self.convert(node.slice, row, local)
+                return new
+            if isinstance(node, ast.Subscript) and self.grader_side(node.value, local):
+                new = copy.copy(node)
+                new.slice = self.convert(node.slice, row, local)
+                return new
+            return self._cut(node, row, reads_local)
+        if isinstance(node, ast.Call):
+            func = node.func
+            if _dotted(func) in OBJECT_CALLS or any(
+                isinstance(a, ast.Starred) for a in node.args
+            ):
+                return self._cut(node, row, reads_local)
+            if self.grader_side(func):
+                new = copy.copy(node)
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, _STRUCTURE):
+                new = copy.copy(node)
+                new.func = copy.copy(func)
+                new.func.value = self.convert(func.value, row, local)
+            else:
+                return self._cut(node, row, reads_local)
+            new.args = [self.convert(a, row, local) for a in node.args]
+            new.keywords = [
+                ast.keyword(k.arg, self.convert(k.value, row, local)) for k in node.keywords
+            ]
+            return new
+        if isinstance(node, ast.Compare) and not self._plain_identity(node):
+            return self._cut(node, row, reads_local)
+        if isinstance(node, _COMPREHENSIONS):
+            if row is not None:  # a comprehension inside a row: one leaf
+                return self._cut(node, row, reads_local)
+            return self._rows(node)
+        if isinstance(node, _STRUCTURE):
+            new = copy.copy(node)
+            for name, value in ast.iter_fields(node):
+                if isinstance(value, ast.expr):
+                    setattr(new, name, self.convert(value, row, local))
+                elif isinstance(value, list):
+                    setattr(new, name, [
+                        self.convert(v, row, local) if isinstance(v, ast.expr) else v
+                        for v in value
+                    ])
+            return new
+        return self._cut(node, row, reads_local)
+
+    def _cut(self, node: ast.expr, row: list | None, reads_local: bool) -> ast.Name:
+        if row is not None and (reads_local or not is_pure(node)):
+            return self.leaf(node, True, into=row)
+        return self.leaf(node, True)
+
+    def _rows(self, node: ast.expr) -> ast.expr:
+        """A comprehension over the student's objects: the scenario records one row of leaves
+        per item; the grader runs the same comprehension over the rows."""
+        local: set[str] = set()
+        for generator in node.generators:
+            names = _targets(generator.target)
+            if names is None:
+                return self.leaf(node, True)
+            local.update(names)
+        row: list[tuple[ast.expr, bool]] = []
+        new = copy.copy(node)
+        parts = ("key", "value") if isinstance(node, ast.DictComp) else ("elt",)
+        for part in parts:
+            setattr(new, part, self.convert(getattr(node, part), row, frozenset(local)))
+        recorded = ast.ListComp(
+            elt=ast.Tuple([expr for expr, _ in row], ast.Load()),
+            generators=copy.deepcopy(node.generators),
+        )
+        self.leaves.append((recorded, True))
+        self.rows.append(len(self.leaves) - 1)
+        target = ast.Tuple([ast.Name(f"_tf_i{k}", ast.Store()) for k in range(len(row))], ast.Store())
+        source = ast.Name(f"_tf_v{len(self.leaves) - 1}", ast.Load())
+        new.generators = [ast.comprehension(target, source, [], 0)]
+        return self._renumber(new, len(self.leaves) - 1)
+
+    @staticmethod
+    def _renumber(node: ast.expr, rows: int) -> ast.expr:
+        """A row's names made unique to it (`_tf_i<k>` -> `_tf_r<rows>_<k>`)."""
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.Name) and inner.id.startswith("_tf_i"):
+                inner.id = f"_tf_r{rows}_{inner.id[5:]}"
+        return node
+
+
+def _pristine(node: ast.expr, bound: frozenset[str]) -> ast.expr:
+    """`node` with OBJECT_CALLS (and numpy or math in their arguments) taken from the runner's
+    own copies instead of the notebook's names; lambdas, which the submission's code may be
+    handed, are left as they are."""
+    node = copy.deepcopy(node)
+
+    def pristine(key: str) -> ast.expr:
+        return ast.Subscript(ast.Name(PRISTINE, ast.Load()), ast.Constant(key), ast.Load())
+
+    class Swap(ast.NodeTransformer):
+        inside = 0
+
+        def visit_Lambda(self, lambda_node):
+            return lambda_node
+
+        def visit_Call(self, call):
+            name = _dotted(call.func)
+            if name in OBJECT_CALLS and name.split(".")[0] not in bound:
+                call.func = pristine(name.replace("numpy.", "np."))
+                self.inside += 1
+                call.args = [self.visit(a) for a in call.args]
+                call.keywords = [self.visit(k) for k in call.keywords]
+                self.inside -= 1
+                return call
+            return self.generic_visit(call)
+
+        def visit_Name(self, name):
+            if self.inside and name.id in TRUSTED_MODULES and name.id not in bound:
+                return ast.copy_location(pristine("math" if name.id == "math" else "np"), name)
+            return name
+
+    return ast.fix_missing_locations(Swap().visit(node))
+
+
 def _is_assertion_error(node: ast.Raise) -> ast.expr | None | bool:
     """The message node of `raise AssertionError(msg)`, None without one; False otherwise."""
     exc = node.exc
@@ -374,10 +641,13 @@ class _Found:
 class _Rewrite(ast.NodeTransformer):
     """Replaces each check statement by the runner's call, for one of the two runs."""
 
-    def __init__(self, found: dict[tuple, _Found], reference: bool, dropped: set[tuple]):
+    def __init__(
+        self, found: dict[tuple, _Found], reference: bool, dropped: set[tuple], bound: frozenset
+    ):
         self.found = found
         self.reference = reference
         self.dropped = dropped  # ids of assignment statements left out of the student's run
+        self.bound = bound  # names the cell binds
 
     def _replace(self, node: ast.stmt) -> ast.stmt:
         entry = self.found[_key(node)]
@@ -388,7 +658,7 @@ class _Rewrite(ast.NodeTransformer):
             args: list[ast.expr] = [ast.Constant(check.id)]
             for operand, expr in zip(check.operands, entry.exprs):
                 if self.reference or operand.evaluated:
-                    args.append(copy.deepcopy(expr))
+                    args.append(_pristine(expr, self.bound))
             call = _call(CHECK, args)
         return ast.copy_location(call, node)
 
@@ -433,12 +703,15 @@ def build_task(
     hidden: bool = True,
     helpers: frozenset[str] = frozenset(),
     used_elsewhere: frozenset[str] = frozenset(),
+    course: frozenset[str] = frozenset(),
 ) -> TaskScenario:
     """Turn one grade cell into its scenarios and checks.
 
     `hidden=False` leaves the hidden region out (what `tinyflo module test` runs). `helpers`
     are the module's own comparison functions the grader evaluates (see `pure_helpers`);
-    `used_elsewhere`, names read by other cells, which no assignment here may drop.
+    `used_elsewhere`, names read by other cells, which no assignment here may drop; `course`,
+    names the course's cells (and grade cells) before this one bind, which the scenario
+    reads as those cells left them (see `_CourseNames`).
     """
     if hidden:
         code, hidden_lines = _cell_code(source)
@@ -449,6 +722,7 @@ def build_task(
             raise ValueError(f"task {task}: `{marker}` must stand alone on its line")
     tree = ast.parse(code)
     names = _Names(tree)
+    kept = course - names.bound - set(SCENARIO_NAMES)
     found: dict[tuple, _Found] = {}
     counts = {True: 0, False: 0}
     order: list[ast.stmt] = [
@@ -463,7 +737,7 @@ def build_task(
         counts[in_hidden] += 1
         check_id = f"{task}/{number}"
         if isinstance(node, ast.Assert):
-            builder = _Builder(names, helpers)
+            builder = _Builder(names, helpers, kept)
             condition = builder.condition(node.test)
             check = Check(
                 check_id,
@@ -483,13 +757,39 @@ def build_task(
             )
             found[_key(node)] = _Found(check, [])
     dropped = _droppable(tree, found, used_elsewhere)
-    student = ast.fix_missing_locations(_Rewrite(found, False, dropped).visit(ast.parse(code)))
-    reference = ast.fix_missing_locations(_Rewrite(found, True, set()).visit(ast.parse(code)))
+    student = _Rewrite(found, False, dropped, names.bound).visit(ast.parse(code))
+    reference = _Rewrite(found, True, set(), names.bound).visit(ast.parse(code))
+    student = ast.fix_missing_locations(_CourseNames(kept).visit(student))
+    reference = ast.fix_missing_locations(_CourseNames(kept).visit(reference))
     checks = [
         entry.check
         for entry in sorted(found.values(), key=lambda e: int(e.check.id.split("/")[-1]))
     ]
     return TaskScenario(task, ast.unparse(student), ast.unparse(reference), checks)
+
+
+class _CourseNames(ast.NodeTransformer):
+    """Reads of the course's own names (its imports, helpers and data, and what earlier grade
+    cells bound) taken from the runner's record of what the course's cells bound, not from
+    the notebook's namespace, where the submission's code may have rebound them
+    (`gradcheck = lambda *a: True`). Functions and lambdas the scenario defines keep plain
+    names: they may be handed to the submission's code, which could read what they hold."""
+
+    def __init__(self, names: frozenset[str] | set[str]):
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if isinstance(node.ctx, ast.Load) and node.id in self.names:
+            key = ast.Constant("course:" + node.id)
+            return ast.copy_location(
+                ast.Subscript(ast.Name(PRISTINE, ast.Load()), key, ast.Load()), node
+            )
+        return node
+
+    def _keep(self, node: ast.AST) -> ast.AST:
+        return node
+
+    visit_Lambda = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _keep
 
 
 def _droppable(tree: ast.AST, found: dict[tuple, _Found], elsewhere: frozenset[str]) -> set[tuple]:
@@ -524,9 +824,10 @@ def _droppable(tree: ast.AST, found: dict[tuple, _Found], elsewhere: frozenset[s
 
 
 def pure_helpers(cells_source: list[str]) -> dict[str, str]:
-    """The module's comparison helpers the trusted grader may evaluate itself: functions
-    named `_close`-like, defined in course cells, whose bodies use only numpy, math and
-    builtins. {name: source of the def}."""
+    """The module's helpers the trusted grader may evaluate itself: private functions defined
+    in course cells whose bodies use only their arguments, numpy, math and builtins. Those
+    named `_close...` compare a student's value with the reference's, like `np.allclose`;
+    the others are evaluated on the student's values alone. {name: source of the def}."""
     found: dict[str, str] = {}
     for source in cells_source:
         try:
@@ -539,14 +840,36 @@ def pure_helpers(cells_source: list[str]) -> dict[str, str]:
             if node.decorator_list:
                 continue
             arguments = {a.arg for a in node.args.args + node.args.kwonlyargs}
+            inside = {
+                n.id
+                for c in ast.walk(node)
+                if isinstance(c, ast.comprehension)
+                for n in ast.walk(c.target)
+                if isinstance(n, ast.Name)
+            }
             loads = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-            allowed = arguments | TRUSTED_MODULES | set(dir(builtins))
-            if loads <= allowed and all(
+            allowed = arguments | inside | TRUSTED_MODULES | set(dir(builtins))
+            calls = [_dotted(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)]
+            trusted_calls = all(
+                name is not None and name.split(".")[0] in TRUSTED_MODULES | set(dir(builtins))
+                for name in calls
+            )  # no method of an argument: those may be the student's objects
+            if loads <= allowed and trusted_calls and all(
                 not isinstance(n, (ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom))
                 for n in ast.walk(node)
             ):
                 found[node.name] = ast.unparse(node)
     return found
+
+
+def bound_names(source: str, hidden: bool = True) -> set[str]:
+    """Names a cell binds at its top level, as the runner records them after the cell (with
+    the hidden region, or, `hidden=False`, as a release shows the cell)."""
+    try:
+        code = _cell_code(source)[0] if hidden else visible_source(source)
+        return top_level_names(ast.parse(code)) - set(SCENARIO_NAMES)
+    except SyntaxError:
+        return set()
 
 
 def names_read(source: str) -> set[str]:

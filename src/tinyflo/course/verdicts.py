@@ -1,6 +1,7 @@
 """The trusted side of grading: what a run sent, read as plain data, and each check decided.
 
-Nothing here runs code from a submission or from a scenario. Values arrive as JSON (and
+Nothing here runs code from a submission or from a scenario: only the course's own check
+expressions and comparison helpers, over the values a run sent. Values arrive as JSON (and
 .npy bytes read with `allow_pickle=False`), are checked against the shapes the runner may
 send, and are compared with the expected values of the reference's run, with each check's
 own comparison and tolerance (tinyflo.course.scenarios says which is which).
@@ -170,6 +171,22 @@ def _isclose(a, b, rel_tol=1e-09, abs_tol=0.0) -> bool:
     return math.isclose(float(a), float(b), rel_tol=rel_tol, abs_tol=abs_tol)
 
 
+def _same_gradients(mine: Any, ours: Any, rtol: float = 1e-4, atol: float = 1e-5) -> bool:
+    """Two lists of gradients (None where an input got none) equal to gradcheck's tolerance."""
+    if not isinstance(mine, list) or not isinstance(ours, list) or len(mine) != len(ours):
+        return False
+    for a, b in zip(mine, ours):
+        if (a is None) != (b is None):
+            return False
+        if b is not None and not (
+            isinstance(a, np.ndarray)
+            and a.shape == np.shape(b)
+            and _allclose(a, b, rtol=rtol, atol=atol)
+        ):
+            return False
+    return True
+
+
 BUILT_IN = {
     "allclose": _allclose,
     "array_equal": _array_equal,
@@ -185,6 +202,7 @@ class Helpers:
 
     sources: dict[str, str] = field(default_factory=dict)
     _compiled: dict[str, Any] = field(default_factory=dict)
+    _expressions: dict[str, Any] = field(default_factory=dict)
 
     def get(self, name: str):
         if name in BUILT_IN:
@@ -194,6 +212,18 @@ class Helpers:
             exec(compile(self.sources[name], f"<course helper {name}>", "exec"), namespace)
             self._compiled[name] = namespace[name]
         return self._compiled[name]
+
+    def evaluate(self, source: str, values: list[Any]) -> Any:
+        """A condition's own expression (course code, see tinyflo.course.scenarios._Split)
+        evaluated here over the values recorded for its placeholders `_tf_v0`, `_tf_v1`, ..."""
+        code = self._expressions.get(source)
+        if code is None:
+            code = self._expressions[source] = compile(source, "<check>", "eval")
+        namespace: dict[str, Any] = {"np": np, "numpy": np, "math": math}
+        for name in self.sources:
+            namespace[name] = self.get(name)
+        namespace.update({f"_tf_v{k}": value for k, value in enumerate(values)})
+        return eval(code, namespace)
 
 
 def _atom(kind: str, args: list[Any], keywords: dict[str, Any], helpers: Helpers) -> bool:
@@ -235,11 +265,26 @@ def decide(
         return student[index] if check.operands[index].student else reference[index]
 
     kind = condition[0]
+    if kind == "expr":
+        _, source, indices, rows = condition
+        for index in rows:  # a comprehension gives as many rows as the reference's did
+            ours = reference[index]
+            if ours is not None and (
+                not isinstance(student[index], list) or len(student[index]) != len(ours)
+            ):
+                return False
+        try:
+            return bool(helpers.evaluate(source, [value(i) for i in indices]))
+        except Exception:  # a condition that cannot be evaluated does not hold
+            return False
     if kind == "and":
         return all(decide(part, check, student, reference, helpers) for part in condition[1])
     if kind == "not":
         return not decide(condition[1], check, student, reference, helpers)
     _, atom, indices, keywords = condition
+    if atom == "same_gradients":  # the student's gradients against the reference's own
+        ours = reference[indices[0]]
+        return ours is None or _same_gradients(student[indices[0]], ours)
     try:
         return _atom(
             atom,
