@@ -505,6 +505,9 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `tinyflo` with `argv` (default: the command line); returns the exit status."""
+    from tinyflo.course.notebooks import without_iri_grammars
+
+    without_iri_grammars()  # a second off every command that reads a notebook
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if args.command == "demo":

@@ -399,6 +399,9 @@ def _engine(modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
                 student=seeds_of,
                 key=COURSE_KEY,
                 reference_record=shared.get(seeds_of),
+                # A mutant breaks one task: the cells after it need not run (the first is
+                # graded whole, to compare with nbgrader's grading of it).
+                through=None if student == "mutant" else proof.mutant_tasks.get(student),
             )
         except Exception as error:  # the proofs report it against the submission
             proof.log.append(f"engine grading of {student} failed: {error!r}")

@@ -120,12 +120,16 @@ def test_no_attack_earns_a_point_or_leaks(slug):
 @pytest.mark.parametrize("slug", FULL)
 def test_no_forgery_lifts_buggy_code(slug):
     """Laid over a seeded mutant, the forging attacks score no more than the mutant alone."""
+    _assert_no_lift(slug, MUTANTS[slug][0], FORGERIES)
+
+
+def _assert_no_lift(slug: str, mutant, attacks: tuple[str, ...]) -> None:
+    """`mutant` loses points alone, and none of `attacks` laid over it earns one back."""
     module = _module(slug)
     tasks = list(module_scenarios(module).tasks)
-    mutant = MUTANTS[slug][0]
     buggy = apply_mutant(instructor_notebook(module), mutant.old, mutant.new, slug)
     notebooks = {"mutant": buggy} | {
-        name: attack_notebook(buggy, name, tasks) for name in FORGERIES
+        name: attack_notebook(buggy, name, tasks) for name in attacks
     }
     results = _graded(module, notebooks)
     alone = results["mutant"][0].points
@@ -149,17 +153,8 @@ def test_no_forgery_lifts_code_that_only_self_comparisons_catch(slug):
     """Rebinding or patching what a check of the student's own values calls (numpy's
     comparisons, builtins, the course's gradcheck and helpers) lifts no such mutant: those
     checks are decided by the grader, on data, or against the reference's gradients."""
-    module = _module(slug)
-    tasks = list(module_scenarios(module).tasks)
     mutant = next(m for m in MUTANTS[slug] if TRUTH_MUTANTS[slug] in m.old)
-    buggy = apply_mutant(instructor_notebook(module), mutant.old, mutant.new, slug)
-    notebooks = {"mutant": buggy} | {
-        name: attack_notebook(buggy, name, tasks) for name in TRUTH_FORGERIES
-    }
-    results = _graded(module, notebooks)
-    alone = results["mutant"][0].points
-    assert alone < results["mutant"][0].max_points, "the mutant should lose points alone"
-    assert not _problems(module, results, dict.fromkeys(notebooks, alone)), results
+    _assert_no_lift(slug, mutant, TRUTH_FORGERIES)
 
 
 @pytest.mark.slow

@@ -429,6 +429,7 @@ def grade(
     reference_tree: Path | None = None,
     reference_record: RunRecord | None = None,
     slot: int = 0,
+    through: str | None = None,
 ) -> GradeReport:
     """Grade `submission` (a notebook) on `module`: restore the course's cells, run the
     student's code and the reference on the same scenarios, compare.
@@ -436,6 +437,8 @@ def grade(
     `hidden=False` runs the visible checks only (`tinyflo module test`); `student` and `key`
     choose the random inputs of each task (`seed_for`). `tree` is the grading tree the
     student's code runs on; the reference runs on `reference_tree` (default: the same).
+    `through` runs and grades the notebook only as far as that task's grade cell (a test's
+    seeded mistake in one task needs no later cell).
     """
     limits = limits or Limits(cell_timeout=timeout)
     limits = Limits(**{**vars(limits), "cell_timeout": timeout})
@@ -445,6 +448,9 @@ def grade(
     course_ids = {cell.get("id") for cell in source.cells}
     seeds = {task: seed_for(key, student, module.slug, task) for task in scenarios.tasks}
     job, named = _job(restored.cells, scenarios, False, timeout, seeds, course_ids)
+    if through is not None:
+        last = next(i for i, cell in enumerate(named) if cell.task == through)
+        job["cells"], named = job["cells"][: last + 1], named[: last + 1]
     record = run_job(job, tree, limits, sandboxed, slot)
     if reference_record is None:
         reference_record = reference_run(
@@ -457,8 +463,9 @@ def grade(
     }
     if record.problem:
         cells = [
-            CellScore(task, 0.0, points[task], f"not graded: {record.problem}")
-            for task in scenarios.tasks
+            CellScore(cell.task, 0.0, points[cell.task], f"not graded: {record.problem}")
+            for cell in named
+            if cell.task is not None
         ]
         return GradeReport(tuple(cells), sandboxed)
     return GradeReport(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import importlib
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -21,6 +22,19 @@ from tinyflo.course.source import Cell, CourseError, Module
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable", "tinyflo")
 _CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+# jsonschema, which nbformat validates every notebook with, builds the 38 grammars of
+# rfc3987-syntax at import whenever that package is installed (jupyter-events pulls it in):
+# over a second at the start of every process, for an `iri` string format that no notebook
+# schema uses. tinyflo's commands, and the nbgrader it starts, go without it.
+IRI_GRAMMARS = "rfc3987_syntax"
+
+
+def without_iri_grammars() -> None:
+    """Keep jsonschema from building rfc3987-syntax's grammars in this process (unless it
+    already has): notebooks never use the `iri` format they check."""
+    sys.modules.setdefault(IRI_GRAMMARS, None)  # `import` of it raises ImportError
 
 
 def require(name: str) -> ModuleType:
