@@ -306,6 +306,38 @@ def test_bad_arguments_are_one_line_that_points_at_help(tmp_path):
         "tinyflo demo: error: --epochs must be at least 1; got 0 (see tinyflo demo --help)")
 
 
+def test_unknown_arguments_point_at_the_subcommands_own_help(tmp_path):
+    line = one_line_error(tinyflo_cli("milestone", "run", "lenet", "--epochs", "3", cwd=tmp_path))
+    assert line == ("tinyflo milestone run: error: unrecognized arguments: --epochs 3 "
+                    "(see tinyflo milestone run --help)")
+    line = one_line_error(tinyflo_cli("module", "test", "1", "--bogus", cwd=tmp_path))
+    assert line.endswith("(see tinyflo module test --help)")
+
+
+@pytest.mark.parametrize("command", [("milestone", "list"), ("module", "list"), ("--help",),
+                                     ("module", "--help")])
+def test_every_command_behaves_in_a_pipe_whose_reader_stops(command, tmp_path):
+    """`tinyflo milestone list | head -1`: the reader closes the pipe at once; tinyflo ends
+    quietly, as a command cut off by its pipe does (no BrokenPipeError)."""
+    reader, writer = os.pipe()
+    os.close(reader)  # nobody will read: the first write fails
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", *command], cwd=tmp_path, stdout=writer,
+                          stderr=subprocess.PIPE, text=True, env=environment, timeout=120)
+    os.close(writer)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode in (0, 141), done.returncode
+
+
+def test_a_workspace_that_cannot_be_made_is_one_line(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    line = one_line_error(tinyflo_cli("module", "start", "1", "--workspace", str(blocked / "ws"), cwd=tmp_path))
+    assert line == f"tinyflo module: error: --workspace: cannot create the folder {blocked / 'ws'}: Not a directory"
+    line = one_line_error(tinyflo_cli("module", "test", "1", cwd=tmp_path, env={"TINYFLO_WORKSPACE": str(blocked)}))
+    assert line == f"tinyflo module: error: TINYFLO_WORKSPACE: cannot create the folder {blocked}: File exists"
+
+
 def test_demo_monitor_shows_resources_in_each_epoch_line_and_writes_the_report(tmp_path):
     done = tinyflo_cli("demo", "--epochs", "2", "--batch-size", "8", "--monitor", "--out", str(tmp_path / "run"),
                        cwd=tmp_path)  # batches of 8: epochs long enough for the CPU clocks' 10 ms ticks

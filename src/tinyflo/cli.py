@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tinyflo.course.source import CourseError, find_modules_dir
+from tinyflo.course.source import CourseError, find_modules_dir, make_folder
 from tinyflo.launch import BACKENDS, INSTALL_MPI, LaunchError, launch, mpiexec_path
 
 
@@ -151,12 +151,7 @@ def _check_device(spec: str) -> None:
 
 def _check_out(folder: Path, option: str = "--out") -> Path:
     """The output folder, created now: one line, before any work, when it cannot be."""
-    folder = folder.expanduser().resolve()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise CourseError(f"{option}: cannot create the folder {folder}: {error.strerror}") from None
-    return folder
+    return make_folder(folder, option)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -503,17 +498,28 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
                         help="run kernels without bubblewrap (grades can then be faked: not for credit)")
 
 
+def _each_parser(parser: argparse.ArgumentParser):
+    """`parser` and every subcommand's parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                yield from _each_parser(sub)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `tinyflo` with `argv` (default: the command line); returns the exit status."""
     from tinyflo.course.notebooks import without_iri_grammars
 
     without_iri_grammars()  # a second off every command that reads a notebook
     parser = build_parser()
+    for each in _each_parser(parser):  # the deepest one parsed sets it last
+        each.set_defaults(parser_used=each)
     args, extra = parser.parse_known_args(argv)
     if args.command == "demo":
         args.argv = extra
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    elif extra:  # said by the subcommand, so its --help is the one named
+        args.parser_used.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return args.handler(args)
     except (CourseError, LaunchError) as error:
@@ -522,6 +528,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"tinyflo {args.command}: stopped (Ctrl-C); nothing more was done", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of a pipe stopped (`tinyflo milestone list | head -1`): as any command
+        # in a pipe, end quietly; what is still buffered goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command a pipe cut off
 
 
 if __name__ == "__main__":

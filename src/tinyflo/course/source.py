@@ -17,6 +17,19 @@ class CourseError(Exception):
     """A mistake in the course sources or in a command's arguments, explained for a person."""
 
 
+def make_folder(folder: Path, option: str) -> Path:
+    """`folder` (absolute), created now if it is not there: one line naming `option` when it
+    cannot be, before any work is done."""
+    folder = Path(folder).expanduser().resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CourseError(
+            f"{option}: cannot create the folder {folder}: {error.strerror or error}"
+        ) from None
+    return folder
+
+
 @dataclass(frozen=True)
 class Cell:
     """One notebook cell, read from a percent file or from a notebook."""

@@ -34,6 +34,7 @@ from tinyflo.course.source import (
     Module,
     discover_modules,
     find_modules_dir,
+    make_folder,
     resolve_module,
 )
 
@@ -241,6 +242,14 @@ def run(args: argparse.Namespace) -> int:
     workspace = find_workspace(args.workspace)
     if args.action == "list":
         return _list(workspace, modules)
+    if not workspace.is_dir():  # one line now, not a traceback from the first write
+        if args.workspace:
+            where = "--workspace"
+        elif os.environ.get("TINYFLO_WORKSPACE"):
+            where = "TINYFLO_WORKSPACE"
+        else:
+            where = "the workspace (./workspace)"
+        make_folder(workspace, where)
     module = resolve_module(modules, args.module)
     if args.action in ("test", "complete"):
         action = {"test": _test, "complete": _complete}[args.action]
