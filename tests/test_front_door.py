@@ -329,6 +329,24 @@ def test_every_command_behaves_in_a_pipe_whose_reader_stops(command, tmp_path):
     assert done.returncode in (0, 141), done.returncode
 
 
+@pytest.mark.parametrize("variable, value, expected", [
+    ("TINYFLO_MILESTONE_MODE", "fast", "TINYFLO_MILESTONE_MODE must be 'quick' or 'full'; got 'fast'"),
+    ("TINYFLO_MILESTONE_DATA", "bundle", "TINYFLO_MILESTONE_DATA must be 'bundled' (or unset); got 'bundle'"),
+    ("TINYFLO_FAKE_GPU", "yes", "TINYFLO_FAKE_GPU: expected 'strict' (or unset); got 'yes'"),
+    ("TINYFLO_VERBOSITY", "loud", "TINYFLO_VERBOSITY: expected one of"),
+])
+def test_an_unknown_value_of_any_variable_is_refused_in_one_line(variable, value, expected, tmp_path):
+    for command in (("milestone", "run", "perceptron", "--out", str(tmp_path / "m")), ("demo", "--epochs", "1")):
+        line = one_line_error(tinyflo_cli(*command, cwd=tmp_path, env={variable: value}))
+        assert expected in line, line
+
+
+def test_the_milestone_mode_variable_chooses_the_run_unless_an_option_does(tmp_path):
+    done = tinyflo_cli("milestone", "run", "perceptron", "--out", str(tmp_path / "m"), cwd=tmp_path,
+                       env={"TINYFLO_MILESTONE_MODE": "quick"}, timeout=600)
+    assert done.returncode == 0 and "quick run on cpu" in done.stdout, done.stdout + done.stderr
+
+
 def test_a_workspace_that_cannot_be_made_is_one_line(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("")

@@ -191,6 +191,7 @@ def _milestone(args: argparse.Namespace) -> int:
     script = milestone.path(checkout) if checkout else kit / milestone.slug / f"{milestone.name}.py"
     if not script.is_file():
         raise CourseError(f"{script} is missing from this checkout")
+    args.mode = args.mode or milestones.milestone_mode()  # checked by _check_environment
     env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")
     for variable in ("TINYFLO_WORKSPACE", "TINYFLO_DATA"):  # the notebook runs in its own folder:
         if env.get(variable):                               # a relative path would point elsewhere
@@ -398,8 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     modes.add_argument("--quick", dest="mode", action="store_const", const="quick",
                        help="the reduced run CI checks (fewer epochs, lower but honest figures)")
     modes.add_argument("--full", dest="mode", action="store_const", const="full",
-                       help="the full run (default)")
-    run.set_defaults(mode="full")
+                       help="the full run (default, unless TINYFLO_MILESTONE_MODE says quick)")
+    run.set_defaults(mode=None)
     run.add_argument("--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)")
     places = run.add_mutually_exclusive_group()
     places.add_argument("--out", metavar="DIR", help="folder for plots and results (default: "
@@ -498,6 +499,21 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
                         help="run kernels without bubblewrap (grades can then be faked: not for credit)")
 
 
+def _check_environment() -> None:
+    """The TINYFLO_ variables that take one of a few values, each refused in one line, before
+    any work, when it holds another (each is checked by the code that reads it)."""
+    from tinyflo import milestones, strict_gpu
+    from tinyflo.core.training import resolve_verbosity
+
+    try:
+        strict_gpu.active()
+        resolve_verbosity()
+        milestones.milestone_mode()
+        milestones.bundled_only()
+    except (ValueError, milestones.MilestoneError) as error:
+        raise CourseError(str(error)) from None
+
+
 def _each_parser(parser: argparse.ArgumentParser):
     """`parser` and every subcommand's parser below it."""
     yield parser
@@ -521,6 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif extra:  # said by the subcommand, so its --help is the one named
         args.parser_used.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
+        _check_environment()
         return args.handler(args)
     except (CourseError, LaunchError) as error:
         print(f"tinyflo {args.command}: error: {error}", file=sys.stderr)

@@ -32,9 +32,9 @@ import numpy as np
 import tinyflo
 
 __all__ = [
-    "MILESTONES", "Milestone", "MilestoneError", "Run", "checkout_dir", "data_folders", "default_out", "find_data",
-    "find_milestone", "load_result", "milestone_device", "milestone_mode", "recorded_figures", "require", "start",
-    "write_atomically",
+    "MILESTONES", "Milestone", "MilestoneError", "Run", "bundled_only", "checkout_dir", "data_folders", "default_out",
+    "find_data", "find_milestone", "load_result", "milestone_device", "milestone_mode", "recorded_figures", "require",
+    "start", "write_atomically",
 ]
 
 # course module -> the file `tinyflo module complete` writes into the workspace package
@@ -251,7 +251,7 @@ class Run:
 
         With ``TINYFLO_MILESTONE_DATA=bundled`` only the data sets inside tinyflo count: ``part`` is skipped.
         """
-        if _bundled_only():
+        if bundled_only():
             self.skip_part(f"{part}: not looked for (TINYFLO_MILESTONE_DATA=bundled: only the data inside tinyflo)")
             return None
         root = find_data(name, filename)
@@ -267,7 +267,7 @@ class Run:
         the data, and saves no result (a recorded run stays as it was). Data not looked for
         (``TINYFLO_MILESTONE_DATA=bundled``): it saves a result that says so and exits 0.
         """
-        if _bundled_only():
+        if bundled_only():
             self.finish()
             raise SystemExit(0)
         raise SystemExit(f"milestone {self.milestone.slug} could not run: {self.numbers['skipped'][-1]}")
@@ -355,9 +355,12 @@ def write_atomically(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _bundled_only() -> bool:
+def bundled_only() -> bool:
     """Whether ``TINYFLO_MILESTONE_DATA=bundled`` asks for the data sets inside tinyflo alone."""
-    return os.environ.get("TINYFLO_MILESTONE_DATA", "").strip().lower() == "bundled"
+    value = os.environ.get("TINYFLO_MILESTONE_DATA", "").strip().lower()
+    if value not in ("", "bundled"):
+        raise MilestoneError(f"TINYFLO_MILESTONE_DATA must be 'bundled' (or unset); got {value!r}")
+    return value == "bundled"
 
 
 def _in_notebook() -> bool:
