@@ -347,6 +347,27 @@ def test_the_milestone_mode_variable_chooses_the_run_unless_an_option_does(tmp_p
     assert done.returncode == 0 and "quick run on cpu" in done.stdout, done.stdout + done.stderr
 
 
+def test_a_diverging_demo_says_so_in_one_line_with_advice_that_fits_it(tmp_path):
+    done = tinyflo_cli("demo", "--lr", "1e6", "--epochs", "2", "--out", str(tmp_path / "d"), cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert re.fullmatch(r"tinyflo demo: the run diverged at step \d+ \(epoch 1, batch \d+\): .* with --lr 1e\+06, "
+                        r"although the gradients are clipped to norm 1.0; try a lower --lr \(the default is 0.01\)\n",
+                        done.stderr), done.stderr
+    one = tinyflo_cli("demo", "--epochs", "1", "--out", str(tmp_path / "d"), cwd=tmp_path)
+    assert re.search(r"after 1 epoch in", one.stdout), one.stdout
+
+
+def test_doctor_names_tinyflo_matplotlib_and_the_sandbox_and_how_to_install_what_is_missing(tmp_path):
+    done = tinyflo_cli("doctor", cwd=tmp_path, hide=("nbgrader", "cupy"), tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in done.stdout.splitlines())
+    assert rows["tinyflo"] == tinyflo.__version__
+    assert rows["matplotlib"][0].isdigit()
+    assert rows["bubblewrap"].startswith(("works (", "bubblewrap is not installed", "bubblewrap cannot"))
+    assert rows["nbgrader"] == "not installed: pip install 'tinyflo[course]'"
+    assert rows["cupy"].startswith("not installed: pip install 'tinyflo[gpu-cuda12]'")
+
+
 def test_a_workspace_that_cannot_be_made_is_one_line(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("")

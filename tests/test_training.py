@@ -364,6 +364,18 @@ def test_training_epoch_nan_raises_before_the_step():
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.task("training_epoch")
+def test_a_nan_with_clipping_on_advises_a_lower_rate_not_clipping():
+    X, Y = data(30)
+    X[17] = np.nan
+    model = tiny()
+    trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, grad_clip_norm=0.5, verbosity="quiet")
+    with pytest.raises(FloatingPointError, match=r"lower learning rate \(the gradients are already clipped to "
+                                                 r"norm 0.5\)") as info:
+        trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
+    assert "Trainer(..., grad_clip_norm" not in str(info.value)
+
+
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.task("training_epoch")
 def test_training_epoch_nan_interval_rolls_back():

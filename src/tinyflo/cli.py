@@ -37,11 +37,21 @@ def _course(args: argparse.Namespace) -> int:
     return instructor.run(args)
 
 
+INSTALL_HINTS = {  # what to install for each tool doctor looks for
+    "cupy": "pip install 'tinyflo[gpu-cuda12]' or 'tinyflo[gpu-cuda13]' (the machine's CUDA)",
+    "nbgrader": "pip install 'tinyflo[course]'",
+    "jupytext": "pip install 'tinyflo[course]'",
+    "nbclient": "pip install 'tinyflo[course]'",
+    "matplotlib": "pip install matplotlib",
+}
+
+
 def _version(name: str) -> str:
     try:
         module = importlib.import_module(name)
     except ImportError:
-        return "not installed"
+        hint = INSTALL_HINTS.get(name)
+        return f"not installed: {hint}" if hint else "not installed"
     except Exception as error:  # a broken install should be reported, not crash doctor
         return f"fails to import ({type(error).__name__}: {error})"
     return getattr(module, "__version__", "installed (version unknown)")
@@ -116,11 +126,16 @@ def _doctor(args: argparse.Namespace) -> int:
             raise CourseError(str(error)) from None
     if args.out or args.smoke or args.full:
         raise CourseError("--out, --smoke and --full go with --gpu-proof")
-    rows = [("python", sys.version.split()[0])]
-    rows += [(name, _version(name)) for name in ("numpy", "cupy")]
+    import tinyflo
+    from tinyflo.course.sandbox import bwrap_works
+
+    rows = [("tinyflo", tinyflo.__version__), ("python", sys.version.split()[0])]
+    rows += [(name, _version(name)) for name in ("numpy", "matplotlib", "cupy")]
     rows.append(("gpu", _gpu()))
     rows += [(name, _version(name)) for name in ("mpi4py", "nbgrader", "jupytext", "nbclient")]
     rows += [("mpi", _mpi()), ("nccl", _nccl())]
+    sandbox = bwrap_works()
+    rows.append(("bubblewrap", sandbox or f"works ({shutil.which('bwrap')}): grading is sandboxed"))
     workspace = os.environ.get("TINYFLO_WORKSPACE")
     rows.append(
         (

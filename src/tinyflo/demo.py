@@ -9,11 +9,14 @@ AdamW, a warm-up + cosine schedule, gradient clipping and the ``Trainer``.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 import tinyflo
 from tinyflo import datasets
@@ -113,9 +116,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     monitor = Monitor(out_dir=args.out, live=False, dashboard=args.dashboard) if args.monitor or args.dashboard \
         else None
     start = time.perf_counter()
-    trainer, test_accuracy = train(args.epochs, args.lr, args.batch_size, args.hidden, args.seed, args.device,
-                                   callbacks=[monitor] if monitor else ())
-    print(f"test accuracy {test_accuracy:.1%} after {args.epochs} epochs in {time.perf_counter() - start:.1f} s")
+    try:
+        # A run that diverges overflows on the way; the Trainer's guard says where, once.
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            trainer, test_accuracy = train(args.epochs, args.lr, args.batch_size, args.hidden, args.seed,
+                                           args.device, callbacks=[monitor] if monitor else ())
+    except FloatingPointError as error:
+        where = re.search(r"at (step \d+ \(epoch [^)]*\))", str(error))
+        parser.exit(1, f"{parser.prog}: the run diverged{' at ' + where.group(1) if where else ''}: the loss or "
+                       f"the gradients became inf or nan with --lr {args.lr:g}, although the gradients are "
+                       f"clipped to norm 1.0; try a lower --lr (the default is {parser.get_default('lr'):g})\n")
+    epochs = f"{args.epochs} epoch" + ("s" if args.epochs != 1 else "")
+    print(f"test accuracy {test_accuracy:.1%} after {epochs} in {time.perf_counter() - start:.1f} s")
     plot = save_loss_plot(trainer.history["train_loss"], Path(args.out) / "loss.png")
     print(f"loss curve saved to {plot.resolve()}")
     if monitor is not None:

@@ -1094,9 +1094,13 @@ def _nonfinite_error(trainer: Trainer, step: int, rolled_back: bool) -> Floating
         "bad batch"
     )
     cause = f"; or {OUT_OF_RANGE_ON_GPU}" if trainer.device.reads_wait else ""
+    advice = (
+        f"Try a lower learning rate (the gradients are already clipped to norm {trainer.grad_clip_norm:g})"
+        if trainer.grad_clip_norm is not None else
+        "Try a lower learning rate, or clip the gradients (Trainer(..., grad_clip_norm=1.0))"
+    )
     return FloatingPointError(
-        f"train_epoch: the loss or the gradients are not finite (nan or inf) at {where}; {state}. "
-        f"Try a lower learning rate, or clip the gradients (Trainer(..., grad_clip_norm=1.0)){cause}"
+        f"train_epoch: the loss or the gradients are not finite (nan or inf) at {where}; {state}. {advice}{cause}"
     )
 
 
