@@ -357,6 +357,24 @@ def test_a_diverging_demo_says_so_in_one_line_with_advice_that_fits_it(tmp_path)
     assert re.search(r"after 1 epoch in", one.stdout), one.stdout
 
 
+def test_the_demo_in_a_student_kit_refuses_in_one_line_as_a_milestone_does(tmp_path, monkeypatch, capsys):
+    from tinyflo import milestones
+
+    monkeypatch.setattr(milestones, "student_kit", lambda: True)  # as in a kit's wheel (course/release inside)
+    monkeypatch.delenv("TINYFLO_WORKSPACE", raising=False)
+    with pytest.raises(SystemExit) as stopped:
+        demo.main(["--epochs", "1", "--out", str(tmp_path / "d")])
+    assert stopped.value.code == 2
+    line = capsys.readouterr().err
+    assert line.startswith("tinyflo demo: error: this tinyflo is a student kit: every graded part is yours to "
+                           "write, so the demo runs on your completed modules; set TINYFLO_WORKSPACE") and \
+        line.count("\n") == 1, line
+    monkeypatch.setenv("TINYFLO_WORKSPACE", str(tmp_path / "workspace"))
+    with pytest.raises(SystemExit):
+        demo.main(["--epochs", "1", "--out", str(tmp_path / "d")])
+    assert "the demo needs your own modules:" in capsys.readouterr().err
+
+
 def test_doctor_names_tinyflo_matplotlib_and_the_sandbox_and_how_to_install_what_is_missing(tmp_path):
     done = tinyflo_cli("doctor", cwd=tmp_path, hide=("nbgrader", "cupy"), tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -9,6 +9,7 @@ AdamW, a warm-up + cosine schedule, gradient clipping and the ``Trainer``.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import tinyflo
-from tinyflo import datasets
+from tinyflo import datasets, milestones
 from tinyflo.cli import Parser  # errors in one line, as every tinyflo command's
 from tinyflo.core.data import DataLoader
 from tinyflo.core.layers import Linear, ReLU, Sequential
@@ -50,6 +51,10 @@ def save_loss_plot(losses: list[float], path: Path) -> Path:
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+DEMO_MODULES = ("01_tensor", "02_autograd", "03_layers", "04_losses", "05_data", "06_optimizers", "07_schedulers",
+                "08_training")  # what the demo's training uses
 
 
 def train(epochs: int = 20, lr: float = 1e-2, batch_size: int = 32, hidden: int = 128, seed: int = 0,
@@ -111,6 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: --out: cannot create the folder {Path(args.out).resolve()}: "
                        f"{error.strerror}\n")
 
+    if os.environ.get("TINYFLO_WORKSPACE") or milestones.student_kit():  # whose modules 01-08 train
+        try:
+            milestones.require(DEMO_MODULES, what="the demo")
+        except milestones.MilestoneError as error:
+            parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(f"tinyflo {tinyflo.__version__} demo: MLP 64-{args.hidden}-10 on the bundled 8x8 digits "
           f"(1,438 train / 359 test images), AdamW + warm-up/cosine + clipping, device {device}")
     monitor = Monitor(out_dir=args.out, live=False, dashboard=args.dashboard) if args.monitor or args.dashboard \

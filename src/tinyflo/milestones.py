@@ -34,7 +34,7 @@ import tinyflo
 __all__ = [
     "MILESTONES", "Milestone", "MilestoneError", "Run", "bundled_only", "checkout_dir", "data_folders", "default_out",
     "find_data", "find_milestone", "load_result", "milestone_device", "milestone_mode", "recorded_figures", "require",
-    "start", "write_atomically",
+    "start", "student_kit", "write_atomically",
 ]
 
 # course module -> the file `tinyflo module complete` writes into the workspace package
@@ -157,8 +157,14 @@ def _workspace_problem(workspace: Path, records: dict, slug: str) -> str | None:
     return None
 
 
-def require(modules: list[str] | tuple[str, ...]) -> str:
-    """Check that the course modules a milestone needs are there; say whose code runs.
+def student_kit() -> bool:
+    """Whether this tinyflo is a student kit's (every graded part a stub to write)."""
+    return (Path(__file__).resolve().parent / "course" / "release").is_dir()
+
+
+def require(modules: list[str] | tuple[str, ...], what: str = "a milestone") -> str:
+    """Check that the course modules a milestone (or `what` else) needs are there; say whose
+    code runs.
 
     With ``$TINYFLO_WORKSPACE`` set, each module must be completed in that workspace
     (``tinyflo module complete``) and its tests must pass; otherwise a
@@ -169,9 +175,9 @@ def require(modules: list[str] | tuple[str, ...]) -> str:
     if unknown:
         raise MilestoneError(f"require: unknown module(s) {unknown}; expected names like {list(MODULE_FILES)[:2]}")
     workspace = os.environ.get("TINYFLO_WORKSPACE")
-    if not workspace and (Path(__file__).resolve().parent / "course" / "release").is_dir():
-        raise MilestoneError("this tinyflo is a student kit: every graded part is yours to write, so a "
-                             "milestone runs on your completed modules; set TINYFLO_WORKSPACE to your "
+    if not workspace and student_kit():
+        raise MilestoneError(f"this tinyflo is a student kit: every graded part is yours to write, so {what} "
+                             "runs on your completed modules; set TINYFLO_WORKSPACE to your "
                              "workspace (e.g. export TINYFLO_WORKSPACE=$PWD/workspace)")
     if not workspace:
         print(f"modules {', '.join(modules)}: the reference package (set TINYFLO_WORKSPACE to run on your own)")
@@ -184,7 +190,8 @@ def require(modules: list[str] | tuple[str, ...]) -> str:
         raise MilestoneError(f"{progress} is damaged (not JSON); delete it and run `tinyflo module test`") from None
     problems = [p for slug in modules if (p := _workspace_problem(root, records, slug))]
     if problems:
-        raise MilestoneError("this milestone needs your own modules:\n  " + "\n  ".join(problems))
+        needs = "this milestone" if what == "a milestone" else what
+        raise MilestoneError(f"{needs} needs your own modules:\n  " + "\n  ".join(problems))
     for slug in modules:
         name = f"tinyflo.core.{MODULE_FILES[slug]}"
         try:
