@@ -375,6 +375,23 @@ def test_the_demo_in_a_student_kit_refuses_in_one_line_as_a_milestone_does(tmp_p
     assert "the demo needs your own modules:" in capsys.readouterr().err
 
 
+def test_ctrl_c_in_a_milestone_is_one_line_and_leaves_no_empty_folder(tmp_path):
+    """Ctrl-C reaches the whole foreground process group: tinyflo and the milestone's script."""
+    import signal
+
+    out = tmp_path / "run"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    process = subprocess.Popen([sys.executable, "-m", "tinyflo.cli", "milestone", "run", "lenet", "--out", str(out)],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, env=environment)
+    assert process.stdout.readline().startswith("milestone 04_lenet")  # the script is about to start
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert err == "tinyflo milestone: stopped (Ctrl-C); nothing more was done\n", err
+    assert not out.exists()
+
+
 def test_doctor_names_tinyflo_matplotlib_and_the_sandbox_and_how_to_install_what_is_missing(tmp_path):
     done = tinyflo_cli("doctor", cwd=tmp_path, hide=("nbgrader", "cupy"), tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -223,9 +223,38 @@ def _milestone(args: argparse.Namespace) -> int:
             raise CourseError(f"TINYFLO_MILESTONE_DEVICE: {str(error).removeprefix('--device: ')}") from None
     if args.record:
         return _record_milestone(milestone, checkout, script, env)
-    out = _check_out(Path(args.out)) if args.out else milestones.default_out(milestone.name, args.mode)
+    given = Path(args.out).expanduser().resolve() if args.out else None
+    fresh = not (given or milestones.default_out(milestone.name, args.mode)).exists()
+    out = _check_out(given) if given else milestones.default_out(milestone.name, args.mode)
     env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
-    return subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
+    try:
+        return _run_script(script, env)
+    except KeyboardInterrupt:
+        if fresh and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()  # stopped before it wrote anything: no empty folder left behind
+        raise
+
+
+# A milestone's script as `python script.py` runs it, except that Ctrl-C ends it without a
+# traceback: the `tinyflo` process around it says, in one line, that it stopped.
+_QUIET_ON_CTRL_C = (
+    "import runpy, sys\n"
+    "sys.argv = sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "except KeyboardInterrupt:\n"
+    "    sys.exit(130)\n"
+)
+
+
+def _run_script(script: Path, env: dict[str, str]) -> int:
+    """Run a milestone's script in its own process, in its folder; its exit status."""
+    process = subprocess.Popen([sys.executable, "-c", _QUIET_ON_CTRL_C, script.name], cwd=script.parent, env=env)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:  # the script had the same Ctrl-C: let it end on its own
+        process.wait()
+        raise
 
 
 def _record_milestone(milestone: Any, checkout: Path, script: Path, env: dict[str, str]) -> int:
@@ -234,7 +263,11 @@ def _record_milestone(milestone: Any, checkout: Path, script: Path, env: dict[st
     staging = recorded.with_name(f".{recorded.name}.recording")
     shutil.rmtree(staging, ignore_errors=True)
     env["TINYFLO_MILESTONE_OUT"] = str(staging)
-    code = subprocess.run([sys.executable, script.name], cwd=script.parent, env=env).returncode
+    try:
+        code = _run_script(script, env)
+    except KeyboardInterrupt:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     result = staging / "result.json"
     skipped = json.loads(result.read_text()).get("numbers", {}).get("skipped", []) if result.is_file() else []
     if code != 0 or not result.is_file() or skipped:
