@@ -156,9 +156,19 @@ def test_mlp_milestone_shows_each_epoch_and_says_how_to_get_mnist(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     shown = re.findall(r"^epoch (\d+)/20  loss=\S+  val_loss=\S+  acc=\S+", done.stdout, re.M)
     assert shown == [str(e) for e in range(1, 21)], "the Trainer's line for every epoch of the digits MLP"
-    (skipped,) = {line for line in done.stdout.splitlines() if line.startswith("skipped: MNIST")}  # also in the table
+    # said once, when it happens (result.md keeps it under the table)
+    (skipped,) = [line for line in done.stdout.splitlines() if line.startswith("skipped: MNIST")]
     assert skipped.startswith(f"skipped: MNIST (part 3): mnist (all of its files) not found in {empty / 'mnist'}")
     assert skipped.endswith("; get it with: tinyflo download mnist")
+
+
+def test_a_milestone_that_skipped_everything_says_so_once_and_shows_no_empty_table(tmp_path):
+    done = tinyflo_cli("milestone", "run", "transformer", "--quick", "--out", str(tmp_path / "t"), cwd=tmp_path,
+                       env={"TINYFLO_MILESTONE_DATA": "bundled"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("skipped: Tiny Shakespeare") == 1, done.stdout
+    assert "| figure |" not in done.stdout and "no figure reproduced: every part was skipped" in done.stdout
+    assert "skipped: Tiny Shakespeare" in (tmp_path / "t" / "result.md").read_text()
 
 
 def milestone_checkout(tmp_path: Path, slug: str, name: str) -> Path:

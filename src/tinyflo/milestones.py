@@ -304,13 +304,18 @@ class Run:
         print(f"plot saved: {path}")
         return path
 
-    def table(self) -> str:
-        """The figures as a Markdown table: figure | reproduced | published (source)."""
-        lines = ["| figure | reproduced | published (source) | holds |", "|---|---|---|---|"]
-        for row in self.rows:
-            lines.append(f"| {row['figure']} | {_shown(row['reproduced'])} | {_shown(row['published'])} "
-                         f"({row['source']}) | {'yes' if row['passed'] else 'NO'} |")
-        lines += [f"\nskipped: {reason}" for reason in self.numbers.get("skipped", [])]
+    def table(self, skipped: bool = True) -> str:
+        """The figures as a Markdown table: figure | reproduced | published (source), and what was skipped
+        (``skipped=False`` leaves that out: a run prints each skip as it happens)."""
+        if self.rows:
+            lines = ["| figure | reproduced | published (source) | holds |", "|---|---|---|---|"]
+            for row in self.rows:
+                lines.append(f"| {row['figure']} | {_shown(row['reproduced'])} | {_shown(row['published'])} "
+                             f"({row['source']}) | {'yes' if row['passed'] else 'NO'} |")
+        else:
+            lines = ["no figure reproduced: every part was skipped"]
+        if skipped:
+            lines += [f"\nskipped: {reason}" for reason in self.numbers.get("skipped", [])]
         return "\n".join(lines)
 
     def finish(self) -> dict[str, Any]:
@@ -332,7 +337,7 @@ class Run:
         header = (f"# {self.milestone.title}\n\n{self.mode} run on {result['device']} ({result['machine']}), "
                   f"{seconds:.1f} s, tinyflo {tinyflo.__version__}, {result['date']}\n\n")
         write_atomically(self.out / "result.md", header + table + "\n")
-        print(table)
+        print(self.table(skipped=False))
         print(f"{seconds:.1f} s; result saved: {self.out / 'result.json'}")
         failed = [row["figure"] for row in self.rows if not row["passed"]]
         if failed:
