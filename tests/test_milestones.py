@@ -32,7 +32,7 @@ def run_quick(name: str, out: Path, env: dict | None = None) -> dict:
     result = json.loads((out / "result.json").read_text())
     assert result["mode"] == "quick" and result["device"] == "cpu"
     assert result["plots"] and all((out / plot).stat().st_size > 1000 for plot in result["plots"])
-    assert "| figure | reproduced | published (source) | holds |" in done.stdout
+    assert "| figure | reproduced | published (source) | judged against | holds |" in done.stdout
     assert (out / "result.md").read_text().count("| yes |") == len(result["figures"])
     if "tinyflo.Trainer" in milestones.find_milestone(name).path(ROOT).read_text():
         assert re.search(r"^epoch 1/\d+  loss=", done.stdout, re.M), "a milestone shows the Trainer's epoch lines"

@@ -296,17 +296,18 @@ if "Fashion-MNIST" in parts:
 
 # %%
 floor = 0.95 if run.quick else 0.98
-run.figure(f"LeNet-5 on the 8×8 digits at 32×32, {epochs(digits.config)} (≥ {floor:.0%})",
-           f"{digits.accuracy:.1%}", "≥ 98%", "tinyflo's target for a CNN", digits.accuracy >= floor)
+run.figure(f"LeNet-5 on the 8×8 digits at 32×32, {epochs(digits.config)}",
+           f"{digits.accuracy:.1%}", "≥ 98%", "tinyflo's target for a CNN", digits.accuracy >= floor, f"≥ {floor:.0%}")
 if "MNIST" in parts:
     floor = 0.96 if run.quick else 0.985
-    run.figure(f"LeNet-5 on MNIST, {mnist.train_images:,} images × {epochs(mnist.config)} (≥ {floor:.1%})",
+    run.figure(f"LeNet-5 on MNIST, {mnist.train_images:,} images × {epochs(mnist.config)}",
                f"{mnist.accuracy:.2%} ({mnist.seconds:.0f} s)", "99.05% (0.95% error; 60,000 × 20 epochs)",
-               "LeCun et al. 1998, Proc. IEEE 86(11)", mnist.accuracy >= floor)
+               "LeCun et al. 1998, Proc. IEEE 86(11)", mnist.accuracy >= floor, f"≥ {floor:.1%}")
 if "Fashion-MNIST" in parts:
     floor, wanted = (0.75, "≥ 75%") if run.quick else (0.897, "> 89.7%")
-    run.figure(f"LeNet-5 on Fashion-MNIST, {fashion.train_images:,} images × {epochs(fashion.config)} ({wanted})", f"{fashion.accuracy:.2%} ({fashion.seconds:.0f} s)",
+    run.figure(f"LeNet-5 on Fashion-MNIST, {fashion.train_images:,} images × {epochs(fashion.config)}",
+               f"{fashion.accuracy:.2%} ({fashion.seconds:.0f} s)",
                "89.7%, the best classic classifier (SVC, C = 10); CNNs listed 87.6-92.5%",
                "Xiao, Rasul & Vollgraf 2017, arXiv:1708.07747, Table 3; repository README",
-               fashion.accuracy >= floor if run.quick else fashion.accuracy > floor)
+               fashion.accuracy >= floor if run.quick else fashion.accuracy > floor, wanted)
 result = run.finish()
