@@ -402,6 +402,17 @@ def test_ctrl_c_in_a_milestone_is_one_line_and_leaves_no_empty_folder(tmp_path):
     assert not out.exists()
 
 
+def test_the_readmes_train_save_load_predict_example_runs_as_written(tmp_path):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Train, save, load, predict", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    expected = code.rstrip().splitlines()[-1].removeprefix("# ")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected, "the README's comment shows what the example prints"
+    assert (tmp_path / "digits.safetensors").is_file()
+
+
 def test_doctor_names_tinyflo_matplotlib_and_the_sandbox_and_how_to_install_what_is_missing(tmp_path):
     done = tinyflo_cli("doctor", cwd=tmp_path, hide=("nbgrader", "cupy"), tmp_path=tmp_path)
     assert done.returncode == 0, done.stderr
