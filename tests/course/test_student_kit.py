@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from course_support import REPO, run_cli, secret_lines
 
-from tinyflo.course.kit import INSTRUCTOR_PLUGINS, build_student_kit
+from tinyflo.course.kit import INSTRUCTOR_PLUGINS, build_student_kit, kit_readme
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
 from tinyflo.course.source import discover_modules
 
@@ -96,6 +96,21 @@ def install(kit: Path, prefix: Path) -> Path:
 def _tinyflo(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     # The kit first on the path: the environment's own tinyflo comes after it.
     return run_cli(*args, cwd=cwd, env={"PYTHONPATH": str(site)})
+
+
+def test_the_kits_readme_makes_and_activates_the_environment_it_installs_into(tmp_path):
+    """The README's first lines, run as written in bash (all but the install, which needs PyPI):
+    afterwards `python` and `pip` are the environment's own."""
+    readme = kit_readme("tinyflo-0.1.0-py3-none-any.whl")
+    commands = [line.strip().split("  #")[0] for line in readme.splitlines() if line.startswith("    ")]
+    install = next(i for i, line in enumerate(commands) if line.startswith("pip install"))
+    assert install > 0 and any("activate" in line for line in commands[:install])
+    python = sys.executable if Path(sys.executable).name.startswith("python3") else "python3"
+    script = "\n".join(commands[:install]).replace("python3 ", f"{python} ", 1)
+    done = subprocess.run(["bash", "-e", "-c", script + "\ncommand -v python pip"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [Path(line).parent for line in done.stdout.split()] == [tmp_path / ".venv" / "bin"] * 2
 
 
 def test_the_student_loop_runs_from_the_kit(kit, tmp_path):
