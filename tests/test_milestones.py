@@ -216,3 +216,59 @@ def test_a_milestone_runs_as_a_notebook(tmp_path, monkeypatch):
     assert any("image/png" in out.get("data", {}) for out in outputs), "the plot is shown in the notebook"
     assert "| best of 226,981 linear thresholds | 75% |" in "".join(out.get("text", "") for out in outputs)
     assert json.loads((tmp_path / "result.json").read_text())["mode"] == "quick"
+
+
+def _figures_of(name: str, tmp_path: Path, monkeypatch) -> dict:
+    """Run milestone `name` (quick) in this process and keep each figure it saves, by file name."""
+    import runpy
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    saved = {}
+    real = milestones.Run.savefig
+
+    def keep(self, fig, filename):
+        saved[filename] = fig
+        return real(self, fig, filename)
+
+    monkeypatch.setattr(milestones.Run, "savefig", keep)
+    monkeypatch.setattr(plt, "close", lambda *a, **k: None)  # keep the figures to look at
+    monkeypatch.setenv("TINYFLO_MILESTONE_MODE", "quick")
+    monkeypatch.setenv("TINYFLO_MILESTONE_OUT", str(tmp_path))
+    monkeypatch.delenv("TINYFLO_WORKSPACE", raising=False)
+    script = milestones.find_milestone(name).path(ROOT)
+    monkeypatch.chdir(script.parent)
+    runpy.run_path(str(script), run_name="__main__")
+    return saved
+
+
+def test_the_pictures_show_counts_as_counts(tmp_path, monkeypatch):
+    """XOR's histogram of thresholds: a log axis, so an empty level has no bar (none drawn below 1) but
+    keeps its place and its '0'; the perceptron's mistakes per epoch: whole-number ticks only."""
+    xor = _figures_of("xor", tmp_path / "xor", monkeypatch)["xor.png"]
+    right = xor.axes[1]
+    heights = [bar.get_height() for bar in right.patches]
+    assert all(height != height or height >= 1 for height in heights), heights  # nan: no bar
+    assert [label.get_text() for label in right.get_xticklabels()] == ["0%", "25%", "50%", "75%", "100%"]
+    assert right.get_xlim()[0] < 0 and right.get_xlim()[1] > 4, "the empty levels stay in view"
+    assert "0" in [text.get_text() for text in right.texts]
+    perceptron = _figures_of("perceptron", tmp_path / "perceptron", monkeypatch)["perceptron.png"]
+    ticks = perceptron.axes[1].get_yticks()
+    assert all(float(tick).is_integer() for tick in ticks), ticks
+    assert all(ax.get_xlabel() for ax in (*xor.axes, *perceptron.axes)), "every axis says what it shows"
+
+
+def test_lenets_mistakes_fill_their_rows_and_say_how_many(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYFLO_MILESTONE_DATA", "bundled")  # the digits: a handful of mistakes
+    figure = _figures_of("lenet", tmp_path, monkeypatch)["mistakes.png"]
+    shown = [ax for ax in figure.axes if ax.images]
+    title = figure._suptitle.get_text()
+    count = int(re.search(r"(\d+) digits test images it gets wrong$", title).group(1))
+    assert len(figure.axes) - len(shown) < 8, "no row left empty"
+    if count <= len(figure.axes):
+        assert title == f"LeNet-5: the {count} digits test images it gets wrong" and len(shown) == count
+    else:
+        assert title.startswith(f"LeNet-5: the first {len(shown)} of the {count} ")

@@ -44,6 +44,8 @@ from tinyflo import milestones
 
 run = milestones.start("perceptron")
 plt = run.pyplot()  # matplotlib.pyplot, or None without matplotlib: then the plots are skipped
+if plt is not None:
+    from matplotlib.ticker import MaxNLocator
 
 # %% [markdown]
 # ## The data: two clusters a straight line separates
@@ -138,6 +140,7 @@ if plt is not None:
     right.bar(range(1, len(mistakes_per_epoch) + 1), mistakes_per_epoch)
     right.set(xlabel="epoch", ylabel="mistakes (updates)", xticks=range(1, len(mistakes_per_epoch) + 1),
               title=f"{total} mistakes in all; Novikoff's bound (R/γ)² = {bound:.0f}")
+    right.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count: whole numbers only
     run.savefig(fig, "perceptron.png")
 
 # %% [markdown]

@@ -139,10 +139,15 @@ if plt is not None:
     left.set(xlim=(-0.5, 1.5), ylim=(-0.5, 1.5), xlabel="$x_1$", ylabel="$x_2$",
              title=f"trained linear layer: |w| = {np.hypot(a, c):.0e}, at best {single_layer:.0%}")
     left.legend(loc="center")
-    right.bar([f"{level:.0%}" for level in levels], [max(count, 0.5) for count in counts], log=True)
+    # A log axis has no zero: an empty level gets no bar, only its count "0" on the axis.
+    places = np.arange(len(levels))
+    right.bar(places, [count if count else np.nan for count in counts], log=True)
+    right.set_ylim(0.7, 8 * max(counts))  # room above the tallest bar for its count
+    right.set_xlim(-0.6, len(levels) - 0.4)  # every level in view, empty ones too
     for i, count in enumerate(counts):
-        right.annotate(f"{count:,.0f}", (i, max(count, 0.5)), ha="center", va="bottom")
-    right.set(xlabel="accuracy on the four XOR points", ylabel="linear thresholds (log)",
+        right.annotate(f"{count:,.0f}", (i, count if count else 0.7), ha="center", va="bottom")
+    right.set(xlabel="accuracy on the four XOR points", ylabel="linear thresholds (log)", xticks=places,
+              xticklabels=[f"{level:.0%}" for level in levels],
               title=f"all {n ** 3:,} thresholds on the grid: none reaches 100%")
     run.savefig(fig, "xor.png")
 

@@ -243,15 +243,17 @@ if plt is not None:
 name = "MNIST" if "MNIST" in parts else "digits"
 part = parts[name]
 wrong = np.flatnonzero(part.predicted != part.y_test)
-if plt is not None:
-    fig, axes = plt.subplots(3, 8, figsize=(12, 5.2))
+if plt is not None and len(wrong):
+    rows = min(3, -(-len(wrong) // 8))  # as many rows of 8 as the mistakes fill, at most 3
+    fig, axes = plt.subplots(rows, 8, figsize=(12, 1.75 * rows + 0.5), squeeze=False)
     for ax, i in zip(axes.flat, wrong):
         ax.imshow(part.x_test[i, 0], cmap="gray_r")
         ax.set_title(f"said {part.predicted[i]}, is {part.y_test[i]}", fontsize=9)
     for ax in axes.flat:
         ax.axis("off")
-    fig.suptitle(f"LeNet-5: the first {min(len(wrong), axes.size)} of the {len(wrong)} {name} test images "
-                 "it gets wrong")
+    shown = min(len(wrong), axes.size)
+    which = f"the {len(wrong)}" if shown == len(wrong) else f"the first {shown} of the {len(wrong)}"
+    fig.suptitle(f"LeNet-5: {which} {name} test images it gets wrong")
     run.savefig(fig, "mistakes.png")
 
 # %%
