@@ -14,7 +14,7 @@ def test_doctor_reports_versions_without_a_gpu_stack(monkeypatch):
     assert code == 0
     lines = dict(line.split(None, 1) for line in out.splitlines())
     assert lines["python"].strip() == sys.version.split()[0]
-    assert lines["cupy"].strip() == "not installed"
+    assert lines["cupy"].strip().startswith("not installed: pip install")
     assert lines["gpu"].strip() == "no (CuPy not installed)"
     for name in ("numpy", "mpi4py", "nbgrader", "jupytext", "mpi", "nccl"):
         assert name in lines

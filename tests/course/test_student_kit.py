@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from course_support import REPO, run_cli, secret_lines
 
-from tinyflo.course.kit import INSTRUCTOR_PLUGINS, build_student_kit, kit_readme
+from tinyflo.course.kit import INSTRUCTOR_PLUGINS, NEWS_PLUGIN, build_student_kit, kit_readme
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
 from tinyflo.course.source import discover_modules
 
@@ -202,7 +202,6 @@ def student_lab(kit, tmp_path_factory):
             f"--ServerApp.port={port}",
             f"--IdentityProvider.token={token}",
             f"--ServerApp.root_dir={home}",
-            "--LabApp.news_url=",
             "--ServerApp.port_retries=0",
             "--allow-root",  # CI runs as root
         ],
@@ -226,7 +225,7 @@ def test_jupyterlab_shows_students_no_instructor_tools(student_lab):
     config = json.loads(
         re.search(r'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1)
     )
-    for plugin in INSTRUCTOR_PLUGINS:
+    for plugin in (*INSTRUCTOR_PLUGINS, NEWS_PLUGIN):
         assert plugin in config["disabledExtensions"], config["disabledExtensions"]
     assert "@jupyter/nbgrader:validate-assignment" not in config["disabledExtensions"]
     with pytest.raises(urllib.error.HTTPError) as missing:
@@ -257,6 +256,12 @@ def test_a_released_notebook_runs_in_chromium(student_lab, browser):
     wait = WebDriverWait(browser, 120)
     wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"))
     wait.until(lambda b: "Idle" in b.find_element(By.TAG_NAME, "body").text)
+    time.sleep(3)  # the kernel's info has arrived; what JupyterLab would change, it has changed
+    # It opens clean: no unsaved mark (the release says what the kernel says of itself), and
+    # no news prompt over the first task (the kit switches JupyterLab's announcements off).
+    assert not browser.find_elements(By.CSS_SELECTOR, ".jp-mod-dirty"), "opened as unsaved"
+    toasts = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".Toastify__toast")]
+    assert not [t for t in toasts if "news" in t.lower()], toasts
     menu = next(
         e
         for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel")

@@ -208,6 +208,8 @@ INSTRUCTOR_PLUGINS = (
     "@jupyter/nbgrader:formgrader",
     "@jupyter/nbgrader:course-list",
 )
+# And JupyterLab's news: its "get notified about Jupyter news?" prompt covers the first task.
+NEWS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
 INSTRUCTOR_SERVER_EXTENSIONS = (
     "nbgrader.server_extensions.formgrader",
     "nbgrader.server_extensions.course_list",
@@ -218,7 +220,7 @@ STUDENT_JUPYTER_CONFIG = {
         "ServerApp": {"jpserver_extensions": dict.fromkeys(INSTRUCTOR_SERVER_EXTENSIONS, False)}
     },
     "labconfig/page_config.d/tinyflo-student.json": {
-        "disabledExtensions": dict.fromkeys(INSTRUCTOR_PLUGINS, True)
+        "disabledExtensions": dict.fromkeys((*INSTRUCTOR_PLUGINS, NEWS_PLUGIN), True)
     },
 }
 RELEASE_DIR = PACKAGE_ROOT / "course" / "release"  # where a kit carries its notebooks

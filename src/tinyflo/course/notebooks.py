@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import platform
 import re
 import sys
 from functools import lru_cache
@@ -19,7 +20,22 @@ from typing import Any
 from tinyflo.course.checks import graded_cell_source, split_hidden
 from tinyflo.course.source import Cell, CourseError, Module
 
-KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def language_info() -> dict[str, Any]:
+    """What the Python kernel of this interpreter reports about itself. A notebook that says it
+    already opens unchanged: JupyterLab writes the kernel's own words into a notebook's metadata
+    when it starts, and shows a notebook it changed that way as unsaved."""
+    return {
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3",
+        "version": platform.python_version(),
+    }
 KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable", "tinyflo")
 _CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -59,7 +75,7 @@ def instructor_notebook(module: Module) -> Any:
     nbformat = require("nbformat")
     parsed = jupytext.reads(module.path.read_text(encoding="utf-8"), fmt="py:percent")
     notebook = nbformat.v4.new_notebook(
-        metadata={"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+        metadata={"kernelspec": dict(KERNELSPEC), "language_info": language_info()}
     )
     for index, parsed_cell in enumerate(parsed.cells, start=1):
         metadata = {
