@@ -441,7 +441,7 @@ def test_demo_monitor_shows_resources_in_each_epoch_line_and_writes_the_report(t
     assert len(epochs) == 2 and all(re.search(r"\]  cpu \d+% \(this process \d+%\)  ram [\d.]+/[\d.]+ GB$", line)
                                     for line in epochs), done.stdout
     report = (tmp_path / "run" / "report.html").read_text()
-    assert "<th>sys_cpu_pct</th>" in report and "<th>proc_ram_gb</th>" in report
+    assert "<th title='sys_cpu_pct'>machine (CPU %)</th>" in report and "<th title='proc_ram_gb'>" in report
     assert (tmp_path / "run" / "training.log").read_text().count("  cpu ") == 2
 
 

@@ -606,8 +606,25 @@ def test_monitor_writes_report_csv_and_png(tmp_path):
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     html = (tmp_path / "report.html").read_text()
     assert "data:image/png;base64," in html and "<table>" in html and "src='http" not in html
-    assert "<th>sys_cpu_pct</th>" in html and "<th>proc_ram_gb</th>" in html, "the report's table has the resources"
-    assert "memory (GB)" in monitor.panels(), "and its curves"
+    assert "<th title='sys_cpu_pct'>machine (CPU %)</th>" in html, "the report's table has the resources"
+    assert "<th title='proc_ram_gb'>this process (RAM GB)</th>" in html, "named for a reader"
+    context = re.search(r"<dl class='context'>(.*?)</dl>", html).group(1)
+    for field in ("<dt>model</dt><dd>Sequential, ", "<dt>command</dt>", "<dt>started</dt>",
+                  f"<dt>tinyflo</dt><dd>{tinyflo.__version__}</dd>"):
+        assert field in context, f"the report says what ran: {field}"
+    panels = monitor.panels()
+    assert "memory (GB)" in panels, "and its curves"
+    assert panels.get("CPU, the whole machine (%)") == ["sys_cpu_pct"] or all(math.isnan(c) for c in cpu)
+    assert not any({"sys_cpu_pct", "proc_cpu_pct"} <= set(keys) for keys in panels.values()), (
+        "the machine's CPU % and the process's per-core % are different scales: never one axis")
+    figure = monitor.figure()
+    for ax in figure.axes:
+        if not ax.get_visible():
+            continue
+        assert ax.get_xlabel() == "epoch" and all(float(t).is_integer() for t in ax.get_xticks()), (ax.get_title(), list(ax.get_xticks()))
+        legend = ax.get_legend()
+        labels = [t.get_text() for t in legend.get_texts()] if legend else []
+        assert not [label for label in labels if "_" in label], f"raw column names in a legend: {labels}"
     rows = list(csv.DictReader((tmp_path / "history.csv").open()))
     assert len(rows) == 3 and {"epoch", "train_loss", "val_acc", "lr", "sys_cpu_pct", "proc_ram_gb"} <= set(rows[0])
     assert float(rows[2]["train_loss"]) == pytest.approx(trainer.history["train_loss"][2])

@@ -508,6 +508,28 @@ def _duration(seconds: float) -> str:
     return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
 
 
+# The history's columns as a reader would name them (curves' legends, the report's table).
+COLUMN_LABELS = {
+    "epoch": ("epoch", ""), "train_loss": ("training", "loss"), "val_loss": ("validation", "loss"),
+    "val_acc": ("validation accuracy", ""), "time": ("epoch time", "s"),
+    "sys_cpu_pct": ("machine", "CPU %"), "proc_cpu_pct": ("this process", "CPU % of one core"),
+    "sys_ram_gb": ("machine, used", "RAM GB"), "sys_ram_total_gb": ("machine, total", "RAM GB"),
+    "proc_ram_gb": ("this process", "RAM GB"), "gpu_util_pct": ("GPU busy", "%"),
+    "gpu_mem_gb": ("GPU, used", "memory GB"), "gpu_mem_total_gb": ("GPU, total", "memory GB"),
+    "gpu_pool_gb": ("GPU, CuPy's pool", "memory GB"), "gpu_temp_c": ("GPU", "°C"),
+}
+
+
+def column_label(key: str, units: bool = False) -> str:
+    """A history column's name for a reader: ``sys_ram_gb`` → ``machine, used``; with ``units``,
+    ``machine, used (RAM GB)``. Learning rates by group; logged metrics as they were named."""
+    if key == "lr" or key.startswith("lr_"):
+        group = "0" if key == "lr" else key[3:]
+        return f"learning rate, group {group}"
+    name, unit = COLUMN_LABELS.get(key, (key, ""))
+    return f"{name} ({unit})" if units and unit else name
+
+
 def lr_keys(columns: Iterable[str]) -> list[str]:
     """The learning-rate columns among ``columns``: ``lr`` (group 0), ``lr_1``, ``lr_2``, ... (one per group)."""
     return [key for key in columns if key == "lr" or key.startswith("lr_")]
@@ -716,6 +738,7 @@ class Monitor(Callback):
         self.history: History = History()
         self.steps: list[dict[str, float]] = []  # one row per log interval: step, running loss, resources
         self._display: Any = None
+        self.context: dict[str, str] = {}  # what ran, for the report: set when training begins
 
     @property
     def samples(self) -> list[dict[str, float]]:
@@ -723,6 +746,13 @@ class Monitor(Callback):
         return [{k: v for k, v in row.items() if k in RESOURCE_KEYS} for row in self.history.rows()]
 
     def on_train_begin(self, trainer: Trainer) -> None:
+        from tinyflo import __version__
+
+        model = trainer.model
+        count = sum(int(np.prod(p.shape)) for p in model.parameters())
+        self.context = {"model": f"{type(model).__name__}, {count:,} parameters", "device": str(trainer.device),
+                        "command": " ".join(sys.argv) or "(interactive)", "started": time.strftime("%Y-%m-%d %H:%M"),
+                        "tinyflo": __version__}
         if trainer.resources is None:
             trainer.resources = Resources(trainer.device)
         if self not in trainer.watchers:
@@ -777,8 +807,11 @@ class Monitor(Callback):
         """The curves to draw, title → columns: the ones the history holds values for."""
         h = self.history if history is None else history
         measured = {k for k, v in h.items() if any(not math.isnan(x) for x in v)}
+        # The machine's CPU % (of all its cores) and this process's (of one core: up to 100 per core it
+        # keeps busy) are different scales: a panel each.
         known = {"loss": ["train_loss", "val_loss"], "validation accuracy": ["val_acc"], "learning rate": lr_keys(h),
-                 "CPU %": ["sys_cpu_pct", "proc_cpu_pct"], "GPU %": ["gpu_util_pct"],
+                 "CPU, the whole machine (%)": ["sys_cpu_pct"], "CPU, this process (% of one core)": ["proc_cpu_pct"],
+                 "GPU busy (%)": ["gpu_util_pct"],
                  "memory (GB)": ["sys_ram_gb", "proc_ram_gb", "gpu_mem_gb", "gpu_pool_gb"],
                  "GPU temperature (°C)": ["gpu_temp_c"]}
         taken = {k for keys in known.values() for k in keys} | RESOURCE_KEYS | {"time", "epoch"}
@@ -793,6 +826,7 @@ class Monitor(Callback):
         if "ipykernel" not in sys.modules:
             matplotlib.use("Agg")
         from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
 
         h = self.history if history is None else history
         panels = self.panels(h)
@@ -802,8 +836,10 @@ class Monitor(Callback):
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax, (title, keys) in zip(axes, panels.items()):
             for key in keys:
-                ax.plot(range(1, len(h[key]) + 1), h[key], marker="o", markersize=3, label=key)
-            ax.set(xlabel="epoch", title=title)
+                ax.plot(range(1, len(h[key]) + 1), h[key], marker="o", markersize=3, label=column_label(key))
+            epochs = max(len(h[key]) for key in keys) if keys else 1
+            ax.set(xlabel="epoch", title=title, xlim=(0.5, epochs + 0.5))  # every epoch, even one alone
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
             ax.grid(True, alpha=0.3)
             if len(keys) > 1:
                 ax.legend()
@@ -843,21 +879,29 @@ class Monitor(Callback):
         return _write_atomically(Path(path), text.getvalue().encode())
 
     def save_html(self, path: str | os.PathLike, title: str = "tinyflo training report") -> Path:
-        """One self-contained HTML file: the curves (PNG as base64) and a table of every epoch."""
+        """One self-contained HTML file: what ran, the curves (PNG as base64) and a table of every epoch
+        (each column named for a reader; its history name in the header's tooltip and in history.csv)."""
+        import html
+
         rows = self.history.rows()
         columns = list(dict.fromkeys(key for row in rows for key in row))
         cell = lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)  # noqa: E731
         table = "".join(
             "<tr>" + "".join(f"<td>{cell(row.get(c, ''))}</td>" for c in columns) + "</tr>" for row in rows
         )
+        header = "".join(f"<th title='{html.escape(c)}'>{html.escape(column_label(c, units=True))}</th>"
+                         for c in columns)
+        context = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in self.context.items())
         image = base64.b64encode(self._png()).decode("ascii")
         return _write_atomically(Path(path), (
             f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}</style></head><body>"
-            f"<h1>{title}</h1><img alt='training curves: loss, accuracy, learning rate, resources, logged metrics' "
+            "td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}"
+            "dl{display:grid;grid-template-columns:max-content auto;gap:2px 1em}dd{margin:0}</style></head><body>"
+            f"<h1>{title}</h1><dl class='context'>{context}</dl>"
+            f"<img alt='training curves: loss, accuracy, learning rate, resources, logged metrics' "
             f"src='data:image/png;base64,{image}'>"
-            f"<table><tr>{''.join(f'<th>{c}</th>' for c in columns)}</tr>{table}</table></body></html>"
+            f"<table><tr>{header}</tr>{table}</table></body></html>"
         ).encode())
 
 
