@@ -305,8 +305,6 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
 # * integer ⊕ integer → the wider integer; bool ⊕ bool → bool;
 # * a Python scalar takes the tensor's dtype, except that a Python float meets
 #   an integer tensor as float32 (`arange(3) * 0.5` is float32).
-#
-# ### Task `tensor_dtypes` (1 point): `promote_types(a, b)`
 
 # %%
 #| export
@@ -361,6 +359,9 @@ def is_floating(dtype: np.dtype) -> bool:
     """True for float16/32/64 (and other floating dtypes later modules add)."""
     return dtype.kind == "f" or dtype == bfloat16
 
+
+# %% [markdown]
+# ### Task `tensor_dtypes` (1 point): `promote_types(a, b)`
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_dtypes_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1273,8 +1274,6 @@ assert zeros_like(first).tolist() == [0, 0, 0] and ones_like(first).dtype == flo
 # policy switched off. Outside `autocast()` they cost one attribute read. The
 # policy is per thread (`AutocastMode` is a `threading.local`), as in PyTorch.
 #
-# ### Task `tensor_function` (3 points): `Function.apply`
-#
 # The two switches `apply` reads come first; they are given.
 
 # %%
@@ -1296,6 +1295,9 @@ class _AutocastState(threading.local):
 
 AutocastMode = _AutocastState()
 
+
+# %% [markdown]
+# ### Task `tensor_function` (3 points): `Function.apply`
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_function_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2241,8 +2243,6 @@ except ShapeError as err:
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `tensor_indexing` (1 point): `x[index]`
-#
 # `GetItem` picks with NumPy's indexing (`index` arrives with tensors and
 # lists already turned into arrays). Its backward puts the gradient into a
 # zero array of the input's shape and dtype, at the places that were picked.
@@ -2274,6 +2274,9 @@ def _scatter_add(target: Any, index: Any, values: Any) -> None:
 
         cupyx.scatter_add(target, index, values)
 
+
+# %% [markdown]
+# ### Task `tensor_indexing` (1 point): `x[index]`
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_indexing_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2319,8 +2322,6 @@ except ShapeError as err:
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `tensor_cat_stack` (1 point): `Cat` and `Stack`
-#
 # `cat(tensors, axis)` joins tensors along an existing axis, `stack(tensors,
 # axis)` along a new one. Both are given: they check the list (one device,
 # fitting shapes, one dtype) and call `Cat.apply(*tensors, axis=axis)` or
@@ -2366,6 +2367,9 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         raise ShapeError(f"stack: axis {axis} is out of range for the {ndim} axes of the result")
     return Stack.apply(*tensors, axis=axis % ndim)
 
+
+# %% [markdown]
+# ### Task `tensor_cat_stack` (1 point): `Cat` and `Stack`
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_cat_stack_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2425,8 +2429,6 @@ assert ga.shape == (2, 3) and _close(ga, 1) and _close(gb, 2), "stack along the 
 # Comparisons (`a < b`, `a == b`, ...) give bool tensors and no gradient —
 # they are already written above with `_compare`.
 #
-# ### Task `tensor_where` (1 point): `where`
-#
 # `where(cond, a, b)` (given) brings `a` and `b` to one dtype and device and
 # calls `Where.apply(a, b, cond=mask)` with a bool mask array. `Where` picks
 # from `a` where the mask is true and from `b` elsewhere, so the gradient goes
@@ -2446,6 +2448,9 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
         cond = _to_array(cond, bool_, a._device)
     return Where.apply(a, b, cond=cond.astype(bool, copy=False))
 
+
+# %% [markdown]
+# ### Task `tensor_where` (1 point): `where`
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_where_code", "locked": false, "schema_version": 3, "solution": true}
 #| export

@@ -548,8 +548,6 @@ except ValueError as err:
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `losses_cross_entropy` (2 points): `cross_entropy`
-#
 # `cross_entropy(input, target)` takes logits and is the negative
 # log-likelihood of their `log_softmax` along the class axis, with two
 # additions:
@@ -595,6 +593,9 @@ def _along_classes(w: Tensor, input: Tensor) -> Tensor:
     """Per-class weights shaped to broadcast along axis 1 (or 0) of ``input``."""
     return w if input.ndim == 1 else w.reshape((1, -1) + (1,) * (input.ndim - 2))
 
+
+# %% [markdown]
+# ### Task `losses_cross_entropy` (2 points): `cross_entropy`
 
 # %% nbgrader={"grade": false, "grade_id": "losses_cross_entropy_code", "locked": false, "schema_version": 3, "solution": true}
 #| export

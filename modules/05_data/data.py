@@ -709,8 +709,6 @@ assert np.array_equal(_rs_yb, _rs_y), "the samples' labels in order, for any sam
 #   dataset must have `len` and `[]` and hold at least one sample; and
 #   `drop_last=True` with fewer samples than `batch_size` leaves no batch at
 #   all — a silent zero-step epoch, so it is a `ValueError` that says so.
-#
-# ### Task `data_loader` (4 points): `DataLoader`
 
 # %%
 #| export
@@ -741,6 +739,9 @@ def _fast_path(dataset: Any) -> tuple[tuple, np.ndarray | None] | None:
         return dataset.arrays, rows
     return None
 
+
+# %% [markdown]
+# ### Task `data_loader` (4 points): `DataLoader`
 
 # %% nbgrader={"grade": false, "grade_id": "data_loader_code", "locked": false, "schema_version": 3, "solution": true}
 #| export

@@ -1564,8 +1564,6 @@ assert abs(resumed.mean(counter) - 0.7) < 1e-6, "a resumed sum goes on from the 
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `training_guard` (3 points): no non-finite number reaches the weights
-#
 # A NaN loss gives NaN gradients — and so can a finite loss (the square root
 # of a zero residual has an infinite slope). One step with them makes every
 # weight NaN. `optimizer_step` calls `self.guard(loss_sum, norms)` after the
@@ -1632,6 +1630,9 @@ def zero_grads_unless(params: Iterable[Tensor], finite: Any) -> None:
                 moved[p.device] = Tensor(finite).to(p.device).data
             p.device.xp.copyto(p.grad.data, 0, where=~moved[p.device])
 
+
+# %% [markdown]
+# ### Task `training_guard` (3 points): no non-finite number reaches the weights
 
 # %% nbgrader={"grade": false, "grade_id": "training_guard_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1705,8 +1706,6 @@ assert all((p.grad.numpy() == 1).all() for p in m_i.parameters()), "only a bad s
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `training_rollback` (2 points): the interval check
-#
 # With `nan_check="interval"`, `check_guard()` runs at each log interval
 # and at the end of the epoch. If a step went bad since the last check
 # (read `self.first_bad` once, with `self.read`), roll back with
@@ -1746,6 +1745,9 @@ def restore_snapshot(self: Trainer) -> None:
         self.scheduler.load_state_dict(saved["scheduler"])
     self.first_bad = None
 
+
+# %% [markdown]
+# ### Task `training_rollback` (2 points): the interval check
 
 # %% nbgrader={"grade": false, "grade_id": "training_rollback_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1964,8 +1966,6 @@ assert all(np.isfinite(p).all() for p in _params_of(sq)), "a finite loss with Na
 
 
 # %% [markdown]
-# ### Task `training_epoch` (3 points): one epoch, as TinyTorch's loop calls it
-#
 # `train_epoch(loader, accumulation_steps=k)` trains for one pass over the
 # loader and returns the mean loss per sample, as a Python float. It is a
 # complete epoch on its own — TinyTorch's loop calls it by hand:
@@ -2063,6 +2063,9 @@ def lr_columns(self: Trainer) -> dict[str, float]:
     return {("lr" if i == 0 else f"lr_{i}"): lr for i, lr in enumerate(self.lrs)}
 
 
+# %% [markdown]
+# ### Task `training_epoch` (3 points): one epoch, as TinyTorch's loop calls it
+
 # %% nbgrader={"grade": false, "grade_id": "training_epoch_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
 @trainer_method
@@ -2155,8 +2158,6 @@ assert mode_model.training, "train_epoch puts the model in training mode"
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `training_evaluate` (2 points): loss and accuracy without a graph
-#
 # `evaluate(loader)` returns `(mean loss, accuracy)` over the whole loader:
 # in **eval mode** (`self.strategy.train(False)`: dropout off, batch-norm's
 # running statistics), inside **`no_grad()`** (no graph, so no memory for
@@ -2186,6 +2187,9 @@ def _hits(out: Tensor | None, y: Tensor) -> Any:
         return (out.data.argmax(axis=-1) == y.data.argmax(axis=-1)).sum()
     return None
 
+
+# %% [markdown]
+# ### Task `training_evaluate` (2 points): loss and accuracy without a graph
 
 # %% nbgrader={"grade": false, "grade_id": "training_evaluate_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2278,8 +2282,6 @@ except ValueError as err:
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### Task `training_callbacks` (2 points): early stopping, the best model, periodic saves
-#
 # A callback's `on_epoch_end(trainer)` runs after each epoch of `fit`,
 # when the history already holds the epoch's row. Write three:
 #
@@ -2323,6 +2325,9 @@ def _metric(trainer: Trainer, monitor: str, owner: str) -> float:
         )
     return values[-1]
 
+
+# %% [markdown]
+# ### Task `training_callbacks` (2 points): early stopping, the best model, periodic saves
 
 # %% nbgrader={"grade": false, "grade_id": "training_callbacks_code", "locked": false, "schema_version": 3, "solution": true}
 #| export

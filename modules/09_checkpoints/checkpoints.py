@@ -585,8 +585,6 @@ def save_file(path: str | os.PathLike, tensors: Mapping[str, Any], metadata: Map
 # `fsync` the folder too, so the rename itself is durable (POSIX only:
 # Windows cannot open a folder).
 #
-# ### Task `checkpoints_atomic` (2 points): write, fsync, rename
-#
 # `atomic_write(path, write)` calls `write(f)` with a binary file open on a
 # temporary file `.<name>.tmp-<random>` in the folder of `path`
 # (`fd, temp = _temp_file(path)`, given: it creates a new file under a random
@@ -619,6 +617,9 @@ def _temp_file(path: Path) -> tuple[int, Path]:
         except FileExistsError:
             continue
 
+
+# %% [markdown]
+# ### Task `checkpoints_atomic` (2 points): write, fsync, rename
 
 # %% nbgrader={"grade": false, "grade_id": "checkpoints_atomic_code", "locked": false, "schema_version": 3, "solution": true}
 #| export

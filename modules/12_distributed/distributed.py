@@ -1329,8 +1329,6 @@ for _k in (1, 4, 16):
 # follows its own steps. The communication is set by the slowest rank: one
 # average per `anchor` of its steps.
 #
-# ### Task `distributed_el_che` (2 points): the plan of a round
-#
 # Write `el_che_plan(step_seconds, anchor, max_steps)`: `step_seconds[r]` is
 # rank r's time per step. The slowest rank takes `anchor` steps; every rank r
 # takes `round(anchor * slowest / step_seconds[r])` steps (no rank is slower
@@ -1356,6 +1354,9 @@ def _check_el_che(owner: str, anchor: Any, max_steps: Any, step_seconds: Any = N
         if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 < t < math.inf:
             raise ValueError(f"{owner} got step_seconds[{r}]={t!r}; expected a positive, finite number of seconds")
 
+
+# %% [markdown]
+# ### Task `distributed_el_che` (2 points): the plan of a round
 
 # %% nbgrader={"grade": false, "grade_id": "distributed_el_che_code", "locked": false, "schema_version": 3, "solution": true}
 #| export

@@ -65,6 +65,22 @@ def test_tasks_are_small_and_state_their_points(module):
         )
 
 
+def test_given_code_comes_before_a_tasks_heading_never_under_it(module):
+    """Between `### Task `x`` and the student's first cell of x there is prose only: given code
+    under a task's heading reads as the task."""
+    for grade, solutions, before in _tasks(module):
+        heading = next(
+            i for i, c in enumerate(before)
+            if c.kind == "markdown" and f"### Task `{grade.grade_id}`" in c.source
+        )
+        first = before.index(solutions[0]) if solutions else len(before)
+        given = [c for c in before[heading + 1 : first] if c.kind == "code"]
+        assert not given, (
+            f"{given[0].where(module.relpath())}: given code between the heading of task "
+            f"{grade.grade_id!r} and its cell; put it before the heading"
+        )
+
+
 def test_grade_cells_follow_the_code_they_grade(module):
     for grade, solutions, before in _tasks(module):
         where = grade.where(module.relpath())
