@@ -76,7 +76,8 @@ def test_dashboard_streams_a_run_to_a_page_mid_run_and_to_one_that_joins_late(br
             history["val_loss"], rel=1e-6)
         assert [y for _, y in _wait_for(browser, "top_logit per epoch", "top_logit", EPOCHS)] == pytest.approx(
             history["top_logit"], rel=1e-6)
-        assert _wait_for(browser, "CPU % per epoch", "sys_cpu_pct", 1), "an epoch of a few ms may be too short to time"
+        assert _wait_for(browser, "CPU % of the machine per epoch", "sys_cpu_pct", 1), (
+            "an epoch of a few ms may be too short to time")
 
         # a page that joins after the run gets the whole history first
         browser.get(monitor.dashboard.url)
@@ -87,6 +88,11 @@ def test_dashboard_streams_a_run_to_a_page_mid_run_and_to_one_that_joins_late(br
         assert [y for _, y in steps] == pytest.approx([row["loss"] for row in monitor.steps], rel=1e-6)
         shown = browser.find_element("css selector", 'td[data-key="top_logit"]').text
         assert float(shown) == pytest.approx(history["top_logit"][-1], rel=1e-3), "the latest values, as text"
+        assert browser.find_element("css selector", 'td[data-key="epoch"]').text == str(EPOCHS), "a count, whole"
+        heads = {e.get_attribute("title"): e.text for e in browser.find_elements("css selector", "#latest th")}
+        assert heads["sys_ram_gb"] == "machine, used (RAM GB)" and heads["lr"] == "learning rate, group 0", heads
+        rate = browser.find_element("css selector", 'td[data-key="lr"]').text
+        assert float(rate) == pytest.approx(history["lr"][-1], rel=1e-2) and "00e" not in rate, rate
         memory = _wait_for(browser, "memory GB per epoch", "proc_ram_gb", EPOCHS)
         assert [y for _, y in memory] == pytest.approx(history["proc_ram_gb"], rel=1e-6)
 

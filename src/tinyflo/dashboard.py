@@ -78,6 +78,14 @@ class Dashboard:
                 return
 
 
+def _labels() -> str:
+    """The history's column names for a reader, as the Monitor's curves and report use them (JSON, for
+    the page's legends and table; the page names the learning rates' columns by the same rule)."""
+    from tinyflo.core.training import COLUMN_LABELS, column_label
+
+    return json.dumps({key: column_label(key, units=True) for key in COLUMN_LABELS}).replace("</", "<\\/")
+
+
 def _handler(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
     static = files("tinyflo") / "data"
     pages = {"/": ("dashboard.html", "text/html"), "/dashboard.js": ("dashboard.js", "text/javascript")}
@@ -90,6 +98,7 @@ def _handler(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
             elif path in pages:
                 name, kind = pages[path]
                 body = (static / name).read_text(encoding="utf-8").replace("{{title}}", dashboard.title)
+                body = body.replace("{{labels}}", _labels())
                 self._send(200, kind, body.encode())
             else:
                 self._send(404, "text/plain", b"not found\n")

@@ -4,20 +4,36 @@
 
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
 // Which chart each known value goes to; any other value gets a chart of its own.
+// The machine's CPU % (of all its cores) and this process's (of one core) are different scales: a chart each.
 const GROUPS = {
-  step: { loss: "loss per log interval", sys_cpu_pct: "CPU % (per log interval)", proc_cpu_pct: "CPU % (per log interval)",
+  step: { loss: "loss per log interval", sys_cpu_pct: "CPU % of the machine (per log interval)",
+          proc_cpu_pct: "CPU % of one core, this process (per log interval)",
           gpu_util_pct: "GPU % (per log interval)", sys_ram_gb: "memory GB (per log interval)",
           proc_ram_gb: "memory GB (per log interval)", gpu_mem_gb: "memory GB (per log interval)" },
   epoch: { train_loss: "loss per epoch", val_loss: "loss per epoch", val_acc: "accuracy per epoch",
-           sys_cpu_pct: "CPU % per epoch", proc_cpu_pct: "CPU % per epoch", gpu_util_pct: "GPU % per epoch",
-           sys_ram_gb: "memory GB per epoch", proc_ram_gb: "memory GB per epoch", gpu_mem_gb: "memory GB per epoch",
-           gpu_temp_c: "GPU temperature °C per epoch", time: "seconds per epoch" },
+           sys_cpu_pct: "CPU % of the machine per epoch", proc_cpu_pct: "CPU % of one core, this process, per epoch",
+           gpu_util_pct: "GPU % per epoch", sys_ram_gb: "memory GB per epoch", proc_ram_gb: "memory GB per epoch",
+           gpu_mem_gb: "memory GB per epoch", gpu_temp_c: "GPU temperature °C per epoch", time: "seconds per epoch" },
 };
+// Column names for a reader (the server's, from the Monitor's own table), and the learning rates by group.
+const LABELS = Object.assign({ step: "step", loss: "loss" }, window.tinyfloLabels || {});
+function labelOf(key) {
+  if (LABELS[key]) return LABELS[key];
+  if (key === "lr" || key.startsWith("lr_")) return `learning rate, group ${key === "lr" ? 0 : key.slice(3)}`;
+  return key;
+}
+// A value as a reader wants it: counts whole, small rates in powers of ten, the rest to 4 digits.
+function shown(value) {
+  if (value === null) return "—";
+  if (Number.isInteger(value)) return String(value);
+  const size = Math.abs(value);
+  return size !== 0 && (size < 1e-3 || size >= 1e6) ? value.toExponential(2) : String(Number(value.toPrecision(4)));
+}
 const SKIP = new Set(["step", "epoch", "sys_ram_total_gb", "gpu_mem_total_gb"]);
 
 window.tinyflo = { charts: {}, events: 0, closed: false };
 
-function chartFor(title) {
+function chartFor(title, kind) {
   let chart = window.tinyflo.charts[title];
   if (!chart) {
     const figure = document.createElement("figure");
@@ -27,7 +43,7 @@ function chartFor(title) {
     canvas.dataset.title = title;
     figure.append(caption, canvas);
     document.getElementById("charts").append(figure);
-    chart = window.tinyflo.charts[title] = { series: {}, canvas };
+    chart = window.tinyflo.charts[title] = { series: {}, canvas, axis: kind === "step" ? "step" : "epoch" };
   }
   return chart;
 }
@@ -44,13 +60,14 @@ function showLatest(data) {
     let cell = values.querySelector(`td[data-key="${key}"]`);
     if (!cell) {
       const head = document.createElement("th");
-      head.textContent = key;
+      head.textContent = labelOf(key);
+      head.title = key;  // the history's own name
       names.append(head);
       cell = document.createElement("td");
       cell.dataset.key = key;
       values.append(cell);
     }
-    cell.textContent = value === null ? "—" : Number(value).toPrecision(4);
+    cell.textContent = shown(value);
   }
 }
 
@@ -58,7 +75,7 @@ function add(kind, data) {
   const x = kind === "step" ? data.step : data.epoch;
   for (const [key, value] of Object.entries(data)) {
     if (SKIP.has(key) || value === null || typeof value !== "number") continue;
-    const chart = chartFor(titleOf(kind, key));
+    const chart = chartFor(titleOf(kind, key), kind);
     (chart.series[key] = chart.series[key] || []).push([x, value]);
     chart.dirty = true;
   }
@@ -97,13 +114,14 @@ function draw(chart) {
   g.font = "11px sans-serif";
   for (const y of [y0, (y0 + y1) / 2, y1]) g.fillText(Number(y).toPrecision(3), 4, py(y) + 4);
   for (const x of [x0, x1]) g.fillText(String(Math.round(x)), px(x) - 6, h - 6);
+  g.fillText(chart.axis, left + (w - left - right) / 2 - 12, h - 6);  // what the x axis counts
   Object.entries(chart.series).forEach(([name, series], i) => {
     g.strokeStyle = g.fillStyle = COLORS[i % COLORS.length];
     g.beginPath();
     series.forEach(([x, y], j) => (j ? g.lineTo(px(x), py(y)) : g.moveTo(px(x), py(y))));
     g.stroke();
     if (series.length === 1) g.fillRect(px(series[0][0]) - 2, py(series[0][1]) - 2, 4, 4);
-    g.fillText(name, left + 8 + 110 * i, top + 12);
+    g.fillText(labelOf(name), left + 8 + 130 * i, top + 12);
   });
 }
 
