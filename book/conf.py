@@ -42,6 +42,7 @@ myst_update_mathjax = False
 html_theme = "sphinx_book_theme"
 html_title = "tinyflo"
 html_static_path = ["_static"]
+html_css_files = ["tinyflo.css"]  # written by tinyflo.book: plots at the page's full width
 html_copy_source = False
 html_show_sourcelink = False
 html_theme_options = {

@@ -207,4 +207,9 @@ def test_book_in_chromium(browser, built):
     wait.until(lambda s: s.execute_script("return arguments[0].complete", image))
     width = session.execute_script("return arguments[0].naturalWidth", image)
     assert width > 0, f"{plot.name} did not render on {milestone.slug}"
+    shown = session.execute_script("return arguments[0].getBoundingClientRect().width", image)
+    room = session.execute_script("return document.querySelector('.bd-content').getBoundingClientRect().width")
+    assert shown >= 0.9 * min(width, room), (
+        f"{plot.name} is shown {shown:.0f} px wide of the {room:.0f} px beside the navigation: its axis text "
+        "is unreadable when a wide figure is squeezed")
     session.save_screenshot(str(ARTIFACTS / "milestone.png"))

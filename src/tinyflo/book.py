@@ -33,6 +33,14 @@ from tinyflo.course.notebooks import instructor_notebook, student_notebook, writ
 from tinyflo.course.source import CourseError, Module, discover_modules
 
 HAND_WRITTEN = ("conf.py", "index.md", "instructor.md", "threat-model.md")
+BOOK_CSS = "tinyflo.css"  # conf.py's html_css_files names it
+# A page with a plot (`full-width` containers, the milestones') gives its article the whole width
+# beside the navigation, without the "on this page" column: a figure of two or three panels
+# keeps its axis text readable.
+BOOK_STYLE = """.bd-container:has(div.full-width) .bd-sidebar-secondary { display: none; }
+.bd-main .bd-content .bd-article-container:has(div.full-width) { max-width: 100%; }
+div.full-width img { max-width: 100%; height: auto; }
+"""
 INSTALL = "pip install 'tinyflo[book]'"
 
 # The public namespaces and what each holds, in the order the API reference lists them.
@@ -165,8 +173,8 @@ def _recorded_run(result: dict | None, results: Path, plots: list[Path], command
         text = table.read_text(encoding="utf-8")
         lines += [line for line in text.splitlines() if line.startswith("|")]
         lines.append("")
-    for plot in plots:
-        lines += [f"![{plot.stem}](results/{results.name}/{plot.name})", ""]
+    for plot in plots:  # the page's full width, margin included: a plot's axis text stays readable
+        lines += ["```{container} full-width", f"![{plot.stem}](results/{results.name}/{plot.name})", "```", ""]
     return "\n".join(lines)
 
 
@@ -289,6 +297,7 @@ def write_sources(checkout: Path, dest: Path) -> int:
         shutil.copy2(book / name, dest / name)
     mathjax = Path(jupyter_server_mathjax.__file__).parent / "static"
     shutil.copytree(mathjax, dest / "_static" / "mathjax")
+    (dest / "_static" / BOOK_CSS).write_text(BOOK_STYLE, encoding="utf-8")
     pages = len(HAND_WRITTEN) - 1
     pages += write_module_pages(discover_modules(checkout / "modules"), dest / "modules")
     pages += write_milestone_pages(checkout, dest / "milestones")
