@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-from course_support import proof_modules
+from course_support import REPO, proof_modules
 
 from tinyflo.course.export import render_module
 from tinyflo.course.notebooks import instructor_notebook, notebook_cells, require, student_notebook
-from tinyflo.course.source import CourseError
+from tinyflo.course.source import CourseError, discover_modules
 
 
 def test_instructor_notebook_is_valid_v4_with_nbgrader_metadata(demo_module):
@@ -52,3 +52,25 @@ def test_notebook_exports_what_the_source_exports(module):
 def test_missing_course_tools_are_explained():
     with pytest.raises(CourseError, match=r"pip install 'tinyflo\[course\]'"):
         require("nbgrader_is_not_installed")
+
+
+def test_long_given_code_opens_folded_under_a_line_that_says_what_it_holds():
+    """In every module's release: each given code cell longer than LONG_GIVEN lines is folded in
+    JupyterLab (source_hidden) and in the book (hide-input), right under a line that names what it
+    defines and says whether the next task uses it."""
+    from tinyflo.course.kit import release_notebook
+    from tinyflo.course.notebooks import LONG_GIVEN
+
+    for module in discover_modules(REPO / "modules"):
+        cells = release_notebook(module).cells
+        for position, cell in enumerate(cells):
+            meta = cell.metadata.get("nbgrader", {})
+            given = cell.cell_type == "code" and not meta.get("solution") and not meta.get("grade")
+            if not given or cell.source.count("\n") + 1 <= LONG_GIVEN:
+                continue
+            where = f"{module.slug}, cell {cell.id}"
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, where
+            assert "hide-input" in cell.metadata.get("tags", []), where
+            note = cells[position - 1]
+            assert note.cell_type == "markdown" and note.source.startswith("**Given code, "), where
+            assert "it defines `" in note.source, where

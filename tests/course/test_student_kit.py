@@ -23,7 +23,13 @@ from pathlib import Path
 import pytest
 from course_support import REPO, run_cli, secret_lines
 
-from tinyflo.course.kit import INSTRUCTOR_PLUGINS, NEWS_PLUGIN, build_student_kit, kit_readme
+from tinyflo.course.kit import (
+    INSTRUCTOR_PLUGINS,
+    NEWS_PLUGIN,
+    build_student_kit,
+    kit_readme,
+    release_notebook,
+)
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
 from tinyflo.course.source import discover_modules
 
@@ -260,6 +266,10 @@ def test_a_released_notebook_runs_in_chromium(student_lab, browser):
     # It opens clean: no unsaved mark (the release says what the kernel says of itself), and
     # no news prompt over the first task (the kit switches JupyterLab's announcements off).
     assert not browser.find_elements(By.CSS_SELECTOR, ".jp-mod-dirty"), "opened as unsaved"
+    # the long given cells open folded: a placeholder in place of each one's code
+    module = next(m for m in MODULES if m.slug == "01_tensor")
+    folded = [c for c in release_notebook(module).cells if c.metadata.get("jupyter", {}).get("source_hidden")]
+    assert folded and len(browser.find_elements(By.CSS_SELECTOR, ".jp-InputPlaceholder")) == len(folded)
     toasts = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".Toastify__toast")]
     assert not [t for t in toasts if "news" in t.lower()], toasts
     menu = next(

@@ -36,7 +36,7 @@ def language_info() -> dict[str, Any]:
         "pygments_lexer": "ipython3",
         "version": platform.python_version(),
     }
-KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable", "tinyflo")
+KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable", "tinyflo", "jupyter")
 _CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -91,12 +91,74 @@ def instructor_notebook(module: Module) -> Any:
         # Ids must not change between builds, or every rebuild would look like a new notebook.
         cell.id = grade_id if _CELL_ID.match(grade_id) else f"cell-{index:03d}"
         notebook.cells.append(cell)
+    notebook.cells = _fold_long_given(notebook.cells, nbformat)
     ids = [cell.id for cell in notebook.cells]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:
         raise CourseError(f"{module.relpath()}: grade_id used by more than one cell: {duplicates}")
     nbformat.validate(notebook)
     return notebook
+
+
+LONG_GIVEN = 40  # lines: given code longer than this opens collapsed, under a line that says what it holds
+
+
+def _is_given_code(cell: Any) -> bool:
+    meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and not meta.get("solution") and not meta.get("grade")
+
+
+def _fold_long_given(cells: list[Any], nbformat: Any) -> list[Any]:
+    """Each long given code cell collapsed (in JupyterLab, `source_hidden`; in the book, the
+    `hide-input` tag) under a line that says what it defines and whether the next task uses it."""
+    folded = []
+    for position, cell in enumerate(cells):
+        if _is_given_code(cell) and cell.source.count("\n") + 1 > LONG_GIVEN:
+            note = nbformat.v4.new_markdown_cell(_given_note(cell, cells[position + 1 :]),
+                                                 metadata={"tinyflo": {"given_note": True}})
+            note.id = f"{cell.id}-given"
+            folded.append(note)
+            cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            tags = cell.metadata.setdefault("tags", [])
+            if "hide-input" not in tags:
+                tags.append("hide-input")
+        folded.append(cell)
+    return folded
+
+
+def _given_note(cell: Any, after: list[Any]) -> str:
+    """One line for a collapsed given cell: its size, what it defines, and whether the student's
+    next task calls any of it (read from the names the reference's next solution uses)."""
+    import ast
+
+    try:
+        tree = ast.parse(cell.source)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    defined = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined += [t.id for t in targets if isinstance(t, ast.Name)]
+    public = [name for name in dict.fromkeys(defined) if not name.startswith("__")]
+    shown = ", ".join(f"`{name}`" for name in public[:6]) + (" and more" if len(public) > 6 else "")
+    lines = cell.source.count("\n") + 1
+    text = f"**Given code, {lines} lines, folded** (open it with the arrow at its left)"
+    text += f": it defines {shown}." if shown else "."
+    task = next((c for c in after if c.metadata.get("nbgrader", {}).get("solution")), None)
+    if task is not None:
+        try:
+            used = {n.id for n in ast.walk(ast.parse(task.source)) if isinstance(n, ast.Name)}
+            used |= {n.attr for n in ast.walk(ast.parse(task.source)) if isinstance(n, ast.Attribute)}
+        except SyntaxError:
+            used = set()
+        needed = [name for name in public if name in used]
+        text += (" Your next task uses " + ", ".join(f"`{n}`" for n in needed)
+                 + (": read it." if len(needed) == 1 else ": read those.")
+                 if needed else " Your next task does not use it; read it to see how it works.")
+    return text
 
 
 def notebook_cells(notebook: Any) -> list[Cell]:
