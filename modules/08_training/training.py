@@ -761,7 +761,7 @@ class Monitor(Callback):
         if self.want_dashboard and self.dashboard is None:
             from tinyflo.dashboard import Dashboard  # the server and page ship with the package
 
-            self.dashboard = Dashboard(self.port)
+            self.dashboard = Dashboard(self.port, labels={k: column_label(k, units=True) for k in COLUMN_LABELS})
             if trainer.verbosity >= VERBOSITY["normal"]:
                 print(f"dashboard: {self.dashboard.url}")
             for row in trainer.history.rows():  # a resumed run: what came before

@@ -29,10 +29,12 @@ def _finite(value: Any) -> Any:
 class Dashboard:
     """Serves the dashboard page and streams published events to every page that is open."""
 
-    def __init__(self, port: int = 0, host: str = "127.0.0.1", title: str = "tinyflo training") -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1", title: str = "tinyflo training",
+                 labels: dict[str, str] | None = None) -> None:
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
             raise ValueError(f"Dashboard: port must be an integer in 0..65535 (0: any free port); got {port!r}")
         self.title = title
+        self.labels = dict(labels or {})  # column -> its name for a reader (the Monitor's own table)
         self.events: list[str] = []  # every event so far, as 'event: ...\ndata: ...\n\n' text
         self.changed = threading.Condition()
         self.closed = False
@@ -78,14 +80,6 @@ class Dashboard:
                 return
 
 
-def _labels() -> str:
-    """The history's column names for a reader, as the Monitor's curves and report use them (JSON, for
-    the page's legends and table; the page names the learning rates' columns by the same rule)."""
-    from tinyflo.core.training import COLUMN_LABELS, column_label
-
-    return json.dumps({key: column_label(key, units=True) for key in COLUMN_LABELS}).replace("</", "<\\/")
-
-
 def _handler(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
     static = files("tinyflo") / "data"
     pages = {"/": ("dashboard.html", "text/html"), "/dashboard.js": ("dashboard.js", "text/javascript")}
@@ -98,7 +92,8 @@ def _handler(dashboard: Dashboard) -> type[BaseHTTPRequestHandler]:
             elif path in pages:
                 name, kind = pages[path]
                 body = (static / name).read_text(encoding="utf-8").replace("{{title}}", dashboard.title)
-                body = body.replace("{{labels}}", _labels())
+                # the page's legends and table name columns as the Monitor's report does (JSON in a script)
+                body = body.replace("{{labels}}", json.dumps(dashboard.labels).replace("</", "<\\/"))
                 self._send(200, kind, body.encode())
             else:
                 self._send(404, "text/plain", b"not found\n")
