@@ -520,19 +520,18 @@ COLUMN_LABELS = {
 }
 
 
-def column_label(key: str, units: bool = False) -> str:
-    """A history column's name for a reader: ``sys_ram_gb`` → ``machine, used``; with ``units``,
-    ``machine, used (RAM GB)``. Learning rates by group; logged metrics as they were named."""
-    if key == "lr" or key.startswith("lr_"):
-        group = "0" if key == "lr" else key[3:]
-        return f"learning rate, group {group}"
-    name, unit = COLUMN_LABELS.get(key, (key, ""))
-    return f"{name} ({unit})" if units and unit else name
-
-
 def lr_keys(columns: Iterable[str]) -> list[str]:
     """The learning-rate columns among ``columns``: ``lr`` (group 0), ``lr_1``, ``lr_2``, ... (one per group)."""
     return [key for key in columns if key == "lr" or key.startswith("lr_")]
+
+
+def column_label(key: str, units: bool = False) -> str:
+    """A history column's name for a reader: ``sys_ram_gb`` → ``machine, used``; with ``units``,
+    ``machine, used (RAM GB)``. Learning rates by group; logged metrics as they were named."""
+    if lr_keys([key]):
+        return f"learning rate, group {key[3:] or 0}"
+    name, unit = COLUMN_LABELS.get(key, (key, ""))
+    return f"{name} ({unit})" if units and unit else name
 
 
 def _rates(lrs: Sequence[float]) -> str:

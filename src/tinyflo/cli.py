@@ -223,10 +223,11 @@ def _milestone(args: argparse.Namespace) -> int:
             raise CourseError(f"TINYFLO_MILESTONE_DEVICE: {str(error).removeprefix('--device: ')}") from None
     if args.record:
         return _record_milestone(milestone, checkout, script, env)
-    given = Path(args.out).expanduser().resolve() if args.out else None
-    fresh = not (given or milestones.default_out(milestone.name, args.mode)).exists()
-    out = _check_out(given) if given else milestones.default_out(milestone.name, args.mode)
-    env["TINYFLO_MILESTONE_OUT"] = str(out.expanduser().resolve())
+    out = Path(args.out).expanduser().resolve() if args.out else milestones.default_out(milestone.name, args.mode)
+    fresh = not out.exists()
+    if args.out:
+        _check_out(out)
+    env["TINYFLO_MILESTONE_OUT"] = str(out)
     try:
         return _run_script(script, env)
     except KeyboardInterrupt:

@@ -28,6 +28,7 @@ from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import AdamW
 from tinyflo.core.schedulers import CosineAnnealing, Warmup
 from tinyflo.core.training import Monitor, Trainer
+from tinyflo.course.source import CourseError, make_folder
 
 
 def mlp(hidden: int = 128) -> Sequential:
@@ -111,10 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except tinyflo.DeviceError as error:  # one line, as `tinyflo` says it: no traceback for a wrong device
         parser.exit(2, f"{parser.prog}: error: --{error}\n")
     try:  # before training, not after it: the folder the plot and reports go to
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        parser.exit(2, f"{parser.prog}: error: --out: cannot create the folder {Path(args.out).resolve()}: "
-                       f"{error.strerror}\n")
+        make_folder(Path(args.out), "--out")
+    except CourseError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
 
     if os.environ.get("TINYFLO_WORKSPACE") or milestones.student_kit():  # whose modules 01-08 train
         try:

@@ -162,8 +162,8 @@ def student_kit() -> bool:
     return (Path(__file__).resolve().parent / "course" / "release").is_dir()
 
 
-def require(modules: list[str] | tuple[str, ...], what: str = "a milestone") -> str:
-    """Check that the course modules a milestone (or `what` else) needs are there; say whose
+def require(modules: list[str] | tuple[str, ...], what: str = "this milestone") -> str:
+    """Check that the course modules `what` (a milestone, the demo) needs are there; say whose
     code runs.
 
     With ``$TINYFLO_WORKSPACE`` set, each module must be completed in that workspace
@@ -190,8 +190,7 @@ def require(modules: list[str] | tuple[str, ...], what: str = "a milestone") -> 
         raise MilestoneError(f"{progress} is damaged (not JSON); delete it and run `tinyflo module test`") from None
     problems = [p for slug in modules if (p := _workspace_problem(root, records, slug))]
     if problems:
-        needs = "this milestone" if what == "a milestone" else what
-        raise MilestoneError(f"{needs} needs your own modules:\n  " + "\n  ".join(problems))
+        raise MilestoneError(f"{what} needs your own modules:\n  " + "\n  ".join(problems))
     for slug in modules:
         name = f"tinyflo.core.{MODULE_FILES[slug]}"
         try:
@@ -315,7 +314,7 @@ class Run:
             lines = ["| figure | reproduced | published (source) | judged against | holds |", "|---|---|---|---|---|"]
             for row in self.rows:
                 lines.append(f"| {row['figure']} | {_shown(row['reproduced'])} | {_shown(row['published'])} "
-                             f"({row['source']}) | {row.get('judged', 'the published figure')} | "
+                             f"({row['source']}) | {row['judged']} | "
                              f"{'yes' if row['passed'] else 'NO'} |")
         else:
             lines = ["no figure reproduced: every part was skipped"]

@@ -179,7 +179,7 @@ def _module_scenarios(path: Path, text: str, module: Module, hidden: bool) -> Mo
             raise CourseError(
                 f"{module.relpath()}, grade cell {meta['grade_id']!r}: {error}"
             ) from None
-        owned |= bound_names(cell.source, hidden)
+        owned |= tasks[meta["grade_id"]].binds
     return ModuleScenarios(tasks, helpers)
 
 
@@ -236,7 +236,8 @@ def _job(
                 continue
             source = task.reference_code if reference else task.student_code
             job_cells.append(
-                {"kind": "task", "task": task.task, "source": source, "timeout": limit}
+                {"kind": "task", "task": task.task, "source": source, "timeout": limit,
+                 "binds": sorted(task.binds)}
             )
             named.append(JobCell(meta["grade_id"], False, cell.source, task.task))
             for check in task.checks:
@@ -250,7 +251,8 @@ def _job(
             continue  # a cell the student added: not part of the module's code
         student = _is_solution(cell)
         job_cells.append(
-            {"kind": "code", "source": cell.source, "timeout": limit, "student": student}
+            {"kind": "code", "source": cell.source, "timeout": limit, "student": student,
+             "binds": [] if student else sorted(bound_names(cell.source))}
         )
         named.append(JobCell(meta.get("grade_id") or f"#{number}", student, cell.source))
     return {"cells": job_cells, "modes": modes, "seeds": seeds}, named

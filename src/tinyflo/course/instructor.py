@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tinyflo.course.grading import DEFAULT_TIMEOUT
 from tinyflo.course.kit import build_student_kit, grading_notebook
-from tinyflo.course.notebooks import IRI_GRAMMARS, require, write_notebook
+from tinyflo.course.notebooks import require, write_notebook
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE, bwrap_works
 from tinyflo.course.source import (
     CourseError,
@@ -153,10 +153,10 @@ def nbgrader(course_dir: Path, *args: str, env: dict[str, str] | None = None) ->
     )
     # nbgrader runs helper tools (alembic) by name: find them beside this Python.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    start = (
-        f"import sys; sys.modules.setdefault({IRI_GRAMMARS!r}, None); "
+    start = (  # `python -m nbgrader`, without the grammars no notebook needs
+        "from tinyflo.course.notebooks import without_iri_grammars; without_iri_grammars(); "
         "from nbgrader.apps.nbgraderapp import main; main()"
-    )  # `python -m nbgrader`, without the grammars (see notebooks.without_iri_grammars)
+    )
     command = [sys.executable, "-c", start, *args]
     done = subprocess.run(command, cwd=course_dir, env=env, capture_output=True, text=True)
     output = done.stdout + done.stderr

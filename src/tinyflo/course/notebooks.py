@@ -7,6 +7,7 @@ releases.
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib
 import platform
@@ -21,6 +22,8 @@ from tinyflo.course.checks import graded_cell_source, split_hidden
 from tinyflo.course.source import Cell, CourseError, Module
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable", "tinyflo", "jupyter")
+_CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def language_info() -> dict[str, Any]:
@@ -36,8 +39,6 @@ def language_info() -> dict[str, Any]:
         "pygments_lexer": "ipython3",
         "version": platform.python_version(),
     }
-KEPT_CELL_METADATA = ("nbgrader", "tags", "deletable", "editable", "tinyflo", "jupyter")
-_CELL_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 # jsonschema, which nbformat validates every notebook with, builds the 38 grammars of
@@ -129,8 +130,6 @@ def _fold_long_given(cells: list[Any], nbformat: Any) -> list[Any]:
 def _given_note(cell: Any, after: list[Any]) -> str:
     """One line for a collapsed given cell: its size, what it defines, and whether the student's
     next task calls any of it (read from the names the reference's next solution uses)."""
-    import ast
-
     try:
         tree = ast.parse(cell.source)
     except SyntaxError:
@@ -150,10 +149,11 @@ def _given_note(cell: Any, after: list[Any]) -> str:
     task = next((c for c in after if c.metadata.get("nbgrader", {}).get("solution")), None)
     if task is not None:
         try:
-            used = {n.id for n in ast.walk(ast.parse(task.source)) if isinstance(n, ast.Name)}
-            used |= {n.attr for n in ast.walk(ast.parse(task.source)) if isinstance(n, ast.Attribute)}
+            nodes = list(ast.walk(ast.parse(task.source)))
         except SyntaxError:
-            used = set()
+            nodes = []
+        used = {n.id for n in nodes if isinstance(n, ast.Name)}
+        used |= {n.attr for n in nodes if isinstance(n, ast.Attribute)}
         needed = [name for name in public if name in used]
         text += (" Your next task uses " + ", ".join(f"`{n}`" for n in needed)
                  + (": read it." if len(needed) == 1 else ": read those.")

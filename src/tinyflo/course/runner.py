@@ -55,7 +55,10 @@ import types
 OUT_FD = 3
 RNG = "check_rng"
 SCENARIO = "__tf_scenario"
-PARAMETERS = ("__tf_check", "__tf_reached", RNG, "__tf_pristine")
+# A scenario's parameters: its reporters, its random inputs, and the runner's own copies of
+# what its checks call on objects (tinyflo.course.scenarios.OBJECT_CALLS).
+CHECK, REACHED, PRISTINE = "__tf_check", "__tf_reached", "__tf_pristine"
+PARAMETERS = (CHECK, REACHED, RNG, PRISTINE)
 MAX_STRING = 100_000  # characters of one string value
 MAX_ARRAY = 32 * 2**20  # bytes of one array value
 MAX_ITEMS = 10_000  # elements of one list, tuple or dict value
@@ -213,15 +216,9 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     files = {f"<cell {i}>": i for i in range(len(cells))}
     student = frozenset(f"<cell {i}>" for i, c in enumerate(cells) if c.get("student"))
     compiled = compile_cells(cells)
-    # The names each course cell and scenario binds: recorded after it runs, and read from
-    # there by later scenarios (tinyflo.course.scenarios._CourseNames).
-    binds = []
-    for cell in cells:
-        try:
-            names = () if cell.get("student") else top_level_names(ast.parse(cell["source"]))
-        except (SyntaxError, ValueError):
-            names = ()
-        binds.append(tuple(sorted(set(names) - set(PARAMETERS))))
+    # The names each course cell and scenario binds (the job says): recorded after it runs, and
+    # read from there by later scenarios (tinyflo.course.scenarios._CourseNames).
+    binds = [cell.get("binds", []) for cell in cells]
     _missing = object()
 
     # What the reporting code calls, taken now.

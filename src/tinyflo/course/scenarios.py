@@ -38,13 +38,12 @@ from __future__ import annotations
 import ast
 import builtins
 import copy
+import functools
 from dataclasses import dataclass, field
 
 from tinyflo.course.checks import BEGIN, END, split_hidden
-from tinyflo.course.runner import top_level_names
+from tinyflo.course.runner import CHECK, PARAMETERS, PRISTINE, REACHED, top_level_names
 
-CHECK = "__tf_check"  # the runner's names, bound in the scenario's namespace
-REACHED = "__tf_reached"
 TRUSTED_MODULES = frozenset({"np", "numpy", "math"})
 TRUSTED_BUILTINS = frozenset(
     {
@@ -127,6 +126,7 @@ class TaskScenario:
     student_code: str
     reference_code: str
     checks: list[Check] = field(default_factory=list)
+    binds: frozenset[str] = frozenset()  # names the cell binds at its top level (the runner records them)
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -384,12 +384,10 @@ OBJECT_CALLS = frozenset(
     {"id", "isinstance", "type", "hasattr", "callable", "str", "repr", "np.shares_memory",
      "numpy.shares_memory", "np.may_share_memory", "numpy.may_share_memory"}
 )
-PRISTINE = "__tf_pristine"  # the runner's dict of them, a parameter of every scenario
-SCENARIO_NAMES = (CHECK, REACHED, "check_rng", PRISTINE)  # a scenario's parameters
 _COMPREHENSIONS = (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)
 _STRUCTURE = (
     ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List, ast.Set,
-    ast.Dict, ast.JoinedStr, ast.FormattedValue, ast.Slice, ast.keyword,
+    ast.Dict, ast.JoinedStr, ast.FormattedValue, ast.Slice,
 )
 
 
@@ -458,7 +456,7 @@ class _Split:
             return all(self.grader_side(part, frozenset(inner)) for part in parts)
         if isinstance(node, (*_STRUCTURE, ast.Attribute, ast.Subscript, ast.Starred)):
             return all(self.grader_side(c, local) for c in ast.iter_child_nodes(node)
-                       if isinstance(c, (ast.expr, ast.keyword)))
+                       if isinstance(c, ast.expr))
         return False
 
     @staticmethod
@@ -722,7 +720,7 @@ def build_task(
             raise ValueError(f"task {task}: `{marker}` must stand alone on its line")
     tree = ast.parse(code)
     names = _Names(tree)
-    kept = course - names.bound - set(SCENARIO_NAMES)
+    kept = course - names.bound - set(PARAMETERS)
     found: dict[tuple, _Found] = {}
     counts = {True: 0, False: 0}
     order: list[ast.stmt] = [
@@ -765,7 +763,8 @@ def build_task(
         entry.check
         for entry in sorted(found.values(), key=lambda e: int(e.check.id.split("/")[-1]))
     ]
-    return TaskScenario(task, ast.unparse(student), ast.unparse(reference), checks)
+    binds = frozenset(top_level_names(tree) - set(PARAMETERS))
+    return TaskScenario(task, ast.unparse(student), ast.unparse(reference), checks, binds)
 
 
 class _CourseNames(ast.NodeTransformer):
@@ -862,14 +861,14 @@ def pure_helpers(cells_source: list[str]) -> dict[str, str]:
     return found
 
 
-def bound_names(source: str, hidden: bool = True) -> set[str]:
-    """Names a cell binds at its top level, as the runner records them after the cell (with
-    the hidden region, or, `hidden=False`, as a release shows the cell)."""
+@functools.lru_cache(maxsize=4096)
+def bound_names(source: str) -> frozenset[str]:
+    """Names a course cell binds at its top level: what the runner records after it runs
+    (worked out here, once per cell, not in every run)."""
     try:
-        code = _cell_code(source)[0] if hidden else visible_source(source)
-        return top_level_names(ast.parse(code)) - set(SCENARIO_NAMES)
+        return frozenset(top_level_names(ast.parse(source)) - set(PARAMETERS))
     except SyntaxError:
-        return set()
+        return frozenset()
 
 
 def names_read(source: str) -> set[str]:

@@ -203,6 +203,7 @@ class Helpers:
     sources: dict[str, str] = field(default_factory=dict)
     _compiled: dict[str, Any] = field(default_factory=dict)
     _expressions: dict[str, Any] = field(default_factory=dict)
+    _namespace: dict[str, Any] | None = None
 
     def get(self, name: str):
         if name in BUILT_IN:
@@ -219,11 +220,11 @@ class Helpers:
         code = self._expressions.get(source)
         if code is None:
             code = self._expressions[source] = compile(source, "<check>", "eval")
-        namespace: dict[str, Any] = {"np": np, "numpy": np, "math": math}
-        for name in self.sources:
-            namespace[name] = self.get(name)
-        namespace.update({f"_tf_v{k}": value for k, value in enumerate(values)})
-        return eval(code, namespace)
+        if self._namespace is None:  # numpy, math and the helpers, made once
+            self._namespace = {"np": np, "numpy": np, "math": math}
+            self._namespace.update({name: self.get(name) for name in self.sources})
+        placeholders = {f"_tf_v{k}": value for k, value in enumerate(values)}
+        return eval(code, self._namespace | placeholders)
 
 
 def _atom(kind: str, args: list[Any], keywords: dict[str, Any], helpers: Helpers) -> bool:
