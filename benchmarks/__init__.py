@@ -6,8 +6,10 @@ benchmarks run as modules of this package (``python -m benchmarks.X``).
 """
 
 import ctypes
+import faulthandler
 import os
 import platform
+import signal
 import sys
 
 THREADS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -17,6 +19,11 @@ for _variable in THREAD_VARIABLES[:3]:
 # OpenBLAS's idle threads otherwise spin for about 0.1 s after every call, taking
 # the cores from whatever variant runs next (PyTorch's threads, on a small machine).
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+# float32 means float32 on a GPU too: CuPy's products take TF32's 10-bit mantissas when CUPY_TF32 is set,
+# and cuBLAS's and cuDNN's when NVIDIA_TF32_OVERRIDE is; both are read before CuPy's first product.
+os.environ["CUPY_TF32"] = "0"
+os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
 
 # NumPy reads these variables once, when it is first imported.
 THREADS_SET_BEFORE_NUMPY = "numpy" not in sys.modules
@@ -44,3 +51,8 @@ def _steady_malloc(threshold: int = 1 << 30) -> str:
 
 
 MALLOC = _steady_malloc()
+
+# Stopped from outside (the GPU proof stops a stage over its budget with SIGTERM), a benchmark
+# first writes where each thread was to stderr, so its log says what took the time.
+if hasattr(signal, "SIGTERM"):
+    faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)

@@ -50,6 +50,7 @@
 #| export
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import math
@@ -525,6 +526,11 @@ class NCCLGroup(ProcessGroup):
 
         dev.xp.cuda.Device(dev.index).use()  # NCCL binds the communicator to the current GPU
         self.comm = cupy_distributed.init_process_group(world_size, rank, host=host, port=port)
+        store = getattr(self.comm, "_store", None)  # rank 0 serves the rendezvous from a child process
+        if store is not None:
+            # ... that runs until stopped: stop it as Python exits, before multiprocessing waits for its
+            # children (atexit calls the last registered first), or the script never ends
+            atexit.register(store.stop)
         super().__init__(rank, world_size, [rank], [dev])
 
     def _all_reduce_sum(self, arrays: list[Any]) -> None:

@@ -294,6 +294,8 @@ class ndarray:  # noqa: N801  (CuPy's name)
 
     def __setitem__(self, index, value) -> None:
         index = _unwrap_index(index, self._dev)
+        if isinstance(value, (list, tuple)):  # CuPy makes a host array of a list, then goes on as below
+            value = np.asarray(value)
         if isinstance(value, np.ndarray):  # CuPy sends host values through fill(), which takes scalars only
             if value.shape != ():
                 raise ValueError("non-scalar numpy.ndarray cannot be used for fill")

@@ -553,8 +553,8 @@ class Tensor:
         if isinstance(value, Tensor):
             _same_device(self, value, "setitem")
             value = value.data
-        elif isinstance(value, np.ndarray) and value.ndim and self._device.type != "cpu":
-            with self._device:  # a host array is copied over (CuPy takes only scalars from the host here)
+        elif isinstance(value, (np.ndarray, list, tuple)) and np.ndim(value) and self._device.type != "cpu":
+            with self._device:  # host values are copied over (CuPy takes only scalars from the host here)
                 value = self._device.xp.asarray(value)
         self.data[_index_arg(index, self._device)] = value
 
