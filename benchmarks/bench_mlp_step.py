@@ -54,6 +54,7 @@ class Shape:
 
 SHAPES = [Shape("large", (784, 512, 512, 10), 256), Shape("small (dispatch-bound)", (64, 64, 64, 10), 32)]
 GPU_SHAPES = [Shape("large", (784, 512, 512, 10), 4096), SHAPES[1]]
+GPU_GRAD_TOLERANCE = 1e-2  # a gradient's error relative to its norm, against NumPy's, on a GPU (check_same_math)
 SMOKE_SHAPES = [Shape("large", (32, 16, 16, 4), 8), Shape("small (dispatch-bound)", (8, 8, 8, 4), 4)]
 
 
@@ -319,10 +320,19 @@ def check_same_math(shape: Shape, torch, device: str = "cpu", torch_on: str | No
                             torch.arange(shape.batch, device=torch_on), torch.from_numpy(y).to(torch_on))
         t_loss.backward()
         results["torch"] = (t_loss.item(), [p.grad.cpu().numpy() for p in tparams])
-    loss_rtol = 1e-4 if common.is_gpu(device) else 1e-5  # a GPU sums in another order
+    gpu = common.is_gpu(device)
+    loss_rtol = 1e-4 if gpu else 1e-5  # a GPU sums in another order
     for name, (other_loss, other_grads) in results.items():
         np.testing.assert_allclose(other_loss, loss, rtol=loss_rtol, err_msg=f"{name} loss differs from numpy's")
         for i, (g, expected) in enumerate(zip(other_grads, grads)):
+            if gpu:
+                # Summed in another order, a hidden unit within rounding of 0 can fall on the other side of its
+                # ReLU and move a whole row of the first layer's gradient: at batch 4096, NumPy's own float32
+                # gradient differs from float64's by 1e-3 of its norm. Wrong math differs by about 1.
+                error = float(np.linalg.norm(g - expected) / np.linalg.norm(expected))
+                assert error < GPU_GRAD_TOLERANCE, (f"{name} gradient {i} differs from numpy's by {error:.2e} of "
+                                                    f"its norm (at most {GPU_GRAD_TOLERANCE:g} on a GPU)")
+                continue
             scale = np.abs(expected).max()
             np.testing.assert_allclose(
                 g, expected, rtol=1e-4, atol=1e-5 * scale, err_msg=f"{name} gradient {i} differs from numpy's"
@@ -372,8 +382,9 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
     notes = [
         "Each variant trains its own copy of the same initial weights on one fixed batch; "
         "before timing, the loss and all gradients of tinyflo and torch are checked against "
-        "NumPy's (rtol 1e-4, atol 1e-5 × largest gradient), and so are the losses of five steps "
-        "of the timed step functions themselves.",
+        "NumPy's (rtol 1e-4, atol 1e-5 × largest gradient; on a GPU, which sums in another order and so "
+        f"can put a near-zero ReLU input on its other side, within {GPU_GRAD_TOLERANCE:g} of each gradient's norm), "
+        "and so are the losses of five steps of the timed step functions themselves.",
         "GFLOP per step is the usual nominal count, matmuls only: 3 × the forward's "
         "2·batch·fan_in·fan_out summed over layers (6·batch·weights). It includes the gradient with "
         "respect to the input batch, which no variant computes (0.21 of the large step's 1.03 GFLOP at batch 256).",
