@@ -61,7 +61,8 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str = 
             began = time.perf_counter()
             paths = (bench.main(rounds, device=device, smoke=smoke, out=str(target)) if bench in DEVICE_BENCHMARKS
                      else bench.main(rounds, out=str(target)))
-            print(f"--- {name}: {time.perf_counter() - began:.0f} s, wrote {', '.join(str(p) for p in paths)}")
+            wrote = ", ".join(str(p) for p in paths) or "nothing (see above)"
+            print(f"--- {name}: {time.perf_counter() - began:.0f} s, wrote {wrote}")
         if recording:
             for path in sorted(target.iterdir()):
                 os.replace(path, Path(out) / path.name)

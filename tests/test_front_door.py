@@ -325,10 +325,13 @@ def test_unknown_arguments_point_at_the_subcommands_own_help(tmp_path):
 
 
 @pytest.mark.parametrize("command", [("milestone", "list"), ("module", "list"), ("--help",),
-                                     ("module", "--help")])
+                                     ("module", "--help"), ("milestone", "run", "xor", "--quick"),
+                                     ("launch", "-n", "2", "lines.py")])
 def test_every_command_behaves_in_a_pipe_whose_reader_stops(command, tmp_path):
     """`tinyflo milestone list | head -1`: the reader closes the pipe at once; tinyflo ends
-    quietly, as a command cut off by its pipe does (no BrokenPipeError)."""
+    quietly, as a command cut off by its pipe does (no BrokenPipeError), and so do the scripts
+    it runs (a milestone's, every rank of a launch)."""
+    (tmp_path / "lines.py").write_text("for i in range(5000):\n    print('line', i)\n")
     reader, writer = os.pipe()
     os.close(reader)  # nobody will read: the first write fails
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
@@ -402,6 +405,21 @@ def test_ctrl_c_in_a_milestone_is_one_line_and_leaves_no_empty_folder(tmp_path):
     assert not out.exists()
 
 
+def test_ctrl_c_in_a_benchmark_is_one_line(tmp_path):
+    import signal
+
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    process = subprocess.Popen([sys.executable, "-m", "tinyflo.cli", "bench", "--smoke", "--out", str(tmp_path / "b")],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, env=environment)
+    while not process.stdout.readline().startswith("=== bench_mlp_step"):
+        pass  # the first benchmark has started
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in err, err
+    assert err.endswith("tinyflo bench: stopped (Ctrl-C); nothing more was done\n"), err
+
+
 def test_the_readmes_train_save_load_predict_example_runs_as_written(tmp_path):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Train, save, load, predict", 1)[1]
@@ -430,7 +448,51 @@ def test_a_workspace_that_cannot_be_made_is_one_line(tmp_path):
     line = one_line_error(tinyflo_cli("module", "start", "1", "--workspace", str(blocked / "ws"), cwd=tmp_path))
     assert line == f"tinyflo module: error: --workspace: cannot create the folder {blocked / 'ws'}: Not a directory"
     line = one_line_error(tinyflo_cli("module", "test", "1", cwd=tmp_path, env={"TINYFLO_WORKSPACE": str(blocked)}))
-    assert line == f"tinyflo module: error: TINYFLO_WORKSPACE: cannot create the folder {blocked}: File exists"
+    assert line == f"tinyflo module: error: TINYFLO_WORKSPACE: {blocked} is a file, not a folder"
+    line = one_line_error(tinyflo_cli("module", "list", "--workspace", str(blocked), cwd=tmp_path))
+    assert line == f"tinyflo module: error: the workspace {blocked} is a file, not a folder"
+    line = one_line_error(tinyflo_cli("module", "start", "13", "--workspace", str(tmp_path / "ws"), cwd=tmp_path))
+    assert line.startswith("tinyflo module: error: no module '13'") and not (tmp_path / "ws").exists()
+
+
+def test_numbers_and_folders_that_cannot_be_used_are_one_line_each(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    cases = [
+        (("demo", "--lr", "inf"), {}, "--lr must be a positive finite number; got inf"),
+        (("demo", "--seed", "-1"), {}, "--seed must be a whole number >= 0; got -1"),
+        (("course", "build", "--dir", str(blocked / "c")), {}, f"--dir: cannot create the folder {blocked / 'c'}"),
+        (("bench", "--smoke", "--out", str(blocked / "b")), {}, f"--out: cannot create the folder {blocked / 'b'}"),
+        (("book", "build", "--out", str(blocked / "k")), {}, f"--out: cannot create the folder {blocked / 'k'}"),
+        (("module", "test", "1", "--workspace", str(tmp_path / "ws")), {"TINYFLO_CACHE": str(blocked)},
+         f"TINYFLO_CACHE: {blocked} is a file, not a folder"),
+        (("download", "mnist"), {"TINYFLO_DATA": str(blocked)}, f"TINYFLO_DATA: cannot create the folder {blocked}"),
+    ]
+    for command, env, expected in cases:
+        if command[:2] == ("module", "test"):
+            assert tinyflo_cli("module", "start", "1", "--workspace", str(tmp_path / "ws"), cwd=tmp_path).returncode == 0
+        line = one_line_error(tinyflo_cli(*command, cwd=tmp_path, env=env))
+        assert expected in line, (command, line)
+
+
+@pytest.mark.parametrize("command", [("demo", "--out"), ("milestone", "run", "perceptron", "--out"),
+                                     ("module", "start", "1", "--workspace"), ("course", "build", "--dir"),
+                                     ("bench", "--smoke", "--out"), ("book", "build", "--out")])
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(command, tmp_path):
+    line = one_line_error(tinyflo_cli(*command, "", cwd=tmp_path))
+    assert f"argument {command[-1]}: expected a path; got an empty string" in line, line
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_every_hint_repeats_the_workspace_the_student_gave(tmp_path):
+    flag = ["--workspace", str(tmp_path / "my work")]
+    assert tinyflo_cli("module", "start", "1", *flag, cwd=tmp_path).returncode == 0
+    again = tinyflo_cli("module", "start", "1", *flag, cwd=tmp_path)
+    assert f"tinyflo module reset 01_tensor --workspace '{tmp_path / 'my work'}'" in again.stdout, again.stdout
+    line = one_line_error(tinyflo_cli("module", "test", "2", *flag, cwd=tmp_path))
+    assert line.endswith(f"run `tinyflo module start 02_autograd --workspace '{tmp_path / 'my work'}'`"), line
+    listed = tinyflo_cli("module", "list", "--workspace", str(tmp_path / "none"), cwd=tmp_path)
+    assert "(not made yet: `tinyflo module start 01 --workspace " in listed.stdout and listed.returncode == 0
 
 
 def test_demo_monitor_shows_resources_in_each_epoch_line_and_writes_the_report(tmp_path):

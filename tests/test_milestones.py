@@ -258,7 +258,31 @@ def test_the_pictures_show_counts_as_counts(tmp_path, monkeypatch):
     perceptron = _figures_of("perceptron", tmp_path / "perceptron", monkeypatch)["perceptron.png"]
     ticks = perceptron.axes[1].get_yticks()
     assert all(float(tick).is_integer() for tick in ticks), ticks
+    _bars_stand_on_zero(perceptron)
+    mistakes = [int(bar.get_height()) for bar in perceptron.axes[1].patches]
+    assert [text.get_text() for text in perceptron.axes[1].texts] == [str(m) for m in mistakes], "each count written"
+    perceptron.canvas.draw()
+    left = perceptron.axes[0]
+    below = left.get_window_extent().y0 - left.xaxis.get_tightbbox().height
+    assert left.get_legend().get_window_extent().y1 <= below, "the legend covers no point and no axis label"
     assert all(ax.get_xlabel() for ax in (*xor.axes, *perceptron.axes)), "every axis says what it shows"
+
+
+def _bars_stand_on_zero(figure) -> None:
+    """A bar's length shows its value: on a linear axis every bar starts at 0 (dots where it cannot)."""
+    for ax in figure.axes:
+        if ax.patches and ax.get_yscale() == "linear":
+            assert min(ax.get_ylim()) <= 0, (ax.get_title(), ax.get_ylim())
+
+
+@pytest.mark.slow
+def test_the_scale_ablations_accuracies_are_dots_on_a_zoomed_axis(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYFLO_MILESTONE_DATA", "bundled")
+    figure = _figures_of("scale", tmp_path, monkeypatch)["scale.png"]
+    _bars_stand_on_zero(figure)
+    accuracy = figure.axes[5]
+    assert accuracy.get_ylim()[0] > 50 and not accuracy.patches and len(accuracy.collections[0].get_offsets()) == 5
+    assert all(ax.get_xlabel() or ax is accuracy for ax in figure.axes), "every axis says what it shows"
 
 
 def test_lenets_mistakes_fill_their_rows_and_say_how_many(tmp_path, monkeypatch):

@@ -135,9 +135,11 @@ if plt is not None:
     left.plot(xs, -(w1 * xs + b) / w2, "k-", label="perceptron boundary")
     left.set(xlabel="$x_1$", ylabel="$x_2$", title=f"0 training errors after {len(mistakes_per_epoch)} epochs",
              ylim=(x_np[:, 1].min() - 0.5, x_np[:, 1].max() + 0.5))
-    left.legend(loc="upper right")
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3)  # below the axes: no point hidden
     left.set_aspect("equal")
-    right.bar(range(1, len(mistakes_per_epoch) + 1), mistakes_per_epoch)
+    bars = right.bar(range(1, len(mistakes_per_epoch) + 1), mistakes_per_epoch)
+    right.bar_label(bars)  # each epoch's count, a 0 too
+    right.margins(y=0.1)  # room above the tallest bar for its count
     right.set(xlabel="epoch", ylabel="mistakes (updates)", xticks=range(1, len(mistakes_per_epoch) + 1),
               title=f"{total} mistakes in all; Novikoff's bound (R/γ)² = {bound:.0f}")
     right.yaxis.set_major_locator(MaxNLocator(integer=True))  # a count: whole numbers only

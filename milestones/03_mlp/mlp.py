@@ -182,7 +182,7 @@ if plt is not None:
     points, labels = X.numpy(), Y.numpy()
     axes[0].scatter(*points[labels == 0].T, s=200, marker="o", label="XOR = 0")
     axes[0].scatter(*points[labels == 1].T, s=200, marker="x", label="XOR = 1")
-    axes[0].set(xlabel="$x_1$", ylabel="$x_2$", title=f"2-2-1 net: {xor_accuracy:.0%} on XOR")
+    axes[0].set(xlabel="$x_1$", ylabel="$x_2$", title=f"2-2-1 net: {xor_accuracy:.0%} on XOR (red where it says 1)")
     axes[0].legend(loc="center")
     axes[1].plot(xor_losses)
     axes[1].set(xlabel="step", ylabel="logistic loss", yscale="log", title="XOR training loss (seed 0)")

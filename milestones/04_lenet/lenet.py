@@ -259,11 +259,12 @@ if plt is not None and len(wrong):
 # %%
 if plt is not None:
     kernels = part.trainer.model.conv1.weight.detach().numpy()[:, 0]  # (6, 5, 5): one copy, for the plot
-    fig, axes = plt.subplots(1, 6, figsize=(10, 2))
+    fig, axes = plt.subplots(1, 6, figsize=(10, 2.5))
     for ax, kernel in zip(axes, kernels):
         ax.imshow(kernel, cmap="RdBu_r", vmin=-abs(kernel).max(), vmax=abs(kernel).max())
         ax.axis("off")
-    fig.suptitle(f"the six 5×5 kernels of the first convolution, trained on {name}")
+    fig.suptitle(f"the six 5×5 kernels of the first convolution, trained on {name}\n"
+                 "red: positive weights, blue: negative, white: 0 (each kernel on its own scale)")
     run.savefig(fig, "filters.png")
 
 # %%

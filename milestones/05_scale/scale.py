@@ -500,7 +500,7 @@ if plt is not None:
     fig, axes = plt.subplots(2, 3, figsize=(17, 9))
     for name in names:
         axes[0, 0].plot(smooth(results[name]["trace"]["loss"], per_epoch // 2 or 1), label=name)
-    axes[0, 0].set(xlabel="step", ylabel="training loss (moving average)", yscale="log", title="Loss, one feature more per row")
+    axes[0, 0].set(xlabel="step", ylabel="training loss (moving average)", yscale="log", title="Training loss, each run adding one feature")
     axes[0, 0].legend(fontsize=8)
     for name in ("SGD, constant LR", "AdamW", "+ warm-up + cosine"):
         axes[0, 1].plot(results[name]["trace"]["lr"], label=name)
@@ -522,10 +522,13 @@ if plt is not None:
     axes[1, 1].set(xlabel="step", ylabel="training loss", yscale="log", title=f"Data parallel: max |Δ parameter| = {dp_delta:.1e}")
     axes[1, 1].legend(fontsize=8)
     short_names = ["SGD", "AdamW", "+sched", "+clip", "+AMP"]
-    axes[1, 2].bar(short_names, [100 * a for a in acc], color=[f"C{i}" for i in range(len(names))])
+    # Dots, not bars: the axis starts near the lowest accuracy, where a bar's length would mislead.
+    axes[1, 2].scatter(short_names, [100 * a for a in acc], s=60, color=[f"C{i}" for i in range(len(names))], zorder=3)
     axes[1, 2].set(ylabel="test accuracy (%)", ylim=(100 * min(acc) - 2, 100), title=f"Test accuracy, {data_name}")
+    axes[1, 2].grid(axis="y", alpha=0.3)
     for i, a in enumerate(acc):
-        axes[1, 2].text(i, 100 * a + 0.1, f"{a:.1%}", ha="center", fontsize=8)
+        axes[1, 2].annotate(f"{a:.1%}", (i, 100 * a), xytext=(0, 8), textcoords="offset points", ha="center",
+                            fontsize=8)
     fig.tight_layout()
     run.savefig(fig, "scale.png")
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyflo.course.notebooks import instructor_notebook, student_notebook, write_notebook
-from tinyflo.course.source import CourseError, Module, discover_modules
+from tinyflo.course.source import CourseError, Module, discover_modules, make_folder
 
 HAND_WRITTEN = ("conf.py", "index.md", "instructor.md", "threat-model.md")
 BOOK_CSS = "tinyflo.css"  # conf.py's html_css_files names it
@@ -322,6 +322,7 @@ def build(out: Path, checkout: Path) -> Path:
     _require_sphinx()
     out = out.expanduser().resolve()
     _clear_output(out)
+    make_folder(out, "--out")  # one line now, not Sphinx's crash report at the end
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tinyflo-book-") as temporary:
         staging = Path(temporary) / "src"

@@ -236,26 +236,39 @@ def _milestone(args: argparse.Namespace) -> int:
         raise
 
 
-# A milestone's script as `python script.py` runs it, except that Ctrl-C ends it without a
-# traceback: the `tinyflo` process around it says, in one line, that it stopped.
-_QUIET_ON_CTRL_C = (
-    "import runpy, sys\n"
-    "sys.argv = sys.argv[1:]\n"
+# A script (a milestone's) or a module (`-m benchmarks`) as `python` runs it, except that Ctrl-C
+# ends it without a traceback (the `tinyflo` process around it says, in one line, that it
+# stopped), and so does a pipe whose reader stopped (`tinyflo milestone run xor | head -1`).
+_QUIET = (
+    "import os, runpy, sys\n"
+    "module = sys.argv[1] == '-m'\n"
+    "sys.argv = sys.argv[2:] if module else sys.argv[1:]\n"
     "try:\n"
-    "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "    if module:\n"
+    "        runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+    "    else:\n"
+    "        runpy.run_path(sys.argv[0], run_name='__main__')\n"
     "except KeyboardInterrupt:\n"
     "    sys.exit(130)\n"
+    "except BrokenPipeError:\n"
+    "    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())\n"
+    "    sys.exit(141)\n"
 )
+
+
+def _run_quietly(target: list[str], cwd: Path, env: dict[str, str] | None = None) -> int:
+    """Run ``[script, args...]`` or ``["-m", module, args...]`` in its own process; its exit status."""
+    process = subprocess.Popen([sys.executable, "-c", _QUIET, *target], cwd=cwd, env=env)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:  # the child had the same Ctrl-C: let it end on its own
+        process.wait()
+        raise
 
 
 def _run_script(script: Path, env: dict[str, str]) -> int:
     """Run a milestone's script in its own process, in its folder; its exit status."""
-    process = subprocess.Popen([sys.executable, "-c", _QUIET_ON_CTRL_C, script.name], cwd=script.parent, env=env)
-    try:
-        return process.wait()
-    except KeyboardInterrupt:  # the script had the same Ctrl-C: let it end on its own
-        process.wait()
-        raise
+    return _run_quietly([script.name], script.parent, env)
 
 
 def _record_milestone(milestone: Any, checkout: Path, script: Path, env: dict[str, str]) -> int:
@@ -288,14 +301,14 @@ def _bench(args: argparse.Namespace) -> int:
     if not (checkout / "benchmarks" / "run_all.py").is_file():
         raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
     _check_device(args.device)
-    command = [sys.executable, "-m", "benchmarks", "--rounds", str(args.rounds), "--device", args.device]
+    command = ["-m", "benchmarks", "--rounds", str(args.rounds), "--device", args.device]
     if args.smoke:
         command.append("--smoke")
     if args.record:
         command.append("--record")
     else:  # a scratch folder here: the recorded results change only when asked to
-        command += ["--out", str(Path(args.out or "tinyflo-bench").expanduser().resolve())]
-    return subprocess.run(command, cwd=checkout).returncode
+        command += ["--out", str(_check_out(Path(args.out or "tinyflo-bench")))]
+    return _run_quietly(command, checkout)
 
 
 def _download(args: argparse.Namespace) -> int:
@@ -305,6 +318,7 @@ def _download(args: argparse.Namespace) -> int:
     if unknown:
         raise CourseError(f"NAME: expected {', '.join(datasets.DOWNLOADS)}; got {', '.join(map(repr, unknown))}")
     for name in args.names:
+        make_folder(datasets.data_root(name), "TINYFLO_DATA" if os.environ.get("TINYFLO_DATA") else "the data folder")
         try:
             folder = datasets.download(name)
         except (OSError, RuntimeError, ValueError) as error:  # no network, a full disk, a file that is not the original
@@ -329,6 +343,13 @@ def _rounds(text: str) -> int:
     if value < 2:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 2 (quartiles need two rounds), got {text!r}")
     return value
+
+
+def path_arg(text: str) -> str:
+    """A file or folder argument: anything but empty (an empty --out would quietly mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path; got an empty string")
+    return text
 
 
 def _count(text: str) -> int:
@@ -356,6 +377,7 @@ def _seconds(text: str) -> float:
 def _workspace_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workspace",
+        type=path_arg,
         metavar="PATH",
         help="student workspace (default: $TINYFLO_WORKSPACE, else ./workspace)",
     )
@@ -364,6 +386,7 @@ def _workspace_option(parser: argparse.ArgumentParser) -> None:
 def _modules_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modules",
+        type=path_arg,
         metavar="PATH",
         help="course modules/ folder (default: $TINYFLO_MODULES, else the checkout's modules/)",
     )
@@ -425,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = course_commands.add_parser(action, help=summary)
         sub.add_argument(
-            "--dir", default="course", metavar="PATH", help="course folder (default: ./course)"
+            "--dir", default="course", type=path_arg, metavar="PATH", help="course folder (default: ./course)"
         )
         if action in ("release", "autograde", "feedback"):
             sub.add_argument("module", nargs="?", help="one module (default: all)")
@@ -435,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--jobs", type=_count, default=1, metavar="N",
                              help="grade N submissions at a time, each in its own sandbox (default 1)")
         if action == "report":
-            sub.add_argument("--csv", metavar="FILE", help="also write the table as CSV")
+            sub.add_argument("--csv", type=path_arg, metavar="FILE", help="also write the table as CSV")
         _modules_option(sub)
     course.set_defaults(handler=_course)
 
@@ -452,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(mode=None)
     run.add_argument("--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)")
     places = run.add_mutually_exclusive_group()
-    places.add_argument("--out", metavar="DIR", help="folder for plots and results (default: "
+    places.add_argument("--out", type=path_arg, metavar="DIR", help="folder for plots and results (default: "
                         "tinyflo-milestones/NAME in the current folder; NAME-quick for --quick)")
     places.add_argument("--record", action="store_true", help="write the full run's results into the "
                         "checkout's milestones/results/NAME, the recorded figures `milestone list` shows")
@@ -463,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="on cuda:0, run the gpu tests, the GPU benchmarks against PyTorch and milestones 3-6 "
                         "(quick), each stage with a time budget, ten minutes in all; record everything in one "
                         "folder (proof.json, proof.md); exit 1 if a stage fails, 2 without a GPU (needs a checkout)")
-    doctor.add_argument("--out", metavar="DIR", help="the proof's folder (default: "
+    doctor.add_argument("--out", type=path_arg, metavar="DIR", help="the proof's folder (default: "
                         "benchmarks/results/gpu/<gpu-name>/ in the checkout)")
     doctor.add_argument("--smoke", action="store_true", help="the proof at toy sizes, a few tests, bundled data "
                         "only: checks the command in CI (e.g. on TINYFLO_FAKE_GPU=strict), proves no GPU")
@@ -482,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "benchmarks, against PyTorch CUDA)")
     bench.add_argument("--smoke", action="store_true", help="toy sizes: checks that the benchmarks run")
     places = bench.add_mutually_exclusive_group()
-    places.add_argument("--out", metavar="DIR", help="folder for the results (default: ./tinyflo-bench)")
+    places.add_argument("--out", type=path_arg, metavar="DIR", help="folder for the results (default: ./tinyflo-bench)")
     places.add_argument("--record", action="store_true", help="write the recorded results, benchmarks/results/ "
                         "(refused without torch: the PyTorch rows would be missing)")
     _modules_option(bench)
@@ -500,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     book_build = book_commands.add_parser(
         "build", help="build the book's HTML offline with Sphinx; prints the path of index.html"
     )
-    book_build.add_argument("--out", metavar="DIR",
+    book_build.add_argument("--out", type=path_arg, metavar="DIR",
                             help="folder for the HTML (default: book/_build/html in the checkout)")
     book.set_defaults(handler=_book)
 

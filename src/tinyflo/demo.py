@@ -21,7 +21,7 @@ import numpy as np
 
 import tinyflo
 from tinyflo import datasets, milestones
-from tinyflo.cli import Parser  # errors in one line, as every tinyflo command's
+from tinyflo.cli import Parser, path_arg  # errors in one line, as every tinyflo command's
 from tinyflo.core.data import DataLoader
 from tinyflo.core.layers import Linear, ReLU, Sequential
 from tinyflo.core.losses import cross_entropy
@@ -90,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hidden", type=int, default=128, help="hidden units (default 128)")
     parser.add_argument("--seed", type=int, default=0, help="seed for weights and data order (default 0)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda:N (default cpu)")
-    parser.add_argument("--out", default="tinyflo-demo", help="folder for the loss plot (default ./tinyflo-demo)")
+    parser.add_argument("--out", default="tinyflo-demo", type=path_arg,
+                        help="folder for the loss plot (default ./tinyflo-demo)")
     parser.add_argument("--monitor", action="store_true", help="sample CPU, RAM (and GPU) into each epoch line, and "
                         "write report.html, history.csv and training.log into --out")
     parser.add_argument("--dashboard", action="store_true", help="--monitor, and a live dashboard in the browser "
@@ -105,8 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in ("epochs", "batch_size", "hidden"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1; got {getattr(args, name)}")
-    if not args.lr > 0:
-        parser.error(f"--lr must be positive; got {args.lr}")
+    if not 0 < args.lr < float("inf"):
+        parser.error(f"--lr must be a positive finite number; got {args.lr}")
+    if args.seed < 0:
+        parser.error(f"--seed must be a whole number >= 0; got {args.seed}")
     try:
         device = tinyflo.device(args.device)
     except tinyflo.DeviceError as error:  # one line, as `tinyflo` says it: no traceback for a wrong device

@@ -61,6 +61,19 @@ def test_the_student_scenario_holds_no_expected_value_message_or_comparison():
     ]
 
 
+def test_a_visible_check_without_a_message_quotes_itself_and_a_hidden_one_never_does():
+    task = build_task(
+        "t",
+        "y = f(2)\nassert y == 4\n"
+        "### BEGIN HIDDEN TESTS\n"
+        "assert f(3) == 9.125\n"
+        "### END HIDDEN TESTS",
+    )
+    visible, hidden = task.checks
+    assert visible.message == "this does not hold: assert y == 4", "the student's notebook shows that line"
+    assert hidden.message == "the expected result was not produced" and "9.125" not in hidden.message
+
+
 def test_checks_of_the_students_own_values_are_decided_outside_on_data():
     """`all(...)` over the student's objects, numpy's tests and comparisons of two student
     values leave the scenario as rows of values; the grader runs the condition itself."""

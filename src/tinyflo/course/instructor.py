@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinyflo.core.checkpoints import atomic_write
 from tinyflo.course.grading import DEFAULT_TIMEOUT
 from tinyflo.course.kit import build_student_kit, grading_notebook
 from tinyflo.course.notebooks import require, write_notebook
@@ -28,6 +30,7 @@ from tinyflo.course.source import (
     Module,
     discover_modules,
     find_modules_dir,
+    make_folder,
     resolve_module,
 )
 
@@ -370,17 +373,17 @@ def report(course_dir: Path, csv_path: Path | None = None) -> list[Score]:
         row = [table.get((student, m), "-") for m in modules]
         print("  ".join([f"{student:<{width}}", *(f"{r:>{w}}" for r, w in zip(row, columns))]))
     if csv_path:
-        with open(csv_path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["student", "module", "grade_id", "points", "max_points"])
-            for s in scores:
-                for grade_id, (points, max_points) in s.cells.items():
-                    writer.writerow(
-                        [s.student, s.module, grade_id, f"{points:g}", f"{max_points:g}"]
-                    )
-                writer.writerow(
-                    [s.student, s.module, "total", f"{s.points:g}", f"{s.max_points:g}"]
-                )
+        rows = io.StringIO(newline="")
+        writer = csv.writer(rows)
+        writer.writerow(["student", "module", "grade_id", "points", "max_points"])
+        for s in scores:
+            for grade_id, (points, max_points) in s.cells.items():
+                writer.writerow([s.student, s.module, grade_id, f"{points:g}", f"{max_points:g}"])
+            writer.writerow([s.student, s.module, "total", f"{s.points:g}", f"{s.max_points:g}"])
+        try:  # whole or not at all: a gradebook half written is worse than none
+            atomic_write(csv_path, lambda handle: handle.write(rows.getvalue().encode("utf-8")))
+        except OSError as error:
+            raise CourseError(f"--csv: cannot write {csv_path}: {error.strerror or error}") from None
         print(f"wrote {csv_path}")
     return scores
 
@@ -390,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
     modules = discover_modules(find_modules_dir(args.modules))
     course_dir = Path(args.dir).expanduser().resolve()
     if args.action == "build":
-        build(course_dir, modules)
+        build(make_folder(course_dir, "--dir"), modules)
     elif args.action == "release":
         release(course_dir, modules, args.module, args.force)
     elif args.action == "feedback":

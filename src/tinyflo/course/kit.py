@@ -32,7 +32,7 @@ from tinyflo.course.notebooks import (
     student_notebook,
 )
 from tinyflo.course.sandbox import PACKAGE_DIR, hollow
-from tinyflo.course.source import CourseError, Module
+from tinyflo.course.source import CourseError, Module, make_folder
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the calling environment's tinyflo/
 
@@ -154,11 +154,12 @@ def build_tree(
 
 
 def cache_dir() -> Path:
-    """Where grading trees are kept between runs ($TINYFLO_CACHE, else the user's cache)."""
-    base = os.environ.get("TINYFLO_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinyflo"
-    )
-    return Path(base) / "grading"
+    """Where grading trees are kept between runs ($TINYFLO_CACHE, else the user's cache), made
+    now: one line naming the variable when it cannot be."""
+    given = os.environ.get("TINYFLO_CACHE")
+    base = given or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinyflo")
+    option = "TINYFLO_CACHE" if given else "the grading cache"
+    return make_folder(make_folder(Path(base), option) / "grading", option)
 
 
 def cached_tree(

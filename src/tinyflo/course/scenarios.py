@@ -226,12 +226,19 @@ def is_pure(node: ast.AST) -> bool:
     return True
 
 
-def _message(node: ast.AST | None) -> str:
-    """The student's text of an assert message or AssertionError argument."""
+SHOWN_CHARS = 160  # of a visible check's own line, quoted when it has no message
+
+
+def _message(node: ast.AST | None, visible: ast.Assert | None = None) -> str:
+    """The student's text of an assert message or AssertionError argument; for a visible assert
+    without one, the assert itself (the student's notebook shows it), never a hidden one's."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
         return "".join(p.value if isinstance(p, ast.Constant) else "…" for p in node.values)
+    if visible is not None:
+        shown = f"assert {ast.unparse(visible.test)}"
+        return "this does not hold: " + (shown if len(shown) <= SHOWN_CHARS else shown[: SHOWN_CHARS - 1] + "…")
     return "the expected result was not produced"
 
 
@@ -742,7 +749,7 @@ def build_task(
                 task,
                 in_hidden,
                 counts[in_hidden],
-                _message(node.msg),
+                _message(node.msg, None if in_hidden else node),
                 "assert",
                 condition,
                 tuple(builder.operands),

@@ -20,7 +20,11 @@ class CourseError(Exception):
 def make_folder(folder: Path, option: str) -> Path:
     """`folder` (absolute), created now if it is not there: one line naming `option` when it
     cannot be, before any work is done."""
+    if not str(folder).strip():
+        raise CourseError(f"{option}: expected a folder; got an empty string")
     folder = Path(folder).expanduser().resolve()
+    if folder.exists() and not folder.is_dir():
+        raise CourseError(f"{option}: {folder} is a file, not a folder")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:

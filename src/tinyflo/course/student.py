@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -109,12 +110,17 @@ class Progress:
         return f"started, tests failing ({score})"
 
 
-def _start(workspace: Path, module: Module) -> int:
+def _command(action: str, module: Module, flag: str) -> str:
+    """The command a hint tells the student to run, with the --workspace they gave."""
+    return f"tinyflo module {action} {module.slug}{flag}"
+
+
+def _start(workspace: Path, module: Module, flag: str = "") -> int:
     path = notebook_path(workspace, module)
     if path.exists():
         print(
             f"{_shown(path)} already exists; keeping your work.\n"
-            f"For a fresh copy (yours is backed up first): tinyflo module reset {module.slug}"
+            f"For a fresh copy (yours is backed up first): {_command('reset', module, flag)}"
         )
         return 0
     write_notebook(release_notebook(module), path)
@@ -122,7 +128,7 @@ def _start(workspace: Path, module: Module) -> int:
     return 0
 
 
-def _reset(workspace: Path, module: Module) -> int:
+def _reset(workspace: Path, module: Module, flag: str = "") -> int:
     path = notebook_path(workspace, module)
     if path.exists():
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -156,13 +162,15 @@ def grade_module(
     completed: bool = False,
     timeout: int = DEFAULT_TIMEOUT,
     sandboxed: bool = True,
+    flag: str = "",
 ) -> GradeReport:
-    """Grade the student's notebook of `module`, print each grade cell, and record the result."""
+    """Grade the student's notebook of `module`, print each grade cell, and record the result
+    (`flag`: the --workspace the student gave, repeated in the hints)."""
     path = notebook_path(workspace, module)
     if not path.is_file():
         raise CourseError(
             f"{module.slug} is not started: no {_shown(path)}; "
-            f"run `tinyflo module start {module.slug}`"
+            f"run `{_command('start', module, flag)}`"
         )
     problem = bwrap_works() if sandboxed else "--no-sandbox was given"
     if problem:
@@ -192,17 +200,17 @@ def grade_module(
     return report
 
 
-def _test(workspace: Path, module: Module, modules: list[Module], args) -> int:
-    report = grade_module(workspace, module, modules, False, args.timeout, args.sandboxed)
+def _test(workspace: Path, module: Module, modules: list[Module], args, flag: str = "") -> int:
+    report = grade_module(workspace, module, modules, False, args.timeout, args.sandboxed, flag)
     if not report.full_marks:
-        print(f"not yet: fix the failing cells, then run `tinyflo module test {module.slug}` again")
+        print(f"not yet: fix the failing cells, then run `{_command('test', module, flag)}` again")
         return 1
-    print(f"full marks. Next: tinyflo module complete {module.slug}")
+    print(f"full marks. Next: {_command('complete', module, flag)}")
     return 0
 
 
-def _complete(workspace: Path, module: Module, modules: list[Module], args) -> int:
-    report = grade_module(workspace, module, modules, True, args.timeout, args.sandboxed)
+def _complete(workspace: Path, module: Module, modules: list[Module], args, flag: str = "") -> int:
+    report = grade_module(workspace, module, modules, True, args.timeout, args.sandboxed, flag)
     if not report.full_marks:
         print(f"{module.slug} is not complete: every grade cell must pass first")
         return 1
@@ -211,7 +219,7 @@ def _complete(workspace: Path, module: Module, modules: list[Module], args) -> i
         notebook_cells(read_notebook(notebook_path(workspace, module))),
         origin,
         command="tinyflo module complete",
-        advice=f"edit your notebook and run `tinyflo module complete {module.slug}`",
+        advice=f"edit your notebook and run `{_command('complete', module, flag)}`",
     )
     dotted = default_exp(module.cells(), module.relpath())
     target = target_path(workspace / "package" / "tinyflo", dotted)
@@ -226,9 +234,12 @@ def _complete(workspace: Path, module: Module, modules: list[Module], args) -> i
     return 0
 
 
-def _list(workspace: Path, modules: list[Module]) -> int:
+def _list(workspace: Path, modules: list[Module], flag: str = "") -> int:
+    if workspace.exists() and not workspace.is_dir():
+        raise CourseError(f"the workspace {workspace} is a file, not a folder")
     progress = Progress(workspace)
-    print(f"workspace: {_shown(workspace)}")
+    made = "" if workspace.is_dir() else f" (not made yet: `tinyflo module start 01{flag}` makes it)"
+    print(f"workspace: {_shown(workspace)}{made}")
     width = max((len(module.name) for module in modules), default=6)
     for module in modules:
         status = progress.status(module, notebook_path(workspace, module))
@@ -240,8 +251,10 @@ def run(args: argparse.Namespace) -> int:
     """The `tinyflo module ACTION` command; returns the exit status."""
     modules = discover_modules(find_modules_dir(args.modules))
     workspace = find_workspace(args.workspace)
+    flag = f" --workspace {shlex.quote(args.workspace)}" if args.workspace else ""
     if args.action == "list":
-        return _list(workspace, modules)
+        return _list(workspace, modules, flag)
+    module = resolve_module(modules, args.module)  # a wrong module number makes no folder
     if not workspace.is_dir():  # one line now, not a traceback from the first write
         if args.workspace:
             where = "--workspace"
@@ -250,8 +263,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             where = "the workspace (./workspace)"
         make_folder(workspace, where)
-    module = resolve_module(modules, args.module)
     if args.action in ("test", "complete"):
         action = {"test": _test, "complete": _complete}[args.action]
-        return action(workspace, module, modules, args)
-    return {"start": _start, "reset": _reset}[args.action](workspace, module)
+        return action(workspace, module, modules, args, flag)
+    return {"start": _start, "reset": _reset}[args.action](workspace, module, flag)
