@@ -388,6 +388,17 @@ def test_the_demo_in_a_student_kit_refuses_in_one_line_as_a_milestone_does(tmp_p
     assert "the demo needs your own modules:" in capsys.readouterr().err
 
 
+def test_export_in_a_student_kit_refuses_in_one_line(monkeypatch, capsys):
+    from tinyflo import milestones
+
+    monkeypatch.setattr(milestones, "student_kit", lambda: True)
+    for check in ([], ["--check"]):
+        assert cli.main(["export", *check]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("tinyflo export: error: export writes a tinyflo checkout's modules/ into its package, "
+                              "and this is a student kit") and err.count("\n") == 1, err
+
+
 def test_ctrl_c_in_a_milestone_is_one_line_and_leaves_no_empty_folder(tmp_path):
     """Ctrl-C reaches the whole foreground process group: tinyflo and the milestone's script."""
     import signal
@@ -442,6 +453,20 @@ def test_doctor_names_tinyflo_matplotlib_and_the_sandbox_and_how_to_install_what
     assert rows["cupy"].startswith("not installed: pip install 'tinyflo[gpu-cuda12]'")
 
 
+def test_doctor_says_what_the_stand_in_data_and_workspace_are(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    done = tinyflo_cli("doctor", cwd=tmp_path, env={"TINYFLO_FAKE_GPU": "strict", "TINYFLO_WORKSPACE": str(blocked),
+                                                    "TINYFLO_DATA": str(tmp_path / "data")})
+    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in done.stdout.splitlines())
+    assert rows["gpu"].startswith("the strict stand-in (TINYFLO_FAKE_GPU=strict)")
+    assert rows["workspace"] == f"{blocked} is a file, not a folder: set TINYFLO_WORKSPACE to your workspace folder"
+    assert rows["data"].startswith(f"{tmp_path / 'data'} (TINYFLO_DATA); found: ")
+    assert {"jupyterlab", "psutil", "torch"} <= set(rows) and "nbclient" not in rows
+    help_text = tinyflo_cli("milestone", "run", "--help", cwd=tmp_path).stdout
+    assert "tinyflo-milestones/NAME" in help_text, "a hyphenated name is never broken across lines"
+
+
 def test_a_workspace_that_cannot_be_made_is_one_line(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("")
@@ -467,6 +492,8 @@ def test_numbers_and_folders_that_cannot_be_used_are_one_line_each(tmp_path):
         (("module", "test", "1", "--workspace", str(tmp_path / "ws")), {"TINYFLO_CACHE": str(blocked)},
          f"TINYFLO_CACHE: {blocked} is a file, not a folder"),
         (("download", "mnist"), {"TINYFLO_DATA": str(blocked)}, f"TINYFLO_DATA: cannot create the folder {blocked}"),
+        (("launch", "--backend", "mpi", "--nnodes", "2", str(blocked)), {},
+         "--nnodes: for --backend mpi list the machines in a host file instead"),
     ]
     for command, env, expected in cases:
         if command[:2] == ("module", "test"):

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,8 +20,12 @@ from tinyflo.launch import BACKENDS, INSTALL_MPI, LaunchError, launch, mpiexec_p
 
 
 def _export(args: argparse.Namespace) -> int:
+    from tinyflo import milestones
     from tinyflo.course import export
 
+    if milestones.student_kit() and not (args.modules or args.package_dir):
+        raise CourseError("export writes a tinyflo checkout's modules/ into its package, and this is a student "
+                          "kit; your own code goes into your workspace with `tinyflo module complete N`")
     package_dir = Path(args.package_dir).resolve() if args.package_dir else None
     return export.run(find_modules_dir(args.modules), package_dir, check_only=args.check)
 
@@ -41,8 +46,10 @@ INSTALL_HINTS = {  # what to install for each tool doctor looks for
     "cupy": "pip install 'tinyflo[gpu-cuda12]' or 'tinyflo[gpu-cuda13]' (the machine's CUDA)",
     "nbgrader": "pip install 'tinyflo[course]'",
     "jupytext": "pip install 'tinyflo[course]'",
-    "nbclient": "pip install 'tinyflo[course]'",
+    "jupyterlab": "pip install 'tinyflo[course]'",
     "matplotlib": "pip install matplotlib",
+    "psutil": "pip install psutil (the Monitor's CPU and memory columns)",
+    "torch": "optional, the benchmarks' reference: pip install torch",
 }
 
 
@@ -58,6 +65,10 @@ def _version(name: str) -> str:
 
 
 def _gpu() -> str:
+    from tinyflo import strict_gpu
+
+    if strict_gpu.active():
+        return "the strict stand-in (TINYFLO_FAKE_GPU=strict): CuPy played on NumPy, no GPU"
     try:
         import cupy
     except ImportError:
@@ -116,6 +127,35 @@ def _nccl() -> str:
     return f"yes (NCCL {code // 10000}.{code // 100 % 100}.{code % 100})" if code >= 10000 else "yes"
 
 
+def _data() -> str:
+    """Where data sets are read from, and which of them are there."""
+    from tinyflo import datasets, milestones
+
+    root = datasets.data_root("x").parent
+    where = f"{root} (TINYFLO_DATA)" if os.environ.get("TINYFLO_DATA") else str(root)
+    found: dict[Path, list[str]] = {}
+    for name in datasets.DOWNLOADS:
+        folder = milestones.find_data(name, "")
+        if folder is not None:
+            found.setdefault(folder.parent, []).append(name)
+    have = "; ".join(f"{', '.join(names)} in {folder}" for folder, names in found.items())
+    return (f"{where}; found: {have or 'none yet (tinyflo download mnist fashion-mnist tinyshakespeare)'}; "
+            "the 8×8 digits are inside tinyflo")
+
+
+def _workspace() -> str:
+    """TINYFLO_WORKSPACE and what it does, or what is wrong with it."""
+    workspace = os.environ.get("TINYFLO_WORKSPACE")
+    if not workspace:
+        return "unset (the reference modules run)"
+    path = Path(workspace).expanduser()
+    if path.exists() and not path.is_dir():
+        return f"{workspace} is a file, not a folder: set TINYFLO_WORKSPACE to your workspace folder"
+    if not path.is_dir():
+        return f"{workspace} does not exist yet (tinyflo module start 01 makes it)"
+    return f"{workspace} (completed modules shadow the package)"
+
+
 def _doctor(args: argparse.Namespace) -> int:
     if args.gpu_proof:
         from tinyflo import gpu_proof
@@ -132,17 +172,11 @@ def _doctor(args: argparse.Namespace) -> int:
     rows = [("tinyflo", tinyflo.__version__), ("python", sys.version.split()[0])]
     rows += [(name, _version(name)) for name in ("numpy", "matplotlib", "cupy")]
     rows.append(("gpu", _gpu()))
-    rows += [(name, _version(name)) for name in ("mpi4py", "nbgrader", "jupytext", "nbclient")]
+    rows += [(name, _version(name)) for name in ("mpi4py", "nbgrader", "jupytext", "jupyterlab", "psutil", "torch")]
     rows += [("mpi", _mpi()), ("nccl", _nccl())]
     sandbox = bwrap_works()
     rows.append(("bubblewrap", sandbox or f"works ({shutil.which('bwrap')}): grading is sandboxed"))
-    workspace = os.environ.get("TINYFLO_WORKSPACE")
-    rows.append(
-        (
-            "workspace",
-            f"{workspace} (completed modules shadow the package)" if workspace else "unset",
-        )
-    )
+    rows += [("data", _data()), ("workspace", _workspace())]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
@@ -392,8 +426,20 @@ def _modules_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _HelpLayout(argparse.HelpFormatter):
+    """argparse's help layout, except that a line never breaks inside a hyphenated name
+    (``tinyflo-milestones/NAME`` stays whole)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line: the command, what was wrong, where to read more."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpLayout)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -419,12 +465,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(handler=_export)
 
-    module = commands.add_parser("module", help="the student's loop: start, test, complete")
+    module = commands.add_parser("module", help="the student's loop: list, start, test, reset, complete")
     module_commands = module.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action, summary in (
         ("list", "list modules and your progress"),
         ("start", "write a module's student notebook into your workspace (never overwrites)"),
-        ("test", "grade your notebook, hidden tests included"),
+        ("test", "run the checks you can see, points per task (your instructor's grading adds hidden ones)"),
         ("reset", "back up your notebook and write a fresh one"),
         ("complete", "test, then export your code into the workspace package"),
     ):
@@ -465,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     milestone = commands.add_parser("milestone", help="historical results reproduced: list, run NAME")
     milestone_commands = milestone.add_subparsers(dest="action", required=True, metavar="ACTION")
     milestone_commands.add_parser("list", help="milestones, the modules they need, recorded figures")
-    run = milestone_commands.add_parser("run", help="run one milestone (needs a checkout)")
+    run = milestone_commands.add_parser("run", help="run one milestone (in a student kit: on your completed modules)")
     run.add_argument("name", help="milestone number or name: 1, 01, perceptron or 01_perceptron")
     modes = run.add_mutually_exclusive_group()
     modes.add_argument("--quick", dest="mode", action="store_const", const="quick",
@@ -481,7 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "checkout's milestones/results/NAME, the recorded figures `milestone list` shows")
     milestone.set_defaults(handler=_milestone)
 
-    doctor = commands.add_parser("doctor", help="versions, backend, GPU, MPI, NCCL; --gpu-proof: prove the GPU")
+    doctor = commands.add_parser("doctor", help="versions, GPU, MPI, NCCL, the grading sandbox, data, workspace; "
+                                  "--gpu-proof: prove the GPU")
     doctor.add_argument("--gpu-proof", action="store_true",
                         help="on cuda:0, run the gpu tests, the GPU benchmarks against PyTorch and milestones 3-6 "
                         "(quick), each stage with a time budget, ten minutes in all; record everything in one "
@@ -568,7 +615,8 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_count, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"time limit per cell (default {DEFAULT_TIMEOUT} s; a course cell may ask for more)")
     parser.add_argument("--no-sandbox", dest="sandboxed", action="store_false",
-                        help="run kernels without bubblewrap (grades can then be faked: not for credit)")
+                        help="grade without bubblewrap: the notebook's code runs unconfined and grades can be "
+                             "faked (a self-check, never for credit)")
 
 
 def _check_environment() -> None:

@@ -87,6 +87,9 @@ def launch(
             )
         backend = "mpi"
     if backend == "mpi":
+        if nnodes != 1 or node_rank != 0:
+            raise LaunchError(f"--{'nnodes' if nnodes != 1 else 'node-rank'}: for --backend mpi list the machines in "
+                              "a host file instead (mpiexec -hostfile hosts -n N python -m mpi4py script.py)")
         return _launch_mpi(script, list(args), nproc, grace, timeout)
     if backend == "nccl":
         if port is not None and not 0 < port < 65536:
@@ -98,9 +101,6 @@ def launch(
                               "(machine 0's address) and --port")
         return _launch_spawned(script, list(args), nproc, grace, timeout, port or _free_port(),
                                nnodes, node_rank, master_addr)
-    if nnodes != 1:
-        raise LaunchError("--nnodes: for --backend mpi list the machines in a host file instead "
-                          "(mpiexec -hostfile hosts -n N python -m mpi4py script.py)")
     raise LaunchError(f"--backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
 
 
