@@ -51,13 +51,30 @@ def test_demo_prints_accuracy_and_saves_the_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert re.search(r"test accuracy \d+\.\d%", out)
     plot = tmp_path / "loss.png"
-    assert f"loss curve saved to {plot.resolve()}" in out
+    assert f"loss and accuracy curves saved to {plot.resolve()}" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_demos_picture_shows_both_losses_and_the_accuracy_on_whole_epochs(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to look at
+    history = {"train_loss": [1.4, 0.7, 0.6], "val_loss": [0.9, 0.75, 0.7], "val_acc": [0.9, 0.95, 0.975]}
+    demo.save_loss_plot(history, tmp_path / "loss.png")
+    losses, accuracy = figures[0].axes
+    assert [len(line.get_xdata()) for line in losses.lines] == [3, 3] and losses.get_legend() is not None
+    assert losses.get_yscale() == "linear" and "test accuracy (%)" == accuracy.get_ylabel()
+    assert all(ax.get_xlabel() == "epoch" for ax in (losses, accuracy))
+    assert all(float(t).is_integer() for ax in (losses, accuracy) for t in ax.get_xticks()), "whole epochs"
+    assert accuracy.get_title() == "test accuracy: 97.5%"
 
 
 @pytest.mark.parametrize("args, message", [
     (["--epochs", "0"], "--epochs must be at least 1; got 0"),
-    (["--lr", "-1"], "--lr must be positive; got -1.0"),
+    (["--lr", "-1"], "--lr must be a positive finite number; got -1.0"),
+    (["--lr", "inf"], "--lr must be a positive finite number; got inf"),
+    (["--seed", "-1"], "--seed must be a whole number >= 0; got -1"),
 ])
 def test_demo_rejects_bad_arguments(args, message, capsys):
     with pytest.raises(SystemExit):

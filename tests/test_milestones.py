@@ -261,10 +261,12 @@ def test_the_pictures_show_counts_as_counts(tmp_path, monkeypatch):
     _bars_stand_on_zero(perceptron)
     mistakes = [int(bar.get_height()) for bar in perceptron.axes[1].patches]
     assert [text.get_text() for text in perceptron.axes[1].texts] == [str(m) for m in mistakes], "each count written"
-    perceptron.canvas.draw()
-    left = perceptron.axes[0]
-    below = left.get_window_extent().y0 - left.xaxis.get_tightbbox().height
-    assert left.get_legend().get_window_extent().y1 <= below, "the legend covers no point and no axis label"
+    for figure in (perceptron, xor):
+        figure.canvas.draw()
+        left = figure.axes[0]
+        below = left.get_window_extent().y0 - left.xaxis.get_tightbbox().height
+        assert left.get_legend().get_window_extent().y1 <= below, "the legend covers no point and no axis label"
+    assert [line.get_label() for line in xor.axes[0].lines][0].startswith("a best line: 75% right")
     assert all(ax.get_xlabel() for ax in (*xor.axes, *perceptron.axes)), "every axis says what it shows"
 
 

@@ -130,7 +130,7 @@ w1, w2, b = (float(v) for v in w.numpy())
 if plt is not None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     for label, colour in ((0, "tab:blue"), (1, "tab:orange")):
-        left.scatter(*x_np[y_np == label].T, s=8, c=colour, label=f"class {label}")
+        left.scatter(*x_np[y_np == label].T, s=8, c=colour, label=f"class {label} (label {2 * label - 1:+d})")
     xs = np.linspace(x_np[:, 0].min(), x_np[:, 0].max(), 2)
     left.plot(xs, -(w1 * xs + b) / w2, "k-", label="perceptron boundary")
     left.set(xlabel="$x_1$", ylabel="$x_2$", title=f"0 training errors after {len(mistakes_per_epoch)} epochs",

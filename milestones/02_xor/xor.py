@@ -133,12 +133,23 @@ run.numbers["grid_counts"] = dict(zip(["0%", "25%", "50%", "75%", "100%"], count
 if plt is not None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     points, labels = X.numpy(), Y.numpy()
+    # One of the best lines on the grid: the side it calls 1 shaded, the point it gets wrong ringed.
+    values = np.linspace(-1.0, 1.0, n)
+    best = [(i, j, k) for i, j, k in np.argwhere(accuracy.numpy() == grid_best) if abs(values[j]) >= 0.5]
+    bw1, bw2, bb = (values[index] for index in best[len(best) // 2])
+    xs = np.linspace(-0.5, 1.5, 201)
+    gx, gy = np.meshgrid(xs, xs)
+    left.contourf(gx, gy, bw1 * gx + bw2 * gy + bb > 0, levels=1, colors=["white", "tab:orange"], alpha=0.15)
+    left.plot(xs, -(bw1 * xs + bb) / bw2, "k-", label=f"a best line: {grid_best:.0%} right")
     left.scatter(*points[labels == 0].T, s=200, marker="o", label="XOR = 0")
     left.scatter(*points[labels == 1].T, s=200, marker="x", label="XOR = 1")
+    wrong = (bw1 * points[:, 0] + bw2 * points[:, 1] + bb > 0) != (labels > 0.5)
+    left.scatter(*points[wrong].T, s=700, facecolors="none", edgecolors="red", label="wrong")
     a, c = layer.weight.numpy()[0]
+    left.plot([], [], " ", label=f"the trained layer: |w| = {np.hypot(a, c):.0e} (no line)")
     left.set(xlim=(-0.5, 1.5), ylim=(-0.5, 1.5), xlabel="$x_1$", ylabel="$x_2$",
-             title=f"trained linear layer: |w| = {np.hypot(a, c):.0e}, at best {single_layer:.0%}")
-    left.legend(loc="center")
+             title=f"the best lines get {grid_best:.0%}: one point is always wrong")
+    left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below the axes: no point hidden
     # A log axis has no zero: an empty level gets no bar, only its count "0" on the axis.
     places = np.arange(len(levels))
     right.bar(places, [count if count else np.nan for count in counts], log=True)

@@ -36,18 +36,28 @@ def mlp(hidden: int = 128) -> Sequential:
     return Sequential(Linear(64, hidden), ReLU(), Linear(hidden, 10))
 
 
-def save_loss_plot(losses: list[float], path: Path) -> Path:
-    """Draw the per-epoch training loss with matplotlib (no display needed) and save it."""
+def save_loss_plot(history: dict[str, list[float]], path: Path) -> Path:
+    """Draw the run's losses (training and test) and its test accuracy per epoch with matplotlib
+    (no display needed) and save them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(range(1, len(losses) + 1), losses, marker="o", markersize=3)
-    ax.set(xlabel="epoch", ylabel="mean training loss (cross-entropy)", yscale="log",
-           title="tinyflo: MLP on the 8x8 digits")
-    ax.grid(True, alpha=0.3)
+    epochs = range(1, len(history["train_loss"]) + 1)
+    fig, (losses, accuracy) = plt.subplots(1, 2, figsize=(10, 4))
+    losses.plot(epochs, history["train_loss"], marker="o", markersize=3, label="training (mean over the epoch)")
+    losses.plot(epochs, history["val_loss"], marker="s", markersize=3, label="test (after the epoch)")
+    losses.set(xlabel="epoch", ylabel="cross-entropy (label smoothing 0.1)", title="loss")
+    losses.legend()
+    accuracy.plot(epochs, [100 * a for a in history["val_acc"]], marker="o", markersize=3, color="C2")
+    accuracy.set(xlabel="epoch", ylabel="test accuracy (%)", title=f"test accuracy: {history['val_acc'][-1]:.1%}")
+    for ax in (losses, accuracy):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
+        ax.grid(True, alpha=0.3)
+    fig.suptitle("tinyflo demo: an MLP on the 8×8 digits")
+    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -141,8 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        f"clipped to norm 1.0; try a lower --lr (the default is {parser.get_default('lr'):g})\n")
     epochs = f"{args.epochs} epoch" + ("s" if args.epochs != 1 else "")
     print(f"test accuracy {test_accuracy:.1%} after {epochs} in {time.perf_counter() - start:.1f} s")
-    plot = save_loss_plot(trainer.history["train_loss"], Path(args.out) / "loss.png")
-    print(f"loss curve saved to {plot.resolve()}")
+    plot = save_loss_plot(trainer.history, Path(args.out) / "loss.png")
+    print(f"loss and accuracy curves saved to {plot.resolve()}")
     if monitor is not None:
         print(f"report saved to {(Path(args.out) / 'report.html').resolve()}")
     if monitor is not None and monitor.dashboard is not None:

@@ -511,7 +511,10 @@ class Monitor(Callback):
                  "memory (GB)": ["sys_ram_gb", "proc_ram_gb", "gpu_mem_gb", "gpu_pool_gb"],
                  "GPU temperature (°C)": ["gpu_temp_c"]}
         taken = {k for keys in known.values() for k in keys} | RESOURCE_KEYS | {"time", "epoch"}
-        known |= {name: [name] for name in h if name not in taken}  # logged metrics: a panel each
+        for name in h:  # logged metrics: a panel each, its validation value beside it
+            if name not in taken:
+                base = name.removeprefix("val_")
+                known.setdefault(base, [key for key in (base, f"val_{base}") if key in h])
         panels = {title: [k for k in keys if k in measured] for title, keys in known.items()}
         return {title: keys for title, keys in panels.items() if keys or title in ("loss", "learning rate")}
 
@@ -536,6 +539,10 @@ class Monitor(Callback):
             epochs = max(len(h[key]) for key in keys) if keys else 1
             ax.set(xlabel="epoch", title=title, xlim=(0.5, epochs + 0.5))  # every epoch, even one alone
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
+            if title.endswith("(%)"):
+                ax.set_ylim(0, 100)  # a share of the whole: all of it in view, nothing above
+            elif "% of one core" in title:
+                ax.set_ylim(bottom=0)
             ax.grid(True, alpha=0.3)
             if len(keys) > 1:
                 ax.legend()
