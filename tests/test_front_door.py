@@ -154,7 +154,7 @@ def test_mlp_milestone_shows_each_epoch_and_says_how_to_get_mnist(tmp_path):
     done = tinyflo_cli("milestone", "run", "mlp", "--quick", "--device", "cpu", cwd=mlp_checkout(tmp_path),
                        env={"TINYFLO_DATA": str(empty)})
     assert done.returncode == 0, done.stdout + done.stderr
-    shown = re.findall(r"^epoch (\d+)/20  loss=\S+  val_loss=\S+  acc=\S+", done.stdout, re.M)
+    shown = re.findall(r"^epoch (\d+)/20  loss=\S+  val_loss=\S+  val_acc=\S+", done.stdout, re.M)
     assert shown == [str(e) for e in range(1, 21)], "the Trainer's line for every epoch of the digits MLP"
     # said once, when it happens (result.md keeps it under the table)
     (skipped,) = [line for line in done.stdout.splitlines() if line.startswith("skipped: MNIST")]

@@ -559,7 +559,7 @@ def test_training_fit_prints_one_line_per_epoch(capsys):
     Trainer(tiny(), SGD(tiny().parameters(), lr=0.1), cross_entropy, verbosity="normal").fit(train, val, epochs=2)
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
-    assert re.fullmatch(r"epoch 2/2  loss=\d\.\d{4}  val_loss=\d\.\d{4}  acc=\d\.\d{3}  lr=1\.0e-01  \[\d+\.\ds  ETA 0\.0s\]", lines[1])
+    assert re.fullmatch(r"epoch 2/2  loss=\d\.\d{4}  val_loss=\d\.\d{4}  val_acc=\d\.\d{3}  lr=1\.0e-01  \[\d+(\.\ds|ms)  ETA 0ms\]", lines[1])
     assert capsys.readouterr().err == ""  # no progress bar where nobody watches
     quiet(tiny()).fit(train, val, epochs=1)
     assert capsys.readouterr().out == ""
@@ -567,7 +567,13 @@ def test_training_fit_prints_one_line_per_epoch(capsys):
 
 def test_epoch_line_format():
     row = {"train_loss": 0.41234, "val_loss": math.nan, "val_acc": 0.9123, "lr": 1e-3, "time": 1.2}
-    assert epoch_line(3, 20, row, 20.4) == "epoch 3/20  loss=0.4123  acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]"
+    assert epoch_line(3, 20, row, 20.4) == "epoch 3/20  loss=0.4123  val_acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]"
+    # a time's unit follows its rounded value: no 0.0s for a fast epoch, no 60.0s beside 1m00s
+    assert [training._duration(s) for s in (0.012, 0.9996, 4.24, 59.97, 65, 7380)] == [
+        "12ms", "1.0s", "4.2s", "1m00s", "1m05s", "2h03m"]
+    # logged metrics: four significant digits, trailing zeros kept, so two columns line up
+    assert [training._number(v) for v in (5.72, 5.234, 1234.5, 0.0001234, 0.0)] == [
+        "5.720", "5.234", "1234", "1.234e-04", "0"]
 
 
 def test_verbosity_from_argument_and_environment(monkeypatch):

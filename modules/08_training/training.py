@@ -442,7 +442,7 @@ Trend.stalled_by_slope, Trend.converged_by_variance = _stalled_by_slope, _conver
 #   in a terminal), one per epoch, shown only at `normal` or above and only
 #   when someone can see it (a terminal or a notebook), never in logs.
 # * **The epoch log** is one line:
-#   `epoch 3/20  loss=0.4123  val_loss=0.3810  acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]`,
+#   `epoch 3/20  loss=0.4123  val_loss=0.3810  val_acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]`,
 #   then every metric logged with `trainer.log(name, value)` (unless logged
 #   with `show=False`) and, when resources are sampled, what the machine did:
 #   `cpu 96% (this process 180%)  ram 3.1/15.6 GB  gpu 87% 5.2/80.0 GB 61°C`.
@@ -502,7 +502,10 @@ class _NoBar:
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 60:
+    """``12ms``, ``4.2s``, ``1m05s``, ``2h03m``: the unit follows the rounded value, so 59.97 s is ``1m00s``."""
+    if round(seconds, 3) < 1:
+        return f"{seconds * 1000:.0f}ms"
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f}s"
     minutes, seconds = divmod(int(round(seconds)), 60)
     return f"{minutes}m{seconds:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
@@ -558,18 +561,23 @@ def _resources_text(row: dict[str, float]) -> str:
 
 
 def _number(value: float) -> str:
-    return f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.2e}"
+    """Four significant digits, trailing zeros kept (``5.720`` beside ``5.234``), or powers of ten."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if 1e-3 <= abs(value) < 1e4:
+        return f"{value:.{max(0, 3 - math.floor(math.log10(abs(value))))}f}"
+    return f"{value:.3e}"
 
 
 def epoch_line(epoch: int, epochs: int | None, row: dict[str, float], eta: float | None,
                shown: Sequence[str] = ()) -> str:
-    """``epoch 3/20  loss=0.4123  val_loss=0.3810  acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]``, then
+    """``epoch 3/20  loss=0.4123  val_loss=0.3810  val_acc=0.912  lr=1.0e-03  [1.2s  ETA 20.4s]``, then
     the columns named in ``shown`` (logged metrics) and the resources the row holds."""
     parts = [f"epoch {epoch}" + ("" if epochs is None else f"/{epochs}"), f"loss={row['train_loss']:.4f}"]
     if not math.isnan(row.get("val_loss", math.nan)):
         parts.append(f"val_loss={row['val_loss']:.4f}")
     if not math.isnan(row.get("val_acc", math.nan)):
-        parts.append(f"acc={row['val_acc']:.3f}")
+        parts.append(f"val_acc={row['val_acc']:.3f}")
     rates = [row[key] for key in lr_keys(row)]
     if rates and not math.isnan(rates[0]):
         parts.append("lr=" + _rates(rates))
