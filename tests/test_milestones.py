@@ -298,3 +298,12 @@ def test_lenets_mistakes_fill_their_rows_and_say_how_many(tmp_path, monkeypatch)
         assert title == f"LeNet-5: the {count} digits test images it gets wrong" and len(shown) == count
     else:
         assert title.startswith(f"LeNet-5: the first {len(shown)} of the {count} ")
+
+
+def test_a_refused_milestone_makes_no_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(milestones, "student_kit", lambda: True)  # a kit, and no workspace: refused
+    monkeypatch.delenv("TINYFLO_WORKSPACE", raising=False)
+    monkeypatch.delenv("TINYFLO_MILESTONE_OUT", raising=False)
+    with pytest.raises(SystemExit, match="cannot run: this tinyflo is a student kit"):
+        milestones.start("perceptron", out=tmp_path / "m")
+    assert not (tmp_path / "m").exists() and "results" not in capsys.readouterr().out

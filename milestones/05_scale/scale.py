@@ -540,7 +540,7 @@ if plt is not None:
 
 # %%
 floor = 0.95 if mnist_root is None else 0.97
-run.figure("all on (row 4), test accuracy", f"{acc[3]:.2%}",
+run.figure("row 4 (AdamW, warm-up + cosine, clipping), test accuracy", f"{acc[3]:.2%}",
            "≥ 97% for an MLP on MNIST" if mnist_root else "≥ 95% on the 8×8 digits",
            "LeCun et al. 1998: 2-layer MLPs 95.3-98.4%" if mnist_root else "milestone 3", acc[3] >= floor,
            f"≥ {floor:.0%}")

@@ -23,7 +23,9 @@
 # it was computed**. Each operation is a small class, a `Function`, with two
 # methods side by side — `forward` computes the value, `backward` says how a
 # change in the output changes each input (the op's *local derivative*, its
-# two lines of the chain rule). That is micrograd's idea, tensor-sized.
+# two lines of the chain rule). That is the idea of micrograd (Andrej
+# Karpathy's autograd engine for single numbers, in about a hundred lines),
+# tensor-sized.
 #
 # How the work is shared between this module and the next:
 #
@@ -62,6 +64,11 @@
 # | `tensor_cat_stack` | 1 | `cat` and `stack` |
 # | `tensor_where` | 1 | `where` |
 # | `tensor_clip` | 1 | `clip` |
+#
+# Code cells that begin with `#| export` are the module's code: once every
+# task passes, `tinyflo module complete 01` copies them into your own tinyflo
+# package, into the file the `#| default_exp core.tensor` line names
+# (`tinyflo/core/tensor.py`); later modules and the milestones then run on it.
 
 # %%
 #| default_exp core.tensor
@@ -90,10 +97,7 @@ def _close(x, y, tol=1e-6):
     return np.allclose(np.asarray(x), np.asarray(y), atol=tol)
 
 
-
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
-import numpy as np
-
 check_rng = np.random.default_rng(0)
 
 # %% [markdown]

@@ -83,8 +83,6 @@ sys.modules["tinyflo.core.losses"] = None
 
 
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
-import numpy as np
-
 check_rng = np.random.default_rng(0)
 
 # %%

@@ -59,10 +59,7 @@ import sys
 sys.modules["tinyflo.core.data"] = None
 
 
-
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
-import numpy as np
-
 check_rng = np.random.default_rng(0)
 
 # %% [markdown]

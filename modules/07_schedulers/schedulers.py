@@ -403,7 +403,8 @@ for make, name in ((lambda: MultiStepLR([5, 2]), "milestones"), (lambda: MultiSt
 # length of the run.
 #
 # `CosineSchedule(max_lr, min_lr, total_epochs).get_lr(epoch)` is the same
-# curve under the names TinyTorch uses, in absolute rates; like TinyTorch it
+# curve under the names TinyTorch (another course in which students build a
+# framework) uses, in absolute rates; like TinyTorch's it
 # stays at `min_lr` after `total_epochs`. Applied to an optimizer, it scales
 # each group's initial lr by `get_lr(t) / max_lr`, so the groups keep their
 # ratios there too.

@@ -79,10 +79,7 @@ import sys
 sys.modules["tinyflo.core.training"] = None
 
 
-
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
-import numpy as np
-
 check_rng = np.random.default_rng(0)
 
 # %%
@@ -382,7 +379,8 @@ assert Trend([100.0, 100.5]).converged(2, tol=0.01), "the tolerance is relative 
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# `Trend` also answers floDl's questions, in floDl's meanings, under names of
+# `Trend` also answers the questions of floDl (a deep-learning framework whose
+# training monitor asks them), in floDl's meanings, under names of
 # their own so that neither reading surprises (given): `mean()` without an
 # argument is the mean of every value; `min()` and `max()` likewise;
 # `stalled_by_slope(n, threshold)` says the last `n` values move by less
@@ -1982,7 +1980,8 @@ assert all(np.isfinite(p).all() for p in _params_of(sq)), "a finite loss with Na
 # %% [markdown]
 # `train_epoch(loader, accumulation_steps=k)` trains for one pass over the
 # loader and returns the mean loss per sample, as a Python float. It is a
-# complete epoch on its own — TinyTorch's loop calls it by hand:
+# complete epoch on its own — the training loop of TinyTorch (another course
+# that builds a framework) calls it by hand:
 #
 # ```python
 # for epoch in range(5):

@@ -79,10 +79,7 @@ import sys
 sys.modules["tinyflo.core.conv"] = None
 
 
-
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
-import numpy as np
-
 check_rng = np.random.default_rng(0)
 
 # %%
@@ -391,7 +388,8 @@ except ShapeError as err:
 # faster: per image, a (C·KH·KW, OH·OW) matrix — PyTorch's `unfold`
 # layout — so that the filters times it, (OC, K) @ (K, OH·OW), *is* the
 # image's (OC, OH, OW) output, already in NCHW. Three reasons, measured on
-# LeNet (`benchmarks/bench_conv.py`): the copy out of the window view moves
+# LeNet (by tinyflo's benchmark of it, `tinyflo bench` in the course's
+# repository): the copy out of the window view moves
 # runs of OW neighbouring pixels instead of KW (5), which is several times
 # faster; the output needs no transpose copy; and in backward the column
 # gradient comes out with OW contiguous again, so each of `_fold`'s KH·KW

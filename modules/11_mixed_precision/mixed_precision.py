@@ -61,8 +61,6 @@ sys.modules["tinyflo.core.amp"] = None
 
 
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
-import numpy as np
-
 check_rng = np.random.default_rng(0)
 
 # %%
@@ -942,7 +940,8 @@ print(f"digits MLP, 3 epochs: float32 {_digits_accuracy(None):.1%}   float16 {_d
 # same numbers as on the GPU. On a GPU with tensor cores (V100 and later),
 # cuBLAS multiplies float16 inputs several times faster than float32, and
 # every activation saved for backward takes half the memory.
-# `benchmarks/bench_amp.py` records both, step time and peak GPU memory
+# tinyflo's mixed-precision benchmark (`tinyflo bench --device cuda:0` in the
+# course's repository) records both, step time and peak GPU memory
 # (CuPy's memory pool), float16 next to float32 for a matmul-heavy MLP at a
 # large batch, with PyTorch's CUDA autocast alongside as a reference.
 

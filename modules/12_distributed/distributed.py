@@ -87,8 +87,6 @@ sys.modules["tinyflo.core.distributed"] = None
 
 
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
-import numpy as np
-
 check_rng = np.random.default_rng(0)
 
 # %% [markdown]
@@ -1292,8 +1290,8 @@ for _k in (1, 4, 16):
 # curve — the replicas drift apart between averages (k = 1 never lets them),
 # and the average lands near, not on, where data parallel goes. Where
 # the line falls depends on the problem, the learning rate and the network —
-# measure it (the benchmark `benchmarks/bench_allreduce.py` gives the
-# all-reduce side).
+# measure it (tinyflo's all-reduce benchmark, `tinyflo bench` in the
+# course's repository, gives the all-reduce side).
 
 # %% [markdown]
 # ## Heterogeneous ranks: El Che
@@ -1573,7 +1571,7 @@ for _name, _dp in (("El Che", _dp_el_che), ("data parallel", _dp_sync)):
 # The plan follows the clocks: the first round gives both ranks the anchor,
 # the next ones give rank 0 more steps as its measured time settles. The
 # losses land near each other — above or below, depending on where the
-# rounds end; `tests/test_el_che.py` checks that on a classification problem
+# rounds end; tinyflo's own tests check that on a classification problem
 # El Che's accuracy stays within 5 points of data parallel's. What one CPU
 # cannot show is the time, since here the two virtual ranks take turns on
 # the same processor. On two devices working side by side, every one of

@@ -88,7 +88,7 @@ MILESTONES = {
         Milestone(3, "mlp", "Backpropagation revives the MLP (Rumelhart, Hinton & Williams, 1986)",
                   _BASICS + ("05_data", "06_optimizers", "07_schedulers", "08_training"),
                   "a 2-2-1 net learns XOR (100%) by backpropagation (Rumelhart, Hinton & Williams "
-                  "1986); an MLP reaches >= 97.5% on MNIST"),
+                  "1986); an MLP reaches ≥ 97.5% on MNIST"),
         Milestone(4, "lenet", "LeNet-5 (LeCun, Bottou, Bengio & Haffner, 1998)",
                   _BASICS + ("05_data", "06_optimizers", "07_schedulers", "08_training", "10_convolutions"),
                   "LeNet-5 reaches 99.05% on MNIST (0.95% test error; LeCun et al. 1998); on "
@@ -226,15 +226,20 @@ class Run:
         self.quick = self.mode == "quick"
         self.device = milestone_device()
         given = out or os.environ.get("TINYFLO_MILESTONE_OUT")
-        self.out = Path(given).expanduser().resolve() if given else default_out(self.milestone.name, self.mode)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self._out = Path(given).expanduser().resolve() if given else default_out(self.milestone.name, self.mode)
         self.rows: list[dict[str, Any]] = []
         self.numbers: dict[str, Any] = {}
         self.plots: list[str] = []
         self.code = "reference"
         self._start = time.perf_counter()
-        print(f"milestone {self.milestone.slug}: {self.milestone.title} — {self.mode} run on {self.device}, "
-              f"results in {self.out}")
+        print(f"milestone {self.milestone.slug}: {self.milestone.title} — {self.mode} run on {self.device}")
+
+    @property
+    def out(self) -> Path:
+        """The folder the run's plots and results go to, made when first asked for (a run refused
+        before it wrote anything leaves none)."""
+        self._out.mkdir(parents=True, exist_ok=True)
+        return self._out
 
     def require(self) -> str:
         """Check the modules this milestone needs (see :func:`require`)."""
@@ -256,31 +261,28 @@ class Run:
         self.numbers.setdefault("skipped", []).append(reason)
         print(f"skipped: {reason}")
 
-    def need_data(self, name: str, filename: str, part: str) -> Path | None:
+    def need_data(self, name: str, filename: str, part: str, needed: bool = False) -> Path | None:
         """The folder of data set ``name`` (see :func:`find_data`); None, with ``part`` skipped, when absent.
 
         With ``TINYFLO_MILESTONE_DATA=bundled`` only the data sets inside tinyflo count: ``part`` is skipped.
+        ``needed``: nothing of the milestone runs without it, so a missing data set ends the run with
+        exit status 1 and one line that says how to get it, and no result is saved (a recorded run
+        stays as it was); not looked for (``bundled``), the run saves a result that says so and exits 0.
         """
         if bundled_only():
             self.skip_part(f"{part}: not looked for (TINYFLO_MILESTONE_DATA=bundled: only the data inside tinyflo)")
+            if needed:
+                self.finish()
+                raise SystemExit(0)
             return None
         root = find_data(name, filename)
         if root is None:
-            self.skip_part(f"{part}: {name} (all of its files) not found in "
-                           f"{', '.join(map(str, data_folders(name)))}; get it with: tinyflo download {name}")
+            reason = (f"{part}: {name} (all of its files) not found in "
+                      f"{', '.join(map(str, data_folders(name)))}; get it with: tinyflo download {name}")
+            if needed:  # said once, as the run's error
+                raise SystemExit(f"milestone {self.milestone.slug} could not run: {reason}")
+            self.skip_part(reason)
         return root
-
-    def stop(self) -> None:
-        """Stop here, after :meth:`need_data` found nothing the rest can run without.
-
-        Data that is missing: the milestone could not run, so it exits 1 with one line that says how to get
-        the data, and saves no result (a recorded run stays as it was). Data not looked for
-        (``TINYFLO_MILESTONE_DATA=bundled``): it saves a result that says so and exits 0.
-        """
-        if bundled_only():
-            self.finish()
-            raise SystemExit(0)
-        raise SystemExit(f"milestone {self.milestone.slug} could not run: {self.numbers['skipped'][-1]}")
 
     def pyplot(self) -> Any | None:
         """``matplotlib.pyplot`` to draw with, or None when matplotlib is not installed (the run skips its plots,
