@@ -78,6 +78,11 @@ def test_dashboard_streams_a_run_to_a_page_mid_run_and_to_one_that_joins_late(br
             history["top_logit"], rel=1e-6)
         assert _wait_for(browser, "CPU % of the machine per epoch", "sys_cpu_pct", 1), (
             "an epoch of a few ms may be too short to time")
+        assert [y for _, y in _wait_for(browser, "top_logit per epoch", "val_top_logit", EPOCHS)] == pytest.approx(
+            history["val_top_logit"], rel=1e-6), "a logged metric and its validation value share a chart"
+        scale = browser.execute_script("const c = window.tinyflo.charts['CPU % of the machine per epoch'];"
+                                       "return [c.floor, c.ceiling];")
+        assert scale == [0, 100], "a share of the machine is drawn from 0 to 100"
 
         # a page that joins after the run gets the whole history first
         browser.get(monitor.dashboard.url)

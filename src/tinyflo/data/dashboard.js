@@ -43,7 +43,11 @@ function chartFor(title, kind) {
     canvas.dataset.title = title;
     figure.append(caption, canvas);
     document.getElementById("charts").append(figure);
-    chart = window.tinyflo.charts[title] = { series: {}, canvas, axis: kind === "step" ? "step" : "epoch" };
+    // A share of the whole machine (or GPU) is drawn from 0 to 100; a process's per-core % from 0.
+    const whole = title.includes("% of the machine") || title.startsWith("GPU %");
+    chart = window.tinyflo.charts[title] = { series: {}, canvas, axis: kind === "step" ? "step" : "epoch",
+                                             floor: whole || title.includes("% of one core") ? 0 : null,
+                                             ceiling: whole ? 100 : null };
   }
   return chart;
 }
@@ -51,7 +55,8 @@ function chartFor(title, kind) {
 function titleOf(kind, key) {
   if (GROUPS[kind][key]) return GROUPS[kind][key];
   if (key === "lr" || key.startsWith("lr_")) return `learning rate per ${kind}`;
-  return `${key} per ${kind === "step" ? "log interval" : "epoch"}`;
+  const base = key.startsWith("val_") ? key.slice(4) : key;  // a logged metric beside its validation value
+  return `${base} per ${kind === "step" ? "log interval" : "epoch"}`;
 }
 
 function showLatest(data) {
@@ -103,6 +108,8 @@ function draw(chart) {
   for (const [x, y] of points) {  // a loop, not Math.min(...points): a long run has too many to spread
     x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
   }
+  if (chart.floor !== null) y0 = Math.min(y0, chart.floor);
+  if (chart.ceiling !== null) y1 = Math.max(y1, chart.ceiling);
   if (x0 === x1) { x0 -= 1; x1 += 1; }
   if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
   const px = x => left + (x - x0) / (x1 - x0) * (w - left - right);
