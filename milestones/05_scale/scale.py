@@ -559,7 +559,8 @@ run.figure("float16 + GradScaler vs float32, accuracy", f"{100 * (acc[4] - acc[3
 run.figure("float16 activations", f"{bytes16 / bytes32:.0%} of float32; {skipped} skipped steps",
            "half; the scale backs off on overflow", "Micikevicius et al. 2018",
            bytes16 * 2 == bytes32 and skipped < 0.05 * len(scales))
-run.figure("resume after a crash vs uninterrupted", f"max abs Δ = {resume_delta:g}; history equal: {same_history}",
+run.figure("resume after a crash vs uninterrupted",
+           f"max abs Δ = {resume_delta:g}; history {'the same' if same_history else 'differs'}",
            "bit for bit (Δ = 0)", "module 09: exact resume",
            crash_code == 3 and resume_delta == 0 and bitwise and same_history)
 run.figure("2 ranks vs 1 device, parameters", f"max abs Δ = {dp_delta:.1e}", f"≤ {DP_TOLERANCE:g} (float32 rounding)",

@@ -78,8 +78,9 @@ from tinyflo.core.training import Callback, CheckpointIO, register_plugin
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import sys
 
-# This notebook *is* tinyflo.core.checkpoints: hide the package's copy of it, so that nothing
-# here uses it by accident. (Grading needs no such help: there, that copy is empty.)
+# This notebook *is* tinyflo.core.checkpoints: hide the package's copy of it,
+# so that nothing here uses it by accident. (Grading needs no such help:
+# there, that copy is empty.)
 sys.modules["tinyflo.core.checkpoints"] = None
 
 
