@@ -142,6 +142,9 @@ def test_book_performance_page_holds_the_readme_summary_and_every_recorded_bench
         title = result.read_text(encoding="utf-8").splitlines()[0]
         assert f"#{title}" in page.splitlines(), f"{result.name} is missing from the page"
     assert page.count("## Machine") >= len(list((ROOT / "benchmarks" / "results").glob("*.md")))
+    for proof in sorted((ROOT / "benchmarks" / "results").glob("gpu/*/proof.md")):
+        title = proof.read_text(encoding="utf-8").splitlines()[0]  # "# GPU proof: NVIDIA H200 — ..."
+        assert f"##{title}" in page.splitlines(), f"{proof.parent.name}'s GPU proof is missing from the page"
 
 
 def test_book_module_path_lists_tasks_and_points():

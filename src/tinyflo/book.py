@@ -277,9 +277,19 @@ def write_performance_page(checkout: Path, dest: Path) -> int:
             "Each table below is a file in `benchmarks/results/`, written by the benchmark that "
             "measured it (`python -m benchmarks.<name>`), with the machine and library versions "
             "it ran on.", ""]
-    for result in sorted((checkout / "benchmarks" / "results").glob("*.md")):
+    results = checkout / "benchmarks" / "results"
+    for result in sorted(results.glob("*.md")):
         page += [("#" + line) if line.startswith("#") else line
                  for line in result.read_text(encoding="utf-8").splitlines()]
+        page.append("")
+    proofs = sorted(results.glob("gpu/*/proof.md"))
+    if proofs:
+        page += ["## GPU proofs", "", "The last `tinyflo doctor --gpu-proof` on each GPU (`benchmarks/results/gpu/"
+                 "<gpu-name>/`, with the tests' report, each benchmark's and milestone's results and every "
+                 "stage's log): what passed, what failed, and the targets met or missed.", ""]
+    for proof in proofs:
+        page += [("##" + line) if line.startswith("#") else line
+                 for line in proof.read_text(encoding="utf-8").splitlines()]
         page.append("")
     (dest / "performance.md").write_text("\n".join(page), encoding="utf-8")
     return 1
