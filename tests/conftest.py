@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -13,6 +14,12 @@ from tinyflo import strict_gpu
 from tinyflo.course.notebooks import without_iri_grammars
 
 without_iri_grammars()  # before any test imports nbformat: a second off each worker's start
+
+# A suite started in the background of a non-interactive shell (`./.ci/run &`) inherits SIGINT
+# ignored, and so would every command a test starts: the tests that press Ctrl-C need it as a
+# terminal delivers it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 GPU_AVAILABLE = tinyflo.cuda_is_available()
 STAND_IN = strict_gpu.active()  # TINYFLO_FAKE_GPU=strict: cuda:0 is the strict stand-in, not a GPU
