@@ -161,6 +161,9 @@ def test_a_looping_cell_is_stopped_where_it_loops_and_later_callers_fail_fast(de
     assert square.points == 0
     assert "ran past 3 s" in square.error and "cell `demo_square_code`, line" in square.error
     assert "`x = x + 1`" in square.error or "`while True:`" in square.error, square.error
+    assert "called from an example cell" in square.error and "not run again" in square.error, (
+        "the loop began in the course's example: said as a loop, not as an error the tests hit")
+    assert "raised" not in square.error, square.error
     assert relu.passed, relu.error
 
 

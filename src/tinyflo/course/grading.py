@@ -311,7 +311,7 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int) -> str:
     """What stopped a task's scenario early, in the student's terms ('' if nothing did)."""
     if outcome.skipped is not None:
         where = _place(named, outcome.skipped)
-        return "not run again: it calls your code that ran out of time earlier" + (
+        return LOOPED + (
             f" ({where})" if where else ""
         )
     if outcome.timeout is not None:
@@ -340,8 +340,12 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int) -> str:
     return ""
 
 
+LOOPED = "not run again: it calls your code that ran out of time earlier"
+
+
 def _code_problems(student: RunRecord, named: list[JobCell], timeout: int) -> dict[str, str]:
-    """For each task, the first problem of the student's own code cells before it."""
+    """For each task, the first problem of the student's own code cells before it, or of a
+    course cell before it that ran the student's code out of time (an example that calls it)."""
     problems: dict[str, str] = {}
     pending: list[str] = []
     for index, cell in enumerate(named):
@@ -350,6 +354,12 @@ def _code_problems(student: RunRecord, named: list[JobCell], timeout: int) -> di
             if pending:
                 problems[cell.task] = pending[0]
             pending = []
+            continue
+        if outcome.timeout is not None and not cell.student:
+            where = _place(named, outcome.timeout)
+            caller = "an example cell" if cell.name.startswith("#") else f"cell `{cell.name}`"
+            pending.append(f"your code ran past {timeout} s and was stopped"
+                           + (f" (running at {where}, called from {caller})" if where else f" in {caller}"))
             continue
         if not cell.student:
             continue
@@ -404,6 +414,8 @@ def score(
                 failure = f"{_label(check, task.checks)}: {check.message}"
                 break
         stopped = _why_task_failed(outcome, named, timeout)
+        if outcome.raised and "ran past" in problems.get(cell.task, ""):
+            stopped = LOOPED  # what it raised is the fail-fast of the code that looped, not an error of its own
         if failure is None and stopped:
             failure = stopped
         elif failure is not None and stopped:

@@ -211,6 +211,8 @@ def find_modules_dir(explicit: str | os.PathLike | None = None) -> Path:
             path = Path(given).expanduser().resolve()
             if not path.is_dir():
                 raise CourseError(f"{origin} names {given!r}, which is not a directory")
+            if not discover_modules(path):  # refused before anything is written (export removes files)
+                raise CourseError(f"{origin}: {path} holds no course modules (folders NN_name holding name.py)")
             return path
     cwd = Path.cwd().resolve()
     for folder in (cwd, *cwd.parents):
