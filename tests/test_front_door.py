@@ -602,3 +602,18 @@ def snapshot_of(files: dict[str, str], tmp_path: Path) -> dict[str, str]:
     for name, text in files.items():
         (folder / name).write_text(text)
     return snapshot(folder)
+
+
+def test_in_a_kit_a_module_waits_for_the_earlier_ones_to_be_completed(tmp_path, monkeypatch, capsys):
+    """A kit holds no reference: module 02's tests run on the student's 01, so 02 says so at once."""
+    from tinyflo import milestones
+
+    monkeypatch.setattr(milestones, "student_kit", lambda: True)
+    workspace = ["--workspace", str(tmp_path / "ws")]
+    assert cli.main(["module", "start", "2", *workspace]) == 0
+    assert "note: 02_autograd runs on your code of every earlier module; before testing it, complete 01_tensor " \
+           f"(`tinyflo module complete 01_tensor --workspace {tmp_path / 'ws'}`)" in capsys.readouterr().out
+    assert cli.main(["module", "test", "2", *workspace]) == 2
+    assert capsys.readouterr().err == (
+        "tinyflo module: error: 02_autograd runs on your code of every earlier module, and 01_tensor is not "
+        f"completed in this workspace; first run `tinyflo module complete 01_tensor --workspace {tmp_path / 'ws'}`\n")

@@ -21,6 +21,7 @@ import shlex
 import time
 from pathlib import Path
 
+from tinyflo import milestones
 from tinyflo.course.export import default_exp, render_module, target_path
 from tinyflo.course.grading import DEFAULT_TIMEOUT, GradeReport, grade, visible_reference
 from tinyflo.course.kit import cached_tree, reference_source, release_notebook
@@ -126,6 +127,15 @@ def _start(workspace: Path, module: Module, flag: str = "") -> int:
     write_notebook(release_notebook(module), path)
     print(f"started {module.slug}: {_shown(path)}")
     return 0
+
+
+def _not_completed(workspace: Path, module: Module, modules: list[Module]) -> list[Module]:
+    """In a student kit, the earlier modules not completed in the workspace: the kit holds no
+    reference code, so grading a module runs on the student's own code of every earlier one."""
+    if not milestones.student_kit():
+        return []  # a checkout grades on the reference where the student has not completed one
+    return [m for m in modules if m.number < module.number
+            and not target_path(workspace / "package" / "tinyflo", default_exp(m.cells(), m.relpath())).is_file()]
 
 
 def _reset(workspace: Path, module: Module, flag: str = "") -> int:
@@ -263,7 +273,17 @@ def run(args: argparse.Namespace) -> int:
         else:
             where = "the workspace (./workspace)"
         make_folder(workspace, where)
+    missing = _not_completed(workspace, module, modules)
+    if missing and args.action in ("test", "complete"):
+        raise CourseError(
+            f"{module.slug} runs on your code of every earlier module, and {', '.join(m.slug for m in missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not completed in this workspace; first run "
+            f"`{_command('complete', missing[0], flag)}`")
     if args.action in ("test", "complete"):
         action = {"test": _test, "complete": _complete}[args.action]
         return action(workspace, module, modules, args, flag)
-    return {"start": _start, "reset": _reset}[args.action](workspace, module, flag)
+    code = {"start": _start, "reset": _reset}[args.action](workspace, module, flag)
+    if missing:
+        print(f"note: {module.slug} runs on your code of every earlier module; before testing it, complete "
+              f"{', '.join(m.slug for m in missing)} (`{_command('complete', missing[0], flag)}`)")
+    return code
