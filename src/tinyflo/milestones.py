@@ -147,6 +147,9 @@ def _workspace_problem(workspace: Path, records: dict, slug: str) -> str | None:
     """Why the workspace's ``slug`` cannot be used (None when it can)."""
     code = workspace / "package" / "tinyflo" / "core" / f"{MODULE_FILES[slug]}.py"
     record = records.get(slug)
+    if record is None and not (workspace / slug).is_dir():
+        return (f"module {slug} is not started in the workspace {workspace}: run `tinyflo module start {slug}`, "
+                f"fill it in, then `tinyflo module complete {slug}`")
     if record is None or not record.get("completed") or not code.is_file():
         return (f"module {slug} is not complete in the workspace {workspace}: "
                 f"run `tinyflo module test {slug}`, then `tinyflo module complete {slug}`")
@@ -183,6 +186,9 @@ def require(modules: list[str] | tuple[str, ...], what: str = "this milestone") 
         print(f"modules {', '.join(modules)}: the reference package (set TINYFLO_WORKSPACE to run on your own)")
         return "reference"
     root = Path(workspace).expanduser().resolve()
+    if not root.is_dir():
+        raise MilestoneError(f"TINYFLO_WORKSPACE names {root}, which is not a folder; start your workspace with "
+                             f"`tinyflo module start {modules[0]}` (or set TINYFLO_WORKSPACE to the one you have)")
     progress = root / "progress.json"
     try:
         records = json.loads(progress.read_text()) if progress.is_file() else {}
