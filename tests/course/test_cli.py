@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 import types
 
+import pytest
+
 from course_support import FIXTURE_MODULES, call_cli
 
 
@@ -57,3 +59,34 @@ def test_course_build_writes_config_and_sources(tmp_path):
     (course / "source" / "07_gone").mkdir()
     call_cli("course", "build", "--dir", str(course), "--modules", str(FIXTURE_MODULES))
     assert not (course / "source" / "07_gone").exists()
+
+
+def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest(tmp_path):
+    from tinyflo.course.notebooks import instructor_notebook, write_notebook
+    from tinyflo.course.sandbox import bwrap_works
+    from tinyflo.course.source import discover_modules
+
+    if bwrap_works():
+        pytest.skip(bwrap_works())
+    course = tmp_path / "course"
+    common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
+    assert call_cli("course", "build", *common)[0] == 0
+    assert call_cli("course", "release", "00_demo", *common)[0] == 0
+    submitted = course / "submitted"
+    write_notebook(instructor_notebook(discover_modules(FIXTURE_MODULES)[0]), submitted / "alice" / "00_demo" / "demo.ipynb")
+    (submitted / "bob" / "00_demo").mkdir(parents=True)
+    (submitted / "bob" / "00_demo" / "demo (1).ipynb").write_text("{}")
+    (submitted / "carol" / "00_demo").mkdir(parents=True)
+    (submitted / "carol" / "00_demo" / "demo.ipynb").write_text("{not json")
+    (submitted / "dave" / "99_foo").mkdir(parents=True)
+    (submitted / "erin" / "00_demo").mkdir(parents=True)
+    (submitted / "erin" / "00_demo" / "demo.ipynb").symlink_to(course / "grading" / "course.key")
+    code, out = call_cli("course", "autograde", *common, "--timeout", "30")
+    assert code == 0, out
+    assert "left out: submitted/bob/00_demo: no demo.ipynb; it holds 'demo (1).ipynb': rename the notebook" in out
+    assert "left out: submitted/carol/00_demo: demo.ipynb is not a readable notebook (" in out
+    assert "left out: submitted/dave/99_foo: no module '99_foo' in this course" in out
+    assert "left out: submitted/erin/00_demo: demo.ipynb: not a regular file" in out, out
+    assert "autograded 00_demo: alice\n" in out and "4 submissions left out (above)" in out
+    code, out = call_cli("course", "report", *common)
+    assert code == 0 and "alice" in out and not any(name in out for name in ("bob", "carol", "dave", "erin")), out

@@ -237,12 +237,9 @@ def autograde(
             f"submitted/ holds {', '.join(strays)}: a student's folder is named by their id "
             "(letters, digits and . _ @ + -); rename or remove it"
         )
-    submitted = {
-        module.slug: sorted(
-            p.parent.name for p in (course_dir / "submitted").glob(f"*/{module.slug}")
-        )
-        for module in chosen
-    }
+    submitted, refused = _screen(course_dir, modules, chosen)
+    for line in refused.values():
+        print(f"left out: {line}", file=sys.stderr)
     if not any(submitted.values()):
         raise CourseError(
             "no submissions to grade: expected "
@@ -250,13 +247,60 @@ def autograde(
         )
     grading_env = {TIMEOUT_VARIABLE: str(timeout), NO_SANDBOX_VARIABLE: "0" if sandboxed else "1"}
     force_flag = ["--force"] if force else []
-    if jobs == 1:
+    if jobs == 1 and not refused:
         nbgrader(course_dir, "autograde", assignment, *force_flag, env=grading_env)
-    else:
-        _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs)
+    else:  # a run per module, each without the students it must not take
+        left_out = {slug: sorted(student for student, s in refused if s == slug) for slug in submitted}
+        _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs, left_out)
     for slug, students in submitted.items():
         if students:
             print(f"autograded {slug}: {', '.join(students)}")
+    if refused:
+        print(f"{len(refused)} submission{'s' if len(refused) != 1 else ''} left out (above): fix or remove "
+              "them, then run autograde again")
+
+
+def _screen(
+    course_dir: Path, modules: list[Module], chosen: list[Module]
+) -> tuple[dict[str, list[str]], dict[tuple[str, str], str]]:
+    """Each chosen module's students whose submission nbgrader can take, and for every other
+    submission folder (student, module) a line saying why it is left out. Nothing is followed
+    through a link, and a notebook is read only as a regular file under the size limit."""
+    import nbformat
+
+    from tinyflo.course.nbgrader_steps import NOTEBOOK_LIMIT, read_regular
+
+    known = {module.slug for module in modules}
+    refused: dict[tuple[str, str], str] = {}
+    for folder in sorted((course_dir / "submitted").glob("*/*")):
+        student = folder.parent.name
+        if folder.name not in known and folder.is_dir() and not folder.is_symlink():
+            refused[student, folder.name] = (f"submitted/{student}/{folder.name}: no module {folder.name!r} in "
+                                            "this course (a module's folder is named like 01_tensor)")
+    submitted: dict[str, list[str]] = {}
+    for module in chosen:
+        submitted[module.slug] = []
+        for folder in sorted((course_dir / "submitted").glob(f"*/{module.slug}")):
+            student, where = folder.parent.name, f"submitted/{folder.parent.name}/{module.slug}"
+            notebook = folder / f"{module.name}.ipynb"
+            if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
+                refused[student, module.slug] = f"{where}: not a folder of its own (a link or a file)"
+            elif not notebook.exists() and not notebook.is_symlink():
+                found = sorted(path.name for path in folder.iterdir())
+                refused[student, module.slug] = (
+                    f"{where}: no {notebook.name}" + (f"; it holds {', '.join(map(repr, found[:3]))}"
+                                                     f"{' ...' if len(found) > 3 else ''}: rename the notebook"
+                                                     if found else " (the folder is empty)"))
+            else:
+                try:
+                    nbformat.reads(read_regular(notebook, NOTEBOOK_LIMIT).decode("utf-8"), as_version=4)
+                except (OSError, ValueError) as error:  # a link, a fifo, too large, not UTF-8, not JSON, not a notebook
+                    reason = str(error).replace(str(notebook), notebook.name) if isinstance(error, OSError) else (
+                        f"{notebook.name} is not a readable notebook ({type(error).__name__})")
+                    refused[student, module.slug] = f"{where}: {reason}"
+                else:
+                    submitted[module.slug].append(student)
+    return submitted, refused
 
 
 def _autograde_in_parallel(
@@ -265,13 +309,16 @@ def _autograde_in_parallel(
     force_flag: list[str],
     env: dict[str, str],
     jobs: int,
+    left_out: dict[str, list[str]] | None = None,
 ) -> None:
     """`jobs` nbgrader processes at a time, each grading its share of a module's students
-    (the others excluded), each with a grading slot of its own."""
+    (the others, and the module's `left_out` students, excluded), each with a grading slot of its own."""
     from concurrent.futures import ThreadPoolExecutor
 
+    left_out = left_out or {}
     shares = [
-        (slug, students[n::jobs], [s for i, s in enumerate(students) if i % jobs != n])
+        (slug, students[n::jobs],
+         [s for i, s in enumerate(students) if i % jobs != n] + left_out.get(slug, []))
         for slug, students in submitted.items()
         for n in range(min(jobs, len(students)))
     ]
