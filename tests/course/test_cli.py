@@ -6,7 +6,6 @@ import sys
 import types
 
 import pytest
-
 from course_support import FIXTURE_MODULES, call_cli
 
 
