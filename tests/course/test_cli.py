@@ -39,9 +39,14 @@ def test_demo_missing_is_explained(monkeypatch):
 def test_course_commands_need_a_built_course(tmp_path):
     common = ["--dir", str(tmp_path / "course"), "--modules", str(FIXTURE_MODULES)]
     code, out = call_cli("course", "release", *common)
-    assert code == 2 and "run `tinyflo course build`" in out
+    assert code == 2 and f"run `tinyflo course build --dir {tmp_path / 'course'}`" in out, "the hint keeps --dir"
     code, out = call_cli("course", "report", *common)
     assert code == 2 and "no gradebook yet" in out
+    (tmp_path / "a-file").write_text("")
+    code, out = call_cli("course", "report", "--dir", str(tmp_path / "a-file"), "--modules", str(FIXTURE_MODULES))
+    assert code == 2 and f"--dir: {tmp_path / 'a-file'} is a file, not a course folder" in out
+    code, out = call_cli("course", "feedback", *common)
+    assert code == 2
 
 
 def test_course_build_writes_config_and_sources(tmp_path):
@@ -80,12 +85,17 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
     (submitted / "dave" / "99_foo").mkdir(parents=True)
     (submitted / "erin" / "00_demo").mkdir(parents=True)
     (submitted / "erin" / "00_demo" / "demo.ipynb").symlink_to(course / "grading" / "course.key")
+    code, out = call_cli("course", "feedback", "00_demo", *common)
+    assert code == 2 and f"nothing of 00_demo is autograded yet; run `tinyflo course autograde 00_demo --dir {course}`" in out
     code, out = call_cli("course", "autograde", *common, "--timeout", "30")
     assert code == 0, out
     assert "left out: submitted/bob/00_demo: no demo.ipynb; it holds 'demo (1).ipynb': rename the notebook" in out
     assert "left out: submitted/carol/00_demo: demo.ipynb is not a readable notebook (" in out
     assert "left out: submitted/dave/99_foo: no module '99_foo' in this course" in out
     assert "left out: submitted/erin/00_demo: demo.ipynb: not a regular file" in out, out
-    assert "autograded 00_demo: alice\n" in out and "4 submissions left out (above)" in out
+    assert "autograded 00_demo: alice 5/5\n" in out and "4 submissions left out (above)" in out
+    assert f"next: `tinyflo course feedback --dir {course}` (a page per submission)" in out
+    code, out = call_cli("course", "feedback", "00_demo", *common)
+    assert code == 0, out
     code, out = call_cli("course", "report", *common)
     assert code == 0 and "alice" in out and not any(name in out for name in ("bob", "carol", "dave", "erin")), out

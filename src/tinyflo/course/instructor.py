@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -117,13 +118,13 @@ def build(course_dir: Path, modules: list[Module]) -> None:
     for module in modules:
         path = source_path(course_dir, module)
         write_notebook(grading_notebook(module), path)
-        print(f"built {path.relative_to(course_dir.parent)}")
+        print(f"built {path}")
     # source/ is generated, so a folder no module makes any more (renamed, removed) goes.
     known = {module.slug for module in modules}
     for folder in sorted((course_dir / "source").iterdir()):
         if folder.is_dir() and folder.name not in known:
             shutil.rmtree(folder)
-            print(f"removed {folder.relative_to(course_dir.parent)} (no module makes it now)")
+            print(f"removed {folder} (no module makes it now)")
 
 
 def _require_built(course_dir: Path, modules: list[Module]) -> None:
@@ -252,9 +253,11 @@ def autograde(
     else:  # a run per module, each without the students it must not take
         left_out = {slug: sorted(student for student, s in refused if s == slug) for slug in submitted}
         _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs, left_out)
+    points = {(s.student, s.module): f"{s.points:g}/{s.max_points:g}" for s in gradebook_scores(course_dir)}
     for slug, students in submitted.items():
         if students:
-            print(f"autograded {slug}: {', '.join(students)}")
+            print(f"autograded {slug}: " + ", ".join(f"{student} {points.get((student, slug), '(not graded)')}"
+                                                   for student in students))
     if refused:
         print(f"{len(refused)} submission{'s' if len(refused) != 1 else ''} left out (above): fix or remove "
               "them, then run autograde again")
@@ -356,6 +359,9 @@ def feedback(
     """`nbgrader generate_feedback`: one HTML page per graded submission, hidden checks scrubbed."""
     assignment, chosen = _selected(modules, spec)
     _require_built(course_dir, chosen)
+    for module in chosen:
+        if not any((course_dir / "autograded").glob(f"*/{module.slug}")):
+            raise CourseError(f"nothing of {module.slug} is autograded yet; run `tinyflo course autograde {module.slug}`")
     nbgrader(course_dir, "generate_feedback", assignment, *(["--force"] if force else []))
     for module in chosen:
         pages = sorted((course_dir / "feedback").glob(f"*/{module.slug}/*.html"))
@@ -419,6 +425,8 @@ def report(course_dir: Path, csv_path: Path | None = None) -> list[Score]:
     for student in students:
         row = [table.get((student, m), "-") for m in modules]
         print("  ".join([f"{student:<{width}}", *(f"{r:>{w}}" for r, w in zip(row, columns))]))
+    if csv_path and not csv_path.expanduser().resolve().parent.is_dir():
+        raise CourseError(f"--csv: the folder {csv_path.expanduser().resolve().parent} does not exist")
     if csv_path:
         rows = io.StringIO(newline="")
         writer = csv.writer(rows)
@@ -439,16 +447,29 @@ def run(args: argparse.Namespace) -> int:
     """The `tinyflo course ACTION` command; returns the exit status."""
     modules = discover_modules(find_modules_dir(args.modules))
     course_dir = Path(args.dir).expanduser().resolve()
-    if args.action == "build":
-        build(make_folder(course_dir, "--dir"), modules)
-    elif args.action == "release":
-        release(course_dir, modules, args.module, args.force)
-    elif args.action == "feedback":
-        feedback(course_dir, modules, args.module, args.force)
-    elif args.action == "autograde":
-        autograde(
-            course_dir, modules, args.module, args.force, args.timeout, args.sandboxed, args.jobs
-        )
-    else:
-        report(course_dir, Path(args.csv) if args.csv else None)
+    if course_dir.exists() and not course_dir.is_dir():
+        raise CourseError(f"--dir: {course_dir} is a file, not a course folder")
+    flag = "" if args.dir == "course" else f" --dir {shlex.quote(args.dir)}"
+    try:
+        if args.action == "build":
+            build(make_folder(course_dir, "--dir"), modules)
+            print(f"next: tinyflo course release{flag}")
+        elif args.action == "release":
+            release(course_dir, modules, args.module, args.force)
+            print(f"next: hand out the kit; put each submission in {course_dir}/submitted/<student>/<module>/"
+                  f"<name>.ipynb, then run `tinyflo course autograde{flag}`")
+        elif args.action == "feedback":
+            feedback(course_dir, modules, args.module, args.force)
+            print(f"next: return each student's pages from {course_dir / 'feedback'}/<student>/ "
+                  f"(they hold no hidden check); grades: `tinyflo course report{flag}`")
+        elif args.action == "autograde":
+            autograde(
+                course_dir, modules, args.module, args.force, args.timeout, args.sandboxed, args.jobs
+            )
+            print(f"next: `tinyflo course feedback{flag}` (a page per submission), "
+                  f"`tinyflo course report{flag}` (the grades)")
+        else:
+            report(course_dir, Path(args.csv) if args.csv else None)
+    except CourseError as error:  # its advice names the course folder the instructor gave
+        raise CourseError(re.sub(r"`tinyflo course ([\w -]+?)`", rf"`tinyflo course \1{flag}`", str(error))) from None
     return 0
