@@ -307,3 +307,18 @@ def test_a_refused_milestone_makes_no_folder(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit, match="cannot run: this tinyflo is a student kit"):
         milestones.start("perceptron", out=tmp_path / "m")
     assert not (tmp_path / "m").exists() and "results" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("readme", ["README.md", "milestones/README.md"])
+def test_the_readmes_milestone_tables_quote_the_recorded_runs(readme):
+    """Every accuracy and difference a README's milestone table states is one the recorded run printed:
+    re-recording a milestone without updating its row fails here."""
+    names = {"1": "perceptron", "2": "xor", "3": "mlp", "4": "lenet", "5": "scale", "6": "transformer"}
+    rows = [line for line in (ROOT / readme).read_text(encoding="utf-8").splitlines() if re.match(r"\| \d\. ", line)]
+    assert len(rows) == len(names), rows
+    for row in rows:
+        folder = ROOT / "milestones" / "results" / names[row[2]]
+        recorded = "".join(path.read_text(encoding="utf-8") for path in sorted([*folder.glob("*.md"), *folder.glob("*.json")]))
+        reproduced = row.split("|")[3]
+        for figure in re.findall(r"\d+\.\d+%|Δ = [\d.e-]+|\d\.\d{3}\b", reproduced):
+            assert figure.replace("\\", "") in recorded, f"{readme}, milestone {row[2]}: {figure} is not in {folder}"
