@@ -137,7 +137,13 @@ def test_book_performance_page_holds_the_readme_summary_and_every_recorded_bench
     assert rows and all(row in page for row in rows), "the README's summary table"
     assert "](benchmarks/" not in page, "a link into the repository would be broken in the book"
     assert "](#" not in page, "a link to another README section would be broken in the book"
-    assert "](#devices-and-gpus)" in summary, "the README's summary links to another of its sections"
+    # a README whose summary links to another of its sections and into benchmarks/
+    fake = tmp_path / "checkout"
+    (fake / "benchmarks" / "results").mkdir(parents=True)
+    (fake / "README.md").write_text("## Performance\n\nSee [Devices](#devices) and "
+                                    "[the method](benchmarks/README.md).\n\n## Devices\n")
+    book.write_performance_page(fake, tmp_path)
+    assert "See Devices and `benchmarks/README.md`." in (tmp_path / "performance.md").read_text(encoding="utf-8")
     for result in sorted((ROOT / "benchmarks" / "results").glob("*.md")):
         title = result.read_text(encoding="utf-8").splitlines()[0]
         assert f"#{title}" in page.splitlines(), f"{result.name} is missing from the page"
