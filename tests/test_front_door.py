@@ -388,7 +388,7 @@ def test_the_demo_in_a_student_kit_refuses_in_one_line_as_a_milestone_does(tmp_p
     assert "the demo needs your own modules:" in capsys.readouterr().err
 
 
-def test_export_in_a_student_kit_refuses_in_one_line(monkeypatch, capsys):
+def test_the_authors_commands_in_a_student_kit_refuse_in_one_line(monkeypatch, capsys):
     from tinyflo import milestones
 
     monkeypatch.setattr(milestones, "student_kit", lambda: True)
@@ -397,6 +397,11 @@ def test_export_in_a_student_kit_refuses_in_one_line(monkeypatch, capsys):
         err = capsys.readouterr().err
         assert err.startswith("tinyflo export: error: export writes a tinyflo checkout's modules/ into its package, "
                               "and this is a student kit") and err.count("\n") == 1, err
+    for command in (["course", "build"], ["course", "release"]):
+        assert cli.main(command) == 2
+        assert "a course is built from a tinyflo checkout's modules/" in capsys.readouterr().err
+    monkeypatch.delenv("TINYFLO_WORKSPACE", raising=False)
+    assert cli._workspace().startswith("unset: in a student kit the milestones and the demo need it")
 
 
 def test_ctrl_c_in_a_milestone_is_one_line_and_leaves_no_empty_folder(tmp_path):

@@ -37,8 +37,12 @@ def _module(args: argparse.Namespace) -> int:
 
 
 def _course(args: argparse.Namespace) -> int:
+    from tinyflo import milestones
     from tinyflo.course import instructor
 
+    if milestones.student_kit() and not args.modules:
+        raise CourseError("a course is built from a tinyflo checkout's modules/ (solutions and hidden checks), "
+                          "and this is a student kit; `tinyflo module ...` is the student's loop")
     return instructor.run(args)
 
 
@@ -145,9 +149,12 @@ def _data() -> str:
 
 def _workspace() -> str:
     """TINYFLO_WORKSPACE and what it does, or what is wrong with it."""
+    from tinyflo import milestones
+
     workspace = os.environ.get("TINYFLO_WORKSPACE")
     if not workspace:
-        return "unset (the reference modules run)"
+        return ("unset: in a student kit the milestones and the demo need it (your completed modules)"
+                if milestones.student_kit() else "unset (the reference modules run)")
     path = Path(workspace).expanduser()
     if path.exists() and not path.is_dir():
         return f"{workspace} is a file, not a folder: set TINYFLO_WORKSPACE to your workspace folder"
@@ -333,7 +340,10 @@ def _record_milestone(milestone: Any, checkout: Path, script: Path, env: dict[st
 def _bench(args: argparse.Namespace) -> int:
     checkout = find_modules_dir(args.modules).parent
     if not (checkout / "benchmarks" / "run_all.py").is_file():
-        raise CourseError(f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
+        from tinyflo import milestones
+
+        raise CourseError("the benchmarks come with a tinyflo checkout, not with a student kit" if milestones.student_kit()
+                          else f"no benchmarks/ beside {checkout / 'modules'}: run inside a tinyflo checkout")
     _check_device(args.device)
     command = ["-m", "benchmarks", "--rounds", str(args.rounds), "--device", args.device]
     if args.smoke:

@@ -237,7 +237,7 @@ def _complete(workspace: Path, module: Module, modules: list[Module], args, flag
     target.write_text(text, encoding="utf-8", newline="\n")
     print(f"completed {module.slug}: your code is exported to {_shown(target)}")
     print(
-        "To run tinyflo (milestones, later modules) on your own code instead of the reference:\n"
+        "To run tinyflo (milestones, the demo) on your own code:\n"
         f"  export TINYFLO_WORKSPACE={workspace}\n"
         f"Check with: python -c 'import tinyflo.{dotted} as m; print(m.__file__)'"
     )
