@@ -622,3 +622,29 @@ def test_in_a_kit_a_module_waits_for_the_earlier_ones_to_be_completed(tmp_path, 
     assert capsys.readouterr().err == (
         "tinyflo module: error: 02_autograd runs on your code of every earlier module, and 01_tensor is not "
         f"completed in this workspace; first run `tinyflo module complete 01_tensor --workspace {tmp_path / 'ws'}`\n")
+
+
+@pytest.mark.parametrize("press", ["ctrl-d", "ctrl-c"])
+def test_the_dashboards_closing_prompt_takes_ctrl_d_and_ctrl_c_quietly(press, tmp_path):
+    import pty
+    import signal
+
+    terminal, typed = pty.openpty()  # the demo waits at its prompt only when stdin is a terminal
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    process = subprocess.Popen([sys.executable, "-m", "tinyflo.cli", "demo", "--epochs", "1", "--dashboard",
+                                "--out", str(tmp_path / "d")], stdin=typed, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=environment)
+    os.close(typed)
+    try:
+        seen = ""
+        while "until you press Enter" not in seen:
+            seen += os.read(process.stdout.fileno(), 4096).decode()
+        if press == "ctrl-d":
+            os.write(terminal, b"\x04")  # the terminal's end of input
+        else:
+            process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        os.close(terminal)
+        process.kill()
+    assert process.returncode == 0 and err == "", err

@@ -157,7 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"report saved to {(Path(args.out) / 'report.html').resolve()}")
     if monitor is not None and monitor.dashboard is not None:
         if sys.stdin.isatty():
-            input(f"the dashboard stays at {monitor.dashboard.url} until you press Enter ")
+            try:  # Enter, Ctrl-D or Ctrl-C: each only closes the page; the run is complete
+                input(f"the dashboard stays at {monitor.dashboard.url} until you press Enter ")
+            except (EOFError, KeyboardInterrupt):
+                print()
         monitor.close()
     return 0
 
