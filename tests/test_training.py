@@ -631,8 +631,10 @@ def test_monitor_writes_report_csv_and_png(tmp_path):
         legend = ax.get_legend()
         labels = [t.get_text() for t in legend.get_texts()] if legend else []
         assert not [label for label in labels if "_" in label], f"raw column names in a legend: {labels}"
-        if ax.get_title().endswith("(%)"):
+        if ax.get_title() in Monitor.WHOLE_SHARES:
             assert ax.get_ylim() == (0, 100), "a share of the machine: 0 to 100, nothing above"
+        if ax.get_title() == "validation accuracy (%)":
+            assert [y for y in ax.lines[0].get_ydata()] == pytest.approx([100 * a for a in trainer.history["val_acc"]])
     logged = {"train_loss": [1.0], "val_loss": [0.9], "lr": [0.1], "top_logit": [2.0], "val_top_logit": [2.5]}
     assert monitor.panels(logged)["top_logit"] == ["top_logit", "val_top_logit"], "a metric beside its validation"
     assert "val_top_logit" not in monitor.panels(logged)

@@ -140,15 +140,16 @@ if plt is not None:
     xs = np.linspace(-0.5, 1.5, 201)
     gx, gy = np.meshgrid(xs, xs)
     left.contourf(gx, gy, bw1 * gx + bw2 * gy + bb > 0, levels=1, colors=["white", "tab:orange"], alpha=0.15)
+    left.fill_between([], [], color="tab:orange", alpha=0.15, label="where that line says 1")
     left.plot(xs, -(bw1 * xs + bb) / bw2, "k-", label=f"a best line: {grid_best:.0%} right")
     left.scatter(*points[labels == 0].T, s=200, marker="o", label="XOR = 0")
     left.scatter(*points[labels == 1].T, s=200, marker="x", label="XOR = 1")
     wrong = (bw1 * points[:, 0] + bw2 * points[:, 1] + bb > 0) != (labels > 0.5)
     left.scatter(*points[wrong].T, s=700, facecolors="none", edgecolors="red", label="wrong")
     a, c = layer.weight.numpy()[0]
-    left.plot([], [], " ", label=f"the trained layer: |w| = {np.hypot(a, c):.0e} (no line)")
     left.set(xlim=(-0.5, 1.5), ylim=(-0.5, 1.5), xlabel="$x_1$", ylabel="$x_2$",
-             title=f"the best lines get {grid_best:.0%}: one point is always wrong")
+             title=f"the best lines get {grid_best:.0%}: one point is always wrong\n"
+                   f"(a trained layer gives up: |w| = {np.hypot(a, c):.0e}, no line at all)")
     left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below the axes: no point hidden
     # A log axis has no zero: an empty level gets no bar, only its count "0" on the axis.
     places = np.arange(len(levels))

@@ -152,7 +152,7 @@ run.numbers.update(digits_accuracy=digits_accuracy, digits_seconds=digits_second
 
 # %%
 mnist_root = run.need_data("mnist", "train-images-idx3-ubyte.gz", "MNIST (part 3)")
-mnist_accuracy = None
+mnist_accuracy = mnist_trainer = mnist_config = None
 if mnist_root is not None:
     x_train, y_train = datasets.mnist(mnist_root, train=True, flatten=True, as_arrays=True)
     x_test, y_test = datasets.mnist(mnist_root, train=False, flatten=True, as_arrays=True)
@@ -186,12 +186,13 @@ if plt is not None:
     axes[0].legend(loc="center")
     axes[1].plot(xor_losses)
     axes[1].set(xlabel="step", ylabel="logistic loss", yscale="log", title="XOR training loss (seed 0)")
-    axes[2].plot(range(1, digits_config.epochs + 1), digits_trainer.history["val_acc"], marker="o",
-                 label="8×8 digits")
-    if mnist_accuracy is not None:
-        axes[2].plot(range(1, mnist_config.epochs + 1), mnist_trainer.history["val_acc"], marker="s", label="MNIST")
-    axes[2].set(xlabel="epoch", ylabel="test accuracy", title="MLP test accuracy", ylim=(0.8, 1.0))
-    axes[2].legend()
+    for trainer, config, marker, name in ((digits_trainer, digits_config, "o", "8×8 digits"),
+                                          (mnist_trainer, mnist_config, "s", "MNIST")):
+        if trainer is not None:
+            axes[2].plot(range(1, config.epochs + 1), [100 * a for a in trainer.history["val_acc"]], marker=marker,
+                         label=name)
+    axes[2].set(xlabel="epoch", ylabel="test accuracy (%)", title="MLP test accuracy", ylim=(80, 100))
+    axes[2].legend(loc="lower right")  # below the curves, which end near the top
     run.savefig(fig, "mlp.png")
 
 # %% [markdown]

@@ -229,11 +229,11 @@ if plt is not None:
         line, = axes[0].plot(x, part.trainer.history["train_loss"], marker=marker, label=f"{name} train")
         axes[0].plot(x, part.trainer.history["val_loss"], marker=marker, ls="--", color=line.get_color(),
                      label=f"{name} test")
-        axes[1].plot(x, part.trainer.history["val_acc"], marker=marker, label=name)
+        axes[1].plot(x, [100 * a for a in part.trainer.history["val_acc"]], marker=marker, label=name)
     lowest = min(min(part.trainer.history["val_acc"]) for part in parts.values())
     axes[0].set(xlabel="epoch", ylabel="loss (digits: with label smoothing)", title="LeNet-5 loss per epoch")
-    axes[1].set(xlabel="epoch", ylabel="test accuracy", title="LeNet-5 test accuracy per epoch",
-                ylim=(max(0.5, lowest - 0.02), 1.0))
+    axes[1].set(xlabel="epoch", ylabel="test accuracy (%)", title="LeNet-5 test accuracy per epoch",
+                ylim=(max(50, 100 * lowest - 2), 100))
     for ax in axes:
         ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.legend()

@@ -809,13 +809,15 @@ class Monitor(Callback):
         if self.dashboard is not None:
             self.dashboard.close()
 
+    WHOLE_SHARES = ("CPU, the whole machine (%)", "GPU busy (%)")  # drawn from 0 to 100
+
     def panels(self, history: History | None = None) -> dict[str, list[str]]:
         """The curves to draw, title → columns: the ones the history holds values for."""
         h = self.history if history is None else history
         measured = {k for k, v in h.items() if any(not math.isnan(x) for x in v)}
         # The machine's CPU % (of all its cores) and this process's (of one core: up to 100 per core it
         # keeps busy) are different scales: a panel each.
-        known = {"loss": ["train_loss", "val_loss"], "validation accuracy": ["val_acc"], "learning rate": lr_keys(h),
+        known = {"loss": ["train_loss", "val_loss"], "validation accuracy (%)": ["val_acc"], "learning rate": lr_keys(h),
                  "CPU, the whole machine (%)": ["sys_cpu_pct"], "CPU, this process (% of one core)": ["proc_cpu_pct"],
                  "GPU busy (%)": ["gpu_util_pct"],
                  "memory (GB)": ["sys_ram_gb", "proc_ram_gb", "gpu_mem_gb", "gpu_pool_gb"],
@@ -845,11 +847,12 @@ class Monitor(Callback):
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax, (title, keys) in zip(axes, panels.items()):
             for key in keys:
-                ax.plot(range(1, len(h[key]) + 1), h[key], marker="o", markersize=3, label=column_label(key))
+                values = [100 * v for v in h[key]] if key == "val_acc" else h[key]  # accuracy in %, as everywhere
+                ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label=column_label(key))
             epochs = max(len(h[key]) for key in keys) if keys else 1
             ax.set(xlabel="epoch", title=title, xlim=(0.5, epochs + 0.5))  # every epoch, even one alone
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
-            if title.endswith("(%)"):
+            if title in self.WHOLE_SHARES:
                 ax.set_ylim(0, 100)  # a share of the whole: all of it in view, nothing above
             elif "% of one core" in title:
                 ax.set_ylim(bottom=0)
