@@ -101,7 +101,13 @@ def test_require_refuses_a_module_the_workspace_lacks(tmp_path, monkeypatch):
     with pytest.raises(milestones.MilestoneError) as error:
         milestones.require(["01_tensor", "02_autograd"])
     message = str(error.value)
-    assert "02_autograd is not complete" in message and "01_tensor" not in message
+    assert "02_autograd is not started" in message and "01_tensor" not in message, "never started: said as such"
+    assert "tinyflo module start 02_autograd" in message and "tinyflo module complete 02_autograd" in message
+    (workspace / "02_autograd").mkdir()  # started, not completed
+    with pytest.raises(milestones.MilestoneError) as error:
+        milestones.require(["01_tensor", "02_autograd"])
+    message = str(error.value)
+    assert "02_autograd is not complete" in message
     assert "tinyflo module test 02_autograd" in message and "tinyflo module complete 02_autograd" in message
 
 
