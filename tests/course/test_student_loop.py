@@ -56,7 +56,9 @@ def test_reset_backs_up_the_old_notebook(workspace):
         notebook.read_text().replace("raise NotImplementedError()", "pass  # mine", 1)
     )
     edited = notebook.read_text()
+    (workspace / "progress.json").write_text('{"00_demo": {"points": 1, "max_points": 5}}')  # a test of the old one
     code, out = module("reset", "demo", workspace=workspace)
+    assert "00  demo  started, not tested yet" in module("list", workspace=workspace)[1], "the old score is gone"
     backups = list(notebook.parent.glob("demo.backup-*.ipynb"))
     assert code == 0 and len(backups) == 1
     assert backups[0].read_text() == edited and str(backups[0]) in out

@@ -95,6 +95,11 @@ class Progress:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(self.records, indent=2, sort_keys=True) + "\n")
 
+    def forget(self, module: Module) -> None:
+        """Drop the last test of `module` (its notebook was replaced)."""
+        if self.records.pop(module.slug, None) is not None:
+            self.path.write_text(json.dumps(self.records, indent=2, sort_keys=True) + "\n")
+
     def status(self, module: Module, notebook: Path) -> str:
         """One line for `module list`."""
         if not notebook.is_file():
@@ -150,6 +155,7 @@ def _reset(workspace: Path, module: Module, flag: str = "") -> int:
         path.rename(backup)
         print(f"your previous notebook is kept at {_shown(backup)}")
     write_notebook(release_notebook(module), path)
+    Progress(workspace).forget(module)  # the last test was of the notebook kept aside
     print(f"fresh notebook: {_shown(path)}")
     return 0
 
