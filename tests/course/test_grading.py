@@ -369,3 +369,11 @@ def test_the_runners_reporting_code_looks_nothing_up_once_it_runs():
         if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
     )
     assert not found, found
+
+
+def test_a_deleted_solution_cell_is_said_to_be_missing_not_still_the_stub(demo_module, tree):
+    submission = copy.deepcopy(instructor_notebook(demo_module))
+    submission.cells = [c for c in submission.cells if c.metadata.get("nbgrader", {}).get("grade_id") != "demo_square_code"]
+    square, relu = grade(submission, demo_module, tree, timeout=30).cells
+    assert square.points == 0 and "cell `demo_square_code` is missing from your notebook (deleted?)" in square.error
+    assert "still the stub" not in square.error and relu.passed, square.error

@@ -307,7 +307,11 @@ def _check_holds(
     return True
 
 
-def _why_task_failed(outcome, named: list[JobCell], timeout: int) -> str:
+def _deleted(cell: str) -> str:
+    return f"cell `{cell}` is missing from your notebook (deleted?): grading put its stub back; write your code there"
+
+
+def _why_task_failed(outcome, named: list[JobCell], timeout: int, deleted: frozenset[str] = frozenset()) -> str:
     """What stopped a task's scenario early, in the student's terms ('' if nothing did)."""
     if outcome.skipped is not None:
         where = _place(named, outcome.skipped)
@@ -335,6 +339,9 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int) -> str:
         where = _place(named, outcome.raised.get("at"))
         name = outcome.raised.get("type") or "an error"
         if name == "NotImplementedError" and where:
+            at = outcome.raised.get("at")
+            if named[at[0]].name in deleted:
+                return _deleted(named[at[0]].name)
             return f"your code raised NotImplementedError ({where}): a solution is still the stub"
         return f"your code raised {name}" + (f" ({where})" if where else "")
     return ""
@@ -343,7 +350,8 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int) -> str:
 LOOPED = "not run again: it calls your code that ran out of time earlier"
 
 
-def _code_problems(student: RunRecord, named: list[JobCell], timeout: int) -> dict[str, str]:
+def _code_problems(student: RunRecord, named: list[JobCell], timeout: int,
+                   deleted: frozenset[str] = frozenset()) -> dict[str, str]:
     """For each task, the first problem of the student's own code cells before it, or of a
     course cell before it that ran the student's code out of time (an example that calls it)."""
     problems: dict[str, str] = {}
@@ -369,7 +377,8 @@ def _code_problems(student: RunRecord, named: list[JobCell], timeout: int) -> di
             kind = outcome.raised.get("type") or "an error"
             where = _place(named, outcome.raised.get("at"))
             if kind == "NotImplementedError":
-                pending.append(f"cell `{cell.name}` is still the stub: write your code there")
+                pending.append(_deleted(cell.name) if cell.name in deleted
+                               else f"cell `{cell.name}` is still the stub: write your code there")
             else:
                 pending.append(
                     f"your code in cell `{cell.name}` failed: {kind}"
@@ -386,10 +395,12 @@ def score(
     reference: RunRecord,
     timeout: int,
     module: str = "",
+    deleted: frozenset[str] = frozenset(),
 ) -> list[CellScore]:
-    """Every task's points and, where some were lost, why, from the two runs' records."""
+    """Every task's points and, where some were lost, why, from the two runs' records
+    (`deleted`: solution cells the submission lacked, graded as their stubs)."""
     helpers = Helpers(scenarios.helpers)
-    problems = _code_problems(student, named, timeout)
+    problems = _code_problems(student, named, timeout, deleted)
     scores = []
     for index, cell in enumerate(named):
         if cell.task is None:
@@ -413,7 +424,7 @@ def score(
             if not holds:
                 failure = f"{_label(check, task.checks)}: {check.message}"
                 break
-        stopped = _why_task_failed(outcome, named, timeout)
+        stopped = _why_task_failed(outcome, named, timeout, deleted)
         if outcome.raised and "ran past" in problems.get(cell.task, ""):
             stopped = LOOPED  # what it raised is the fail-fast of the code that looped, not an error of its own
         if failure is None and stopped:
@@ -482,8 +493,11 @@ def grade(
             if cell.task is not None
         ]
         return GradeReport(tuple(cells), sandboxed)
+    answered = {_nbgrader(cell).get("grade_id") for cell in submission.cells}
+    deleted = frozenset(_nbgrader(cell)["grade_id"] for cell in source.cells
+                        if _is_solution(cell) and _nbgrader(cell).get("grade_id") not in answered)
     return GradeReport(
-        tuple(score(named, points, scenarios, record, reference_record, timeout, module.relpath())),
+        tuple(score(named, points, scenarios, record, reference_record, timeout, module.relpath(), deleted)),
         sandboxed,
     )
 
