@@ -27,11 +27,13 @@ from tinyflo.course.kit import build_student_kit, grading_notebook
 from tinyflo.course.notebooks import require, write_notebook
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE, bwrap_works
 from tinyflo.course.source import (
+    NOTEBOOK_LIMIT,
     CourseError,
     Module,
     discover_modules,
     find_modules_dir,
     make_folder,
+    read_regular,
     resolve_module,
 )
 
@@ -271,7 +273,6 @@ def _screen(
     through a link, and a notebook is read only as a regular file under the size limit."""
     import nbformat
 
-    from tinyflo.course.nbgrader_steps import NOTEBOOK_LIMIT, read_regular
 
     known = {module.slug for module in modules}
     refused: dict[tuple[str, str], str] = {}

@@ -40,40 +40,18 @@ from tinyflo.course.instructor import VALID_ID
 from tinyflo.course.kit import cached_tree
 from tinyflo.course.notebooks import graded_source, read_notebook, require
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE
-from tinyflo.course.source import discover_modules, resolve_module
+from tinyflo.course.source import NOTEBOOK_LIMIT, discover_modules, read_regular, resolve_module
 
 FAILED = "CheckFailed"  # the error a failed grade cell shows
 
 # What autograde takes from a submission folder besides its notebooks; nothing else is copied.
 SUBMISSION_FILES = ("timestamp.txt",)
-NOTEBOOK_LIMIT = 16 * 1024 * 1024  # bytes: a submitted notebook larger than this is refused
 SMALL_FILE_LIMIT = 4096  # bytes: timestamp.txt
 
 TEXT_LIMIT = 64 * 1024  # characters of a cell's own text outputs kept
 IMAGE_LIMIT = 1024 * 1024  # bytes of one PNG output kept
 NOTEBOOK_OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes of outputs kept for a whole notebook
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def read_regular(path: str | Path, limit: int) -> bytes:
-    """The bytes of `path`, which must be a regular file with one name, at most `limit` bytes.
-
-    Opened without following a link and without blocking on a fifo; OSError names the problem.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as error:
-        raise OSError(f"{path}: not a regular file ({error.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{path}: not a regular file")
-        if info.st_nlink != 1:
-            raise OSError(f"{path}: a file with {info.st_nlink} names (hard links are refused)")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(f"{path}: larger than {limit} bytes")
-    return data
 
 
 def _real_folder(path: Path) -> None:

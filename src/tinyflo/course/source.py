@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,30 @@ from pathlib import Path
 
 class CourseError(Exception):
     """A mistake in the course sources or in a command's arguments, explained for a person."""
+
+
+NOTEBOOK_LIMIT = 16 * 1024 * 1024  # bytes: a submitted notebook larger than this is refused
+
+
+def read_regular(path: str | Path, limit: int) -> bytes:
+    """The bytes of `path`, which must be a regular file with one name, at most `limit` bytes.
+
+    Opened without following a link and without blocking on a fifo; OSError names the problem.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise OSError(f"{path}: not a regular file ({error.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if info.st_nlink != 1:
+            raise OSError(f"{path}: a file with {info.st_nlink} names (hard links are refused)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(f"{path}: larger than {limit} bytes")
+    return data
 
 
 def make_folder(folder: Path, option: str) -> Path:
