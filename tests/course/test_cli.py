@@ -88,11 +88,11 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
     code, out = call_cli("course", "feedback", "00_demo", *common)
     assert code == 2 and f"nothing of 00_demo is autograded yet; run `tinyflo course autograde 00_demo --dir {course}`" in out
     code, out = call_cli("course", "autograde", *common, "--timeout", "30")
-    assert code == 0, out
-    assert "left out: submitted/bob/00_demo: no demo.ipynb; it holds 'demo (1).ipynb': rename the notebook" in out
-    assert "left out: submitted/carol/00_demo: demo.ipynb is not a readable notebook (" in out
-    assert "left out: submitted/dave/99_foo: no module '99_foo' in this course" in out
-    assert "left out: submitted/erin/00_demo: demo.ipynb: not a regular file" in out, out
+    assert code == 1, "graded what it could; exit 1 says not everything"
+    assert "left out: student bob, 00_demo: no demo.ipynb; the folder holds 'demo (1).ipynb': rename the notebook" in out
+    assert "left out: student carol, 00_demo: demo.ipynb is not a readable notebook (" in out
+    assert "left out: student dave, 99_foo: no module '99_foo' in this course" in out
+    assert "left out: student erin, 00_demo: demo.ipynb: not a regular file" in out, out
     assert "autograded 00_demo: alice 5/5\n" in out and "4 submissions left out (above)" in out
     assert f"next: `tinyflo course feedback --dir {course}` (a page per submission)" in out
     code, out = call_cli("course", "feedback", "00_demo", *common)

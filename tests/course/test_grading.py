@@ -377,3 +377,17 @@ def test_a_deleted_solution_cell_is_said_to_be_missing_not_still_the_stub(demo_m
     square, relu = grade(submission, demo_module, tree, timeout=30).cells
     assert square.points == 0 and "cell `demo_square_code` is missing from your notebook (deleted?)" in square.error
     assert "still the stub" not in square.error and relu.passed, square.error
+
+
+def test_a_failed_visible_check_shows_what_the_code_gave_and_a_hidden_one_never(demo_module, tree):
+    wrong = copy.deepcopy(instructor_notebook(demo_module))
+    for cell in wrong.cells:
+        cell.source = cell.source.replace("return np.asarray(x) * np.asarray(x)", "return np.asarray(x) + np.asarray(x)")
+    square, _ = grade(wrong, demo_module, tree, timeout=30).cells
+    assert square.error == ("check 1 of 1 of task `demo_square`: square(3) should be 9 "
+                            "(your code gave `square(3)` = 6 (int64))"), square.error
+    for cell in wrong.cells:  # right on 3, wrong on arrays: only the hidden check fails, and shows nothing
+        cell.source = cell.source.replace("return np.asarray(x) + np.asarray(x)",
+                                          "return np.asarray(x) * 3 if np.ndim(x) == 0 else np.asarray(x) * 0")
+    square, _ = grade(wrong, demo_module, tree, timeout=30).cells
+    assert square.error == "hidden check 1 of 1 of task `demo_square`: square must work elementwise on arrays", square.error

@@ -22,10 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tinyflo.course.engine import RunRecord, run_job
 from tinyflo.course.notebooks import graded_source, grading_notebook, instructor_notebook
 from tinyflo.course.sandbox import Limits
 from tinyflo.course.scenarios import (
+    VALUE,
     Check,
     TaskScenario,
     bound_names,
@@ -275,6 +278,43 @@ def _place(named: list[JobCell], at: list | None) -> str:
     return f"cell `{cell.name}`, line {at[1]}" + (f": `{text}`" if text else "")
 
 
+SHOWN_VALUE = 120  # characters of a value shown beside a failed visible check
+
+
+def _value_text(value: Any) -> str:
+    """A value as the student would print it, cut to SHOWN_VALUE characters."""
+    if isinstance(value, np.ndarray):
+        with np.printoptions(threshold=20, edgeitems=3, precision=6):
+            text = f"array({np.array2string(value, separator=', ')}, dtype={value.dtype}, shape={value.shape})"
+    elif isinstance(value, np.generic):
+        text = f"{value.item()!r} ({value.dtype})"
+    else:
+        text = repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= SHOWN_VALUE else text[: SHOWN_VALUE - 1] + "…"
+
+
+def _what_it_gave(check: Check, student: RunRecord, reference: RunRecord, helpers: Helpers) -> str:
+    """For a failed visible check: what the student's code gave, where the check looked
+    (`your code gave `promote_types(f32, f32)` = dtype('float64')`); '' when nothing can be said."""
+    if check.hidden or check.kind != "assert":
+        return ""
+    expected = [reference_values(check, raw) for raw in reference.observations.get(check.id, [])]
+    for raw, values in zip(student.observations.get(check.id, []), expected):
+        try:
+            mine = student_values(check, raw)
+        except BadValue:
+            return ""
+        if decide(check.condition, check, mine, values, helpers):
+            continue
+        shown = [(op, value) for op, value in zip(check.operands, mine) if op.student and op.text and op.mode == VALUE]
+        if not shown:
+            return ""
+        op, value = shown[0]
+        return f"your code gave `{op.text}` = {_value_text(value)}"
+    return ""
+
+
 def _label(check: Check, checks: list[Check]) -> str:
     total = sum(1 for c in checks if c.hidden == check.hidden)
     kind = "hidden check" if check.hidden else "check"
@@ -423,6 +463,8 @@ def score(
                 )
             if not holds:
                 failure = f"{_label(check, task.checks)}: {check.message}"
+                gave = _what_it_gave(check, student, reference, helpers)
+                failure += f" ({gave})" if gave else ""
                 break
         stopped = _why_task_failed(outcome, named, timeout, deleted)
         if outcome.raised and "ran past" in problems.get(cell.task, ""):

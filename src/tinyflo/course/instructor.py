@@ -217,8 +217,9 @@ def autograde(
     timeout: int = DEFAULT_TIMEOUT,
     sandboxed: bool = True,
     jobs: int = 1,
-) -> None:
-    """`nbgrader autograde` of the submissions in submitted/<student>/<module>/, sandboxed.
+) -> int:
+    """`nbgrader autograde` of the submissions in submitted/<student>/<module>/, sandboxed; the
+    number of submissions left out (each said in one line).
 
     With `jobs` > 1, that many nbgrader processes run at a time, each grading a share of a
     module's students in a grading slot of its own.
@@ -263,6 +264,7 @@ def autograde(
     if refused:
         print(f"{len(refused)} submission{'s' if len(refused) != 1 else ''} left out (above): fix or remove "
               "them, then run autograde again")
+    return len(refused)
 
 
 def _screen(
@@ -271,40 +273,50 @@ def _screen(
     """Each chosen module's students whose submission nbgrader can take, and for every other
     submission folder (student, module) a line saying why it is left out. Nothing is followed
     through a link, and a notebook is read only as a regular file under the size limit."""
-    import nbformat
-
-
     known = {module.slug for module in modules}
     refused: dict[tuple[str, str], str] = {}
     for folder in sorted((course_dir / "submitted").glob("*/*")):
         student = folder.parent.name
         if folder.name not in known and folder.is_dir() and not folder.is_symlink():
-            refused[student, folder.name] = (f"submitted/{student}/{folder.name}: no module {folder.name!r} in "
+            refused[student, folder.name] = (f"student {student}, {folder.name}: no module {folder.name!r} in "
                                             "this course (a module's folder is named like 01_tensor)")
     submitted: dict[str, list[str]] = {}
     for module in chosen:
         submitted[module.slug] = []
         for folder in sorted((course_dir / "submitted").glob(f"*/{module.slug}")):
-            student, where = folder.parent.name, f"submitted/{folder.parent.name}/{module.slug}"
+            student, where = folder.parent.name, f"student {folder.parent.name}, {module.slug}"
             notebook = folder / f"{module.name}.ipynb"
             if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
                 refused[student, module.slug] = f"{where}: not a folder of its own (a link or a file)"
             elif not notebook.exists() and not notebook.is_symlink():
                 found = sorted(path.name for path in folder.iterdir())
                 refused[student, module.slug] = (
-                    f"{where}: no {notebook.name}" + (f"; it holds {', '.join(map(repr, found[:3]))}"
+                    f"{where}: no {notebook.name}" + (f"; the folder holds {', '.join(map(repr, found[:3]))}"
                                                      f"{' ...' if len(found) > 3 else ''}: rename the notebook"
                                                      if found else " (the folder is empty)"))
+            elif problem := _unreadable(folder, notebook):
+                refused[student, module.slug] = f"{where}: {problem}"
             else:
-                try:
-                    nbformat.reads(read_regular(notebook, NOTEBOOK_LIMIT).decode("utf-8"), as_version=4)
-                except (OSError, ValueError) as error:  # a link, a fifo, too large, not UTF-8, not JSON, not a notebook
-                    reason = str(error).replace(str(notebook), notebook.name) if isinstance(error, OSError) else (
-                        f"{notebook.name} is not a readable notebook ({type(error).__name__})")
-                    refused[student, module.slug] = f"{where}: {reason}"
-                else:
-                    submitted[module.slug].append(student)
+                submitted[module.slug].append(student)
     return submitted, refused
+
+
+def _unreadable(folder: Path, notebook: Path) -> str:
+    """Why nbgrader's intake would refuse a submission folder ('' when it would not): each of its
+    notebooks must be a regular file of its own under the size limit, the module's a notebook."""
+    import nbformat
+
+    for path in sorted(folder.glob("*.ipynb")):
+        try:
+            data = read_regular(path, NOTEBOOK_LIMIT)
+        except OSError as error:  # a link, a fifo, a hard link, too large
+            return str(error).replace(str(path), path.name)
+        if path == notebook:
+            try:
+                nbformat.reads(data.decode("utf-8"), as_version=4)
+            except (ValueError, UnicodeDecodeError) as error:  # not UTF-8, not JSON, not a notebook
+                return f"{path.name} is not a readable notebook ({type(error).__name__})"
+    return ""
 
 
 def _autograde_in_parallel(
@@ -464,11 +476,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"next: return each student's pages from {course_dir / 'feedback'}/<student>/ "
                   f"(they hold no hidden check); grades: `tinyflo course report{flag}`")
         elif args.action == "autograde":
-            autograde(
+            left_out = autograde(
                 course_dir, modules, args.module, args.force, args.timeout, args.sandboxed, args.jobs
             )
             print(f"next: `tinyflo course feedback{flag}` (a page per submission), "
                   f"`tinyflo course report{flag}` (the grades)")
+            return 1 if left_out else 0  # graded what it could; a script still sees what it could not
         else:
             report(course_dir, Path(args.csv) if args.csv else None)
     except CourseError as error:  # its advice names the course folder the instructor gave

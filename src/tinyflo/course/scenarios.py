@@ -39,7 +39,7 @@ import ast
 import builtins
 import copy
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tinyflo.course.checks import BEGIN, END, split_hidden
 from tinyflo.course.runner import CHECK, PARAMETERS, PRISTINE, REACHED, top_level_names
@@ -102,6 +102,7 @@ class Operand:
     mode: str  # VALUE, TYPE (an object's classes), CLASSES (a class or tuple of them), TRUTH
     student: bool  # recorded from the student's run (else only the reference's is used)
     evaluated: bool  # evaluated in the student's run at all (an expected side with side effects)
+    text: str = ""  # a visible check's student operand as written (shown beside a wrong value); "" else
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,7 @@ class _Builder:
         else:
             evaluated = not is_pure(expr)  # its side effects still happen in the student's run
         self.exprs.append(expr)
-        self.operands.append(Operand(mode, student, evaluated))
+        self.operands.append(Operand(mode, student, evaluated, ast.unparse(expr) if student else ""))
         return len(self.exprs) - 1
 
     def truth(self, node: ast.expr) -> tuple:
@@ -752,7 +753,8 @@ def build_task(
                 _message(node.msg, None if in_hidden else node),
                 "assert",
                 condition,
-                tuple(builder.operands),
+                # a hidden check's code stays with the grader: its operands carry no text
+                tuple(replace(op, text="") for op in builder.operands) if in_hidden else tuple(builder.operands),
             )
             found[_key(node)] = _Found(check, builder.exprs)
         else:
