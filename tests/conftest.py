@@ -55,17 +55,7 @@ def strict_reads():
     return strict_gpu
 
 
-# The longest tests (a minute or two each on 2 cores: a module's grading proof, a class of
-# attackers, the stand-in's run of every gpu test) start first, one per worker as each is free,
-# so none of them begins last and keeps the suite waiting on it alone.
-LONGEST_FIRST = ("test_grading_of_the_module_holds", "test_a_class_with_attackers_leaves_the_instructor_untouched",
-                 "test_every_gpu_test_runs_on_the_strict_stand_in", "test_gpu_proof_smoke_run",
-                 "test_lenet_reaches_97_percent", "test_autograde_leaves_out", "test_the_student_loop_runs_from_the_kit",
-                 "test_no_attack_earns_a_point_or_leaks")
-
-
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not item.name.startswith(LONGEST_FIRST))  # stable: the rest keep their order
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU (CuPy with cupy.cuda.is_available())")
     no_hardware = pytest.mark.skip(reason="needs a real CUDA GPU: the strict stand-in cannot run it")
     for item in items:
