@@ -1,8 +1,10 @@
 """Milestone 5 (training at scale) runs headless in its quick form; every feature keeps its promise."""
 
 
+import json
+
 import pytest
-from test_milestones import ROOT, recorded_run, run_quick
+from test_milestones import ROOT, _bars_stand_on_zero, _figures_of, recorded_run
 
 from tinyflo import milestones
 
@@ -33,8 +35,10 @@ def check_promises(numbers: dict) -> None:
 
 
 @pytest.mark.slow
-def test_scale_quick_run_keeps_every_promise_on_the_digits(tmp_path):
-    result = run_quick("scale", tmp_path)
+def test_scale_quick_run_keeps_every_promise_on_the_digits(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYFLO_MILESTONE_DATA", "bundled")
+    figure = _figures_of("scale", tmp_path, monkeypatch)["scale.png"]  # in this process: its picture too
+    result = json.loads((tmp_path / "result.json").read_text())
     numbers = result["numbers"]
     assert numbers["data"] == "the 8×8 digits (bundled)" and numbers["train_images"] == 1438
     assert numbers["ablation"]["+ clipping"]["accuracy"] >= 0.95
@@ -42,6 +46,10 @@ def test_scale_quick_run_keeps_every_promise_on_the_digits(tmp_path):
     assert result["plots"] == ["scale.png"] and len(result["figures"]) == 10
     assert "| 6 | + checkpoint, crash, resume |" in (tmp_path / "ablation.md").read_text()
     assert not list(tmp_path.glob("*.safetensors")), "checkpoints go to a temporary folder, not the results"
+    _bars_stand_on_zero(figure)  # the ablation's accuracies: dots on a zoomed axis, not bars
+    accuracy = figure.axes[5]
+    assert accuracy.get_ylim()[0] > 50 and not accuracy.patches and len(accuracy.collections[0].get_offsets()) == 5
+    assert all(ax.get_xlabel() or ax is accuracy for ax in figure.axes), "every axis says what it shows"
 
 
 def test_scale_recorded_full_run_keeps_every_promise():

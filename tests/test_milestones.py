@@ -283,16 +283,6 @@ def _bars_stand_on_zero(figure) -> None:
             assert min(ax.get_ylim()) <= 0, (ax.get_title(), ax.get_ylim())
 
 
-@pytest.mark.slow
-def test_the_scale_ablations_accuracies_are_dots_on_a_zoomed_axis(tmp_path, monkeypatch):
-    monkeypatch.setenv("TINYFLO_MILESTONE_DATA", "bundled")
-    figure = _figures_of("scale", tmp_path, monkeypatch)["scale.png"]
-    _bars_stand_on_zero(figure)
-    accuracy = figure.axes[5]
-    assert accuracy.get_ylim()[0] > 50 and not accuracy.patches and len(accuracy.collections[0].get_offsets()) == 5
-    assert all(ax.get_xlabel() or ax is accuracy for ax in figure.axes), "every axis says what it shows"
-
-
 def test_lenets_mistakes_fill_their_rows_and_say_how_many(tmp_path, monkeypatch):
     monkeypatch.setenv("TINYFLO_MILESTONE_DATA", "bundled")  # the digits: a handful of mistakes
     figure = _figures_of("lenet", tmp_path, monkeypatch)["mistakes.png"]
