@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tinyflo.course.source import CourseError, find_modules_dir, make_folder
+from tinyflo.course.source import COURSE_DIR, CourseError, find_modules_dir, make_folder
 from tinyflo.launch import BACKENDS, INSTALL_MPI, LaunchError, launch, mpiexec_path
 
 
@@ -504,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = course_commands.add_parser(action, help=summary)
         sub.add_argument(
-            "--dir", default="course", type=path_arg, metavar="PATH", help="course folder (default: ./course)"
+            "--dir", default=COURSE_DIR, type=path_arg, metavar="PATH", help=f"course folder (default: ./{COURSE_DIR})"
         )
         if action in ("release", "autograde", "feedback"):
             sub.add_argument("module", nargs="?", help="one module (default: all)")

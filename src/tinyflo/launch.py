@@ -408,19 +408,15 @@ def _relay(pipe, out: TextIO, transform: Callable[[str], str]) -> threading.Thre
     """Copy `pipe` to `out` line by line through `transform`, in a thread."""
 
     def copy() -> None:
-        reader_gone = False
-        for raw in iter(pipe.readline, b""):
-            if reader_gone:
-                continue  # still read the rank's pipe, or the rank would block on a full one
+        for raw in iter(pipe.readline, b""):  # read to the end, or the rank would block on a full pipe
             line = transform(raw.decode("utf-8", "replace"))
             with _OUTPUT_LOCK:
                 try:
                     out.write(line if line.endswith("\n") else line + "\n")
                     out.flush()
                 except BrokenPipeError:  # `tinyflo launch ... | head -1`: the reader stopped
-                    reader_gone = True
-                    _READER_GONE.set()
-                    os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # nothing left to say
+                    _READER_GONE.set()  # the watcher stops the ranks
+                    os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # what is left goes nowhere
         pipe.close()
 
     thread = threading.Thread(target=copy, daemon=True)

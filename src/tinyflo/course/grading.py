@@ -294,25 +294,15 @@ def _value_text(value: Any) -> str:
     return text if len(text) <= SHOWN_VALUE else text[: SHOWN_VALUE - 1] + "…"
 
 
-def _what_it_gave(check: Check, student: RunRecord, reference: RunRecord, helpers: Helpers) -> str:
-    """For a failed visible check: what the student's code gave, where the check looked
-    (`your code gave `promote_types(f32, f32)` = dtype('float64')`); '' when nothing can be said."""
-    if check.hidden or check.kind != "assert":
+def _what_it_gave(check: Check, wrong: list[Any] | None) -> str:
+    """For a failed visible check, from the student's values of the record that failed it: what
+    their code gave where the check looked (`your code gave `square(3)` = 6 (int64)`); '' when
+    nothing can be said (a hidden check's operands carry no text)."""
+    shown = [(op, value) for op, value in zip(check.operands, wrong or ()) if op.text and op.mode == VALUE]
+    if check.hidden or not shown:
         return ""
-    expected = [reference_values(check, raw) for raw in reference.observations.get(check.id, [])]
-    for raw, values in zip(student.observations.get(check.id, []), expected):
-        try:
-            mine = student_values(check, raw)
-        except BadValue:
-            return ""
-        if decide(check.condition, check, mine, values, helpers):
-            continue
-        shown = [(op, value) for op, value in zip(check.operands, mine) if op.student and op.text and op.mode == VALUE]
-        if not shown:
-            return ""
-        op, value = shown[0]
-        return f"your code gave `{op.text}` = {_value_text(value)}"
-    return ""
+    op, value = shown[0]
+    return f"your code gave `{op.text}` = {_value_text(value)}"
 
 
 def _label(check: Check, checks: list[Check]) -> str:
@@ -323,28 +313,32 @@ def _label(check: Check, checks: list[Check]) -> str:
 
 def _check_holds(
     check: Check, student: RunRecord, reference: RunRecord, helpers: Helpers
-) -> bool | None:
+) -> tuple[bool | None, list[Any] | None]:
     """Whether the student's records of `check` match the reference's (None: the reference
-    itself fails the check, a mistake in the course)."""
+    itself fails the check, a mistake in the course), and, when they do not, the student's
+    values of the first record that fails it (None when there is no such record)."""
     if check.kind == "reached":
-        return student.reached.get(check.id, 0) == reference.reached.get(check.id, 0)
+        return student.reached.get(check.id, 0) == reference.reached.get(check.id, 0), None
     theirs = student.observations.get(check.id, [])
     ours = reference.observations.get(check.id, [])
     expected = [reference_values(check, raw) for raw in ours]
     for raw, values in zip(ours, expected):
         shipped = any(v is None and op.student for v, op in zip(raw, check.operands))
         if not shipped and not decide(check.condition, check, values, values, helpers):
-            return None
+            return None, None
     if len(theirs) != len(ours):
-        return False
+        return False, None
     for raw, values in zip(theirs, expected):
         try:
             mine = student_values(check, raw)
         except BadValue:
-            return False
+            return False, None
         if not decide(check.condition, check, mine, values, helpers):
-            return False
-    return True
+            return False, mine
+    return True, None
+
+
+LOOPED = "not run again: it calls your code that ran out of time earlier"
 
 
 def _deleted(cell: str) -> str:
@@ -379,52 +373,51 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int, deleted: froze
         where = _place(named, outcome.raised.get("at"))
         name = outcome.raised.get("type") or "an error"
         if name == "NotImplementedError" and where:
-            at = outcome.raised.get("at")
-            if named[at[0]].name in deleted:
-                return _deleted(named[at[0]].name)
+            stub = named[outcome.raised["at"][0]].name  # `where` is set: the place is a student cell
+            if stub in deleted:
+                return _deleted(stub)
             return f"your code raised NotImplementedError ({where}): a solution is still the stub"
         return f"your code raised {name}" + (f" ({where})" if where else "")
     return ""
 
 
-LOOPED = "not run again: it calls your code that ran out of time earlier"
-
-
 def _code_problems(student: RunRecord, named: list[JobCell], timeout: int,
-                   deleted: frozenset[str] = frozenset()) -> dict[str, str]:
+                   deleted: frozenset[str] = frozenset()) -> tuple[dict[str, str], set[str]]:
     """For each task, the first problem of the student's own code cells before it, or of a
-    course cell before it that ran the student's code out of time (an example that calls it)."""
+    course cell before it that ran the student's code out of time (an example that calls it);
+    and the tasks whose first problem is a loop (what they raise is its fail-fast)."""
     problems: dict[str, str] = {}
-    pending: list[str] = []
+    looped: set[str] = set()
+    pending: list[tuple[str, bool]] = []  # each problem, and whether it is a loop
     for index, cell in enumerate(named):
         outcome = student.cells[index]
         if cell.task is not None:
             if pending:
-                problems[cell.task] = pending[0]
+                problems[cell.task] = pending[0][0]
+                if pending[0][1]:
+                    looped.add(cell.task)
             pending = []
             continue
         if outcome.timeout is not None and not cell.student:
             where = _place(named, outcome.timeout)
             caller = "an example cell" if cell.name.startswith("#") else f"cell `{cell.name}`"
-            pending.append(f"your code ran past {timeout} s and was stopped"
-                           + (f" (running at {where}, called from {caller})" if where else f" in {caller}"))
+            pending.append((f"your code ran past {timeout} s and was stopped"
+                            + (f" (running at {where}, called from {caller})" if where else f" in {caller}"), True))
             continue
         if not cell.student:
             continue
         if outcome.timeout is not None:
-            pending.append(f"your code in cell `{cell.name}` ran past {timeout} s and was stopped")
+            pending.append((f"your code in cell `{cell.name}` ran past {timeout} s and was stopped", True))
         elif outcome.raised:
             kind = outcome.raised.get("type") or "an error"
             where = _place(named, outcome.raised.get("at"))
             if kind == "NotImplementedError":
-                pending.append(_deleted(cell.name) if cell.name in deleted
-                               else f"cell `{cell.name}` is still the stub: write your code there")
+                pending.append((_deleted(cell.name) if cell.name in deleted
+                                else f"cell `{cell.name}` is still the stub: write your code there", False))
             else:
-                pending.append(
-                    f"your code in cell `{cell.name}` failed: {kind}"
-                    + (f" ({where})" if where else "")
-                )
-    return problems
+                pending.append((f"your code in cell `{cell.name}` failed: {kind}"
+                                + (f" ({where})" if where else ""), False))
+    return problems, looped
 
 
 def score(
@@ -440,7 +433,7 @@ def score(
     """Every task's points and, where some were lost, why, from the two runs' records
     (`deleted`: solution cells the submission lacked, graded as their stubs)."""
     helpers = Helpers(scenarios.helpers)
-    problems = _code_problems(student, named, timeout, deleted)
+    problems, looped = _code_problems(student, named, timeout, deleted)
     scores = []
     for index, cell in enumerate(named):
         if cell.task is None:
@@ -455,7 +448,7 @@ def score(
             )
         failure = None
         for check in task.checks:
-            holds = _check_holds(check, student, reference, helpers)
+            holds, wrong = _check_holds(check, student, reference, helpers)
             if holds is None:
                 raise CourseError(
                     f"{module}: the reference fails its own check {check.id} "
@@ -463,11 +456,11 @@ def score(
                 )
             if not holds:
                 failure = f"{_label(check, task.checks)}: {check.message}"
-                gave = _what_it_gave(check, student, reference, helpers)
+                gave = _what_it_gave(check, wrong)
                 failure += f" ({gave})" if gave else ""
                 break
         stopped = _why_task_failed(outcome, named, timeout, deleted)
-        if outcome.raised and "ran past" in problems.get(cell.task, ""):
+        if outcome.raised and cell.task in looped:
             stopped = LOOPED  # what it raised is the fail-fast of the code that looped, not an error of its own
         if failure is None and stopped:
             failure = stopped

@@ -27,6 +27,7 @@ from tinyflo.course.kit import build_student_kit, grading_notebook
 from tinyflo.course.notebooks import require, write_notebook
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE, bwrap_works
 from tinyflo.course.source import (
+    COURSE_DIR,
     NOTEBOOK_LIMIT,
     CourseError,
     Module,
@@ -129,14 +130,20 @@ def build(course_dir: Path, modules: list[Module]) -> None:
             print(f"removed {folder} (no module makes it now)")
 
 
+def course_command(action: str, course_dir: Path) -> str:
+    """A command to advise, naming the course folder unless it is the default ./course."""
+    folder = "" if course_dir == Path(COURSE_DIR).resolve() else f" --dir {shlex.quote(str(course_dir))}"
+    return f"tinyflo course {action}{folder}"
+
+
 def _require_built(course_dir: Path, modules: list[Module]) -> None:
     if not (course_dir / CONFIG_NAME).is_file():
-        raise CourseError(f"{course_dir} is not a course folder yet; run `tinyflo course build`")
+        raise CourseError(f"{course_dir} is not a course folder yet; run `{course_command('build', course_dir)}`")
     for module in modules:
         path = source_path(course_dir, module)
         if not path.is_file() or path.read_text(encoding="utf-8") != _expected_source(module):
             raise CourseError(
-                f"{path} is missing or older than {module.relpath()}; run `tinyflo course build`"
+                f"{path} is missing or older than {module.relpath()}; run `{course_command('build', course_dir)}`"
             )
 
 
@@ -273,31 +280,32 @@ def _screen(
     """Each chosen module's students whose submission nbgrader can take, and for every other
     submission folder (student, module) a line saying why it is left out. Nothing is followed
     through a link, and a notebook is read only as a regular file under the size limit."""
-    known = {module.slug for module in modules}
+    known = {module.slug: module for module in modules}
+    submitted: dict[str, list[str]] = {module.slug: [] for module in chosen}
     refused: dict[tuple[str, str], str] = {}
     for folder in sorted((course_dir / "submitted").glob("*/*")):
-        student = folder.parent.name
-        if folder.name not in known and folder.is_dir() and not folder.is_symlink():
-            refused[student, folder.name] = (f"student {student}, {folder.name}: no module {folder.name!r} in "
-                                            "this course (a module's folder is named like 01_tensor)")
-    submitted: dict[str, list[str]] = {}
-    for module in chosen:
-        submitted[module.slug] = []
-        for folder in sorted((course_dir / "submitted").glob(f"*/{module.slug}")):
-            student, where = folder.parent.name, f"student {folder.parent.name}, {module.slug}"
-            notebook = folder / f"{module.name}.ipynb"
-            if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
-                refused[student, module.slug] = f"{where}: not a folder of its own (a link or a file)"
-            elif not notebook.exists() and not notebook.is_symlink():
-                found = sorted(path.name for path in folder.iterdir())
-                refused[student, module.slug] = (
-                    f"{where}: no {notebook.name}" + (f"; the folder holds {', '.join(map(repr, found[:3]))}"
-                                                     f"{' ...' if len(found) > 3 else ''}: rename the notebook"
-                                                     if found else " (the folder is empty)"))
-            elif problem := _unreadable(folder, notebook):
-                refused[student, module.slug] = f"{where}: {problem}"
-            else:
-                submitted[module.slug].append(student)
+        student, slug = folder.parent.name, folder.name
+        where = f"student {student}, {slug}"
+        if slug not in known:
+            if folder.is_dir() and not folder.is_symlink():
+                refused[student, slug] = (f"{where}: no module {slug!r} in this course "
+                                          "(a module's folder is named like 01_tensor)")
+            continue
+        if slug not in submitted:
+            continue  # a module not asked for this time
+        notebook = folder / f"{known[slug].name}.ipynb"
+        if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
+            refused[student, slug] = f"{where}: not a folder of its own (a link or a file)"
+        elif not notebook.exists() and not notebook.is_symlink():
+            found = sorted(path.name for path in folder.iterdir())
+            refused[student, slug] = (
+                f"{where}: no {notebook.name}" + (f"; the folder holds {', '.join(map(repr, found[:3]))}"
+                                                 f"{' ...' if len(found) > 3 else ''}: rename the notebook"
+                                                 if found else " (the folder is empty)"))
+        elif problem := _unreadable(folder, notebook):
+            refused[student, slug] = f"{where}: {problem}"
+        else:
+            submitted[slug].append(student)
     return submitted, refused
 
 
@@ -374,7 +382,8 @@ def feedback(
     _require_built(course_dir, chosen)
     for module in chosen:
         if not any((course_dir / "autograded").glob(f"*/{module.slug}")):
-            raise CourseError(f"nothing of {module.slug} is autograded yet; run `tinyflo course autograde {module.slug}`")
+            raise CourseError(f"nothing of {module.slug} is autograded yet; "
+                              f"run `{course_command(f'autograde {module.slug}', course_dir)}`")
     nbgrader(course_dir, "generate_feedback", assignment, *(["--force"] if force else []))
     for module in chosen:
         pages = sorted((course_dir / "feedback").glob(f"*/{module.slug}/*.html"))
@@ -402,7 +411,7 @@ def gradebook_scores(course_dir: Path) -> list[Score]:
     api = require("nbgrader.api")
     database = course_dir / "gradebook.db"
     if not database.is_file():
-        raise CourseError(f"{course_dir} has no gradebook yet; run `tinyflo course autograde`")
+        raise CourseError(f"{course_dir} has no gradebook yet; run `{course_command('autograde', course_dir)}`")
     scores = []
     with api.Gradebook(f"sqlite:///{database}", course_id=COURSE_ID) as gradebook:
         for assignment in gradebook.assignments:
@@ -438,9 +447,10 @@ def report(course_dir: Path, csv_path: Path | None = None) -> list[Score]:
     for student in students:
         row = [table.get((student, m), "-") for m in modules]
         print("  ".join([f"{student:<{width}}", *(f"{r:>{w}}" for r, w in zip(row, columns))]))
-    if csv_path and not csv_path.expanduser().resolve().parent.is_dir():
-        raise CourseError(f"--csv: the folder {csv_path.expanduser().resolve().parent} does not exist")
     if csv_path:
+        folder = csv_path.expanduser().resolve().parent
+        if not folder.is_dir():
+            raise CourseError(f"--csv: the folder {folder} does not exist")
         rows = io.StringIO(newline="")
         writer = csv.writer(rows)
         writer.writerow(["student", "module", "grade_id", "points", "max_points"])
@@ -462,28 +472,24 @@ def run(args: argparse.Namespace) -> int:
     course_dir = Path(args.dir).expanduser().resolve()
     if course_dir.exists() and not course_dir.is_dir():
         raise CourseError(f"--dir: {course_dir} is a file, not a course folder")
-    flag = "" if args.dir == "course" else f" --dir {shlex.quote(args.dir)}"
-    try:
-        if args.action == "build":
-            build(make_folder(course_dir, "--dir"), modules)
-            print(f"next: tinyflo course release{flag}")
-        elif args.action == "release":
-            release(course_dir, modules, args.module, args.force)
-            print(f"next: hand out the kit; put each submission in {course_dir}/submitted/<student>/<module>/"
-                  f"<name>.ipynb, then run `tinyflo course autograde{flag}`")
-        elif args.action == "feedback":
-            feedback(course_dir, modules, args.module, args.force)
-            print(f"next: return each student's pages from {course_dir / 'feedback'}/<student>/ "
-                  f"(they hold no hidden check); grades: `tinyflo course report{flag}`")
-        elif args.action == "autograde":
-            left_out = autograde(
-                course_dir, modules, args.module, args.force, args.timeout, args.sandboxed, args.jobs
-            )
-            print(f"next: `tinyflo course feedback{flag}` (a page per submission), "
-                  f"`tinyflo course report{flag}` (the grades)")
-            return 1 if left_out else 0  # graded what it could; a script still sees what it could not
-        else:
-            report(course_dir, Path(args.csv) if args.csv else None)
-    except CourseError as error:  # its advice names the course folder the instructor gave
-        raise CourseError(re.sub(r"`tinyflo course ([\w -]+?)`", rf"`tinyflo course \1{flag}`", str(error))) from None
+    if args.action == "build":
+        build(make_folder(course_dir, "--dir"), modules)
+        print(f"next: {course_command('release', course_dir)}")
+    elif args.action == "release":
+        release(course_dir, modules, args.module, args.force)
+        print(f"next: hand out the kit; put each submission in {course_dir}/submitted/<student>/<module>/"
+              f"<name>.ipynb, then run `{course_command('autograde', course_dir)}`")
+    elif args.action == "feedback":
+        feedback(course_dir, modules, args.module, args.force)
+        print(f"next: return each student's pages from {course_dir / 'feedback'}/<student>/ "
+              f"(they hold no hidden check); grades: `{course_command('report', course_dir)}`")
+    elif args.action == "autograde":
+        left_out = autograde(
+            course_dir, modules, args.module, args.force, args.timeout, args.sandboxed, args.jobs
+        )
+        print(f"next: `{course_command('feedback', course_dir)}` (a page per submission), "
+              f"`{course_command('report', course_dir)}` (the grades)")
+        return 1 if left_out else 0  # graded what it could; a script still sees what it could not
+    else:
+        report(course_dir, Path(args.csv) if args.csv else None)
     return 0

@@ -18,6 +18,7 @@ class CourseError(Exception):
     """A mistake in the course sources or in a command's arguments, explained for a person."""
 
 
+COURSE_DIR = "course"  # the instructor's course folder, in the current one, when no --dir is given
 NOTEBOOK_LIMIT = 16 * 1024 * 1024  # bytes: a submitted notebook larger than this is refused
 
 
@@ -45,8 +46,6 @@ def read_regular(path: str | Path, limit: int) -> bytes:
 def make_folder(folder: Path, option: str) -> Path:
     """`folder` (absolute), created now if it is not there: one line naming `option` when it
     cannot be, before any work is done."""
-    if not str(folder).strip():
-        raise CourseError(f"{option}: expected a folder; got an empty string")
     folder = Path(folder).expanduser().resolve()
     if folder.exists() and not folder.is_dir():
         raise CourseError(f"{option}: {folder} is a file, not a folder")

@@ -14,6 +14,7 @@ student's `package/tinyflo/core/tensor.py` instead of the reference (see core/__
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -51,6 +52,17 @@ def find_workspace(explicit: str | None = None) -> Path:
 def notebook_path(workspace: Path, module: Module) -> Path:
     """Where the student's notebook of `module` lives."""
     return workspace / module.slug / f"{module.name}.ipynb"
+
+
+@functools.cache
+def _exported_as(module: Module) -> str:
+    """The dotted name `module`'s code is exported as (`core.tensor`), read once per module."""
+    return default_exp(module.cells(), module.relpath())
+
+
+def _own_code(workspace: Path, module: Module) -> Path:
+    """Where `tinyflo module complete` puts the student's code of `module` in `workspace`."""
+    return target_path(workspace / "package" / "tinyflo", _exported_as(module))
 
 
 def _shown(path: Path) -> str:
@@ -139,8 +151,7 @@ def _not_completed(workspace: Path, module: Module, modules: list[Module]) -> li
     reference code, so grading a module runs on the student's own code of every earlier one."""
     if not milestones.student_kit():
         return []  # a checkout grades on the reference where the student has not completed one
-    return [m for m in modules if m.number < module.number
-            and not target_path(workspace / "package" / "tinyflo", default_exp(m.cells(), m.relpath())).is_file()]
+    return [m for m in modules if m.number < module.number and not _own_code(workspace, m).is_file()]
 
 
 def _reset(workspace: Path, module: Module, flag: str = "") -> int:
@@ -164,8 +175,7 @@ def _own_or_reference(workspace: Path):
     """Earlier modules for grading: the student's completed code where there is some."""
 
     def source(module: Module) -> str:
-        dotted = default_exp(module.cells(), module.relpath())
-        own = target_path(workspace / "package" / "tinyflo", dotted)
+        own = _own_code(workspace, module)
         return own.read_text(encoding="utf-8") if own.is_file() else reference_source(module)
 
     return source
@@ -237,15 +247,14 @@ def _complete(workspace: Path, module: Module, modules: list[Module], args, flag
         command="tinyflo module complete",
         advice=f"edit your notebook and run `{_command('complete', module, flag)}`",
     )
-    dotted = default_exp(module.cells(), module.relpath())
-    target = target_path(workspace / "package" / "tinyflo", dotted)
+    target = _own_code(workspace, module)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8", newline="\n")
     print(f"completed {module.slug}: your code is exported to {_shown(target)}")
     print(
         "To run tinyflo (milestones, the demo) on your own code:\n"
         f"  export TINYFLO_WORKSPACE={workspace}\n"
-        f"Check with: python -c 'import tinyflo.{dotted} as m; print(m.__file__)'"
+        f"Check with: python -c 'import tinyflo.{_exported_as(module)} as m; print(m.__file__)'"
     )
     return 0
 
