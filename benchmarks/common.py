@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 import tinyflo
-from benchmarks import MALLOC, THREAD_VARIABLES, THREADS, THREADS_SET_BEFORE_NUMPY
+from benchmarks import CORES, MALLOC, THREAD_VARIABLES, THREADS, THREADS_SET_BEFORE_NUMPY
 from tinyflo.milestones import write_atomically
 
 WARMUP = 3  # untimed rounds before the timed ones
@@ -88,8 +88,11 @@ def device_sync(device: str, torch_on: str | None = None) -> Callable[[], None]:
 
 
 def result_name(name: str, device: str) -> str:
-    """The result file's name: ``name`` on the CPU, ``name_cuda`` on a GPU, so neither overwrites the other."""
-    return f"{name}_cuda" if is_gpu(device) else name
+    """The result file's name: ``name`` on the CPU's cores, ``name_1thread`` on fewer threads than cores
+    (TINYFLO_NUM_THREADS), ``name_cuda`` on a GPU, so none overwrites another."""
+    if is_gpu(device):
+        return f"{name}_cuda"
+    return name if THREADS >= CORES else f"{name}_{THREADS}thread{'s' if THREADS > 1 else ''}"
 
 
 @dataclass
@@ -332,8 +335,8 @@ def machine_info(device: str = "cpu") -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
-        "cores_usable": THREADS,
-        "threads": {v: os.environ.get(v) for v in THREAD_VARIABLES}
+        "cores_usable": CORES,
+        "threads": {v: os.environ.get(v) for v in THREAD_VARIABLES} | {"tinyflo": tinyflo.get_num_threads()}
         | {"set_before_numpy_import": THREADS_SET_BEFORE_NUMPY},
         "malloc": MALLOC,
         "platform": platform.platform(),

@@ -11,19 +11,30 @@ import cProfile
 import pstats
 from collections.abc import Callable
 
-from benchmarks import bench_autograd_overhead, bench_mlp_step
+from benchmarks import bench_autograd_overhead, bench_conv, bench_mlp_step, bench_transformer
 
 
-def _targets() -> dict[str, tuple[Callable[[], object], int]]:
-    """Each profilable workload and how many times to run it."""
-    large, small = (bench_mlp_step.step_variants(shape, None) for shape in bench_mlp_step.SHAPES)
+def _mlp(shape: int, variant: str) -> Callable[[], object]:
+    return bench_mlp_step.step_variants(bench_mlp_step.SHAPES[shape], None)[variant]
+
+
+def _gpt() -> Callable[[], object]:
+    config = bench_transformer.milestone_model()["GPTConfig"]()
+    ids, _ = bench_transformer.token_ids()
+    return bench_transformer.Trainers(None, config, ids, 100, "cpu", None).tinyflo_step
+
+
+def _targets() -> dict[str, tuple[Callable[[], Callable[[], object]], int]]:
+    """Each profilable workload: what makes its step, and how many steps to profile."""
     ops, nn, loop = bench_mlp_step.OPS, bench_mlp_step.MODULES, bench_mlp_step.LOOP
     return {
-        "chain": (bench_autograd_overhead.tinyflo_variants()["tinyflo forward + backward"], 30),
-        "mlp-large": (large[ops], 30),
-        "mlp-small": (small[ops], 2000),
-        "mlp-small-nn": (small[nn], 2000),
-        "mlp-small-loop": (small[loop], 2000),
+        "chain": (lambda: bench_autograd_overhead.tinyflo_variants()["tinyflo forward + backward"], 30),
+        "mlp-large": (lambda: _mlp(0, ops), 30),
+        "mlp-small": (lambda: _mlp(1, ops), 2000),
+        "mlp-small-nn": (lambda: _mlp(1, nn), 2000),
+        "mlp-small-loop": (lambda: _mlp(1, loop), 2000),
+        "lenet": (lambda: bench_conv.lenet_variants(None)[1]["tinyflo"], 50),
+        "gpt": (_gpt, 20),
     }
 
 
@@ -34,7 +45,8 @@ def main() -> None:
     parser.add_argument("workload", choices=sorted(targets))
     parser.add_argument("--top", type=int, default=20, help="how many functions to show (default 20)")
     args = parser.parse_args()
-    fn, calls = targets[args.workload]
+    make, calls = targets[args.workload]
+    fn = make()
     for _ in range(5):
         fn()
     profiler = cProfile.Profile()

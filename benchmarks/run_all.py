@@ -21,13 +21,15 @@ from benchmarks import (
     bench_memory,
     bench_mlp_step,
     bench_optim_step,
+    bench_threads,
     bench_trainer,
     bench_transformer,
     common,
 )
 
 BENCHMARKS = [bench_autograd_overhead, bench_mlp_step, bench_optim_step, bench_memory, bench_trainer, bench_conv,
-              bench_checkpoint, bench_allreduce, bench_amp, bench_transformer, bench_dispatch_instructions]
+              bench_threads, bench_checkpoint, bench_allreduce, bench_amp, bench_transformer,
+              bench_dispatch_instructions]
 # Those that take --device and --smoke: the GPU's benchmarks, each against PyTorch CUDA in the same process.
 DEVICE_BENCHMARKS = [bench_mlp_step, bench_amp, bench_conv, bench_transformer]
 

@@ -36,6 +36,15 @@ def device(request) -> str:
     return request.param
 
 
+@pytest.fixture(autouse=True)
+def first_gpu_current_again():
+    """A test that made another GPU current (a Trainer on cuda:1 does, as torch.cuda.set_device) leaves
+    cuda:0 current for the next one: the device is a per-thread setting every later test would inherit."""
+    yield
+    if GPU_AVAILABLE:
+        tinyflo.device("cuda:0").xp.cuda.Device(0).use()
+
+
 @pytest.fixture
 def reads_wait(monkeypatch):
     """Within the test, every device says reading a value back waits (``Device.reads_wait``), as a GPU does.

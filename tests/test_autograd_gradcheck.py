@@ -125,6 +125,10 @@ CASES = [
     Case("getitem-mask", ("GetItem",), with_axis, lambda a: a[a > 0]),
     Case("cat", ("Cat",), cat_shapes, lambda a, b: tinyflo.cat([a, b], axis=_differing_axis(a, b))),
     Case("stack", ("Stack",), same_shapes, lambda a, b: tinyflo.stack([a, b], axis=-1)),
+    Case("unbind", ("Unbind", "UnbindPart"), with_axis,
+         lambda a: sum(p * (i + 1) for i, p in enumerate(a.unbind(0)))),
+    Case("unbind-one-part-twice", ("Unbind", "UnbindPart"), with_axis,
+         lambda a: (lambda parts: parts[1] * 2 + parts[1].exp())(a.unbind(-1))),
     Case("where", ("Where",), two_broadcast, lambda a, b: tinyflo.where(a > b, a, b)),
     Case("to-device", ("To",), one, lambda a: (a.to("cpu:1") * 2).to(a.device) if a.device.type == "cpu" else a.cpu()),
 ]

@@ -157,7 +157,7 @@ class CausalSelfAttention(nn.Module):
     def heads(self, x, T):
         """Rows (B·T, C) → queries, keys and values, each (B, heads, T, head size)."""
         qkv = self.c_attn(x).reshape(-1, T, 3, self.n_head, self.n_embd // self.n_head).permute(2, 0, 3, 1, 4)
-        return qkv[0], qkv[1], qkv[2]
+        return qkv.unbind(0)  # q, k, v; their backward fills one array for qkv, not three (module 01)
 
     def weights_and_values(self, x, T):
         """The attention written out: weights (B, heads, T, T) = softmax(q kᵀ / √d, masked), and the values."""

@@ -78,6 +78,9 @@
 from __future__ import annotations
 
 import functools
+import itertools
+import os
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -291,6 +294,144 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
         return to_host(array, copy=True)
     with dst:
         return dst.xp.asarray(array)
+
+
+# %% [markdown]
+# ## Threads for the long passes (given; no task uses it)
+#
+# BLAS computes matrix products on every core. The rest of a training step —
+# GELU, layer norm, softmax, the convolution's window copies, pooling, the
+# optimizer's update — is NumPy passes over memory, and NumPy runs each one
+# on one core. It lets go of Python's lock inside every pass, though, so
+# plain threads can share the work. `parallel(fn, size, block)` cuts
+# `range(size)` into blocks of `block` items, hands each thread one run of
+# consecutive blocks, and calls `fn(start, stop)` once per block. The cut
+# never depends on how many threads there are: a block is computed the same
+# way wherever it runs, so a result has the same bits for any thread count,
+# and a sum over blocks adds one partial per block, in block order.
+#
+# `tinyflo.set_num_threads(n)` sets the count (`TINYFLO_NUM_THREADS` before
+# the first pass; the default is the cores this process may use). BLAS keeps
+# its own threads (`OMP_NUM_THREADS`). A job of one block, a call made while
+# another job runs (from a second thread, or from inside a block), and any
+# GPU work run where they are called: handing work to a thread costs about
+# 30 µs, so the fast forms choose blocks of tens of thousands of numbers.
+
+# %%
+#| export
+PASS_BLOCK = 1 << 17  # numbers per block of a threaded pass: a block's arrays stay in a core's cache
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _thread_count(value: Any, argument: str) -> int:
+    """A positive whole number of threads, or a ValueError naming ``argument``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{argument} must be a positive whole number of threads; got {value!r}")
+    return int(value)
+
+
+def _threads_from_environment() -> int:
+    """TINYFLO_NUM_THREADS when it is set, else the cores this process may use."""
+    text = os.environ.get("TINYFLO_NUM_THREADS")
+    if text is None:
+        return _usable_cores()
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"TINYFLO_NUM_THREADS must be a positive whole number of threads; got {text!r}")
+    return int(text)
+
+
+class _Job:
+    """One call of `parallel`: its blocks, each taken by whichever thread is free first."""
+
+    def __init__(self, fn: Callable[[int, int], Any], size: int, block: int) -> None:
+        self.fn, self.size, self.block = fn, size, block
+        self.count = -(-size // block)
+        self.taken, self.finished = itertools.count(), itertools.count(1)  # next() on them is atomic
+        self.all_done = threading.Event()
+        self.error: BaseException | None = None
+
+    def work(self) -> None:
+        """Take blocks and run them until none is left; after an error, the rest are only counted."""
+        while (i := next(self.taken)) < self.count:
+            if self.error is None:
+                start = i * self.block
+                try:
+                    self.fn(start, min(start + self.block, self.size))
+                except BaseException as err:  # the caller raises it
+                    self.error = self.error or err
+            if next(self.finished) == self.count:
+                self.all_done.set()
+
+
+class _Threads:
+    """The threads that share tinyflo's CPU passes, each waiting on its own queue for jobs."""
+
+    def __init__(self) -> None:
+        self.count: int | None = None  # decided at the first pass, unless set before
+        self.inboxes: list[queue.SimpleQueue] = []
+        self.busy = threading.Lock()  # one job at a time; another caller meanwhile works alone
+
+    def wanted(self) -> int:
+        if self.count is None:
+            self.count = _threads_from_environment()
+        return self.count
+
+    def start(self, extra: int) -> None:
+        """Have at least ``extra`` waiting threads besides the caller's."""
+        while len(self.inboxes) < extra:
+            inbox: queue.SimpleQueue = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(inbox,), name=f"tinyflo-pass-{len(self.inboxes) + 1}",
+                             daemon=True).start()
+            self.inboxes.append(inbox)
+
+    def after_fork(self) -> None:
+        """A forked child has none of the parent's threads: it starts its own when it needs them."""
+        self.inboxes, self.busy = [], threading.Lock()
+
+
+def _serve(inbox: queue.SimpleQueue) -> None:
+    while True:
+        inbox.get().work()  # a job whose blocks are all taken already costs one look
+
+
+_THREADS = _Threads()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_THREADS.after_fork)
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads for tinyflo's own passes on the CPU (results do not depend on it)."""
+    _THREADS.count = _thread_count(n, "set_num_threads: n")
+
+
+def get_num_threads() -> int:
+    """How many threads tinyflo's CPU passes use: set_num_threads, else TINYFLO_NUM_THREADS, else the usable cores."""
+    return _THREADS.wanted()
+
+
+def parallel(fn: Callable[[int, int], Any], size: int, block: int) -> None:
+    """``fn(start, stop)`` for each block of ``block`` items of ``range(size)``, the blocks shared among the threads."""
+    block = max(int(block), 1)
+    job = _Job(fn, size, block)
+    threads = min(_THREADS.wanted(), job.count)
+    if threads < 2 or not _THREADS.busy.acquire(blocking=False):
+        for start in range(0, size, block):
+            fn(start, min(start + block, size))
+        return
+    try:
+        _THREADS.start(threads - 1)
+        for inbox in _THREADS.inboxes[:threads - 1]:
+            inbox.put(job)
+        job.work()  # the caller works too, and takes the blocks of a thread that is slow to wake
+        job.all_done.wait()  # for the blocks other threads are still running
+    finally:
+        _THREADS.busy.release()
+    if job.error is not None:
+        raise job.error
 
 
 # %% [markdown]
@@ -721,6 +862,10 @@ class Tensor:
     def unsqueeze(self, axis: int) -> Tensor:
         axis = normalize_axis(axis, self.ndim + 1, "unsqueeze")
         return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
+
+    def unbind(self, axis: int = 0) -> tuple[Tensor, ...]:
+        """The slices along ``axis``, that axis removed: ``q, k, v = qkv.unbind(0)``."""
+        return unbind(self, axis)
 
     def __getitem__(self, index) -> Tensor:
         return GetItem.apply(self, index=_index_arg(index, self._device))
@@ -2427,6 +2572,84 @@ assert st.shape == (2, 3, 2) and _close(st.data[..., 0], X), "stack along the la
 ga, gb = st._ctx.backward(np.stack([np.ones((2, 3)), 2 * np.ones((2, 3))], axis=-1).astype(np.float32))
 assert ga.shape == (2, 3) and _close(ga, 1) and _close(gb, 2), "stack along the last axis gives each input its slice of the gradient"
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Splitting: `unbind` (given; no task uses it)
+#
+# `t.unbind(axis)` returns the slices of `t` along `axis`, that axis removed,
+# as PyTorch's: `q, k, v = qkv.unbind(0)`. `(t[0], t[1], t[2])` gives the same
+# views, but each `GetItem`'s backward makes a zero array the size of `t` for
+# its one slice, and the engine adds the three up: three full arrays and two
+# full sums per step, for gradients that never overlap. `unbind`'s backward
+# makes one array.
+#
+# Each part is a node, `UnbindPart`, that slices a private tensor which
+# `Unbind`, an identity node, passes on from `t`; the parts share one `_Parts`
+# record. The engine reaches every part before `Unbind` (a tensor waits for
+# all its consumers). The first part allocates the zero array, writes its
+# slice and hands the array to the engine as the private tensor's gradient;
+# each later part writes its slice into that same array and returns None.
+# `Unbind` passes the filled array on to `t` and clears the record, so the
+# next backward starts a fresh array. A slice that no gradient reaches stays 0.
+
+# %%
+#| export
+class _Parts:
+    """What the parts of one unbind share: where each one sits, and the gradient array they fill."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, axis: int) -> None:
+        self.shape, self.dtype, self.axis = shape, dtype, axis
+        self.grad = None  # the array the current backward pass fills; None between passes
+        self.filled: set[int] = set()  # the parts that wrote into it
+
+    def index(self, i: int) -> tuple:
+        """Where part ``i`` sits: ``[:, ..., :, i]`` with ``i`` at ``axis``."""
+        return (slice(None),) * self.axis + (i,)
+
+
+class Unbind(Function):
+    """The identity from ``t`` to the tensor its parts slice; backward hands ``t`` the parts' one array."""
+
+    def forward(self, a, parts):
+        self.parts = parts
+        return a  # the same array: no copy
+
+    def backward(self, grad):
+        self.parts.grad = None  # this pass is done: the next one starts a fresh array
+        return grad  # the array the parts filled, as it is
+
+
+class UnbindPart(Function):
+    """Part ``i`` of an unbind: a view; backward writes its slice of the parts' one gradient array."""
+
+    def forward(self, packed, parts, i):
+        self.parts, self.i = parts, i
+        return packed[parts.index(i)]
+
+    def backward(self, grad):
+        parts = self.parts
+        first = parts.grad is None or self.i in parts.filled  # filled already: an earlier pass broke off
+        if first:
+            parts.grad, parts.filled = self.xp.zeros(parts.shape, parts.dtype), set()
+        parts.filled.add(self.i)
+        parts.grad[parts.index(self.i)] = grad
+        return parts.grad if first else None  # after the first part, the engine already holds the array
+
+
+def unbind(t: Tensor, axis: int = 0) -> tuple[Tensor, ...]:
+    """The slices of ``t`` along ``axis``, that axis removed; their backward fills one gradient array."""
+    if t.ndim == 0:
+        raise ShapeError("unbind: expected a tensor with at least one axis to split along; got a 0-d tensor")
+    if isinstance(axis, int | np.integer) and not -t.ndim <= axis < t.ndim:
+        raise ShapeError(f"unbind: axis {axis} is out of range for shape {t.shape}; "
+                         f"expected {-t.ndim} <= axis < {t.ndim}")
+    axis = normalize_axis(axis, t.ndim, "unbind")  # refuses an axis that is not an integer
+    parts = _Parts(t.shape, t.dtype, axis)
+    if not (t.requires_grad and GradMode.enabled):  # nothing to record: the views themselves
+        return tuple(Tensor._wrap(t.data[parts.index(i)], t._device) for i in range(t.shape[axis]))
+    packed = Unbind.apply(t, parts=parts)
+    return tuple(UnbindPart.apply(packed, parts=parts, i=i) for i in range(t.shape[axis]))
+
 
 # %% [markdown]
 # ## Selecting

@@ -21,9 +21,9 @@ _PUBLIC = {
         "Device", "DeviceError", "Function", "ShapeError", "Tensor", "arange", "as_device",
         "as_dtype", "bfloat16", "bool_", "cat", "cuda_device_count", "cuda_is_available",
         "default_generator", "device_of", "float16", "float32", "float64", "from_numpy", "full",
-        "full_like", "get_rng_state", "int32", "int64", "is_array", "manual_seed", "ones",
-        "ones_like", "promote_types", "rand", "rand_like", "randn", "randn_like", "set_rng_state",
-        "stack", "tensor", "to_host", "uint8", "where", "zeros", "zeros_like",
+        "full_like", "get_num_threads", "get_rng_state", "int32", "int64", "is_array", "manual_seed", "ones",
+        "ones_like", "promote_types", "rand", "rand_like", "randn", "randn_like", "set_num_threads", "set_rng_state",
+        "stack", "tensor", "to_host", "uint8", "unbind", "where", "zeros", "zeros_like",
     ),
     "tinyflo.core.data": (
         "DataLoader", "Dataset", "Rng", "Subset", "TensorDataset", "default_collate", "random_split",

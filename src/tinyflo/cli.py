@@ -147,6 +147,22 @@ def _data() -> str:
             "the 8×8 digits are inside tinyflo")
 
 
+def _threads() -> str:
+    """How many threads tinyflo's CPU passes use and why, and what sets the BLAS's."""
+    import tinyflo
+    from tinyflo.core.tensor import _usable_cores
+
+    try:
+        count = tinyflo.get_num_threads()
+    except ValueError as error:
+        return f"{error}: unset it or give a count"
+    why = "TINYFLO_NUM_THREADS" if os.environ.get("TINYFLO_NUM_THREADS") else "the cores this process may use"
+    blas = next((f"{name}={os.environ[name]}" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                 if os.environ.get(name)), "its own default")
+    return (f"{count} for tinyflo's passes over memory ({why}; {_usable_cores()} usable); "
+            f"matrix products: BLAS's own threads ({blas})")
+
+
 def _workspace() -> str:
     """TINYFLO_WORKSPACE and what it does, or what is wrong with it."""
     from tinyflo import milestones
@@ -178,7 +194,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     rows = [("tinyflo", tinyflo.__version__), ("python", sys.version.split()[0])]
     rows += [(name, _version(name)) for name in ("numpy", "matplotlib", "cupy")]
-    rows.append(("gpu", _gpu()))
+    rows += [("gpu", _gpu()), ("threads", _threads())]
     rows += [(name, _version(name)) for name in ("mpi4py", "nbgrader", "jupytext", "jupyterlab", "psutil", "torch")]
     rows += [("mpi", _mpi()), ("nccl", _nccl())]
     sandbox = bwrap_works()

@@ -55,6 +55,7 @@ RUNS_AS_IT_COMES: frozenset[str] = frozenset({
     "Max", "MaxPool2dFn",  # picking an element is exact in any precision
     "AvgPool2dFn",  # accumulates in float32 inside
     "Reshape", "Permute", "Expand", "GetItem", "Cat", "Stack", "Where", "Clip",  # move or pick values
+    "Unbind", "UnbindPart",  # split into views: the identity and its slices
 })
 
 

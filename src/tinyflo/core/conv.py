@@ -23,7 +23,9 @@ from tinyflo.core.tensor import (
     Tensor,
     device_of,
     float32,
+    PASS_BLOCK,
     is_floating,
+    parallel,
     zeros,
 )
 
@@ -214,7 +216,9 @@ class Conv2dFn(Conv2dUnfoldFn):
         oh, ow = _output_hw((h, w), (kh, kw), stride, padding, dilation)
         self.batch_last = oh * ow <= BATCH_LAST_POSITIONS
         if not self.batch_last:
-            return super().forward(x, weight, bias, stride, padding, dilation, groups)
+            if self.xp is not np:  # on a GPU the broadcast GEMM is already one call
+                return super().forward(x, weight, bias, stride, padding, dilation, groups)
+            return self._forward_per_image(x, weight, bias, stride, padding, dilation, groups)
         xp = self.xp
         (ph, pw), k = padding, c // groups * kh * kw
         self.geometry, self.x_shape, self.groups = ((kh, kw), stride, padding, dilation), x.shape, groups
@@ -223,7 +227,14 @@ class Conv2dFn(Conv2dUnfoldFn):
             xt[:, ph:ph + h, pw:pw + w] = x.transpose(1, 2, 3, 0)
         else:
             xt = xp.ascontiguousarray(x.transpose(1, 2, 3, 0))
-        cols = _windows_last(xt, *self.geometry).reshape(groups, k, oh * ow * n)  # the one large copy
+        windows = _windows_last(xt, *self.geometry)  # (C, KH, KW, OH, OW, N), a view
+        cols = xp.empty((groups, k, oh * ow * n), dtype=x.dtype)
+        if xp is np:  # the one large copy, a block of channels per thread
+            rows = cols.reshape(c, kh, kw, oh, ow, n)
+            parallel(lambda start, stop: np.copyto(rows[start:stop], windows[start:stop]), c,
+                     max(1, PASS_BLOCK // max(kh * kw * oh * ow * n, 1)))
+        else:
+            cols.reshape(c, kh, kw, oh, ow, n)[...] = windows
         out = weight.reshape(groups, oc // groups, k) @ cols  # (G, OC/G, OH·OW·N): one GEMM per group
         out = out.reshape(oc, oh, ow, n)
         if bias is not None:
@@ -233,7 +244,9 @@ class Conv2dFn(Conv2dUnfoldFn):
 
     def backward(self, grad):
         if not self.batch_last:
-            return super().backward(grad)
+            if self.xp is not np:
+                return super().backward(grad)
+            return self._backward_per_image(grad)
         xp = self.xp
         cols, weight = self.saved
         needs, g = self.needs_input_grad, self.groups
@@ -248,6 +261,63 @@ class Conv2dFn(Conv2dUnfoldFn):
             grad_w = (cols @ gt.transpose(0, 2, 1)).transpose(0, 2, 1).reshape(weight.shape)
         if len(needs) > 2 and needs[2]:
             grad_b = gt.reshape(oc, oh * ow * n).sum(axis=1)
+        return grad_x, grad_w, grad_b
+
+    def _forward_per_image(self, x, weight, bias, stride, padding, dilation, groups):
+        """Your per-image layout on the CPU, a block of images per thread: copy its columns, then its GEMMs."""
+        n, c, h, w = x.shape
+        oc, _, kh, kw = weight.shape
+        self.geometry = ((kh, kw), stride, padding, dilation)
+        self.x_shape, self.groups = x.shape, groups
+        oh, ow = _output_hw((h, w), *self.geometry)
+        k = c // groups * kh * kw
+        windows = _windows(x, *self.geometry).transpose(0, 1, 4, 5, 2, 3)  # (N, C, KH, KW, OH, OW), a view
+        cols = np.empty((n, groups, k, oh * ow), dtype=x.dtype)
+        out = np.empty((n, groups, oc // groups, oh * ow), dtype=x.dtype)
+        wg = weight.reshape(groups, oc // groups, k)
+
+        def images(start, stop):
+            np.copyto(cols[start:stop].reshape(stop - start, c, kh, kw, oh, ow), windows[start:stop])
+            np.matmul(wg, cols[start:stop], out=out[start:stop])
+
+        self.images = max(1, PASS_BLOCK // max(groups * k * oh * ow, 1))  # images per block
+        parallel(images, n, self.images)
+        out = out.reshape(n, oc, oh, ow)
+        if bias is not None:
+            out += bias.reshape(1, oc, 1, 1)
+        self.save_for_backward(cols, weight)
+        return out
+
+    def _backward_per_image(self, grad):
+        """Each block of images on a thread: its input gradient, and its share of the weight and bias sums.
+
+        The shares are added in block order, so the sums have the same bits for any thread count.
+        """
+        cols, weight = self.saved
+        needs, g, block = self.needs_input_grad, self.groups, self.images
+        n, oc, oh, ow = grad.shape
+        k = cols.shape[2]
+        (kh, kw), c = self.geometry[0], self.x_shape[1]
+        gl = grad.reshape(n, g, oc // g, oh * ow)
+        wt = weight.reshape(g, oc // g, k).transpose(0, 2, 1)
+        want_b = len(needs) > 2 and needs[2]
+        grad_x = np.empty(self.x_shape, dtype=grad.dtype) if needs[0] else None
+        shares_w = np.empty((-(-n // block), g, oc // g, k), dtype=grad.dtype) if needs[1] else None
+        shares_b = np.empty((-(-n // block), oc), dtype=grad.dtype) if want_b else None
+
+        def images(start, stop):
+            if needs[0]:
+                dcols = wt @ gl[start:stop]  # (b, G, K, L)
+                win = dcols.reshape(stop - start, c, kh, kw, oh, ow).transpose(0, 1, 4, 5, 2, 3)
+                grad_x[start:stop] = _fold(win, (stop - start, *self.x_shape[1:]), *self.geometry)
+            if needs[1]:
+                np.sum(gl[start:stop] @ cols[start:stop].transpose(0, 1, 3, 2), axis=0, out=shares_w[start // block])
+            if want_b:
+                np.sum(grad[start:stop], axis=(0, 2, 3), out=shares_b[start // block])
+
+        parallel(images, n, block)
+        grad_w = shares_w.sum(axis=0).reshape(weight.shape) if needs[1] else None
+        grad_b = shares_b.sum(axis=0) if want_b else None
         return grad_x, grad_w, grad_b
 
 
@@ -271,9 +341,17 @@ def _fold_last(dcols: Any, input_shape: tuple[int, ...], kernel: tuple[int, int]
     oh, ow = _output_hw((h, w), kernel, stride, padding, dilation)
     win = dcols.reshape(c, kh, kw, oh, ow, n)
     out = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=dcols.dtype)
-    for i in range(kh):  # KH·KW additions, each of whole (OW·N)-long runs
-        for j in range(kw):
-            out[:, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw] += win[:, i, j]
+
+    def channels(start, stop):
+        for i in range(kh):  # KH·KW additions, each of whole (OW·N)-long runs
+            for j in range(kw):
+                rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+                out[start:stop, rows, j * dw:j * dw + sw * (ow - 1) + 1:sw] += win[start:stop, i, j]
+
+    if xp is np:  # a block of channels per thread
+        parallel(channels, c, max(1, PASS_BLOCK // max(kh * kw * oh * ow * n, 1)))
+    else:
+        channels(0, c)
     return xp.ascontiguousarray(out[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2))
 
 
@@ -429,17 +507,28 @@ class MaxPool2dFn(MaxPool2dWindowsFn):
         if self.xp is not np or not kernel == stride == (2, 2) or padding != (0, 0) or dilation != (1, 1):
             return super().forward(x, kernel, stride, padding, dilation)
         n, c, h, w = x.shape
-        whole = x[:, :, :h - h % 2, :w - w % 2]  # rows or columns left over are in no window
-        left, right = whole[..., 0::2], whole[..., 1::2]
-        right_wins = right > left  # a tie goes to the left: the first maximum in the windows' order
-        pairs = np.maximum(left, right)
-        top, bottom = pairs[:, :, 0::2], pairs[:, :, 1::2]
-        bottom_wins = bottom > top
-        out = np.maximum(top, bottom)
+        hh, ww = h - h % 2, w - w % 2  # rows or columns left over are in no window
+        right_wins = np.empty((n, c, hh, ww // 2), dtype=bool)
+        bottom_wins = np.empty((n, c, hh // 2, ww // 2), dtype=bool)
+        out = np.empty((n, c, hh // 2, ww // 2), dtype=x.dtype)
+        self.images = max(1, PASS_BLOCK // max(c * h * w, 1))  # images per block, one block per thread at a time
+        nan = np.zeros(-(-n // self.images), dtype=bool)
+
+        def images(start, stop):
+            whole = x[start:stop, :, :hh, :ww]
+            left, right = whole[..., 0::2], whole[..., 1::2]
+            np.greater(right, left, out=right_wins[start:stop])  # a tie goes to the left: the first maximum
+            pairs = np.maximum(left, right)
+            top, bottom = pairs[:, :, 0::2], pairs[:, :, 1::2]
+            np.greater(bottom, top, out=bottom_wins[start:stop])
+            np.maximum(top, bottom, out=out[start:stop])
+            # NaN wins no comparison, so a NaN maximum goes to the window form; a sum is NaN if any element is
+            nan[start // self.images] = is_floating(out.dtype) and np.isnan(out[start:stop].sum(dtype=np.float32))
+
+        parallel(images, n, self.images)
         self.x, self.out, self.win = x, out, None  # the window form below takes over the cases this cannot
         self.geometry, self.x_shape = (kernel, stride, padding, dilation), x.shape
-        # NaN wins no comparison, so a NaN maximum goes to the window form; a sum is NaN if any element is
-        if not (is_floating(out.dtype) and np.isnan(out.sum(dtype=np.float32))):
+        if not nan.any():
             self.winners = (right_wins, bottom_wins)
         return out
 
@@ -479,13 +568,18 @@ class MaxPool2dFn(MaxPool2dWindowsFn):
         """Each output's gradient to its row's winner, then to that row's winning column, written in place."""
         right_wins, bottom_wins = self.winners
         n, c, h, w = self.x_shape
-        pairs = np.empty(right_wins.shape, dtype=grad.dtype)  # the gradient of the column pairs' maxima
-        np.multiply(grad, ~bottom_wins, out=pairs[:, :, 0::2])
-        np.multiply(grad, bottom_wins, out=pairs[:, :, 1::2])
         dx = (np.empty if h % 2 == w % 2 == 0 else np.zeros)(self.x_shape, dtype=grad.dtype)
-        whole = dx[:, :, :h - h % 2, :w - w % 2]
-        np.multiply(pairs, ~right_wins, out=whole[..., 0::2])
-        np.multiply(pairs, right_wins, out=whole[..., 1::2])
+
+        def images(start, stop):
+            rw, bw, g = right_wins[start:stop], bottom_wins[start:stop], grad[start:stop]
+            pairs = np.empty(rw.shape, dtype=grad.dtype)  # the gradient of the column pairs' maxima
+            np.multiply(g, ~bw, out=pairs[:, :, 0::2])
+            np.multiply(g, bw, out=pairs[:, :, 1::2])
+            whole = dx[start:stop, :, :h - h % 2, :w - w % 2]
+            np.multiply(pairs, ~rw, out=whole[..., 0::2])
+            np.multiply(pairs, rw, out=whole[..., 1::2])
+
+        parallel(images, n, self.images)
         return dx
 
 

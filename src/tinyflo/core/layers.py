@@ -24,7 +24,9 @@ from tinyflo.core.tensor import (
     float32,
     float64,
     is_floating,
+    PASS_BLOCK,
     normalize_axis,
+    parallel,
     ones,
     rand,
     randn,
@@ -234,22 +236,25 @@ GELU_BLOCK = 1 << 16  # elements per block on the CPU: every pass over a block f
 class GeluTanhFn(Function):
     """½x(1 + tanh(√(2/π)(x + 0.044715x³))) with its derivative, computed in place.
 
-    On the CPU it works block by block, so the ten passes over a block read it from the core's cache
-    rather than from memory; on a GPU every pass is one kernel over the whole array.
+    On the CPU it works block by block, on every thread (`parallel`, module 01), so the ten passes over
+    a block read it from the core's cache rather than from memory; on a GPU every pass is one kernel
+    over the whole array.
     """
 
-    def _blocks(self, *arrays):
-        """Matching flat blocks of equally shaped contiguous arrays."""
+    def _each_block(self, fn, *arrays):
+        """fn(*blocks) on matching flat blocks of equally shaped contiguous arrays."""
         flats = [a.reshape(-1) for a in arrays]
-        step = GELU_BLOCK if self.xp is np else max(flats[0].size, 1)
-        for start in range(0, flats[0].size, step):
-            yield [flat[start:start + step] for flat in flats]
+        if self.xp is not np:
+            fn(*flats)
+        else:
+            parallel(lambda start, stop: fn(*(flat[start:stop] for flat in flats)), flats[0].size, GELU_BLOCK)
 
     def forward(self, a):
         xp = self.xp
         a = xp.ascontiguousarray(a)
         t, out = xp.empty_like(a), xp.empty_like(a)
-        for x, tb, ob in self._blocks(a, t, out):
+
+        def block(x, tb, ob):
             xp.multiply(x, x, out=tb)
             tb *= 0.044715
             tb += 1
@@ -259,6 +264,8 @@ class GeluTanhFn(Function):
             xp.add(tb, 1, out=ob)
             ob *= x
             ob *= 0.5
+
+        self._each_block(block, a, t, out)
         self.save_for_backward(a, t)
         return out
 
@@ -267,12 +274,9 @@ class GeluTanhFn(Function):
         a, t = self.saved  # ½(1 + t) + ½x(1 − t²)·u′, u′ = √(2/π)(1 + 3·0.044715x²)
         grad = xp.ascontiguousarray(grad)
         d = xp.empty_like(a)
-        scratch = None
-        for x, tb, g, db in self._blocks(a, t, grad, d):
-            if scratch is None:
-                scratch = xp.empty_like(x)  # the first block is the largest
-            du = scratch[:x.size]
-            xp.multiply(x, x, out=du)
+
+        def block(x, tb, g, db):
+            du = xp.multiply(x, x)
             du *= 3 * 0.044715
             du += 1
             du *= _SQRT_2_OVER_PI
@@ -284,6 +288,8 @@ class GeluTanhFn(Function):
             db += 1
             db *= 0.5
             db *= g
+
+        self._each_block(block, a, t, grad, d)
         return d
 
 
@@ -397,39 +403,88 @@ class ScaledDotProductAttentionFn(Function):
 
     It works on the transposed scores Sᵀ (..., S, L), one column per query: NumPy reduces across
     rows (max, sum over axis −2) several times faster than along short rows, and every product
-    below is a matmul of Sᵀ or of its transposed view, which BLAS takes as it is.
+    below is a matmul of Sᵀ or of its transposed view, which BLAS takes as it is. On the CPU the
+    heads go in blocks on every thread (`parallel`, module 01): each head's products are too small
+    for BLAS to share among cores by itself.
     """
 
     def forward(self, q, k, v, bias=None, keep=None, scale=1.0):
         xp = self.xp
-        scores = k @ q.swapaxes(-1, -2)  # Sᵀ
-        scores *= scores.dtype.type(scale)
+        L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
+        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], () if bias is None else bias.shape[:-2])
+        weights, out = xp.empty(lead + (S, L), dtype=q.dtype), xp.empty(lead + (L, Ev), dtype=q.dtype)
+        self.scale, self.lead = scale, lead
+        # one block of heads per call: each head on its own, when the heads are all alike (no broadcasting)
+        self.by_heads = xp is np and len(lead) > 0 and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] == lead and (
+            bias is None or bias.ndim == 2)
+        if self.by_heads:
+            q, k, v, keep = (None if a is None else a.reshape(-1, *a.shape[-2:]) for a in (q, k, v, keep))
+            heads_w, heads_o = weights.reshape(-1, S, L), out.reshape(-1, L, Ev)
+
+            def heads(start, stop):
+                self._attend(q[start:stop], k[start:stop], v[start:stop], bias,
+                             None if keep is None else keep[start:stop], heads_w[start:stop], heads_o[start:stop])
+
+            self.block = max(1, PASS_BLOCK // max(S * L, 1))  # heads per block
+            parallel(heads, heads_w.shape[0], self.block)
+            self.save_for_backward(q, k, v, heads_w, keep, heads_o)
+        else:
+            self._attend(q, k, v, bias, keep, weights, out)
+            self.save_for_backward(q, k, v, weights, keep, out)
+        return out
+
+    def _attend(self, q, k, v, bias, keep, weights, out):
+        """The weights Pᵀ and the output O = P v of some heads, written into ``weights`` and ``out``."""
+        xp = self.xp
+        scores = xp.matmul(k, q.swapaxes(-1, -2), out=weights)  # Sᵀ
+        scores *= scores.dtype.type(self.scale)
         if bias is not None:
             scores += bias.swapaxes(-1, -2)
         scores -= scores.max(axis=-2, keepdims=True)
-        weights = xp.exp(scores, out=scores)  # Pᵀ
-        weights *= 1 / weights.sum(axis=-2, keepdims=True)
-        dropped = weights if keep is None else weights * keep
-        out = dropped.swapaxes(-1, -2) @ v
-        self.scale = scale
-        self.save_for_backward(q, k, v, weights, keep, out)
-        return out
+        xp.exp(scores, out=scores)  # Pᵀ
+        scores *= 1 / scores.sum(axis=-2, keepdims=True)
+        dropped = scores if keep is None else scores * keep
+        xp.matmul(dropped.swapaxes(-1, -2), v, out=out)
 
     def backward(self, grad):
+        xp = self.xp
         q, k, v, weights, keep, out = self.saved
-        dropped = weights if keep is None else weights * keep
-        grad_v = dropped @ grad if self.needs_input_grad[2] else None
-        if not (self.needs_input_grad[0] or self.needs_input_grad[1]):
-            return None, None, grad_v
+        needs = self.needs_input_grad
+        wanted = [(needs[0], q.shape[-1]), (needs[1], q.shape[-1]), (needs[2], v.shape[-1])]
+        rows = (q.shape[-2], k.shape[-2], k.shape[-2])
+        grads = [xp.empty(weights.shape[:-2] + (n, width), dtype=grad.dtype) if want else None
+                 for (want, width), n in zip(wanted, rows)]
+        if self.by_heads:
+            grad = grad.reshape(out.shape)
+
+            def heads(start, stop):
+                part = slice(start, stop)
+                self._attend_backward(grad[part], q[part], k[part], v[part], weights[part],
+                                      None if keep is None else keep[part], out[part],
+                                      *(None if g is None else g[part] for g in grads))
+
+            parallel(heads, weights.shape[0], self.block)
+            return tuple(None if g is None else g.reshape(self.lead + g.shape[-2:]) for g in grads)
+        self._attend_backward(grad, q, k, v, weights, keep, out, *grads)
+        return tuple(grads)
+
+    def _attend_backward(self, grad, q, k, v, weights, keep, out, grad_q, grad_k, grad_v):
+        """The gradients of some heads' q, k and v (those not None), written into them."""
+        xp = self.xp
+        if grad_v is not None:
+            xp.matmul(weights if keep is None else weights * keep, grad, out=grad_v)
+        if grad_q is None and grad_k is None:
+            return
         d_scores = v @ grad.swapaxes(-1, -2)  # (∂L/∂P)ᵀ
         if keep is not None:
             d_scores *= keep
-        d_scores -= self.xp.einsum("...i,...i->...", grad, out)[..., None, :]  # δ = rowsum(G ⊙ O)
+        d_scores -= xp.einsum("...i,...i->...", grad, out)[..., None, :]  # δ = rowsum(G ⊙ O)
         d_scores *= weights
         d_scores *= d_scores.dtype.type(self.scale)  # (∂L/∂S)ᵀ
-        grad_q = d_scores.swapaxes(-1, -2) @ k if self.needs_input_grad[0] else None
-        grad_k = d_scores @ q if self.needs_input_grad[1] else None
-        return grad_q, grad_k, grad_v
+        if grad_q is not None:
+            xp.matmul(d_scores.swapaxes(-1, -2), k, out=grad_q)
+        if grad_k is not None:
+            xp.matmul(d_scores, q, out=grad_k)
 
 
 def _attention_bias(attn_mask: Any, is_causal: bool, L: int, S: int, like: Tensor) -> Any:
@@ -1359,38 +1414,88 @@ class LayerNormFn(Function):
 
     The input is seen as rows of the normalised values, and each mean over a row is a product
     with a vector of 1/n: a BLAS matrix-vector product, several times faster in NumPy than a
-    reduction along short rows.
+    reduction along short rows. On the CPU the rows go in cache-sized blocks, on every thread
+    (`parallel`, module 01); the weight's and bias's gradients add one share per block, in block
+    order, so they have the same bits for any thread count.
     """
 
+    def _each_block(self, fn, rows):
+        """fn(start, stop) over blocks of rows: cache-sized ones on the CPU's threads, all at once on a GPU."""
+        if self.xp is np:
+            parallel(fn, rows, self.block)
+        else:
+            fn(0, rows)
+
     def forward(self, x, *affine, n=1, eps=1e-5):
+        xp = self.xp
         rows = x.reshape(-1, math.prod(x.shape[x.ndim - n:]))
-        average = self.xp.full(rows.shape[1], 1 / rows.shape[1], dtype=x.dtype)
-        normed = rows - (rows @ average)[:, None]
-        rstd = 1 / self.xp.sqrt((normed * normed) @ average + x.dtype.type(eps))[:, None]
-        normed *= rstd
+        count, width = rows.shape
+        average = xp.full(width, 1 / width, dtype=x.dtype)
+        weight = affine[0].reshape(-1) if affine else None
+        bias = affine[1].reshape(-1) if len(affine) > 1 else None
+        normed, out = xp.empty_like(rows), xp.empty_like(rows)
+        rstd = xp.empty((count, 1), dtype=x.dtype)
+        eps = x.dtype.type(eps)
+        self.block = max(1, PASS_BLOCK // max(width, 1))  # rows per block
+
+        def block(start, stop):
+            xb, nb, ob = rows[start:stop], normed[start:stop], out[start:stop]
+            xp.subtract(xb, (xb @ average)[:, None], out=nb)
+            xp.multiply(nb, nb, out=ob)  # out holds the squares for a moment
+            rb = rstd[start:stop]
+            xp.sqrt((ob @ average)[:, None] + eps, out=rb)
+            xp.divide(1, rb, out=rb)
+            nb *= rb
+            if weight is None:
+                ob[...] = nb  # x̂ is saved: hand out another array
+            else:
+                xp.multiply(nb, weight, out=ob)
+                if bias is not None:
+                    ob += bias
+
+        self._each_block(block, count)
         self.shape, self.normalized, self.average = x.shape, x.shape[x.ndim - n:], average
-        self.save_for_backward(normed, rstd, *(a.reshape(-1) for a in affine[:1]))
-        out = normed * affine[0].reshape(-1) if affine else normed.copy()  # x̂ is saved: hand out another array
-        if len(affine) > 1:
-            out += affine[1].reshape(-1)
+        self.save_for_backward(normed, rstd, *(() if weight is None else (weight,)))
         return out.reshape(x.shape)
 
     def backward(self, grad):
+        xp = self.xp
         normed, rstd, *weight = self.saved
         g = grad.reshape(normed.shape)
         needs = self.needs_input_grad
-        grads = [None]
+        want_w, want_b = len(needs) > 1 and needs[1], len(needs) > 2 and needs[2]
+        count = normed.shape[0]
+        blocks = -(-count // self.block)
+        shares_w = xp.empty((blocks, normed.shape[1]), dtype=g.dtype) if want_w else None
+        shares_b = xp.empty((blocks, normed.shape[1]), dtype=g.dtype) if want_b else None
+        dx = xp.empty_like(normed) if needs[0] else None
+        scaled = self.average * weight[0] if weight else self.average  # a mean of ĝ = g ⊙ γ is g @ (γ/n)
+
+        def block(start, stop):
+            gb, nb = g[start:stop], normed[start:stop]
+            gn = gb * nb
+            if want_w:
+                xp.sum(gn, axis=0, out=shares_w[start // self.block])
+            if want_b:
+                xp.sum(gb, axis=0, out=shares_b[start // self.block])
+            if dx is not None:  # r · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂))
+                db = dx[start:stop]
+                if weight:
+                    xp.multiply(gb, weight[0], out=db)
+                else:
+                    db[...] = gb
+                db -= (gb @ scaled)[:, None]
+                nb_mean = (gn @ scaled)[:, None]
+                gn = xp.multiply(nb, nb_mean, out=gn)
+                db -= gn
+                db *= rstd[start:stop]
+
+        self._each_block(block, count)
+        grads = [None if dx is None else dx.reshape(self.shape)]
         if len(needs) > 1:
-            grads.append((g * normed).sum(axis=0).reshape(self.normalized) if needs[1] else None)
+            grads.append(shares_w.sum(axis=0).reshape(self.normalized) if want_w else None)
         if len(needs) > 2:
-            grads.append(g.sum(axis=0).reshape(self.normalized) if needs[2] else None)
-        if needs[0]:
-            if weight:
-                g = g * weight[0]
-            dx = g - (g @ self.average)[:, None]
-            dx -= normed * ((g * normed) @ self.average)[:, None]
-            dx *= rstd
-            grads[0] = dx.reshape(self.shape)
+            grads.append(shares_b.sum(axis=0).reshape(self.normalized) if want_b else None)
         return tuple(grads)
 
 
