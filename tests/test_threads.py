@@ -34,6 +34,7 @@ def small_blocks(monkeypatch):
     for module in (tensor, layers, conv):
         monkeypatch.setattr(module, "PASS_BLOCK", 24)
     monkeypatch.setattr(layers, "GELU_BLOCK", 24)
+    monkeypatch.setattr(conv, "BATCH_LAST_POSITIONS", 20)  # small images, both layouts
 
 
 def _run_with_threads(fn, counts=THREAD_COUNTS):
@@ -90,11 +91,19 @@ def test_tinyflo_num_threads_sets_the_count():
 
 
 @pytest.mark.parametrize("value", ["0", "two", "-2", "1.5", ""])
-def test_a_bad_tinyflo_num_threads_is_one_clear_line(value):
-    done = _count_in_a_fresh_process(value)
+def test_a_bad_tinyflo_num_threads_is_one_clear_line(value, monkeypatch):
+    monkeypatch.setenv("TINYFLO_NUM_THREADS", value)
+    tensor._THREADS.count = None  # as in a fresh process: the count comes from the environment
+    with pytest.raises(ValueError) as error:
+        tinyflo.get_num_threads()
+    assert str(error.value) == f"TINYFLO_NUM_THREADS must be a positive whole number of threads; got {value!r}"
+
+
+def test_a_bad_tinyflo_num_threads_stops_the_first_pass_in_a_fresh_process():
+    done = _count_in_a_fresh_process("zero")
     assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]
-    assert last == f"ValueError: TINYFLO_NUM_THREADS must be a positive whole number of threads; got {value!r}"
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ValueError: TINYFLO_NUM_THREADS must be a positive whole number of threads; got 'zero'")
 
 
 # ---- parallel(): the blocks ---------------------------------------------------------------------------
@@ -224,12 +233,12 @@ def _layer_norm_cases():
 
 
 def _conv_cases():
-    x1, w1 = rng.standard_normal((9, 2, 19, 17)).astype(np.float32), rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
-    x2, w2 = rng.standard_normal((9, 4, 8, 7)).astype(np.float32), rng.standard_normal((6, 2, 3, 2)).astype(np.float32)
+    x1, w1 = rng.standard_normal((5, 2, 10, 9)).astype(np.float32), rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    x2, w2 = rng.standard_normal((6, 4, 5, 4)).astype(np.float32), rng.standard_normal((6, 2, 3, 2)).astype(np.float32)
     b = rng.standard_normal(6).astype(np.float32)
     return {
         "per image, padded": (lambda x, w, b: conv.conv2d(x, w, b, padding=1), (x1, w1, b[:4])),
-        "per image, strided": (lambda x, w: conv.conv2d(x, w, stride=2, dilation=(1, 2)), (x1, w1)),
+        "per image, strided": (lambda x, w: conv.conv2d(x, w, stride=(1, 2), dilation=(1, 2)), (x1, w1)),
         "batch last, groups": (lambda x, w, b: conv.conv2d(x, w, b, padding=(1, 0), groups=2), (x2, w2, b)),
         "batch last": (lambda x, w: conv.conv2d(x, w, stride=(2, 1)), (x2, w2[:, :1].repeat(4, axis=1))),
     }
@@ -266,6 +275,13 @@ def _written_out_attention(q, k, v):
 
 
 NODE_CASES = _layer_norm_cases() | _conv_cases() | _pool_cases() | _gelu_case() | _attention_cases()
+
+
+def test_the_convolution_cases_take_both_layouts(small_blocks):
+    for name in _conv_cases():
+        fn, arrays = NODE_CASES[name]
+        node = fn(*(Tensor(a, requires_grad=True) for a in arrays))._ctx
+        assert node.batch_last == name.startswith("batch last"), name
 
 
 @pytest.mark.parametrize("name", sorted(NODE_CASES))
@@ -354,20 +370,21 @@ def test_a_transformer_block_trains_to_the_same_bits_on_one_two_and_three_thread
     _assert_same_bits(_run_with_threads(steps))
 
 
-def _doctor_threads(value: str | None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "TINYFLO_NUM_THREADS"}
-    if value is not None:
-        env["TINYFLO_NUM_THREADS"] = value
+def test_doctor_shows_the_thread_count_and_where_it_came_from(monkeypatch):
+    from tinyflo.cli import _threads
+
+    env = {k: v for k, v in os.environ.items() if k != "TINYFLO_NUM_THREADS"} | {"TINYFLO_NUM_THREADS": "3"}
     done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "doctor"], env=env, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
-    return next(line.split(None, 1)[1] for line in done.stdout.splitlines() if line.startswith("threads "))
-
-
-def test_doctor_shows_the_thread_count_and_where_it_came_from():
-    assert _doctor_threads("3").startswith("3 for tinyflo's passes over memory (TINYFLO_NUM_THREADS; ")
+    row = next(line.split(None, 1)[1] for line in done.stdout.splitlines() if line.startswith("threads "))
+    assert row.startswith("3 for tinyflo's passes over memory (TINYFLO_NUM_THREADS; ")
+    monkeypatch.delenv("TINYFLO_NUM_THREADS", raising=False)
+    tensor._THREADS.count = None
     cores = len(os.sched_getaffinity(0))
-    assert _doctor_threads(None).startswith(
-        f"{cores} for tinyflo's passes over memory (the cores this process may use; {cores} usable)")
-    assert _doctor_threads("many") == ("TINYFLO_NUM_THREADS must be a positive whole number of threads; got 'many': "
-                                       "unset it or give a count")
+    assert _threads().startswith(f"{cores} for tinyflo's passes over memory (the cores this process may use; "
+                                 f"{cores} usable)")
+    monkeypatch.setenv("TINYFLO_NUM_THREADS", "many")
+    tensor._THREADS.count = None
+    assert _threads() == ("TINYFLO_NUM_THREADS must be a positive whole number of threads; got 'many': "
+                          "unset it or give a count")
