@@ -57,14 +57,16 @@ def passes() -> dict[str, tuple[str, Callable[[], list[np.ndarray]]]]:
         return rng.standard_normal(shape).astype(np.float32)
 
     w1, w2 = normal(6, 1, 5, 5), normal(16, 6, 5, 5)
+    images = Tensor(normal(batch, 1, 28, 28))
     return {
         "gelu": (f"GELU, tanh form, ({tokens}, 512)",
                  _node(lambda x: F.gelu(x, approximate="tanh"), normal(tokens, 512))),
         "layer norm": (f"layer norm with weight and bias, ({tokens}, 128)",
                        _node(lambda x, w, b: F.layer_norm(x, 128, w, b), normal(tokens, 128), normal(128), normal(128))),
-        "conv1": (f"LeNet-5's conv1, 1→6 5×5 pad 2 on 28×28, batch {batch} (per image: copy and GEMM per block)",
-                  _node(lambda x, w: conv.conv2d(x, w, padding=2), normal(batch, 1, 28, 28), w1)),
-        "conv2": (f"LeNet-5's conv2, 6→16 5×5 on 14×14, batch {batch} (batch last: copy and fold per channel block)",
+        "conv1": (f"LeNet-5's conv1, 1→6 5×5 pad 2 on 28×28, batch {batch}, the images needing no gradient "
+                  "(per image: copy and GEMMs per block of images)",
+                  _node(lambda w: conv.conv2d(images, w, padding=2), w1)),
+        "conv2": (f"LeNet-5's conv2, 6→16 5×5 on 14×14, batch {batch} (batch last: copy and fold per block of channels)",
                   _node(lambda x, w: conv.conv2d(x, w), normal(batch, 6, 14, 14), w2)),
         "max pool": (f"2×2 max pooling of ({batch}, 6, 28, 28)",
                      _node(lambda x: conv.max_pool2d(x, 2), normal(batch, 6, 28, 28))),

@@ -300,22 +300,26 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
 # ## Threads for the long passes (given; no task uses it)
 #
 # BLAS computes matrix products on every core. The rest of a training step —
-# GELU, layer norm, softmax, the convolution's window copies, pooling, the
-# optimizer's update — is NumPy passes over memory, and NumPy runs each one
-# on one core. It lets go of Python's lock inside every pass, though, so
-# plain threads can share the work. `parallel(fn, size, block)` cuts
-# `range(size)` into blocks of `block` items, hands each thread one run of
-# consecutive blocks, and calls `fn(start, stop)` once per block. The cut
-# never depends on how many threads there are: a block is computed the same
-# way wherever it runs, so a result has the same bits for any thread count,
-# and a sum over blocks adds one partial per block, in block order.
+# GELU, layer norm, attention's softmax and its many small products, the
+# convolution's window copies and folds, pooling — is NumPy passes over
+# memory, and NumPy runs each one on one core. It lets go of Python's lock
+# inside every pass, though, so plain threads can share the work.
+# `parallel(fn, size, block)` cuts `range(size)` into blocks of `block`
+# items and calls `fn(start, stop)` once per block; each thread, the
+# caller's included, takes the next block nobody has taken yet, so a thread
+# that is slow to wake finds the work done rather than holding it up. The
+# cut never depends on how many threads there are: a block is computed the
+# same way whichever thread runs it, so a result has the same bits for any
+# thread count, and a sum over blocks adds one share per block, in block
+# order.
 #
 # `tinyflo.set_num_threads(n)` sets the count (`TINYFLO_NUM_THREADS` before
 # the first pass; the default is the cores this process may use). BLAS keeps
 # its own threads (`OMP_NUM_THREADS`). A job of one block, a call made while
 # another job runs (from a second thread, or from inside a block), and any
-# GPU work run where they are called: handing work to a thread costs about
-# 30 µs, so the fast forms choose blocks of tens of thousands of numbers.
+# GPU work run where they are called. Waking a waiting thread takes tens of
+# microseconds (hundreds, on a virtual machine whose other core was idle),
+# so the fast forms cut blocks of about a hundred thousand numbers.
 
 # %%
 #| export

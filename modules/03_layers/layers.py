@@ -478,7 +478,8 @@ except ValueError as err:
 # GELU's tanh form runs in every block of a GPT, on its widest activations
 # (4 × the channels). Written as above, each `*` and `+` allocates a new
 # array, and backward makes about a dozen. The given `GeluTanhFn` computes
-# the same formulas in place — two arrays forward, two backward — and from
+# the same formulas in place — two arrays forward, two backward — in
+# cache-sized blocks shared among the cores, and from
 # this cell on `gelu(x, approximate="tanh")` runs it; the exact form stays
 # yours. The tests check both forms against each other, PyTorch and central
 # differences.
@@ -818,9 +819,11 @@ except ShapeError:
 # in PyTorch); `attn_mask` is a boolean mask (True takes part) or a float
 # bias added to the scores. With `dropout_p > 0` the weights are dropped
 # (and the rest scaled by 1/(1 − p)) after the softmax; δ is unchanged,
-# since O is computed from the dropped weights. The tests check it
-# against the written-out form, against PyTorch, and against central
-# differences.
+# since O is computed from the dropped weights. On the CPU the heads go
+# to every core in blocks (module 01's `parallel`): a head's products are
+# (64, 32) by (32, 64), too small for BLAS to share out by itself. The
+# tests check it against the written-out form, against PyTorch, and
+# against central differences.
 
 # %%
 #| export
@@ -2801,9 +2804,12 @@ except ShapeError as err:
 #
 # `LayerNormFn` keeps only x̂ and r. `layer_norm(x, normalized_shape,
 # weight, bias, eps)` is PyTorch's functional form, and from this cell on
-# `LayerNorm` runs it (float16 is still normalised in float32). The tests
-# check it against your composed form, against PyTorch and against central
-# differences.
+# `LayerNorm` runs it (float16 is still normalised in float32). On the CPU
+# it takes the rows in blocks that fit a core's cache, on every core
+# (module 01's `parallel`); ∂L/∂γ and ∂L/∂β add one share per block, in
+# block order, so they come out the same on any number of threads. The
+# tests check it against your composed form, against PyTorch and against
+# central differences.
 
 # %%
 #| export
