@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 import pytest
+import test_attention  # the parity tests, run again below with the work cut in many blocks
+import test_conv_torch_parity
 
 import tinyflo
 from tinyflo import Tensor, nn
@@ -388,3 +390,19 @@ def test_doctor_shows_the_thread_count_and_where_it_came_from(monkeypatch):
     tensor._THREADS.count = None
     assert _threads() == ("TINYFLO_NUM_THREADS must be a positive whole number of threads; got 'many': "
                           "unset it or give a count")
+
+
+# ---- PyTorch's values (stored fixtures) with the work cut in many blocks, on three threads ---------------
+
+PARITY = (
+    [(test_conv_torch_parity.test_conv_conv2d_matches_pytorch, case) for case in test_conv_torch_parity.CONV_CASES]
+    + [(test_conv_torch_parity.test_conv_pools_match_pytorch, case) for case in test_conv_torch_parity.POOL_CASES]
+    + [(test_attention.test_layers_softmax_attention_matches_pytorch, case) for case in test_attention.SDPA_CASES]
+    + [(test_attention.test_layers_layer_norm_fused_matches_pytorch, case) for case in test_attention.LAYER_NORM_CASES]
+)
+
+
+@pytest.mark.parametrize("check, case", PARITY, ids=[f"{check.__name__}-{case}" for check, case in PARITY])
+def test_the_threaded_nodes_match_pytorch_in_many_blocks(check, case, small_blocks):
+    tinyflo.set_num_threads(3)
+    check(case, "cpu")
