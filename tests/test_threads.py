@@ -39,6 +39,24 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(conv, "BATCH_LAST_POSITIONS", 20)  # small images, both layouts
 
 
+@pytest.fixture
+def shared_blocks(small_blocks, monkeypatch):
+    """Small blocks that take a moment each, so every thread gets some: the names of the threads that ran one."""
+    names = set()
+
+    def slow_parallel(fn, size, block):
+        def timed(start, stop):
+            names.add(threading.current_thread().name)
+            time.sleep(0.002)
+            fn(start, stop)
+
+        parallel(timed, size, block)
+
+    for module in (layers, conv):
+        monkeypatch.setattr(module, "parallel", slow_parallel)
+    return names
+
+
 def _run_with_threads(fn, counts=THREAD_COUNTS):
     """fn()'s arrays for each thread count."""
     results = []
@@ -92,13 +110,19 @@ def test_tinyflo_num_threads_sets_the_count():
     assert int(done.stdout) == 3
 
 
-@pytest.mark.parametrize("value", ["0", "two", "-2", "1.5", ""])
+@pytest.mark.parametrize("value", ["0", "two", "-2", "1.5", "²"])
 def test_a_bad_tinyflo_num_threads_is_one_clear_line(value, monkeypatch):
     monkeypatch.setenv("TINYFLO_NUM_THREADS", value)
     tensor._THREADS.count = None  # as in a fresh process: the count comes from the environment
     with pytest.raises(ValueError) as error:
         tinyflo.get_num_threads()
     assert str(error.value) == f"TINYFLO_NUM_THREADS must be a positive whole number of threads; got {value!r}"
+
+
+def test_an_empty_tinyflo_num_threads_means_the_default(monkeypatch):
+    monkeypatch.setenv("TINYFLO_NUM_THREADS", " ")
+    tensor._THREADS.count = None
+    assert tinyflo.get_num_threads() == len(os.sched_getaffinity(0))
 
 
 def test_a_bad_tinyflo_num_threads_stops_the_first_pass_in_a_fresh_process():
@@ -128,11 +152,13 @@ def test_parallel_calls_each_block_once_with_the_same_cut_for_any_count(size, bl
 
 def test_parallel_shares_the_blocks_among_the_threads():
     tinyflo.set_num_threads(2)
-    names = set()
+    names, both = set(), threading.Event()
 
     def fn(start, stop):
         names.add(threading.current_thread().name)
-        time.sleep(0.02)  # long enough that the caller cannot take every block itself
+        if len(names) == 2:
+            both.set()
+        both.wait(timeout=30)  # every block waits until a second thread has taken one
 
     parallel(fn, 4, 1)
     assert names == {threading.current_thread().name, "tinyflo-pass-1"}
@@ -266,8 +292,17 @@ def _attention_cases():
     return {
         "attention causal": (lambda q, k, v: sdpa(q, k, v, is_causal=True), (q, k, v)),
         "attention float mask": (lambda q, k, v: sdpa(q, k, v, attn_mask=mask.astype(q.dtype)), (q, k, v)),
-        "attention broadcast keys": (lambda q, k, v: sdpa(q, k, v), (q, k[:1], v[:1])),
+        "attention dropout": (lambda q, k, v: _seeded(lambda: sdpa(q, k, v, dropout_p=0.25)), (q, k, v)),
+        "attention broadcast keys (not threaded)": (lambda q, k, v: sdpa(q, k, v), (q, k[:1], v[:1])),
     }
+
+
+def _seeded(fn):
+    tinyflo.manual_seed(0)  # the same dropout mask in every call
+    return fn()
+
+
+GENERAL_PATH = {"attention broadcast keys (not threaded)"}  # runs in one piece: nothing to share
 
 
 def _written_out_attention(q, k, v):
@@ -286,10 +321,11 @@ def test_the_convolution_cases_take_both_layouts(small_blocks):
         assert node.batch_last == name.startswith("batch last"), name
 
 
-@pytest.mark.parametrize("name", sorted(NODE_CASES))
-def test_each_threaded_node_gives_the_same_bits_for_any_thread_count(name, small_blocks):
+@pytest.mark.parametrize("name", sorted(set(NODE_CASES) - GENERAL_PATH))
+def test_each_threaded_node_gives_the_same_bits_for_any_thread_count(name, shared_blocks):
     fn, arrays = NODE_CASES[name]
     _assert_same_bits(_run_with_threads(lambda: _grads(fn, *arrays)))
+    assert {"tinyflo-pass-1", "tinyflo-pass-2"} <= shared_blocks, "the blocks ran on every thread"
 
 
 REFERENCE_FORMS = {  # the readable form each fast one must equal
@@ -353,7 +389,7 @@ def test_lenet_trains_to_the_same_bits_on_one_two_and_three_threads():
     _assert_same_bits(_run_with_threads(_lenet_steps))
 
 
-def test_a_transformer_block_trains_to_the_same_bits_on_one_two_and_three_threads(small_blocks):
+def test_a_transformer_block_trains_to_the_same_bits_on_one_two_and_three_threads(shared_blocks):
     def steps():
         tinyflo.manual_seed(0)
         frozen_bias = nn.LayerNorm(16)
@@ -403,6 +439,38 @@ PARITY = (
 
 
 @pytest.mark.parametrize("check, case", PARITY, ids=[f"{check.__name__}-{case}" for check, case in PARITY])
-def test_the_threaded_nodes_match_pytorch_in_many_blocks(check, case, small_blocks):
+def test_the_threaded_nodes_match_pytorch_in_many_blocks(check, case, shared_blocks):
     tinyflo.set_num_threads(3)
     check(case, "cpu")
+
+
+# ---- on a GPU each pass is one piece: the block sizes the CPU uses must not leak into it ----------------
+
+
+@pytest.mark.gpu
+def test_layer_norm_on_a_gpu_with_more_rows_than_a_cpu_block(small_blocks):
+    x, w, b = rng.standard_normal((40, 6)), rng.standard_normal(6), rng.standard_normal(6)
+
+    def run(device):
+        leaves = [Tensor(a, device=device, requires_grad=True) for a in (x, w, b)]
+        out = nn.functional.layer_norm(leaves[0], 6, leaves[1], leaves[2])
+        (out * out).sum().backward()
+        return [out.cpu().numpy(), *(t.grad.cpu().numpy() for t in leaves)]
+
+    for gpu, cpu in zip(run("cuda:0"), run("cpu"), strict=True):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.gpu
+def test_attention_on_a_gpu_broadcasts_queries_and_keys_against_values():
+    q, k = rng.standard_normal((1, 2, 4, 3)), rng.standard_normal((1, 2, 5, 3))
+    v = rng.standard_normal((3, 2, 5, 3))
+
+    def run(device):
+        leaves = [Tensor(a, device=device, requires_grad=True) for a in (q, k, v)]
+        out = nn.functional.scaled_dot_product_attention(*leaves)
+        (out * out).sum().backward()
+        return [out.cpu().numpy(), *(t.grad.cpu().numpy() for t in leaves)]
+
+    for gpu, cpu in zip(run("cuda:0"), run("cpu"), strict=True):
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-10, atol=1e-10)

@@ -275,18 +275,18 @@ class Conv2dFn(Conv2dUnfoldFn):
         cols = np.empty((n, groups, k, oh * ow), dtype=x.dtype)
         out = np.empty((n, groups, oc // groups, oh * ow), dtype=x.dtype)
         wg = weight.reshape(groups, oc // groups, k)
+        shift = None if bias is None else bias.reshape(groups, oc // groups, 1)
 
         def images(start, stop):
             np.copyto(cols[start:stop].reshape(stop - start, c, kh, kw, oh, ow), windows[start:stop])
             np.matmul(wg, cols[start:stop], out=out[start:stop])
+            if shift is not None:
+                out[start:stop] += shift
 
         self.images = max(1, PASS_BLOCK // max(groups * k * oh * ow, 1))  # images per block
         parallel(images, n, self.images)
-        out = out.reshape(n, oc, oh, ow)
-        if bias is not None:
-            out += bias.reshape(1, oc, 1, 1)
         self.save_for_backward(cols, weight)
-        return out
+        return out.reshape(n, oc, oh, ow)
 
     def _backward_per_image(self, grad):
         """Each block of images on a thread: its input gradient, and its share of the weight and bias sums.

@@ -410,81 +410,75 @@ class ScaledDotProductAttentionFn(Function):
 
     def forward(self, q, k, v, bias=None, keep=None, scale=1.0):
         xp = self.xp
-        L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
-        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2], () if bias is None else bias.shape[:-2])
-        weights, out = xp.empty(lead + (S, L), dtype=q.dtype), xp.empty(lead + (L, Ev), dtype=q.dtype)
-        self.scale, self.lead = scale, lead
+        self.scale = scale
+        lead = q.shape[:-2]
         # one block of heads per call: each head on its own, when the heads are all alike (no broadcasting)
-        self.by_heads = xp is np and len(lead) > 0 and q.shape[:-2] == k.shape[:-2] == v.shape[:-2] == lead and (
+        self.by_heads = xp is np and len(lead) > 0 and k.shape[:-2] == v.shape[:-2] == lead and (
             bias is None or bias.ndim == 2)
-        if self.by_heads:
-            q, k, v, keep = (None if a is None else a.reshape(-1, *a.shape[-2:]) for a in (q, k, v, keep))
-            heads_w, heads_o = weights.reshape(-1, S, L), out.reshape(-1, L, Ev)
-
-            def heads(start, stop):
-                self._attend(q[start:stop], k[start:stop], v[start:stop], bias,
-                             None if keep is None else keep[start:stop], heads_w[start:stop], heads_o[start:stop])
-
-            self.block = max(1, PASS_BLOCK // max(S * L, 1))  # heads per block
-            parallel(heads, heads_w.shape[0], self.block)
-            self.save_for_backward(q, k, v, heads_w, keep, heads_o)
-        else:
-            self._attend(q, k, v, bias, keep, weights, out)
+        if not self.by_heads:
+            weights, out = self._attend(q, k, v, bias, keep)
             self.save_for_backward(q, k, v, weights, keep, out)
-        return out
+            return out
+        L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
+        dtype = np.result_type(q, k, v)
+        q, k, v, keep = (None if a is None else a.reshape(-1, *a.shape[-2:]) for a in (q, k, v, keep))
+        weights, out = np.empty((q.shape[0], S, L), dtype=dtype), np.empty((q.shape[0], L, Ev), dtype=dtype)
 
-    def _attend(self, q, k, v, bias, keep, weights, out):
-        """The weights Pᵀ and the output O = P v of some heads, written into ``weights`` and ``out``."""
+        def heads(start, stop):
+            self._attend(q[start:stop], k[start:stop], v[start:stop], bias,
+                         None if keep is None else keep[start:stop], weights[start:stop], out[start:stop])
+
+        self.lead, self.block = lead, max(1, PASS_BLOCK // max(S * L, 1))  # heads per block
+        parallel(heads, q.shape[0], self.block)
+        self.save_for_backward(q, k, v, weights, keep, out)
+        return out.reshape(lead + (L, Ev))
+
+    def _attend(self, q, k, v, bias, keep, weights=None, out=None):
+        """The weights Pᵀ and the output O = P v of some heads (written into ``weights`` and ``out`` if given)."""
         xp = self.xp
         scores = xp.matmul(k, q.swapaxes(-1, -2), out=weights)  # Sᵀ
         scores *= scores.dtype.type(self.scale)
         if bias is not None:
-            scores += bias.swapaxes(-1, -2)
+            scores = xp.add(scores, bias.swapaxes(-1, -2), out=scores if weights is not None else None)
         scores -= scores.max(axis=-2, keepdims=True)
         xp.exp(scores, out=scores)  # Pᵀ
         scores *= 1 / scores.sum(axis=-2, keepdims=True)
         dropped = scores if keep is None else scores * keep
-        xp.matmul(dropped.swapaxes(-1, -2), v, out=out)
+        return scores, xp.matmul(dropped.swapaxes(-1, -2), v, out=out)
 
     def backward(self, grad):
-        xp = self.xp
         q, k, v, weights, keep, out = self.saved
-        needs = self.needs_input_grad
-        wanted = [(needs[0], q.shape[-1]), (needs[1], q.shape[-1]), (needs[2], v.shape[-1])]
-        rows = (q.shape[-2], k.shape[-2], k.shape[-2])
-        grads = [xp.empty(weights.shape[:-2] + (n, width), dtype=grad.dtype) if want else None
-                 for (want, width), n in zip(wanted, rows)]
-        if self.by_heads:
-            grad = grad.reshape(out.shape)
+        wanted = self.needs_input_grad
+        if not self.by_heads:
+            return self._attend_backward(grad, q, k, v, weights, keep, out, wanted)
+        grad = grad.reshape(out.shape)
+        into = tuple(np.empty(a.shape, dtype=out.dtype) if want else None for a, want in zip((q, k, v), wanted))
 
-            def heads(start, stop):
-                part = slice(start, stop)
-                self._attend_backward(grad[part], q[part], k[part], v[part], weights[part],
-                                      None if keep is None else keep[part], out[part],
-                                      *(None if g is None else g[part] for g in grads))
+        def heads(start, stop):
+            part = slice(start, stop)
+            self._attend_backward(grad[part], q[part], k[part], v[part], weights[part],
+                                  None if keep is None else keep[part], out[part], wanted,
+                                  tuple(None if g is None else g[part] for g in into))
 
-            parallel(heads, weights.shape[0], self.block)
-            return tuple(None if g is None else g.reshape(self.lead + g.shape[-2:]) for g in grads)
-        self._attend_backward(grad, q, k, v, weights, keep, out, *grads)
-        return tuple(grads)
+        parallel(heads, weights.shape[0], self.block)
+        return tuple(None if g is None else g.reshape(self.lead + g.shape[-2:]) for g in into)
 
-    def _attend_backward(self, grad, q, k, v, weights, keep, out, grad_q, grad_k, grad_v):
-        """The gradients of some heads' q, k and v (those not None), written into them."""
+    def _attend_backward(self, grad, q, k, v, weights, keep, out, wanted, into=(None, None, None)):
+        """The gradients of some heads' q, k and v (those ``wanted``), written into ``into`` if given."""
         xp = self.xp
-        if grad_v is not None:
-            xp.matmul(weights if keep is None else weights * keep, grad, out=grad_v)
-        if grad_q is None and grad_k is None:
-            return
+        dropped = weights if keep is None else weights * keep
+        grad_v = xp.matmul(dropped, grad, out=into[2]) if wanted[2] else None
+        if not (wanted[0] or wanted[1]):
+            return None, None, grad_v
         d_scores = v @ grad.swapaxes(-1, -2)  # (∂L/∂P)ᵀ
         if keep is not None:
             d_scores *= keep
         d_scores -= xp.einsum("...i,...i->...", grad, out)[..., None, :]  # δ = rowsum(G ⊙ O)
         d_scores *= weights
         d_scores *= d_scores.dtype.type(self.scale)  # (∂L/∂S)ᵀ
-        if grad_q is not None:
-            xp.matmul(d_scores.swapaxes(-1, -2), k, out=grad_q)
-        if grad_k is not None:
-            xp.matmul(d_scores, q, out=grad_k)
+        grad_q = xp.matmul(d_scores.swapaxes(-1, -2), k, out=into[0]) if wanted[0] else None
+        grad_k = xp.matmul(d_scores, q, out=into[1]) if wanted[1] else None
+        return grad_q, grad_k, grad_v
 
 
 def _attention_bias(attn_mask: Any, is_causal: bool, L: int, S: int, like: Tensor) -> Any:
@@ -1436,7 +1430,8 @@ class LayerNormFn(Function):
         normed, out = xp.empty_like(rows), xp.empty_like(rows)
         rstd = xp.empty((count, 1), dtype=x.dtype)
         eps = x.dtype.type(eps)
-        self.block = max(1, PASS_BLOCK // max(width, 1))  # rows per block
+        # rows per block: cache-sized on the CPU; on a GPU one block, as _each_block runs it
+        self.block = max(1, PASS_BLOCK // max(width, 1)) if xp is np else max(count, 1)
 
         def block(start, stop):
             xb, nb, ob = rows[start:stop], normed[start:stop], out[start:stop]

@@ -194,10 +194,10 @@ def _thread_count(value: Any, argument: str) -> int:
 
 def _threads_from_environment() -> int:
     """TINYFLO_NUM_THREADS when it is set, else the cores this process may use."""
-    text = os.environ.get("TINYFLO_NUM_THREADS")
-    if text is None:
+    text = os.environ.get("TINYFLO_NUM_THREADS", "")
+    if not text.strip():  # unset or empty: the default
         return _usable_cores()
-    if not text.strip().isdigit() or int(text) < 1:
+    if not text.strip().isdecimal() or int(text) < 1:
         raise ValueError(f"TINYFLO_NUM_THREADS must be a positive whole number of threads; got {text!r}")
     return int(text)
 
@@ -238,13 +238,18 @@ class _Threads:
             self.count = _threads_from_environment()
         return self.count
 
-    def start(self, extra: int) -> None:
-        """Have at least ``extra`` waiting threads besides the caller's."""
+    def inboxes_for(self, extra: int) -> list[queue.SimpleQueue]:
+        """The queues of ``extra`` waiting threads besides the caller's, started if need be (as many as the
+        system allows: the caller does the rest)."""
         while len(self.inboxes) < extra:
             inbox: queue.SimpleQueue = queue.SimpleQueue()
-            threading.Thread(target=_serve, args=(inbox,), name=f"tinyflo-pass-{len(self.inboxes) + 1}",
-                             daemon=True).start()
+            try:
+                threading.Thread(target=_serve, args=(inbox,), name=f"tinyflo-pass-{len(self.inboxes) + 1}",
+                                 daemon=True).start()
+            except RuntimeError:  # no more threads (a process limit, or the interpreter shutting down)
+                break
             self.inboxes.append(inbox)
+        return self.inboxes[:extra]
 
     def after_fork(self) -> None:
         """A forked child has none of the parent's threads: it starts its own when it needs them."""
@@ -252,6 +257,7 @@ class _Threads:
 
 
 def _serve(inbox: queue.SimpleQueue) -> None:
+    """A pool thread: work on each job it is handed, for as long as the process runs."""
     while True:
         inbox.get().work()  # a job whose blocks are all taken already costs one look
 
@@ -281,11 +287,14 @@ def parallel(fn: Callable[[int, int], Any], size: int, block: int) -> None:
             fn(start, min(start + block, size))
         return
     try:
-        _THREADS.start(threads - 1)
-        for inbox in _THREADS.inboxes[:threads - 1]:
+        for inbox in _THREADS.inboxes_for(threads - 1):  # fewer, or none, where threads cannot be started
             inbox.put(job)
-        job.work()  # the caller works too, and takes the blocks of a thread that is slow to wake
-        job.all_done.wait()  # for the blocks other threads are still running
+        try:
+            job.work()  # the caller works too, and takes the blocks of a thread that is slow to wake
+            job.all_done.wait()  # for the blocks other threads are still running
+        except BaseException as err:  # Ctrl-C while waiting: the blocks nobody has started are skipped
+            job.error = job.error or err
+            raise
     finally:
         _THREADS.busy.release()
     if job.error is not None:
@@ -525,6 +534,8 @@ class Tensor:
             )
         # the backward ops allocate on the current GPU: make it this tensor's (a graph that spans GPUs,
         # through .to(), runs its whole backward with the root's GPU current)
+        global _backward_passes
+        _backward_passes += 1  # unbind's parts tell a new pass from the rest of the one they are in
         with self._device:
             engine(self, grad, retain_graph=retain_graph)
 
@@ -691,6 +702,9 @@ class Tensor:
 
 
 _backward_engine: Callable[..., None] | None = None
+
+
+_backward_passes = 0  # Tensor.backward() calls so far
 
 
 def set_backward_engine(engine: Callable[..., None]) -> None:
@@ -1442,6 +1456,7 @@ class _Parts:
         self.shape, self.dtype, self.axis = shape, dtype, axis
         self.grad = None  # the array the current backward pass fills; None between passes
         self.filled: set[int] = set()  # the parts that wrote into it
+        self.made_in = -1  # the Tensor.backward() call that made it
 
     def index(self, i: int) -> tuple:
         """Where part ``i`` sits: ``[:, ..., :, i]`` with ``i`` at ``axis``."""
@@ -1469,9 +1484,11 @@ class UnbindPart(Function):
 
     def backward(self, grad):
         parts = self.parts
-        first = parts.grad is None or self.i in parts.filled  # filled already: an earlier pass broke off
+        # made in another backward() call, or filled already by this part: an earlier pass broke off
+        first = parts.grad is None or parts.made_in != _backward_passes or self.i in parts.filled
         if first:
             parts.grad, parts.filled = self.xp.zeros(parts.shape, parts.dtype), set()
+            parts.made_in = _backward_passes
         parts.filled.add(self.i)
         parts.grad[parts.index(self.i)] = grad
         return parts.grad if first else None  # after the first part, the engine already holds the array
