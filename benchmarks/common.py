@@ -88,10 +88,13 @@ def device_sync(device: str, torch_on: str | None = None) -> Callable[[], None]:
 
 
 def result_name(name: str, device: str) -> str:
-    """The result file's name: ``name`` on the CPU's cores, ``name_1thread`` on fewer threads than cores
-    (TINYFLO_NUM_THREADS), ``name_cuda`` on a GPU, so none overwrites another."""
-    if is_gpu(device):
-        return f"{name}_cuda"
+    """The result file's name: ``name`` on the CPU, ``name_cuda`` on a GPU, so neither overwrites the other."""
+    return f"{name}_cuda" if is_gpu(device) else name
+
+
+def _on_fewer_threads(name: str) -> str:
+    """A CPU result measured on fewer threads than cores (TINYFLO_NUM_THREADS) is ``name_1thread``, ``name_2threads``,
+    beside the one on every core."""
     return name if THREADS >= CORES else f"{name}_{THREADS}thread{'s' if THREADS > 1 else ''}"
 
 
@@ -401,8 +404,11 @@ def save_result(
     device: str = "cpu",
     out: str | os.PathLike | None = None,
 ) -> tuple[Path, Path]:
-    """Print the tables; write ``<out>/<name>.json`` (every sample) and ``<out>/<name>.md`` (out: ./tinyflo-bench)."""
+    """Print the tables; write ``<out>/<name>.json`` (every sample) and ``<out>/<name>.md`` (out: ./tinyflo-bench);
+    on the CPU with fewer threads than cores, ``<name>_1thread.*`` and the like."""
     machine = machine_info(device)
+    if not is_gpu(device):
+        name = _on_fewer_threads(name)
     notes = list(notes)
     background = max((t.background_cpu for t in timings.values()), default=0.0)
     if timings:  # counts and memory are not timed: no timing method, no background load to report

@@ -3,11 +3,13 @@ do not depend on either (the same bits for 1, 2 or 3 threads)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -474,3 +476,35 @@ def test_attention_on_a_gpu_broadcasts_queries_and_keys_against_values():
 
     for gpu, cpu in zip(run("cuda:0"), run("cpu"), strict=True):
         np.testing.assert_allclose(gpu, cpu, rtol=1e-10, atol=1e-10)
+
+
+# ---- the benchmark of the threads, and the benchmarks' one knob ------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench_threads(out: Path, threads: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")} | {"TINYFLO_NUM_THREADS": threads}
+    return subprocess.run([sys.executable, "-m", "benchmarks.bench_threads", "--rounds", "2", "--out", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_bench_threads_checks_the_bits_and_records_every_library_on_the_count_asked(tmp_path):
+    done = _bench_threads(tmp_path, "2")
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "threads.json").read_text())
+    assert record["machine"]["threads"]["tinyflo"] == 2 and record["machine"]["threads"]["OMP_NUM_THREADS"] == "2"
+    assert [t["title"].split(",")[0] for t in record["tables"]] == [
+        "GELU", "layer norm with weight and bias", "LeNet-5's conv1", "LeNet-5's conv2", "2×2 max pooling of (128"]
+    assert all(row[0] in ("tinyflo, 1 thread", "tinyflo, 2 threads") or row[0].startswith("numexpr")
+               for t in record["tables"] for row in t["rows"])
+    done = _bench_threads(tmp_path, "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "threads_1thread.md").is_file(), "fewer threads than cores: a result of its own"
+    assert json.loads((tmp_path / "threads_1thread.json").read_text())["machine"]["threads"]["OPENBLAS_NUM_THREADS"] == "1"
+
+
+def test_the_benchmarks_refuse_a_bad_thread_count_in_one_line(tmp_path):
+    done = _bench_threads(tmp_path, "lots")
+    assert done.returncode != 0 and not list(tmp_path.iterdir())
+    assert done.stderr.strip() == "benchmarks: TINYFLO_NUM_THREADS must be a positive whole number of threads; got 'lots'"
