@@ -412,6 +412,17 @@ def path_arg(text: str) -> str:
     return text
 
 
+def _share(text: str) -> float:
+    """A number from 0 to 1, for argparse."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}")
+    return value
+
+
 def _count(text: str) -> int:
     """A whole number >= 1, for argparse."""
     try:
@@ -517,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("autograde", "nbgrader autograde the submissions in submitted/, each in the sandbox"),
         ("feedback", "nbgrader generate_feedback: an HTML page per submission, no hidden code"),
         ("report", "points per student and module from the gradebook"),
+        ("similarity", "pairs of submissions of one module, ranked by how alike the students' own code is"),
     ):
         sub = course_commands.add_parser(action, help=summary)
         sub.add_argument(
@@ -531,6 +543,12 @@ def build_parser() -> argparse.ArgumentParser:
                              help="grade N submissions at a time, each in its own sandbox (default 1)")
         if action == "report":
             sub.add_argument("--csv", type=path_arg, metavar="FILE", help="also write the table as CSV")
+        if action == "similarity":
+            sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
+            sub.add_argument("--threshold", type=_share, default=0.5, metavar="F",
+                             help="write a side-by-side page for each pair at least this alike, 0 to 1 (default 0.5)")
+            sub.add_argument("--out", type=path_arg, metavar="DIR",
+                             help="folder for the pages (default: DIR/similarity/MODULE in the course folder)")
         _modules_option(sub)
     course.set_defaults(handler=_course)
 

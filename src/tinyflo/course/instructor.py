@@ -490,6 +490,33 @@ def run(args: argparse.Namespace) -> int:
         print(f"next: `{course_command('feedback', course_dir)}` (a page per submission), "
               f"`{course_command('report', course_dir)}` (the grades)")
         return 1 if left_out else 0  # graded what it could; a script still sees what it could not
+    elif args.action == "similarity":
+        compare_submissions(course_dir, modules, args.module, args.threshold,
+                            Path(args.out).expanduser().resolve() if args.out else None)
     else:
         report(course_dir, Path(args.csv) if args.csv else None)
     return 0
+
+
+SHOWN_PAIRS = 20  # the most alike pairs printed; the index page lists them all
+
+
+def compare_submissions(course_dir: Path, modules: list[Module], spec: str, threshold: float,
+                        out: Path | None) -> None:
+    """`tinyflo course similarity MODULE`: the pairs of submissions ranked by how alike the students' own code is."""
+    from tinyflo.course.similarity import similarity
+
+    module = resolve_module(modules, spec)
+    submitted, refused = _screen(course_dir, modules, [module])
+    for line in refused.values():
+        print(f"left out: {line}", file=sys.stderr)
+    folder = out if out is not None else course_dir / "similarity" / module.slug
+    pairs = similarity(course_dir, module.slug, module.name, submitted[module.slug], threshold, folder)
+    width = max(len(p.first) + len(p.second) + 5 for p in pairs[:SHOWN_PAIRS])
+    for pair in pairs[:SHOWN_PAIRS]:
+        names = f"{pair.first} and {pair.second}"
+        mark = "  (page written)" if pair.similarity >= threshold else ""
+        print(f"{names:<{width}} {pair.similarity:>5.0%} alike{mark}")
+    above = sum(p.similarity >= threshold for p in pairs)
+    print(f"{len(pairs)} pairs compared; {above} at least {threshold:.0%} alike, each with a page side by side: "
+          f"{folder / 'index.html'}")

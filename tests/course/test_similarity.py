@@ -1,0 +1,348 @@
+"""`tinyflo course similarity`: planted copies rank above every pair of honest, independent solutions."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tinyflo.course.similarity import own_code, rank_pairs
+
+pytest.importorskip("copydetect")
+
+# The stubs every student starts from (signatures and docstrings): shared by all, so they count for nothing.
+STUBS = '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    raise NotImplementedError
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    raise NotImplementedError
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    raise NotImplementedError
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    raise NotImplementedError
+'''
+
+# Four students who wrote the same four functions on their own.
+HONEST = {
+    "ada": '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)
+    for axis, size in enumerate(shape):
+        if size == 1 and grad.shape[axis] != 1:
+            grad = grad.sum(axis=axis, keepdims=True)
+    return grad
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    shifted = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    total = math.sqrt(sum(float((g * g).sum()) for g in grads))
+    if total > max_norm:
+        factor = max_norm / (total + 1e-6)
+        for g in grads:
+            g *= factor
+    return total
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    order, seen = [], set()
+
+    def visit(node):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        for parent in node.parents:
+            visit(parent)
+        order.append(node)
+
+    visit(root)
+    return order
+''',
+    "bo": '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    extra = grad.ndim - len(shape)
+    axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1)
+    summed = np.sum(grad, axis=axes, keepdims=True)
+    return summed.reshape(shape)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    top = np.amax(x, axis=axis, keepdims=True)
+    out = np.exp(x - top)
+    out /= np.sum(out, axis=axis, keepdims=True)
+    return out
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    squares = [np.vdot(g, g) for g in grads]
+    norm = np.sqrt(np.sum(squares))
+    scale = min(1.0, max_norm / (norm + 1e-6))
+    for i in range(len(grads)):
+        grads[i][...] = grads[i] * scale
+    return norm
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    result, done, stack = [], set(), [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            result.append(node)
+        elif id(node) not in done:
+            done.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node.parents)
+    return result
+''',
+    "cy": '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    g = grad
+    lead = len(g.shape) - len(shape)
+    if lead > 0:
+        g = g.sum(axis=tuple(range(lead)))
+    keep = [i for i, (a, b) in enumerate(zip(g.shape, shape)) if b == 1 and a > 1]
+    if keep:
+        g = g.sum(axis=tuple(keep), keepdims=True)
+    return g
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    logsum = np.log(np.exp(x - x.max(axis, keepdims=True)).sum(axis, keepdims=True))
+    return np.exp(x - x.max(axis, keepdims=True) - logsum)
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    flat = np.concatenate([g.ravel() for g in grads])
+    n = np.linalg.norm(flat)
+    if n <= max_norm:
+        return n
+    ratio = max_norm / (n + 1e-6)
+    for g in grads:
+        np.multiply(g, ratio, out=g)
+    return n
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    indegree, nodes, frontier = {}, {}, [root]
+    while frontier:
+        node = frontier.pop()
+        if id(node) in nodes:
+            continue
+        nodes[id(node)] = node
+        for p in node.parents:
+            indegree[id(p)] = indegree.get(id(p), 0) + 1
+            frontier.append(p)
+    ready = [root]
+    order = []
+    while ready:
+        node = ready.pop()
+        order.append(node)
+        for p in node.parents:
+            indegree[id(p)] -= 1
+            if indegree[id(p)] == 0:
+                ready.append(p)
+    return order[::-1]
+''',
+    "di": '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    padded = (1,) * (grad.ndim - len(shape)) + tuple(shape)
+    axes = [i for i, n in enumerate(padded) if n == 1 and grad.shape[i] != 1]
+    return grad.sum(axis=tuple(axes), keepdims=True).reshape(shape) if axes else grad.reshape(shape)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    z = np.moveaxis(x, axis, -1)
+    z = z - z.max(-1)[..., None]
+    p = np.exp(z)
+    p = p / p.sum(-1)[..., None]
+    return np.moveaxis(p, -1, axis)
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    norm = 0.0
+    for g in grads:
+        norm += float(np.square(g).sum())
+    norm **= 0.5
+    if norm > max_norm:
+        for g in grads:
+            g[...] *= max_norm / (norm + 1e-6)
+    return norm
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    from graphlib import TopologicalSorter
+
+    graph, todo = {}, [root]
+    while todo:
+        node = todo.pop()
+        if node not in graph:
+            graph[node] = list(node.parents)
+            todo.extend(node.parents)
+    return list(TopologicalSorter(graph).static_order())
+''',
+}
+
+
+def _renamed(code: str) -> str:
+    """The same code with every local name changed: what a copier does first."""
+    for old, new in (("grad", "gradient"), ("shifted", "stable"), ("total", "length"), ("factor", "k"),
+                     ("order", "sequence"), ("seen", "visited"), ("visit", "walk"), ("node", "n"),
+                     ("parent", "up"), ("axis", "dim"), ("e ", "ex ")):
+        code = code.replace(old, new)
+    return code
+
+
+def _functions(code: str) -> list[str]:
+    return ["def " + part.strip() + "\n" for part in code.split("\ndef ") if part.strip()]
+
+
+def _reordered_and_recommented(code: str) -> str:
+    """The functions in another order, each with comments of its own: what a copier does next."""
+    parts = _functions(code.removeprefix("def "))
+    parts = parts[2:] + parts[:2]
+    return "\n\n".join(f"# my solution, part {i}\n{part.replace(chr(10) + '    ', chr(10) + '    # step' + chr(10) + '    ', 1)}"
+                       for i, part in enumerate(parts))
+
+
+def _half_copied(source: str, own: str) -> str:
+    """Two functions copied (renamed), two written by the student."""
+    copied, mine = _functions(_renamed(source).removeprefix("def ")), _functions(own.removeprefix("def "))
+    return "\n\n".join(copied[:2] + mine[2:])
+
+
+HAL_OWN = '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    size = sum(np.linalg.norm(g) ** 2 for g in grads) ** 0.5
+    shrink = max_norm / max(size, max_norm)
+    return size if shrink == 1 else [g.__imul__(shrink) for g in grads] and size
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    found = {}
+
+    def depth(n):
+        if id(n) not in found:
+            found[id(n)] = (1 + max((depth(p) for p in n.parents), default=-1), n)
+        return found[id(n)][0]
+
+    depth(root)
+    return [n for _, n in sorted(found.values(), key=lambda pair: pair[0])]
+'''
+
+PLANTED = {  # copier: the student copied from
+    "eve": ("ada", _renamed(HONEST["ada"])),
+    "fay": ("bo", _reordered_and_recommented(HONEST["bo"])),
+    "gus": ("cy", _renamed(_reordered_and_recommented(HONEST["cy"]))),
+    "hal": ("di", _half_copied(HONEST["di"], HAL_OWN)),
+}
+
+
+def test_every_planted_copy_ranks_above_every_honest_pair():
+    codes = HONEST | {copier: code for copier, (_, code) in PLANTED.items()}
+    pairs = rank_pairs(codes, STUBS)
+    planted = {frozenset((copier, source)) for copier, (source, _) in PLANTED.items()}
+    scores = {frozenset((p.first, p.second)): p.similarity for p in pairs}
+    honest = [score for pair, score in scores.items() if pair <= set(HONEST)]
+    lowest_copy = min(scores[pair] for pair in planted)
+    assert lowest_copy > max(honest), ({tuple(sorted(p)): round(scores[p], 2) for p in planted},
+                                       round(max(honest), 2))
+    assert [frozenset((p.first, p.second)) for p in pairs[:len(planted)]] != [] and all(
+        frozenset((p.first, p.second)) in planted for p in pairs[:3]), "the three whole copies come first"
+
+
+def test_the_shared_stubs_count_for_nothing():
+    just_stubs = rank_pairs({"a": STUBS, "b": STUBS}, STUBS)
+    assert just_stubs[0].similarity == 0
+    assert rank_pairs({"a": STUBS, "b": STUBS})[0].similarity == 1, "without the boilerplate they are one text"
+
+
+def test_own_code_is_the_solution_cells_and_the_cells_a_student_added():
+    notebook = {"cells": [
+        {"cell_type": "code", "metadata": {"nbgrader": {"solution": False, "locked": True}}, "source": "GIVEN = 1"},
+        {"cell_type": "code", "metadata": {"nbgrader": {"solution": True}}, "source": ["def f():\n", "    return 2"]},
+        {"cell_type": "markdown", "metadata": {}, "source": "prose"},
+        {"cell_type": "code", "metadata": {}, "source": "helper = 3"},
+        {"cell_type": "code", "metadata": {"nbgrader": {"grade": True, "solution": False}}, "source": "assert f()"},
+    ]}
+    assert own_code(notebook) == "def f():\n    return 2\n\nhelper = 3\n"
+
+
+def _notebook(code: str) -> dict:
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "code", "metadata": {"nbgrader": {"solution": False, "locked": True, "grade_id": "given"}},
+         "source": "import numpy as np", "outputs": [], "execution_count": None},
+        {"cell_type": "code", "metadata": {"nbgrader": {"solution": True, "grade": False, "grade_id": "code"}},
+         "source": code, "outputs": [], "execution_count": None}]}
+
+
+def test_course_similarity_ranks_writes_a_page_per_alike_pair_and_says_what_it_left_out(tmp_path):
+    course = tmp_path / "course"
+    (course / "release" / "01_tensor").mkdir(parents=True)
+    (course / "release" / "01_tensor" / "tensor.ipynb").write_text(json.dumps(_notebook(STUBS)))
+    codes = {"ada": HONEST["ada"], "bo": HONEST["bo"], "eve": PLANTED["eve"][1]}
+    for student, code in codes.items():
+        folder = course / "submitted" / student / "01_tensor"
+        folder.mkdir(parents=True)
+        (folder / "tensor.ipynb").write_text(json.dumps(_notebook(code)))
+    (course / "submitted" / "zed" / "01_tensor").mkdir(parents=True)  # no notebook in it
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "course", "similarity", "1", "--dir", str(course)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("ada and eve") and lines[0].endswith("alike  (page written)"), lines
+    assert "left out: student zed, 01_tensor: no tensor.ipynb (the folder is empty)" in done.stderr
+    pages = course / "similarity" / "01_tensor"
+    page = (pages / "ada--eve.html").read_text()
+    assert "<mark>" in page and "ada" in page and "eve" in page
+    assert "ada--eve.html" in (pages / "index.html").read_text()
+    assert not (pages / "ada--bo.html").exists(), "an honest pair gets no page"
+    assert lines[-1] == (f"3 pairs compared; 1 at least 50% alike, each with a page side by side: "
+                         f"{pages / 'index.html'}")
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--threshold", "2"], "argument --threshold: expected a number from 0 to 1, got '2'"),
+    ([], "is not released yet"),
+])
+def test_course_similarity_refuses_in_one_line(tmp_path, argv, expected):
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "course", "similarity", "01", "--dir",
+                           str(tmp_path), *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr
+
