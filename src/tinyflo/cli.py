@@ -529,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("feedback", "nbgrader generate_feedback: an HTML page per submission, no hidden code"),
         ("report", "points per student and module from the gradebook"),
         ("similarity", "pairs of submissions of one module, ranked by how alike the students' own code is"),
+        ("roster", "the students' names, emails and LMS ids from a CSV (nbgrader db student import)"),
     ):
         sub = course_commands.add_parser(action, help=summary)
         sub.add_argument(
@@ -543,6 +544,11 @@ def build_parser() -> argparse.ArgumentParser:
                              help="grade N submissions at a time, each in its own sandbox (default 1)")
         if action == "report":
             sub.add_argument("--csv", type=path_arg, metavar="FILE", help="also write the table as CSV")
+            sub.add_argument("--format", choices=("canvas", "moodle", "gradescope"),
+                             help="write --csv as that LMS's gradebook import: its id columns, a column per module")
+        if action == "roster":
+            sub.add_argument("file", type=path_arg, metavar="FILE",
+                             help="CSV with a header: id (as in submitted/), first_name, last_name, email, lms_user_id")
         if action == "similarity":
             sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
             sub.add_argument("--threshold", type=_share, default=0.5, metavar="F",

@@ -433,8 +433,77 @@ def gradebook_scores(course_dir: Path) -> list[Score]:
     return sorted(scores, key=lambda s: (s.student, s.module))
 
 
-def report(course_dir: Path, csv_path: Path | None = None) -> list[Score]:
-    """Print points per student and module; optionally write one CSV row per grade cell."""
+ROSTER_COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")  # nbgrader's student table
+
+
+def roster(course_dir: Path, csv_path: Path) -> int:
+    """`nbgrader db student import`: the students' names, emails and LMS ids, which the LMS formats of
+    `report` need; returns how many students the file holds."""
+    if not (course_dir / "nbgrader_config.py").is_file():
+        raise CourseError(f"{course_dir} is not a course folder yet; run `{course_command('build', course_dir)}`")
+    try:
+        with csv_path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            header = [name.strip() for name in reader.fieldnames or []]
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise CourseError(f"roster: cannot read {csv_path}: {getattr(error, 'strerror', None) or error}") from None
+    if "id" not in header:
+        raise CourseError(f"roster: {csv_path} needs a header row with an 'id' column (the student's id in "
+                          f"submitted/) and any of {', '.join(ROSTER_COLUMNS[1:])}; got {header or 'no rows'}")
+    unknown = [name for name in header if name not in ROSTER_COLUMNS]
+    if unknown:
+        raise CourseError(f"roster: {csv_path} has columns {unknown} that nbgrader keeps no place for; "
+                          f"expected some of {', '.join(ROSTER_COLUMNS)}")
+    bad = [row["id"] for row in rows if not VALID_ID.match((row["id"] or "").strip())]
+    if bad:
+        raise CourseError(f"roster: ids {bad[:3]} in {csv_path} are not student ids (letters, digits and . _ @ + -)")
+    nbgrader(course_dir, "db", "student", "import", str(csv_path.resolve()))
+    return len(rows)
+
+
+# The gradebook import each LMS documents: its identity columns, then one column per module.
+LMS_FORMATS = ("canvas", "moodle", "gradescope")
+
+
+def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str) -> list[list[str]]:
+    """The CSV rows of ``lms``'s gradebook import: a header, (Canvas) the points possible, a row per student."""
+    modules = sorted({s.module for s in scores})
+    points = {(s.student, s.module): f"{s.points:g}" for s in scores}
+    most = {s.module: f"{s.max_points:g}" for s in scores}
+    rows = []
+    if lms == "canvas":  # Student, ID, SIS User ID, SIS Login ID, Section; new columns become assignments
+        rows.append(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *modules])
+        rows.append(["Points Possible", "", "", "", "", *(most[m] for m in modules)])
+    elif lms == "moodle":  # matched on import by "Username" or "Email address" (Moodle asks which)
+        rows.append(["Username", "Email address", "First name", "Last name", *modules])
+    else:  # gradescope: matched by Email or SID
+        rows.append(["Name", "SID", "Email", *modules])
+    for student, info in sorted(students.items()):
+        marks = [points.get((student, m), "") for m in modules]
+        first, last, email, lms_id = (info.get(k) or "" for k in ("first_name", "last_name", "email", "lms_user_id"))
+        if lms == "canvas":
+            name = f"{last}, {first}" if last and first else last or first or student
+            rows.append([name, lms_id, "", student, "", *marks])
+        elif lms == "moodle":
+            rows.append([student, email, first, last, *marks])
+        else:
+            rows.append([" ".join(n for n in (first, last) if n) or student, student, email, *marks])
+    return rows
+
+
+def _students(course_dir: Path) -> dict[str, dict[str, str]]:
+    """Every student in the gradebook with what the roster gave: names, email, LMS id."""
+    api = require("nbgrader.api")
+    with api.Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}", course_id=COURSE_ID) as gradebook:
+        return {s.id: {k: getattr(s, k) for k in ROSTER_COLUMNS[1:]} for s in gradebook.students}
+
+
+def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = None) -> list[Score]:
+    """Print points per student and module; optionally write one CSV row per grade cell, or (``lms``) the
+    gradebook import of Canvas, Moodle or Gradescope."""
+    if lms is not None and csv_path is None:
+        raise CourseError(f"--format {lms} says how to write the CSV: give the file with --csv FILE")
     scores = gradebook_scores(course_dir)
     if not scores:
         raise CourseError(f"the gradebook of {course_dir} has no graded submissions yet")
@@ -453,16 +522,19 @@ def report(course_dir: Path, csv_path: Path | None = None) -> list[Score]:
             raise CourseError(f"--csv: the folder {folder} does not exist")
         rows = io.StringIO(newline="")
         writer = csv.writer(rows)
-        writer.writerow(["student", "module", "grade_id", "points", "max_points"])
-        for s in scores:
-            for grade_id, (points, max_points) in s.cells.items():
-                writer.writerow([s.student, s.module, grade_id, f"{points:g}", f"{max_points:g}"])
-            writer.writerow([s.student, s.module, "total", f"{s.points:g}", f"{s.max_points:g}"])
+        if lms is not None:
+            writer.writerows(_lms_rows(scores, _students(course_dir), lms))
+        else:
+            writer.writerow(["student", "module", "grade_id", "points", "max_points"])
+            for s in scores:
+                for grade_id, (points, max_points) in s.cells.items():
+                    writer.writerow([s.student, s.module, grade_id, f"{points:g}", f"{max_points:g}"])
+                writer.writerow([s.student, s.module, "total", f"{s.points:g}", f"{s.max_points:g}"])
         try:  # whole or not at all: a gradebook half written is worse than none
             atomic_write(csv_path, lambda handle: handle.write(rows.getvalue().encode("utf-8")))
         except OSError as error:
             raise CourseError(f"--csv: cannot write {csv_path}: {error.strerror or error}") from None
-        print(f"wrote {csv_path}")
+        print(f"wrote {csv_path}" + (f" ({lms}'s gradebook import)" if lms else ""))
     return scores
 
 
@@ -490,11 +562,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"next: `{course_command('feedback', course_dir)}` (a page per submission), "
               f"`{course_command('report', course_dir)}` (the grades)")
         return 1 if left_out else 0  # graded what it could; a script still sees what it could not
+    elif args.action == "roster":
+        count = roster(course_dir, Path(args.file).expanduser())
+        print(f"{count} students in the gradebook's roster; the LMS formats of "
+              f"`{course_command('report', course_dir)} --format canvas --csv FILE` use their names and ids")
     elif args.action == "similarity":
         compare_submissions(course_dir, modules, args.module, args.threshold,
                             Path(args.out).expanduser().resolve() if args.out else None)
     else:
-        report(course_dir, Path(args.csv) if args.csv else None)
+        report(course_dir, Path(args.csv) if args.csv else None, args.format)
     return 0
 
 
