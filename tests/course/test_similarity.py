@@ -346,3 +346,32 @@ def test_course_similarity_refuses_in_one_line(tmp_path, argv, expected):
                            str(tmp_path), *argv], capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1 and expected in done.stderr
 
+
+
+def test_own_code_ignores_what_is_not_a_notebooks_code():
+    hostile = {"cells": [
+        {"cell_type": "code", "metadata": {}, "source": {"not": "text"}},
+        {"cell_type": "code", "metadata": {"nbgrader": "solution"}, "source": "x = 1"},
+        {"cell_type": "code", "metadata": [], "source": ["a = ", 2]},
+        "not a cell",
+        {"cell_type": "code", "metadata": {"nbgrader": {"solution": True}}, "source": "kept = 1"},
+    ]}
+    assert own_code(hostile) == "kept = 1\n"
+    assert own_code([]) == "\n" and own_code({"cells": None}) == "\n"
+
+
+def test_a_pair_page_shows_a_students_markup_as_text_and_odd_folder_names_are_left_out(tmp_path):
+    course = tmp_path / "course"
+    (course / "release" / "01_tensor").mkdir(parents=True)
+    (course / "release" / "01_tensor" / "tensor.ipynb").write_text(json.dumps(_notebook(STUBS)))
+    planted = HONEST["ada"] + '\nNOTE = "</pre><script>alert(1)</script>"\n'
+    for student, code in {"ada": HONEST["ada"], "mallory": planted, "bo": HONEST["bo"], "x y": HONEST["cy"]}.items():
+        folder = course / "submitted" / student / "01_tensor"
+        folder.mkdir(parents=True)
+        (folder / "tensor.ipynb").write_text(json.dumps(_notebook(code)))
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "course", "similarity", "01", "--dir", str(course)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "left out: student 'x y', 01_tensor: a student's folder is named by their id" in done.stderr
+    page = (course / "similarity" / "01_tensor" / "ada--mallory.html").read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

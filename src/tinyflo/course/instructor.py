@@ -584,6 +584,10 @@ def compare_submissions(course_dir: Path, modules: list[Module], spec: str, thre
 
     module = resolve_module(modules, spec)
     submitted, refused = _screen(course_dir, modules, [module])
+    for student in [s for s in submitted[module.slug] if not VALID_ID.match(s)]:
+        submitted[module.slug].remove(student)
+        refused[student, module.slug] = (f"student {student!r}, {module.slug}: a student's folder is named by "
+                                         "their id (letters, digits and . _ @ + -)")
     for line in refused.values():
         print(f"left out: {line}", file=sys.stderr)
     folder = out if out is not None else course_dir / "similarity" / module.slug

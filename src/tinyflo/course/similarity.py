@@ -47,13 +47,18 @@ class Pair:
 def own_code(notebook: dict) -> str:
     """The code a student wrote: the solution cells and the code cells they added, in order."""
     cells = []
-    for cell in notebook.get("cells", []):
-        if cell.get("cell_type") != "code":
+    cells_in = notebook.get("cells") if isinstance(notebook, dict) else None
+    for cell in cells_in if isinstance(cells_in, list) else []:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
-        marks = cell.get("metadata", {}).get("nbgrader")
-        if marks is None or marks.get("solution"):
+        metadata = cell.get("metadata")
+        marks = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+        if marks is None or (isinstance(marks, dict) and marks.get("solution")):
             source = cell.get("source", "")
-            cells.append("".join(source) if isinstance(source, list) else str(source))
+            if isinstance(source, list) and all(isinstance(line, str) for line in source):
+                source = "".join(source)
+            if isinstance(source, str):  # anything else is not a notebook's code: nothing to compare
+                cells.append(source)
     return "\n\n".join(cells) + "\n"
 
 
