@@ -391,7 +391,7 @@ def test_lenet_trains_to_the_same_bits_on_one_two_and_three_threads():
     _assert_same_bits(_run_with_threads(_lenet_steps))
 
 
-def test_a_transformer_block_trains_to_the_same_bits_on_one_two_and_three_threads(shared_blocks):
+def test_a_transformer_block_trains_to_the_same_bits_on_one_two_and_three_threads(small_blocks):
     def steps():
         tinyflo.manual_seed(0)
         frozen_bias = nn.LayerNorm(16)
