@@ -35,8 +35,7 @@ def restore_thread_count():
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Blocks of a few numbers, so test-sized inputs are cut into many blocks."""
-    for module in (tensor, layers, conv):
-        monkeypatch.setattr(module, "PASS_BLOCK", 24)
+    monkeypatch.setattr(tensor, "PASS_BLOCK", 24)  # per_block reads it
     monkeypatch.setattr(layers, "GELU_BLOCK", 24)
     monkeypatch.setattr(conv, "BATCH_LAST_POSITIONS", 20)  # small images, both layouts
 
@@ -46,13 +45,13 @@ def shared_blocks(small_blocks, monkeypatch):
     """Small blocks that take a moment each, so every thread gets some: the names of the threads that ran one."""
     names = set()
 
-    def slow_parallel(fn, size, block):
+    def slow_parallel(fn, size, block, xp=np):
         def timed(start, stop):
             names.add(threading.current_thread().name)
             time.sleep(0.002)
             fn(start, stop)
 
-        parallel(timed, size, block)
+        parallel(timed, size, block, xp)
 
     for module in (layers, conv):
         monkeypatch.setattr(module, "parallel", slow_parallel)

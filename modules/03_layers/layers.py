@@ -72,9 +72,10 @@ from tinyflo.core.tensor import (
     float32,
     float64,
     is_floating,
-    PASS_BLOCK,
+    block_count,
     normalize_axis,
     parallel,
+    per_block,
     ones,
     rand,
     randn,
@@ -500,10 +501,7 @@ class GeluTanhFn(Function):
     def _each_block(self, fn, *arrays):
         """fn(*blocks) on matching flat blocks of equally shaped contiguous arrays."""
         flats = [a.reshape(-1) for a in arrays]
-        if self.xp is not np:
-            fn(*flats)
-        else:
-            parallel(lambda start, stop: fn(*(flat[start:stop] for flat in flats)), flats[0].size, GELU_BLOCK)
+        parallel(lambda start, stop: fn(*(flat[start:stop] for flat in flats)), flats[0].size, GELU_BLOCK, self.xp)
 
     def forward(self, a):
         xp = self.xp
@@ -857,7 +855,7 @@ class ScaledDotProductAttentionFn(Function):
             self._attend(q[start:stop], k[start:stop], v[start:stop], bias,
                          None if keep is None else keep[start:stop], weights[start:stop], out[start:stop])
 
-        self.lead, self.block = lead, max(1, PASS_BLOCK // max(S * L, 1))  # heads per block
+        self.lead, self.block = lead, per_block(S * L)  # heads per block
         parallel(heads, q.shape[0], self.block)
         self.save_for_backward(q, k, v, weights, keep, out)
         return out.reshape(lead + (L, Ev))
@@ -2817,13 +2815,6 @@ class LayerNormFn(Function):
     order, so they have the same bits for any thread count.
     """
 
-    def _each_block(self, fn, rows):
-        """fn(start, stop) over blocks of rows: cache-sized ones on the CPU's threads, all at once on a GPU."""
-        if self.xp is np:
-            parallel(fn, rows, self.block)
-        else:
-            fn(0, rows)
-
     def forward(self, x, *affine, n=1, eps=1e-5):
         xp = self.xp
         rows = x.reshape(-1, math.prod(x.shape[x.ndim - n:]))
@@ -2834,8 +2825,8 @@ class LayerNormFn(Function):
         normed, out = xp.empty_like(rows), xp.empty_like(rows)
         rstd = xp.empty((count, 1), dtype=x.dtype)
         eps = x.dtype.type(eps)
-        # rows per block: cache-sized on the CPU; on a GPU one block, as _each_block runs it
-        self.block = max(1, PASS_BLOCK // max(width, 1)) if xp is np else max(count, 1)
+        # rows per block: cache-sized on the CPU; on a GPU one block, as parallel runs it there
+        self.block = per_block(width) if xp is np else max(count, 1)
 
         def block(start, stop):
             xb, nb, ob = rows[start:stop], normed[start:stop], out[start:stop]
@@ -2852,7 +2843,7 @@ class LayerNormFn(Function):
                 if bias is not None:
                     ob += bias
 
-        self._each_block(block, count)
+        parallel(block, count, self.block, xp)
         self.shape, self.normalized, self.average = x.shape, x.shape[x.ndim - n:], average
         self.save_for_backward(normed, rstd, *(() if weight is None else (weight,)))
         return out.reshape(x.shape)
@@ -2864,7 +2855,7 @@ class LayerNormFn(Function):
         needs = self.needs_input_grad
         want_w, want_b = len(needs) > 1 and needs[1], len(needs) > 2 and needs[2]
         count = normed.shape[0]
-        blocks = -(-count // self.block)
+        blocks = block_count(count, self.block)
         shares_w = xp.empty((blocks, normed.shape[1]), dtype=g.dtype) if want_w else None
         shares_b = xp.empty((blocks, normed.shape[1]), dtype=g.dtype) if want_b else None
         dx = xp.empty_like(normed) if needs[0] else None
@@ -2889,7 +2880,7 @@ class LayerNormFn(Function):
                 db -= gn
                 db *= rstd[start:stop]
 
-        self._each_block(block, count)
+        parallel(block, count, self.block, xp)
         grads = [None if dx is None else dx.reshape(self.shape)]
         if len(needs) > 1:
             grads.append(shares_w.sum(axis=0).reshape(self.normalized) if want_w else None)

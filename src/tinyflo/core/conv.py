@@ -23,9 +23,10 @@ from tinyflo.core.tensor import (
     Tensor,
     device_of,
     float32,
-    PASS_BLOCK,
+    block_count,
     is_floating,
     parallel,
+    per_block,
     zeros,
 )
 
@@ -229,12 +230,9 @@ class Conv2dFn(Conv2dUnfoldFn):
             xt = xp.ascontiguousarray(x.transpose(1, 2, 3, 0))
         windows = _windows_last(xt, *self.geometry)  # (C, KH, KW, OH, OW, N), a view
         cols = xp.empty((groups, k, oh * ow * n), dtype=x.dtype)
-        if xp is np:  # the one large copy, a block of channels per thread
-            rows = cols.reshape(c, kh, kw, oh, ow, n)
-            parallel(lambda start, stop: np.copyto(rows[start:stop], windows[start:stop]), c,
-                     max(1, PASS_BLOCK // max(kh * kw * oh * ow * n, 1)))
-        else:
-            cols.reshape(c, kh, kw, oh, ow, n)[...] = windows
+        rows = cols.reshape(c, kh, kw, oh, ow, n)  # the one large copy, a block of channels per thread
+        parallel(lambda start, stop: xp.copyto(rows[start:stop], windows[start:stop]), c,
+                 per_block(kh * kw * oh * ow * n), xp)
         out = weight.reshape(groups, oc // groups, k) @ cols  # (G, OC/G, OH·OW·N): one GEMM per group
         out = out.reshape(oc, oh, ow, n)
         if bias is not None:
@@ -283,7 +281,7 @@ class Conv2dFn(Conv2dUnfoldFn):
             if shift is not None:
                 out[start:stop] += shift
 
-        self.images = max(1, PASS_BLOCK // max(groups * k * oh * ow, 1))  # images per block
+        self.images = per_block(groups * k * oh * ow)  # images per block
         parallel(images, n, self.images)
         self.save_for_backward(cols, weight)
         return out.reshape(n, oc, oh, ow)
@@ -302,8 +300,8 @@ class Conv2dFn(Conv2dUnfoldFn):
         wt = weight.reshape(g, oc // g, k).transpose(0, 2, 1)
         want_b = len(needs) > 2 and needs[2]
         grad_x = np.empty(self.x_shape, dtype=grad.dtype) if needs[0] else None
-        shares_w = np.empty((-(-n // block), g, oc // g, k), dtype=grad.dtype) if needs[1] else None
-        shares_b = np.empty((-(-n // block), oc), dtype=grad.dtype) if want_b else None
+        shares_w = np.empty((block_count(n, block), g, oc // g, k), dtype=grad.dtype) if needs[1] else None
+        shares_b = np.empty((block_count(n, block), oc), dtype=grad.dtype) if want_b else None
 
         def images(start, stop):
             if needs[0]:
@@ -348,10 +346,7 @@ def _fold_last(dcols: Any, input_shape: tuple[int, ...], kernel: tuple[int, int]
                 rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
                 out[start:stop, rows, j * dw:j * dw + sw * (ow - 1) + 1:sw] += win[start:stop, i, j]
 
-    if xp is np:  # a block of channels per thread
-        parallel(channels, c, max(1, PASS_BLOCK // max(kh * kw * oh * ow * n, 1)))
-    else:
-        channels(0, c)
+    parallel(channels, c, per_block(kh * kw * oh * ow * n), xp)  # a block of channels per thread
     return xp.ascontiguousarray(out[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2))
 
 
@@ -511,8 +506,8 @@ class MaxPool2dFn(MaxPool2dWindowsFn):
         right_wins = np.empty((n, c, hh, ww // 2), dtype=bool)
         bottom_wins = np.empty((n, c, hh // 2, ww // 2), dtype=bool)
         out = np.empty((n, c, hh // 2, ww // 2), dtype=x.dtype)
-        self.images = max(1, PASS_BLOCK // max(c * h * w, 1))  # images per block, one block per thread at a time
-        nan = np.zeros(-(-n // self.images), dtype=bool)
+        self.images = per_block(c * h * w)  # images per block, one block per thread at a time
+        nan = np.zeros(block_count(n, self.images), dtype=bool)
 
         def images(start, stop):
             whole = x[start:stop, :, :hh, :ww]

@@ -180,6 +180,16 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
 PASS_BLOCK = 1 << 17  # numbers per block of a threaded pass: a block's arrays stay in a core's cache
 
 
+def per_block(numbers_per_item: int) -> int:
+    """How many items of ``numbers_per_item`` numbers make a block of about PASS_BLOCK numbers (at least one)."""
+    return max(1, PASS_BLOCK // max(numbers_per_item, 1))
+
+
+def block_count(size: int, block: int) -> int:
+    """How many blocks ``parallel`` cuts ``range(size)`` into: the number of shares a sum over blocks has."""
+    return -(-size // block)
+
+
 def _usable_cores() -> int:
     """The cores this process may run on (its affinity mask where the OS has one)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -207,7 +217,7 @@ class _Job:
 
     def __init__(self, fn: Callable[[int, int], Any], size: int, block: int) -> None:
         self.fn, self.size, self.block = fn, size, block
-        self.count = -(-size // block)
+        self.count = block_count(size, block)
         self.taken, self.finished = itertools.count(), itertools.count(1)  # next() on them is atomic
         self.all_done = threading.Event()
         self.error: BaseException | None = None
@@ -277,15 +287,21 @@ def get_num_threads() -> int:
     return _THREADS.wanted()
 
 
-def parallel(fn: Callable[[int, int], Any], size: int, block: int) -> None:
-    """``fn(start, stop)`` for each block of ``block`` items of ``range(size)``, the blocks shared among the threads."""
+def parallel(fn: Callable[[int, int], Any], size: int, block: int, xp: Any = np) -> None:
+    """``fn(start, stop)`` for each block of ``block`` items of ``range(size)``, the blocks shared among the threads.
+
+    On a GPU (``xp`` is not NumPy) ``fn(0, size)`` runs once: each pass is then one kernel over everything.
+    """
+    if xp is not np:
+        fn(0, size)
+        return
     block = max(int(block), 1)
-    job = _Job(fn, size, block)
-    threads = min(_THREADS.wanted(), job.count)
+    threads = min(_THREADS.wanted(), block_count(size, block))
     if threads < 2 or not _THREADS.busy.acquire(blocking=False):
         for start in range(0, size, block):
             fn(start, min(start + block, size))
         return
+    job = _Job(fn, size, block)
     try:
         for inbox in _THREADS.inboxes_for(threads - 1):  # fewer, or none, where threads cannot be started
             inbox.put(job)
