@@ -15,7 +15,7 @@ import sys
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 # One count for every library's threads: TINYFLO_NUM_THREADS=1 measures the whole run on one core.
 _asked = os.environ.get("TINYFLO_NUM_THREADS", "").strip()
-if _asked and (not _asked.isdigit() or int(_asked) < 1):
+if _asked and (not _asked.isdecimal() or int(_asked) < 1):  # as tinyflo reads it
     sys.exit(f"benchmarks: TINYFLO_NUM_THREADS must be a positive whole number of threads; got {_asked!r}")
 THREADS = int(_asked) if _asked else CORES
 THREAD_VARIABLES = ("TINYFLO_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",

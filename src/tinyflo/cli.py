@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from tinyflo.course.source import COURSE_DIR, CourseError, find_modules_dir, make_folder
+from tinyflo.course.source import (
+    COURSE_DIR,
+    LMS_FORMATS,
+    SIMILAR,
+    CourseError,
+    find_modules_dir,
+    make_folder,
+)
 from tinyflo.launch import BACKENDS, INSTALL_MPI, LaunchError, launch, mpiexec_path
 
 
@@ -544,15 +551,15 @@ def build_parser() -> argparse.ArgumentParser:
                              help="grade N submissions at a time, each in its own sandbox (default 1)")
         if action == "report":
             sub.add_argument("--csv", type=path_arg, metavar="FILE", help="also write the table as CSV")
-            sub.add_argument("--format", choices=("canvas", "moodle", "gradescope"),
+            sub.add_argument("--format", choices=LMS_FORMATS,
                              help="write --csv as that LMS's gradebook import: its id columns, a column per module")
         if action == "roster":
             sub.add_argument("file", type=path_arg, metavar="FILE",
                              help="CSV with a header: id (as in submitted/), first_name, last_name, email, lms_user_id")
         if action == "similarity":
             sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
-            sub.add_argument("--threshold", type=_share, default=0.5, metavar="F",
-                             help="write a side-by-side page for each pair at least this alike, 0 to 1 (default 0.5)")
+            sub.add_argument("--threshold", type=_share, default=SIMILAR, metavar="F",
+                             help=f"write a side-by-side page for each pair at least this alike, 0 to 1 (default {SIMILAR})")
             sub.add_argument("--out", type=path_arg, metavar="DIR",
                              help="folder for the pages (default: DIR/similarity/MODULE in the course folder)")
         _modules_option(sub)

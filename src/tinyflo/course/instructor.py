@@ -462,12 +462,9 @@ def roster(course_dir: Path, csv_path: Path) -> int:
     return len(rows)
 
 
-# The gradebook import each LMS documents: its identity columns, then one column per module.
-LMS_FORMATS = ("canvas", "moodle", "gradescope")
-
-
 def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str) -> list[list[str]]:
-    """The CSV rows of ``lms``'s gradebook import: a header, (Canvas) the points possible, a row per student."""
+    """The CSV rows of ``lms``'s gradebook import (one of LMS_FORMATS): its identity columns and a column per
+    module in a header, (Canvas) the points possible, a row per student."""
     modules = sorted({s.module for s in scores})
     points = {(s.student, s.module): f"{s.points:g}" for s in scores}
     most = {s.module: f"{s.max_points:g}" for s in scores}
@@ -591,7 +588,7 @@ def compare_submissions(course_dir: Path, modules: list[Module], spec: str, thre
     for line in refused.values():
         print(f"left out: {line}", file=sys.stderr)
     folder = out if out is not None else course_dir / "similarity" / module.slug
-    pairs = similarity(course_dir, module.slug, module.name, submitted[module.slug], threshold, folder)
+    pairs = similarity(course_dir, module.slug, module.name, submitted[module.slug], folder, threshold)
     width = max(len(p.first) + len(p.second) + 5 for p in pairs[:SHOWN_PAIRS])
     for pair in pairs[:SHOWN_PAIRS]:
         names = f"{pair.first} and {pair.second}"

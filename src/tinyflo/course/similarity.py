@@ -20,11 +20,10 @@ import numpy as np
 
 from tinyflo.core.checkpoints import atomic_write
 from tinyflo.course.notebooks import require
-from tinyflo.course.source import NOTEBOOK_LIMIT, CourseError, read_regular
+from tinyflo.course.source import NOTEBOOK_LIMIT, SIMILAR, CourseError, read_regular
 
 NOISE = 25  # copydetect's default: shorter matches than this (in filtered characters) are noise
 GUARANTEE = 25  # every match at least this long is found (one fingerprint per k-gram)
-THRESHOLD = 0.5  # pairs at least this alike get a report of their own
 
 
 @dataclass(frozen=True)
@@ -112,10 +111,10 @@ def pair_page(pair: Pair, codes: dict[str, str], module: str) -> str:
             + "</div></body></html>\n")
 
 
-def similarity(course_dir: Path, module_slug: str, notebook_name: str, students: list[str],
-               threshold: float = THRESHOLD, out: Path | None = None) -> list[Pair]:
+def similarity(course_dir: Path, module_slug: str, notebook_name: str, students: list[str], out: Path,
+               threshold: float = SIMILAR) -> list[Pair]:
     """Rank the pairs of ``students``' submissions of one module; write a page per pair at least ``threshold``
-    alike, and an index, into ``out`` (default: <course>/similarity/<module>/)."""
+    alike, and an index, into the folder ``out``."""
     release = course_dir / "release" / module_slug / f"{notebook_name}.ipynb"
     if not release.is_file():
         raise CourseError(f"{module_slug} is not released yet ({release} is missing): its stubs are what "
@@ -125,15 +124,14 @@ def similarity(course_dir: Path, module_slug: str, notebook_name: str, students:
     codes = {s: own_code(_read(course_dir / "submitted" / s / module_slug / f"{notebook_name}.ipynb"))
              for s in students}
     pairs = rank_pairs(codes, own_code(_read(release)))
-    folder = out if out is not None else course_dir / "similarity" / module_slug
-    folder.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     rows = []
     for pair in pairs:
         page = None
         if pair.similarity >= threshold:
             page = f"{pair.first}--{pair.second}.html"
             text = pair_page(pair, codes, module_slug)
-            atomic_write(folder / page, lambda handle, text=text: handle.write(text.encode("utf-8")))
+            atomic_write(out / page, lambda handle, text=text: handle.write(text.encode("utf-8")))
         link = f"<a href='{html.escape(page)}'>side by side</a>" if page else ""
         rows.append(f"<tr><td>{html.escape(pair.first)}</td><td>{html.escape(pair.second)}</td>"
                     f"<td>{pair.similarity:.0%}</td><td>{link}</td></tr>")
@@ -141,5 +139,5 @@ def similarity(course_dir: Path, module_slug: str, notebook_name: str, students:
              f"</title></head><body><h1>{module_slug}: pairs of submissions, the most alike first</h1>"
              "<table><tr><th>student</th><th>student</th><th>alike</th><th></th></tr>"
              + "".join(rows) + "</table></body></html>\n")
-    atomic_write(folder / "index.html", lambda handle: handle.write(index.encode("utf-8")))
+    atomic_write(out / "index.html", lambda handle: handle.write(index.encode("utf-8")))
     return pairs

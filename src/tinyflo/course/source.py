@@ -20,6 +20,8 @@ class CourseError(Exception):
 
 COURSE_DIR = "course"  # the instructor's course folder, in the current one, when no --dir is given
 NOTEBOOK_LIMIT = 16 * 1024 * 1024  # bytes: a submitted notebook larger than this is refused
+LMS_FORMATS = ("canvas", "moodle", "gradescope")  # the gradebook imports `course report --format` writes
+SIMILAR = 0.5  # `course similarity`: pairs at least this alike get a page of their own
 
 
 def read_regular(path: str | Path, limit: int) -> bytes:
