@@ -531,12 +531,14 @@ def build_parser() -> argparse.ArgumentParser:
     course_commands = course.add_subparsers(dest="action", required=True, metavar="ACTION")
     for action, summary in (
         ("build", "create the nbgrader course folder with source notebooks from modules/"),
-        ("release", "nbgrader generate_assignment (all modules by default)"),
+        ("release", "nbgrader generate_assignment (all modules by default); into the exchange when the course has one"),
+        ("collect", "submissions into submitted/: from nbgrader's exchange, or an LMS's download (--zip)"),
         ("autograde", "nbgrader autograde the submissions in submitted/, each in the sandbox"),
         ("feedback", "nbgrader generate_feedback: an HTML page per submission, no hidden code"),
         ("report", "points per student and module from the gradebook"),
         ("similarity", "pairs of submissions of one module, ranked by how alike the students' own code is"),
         ("roster", "the students' names, emails and LMS ids from a CSV (nbgrader db student import)"),
+        ("hub", "the configuration of a JupyterHub serving the course with nbgrader's exchange"),
     ):
         sub = course_commands.add_parser(action, help=summary)
         sub.add_argument(
@@ -545,6 +547,10 @@ def build_parser() -> argparse.ArgumentParser:
         if action in ("release", "autograde", "feedback"):
             sub.add_argument("module", nargs="?", help="one module (default: all)")
             sub.add_argument("--force", action="store_true", help="overwrite existing output")
+        if action == "collect":
+            sub.add_argument("module", nargs="?", help="one module (default: all; --zip needs one)")
+            sub.add_argument("--zip", type=path_arg, metavar="FILE",
+                             help="a Canvas or Moodle submissions download of MODULE, instead of the exchange")
         if action == "autograde":
             _grading_options(sub)
             sub.add_argument("--jobs", type=_count, default=1, metavar="N",
@@ -556,6 +562,13 @@ def build_parser() -> argparse.ArgumentParser:
         if action == "roster":
             sub.add_argument("file", type=path_arg, metavar="FILE",
                              help="CSV with a header: id (as in submitted/), first_name, last_name, email, lms_user_id")
+        if action == "hub":
+            sub.add_argument("--env", type=path_arg, required=True, metavar="PATH",
+                             help="the hub's Python environment: JupyterHub, JupyterLab, nbgrader and the student kit")
+            sub.add_argument("--instructor", required=True, metavar="USER", help="the instructor's Unix user (the hub's admin)")
+            sub.add_argument("--group", required=True, metavar="GROUP", help="the students' Unix group (who may log in)")
+            sub.add_argument("--out", type=path_arg, default="hub", metavar="DIR",
+                             help="folder for the two files and the hub's state (default: ./hub)")
         if action == "similarity":
             sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
             sub.add_argument("--threshold", type=_share, default=SIMILAR, metavar="F",

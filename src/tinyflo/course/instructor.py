@@ -12,11 +12,8 @@ import csv
 import io
 import json
 import os
-import re
 import secrets
-import shlex
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +21,19 @@ from pathlib import Path
 from tinyflo.core.checkpoints import atomic_write
 from tinyflo.course.grading import DEFAULT_TIMEOUT
 from tinyflo.course.kit import build_student_kit, grading_notebook
+from tinyflo.course.nbgrader_run import (
+    COURSE_ID,
+    ROSTER_COLUMNS,
+    course_command,
+    nbgrader,
+    students,
+)
 from tinyflo.course.notebooks import require, write_notebook
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE, bwrap_works
+from tinyflo.course.semester import COURSE_FILE, apply_semester, read_semester, write_template
 from tinyflo.course.source import (
-    COURSE_DIR,
     NOTEBOOK_LIMIT,
+    VALID_ID,
     CourseError,
     Module,
     discover_modules,
@@ -38,16 +43,12 @@ from tinyflo.course.source import (
     resolve_module,
 )
 
-COURSE_ID = "tinyflo"
 CONFIG_NAME = "nbgrader_config.py"
 
 
 KIT_DIR = "kit"  # kit/: the student kit (wheel and README), beside nbgrader's release/
 GRADING_DIR = "grading"  # trees, the sandbox kernelspec and the kernels' sockets
 KEY_NAME = "course.key"  # in grading/: never part of anything students get
-# Student and module ids as folder names: no glob characters, separators, spaces or newlines
-# (an id is a pattern to nbgrader, an item of --student_id_exclude, and part of log lines).
-VALID_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}\Z")
 
 
 def render_config(root: Path, modules_dir: Path) -> str:
@@ -61,7 +62,7 @@ def render_config(root: Path, modules_dir: Path) -> str:
         "    LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,\n"
         ")\n\n"
         "from tinyflo.course.nbgrader_steps import (\n"
-        "    PlainOwnOutputs, RestoreCourseCells, ScenarioGrade, harden_nbgrader,\n"
+        "    LatePenalty, PlainOwnOutputs, RestoreCourseCells, ScenarioGrade, harden_nbgrader,\n"
         ")\n\n"
         "# Autograde and feedback take a submission's notebooks only (regular files, size-capped,\n"
         "# in real folders) and never copy, read or chmod through a link.\n"
@@ -86,6 +87,11 @@ def render_config(root: Path, modules_dir: Path) -> str:
         "    ScenarioGrade, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,\n"
         "    AssignLatePenalties, CheckCellMetadata,\n"
         "]\n"
+        "# A late submission loses what course.toml's [late] penalty says, read as each is\n"
+        "# graded (an edit needs no build); `tinyflo course autograde` puts its due dates and\n"
+        "# extensions in the gradebook.\n"
+        "c.AssignLatePenalties.plugin_class = LatePenalty\n"
+        f"c.LatePenalty.course_file = {json.dumps(str(root / COURSE_FILE))}\n"
     )
 
 
@@ -113,11 +119,14 @@ def _expected_source(module: Module) -> str:
 
 
 def build(course_dir: Path, modules: list[Module]) -> None:
-    """Create or refresh the course folder: config and one source notebook per module."""
+    """Create or refresh the course folder: config and one source notebook per module, and a
+    course.toml to fill in when there is none."""
     course_dir.mkdir(parents=True, exist_ok=True)
     modules_dir = modules[0].path.parents[1] if modules else course_dir
     (course_dir / CONFIG_NAME).write_text(render_config(course_dir, modules_dir), encoding="utf-8")
     write_key(course_dir)
+    if template := write_template(course_dir, modules):
+        print(f"wrote {template}: due dates, extensions and the late penalty, to fill in")
     for module in modules:
         path = source_path(course_dir, module)
         write_notebook(grading_notebook(module), path)
@@ -130,12 +139,6 @@ def build(course_dir: Path, modules: list[Module]) -> None:
             print(f"removed {folder} (no module makes it now)")
 
 
-def course_command(action: str, course_dir: Path) -> str:
-    """A command to advise, naming the course folder unless it is the default ./course."""
-    folder = "" if course_dir == Path(COURSE_DIR).resolve() else f" --dir {shlex.quote(str(course_dir))}"
-    return f"tinyflo course {action}{folder}"
-
-
 def _require_built(course_dir: Path, modules: list[Module]) -> None:
     if not (course_dir / CONFIG_NAME).is_file():
         raise CourseError(f"{course_dir} is not a course folder yet; run `{course_command('build', course_dir)}`")
@@ -145,53 +148,6 @@ def _require_built(course_dir: Path, modules: list[Module]) -> None:
             raise CourseError(
                 f"{path} is missing or older than {module.relpath()}; run `{course_command('build', course_dir)}`"
             )
-
-
-# Expected on every run: the kernel's transport notice, and the checksum of grade cells
-# whose hidden tests nbgrader restores.
-_NOISE = (
-    "Kernel is running over TCP",
-    "Attribute 'checksum' for cell",
-    "not recognized by `ScrubHiddenChecks`",  # nbconvert hands every step the exporter's options
-)
-_EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(?:Error|Exception|MissingEntry)\b.*$")
-
-
-def nbgrader(course_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """Run `python -m nbgrader ARGS` in the course folder; its output, or its errors raised."""
-    require("nbgrader")
-    # Autograding must run against the reference package, not someone's workspace overlay.
-    env = {key: value for key, value in os.environ.items() if key != "TINYFLO_WORKSPACE"} | (
-        env or {}
-    )
-    # nbgrader runs helper tools (alembic) by name: find them beside this Python.
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    start = (  # `python -m nbgrader`, without the grammars no notebook needs
-        "from tinyflo.course.notebooks import without_iri_grammars; without_iri_grammars(); "
-        "from nbgrader.apps.nbgraderapp import main; main()"
-    )
-    command = [sys.executable, "-c", start, *args]
-    done = subprocess.run(command, cwd=course_dir, env=env, capture_output=True, text=True)
-    output = done.stdout + done.stderr
-    lines = output.splitlines()
-    if done.returncode != 0:
-        causes = [line.strip() for line in lines if _EXCEPTION_LINE.match(line)]
-        cause = causes[-1] if causes else "see its output below"
-        refused = sorted({line.split("submission refused: ", 1)[1] for line in lines
-                          if "submission refused: " in line})  # fmt: skip
-        if refused:
-            cause = "submissions refused (nothing of them was graded):\n  " + "\n  ".join(refused)
-        tail = "\n".join(lines[-15:])
-        raise CourseError(
-            f"`nbgrader {' '.join(args)}` failed (exit {done.returncode}) in {course_dir}: "
-            f"{cause}\n--- last lines of nbgrader's output ---\n{tail}"
-        )
-    for line in lines:
-        if "Skipping existing" in line:
-            print(f"  nbgrader: {line.split('] ', 1)[-1]} (--force overwrites)")
-        elif ("WARNING" in line or "ERROR" in line) and not any(n in line for n in _NOISE):
-            print(f"  nbgrader: {line.strip()}")
-    return output
 
 
 def _selected(modules: list[Module], spec: str | None) -> tuple[str, list[Module]]:
@@ -211,6 +167,10 @@ def release(
     nbgrader(course_dir, "generate_assignment", assignment, *(["--force"] if force else []))
     for module in chosen:
         print(f"released {module.slug}: {course_dir / 'release' / module.slug}")
+    from tinyflo.course.exchange import exchange_root, release_to_exchange
+
+    if exchange_root(course_dir, modules) is not None:
+        release_to_exchange(course_dir, modules, chosen)
     if spec is None:
         wheel = build_student_kit(course_dir / KIT_DIR, modules)
         print(f"student kit: {wheel} (its README.md says how students install it)")
@@ -229,10 +189,12 @@ def autograde(
     number of submissions left out (each said in one line).
 
     With `jobs` > 1, that many nbgrader processes run at a time, each grading a share of a
-    module's students in a grading slot of its own.
+    module's students in a grading slot of its own. course.toml's due dates and extensions go
+    into the gradebook first; a mistake in it stops autograde before anything is graded.
     """
     assignment, chosen = _selected(modules, spec)
     _require_built(course_dir, chosen)
+    semester = read_semester(course_dir, modules)
     if sandboxed and (problem := bwrap_works()):
         raise CourseError(
             f"cannot grade in the sandbox: {problem}. Without it a submission can reach the "
@@ -256,6 +218,7 @@ def autograde(
             "no submissions to grade: expected "
             f"{course_dir}/submitted/<student>/<module>/<name>.ipynb"
         )
+    apply_semester(course_dir, semester, submitted)
     grading_env = {TIMEOUT_VARIABLE: str(timeout), NO_SANDBOX_VARIABLE: "0" if sandboxed else "1"}
     force_flag = ["--force"] if force else []
     if jobs == 1 and not refused:
@@ -263,11 +226,11 @@ def autograde(
     else:  # a run per module, each without the students it must not take
         left_out = {slug: sorted(student for student, s in refused if s == slug) for slug in submitted}
         _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs, left_out)
-    points = {(s.student, s.module): f"{s.points:g}/{s.max_points:g}" for s in gradebook_scores(course_dir)}
-    for slug, students in submitted.items():
-        if students:
+    points = {(s.student, s.module): s.shown() for s in gradebook_scores(course_dir)}
+    for slug, names in submitted.items():
+        if names:
             print(f"autograded {slug}: " + ", ".join(f"{student} {points.get((student, slug), '(not graded)')}"
-                                                   for student in students))
+                                                   for student in names))
     if refused:
         print(f"{len(refused)} submission{'s' if len(refused) != 1 else ''} left out (above): fix or remove "
               "them, then run autograde again")
@@ -389,6 +352,10 @@ def feedback(
         pages = sorted((course_dir / "feedback").glob(f"*/{module.slug}/*.html"))
         if pages:
             print(f"feedback for {module.slug}: {len(pages)} page(s) in {course_dir / 'feedback'}")
+    from tinyflo.course.exchange import exchange_root, release_feedback
+
+    if exchange_root(course_dir, modules) is not None:
+        release_feedback(course_dir, modules, chosen)
 
 
 @dataclass(frozen=True)
@@ -397,13 +364,39 @@ class Score:
 
     student: str
     module: str
-    points: float
+    points: float  # what the cells earned, before any late penalty
     max_points: float
     cells: dict[str, tuple[float, float]]  # grade id -> (points, max points)
+    penalty: float = 0.0  # points lost to the late penalty
+    seconds_late: float = 0.0  # after the student's due date (0: on time, or no due date)
 
     def by_id(self) -> dict[str, float]:
         """Points per grade id, as `GradeReport.by_id` gives them."""
         return {grade_id: points for grade_id, (points, _) in self.cells.items()}
+
+    @property
+    def final(self) -> float:
+        """The points that count: those earned less the late penalty."""
+        return self.points - self.penalty
+
+    def shown(self) -> str:
+        """The points as a report shows them, e.g. `7/10`, or `7/10 (late 1 d 2 h: -3)`."""
+        points, note = f"{self.final:g}/{self.max_points:g}", self.late_note()
+        return f"{points} {note}" if note else points
+
+    def late_note(self) -> str:
+        """How late and what it cost, e.g. `(late 1 d 2 h: -3)`; '' when on time."""
+        if self.seconds_late <= 0:
+            return ""
+        minutes = int(-(-self.seconds_late // 60))  # whole minutes, rounded up
+        days, hours, minutes = minutes // 1440, minutes // 60 % 24, minutes % 60
+        late = [f"{days} d"] if days else []
+        if hours:
+            late.append(f"{hours} h")
+        if minutes and not days:
+            late.append(f"{minutes} min")
+        cost = f": -{self.penalty:g}" if self.penalty else ""
+        return f"(late {' '.join(late)}{cost})"
 
 
 def gradebook_scores(course_dir: Path) -> list[Score]:
@@ -428,12 +421,11 @@ def gradebook_scores(course_dir: Path) -> list[Score]:
                         float(submission.score),
                         float(submission.max_score),
                         cells,
+                        float(submission.late_submission_penalty or 0),
+                        float(submission.total_seconds_late),
                     )
                 )
     return sorted(scores, key=lambda s: (s.student, s.module))
-
-
-ROSTER_COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")  # nbgrader's student table
 
 
 def roster(course_dir: Path, csv_path: Path) -> int:
@@ -466,7 +458,7 @@ def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str
     """The CSV rows of ``lms``'s gradebook import (one of LMS_FORMATS): its identity columns and a column per
     module in a header, (Canvas) the points possible, a row per student."""
     modules = sorted({s.module for s in scores})
-    points = {(s.student, s.module): f"{s.points:g}" for s in scores}
+    points = {(s.student, s.module): f"{s.final:g}" for s in scores}  # after any late penalty
     most = {s.module: f"{s.max_points:g}" for s in scores}
     rows = []
     if lms == "canvas":  # Student, ID, SIS User ID, SIS Login ID, Section; new columns become assignments
@@ -489,13 +481,6 @@ def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str
     return rows
 
 
-def _students(course_dir: Path) -> dict[str, dict[str, str]]:
-    """Every student in the gradebook with what the roster gave: names, email, LMS id."""
-    api = require("nbgrader.api")
-    with api.Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}", course_id=COURSE_ID) as gradebook:
-        return {s.id: {k: getattr(s, k) for k in ROSTER_COLUMNS[1:]} for s in gradebook.students}
-
-
 def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = None) -> list[Score]:
     """Print points per student and module; optionally write one CSV row per grade cell, or (``lms``) the
     gradebook import of Canvas, Moodle or Gradescope."""
@@ -505,14 +490,21 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
     if not scores:
         raise CourseError(f"the gradebook of {course_dir} has no graded submissions yet")
     modules = sorted({s.module for s in scores})
-    students = sorted({s.student for s in scores})
-    table = {(s.student, s.module): f"{s.points:g}/{s.max_points:g}" for s in scores}
-    width = max([len("student"), *map(len, students)])
-    columns = [max(len(m), 7) for m in modules]
-    print("  ".join([f"{'student':<{width}}", *(f"{m:>{w}}" for m, w in zip(modules, columns))]))
-    for student in students:
-        row = [table.get((student, m), "-") for m in modules]
-        print("  ".join([f"{student:<{width}}", *(f"{r:>{w}}" for r, w in zip(row, columns))]))
+    graded = sorted({s.student for s in scores})
+    table = {(s.student, s.module): (f"{s.final:g}/{s.max_points:g}", s.late_note())
+             for s in scores}  # fmt: skip
+    width = max([len("student"), *map(len, graded)])
+    # Points right-aligned under their module; how late, when late, after them.
+    aligned = {m: max([len(m), 7, *(len(p) for (_, of), (p, _) in table.items() if of == m)])
+               for m in modules}  # fmt: skip
+    cells = {key: f"{p:>{aligned[key[1]]}} {note}".rstrip() for key, (p, note) in table.items()}
+    columns = {m: max([aligned[m], *(len(c) for (_, of), c in cells.items() if of == m)])
+               for m in modules}  # fmt: skip
+    header = [f"{m:>{aligned[m]}}".ljust(columns[m]) for m in modules]
+    print("  ".join([f"{'student':<{width}}", *header]).rstrip())
+    for student in graded:
+        row = [cells.get((student, m), f"{'-':>{aligned[m]}}").ljust(columns[m]) for m in modules]
+        print("  ".join([f"{student:<{width}}", *row]).rstrip())
     if csv_path:
         folder = csv_path.expanduser().resolve().parent
         if not folder.is_dir():
@@ -520,13 +512,15 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
         rows = io.StringIO(newline="")
         writer = csv.writer(rows)
         if lms is not None:
-            writer.writerows(_lms_rows(scores, _students(course_dir), lms))
+            writer.writerows(_lms_rows(scores, students(course_dir), lms))
         else:
             writer.writerow(["student", "module", "grade_id", "points", "max_points"])
             for s in scores:
                 for grade_id, (points, max_points) in s.cells.items():
                     writer.writerow([s.student, s.module, grade_id, f"{points:g}", f"{max_points:g}"])
-                writer.writerow([s.student, s.module, "total", f"{s.points:g}", f"{s.max_points:g}"])
+                if s.penalty:  # the column of points still sums to the total
+                    writer.writerow([s.student, s.module, "late penalty", f"{-s.penalty:g}", "0"])
+                writer.writerow([s.student, s.module, "total", f"{s.final:g}", f"{s.max_points:g}"])
         try:  # whole or not at all: a gradebook half written is worse than none
             atomic_write(csv_path, lambda handle: handle.write(rows.getvalue().encode("utf-8")))
         except OSError as error:
@@ -548,6 +542,10 @@ def run(args: argparse.Namespace) -> int:
         release(course_dir, modules, args.module, args.force)
         print(f"next: hand out the kit; put each submission in {course_dir}/submitted/<student>/<module>/"
               f"<name>.ipynb, then run `{course_command('autograde', course_dir)}`")
+    elif args.action == "collect":
+        left_out = collect(course_dir, modules, args.module, Path(args.zip).expanduser() if args.zip else None)
+        print(f"next: `{course_command('autograde', course_dir)}`")
+        return 1 if left_out else 0
     elif args.action == "feedback":
         feedback(course_dir, modules, args.module, args.force)
         print(f"next: return each student's pages from {course_dir / 'feedback'}/<student>/ "
@@ -563,12 +561,50 @@ def run(args: argparse.Namespace) -> int:
         count = roster(course_dir, Path(args.file).expanduser())
         print(f"{count} students in the gradebook's roster; the LMS formats of "
               f"`{course_command('report', course_dir)} --format canvas --csv FILE` use their names and ids")
+    elif args.action == "hub":
+        write_hub(course_dir, modules, args)
     elif args.action == "similarity":
         compare_submissions(course_dir, modules, args.module, args.threshold,
                             Path(args.out).expanduser().resolve() if args.out else None)
     else:
         report(course_dir, Path(args.csv) if args.csv else None, args.format)
     return 0
+
+
+def collect(course_dir: Path, modules: list[Module], spec: str | None, archive: Path | None) -> int:
+    """`tinyflo course collect`: submissions into submitted/<student>/<module>/, from nbgrader's exchange or
+    (``archive``) an LMS's download of one module; the number of submissions or files left out (each said
+    in one line)."""
+    _, chosen = _selected(modules, spec)
+    _require_built(course_dir, chosen)
+    if archive is not None:
+        if spec is None:
+            raise CourseError("--zip: name the module the download holds (tinyflo course collect 01 --zip FILE)")
+        from tinyflo.course.lms_zip import collect_zip
+
+        return collect_zip(course_dir, chosen[0], archive)
+    from tinyflo.course.exchange import collect_exchange
+
+    return collect_exchange(course_dir, modules, chosen)
+
+
+def write_hub(course_dir: Path, modules: list[Module], args: argparse.Namespace) -> None:
+    """`tinyflo course hub`: the hub's two files, for the exchange course.toml names."""
+    from tinyflo.course.exchange import exchange_root
+    from tinyflo.course.hub import HUB_CONFIG, USER_CONFIG, write_hub_config
+
+    exchange = exchange_root(course_dir, modules)
+    if exchange is None:
+        raise CourseError(f"{course_dir / COURSE_FILE} names no exchange: add exchange = \"/srv/nbgrader/exchange\" "
+                          "(any folder every user of the hub can reach)")
+    out = make_folder(Path(args.out), "--out")
+    env = Path(args.env).expanduser()
+    for path in write_hub_config(out, env, exchange, args.instructor, args.group):
+        print(f"wrote {path}")
+    print("next, as root:\n"
+          f"  install -d -m 1777 {exchange}\n"
+          f"  install -m 644 {out / USER_CONFIG} {env / 'etc' / 'jupyter' / USER_CONFIG}\n"
+          f"  {env / 'bin' / 'jupyterhub'} -f {out / HUB_CONFIG}")
 
 
 SHOWN_PAIRS = 20  # the most alike pairs printed; the index page lists them all

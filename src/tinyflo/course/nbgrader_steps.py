@@ -31,22 +31,30 @@ from typing import Any
 
 from nbgrader.converters import Autograde, BaseConverter, GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
+from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import parse_utc
 from traitlets import Unicode
 
 from tinyflo.course.grading import DEFAULT_TIMEOUT, grade, restore_locked_cells
-from tinyflo.course.instructor import VALID_ID
 from tinyflo.course.kit import cached_tree
 from tinyflo.course.notebooks import graded_source, read_notebook, require
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE
-from tinyflo.course.source import NOTEBOOK_LIMIT, discover_modules, read_regular, resolve_module
+from tinyflo.course.semester import late_points, read_penalty
+from tinyflo.course.source import (
+    NOTEBOOK_LIMIT,
+    VALID_ID,
+    discover_modules,
+    read_regular,
+    resolve_module,
+)
 
 FAILED = "CheckFailed"  # the error a failed grade cell shows
 
 # What autograde takes from a submission folder besides its notebooks; nothing else is copied.
-SUBMISSION_FILES = ("timestamp.txt",)
-SMALL_FILE_LIMIT = 4096  # bytes: timestamp.txt
+# timestamp.txt: when it was submitted; submission_secret.txt: the exchange's key to the student's feedback page.
+SUBMISSION_FILES = ("timestamp.txt", "submission_secret.txt")
+SMALL_FILE_LIMIT = 4096  # bytes: timestamp.txt, submission_secret.txt
 
 TEXT_LIMIT = 64 * 1024  # characters of a cell's own text outputs kept
 IMAGE_LIMIT = 1024 * 1024  # bytes of one PNG output kept
@@ -308,3 +316,18 @@ class ScenarioGrade(NbGraderPreprocessor):
                 )
             ]
         return nb, resources
+
+
+class LatePenalty(LateSubmissionPlugin):
+    """The points a late notebook loses, as course.toml's [late] penalty says when nbgrader grades.
+
+    nbgrader's AssignLatePenalties asks it for each notebook submitted after the student's due
+    date (their extension's, if any) and records the answer, at most the notebook's score.
+    """
+
+    course_file = Unicode("", help="the course's course.toml").tag(config=True)
+
+    def late_submission_penalty(
+        self, student_id: str, score: float, total_seconds_late: float
+    ) -> float | None:
+        return late_points(read_penalty(Path(self.course_file)), score, total_seconds_late)

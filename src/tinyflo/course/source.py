@@ -19,6 +19,9 @@ class CourseError(Exception):
 
 
 COURSE_DIR = "course"  # the instructor's course folder, in the current one, when no --dir is given
+# Student and module ids as folder names: no glob characters, separators, spaces or newlines
+# (an id is a pattern to nbgrader, an item of --student_id_exclude, and part of log lines).
+VALID_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}\Z")
 NOTEBOOK_LIMIT = 16 * 1024 * 1024  # bytes: a submitted notebook larger than this is refused
 LMS_FORMATS = ("canvas", "moodle", "gradescope")  # the gradebook imports `course report --format` writes
 SIMILAR = 0.5  # `course similarity`: pairs at least this alike get a page of their own

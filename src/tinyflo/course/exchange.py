@@ -1,0 +1,216 @@
+"""nbgrader's exchange on a JupyterHub: release into it, collect from it, return feedback through it.
+
+The exchange is a folder every user may write to (`exchange/<course>/inbound/` takes each student's
+`nbgrader submit`), so what a collect finds there is hostile until shown otherwise: anyone may put a
+folder there under another student's name, with any time in its name, holding links to the
+instructor's files. nbgrader's own collect warns about a folder owned by someone else and still takes
+it, trusts the time in the name and copies through links; `OwnedCollect` replaces it for
+`tinyflo course collect`:
+
+* a submission counts only when its folder is a real folder owned by the student it names (their
+  Unix user, as on a hub where each student logs in as themselves); every other one is left out
+  with a line, and cannot hide the student's own submissions;
+* of a submission only the module's notebooks and its `submission_secret.txt` (the key to the
+  student's feedback page) are taken, as regular files opened without following a link;
+* its time is the one in its name only when its files were not changed later than that; otherwise
+  the time they were last changed (which no user can set back) is taken and said.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.utils import parse_utc
+
+from tinyflo.course.nbgrader_run import nbgrader
+from tinyflo.course.semester import COURSE_FILE, read_semester
+from tinyflo.course.source import NOTEBOOK_LIMIT, VALID_ID, CourseError, Module
+
+MARK = "tinyflo-collect: "  # the lines of OwnedCollect that `collect_exchange` passes on
+SECRET = "submission_secret.txt"
+SECRET_LIMIT = 4096  # bytes
+COPY_SLACK = 120  # seconds a submission's files may be changed after the time in its name (the copy)
+
+
+def _read_at(folder: int, name: str, limit: int) -> bytes:
+    """`name` in the open folder `folder`: a regular file of one name, at most `limit` bytes."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{name} is not a regular file")
+        if info.st_nlink != 1:
+            raise OSError(f"{name} has {info.st_nlink} names (hard links are refused)")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise OSError(f"{name} is larger than {limit} bytes")
+    return data
+
+
+class OwnedCollect(ExchangeCollect):
+    """nbgrader's collect, taking a submission only from its student's own folder (module docstring)."""
+
+    def _say(self, line: str) -> None:
+        self.log.info(MARK + line)
+
+    def _owner_uid(self, student: str) -> int | None:
+        try:
+            return pwd.getpwnam(student).pw_uid
+        except KeyError:
+            return None
+
+    def init_src(self) -> None:
+        if self.coursedir.course_id == "":
+            self.fail("No course id specified. Re-run with --course flag.")
+        self.course_path = os.path.join(self.root, self.coursedir.course_id)
+        self.inbound_path = os.path.join(self.course_path, "inbound")
+        if not os.path.isdir(self.inbound_path):
+            self.fail(f"Course not found: {self.inbound_path}")
+        assignment = self.coursedir.assignment_id
+        self.notebooks = sorted(
+            path.name for path in Path(self.coursedir.format_path(
+                self.coursedir.release_directory, ".", assignment)).glob("*.ipynb")
+        )
+        newest: dict[str, dict] = {}
+        with os.scandir(self.inbound_path) as entries:
+            names = sorted(entry.name for entry in entries)
+        for name in names:
+            parts = name.rsplit("+", 3)
+            if len(parts) < 3 or parts[1] != assignment:
+                continue
+            student, claimed = parts[0], parts[2]
+            where = f"{assignment}: {name!r}"
+            if not VALID_ID.match(student):
+                self._say(f"left out {where}: {student!r} is not a student id")
+                continue
+            try:
+                timestamp = parse_utc(claimed)
+            except (ValueError, OverflowError):
+                self._say(f"left out {where}: {claimed!r} is not a time")
+                continue
+            info = os.lstat(os.path.join(self.inbound_path, name))
+            if not stat.S_ISDIR(info.st_mode):
+                self._say(f"left out {where}: not a folder (a link or a file)")
+                continue
+            uid = self._owner_uid(student)
+            if self.check_owner and info.st_uid != uid:
+                owner = next((p.pw_name for p in pwd.getpwall() if p.pw_uid == info.st_uid), str(info.st_uid))
+                self._say(f"left out {where}: made by {owner}, not by {student}")
+                continue
+            if problem := self._unfit(os.path.join(self.inbound_path, name)):
+                self._say(f"left out {where}: {problem}")
+                continue
+            record = {"username": student, "filename": name, "timestamp": timestamp}
+            if student not in newest or timestamp > newest[student]["timestamp"]:
+                newest[student] = record
+        self.src_records = list(newest.values())
+
+    def _unfit(self, folder: str) -> str:
+        """Why the submission folder cannot be taken ('' when it can): each notebook of the release must
+        be in it as a regular file of one name under the size limit (do_copy checks again as it reads)."""
+        for notebook in self.notebooks:
+            try:
+                info = os.lstat(os.path.join(folder, notebook))
+            except OSError:
+                return f"no {notebook} in it"
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size > NOTEBOOK_LIMIT:
+                return f"its {notebook} is not a regular file of one name of at most {NOTEBOOK_LIMIT} bytes"
+        return ""
+
+    def do_copy(self, src: str, dest: str, log=None) -> None:
+        """The module's notebooks and the feedback key of the submission folder `src`, into `dest`,
+        and its time as nbgrader's timestamp.txt (the one in its name, or when its files last changed)."""
+        released = self.notebooks
+        name = os.path.basename(src)
+        student = name.rsplit("+", 3)[0]
+        claimed = parse_utc(name.rsplit("+", 3)[2])
+        folder = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        files: dict[str, bytes] = {}
+        try:
+            changed = os.fstat(folder).st_ctime
+            for wanted in [*released, SECRET]:
+                try:
+                    files[wanted] = _read_at(folder, wanted, SECRET_LIMIT if wanted == SECRET else NOTEBOOK_LIMIT)
+                    changed = max(changed, os.stat(wanted, dir_fd=folder, follow_symlinks=False).st_ctime)
+                except FileNotFoundError:
+                    self._say(f"{student}, {self.coursedir.assignment_id}: no {wanted} in the submission")
+                except OSError as error:
+                    self._say(f"{student}, {self.coursedir.assignment_id}: not taken: {error}")
+            others = sorted(set(os.listdir(folder)) - {*released, SECRET, "timestamp.txt"})
+        finally:
+            os.close(folder)
+        if others:
+            shown = ", ".join(map(repr, others[:3])) + (" ..." if len(others) > 3 else "")
+            self._say(f"{student}, {self.coursedir.assignment_id}: only the notebook is taken, not {shown}")
+        when = claimed
+        last_change = datetime.fromtimestamp(changed, timezone.utc).replace(tzinfo=None)
+        if (last_change - claimed).total_seconds() > COPY_SLACK:
+            when = last_change
+            self._say(f"{student}, {self.coursedir.assignment_id}: its name says it was submitted at {claimed} "
+                      f"UTC, its files were changed at {last_change:%Y-%m-%d %H:%M:%S} UTC: the later is taken")
+        os.makedirs(dest)
+        for filename, data in [*files.items(), ("timestamp.txt", f"{when} UTC".encode())]:
+            fd = os.open(os.path.join(dest, filename), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+
+
+def _exchange_args(course_dir: Path, modules: list[Module]) -> list[str]:
+    """nbgrader's options for the course's exchange; CourseError when course.toml names none."""
+    root = read_semester(course_dir, modules).exchange
+    if root is None:
+        raise CourseError(f"{course_dir / COURSE_FILE} names no exchange (exchange = \"/srv/nbgrader/exchange\"); "
+                          "without one, collect takes an LMS's download: --zip FILE")
+    if not root.is_dir():
+        raise CourseError(f"exchange: {root} (from {COURSE_FILE}) is not a folder; an administrator makes it "
+                          f"once: install -d -m 1777 {root}")
+    return [f"--Exchange.root={root}"]
+
+
+def exchange_root(course_dir: Path, modules: list[Module]) -> Path | None:
+    """The exchange course.toml names, or None."""
+    return read_semester(course_dir, modules).exchange
+
+
+def release_to_exchange(course_dir: Path, modules: list[Module], chosen: list[Module]) -> None:
+    """`nbgrader release_assignment` of each chosen module: students see it in their Assignments tab."""
+    options = _exchange_args(course_dir, modules)
+    for module in chosen:
+        nbgrader(course_dir, "release_assignment", module.slug, "--force", *options)
+        print(f"in the exchange: {module.slug} (students fetch it from their Assignments tab)")
+
+
+def collect_exchange(course_dir: Path, modules: list[Module], chosen: list[Module]) -> int:
+    """`nbgrader collect` of each chosen module through OwnedCollect, the newest submission of each
+    student; the number of submissions left out."""
+    options = _exchange_args(course_dir, modules)
+    left_out = 0
+    for module in chosen:
+        if not (course_dir / "release" / module.slug).is_dir():
+            continue  # not released: nothing of it can be in the exchange
+        output = nbgrader(course_dir, "collect", module.slug, "--update", *options,
+                          f"--ExchangeFactory.collect={OwnedCollect.__module__}.{OwnedCollect.__name__}")
+        for line in output.splitlines():
+            if MARK in line:
+                said = line.split(MARK, 1)[1]
+                left_out += said.startswith("left out")
+                print(said, file=sys.stderr if said.startswith("left out") else sys.stdout)
+        students = sorted(path.parent.name for path in (course_dir / "submitted").glob(f"*/{module.slug}"))
+        print(f"collected {module.slug}: {len(students)} submission{'s' if len(students) != 1 else ''}"
+              + (f" ({', '.join(students)})" if students else ""))
+    return left_out
+
+
+def release_feedback(course_dir: Path, modules: list[Module], chosen: list[Module]) -> None:
+    """`nbgrader release_feedback`: each student fetches their own pages from their Assignments tab."""
+    options = _exchange_args(course_dir, modules)
+    for module in chosen:
+        if any((course_dir / "feedback").glob(f"*/{module.slug}/*.html")):
+            nbgrader(course_dir, "release_feedback", module.slug, *options)
+            print(f"feedback of {module.slug} in the exchange (students fetch it from their Assignments tab)")

@@ -1,0 +1,75 @@
+"""`tinyflo course hub`: the configuration of a JupyterHub that serves the course with nbgrader's exchange.
+
+Two files, for the administrator to put in place (the instructor guide's "A semester on a JupyterHub"):
+
+* `jupyterhub_config.py`: students and the instructor log in as their own Unix users (PAM) and each
+  one's JupyterLab runs as that user from the hub's environment (`--env`), in which the student kit
+  is installed; so every file in the exchange is owned by the student who put it there, which is
+  how `tinyflo course collect` knows a submission is theirs.
+* `nbgrader_config.py`, for `<env>/etc/jupyter/`: where the exchange is and which course it serves,
+  for every user's Assignments tab.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tinyflo.core.checkpoints import atomic_write
+from tinyflo.course.nbgrader_run import COURSE_ID
+from tinyflo.course.source import VALID_ID, CourseError
+
+HUB_CONFIG = "jupyterhub_config.py"
+USER_CONFIG = "nbgrader_config.py"  # for <env>/etc/jupyter/
+
+
+def render_hub_config(env: Path, instructor: str, group: str, state: Path) -> str:
+    """jupyterhub_config.py for the course (see the module docstring)."""
+    singleuser = env / "bin" / "jupyterhub-singleuser"
+    return (
+        "# JupyterHub for the tinyflo course, written by `tinyflo course hub`. As root:\n"
+        f"#   {env / 'bin' / 'jupyterhub'} -f {state / HUB_CONFIG}\n"
+        "c = get_config()  # noqa: F821\n\n"
+        "# Everyone logs in as their own Unix user and their JupyterLab runs as that user: the exchange's\n"
+        "# files are then owned by whoever submitted them (tinyflo course collect checks that).\n"
+        'c.JupyterHub.authenticator_class = "pam"\n'
+        'c.JupyterHub.spawner_class = "localprocess"\n'
+        f"c.Authenticator.admin_users = {{{json.dumps(instructor)}}}\n"
+        f"c.Authenticator.allowed_users = {{{json.dumps(instructor)}}}\n"
+        f"c.LocalAuthenticator.allowed_groups = {{{json.dumps(group)}}}  # the students' Unix group\n\n"
+        "# JupyterLab from the hub's environment: JupyterLab, nbgrader (its Assignments tab) and the\n"
+        "# student kit, whose settings switch nbgrader's instructor tools off; its python3 kernel is\n"
+        "# the one the course's notebooks name.\n"
+        f"c.Spawner.cmd = [{json.dumps(str(singleuser))}]\n"
+        'c.Spawner.default_url = "/lab"\n'
+        'c.Spawner.notebook_dir = "~"\n\n'
+        "# The hub's own state beside this file.\n"
+        f"c.JupyterHub.db_url = {json.dumps('sqlite:///' + str(state / 'jupyterhub.sqlite'))}\n"
+        f"c.JupyterHub.cookie_secret_file = {json.dumps(str(state / 'jupyterhub_cookie_secret'))}\n"
+    )
+
+
+def render_user_config(exchange: Path) -> str:
+    """nbgrader_config.py for <env>/etc/jupyter/: the exchange every user's Assignments tab uses."""
+    return (
+        "# nbgrader for every user of the course's JupyterHub, written by `tinyflo course hub`.\n"
+        "c = get_config()  # noqa: F821\n"
+        f"c.Exchange.root = {json.dumps(str(exchange))}\n"
+        f"c.CourseDirectory.course_id = {json.dumps(COURSE_ID)}\n"
+    )
+
+
+def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, group: str) -> list[Path]:
+    """Write the hub's two files into `out`; their paths."""
+    for option, value in (("--env", env), ("--exchange", exchange)):
+        if not value.is_absolute():
+            raise CourseError(f"{option}: an absolute path expected, got {str(value)!r}")
+    for option, name in (("--instructor", instructor), ("--group", group)):
+        if not VALID_ID.match(name):
+            raise CourseError(f"{option}: a Unix user or group name expected, got {name!r}")
+    written = []
+    for name, text in ((HUB_CONFIG, render_hub_config(env, instructor, group, out)),
+                       (USER_CONFIG, render_user_config(exchange))):
+        atomic_write(out / name, lambda handle, text=text: handle.write(text.encode("utf-8")))
+        written.append(out / name)
+    return written

@@ -1,0 +1,79 @@
+"""Running nbgrader in a course folder, and what every course command shares: the course's id in
+nbgrader, how a command is advised, the students the gradebook knows."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from tinyflo.course.notebooks import require
+from tinyflo.course.source import COURSE_DIR, CourseError
+
+COURSE_ID = "tinyflo"
+ROSTER_COLUMNS = ("id", "first_name", "last_name", "email", "lms_user_id")  # nbgrader's student table
+
+
+def course_command(action: str, course_dir: Path) -> str:
+    """A command to advise, naming the course folder unless it is the default ./course."""
+    folder = "" if course_dir == Path(COURSE_DIR).resolve() else f" --dir {shlex.quote(str(course_dir))}"
+    return f"tinyflo course {action}{folder}"
+
+
+# Expected on every run: the kernel's transport notice, and the checksum of grade cells
+# whose hidden tests nbgrader restores.
+_NOISE = (
+    "Kernel is running over TCP",
+    "Attribute 'checksum' for cell",
+    "not recognized by `ScrubHiddenChecks`",  # nbconvert hands every step the exporter's options
+    "seconds late",  # autograde's own line says how late and what it cost
+    "Late submission penalty",
+)
+_EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(?:Error|Exception|MissingEntry)\b.*$")
+
+
+def nbgrader(course_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """Run `python -m nbgrader ARGS` in the course folder; its output, or its errors raised."""
+    require("nbgrader")
+    # Autograding must run against the reference package, not someone's workspace overlay.
+    env = {key: value for key, value in os.environ.items() if key != "TINYFLO_WORKSPACE"} | (
+        env or {}
+    )
+    # nbgrader runs helper tools (alembic) by name: find them beside this Python.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    start = (  # `python -m nbgrader`, without the grammars no notebook needs
+        "from tinyflo.course.notebooks import without_iri_grammars; without_iri_grammars(); "
+        "from nbgrader.apps.nbgraderapp import main; main()"
+    )
+    command = [sys.executable, "-c", start, *args]
+    done = subprocess.run(command, cwd=course_dir, env=env, capture_output=True, text=True)
+    output = done.stdout + done.stderr
+    lines = output.splitlines()
+    if done.returncode != 0:
+        causes = [line.strip() for line in lines if _EXCEPTION_LINE.match(line)]
+        cause = causes[-1] if causes else "see its output below"
+        refused = sorted({line.split("submission refused: ", 1)[1] for line in lines
+                          if "submission refused: " in line})  # fmt: skip
+        if refused:
+            cause = "submissions refused (nothing of them was graded):\n  " + "\n  ".join(refused)
+        tail = "\n".join(lines[-15:])
+        raise CourseError(
+            f"`nbgrader {' '.join(args)}` failed (exit {done.returncode}) in {course_dir}: "
+            f"{cause}\n--- last lines of nbgrader's output ---\n{tail}"
+        )
+    for line in lines:
+        if "Skipping existing" in line:
+            print(f"  nbgrader: {line.split('] ', 1)[-1]} (--force overwrites)")
+        elif ("WARNING" in line or "ERROR" in line) and not any(n in line for n in _NOISE):
+            print(f"  nbgrader: {line.strip()}")
+    return output
+
+
+def students(course_dir: Path) -> dict[str, dict[str, str]]:
+    """Every student in the gradebook with what the roster gave: names, email, LMS id."""
+    api = require("nbgrader.api")
+    with api.Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}", course_id=COURSE_ID) as gradebook:
+        return {s.id: {k: getattr(s, k) for k in ROSTER_COLUMNS[1:]} for s in gradebook.students}

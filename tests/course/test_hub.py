@@ -1,0 +1,404 @@
+"""A semester's module on a real JupyterHub: real Unix users, nbgrader's real exchange, tinyflo's commands.
+
+An instructor and three students are made as Unix users; the hub is configured by `tinyflo course hub`
+(its file used as written, the test adding only its ports and an API token), logs them in with PAM and
+runs each student's JupyterLab as that student. Module 01 goes out with `tinyflo course release`; each
+student fetches and submits from their own JupyterLab (the reference, the blank release, one with a
+bug) through nbgrader's Assignments API, as the Assignments tab does; the instructor collects, grades
+and returns feedback with `tinyflo course collect / autograde / feedback`; each student fetches their
+own page. One student tries to read the others' work and to hand in a submission in another's name.
+Chromium logs in as a student and finds module 01 in the Assignments tab.
+
+Needs root (it makes the users), JupyterHub, configurable-http-proxy (npm) and bubblewrap; skipped
+without them, a failure with TINYFLO_REQUIRE_HUB=1 (as in CI).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from course_support import MUTANTS, REPO, apply_mutant, secret_lines
+
+from tinyflo.course.kit import build_student_kit
+from tinyflo.course.notebooks import instructor_notebook, write_notebook
+from tinyflo.course.sandbox import bwrap_works
+from tinyflo.course.source import discover_modules
+
+pytestmark = pytest.mark.slow
+
+MODULES = discover_modules(REPO / "modules")
+MODULE = next(m for m in MODULES if m.slug == "01_tensor")
+ASSIGNMENT = {"course_id": "tinyflo", "assignment_id": MODULE.slug}
+PASSWORD = secrets.token_urlsafe(12)
+BIN = Path(sys.executable).parent
+
+
+def _missing() -> str | None:
+    """Why this machine cannot run a hub with real users (None when it can)."""
+    if os.geteuid() != 0:
+        return "the hub test makes Unix users: it needs root"
+    for tool in ("useradd", "userdel", "groupadd", "groupdel", "chpasswd", "setpriv", "pkill"):
+        if shutil.which(tool) is None:
+            return f"no {tool} on PATH"
+    if shutil.which("configurable-http-proxy") is None:
+        return "no configurable-http-proxy on PATH (npm install -g configurable-http-proxy)"
+    try:
+        import jupyterhub  # noqa: F401
+    except ImportError:
+        return "jupyterhub is not installed (pip install jupyterhub)"
+    return bwrap_works() or None
+
+
+@dataclass
+class Site:
+    """The machine the hub serves: its folder, the users by role, the students' group."""
+
+    root: Path
+    users: dict[str, str]  # role -> Unix user name
+    group: str
+
+    def home(self, role: str) -> Path:
+        return Path(pwd.getpwnam(self.users[role]).pw_dir)
+
+    @property
+    def course(self) -> Path:
+        return self.home("instructor") / "course"
+
+    @property
+    def exchange(self) -> Path:
+        return self.root / "exchange"
+
+
+@pytest.fixture(scope="module")
+def site():
+    """An instructor and three students as Unix users (homes closed to others), removed afterwards."""
+    problem = _missing()
+    if problem:
+        if os.environ.get("TINYFLO_REQUIRE_HUB") == "1":
+            pytest.fail(f"TINYFLO_REQUIRE_HUB=1, but {problem}")
+        pytest.skip(problem)
+    root = Path(tempfile.mkdtemp(prefix="tinyflo-hub-"))  # not pytest's: closed to other users
+    os.chmod(root, 0o755)
+    (root / "home").mkdir()
+    tag = secrets.token_hex(3)
+    users = {"instructor": f"tfi{tag}", "ada": f"tfa{tag}", "ben": f"tfb{tag}", "cy": f"tfc{tag}"}
+    group = f"tfg{tag}"
+    subprocess.run(["groupadd", group], check=True)
+    try:
+        for role, name in users.items():
+            member = [] if role == "instructor" else ["-G", group]
+            home = root / "home" / name
+            subprocess.run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", *member, name], check=True)
+            os.chmod(home, 0o700)
+        subprocess.run(["chpasswd"], input="".join(f"{name}:{PASSWORD}\n" for name in users.values()),
+                       text=True, check=True)
+        yield Site(root, users, group)
+    finally:
+        for name in users.values():
+            subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)
+            subprocess.run(["userdel", "-r", name], capture_output=True)
+        subprocess.run(["groupdel", group], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _as(site: Site, role: str, *command: str) -> subprocess.CompletedProcess:
+    """`command` run as that user, with their home and a plain environment."""
+    user = pwd.getpwnam(site.users[role])
+    env = {"HOME": user.pw_dir, "USER": user.pw_name, "LOGNAME": user.pw_name, "LANG": "C.UTF-8",
+           "PATH": f"{BIN}{os.pathsep}/usr/local/bin:/usr/bin:/bin"}
+    return subprocess.run(
+        ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "--", *command],
+        cwd=user.pw_dir, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def _course(site: Site, *args: str, code: int = 0) -> str:
+    """`tinyflo course ARGS` as the instructor, in their course folder; its output (its exit status `code`)."""
+    done = _as(site, "instructor", "tinyflo", "course", *args, "--dir", str(site.course),
+               "--modules", str(REPO / "modules"))
+    assert done.returncode == code, f"tinyflo course {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def _hub_environment(site: Site) -> Path:
+    """The hub's environment, as the guide has the administrator make it: JupyterLab, nbgrader and
+    JupyterHub (this test's own environment) with the student kit installed (under a prefix of its
+    own, so this environment's tinyflo is untouched; its jupyterhub-singleuser puts the kit first)."""
+    env = site.root / "env"
+    kit = build_student_kit(site.root / "kit", MODULES)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", str(env),
+                    "--ignore-installed", str(kit)], check=True)
+    site_packages = next(env.glob("lib/python3*/site-packages"))
+    launcher = env / "bin" / "jupyterhub-singleuser"
+    launcher.parent.mkdir(exist_ok=True)
+    launcher.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        f"sys.path.insert(0, {str(site_packages)!r})\n"
+        f"os.environ['PYTHONPATH'] = {str(site_packages)!r}  # the kernels' too\n"
+        f"os.environ['JUPYTER_CONFIG_PATH'] = {str(env / 'etc' / 'jupyter')!r}\n"
+        "from jupyterhub.singleuser import main\n"
+        "sys.exit(main())\n"
+    )
+    launcher.chmod(0o755)
+    for folder, dirs, files in os.walk(env):  # readable by every user, as an installed environment is
+        for name in dirs + files:
+            os.chmod(Path(folder) / name, 0o755 if name in dirs or name == launcher.name else 0o644)
+    return env
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for probe in sockets:
+        probe.bind(("127.0.0.1", 0))
+    ports = [probe.getsockname()[1] for probe in sockets]
+    for probe in sockets:
+        probe.close()
+    return ports
+
+
+class Hub:
+    """A running JupyterHub and its REST API (an admin service token)."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.port, hub_port, api_port = _free_ports(3)
+        self.token = secrets.token_hex(16)
+        self.url = f"http://127.0.0.1:{self.port}"
+        test_config = config.with_name("test_config.py")
+        test_config.write_text(
+            f"load_subconfig({str(config)!r})  # the hub's configuration as `tinyflo course hub` wrote it\n"
+            "c = get_config()  # noqa: F821\n"
+            "# this test's ports and its API token\n"
+            f"c.JupyterHub.ip = '127.0.0.1'\nc.JupyterHub.port = {self.port}\n"
+            f"c.JupyterHub.hub_port = {hub_port}\n"
+            f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{api_port}'\n"
+            "c.Spawner.start_timeout = c.Spawner.http_timeout = 180\n"
+            f"c.JupyterHub.services = [{{'name': 'semester-test', 'api_token': {self.token!r}}}]\n"
+            "c.JupyterHub.load_roles = [{'name': 'semester-test', 'services': ['semester-test'],\n"
+            "    'scopes': ['admin:users', 'admin:servers', 'tokens', 'access:servers']}]\n"
+        )
+        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        self.process = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(test_config)],
+                                        cwd=config.parent, env=env, stdout=log.open("w"),
+                                        stderr=subprocess.STDOUT)
+        self.log = log
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                self.api("GET", "/")
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"the hub did not start:\n{log.read_text()[-3000:]}") from None
+                time.sleep(0.3)
+
+    def api(self, method: str, path: str, data: dict | None = None) -> dict | None:
+        request = urllib.request.Request(
+            f"{self.url}/hub/api{path}", method=method, headers={"Authorization": f"token {self.token}"},
+            data=None if data is None else json.dumps(data).encode(),
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            body = reply.read()
+        return json.loads(body) if body else None
+
+    def start_servers(self, names: list[str]) -> dict[str, str]:
+        """Each user's JupyterLab started (as that user); a token for each, to act as them."""
+        for name in names:
+            self.api("POST", f"/users/{name}")
+            self.api("POST", f"/users/{name}/server", {})
+        deadline = time.monotonic() + 180
+        for name in names:
+            while not (self.api("GET", f"/users/{name}")["servers"].get("") or {}).get("ready"):
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{name}'s server did not start:\n{self.log.read_text()[-3000:]}")
+                time.sleep(0.5)
+        return {name: self.api("POST", f"/users/{name}/tokens", {"expires_in": 3600})["token"] for name in names}
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+class Lab:
+    """One student's JupyterLab, through the hub, as that student."""
+
+    def __init__(self, hub: Hub, name: str, token: str) -> None:
+        self.base, self.token = f"{hub.url}/user/{name}", token
+
+    def call(self, method: str, path: str, body: bytes | None = None, kind: str = "application/json"):
+        request = urllib.request.Request(f"{self.base}{urllib.parse.quote(path)}", method=method, data=body,
+                                         headers={"Authorization": f"token {self.token}", "Content-Type": kind})
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            return json.loads(reply.read())
+
+    def assignments(self, action: str) -> dict:
+        """fetch, submit or fetch_feedback of module 01, as the Assignments tab asks for it."""
+        reply = self.call("POST", f"/assignments/{action}", urllib.parse.urlencode(ASSIGNMENT).encode(),
+                          "application/x-www-form-urlencoded")
+        assert reply["success"], f"{action}: {reply}"
+        return reply
+
+    def save(self, path: str, notebook: dict) -> None:
+        self.call("PUT", f"/api/contents/{path}",
+                  json.dumps({"type": "notebook", "format": "json", "content": notebook}).encode())
+
+    def read(self, path: str) -> dict:
+        return self.call("GET", f"/api/contents/{path}")
+
+
+def _handed_in(role: str, tmp: Path) -> dict | None:
+    """What each student hands in: the reference, the untouched release (None), code with a bug."""
+    if role == "ben":
+        return None
+    notebook = instructor_notebook(MODULE)
+    if role == "cy":
+        mutant = MUTANTS[MODULE.slug][0]
+        notebook = apply_mutant(notebook, mutant.old, mutant.new, f"{MODULE.slug} (hub)")
+    write_notebook(notebook, tmp / f"{role}.ipynb")
+    return json.loads((tmp / f"{role}.ipynb").read_text())
+
+
+# What a student tries against the others, run as that student: each listing must be refused.
+PRYING = """
+import os, sys
+for path in sys.argv[1:]:
+    try:
+        print("READ", path, os.listdir(path))
+    except PermissionError:
+        print("refused", path)
+victim = os.environ.get("VICTIM")
+if victim:  # a submission in another's name, newer than theirs
+    inbound = os.environ["INBOUND"]
+    forged = f"{inbound}/{victim}+01_tensor+2099-01-01 00:00:00.000000 UTC+forged"
+    os.mkdir(forged)
+    open(forged + "/tensor.ipynb", "w").write(open(os.environ["BLANK"]).read())
+    print("planted", forged)
+"""
+
+
+def _pry(site: Site, *paths: Path, **forge: str) -> str:
+    """Ben lists each of `paths` (and plants a submission in another's name); what he got."""
+    done = _as(site, "ben", "env", *(f"{k}={v}" for k, v in forge.items()), sys.executable, "-c", PRYING,
+               *map(str, paths))
+    assert "READ" not in done.stdout and done.stdout.count("refused") == len(paths), done.stdout + done.stderr
+    return done.stdout
+
+
+def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_own(site, browser, tmp_path):
+    started = time.monotonic()
+
+    def mark(step: str) -> None:
+        print(f"{time.monotonic() - started:6.1f} s  {step}")
+    students = ["ada", "ben", "cy"]
+    instructor = site.users["instructor"]
+    # The administrator, once: the exchange, the hub's environment and its configuration.
+    subprocess.run(["install", "-d", "-m", "1777", str(site.exchange)], check=True)
+    _course(site, "build")
+    mark("built")
+    (site.course / "course.toml").write_text(f'exchange = "{site.exchange}"\n')
+    shutil.chown(site.course / "course.toml", instructor)
+    env = _hub_environment(site)
+    mark("hub environment")
+    hub_dir = site.root / "hub"
+    done = subprocess.run([str(BIN / "tinyflo"), "course", "hub", "--env", str(env), "--instructor", instructor,
+                           "--group", site.group, "--out", str(hub_dir), "--dir", str(site.course),
+                           "--modules", str(REPO / "modules")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = [line.strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert steps[0] == f"install -d -m 1777 {site.exchange}", done.stdout
+    subprocess.run(steps[1].split(), check=True)  # the exchange's settings into the hub's environment
+    hub = Hub(hub_dir / "jupyterhub_config.py", site.root / "hub.log")
+    mark("hub up")
+    try:
+        tokens = hub.start_servers([site.users[s] for s in students])
+        labs = {s: Lab(hub, site.users[s], tokens[site.users[s]]) for s in students}
+        mark("servers up")
+
+        out = _course(site, "release", "01")
+        assert "in the exchange: 01_tensor" in out, out
+        mark("released")
+        for student, lab in labs.items():
+            lab.assignments("fetch")
+            notebook = _handed_in(student, tmp_path)
+            if notebook is not None:
+                lab.save(f"{MODULE.slug}/{MODULE.name}.ipynb", notebook)
+            lab.assignments("submit")
+
+        inbound = site.exchange / "tinyflo" / "inbound"
+        blank = site.home("ben") / MODULE.slug / f"{MODULE.name}.ipynb"
+        said = _pry(site, inbound, site.home("ada"), site.home("cy"), site.course,
+                    VICTIM=site.users["ada"], INBOUND=inbound, BLANK=blank)
+        assert "planted" in said, said
+        mark("submitted")
+        out = _course(site, "collect", "01", code=1)  # 1: a submission was left out
+        assert f"made by {site.users['ben']}, not by {site.users['ada']}" in out, out
+        assert "collected 01_tensor: 3 submissions" in out, out
+        mark("collected")
+        out = _course(site, "autograde", "01", "--jobs", "3")
+        graded = out.split("autograded 01_tensor: ", 1)[1].splitlines()[0]
+        scores = dict(part.rsplit(" ", 1) for part in graded.split(", "))
+        full = scores[site.users["ada"]].split("/")[1]
+        assert scores[site.users["ada"]] == f"{full}/{full}", out
+        assert scores[site.users["ben"]] == f"0/{full}", out
+        assert 0 < float(scores[site.users["cy"]].split("/")[0]) < float(full), out
+        mark("autograded")
+        out = _course(site, "feedback", "01")
+        assert "feedback of 01_tensor in the exchange" in out, out
+        mark("feedback")
+
+        _pry(site, site.exchange / "tinyflo" / "feedback")
+        hidden, _ = secret_lines(MODULE)
+        for student, lab in labs.items():
+            lab.assignments("fetch_feedback")
+            folder = lab.read(f"{MODULE.slug}/feedback")["content"]
+            assert len(folder) == 1, folder  # one submission's feedback: their own
+            page = lab.read(f"{folder[0]['path']}/{MODULE.name}.html")["content"]
+            points, most = map(float, scores[site.users[student]].split("/"))
+            assert f"Score: {points:.1f} / {most:.1f}" in page, page[-2000:]
+            assert not [line for line in hidden if line in page]
+
+        _assignments_tab(browser, hub, site.users["ada"])
+        mark("browser")
+    finally:
+        hub.stop()
+    assert time.monotonic() - started < 240
+
+
+def _assignments_tab(browser, hub: Hub, name: str) -> None:
+    """Log in as `name` in Chromium and find module 01 in JupyterLab's Assignments tab."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 120)
+    browser.set_page_load_timeout(90)
+    browser.get(f"{hub.url}/hub/login")
+    browser.find_element(By.ID, "username_input").send_keys(name)
+    browser.find_element(By.ID, "password_input").send_keys(PASSWORD)
+    browser.find_element(By.ID, "login_submit").click()
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel"))
+
+    def menu(label: str, selector: str):
+        return wait.until(lambda b: next((e for e in b.find_elements(By.CSS_SELECTOR, selector)
+                                          if e.text == label), None))
+
+    menu("Nbgrader", ".lm-MenuBar-itemLabel").click()
+    menu("Assignment List", ".lm-Menu-itemLabel").click()
+    wait.until(lambda b: MODULE.slug in b.find_element(By.TAG_NAME, "body").text)
