@@ -1,8 +1,9 @@
 """A semester's module on a real JupyterHub: real Unix users, nbgrader's real exchange, tinyflo's commands.
 
 An instructor and three students are made as Unix users; the hub is configured by `tinyflo course hub`
-(its file used as written, the test adding only its ports and an API token), logs them in with PAM and
-runs each student's JupyterLab as that student. Module 01 goes out with `tinyflo course release`; each
+(its file used as written, the test adding only its ports, start time limits and an API token), logs
+them in with PAM and runs each student's JupyterLab as that student, from a hub environment made as the
+instructor guide says (this test's own, with the student kit installed under a prefix of its own). Module 01 goes out with `tinyflo course release`; each
 student fetches and submits from their own JupyterLab (the reference, the blank release, one with a
 bug) through nbgrader's Assignments API, as the Assignments tab does; the instructor collects, grades
 and returns feedback with `tinyflo course collect / autograde / feedback`; each student fetches their
@@ -32,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from course_support import MUTANTS, REPO, apply_mutant, secret_lines
+from course_support import FIXTURE_MODULES, MUTANTS, REPO, apply_mutant, call_cli, secret_lines
+from traitlets.config import Config
 
 from tinyflo.course.kit import build_student_kit
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
@@ -104,7 +106,9 @@ def site():
             member = [] if role == "instructor" else ["-G", group]
             home = root / "home" / name
             subprocess.run(["useradd", "-m", "-d", str(home), "-s", "/bin/sh", *member, name], check=True)
-            os.chmod(home, 0o700)
+            # students' homes their own; the instructor's open to all, as many systems make homes:
+            # the course folder in it must close itself
+            os.chmod(home, 0o755 if role == "instructor" else 0o700)
         subprocess.run(["chpasswd"], input="".join(f"{name}:{PASSWORD}\n" for name in users.values()),
                        text=True, check=True)
         yield Site(root, users, group)
@@ -314,7 +318,7 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
     instructor = site.users["instructor"]
     # The administrator, once: the exchange, the hub's environment and its configuration.
     subprocess.run(["install", "-d", "-m", "1777", str(site.exchange)], check=True)
-    _course(site, "build")
+    assert "closed" in _course(site, "build")
     mark("built")
     (site.course / "course.toml").write_text(f'exchange = "{site.exchange}"\n')
     shutil.chown(site.course / "course.toml", instructor)
@@ -365,6 +369,8 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
         mark("autograded")
         out = _course(site, "feedback", "01")
         assert "feedback of 01_tensor in the exchange" in out, out
+        _course(site, "report", "--format", "canvas", "--csv", "grades.csv")
+        assert MODULE.slug in (site.home("instructor") / "grades.csv").read_text()
         mark("feedback")
 
         _pry(site, site.exchange / "tinyflo" / "feedback")
@@ -405,3 +411,44 @@ def _assignments_tab(browser, hub: Hub, name: str) -> None:
     menu("Nbgrader", ".lm-MenuBar-itemLabel").click()
     menu("Assignment List", ".lm-Menu-itemLabel").click()
     wait.until(lambda b: MODULE.slug in b.find_element(By.TAG_NAME, "body").text)
+
+
+def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp_path):
+    course = tmp_path / "course"
+    common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
+    assert call_cli("course", "build", *common)[0] == 0
+    hub = ["course", "hub", "--env", "/opt/tinyflo-hub", "--instructor", "prof", "--group", "students",
+           "--out", str(tmp_path / "hub"), *common]
+    code, out = call_cli(*hub)
+    assert code == 2 and "names no exchange: add exchange = " in out, out
+    (course / "course.toml").write_text('exchange = "/srv/nbgrader/exchange"\n')
+    code, out = call_cli(*hub)
+    assert code == 0, out
+    assert "install -d -m 1777 /srv/nbgrader/exchange" in out
+    assert "install -m 644 " + str(tmp_path / "hub" / "nbgrader_config.py") in out
+    settings: dict = {}
+    for name in ("jupyterhub_config.py", "nbgrader_config.py"):
+        config = Config()
+        exec((tmp_path / "hub" / name).read_text(), {"get_config": lambda config=config: config})  # as traitlets does
+        settings[name] = config
+    hub_config, user_config = settings["jupyterhub_config.py"], settings["nbgrader_config.py"]
+    assert hub_config.Spawner.cmd == ["/opt/tinyflo-hub/bin/jupyterhub-singleuser"]
+    assert hub_config.LocalAuthenticator.allowed_groups == {"students"}
+    assert hub_config.Authenticator.admin_users == {"prof"}
+    assert user_config.Exchange.root == "/srv/nbgrader/exchange" and user_config.CourseDirectory.course_id == "tinyflo"
+    for bad, said in ((["--env", "opt/hub"], "--env: an absolute path expected, got 'opt/hub'"),
+                      (["--instructor", "prof; rm"], "--instructor: a Unix user or group name expected, got 'prof; rm'")):
+        args = list(hub)
+        args[args.index(bad[0]) + 1] = bad[1]
+        code, out = call_cli(*args)
+        assert code == 2 and said in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_collect_without_an_exchange_or_a_zip_says_what_it_needs(tmp_path):
+    course = tmp_path / "course"
+    common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
+    assert call_cli("course", "build", *common)[0] == 0
+    code, out = call_cli("course", "collect", *common)
+    assert code == 2 and "names no exchange" in out and "--zip FILE" in out, out
+    code, out = call_cli("course", "collect", "--zip", str(tmp_path / "x.zip"), *common)
+    assert code == 2 and "--zip: name the module the download holds" in out, out

@@ -30,27 +30,12 @@ from nbgrader.utils import parse_utc
 
 from tinyflo.course.nbgrader_run import nbgrader
 from tinyflo.course.semester import COURSE_FILE, read_semester
-from tinyflo.course.source import NOTEBOOK_LIMIT, VALID_ID, CourseError, Module
+from tinyflo.course.source import NOTEBOOK_LIMIT, VALID_ID, CourseError, Module, read_regular
 
 MARK = "tinyflo-collect: "  # the lines of OwnedCollect that `collect_exchange` passes on
 SECRET = "submission_secret.txt"
 SECRET_LIMIT = 4096  # bytes
 COPY_SLACK = 120  # seconds a submission's files may be changed after the time in its name (the copy)
-
-
-def _read_at(folder: int, name: str, limit: int) -> bytes:
-    """`name` in the open folder `folder`: a regular file of one name, at most `limit` bytes."""
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(f"{name} is not a regular file")
-        if info.st_nlink != 1:
-            raise OSError(f"{name} has {info.st_nlink} names (hard links are refused)")
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(f"{name} is larger than {limit} bytes")
-    return data
 
 
 class OwnedCollect(ExchangeCollect):
@@ -135,11 +120,14 @@ class OwnedCollect(ExchangeCollect):
         try:
             changed = os.fstat(folder).st_ctime
             for wanted in [*released, SECRET]:
-                try:
-                    files[wanted] = _read_at(folder, wanted, SECRET_LIMIT if wanted == SECRET else NOTEBOOK_LIMIT)
-                    changed = max(changed, os.stat(wanted, dir_fd=folder, follow_symlinks=False).st_ctime)
-                except FileNotFoundError:
+                if not os.path.lexists(os.path.join(src, wanted)):
                     self._say(f"{student}, {self.coursedir.assignment_id}: no {wanted} in the submission")
+                    continue
+                try:
+                    files[wanted] = read_regular(wanted, SECRET_LIMIT if wanted == SECRET else NOTEBOOK_LIMIT,
+                                                 dir_fd=folder)
+                    # read first: whatever was written into what was read changed it no later than this
+                    changed = max(changed, os.stat(wanted, dir_fd=folder, follow_symlinks=False).st_ctime)
                 except OSError as error:
                     self._say(f"{student}, {self.coursedir.assignment_id}: not taken: {error}")
             others = sorted(set(os.listdir(folder)) - {*released, SECRET, "timestamp.txt"})
@@ -193,7 +181,9 @@ def collect_exchange(course_dir: Path, modules: list[Module], chosen: list[Modul
     left_out = 0
     for module in chosen:
         if not (course_dir / "release" / module.slug).is_dir():
-            continue  # not released: nothing of it can be in the exchange
+            if len(chosen) == 1:
+                raise CourseError(f"{module.slug} is not released yet: nothing of it can be in the exchange")
+            continue
         output = nbgrader(course_dir, "collect", module.slug, "--update", *options,
                           f"--ExchangeFactory.collect={OwnedCollect.__module__}.{OwnedCollect.__name__}")
         for line in output.splitlines():

@@ -122,6 +122,9 @@ def build(course_dir: Path, modules: list[Module]) -> None:
     """Create or refresh the course folder: config and one source notebook per module, and a
     course.toml to fill in when there is none."""
     course_dir.mkdir(parents=True, exist_ok=True)
+    if course_dir.stat().st_mode & 0o077:  # the solutions, the key and the gradebook are the instructor's
+        os.chmod(course_dir, 0o700)
+        print(f"closed {course_dir} to other users (it holds the solutions, the course key and the grades)")
     modules_dir = modules[0].path.parents[1] if modules else course_dir
     (course_dir / CONFIG_NAME).write_text(render_config(course_dir, modules_dir), encoding="utf-8")
     write_key(course_dir)

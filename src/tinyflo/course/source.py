@@ -27,13 +27,14 @@ LMS_FORMATS = ("canvas", "moodle", "gradescope")  # the gradebook imports `cours
 SIMILAR = 0.5  # `course similarity`: pairs at least this alike get a page of their own
 
 
-def read_regular(path: str | Path, limit: int) -> bytes:
-    """The bytes of `path`, which must be a regular file with one name, at most `limit` bytes.
+def read_regular(path: str | Path, limit: int, dir_fd: int | None = None) -> bytes:
+    """The bytes of `path`, which must be a regular file with one name, at most `limit` bytes
+    (`path` relative to the open folder `dir_fd`, when given).
 
     Opened without following a link and without blocking on a fifo; OSError names the problem.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except OSError as error:
         raise OSError(f"{path}: not a regular file ({error.strerror})") from None
     with os.fdopen(fd, "rb") as handle:
