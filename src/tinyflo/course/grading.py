@@ -167,13 +167,14 @@ def _module_scenarios(path: Path, text: str, module: Module, hidden: bool) -> Mo
     helpers = pure_helpers(course)
     tasks: dict[str, TaskScenario] = {}
     owned: set[str] = set()  # names the course's cells before this one bound
-    for cell in code:
+    read = [names_read(c.source) for c in code]  # each cell parsed once, not once per grade cell
+    for index, cell in enumerate(code):
         meta = _nbgrader(cell)
         if not meta.get("grade"):
             if not _is_solution(cell):
                 owned |= bound_names(cell.source)
             continue
-        others = frozenset().union(*(names_read(o.source) for o in code if o is not cell))
+        others = frozenset().union(*(names for at, names in enumerate(read) if at != index))
         try:
             tasks[meta["grade_id"]] = build_task(
                 meta["grade_id"], cell.source, hidden, frozenset(helpers), others, frozenset(owned)

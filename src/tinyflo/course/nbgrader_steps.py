@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
+from nbconvert.exporters import HTMLExporter, TemplateExporter
+from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbgrader.converters import Autograde, BaseConverter, GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import LateSubmissionPlugin
@@ -331,3 +335,51 @@ class LatePenalty(LateSubmissionPlugin):
         self, student_id: str, score: float, total_seconds_late: float
     ) -> float | None:
         return late_points(read_penalty(Path(self.course_file)), score, total_seconds_late)
+
+
+# What nbconvert's HTML accessibility pass changes: images without alt text, JupyterLab's cells.
+_ACCESSIBILITY_MARKS = ("<img", "jp-Cell-inputWrapper", "jp-OutputArea-output")
+
+
+class _KeptHighlight(Highlight2HTML):
+    """Pygments' highlighting of a code cell, made once per text: the course's cells are the same in
+    every submission of a module."""
+
+    def __init__(self, kept: dict, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.kept = kept
+
+    def __call__(self, source: str, language: str | None = None, metadata: Any = None) -> str:
+        # what the highlighting reads of the cell's metadata: the language its magics name
+        magics = (metadata or {}).get("magics_language")
+        key = (source, language, self.pygments_lexer, magics)
+        if key not in self.kept:
+            self.kept[key] = super().__call__(source, language, metadata)
+        return self.kept[key]
+
+
+class FeedbackExporter(HTMLExporter):
+    """nbconvert's HTML exporter for feedback pages, without the work that changes nothing.
+
+    After rendering, nbconvert parses the whole page again to give images alt text and JupyterLab's
+    cells a tab stop; nbgrader's feedback template has no such cells, so for a page without an image
+    that parse (half of a module's feedback time) changes nothing. Such a page is rendered exactly as
+    nbconvert renders it and kept; one with an image goes through nbconvert whole. And a code cell
+    is highlighted once however many submissions show it.
+    """
+
+    def from_notebook_node(self, nb: Any, resources: dict | None = None, **kw: Any) -> tuple[str, dict]:
+        rendered = copy.deepcopy(resources)
+        # HTMLExporter's own preparation, then the template (nbconvert's steps, in its order)
+        language = nb.metadata.get("language_info", {})
+        lexer = language.get("pygments_lexer", language.get("name", None))
+        kept = self.__dict__.setdefault("_highlighted", {})
+        highlight = self.filters.get("highlight_code", _KeptHighlight(kept, pygments_lexer=lexer, parent=self))
+        rendered = self._init_resources(rendered)
+        data_types = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=rendered)
+        self.register_filter("highlight_code", highlight)
+        self.register_filter("filter_data_type", data_types)
+        page, rendered = TemplateExporter.from_notebook_node(self, nb, rendered, **kw)
+        if any(mark in page for mark in _ACCESSIBILITY_MARKS):
+            return super().from_notebook_node(nb, resources, **kw)
+        return page, rendered
