@@ -76,10 +76,13 @@ class OwnedCollect(ExchangeCollect):
                 continue
             try:
                 timestamp = parse_utc(claimed)
-            except (ValueError, OverflowError):
+            except (ValueError, OverflowError, TypeError):
                 self._say(f"left out {where}: {claimed!r} is not a time")
                 continue
-            info = os.lstat(os.path.join(self.inbound_path, name))
+            try:
+                info = os.lstat(os.path.join(self.inbound_path, name))
+            except OSError:  # gone since the listing
+                continue
             if not stat.S_ISDIR(info.st_mode):
                 self._say(f"left out {where}: not a folder (a link or a file)")
                 continue
@@ -115,7 +118,11 @@ class OwnedCollect(ExchangeCollect):
         name = os.path.basename(src)
         student = name.rsplit("+", 3)[0]
         claimed = parse_utc(name.rsplit("+", 3)[2])
-        folder = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            folder = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:  # made a link, or removed, since it was chosen: one student's, not everyone's, collect
+            self._say(f"left out {self.coursedir.assignment_id}: {name!r}: not a folder any more")
+            return
         files: dict[str, bytes] = {}
         try:
             changed = os.fstat(folder).st_ctime
