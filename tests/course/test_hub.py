@@ -316,8 +316,7 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
         print(f"{time.monotonic() - started:6.1f} s  {step}")
     students = ["ada", "ben", "cy"]
     instructor = site.users["instructor"]
-    # The administrator, once: the exchange, the hub's environment and its configuration.
-    subprocess.run(["install", "-d", "-m", "1777", str(site.exchange)], check=True)
+    # The administrator, once: the hub's environment and its configuration, then the steps it prints.
     assert "closed" in _course(site, "build")
     mark("built")
     (site.course / "course.toml").write_text(f'exchange = "{site.exchange}"\n')
@@ -331,7 +330,11 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
     assert done.returncode == 0, done.stdout + done.stderr
     steps = [line.strip() for line in done.stdout.splitlines() if line.startswith("  ")]
     assert steps[0] == f"install -d -m 1777 {site.exchange}", done.stdout
-    subprocess.run(steps[1].split(), check=True)  # the exchange's settings into the hub's environment
+    assert steps[-1].endswith(f"jupyterhub -f {hub_dir / 'jupyterhub_config.py'}"), done.stdout
+    for step in steps[:-1]:  # the exchange, the course's folder in it, its settings into the environment
+        subprocess.run(step.split(), check=True)
+    # the course's folder in the exchange is the instructor's before any student can make it
+    assert (site.exchange / "tinyflo").stat().st_uid == pwd.getpwnam(instructor).pw_uid
     hub = Hub(hub_dir / "jupyterhub_config.py", site.root / "hub.log")
     mark("hub up")
     try:
@@ -439,7 +442,9 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
     assert hub_config.LocalAuthenticator.allowed_groups == {"students"}
     assert hub_config.Authenticator.admin_users == {"prof"}
     assert user_config.Exchange.root == "/srv/nbgrader/exchange" and user_config.CourseDirectory.course_id == "tinyflo"
-    for bad, said in ((["--env", "opt/hub"], "--env: an absolute path expected, got 'opt/hub'"),
+    assert f"install -d -m 755 -o prof {Path('/srv/nbgrader/exchange/tinyflo')}" in out
+    for bad, said in ((["--env", "opt/hub"], "--env: an absolute path without control characters expected, got 'opt/hub'"),
+                      (["--env", "/opt/hub\nimport os"], "--env: an absolute path without control characters expected"),
                       (["--instructor", "prof; rm"], "--instructor: a Unix user or group name expected, got 'prof; rm'")):
         args = list(hub)
         args[args.index(bad[0]) + 1] = bad[1]

@@ -61,9 +61,9 @@ def render_user_config(exchange: Path) -> str:
 
 def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, group: str) -> list[Path]:
     """Write the hub's two files into `out`; their paths."""
-    for option, value in (("--env", env), ("--exchange", exchange)):
-        if not value.is_absolute():
-            raise CourseError(f"{option}: an absolute path expected, got {str(value)!r}")
+    for option, value in (("--env", env), ("--exchange", exchange), ("--out", out)):
+        if not value.is_absolute() or any(ord(c) < 32 or ord(c) == 127 for c in str(value)):
+            raise CourseError(f"{option}: an absolute path without control characters expected, got {str(value)!r}")
     for option, name in (("--instructor", instructor), ("--group", group)):
         if not VALID_ID.match(name):
             raise CourseError(f"{option}: a Unix user or group name expected, got {name!r}")

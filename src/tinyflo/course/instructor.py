@@ -605,8 +605,11 @@ def write_hub(course_dir: Path, modules: list[Module], args: argparse.Namespace)
     env = Path(args.env).expanduser()
     for path in write_hub_config(out, env, exchange, args.instructor, args.group):
         print(f"wrote {path}")
+    # The course's own folder in the exchange is made for the instructor first: one a student made
+    # there before the first release would stop it ("You don't own the directory").
     print("next, as root:\n"
           f"  install -d -m 1777 {exchange}\n"
+          f"  install -d -m 755 -o {args.instructor} {exchange / COURSE_ID}\n"
           f"  install -m 644 {out / USER_CONFIG} {env / 'etc' / 'jupyter' / USER_CONFIG}\n"
           f"  {env / 'bin' / 'jupyterhub'} -f {out / HUB_CONFIG}")
 
