@@ -44,9 +44,10 @@ class OwnedCollect(ExchangeCollect):
     def _say(self, line: str) -> None:
         self.log.info(MARK + line)
 
-    def _owner_uid(self, student: str) -> int | None:
+    @staticmethod
+    def _user(uid_or_name: int | str) -> pwd.struct_passwd | None:
         try:
-            return pwd.getpwnam(student).pw_uid
+            return pwd.getpwuid(uid_or_name) if isinstance(uid_or_name, int) else pwd.getpwnam(uid_or_name)
         except KeyError:
             return None
 
@@ -62,7 +63,7 @@ class OwnedCollect(ExchangeCollect):
             path.name for path in Path(self.coursedir.format_path(
                 self.coursedir.release_directory, ".", assignment)).glob("*.ipynb")
         )
-        newest: dict[str, dict] = {}
+        newest: dict[str, dict] = {}  # student -> nbgrader's record of their newest usable submission
         with os.scandir(self.inbound_path) as entries:
             names = sorted(entry.name for entry in entries)
         for name in names:
@@ -86,10 +87,10 @@ class OwnedCollect(ExchangeCollect):
             if not stat.S_ISDIR(info.st_mode):
                 self._say(f"left out {where}: not a folder (a link or a file)")
                 continue
-            uid = self._owner_uid(student)
-            if self.check_owner and info.st_uid != uid:
-                owner = next((p.pw_name for p in pwd.getpwall() if p.pw_uid == info.st_uid), str(info.st_uid))
-                self._say(f"left out {where}: made by {owner}, not by {student}")
+            user = self._user(student)
+            if self.check_owner and (user is None or info.st_uid != user.pw_uid):
+                owner = self._user(info.st_uid)
+                self._say(f"left out {where}: made by {owner.pw_name if owner else info.st_uid}, not by {student}")
                 continue
             if problem := self._unfit(os.path.join(self.inbound_path, name)):
                 self._say(f"left out {where}: {problem}")
@@ -98,6 +99,7 @@ class OwnedCollect(ExchangeCollect):
             if student not in newest or timestamp > newest[student]["timestamp"]:
                 newest[student] = record
         self.src_records = list(newest.values())
+        self.chosen = {record["filename"]: record for record in self.src_records}  # for do_copy
 
     def _unfit(self, folder: str) -> str:
         """Why the submission folder cannot be taken ('' when it can): each notebook of the release must
@@ -116,8 +118,7 @@ class OwnedCollect(ExchangeCollect):
         and its time as nbgrader's timestamp.txt (the one in its name, or when its files last changed)."""
         released = self.notebooks
         name = os.path.basename(src)
-        student = name.rsplit("+", 3)[0]
-        claimed = parse_utc(name.rsplit("+", 3)[2])
+        student, claimed = self.chosen[name]["username"], self.chosen[name]["timestamp"]
         try:
             folder = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:  # made a link, or removed, since it was chosen: one student's, not everyone's, collect
@@ -127,7 +128,9 @@ class OwnedCollect(ExchangeCollect):
         try:
             changed = os.fstat(folder).st_ctime
             for wanted in [*released, SECRET]:
-                if not os.path.lexists(os.path.join(src, wanted)):
+                try:
+                    os.stat(wanted, dir_fd=folder, follow_symlinks=False)
+                except FileNotFoundError:
                     self._say(f"{student}, {self.coursedir.assignment_id}: no {wanted} in the submission")
                     continue
                 try:
@@ -156,16 +159,12 @@ class OwnedCollect(ExchangeCollect):
                 handle.write(data)
 
 
-def _exchange_args(course_dir: Path, modules: list[Module]) -> list[str]:
-    """nbgrader's options for the course's exchange; CourseError when course.toml names none."""
-    root = read_semester(course_dir, modules).exchange
-    if root is None:
-        raise CourseError(f"{course_dir / COURSE_FILE} names no exchange (exchange = \"/srv/nbgrader/exchange\"); "
-                          "without one, collect takes an LMS's download: --zip FILE")
+def _exchange_option(root: Path) -> str:
+    """nbgrader's option naming the course's exchange, `root`, which must be there."""
     if not root.is_dir():
         raise CourseError(f"exchange: {root} (from {COURSE_FILE}) is not a folder; an administrator makes it "
                           f"once: install -d -m 1777 {root}")
-    return [f"--Exchange.root={root}"]
+    return f"--Exchange.root={root}"
 
 
 def exchange_root(course_dir: Path, modules: list[Module]) -> Path | None:
@@ -173,25 +172,30 @@ def exchange_root(course_dir: Path, modules: list[Module]) -> Path | None:
     return read_semester(course_dir, modules).exchange
 
 
-def release_to_exchange(course_dir: Path, modules: list[Module], chosen: list[Module]) -> None:
-    """`nbgrader release_assignment` of each chosen module: students see it in their Assignments tab."""
-    options = _exchange_args(course_dir, modules)
+def release_to_exchange(course_dir: Path, root: Path, chosen: list[Module]) -> None:
+    """`nbgrader release_assignment` of each chosen module into the exchange `root`: students see it
+    in their Assignments tab."""
+    option = _exchange_option(root)
     for module in chosen:
-        nbgrader(course_dir, "release_assignment", module.slug, "--force", *options)
+        nbgrader(course_dir, "release_assignment", module.slug, "--force", option)
         print(f"in the exchange: {module.slug} (students fetch it from their Assignments tab)")
 
 
 def collect_exchange(course_dir: Path, modules: list[Module], chosen: list[Module]) -> int:
     """`nbgrader collect` of each chosen module through OwnedCollect, the newest submission of each
     student; the number of submissions left out."""
-    options = _exchange_args(course_dir, modules)
+    root = exchange_root(course_dir, modules)
+    if root is None:
+        raise CourseError(f"{course_dir / COURSE_FILE} names no exchange (exchange = \"/srv/nbgrader/exchange\"); "
+                          "without one, collect takes an LMS's download: --zip FILE")
+    option = _exchange_option(root)
     left_out = 0
     for module in chosen:
         if not (course_dir / "release" / module.slug).is_dir():
             if len(chosen) == 1:
                 raise CourseError(f"{module.slug} is not released yet: nothing of it can be in the exchange")
             continue
-        output = nbgrader(course_dir, "collect", module.slug, "--update", *options,
+        output = nbgrader(course_dir, "collect", module.slug, "--update", option,
                           f"--ExchangeFactory.collect={OwnedCollect.__module__}.{OwnedCollect.__name__}")
         for line in output.splitlines():
             if MARK in line:
@@ -204,10 +208,11 @@ def collect_exchange(course_dir: Path, modules: list[Module], chosen: list[Modul
     return left_out
 
 
-def release_feedback(course_dir: Path, modules: list[Module], chosen: list[Module]) -> None:
-    """`nbgrader release_feedback`: each student fetches their own pages from their Assignments tab."""
-    options = _exchange_args(course_dir, modules)
+def release_feedback(course_dir: Path, root: Path, chosen: list[Module]) -> None:
+    """`nbgrader release_feedback` into the exchange `root`: each student fetches their own pages from
+    their Assignments tab."""
+    option = _exchange_option(root)
     for module in chosen:
         if any((course_dir / "feedback").glob(f"*/{module.slug}/*.html")):
-            nbgrader(course_dir, "release_feedback", module.slug, *options)
+            nbgrader(course_dir, "release_feedback", module.slug, option)
             print(f"feedback of {module.slug} in the exchange (students fetch it from their Assignments tab)")

@@ -173,8 +173,8 @@ def release(
         print(f"released {module.slug}: {course_dir / 'release' / module.slug}")
     from tinyflo.course.exchange import exchange_root, release_to_exchange
 
-    if exchange_root(course_dir, modules) is not None:
-        release_to_exchange(course_dir, modules, chosen)
+    if (root := exchange_root(course_dir, modules)) is not None:
+        release_to_exchange(course_dir, root, chosen)
     if spec is None:
         wheel = build_student_kit(course_dir / KIT_DIR, modules)
         print(f"student kit: {wheel} (its README.md says how students install it)")
@@ -358,8 +358,8 @@ def feedback(
             print(f"feedback for {module.slug}: {len(pages)} page(s) in {course_dir / 'feedback'}")
     from tinyflo.course.exchange import exchange_root, release_feedback
 
-    if exchange_root(course_dir, modules) is not None:
-        release_feedback(course_dir, modules, chosen)
+    if (root := exchange_root(course_dir, modules)) is not None:
+        release_feedback(course_dir, root, chosen)
 
 
 @dataclass(frozen=True)

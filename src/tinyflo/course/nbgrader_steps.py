@@ -368,13 +368,17 @@ class FeedbackExporter(HTMLExporter):
     is highlighted once however many submissions show it.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.highlighted: dict = {}  # (source, language, lexer, magics) -> its HTML, for every page
+
     def from_notebook_node(self, nb: Any, resources: dict | None = None, **kw: Any) -> tuple[str, dict]:
         rendered = copy.deepcopy(resources)
         # HTMLExporter's own preparation, then the template (nbconvert's steps, in its order)
         language = nb.metadata.get("language_info", {})
         lexer = language.get("pygments_lexer", language.get("name", None))
-        kept = self.__dict__.setdefault("_highlighted", {})
-        highlight = self.filters.get("highlight_code", _KeptHighlight(kept, pygments_lexer=lexer, parent=self))
+        highlight = self.filters.get("highlight_code",
+                                     _KeptHighlight(self.highlighted, pygments_lexer=lexer, parent=self))
         rendered = self._init_resources(rendered)
         data_types = WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata, parent=self, resources=rendered)
         self.register_filter("highlight_code", highlight)
