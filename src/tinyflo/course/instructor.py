@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -485,6 +486,21 @@ def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str
     return rows
 
 
+# What makes a spreadsheet read a cell as a formula: its first character (OWASP's list). A cell of
+# the gradebook's CSVs holds a roster name, an email or an id that students chose.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
+PLAIN_NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+
+def spreadsheet_text(cell: str) -> str:
+    """``cell`` as a spreadsheet shows it and never evaluates it: text that would start a formula
+    (``=HYPERLINK(...)``, ``+1+cmd|...``, ``@SUM(...)``) gets a leading apostrophe, which Excel,
+    LibreOffice and Google Sheets read as "this is text"; a plain number (``-2``) stays a number."""
+    if PLAIN_NUMBER.fullmatch(cell) or not cell.lstrip(" ").startswith(FORMULA_STARTS):
+        return cell
+    return "'" + cell
+
+
 def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = None) -> list[Score]:
     """Print points per student and module; optionally write one CSV row per grade cell, or (``lms``) the
     gradebook import of Canvas, Moodle or Gradescope."""
@@ -513,18 +529,18 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
         folder = csv_path.expanduser().resolve().parent
         if not folder.is_dir():
             raise CourseError(f"--csv: the folder {folder} does not exist")
-        rows = io.StringIO(newline="")
-        writer = csv.writer(rows)
         if lms is not None:
-            writer.writerows(_lms_rows(scores, students(course_dir), lms))
+            table = _lms_rows(scores, students(course_dir), lms)
         else:
-            writer.writerow(["student", "module", "grade_id", "points", "max_points"])
+            table = [["student", "module", "grade_id", "points", "max_points"]]
             for s in scores:
                 for grade_id, (points, max_points) in s.cells.items():
-                    writer.writerow([s.student, s.module, grade_id, f"{points:g}", f"{max_points:g}"])
+                    table.append([s.student, s.module, grade_id, f"{points:g}", f"{max_points:g}"])
                 if s.penalty:  # the column of points still sums to the total
-                    writer.writerow([s.student, s.module, "late penalty", f"{-s.penalty:g}", "0"])
-                writer.writerow([s.student, s.module, "total", f"{s.final:g}", f"{s.max_points:g}"])
+                    table.append([s.student, s.module, "late penalty", f"{-s.penalty:g}", "0"])
+                table.append([s.student, s.module, "total", f"{s.final:g}", f"{s.max_points:g}"])
+        rows = io.StringIO(newline="")
+        csv.writer(rows).writerows([[spreadsheet_text(cell) for cell in row] for row in table])
         try:  # whole or not at all: a gradebook half written is worse than none
             atomic_write(csv_path, lambda handle: handle.write(rows.getvalue().encode("utf-8")))
         except OSError as error:
