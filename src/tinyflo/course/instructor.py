@@ -37,9 +37,11 @@ from tinyflo.course.source import (
     VALID_ID,
     CourseError,
     Module,
+    NotebookError,
     discover_modules,
     find_modules_dir,
     make_folder,
+    read_notebook_bytes,
     read_regular,
     resolve_module,
 )
@@ -279,9 +281,8 @@ def _screen(
 
 def _unreadable(folder: Path, notebook: Path) -> str:
     """Why nbgrader's intake would refuse a submission folder ('' when it would not): each of its
-    notebooks must be a regular file of its own under the size limit, the module's a notebook."""
-    import nbformat
-
+    notebooks must be a regular file of its own under the size limit, the module's a notebook
+    grading can read (read_notebook_bytes)."""
     for path in sorted(folder.glob("*.ipynb")):
         try:
             data = read_regular(path, NOTEBOOK_LIMIT)
@@ -289,9 +290,9 @@ def _unreadable(folder: Path, notebook: Path) -> str:
             return str(error).replace(str(path), path.name)
         if path == notebook:
             try:
-                nbformat.reads(data.decode("utf-8"), as_version=4)
-            except (ValueError, UnicodeDecodeError) as error:  # not UTF-8, not JSON, not a notebook
-                return f"{path.name} is not a readable notebook ({type(error).__name__})"
+                read_notebook_bytes(data)
+            except NotebookError as error:
+                return f"{path.name} is not a readable notebook ({error})"
     return ""
 
 

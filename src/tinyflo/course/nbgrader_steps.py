@@ -48,7 +48,9 @@ from tinyflo.course.semester import late_points, read_penalty
 from tinyflo.course.source import (
     NOTEBOOK_LIMIT,
     VALID_ID,
+    NotebookError,
     discover_modules,
+    read_notebook_bytes,
     read_regular,
     resolve_module,
 )
@@ -76,7 +78,9 @@ def check_submission(coursedir: Any, assignment_id: str, student_id: str) -> Non
     """Check a submission's folders and notebooks; OSError names the first problem.
 
     `submitted/<student>/<module>/` must be real folders (no link to someone else's), named by
-    valid ids, and each notebook a regular file of its own under the size limit.
+    valid ids, each notebook a regular file of its own under the size limit, and each notebook
+    the module has one a grader can read (read_notebook_bytes, as `tinyflo course autograde`
+    checks first, so plain `nbgrader autograde` refuses the same).
     """
     for name, value in (("student id", student_id), ("module id", assignment_id)):
         if not VALID_ID.match(value):
@@ -86,8 +90,15 @@ def check_submission(coursedir: Any, assignment_id: str, student_id: str) -> Non
     folder = student_dir / assignment_id
     _real_folder(student_dir)
     _real_folder(folder)
+    source = Path(coursedir.root) / coursedir.source_directory / assignment_id
+    graded = {path.name for path in source.glob("*.ipynb")}  # nbgrader skips any other notebook
     for notebook in sorted(path for path in folder.iterdir() if path.suffix == ".ipynb"):
-        read_regular(notebook, NOTEBOOK_LIMIT)
+        data = read_regular(notebook, NOTEBOOK_LIMIT)
+        if notebook.name in graded:
+            try:
+                read_notebook_bytes(data)
+            except NotebookError as error:
+                raise OSError(f"{notebook.name} is not a readable notebook ({error})") from None
 
 
 def _take_own_files(self: BaseConverter, assignment_id: str, student_id: str) -> None:

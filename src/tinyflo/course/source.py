@@ -5,6 +5,7 @@ This file needs only the standard library, so `tinyflo export` works in a bare i
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -12,6 +13,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 class CourseError(Exception):
@@ -23,6 +25,13 @@ COURSE_DIR = "course"  # the instructor's course folder, in the current one, whe
 # (an id is a pattern to nbgrader, an item of --student_id_exclude, and part of log lines).
 VALID_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}\Z")
 NOTEBOOK_LIMIT = 16 * 1024 * 1024  # bytes: a submitted notebook larger than this is refused
+# What a submitted notebook may hold. The largest module has ~110 cells and ~120k characters of
+# source, and a notebook's JSON is nested ~10 deep; these leave room for any honest notebook and
+# keep a crafted one from costing the grader minutes, gigabytes or a page of tens of megabytes.
+NESTING_LIMIT = 64  # levels of JSON lists and objects (Python's own readers recurse per level)
+VALUE_LIMIT = 200_000  # JSON lists and objects in one notebook
+CELL_LIMIT = 2_000  # cells in one notebook
+SOURCE_LIMIT = 2 * 1024 * 1024  # characters of all cells' sources together
 LMS_FORMATS = ("canvas", "moodle", "gradescope")  # the gradebook imports `course report --format` writes
 SIMILAR = 0.5  # `course similarity`: pairs at least this alike get a page of their own
 
@@ -47,6 +56,142 @@ def read_regular(path: str | Path, limit: int, dir_fd: int | None = None) -> byt
     if len(data) > limit:
         raise OSError(f"{path}: larger than {limit} bytes")
     return data
+
+
+class NotebookError(ValueError):
+    """A submitted notebook tinyflo cannot grade, in one line: what was expected and what came."""
+
+
+def _no_constant(name: str) -> float:
+    raise NotebookError(f"JSON expected; {name} came (not a JSON number)")
+
+
+def _check_nesting(value: object) -> None:
+    """NotebookError when `value` nests deeper than NESTING_LIMIT or holds more than VALUE_LIMIT
+    lists and objects; walked with a stack of its own, so no depth reaches Python's recursion."""
+    stack, count = [(value, 1)], 0
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        count += 1
+        if depth > NESTING_LIMIT:
+            raise NotebookError(f"nested at most {NESTING_LIMIT} levels deep expected; more came")
+        if count > VALUE_LIMIT:
+            raise NotebookError(f"at most {VALUE_LIMIT} JSON lists and objects expected; more came")
+        stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+
+
+def _plain(text: str, limit: int = 200) -> str:
+    """`text` for one line of a message: cut, with control and invisible characters escaped."""
+    text = text if len(text) <= limit else text[:limit] + "..."
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _check_cells(notebook: dict) -> None:
+    """What every reader of a submission relies on before any schema: nbformat 4, and cells
+    that are few enough and small enough."""
+    if not isinstance(notebook, dict):
+        raise NotebookError(f"a notebook (a JSON object) expected; {_kind(notebook)} came")
+    version, minor = notebook.get("nbformat"), notebook.get("nbformat_minor")
+    if type(version) is not int or type(minor) is not int or version != 4:
+        raise NotebookError(f"nbformat 4 expected; nbformat {_plain(repr(version), 40)}.{_plain(repr(minor), 40)} came")
+    cells = notebook.get("cells")
+    if not isinstance(cells, list):
+        raise NotebookError(f"cells expected as a list; {_kind(cells)} came")
+    if len(cells) > CELL_LIMIT:
+        raise NotebookError(f"at most {CELL_LIMIT} cells expected; {len(cells)} came")
+    size = 0
+    for number, cell in enumerate(cells, start=1):
+        source = cell.get("source") if isinstance(cell, dict) else None
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            size += sum(map(len, source))
+        elif isinstance(source, str):
+            size += len(source)
+        else:
+            raise NotebookError(f"cell {number}: an object with a source (text or a list of lines) expected; "
+                                f"{_kind(source) if isinstance(cell, dict) else _kind(cell)} came")
+    if size > SOURCE_LIMIT:
+        raise NotebookError(f"at most {SOURCE_LIMIT} characters of source in all cells expected; {size} came")
+
+
+def _check_schema(notebook: dict) -> None:
+    """nbformat's schema of the notebook's own version (cells, outputs and their data of known
+    shapes), and nbgrader's schema of each cell's nbgrader metadata."""
+    from nbformat import v4
+    from nbformat.validator import better_validation_error, get_validator
+
+    if not 0 <= notebook["nbformat_minor"] <= v4.nbformat_minor:  # a newer minor relaxes the schema
+        raise NotebookError(f"nbformat 4.0 to 4.{v4.nbformat_minor} expected; 4.{notebook['nbformat_minor']} came")
+    minor = notebook["nbformat_minor"]
+    if next(iter(get_validator(4, minor).iter_errors(notebook)), None) is not None:
+        # fastjsonschema finds it; jsonschema and nbformat's own pass say where and what
+        error = better_validation_error(next(iter(get_validator(4, minor, name="jsonschema").iter_errors(notebook))),
+                                        4, minor)
+        where = "/".join(map(str, error.relative_path)) or "the notebook"
+        raise NotebookError(f"a notebook in nbformat 4.{minor}'s shape expected; at {_plain(where, 80)}: "
+                            f"{_plain(error.message)}")
+    nbgrader = _nbgrader_validator()
+    for number, cell in enumerate(notebook["cells"], start=1):
+        if "nbgrader" in cell["metadata"]:
+            failure = next(iter(nbgrader.iter_errors(cell["metadata"]["nbgrader"])), None)
+            if failure is not None:
+                raise NotebookError(f"cell {number}: nbgrader metadata in nbgrader's shape expected; "
+                                    f"{_plain(failure.message)}")
+
+
+@functools.cache
+def _nbgrader_validator() -> Any:
+    """nbgrader's own schema of a cell's nbgrader metadata (version 3, the one it writes)."""
+    from importlib.resources import files
+
+    import jsonschema
+
+    schema = json.loads(files("nbgrader.nbgraderformat").joinpath("v3.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft4Validator(schema)
+
+
+def read_notebook_bytes(data: bytes) -> dict:
+    """The submitted notebook in `data`, as plain JSON, once it is what grading relies on.
+
+    At most NOTEBOOK_LIMIT bytes of UTF-8 JSON, nested at most NESTING_LIMIT deep, with at most
+    CELL_LIMIT cells and SOURCE_LIMIT characters of source, in nbformat 4's schema (outputs of
+    known shapes) with nbgrader's cell metadata, and text that can be written back as UTF-8.
+    Every problem, whatever raised it, is one NotebookError line saying what was expected and
+    what came.
+    """
+    try:
+        if len(data) > NOTEBOOK_LIMIT:
+            raise NotebookError(f"at most {NOTEBOOK_LIMIT} bytes expected; {len(data)} came")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise NotebookError(f"UTF-8 text expected; byte {data[error.start]:#04x} came at "
+                                f"offset {error.start}") from None
+        try:
+            notebook = json.loads(text, parse_constant=_no_constant)
+        except RecursionError:
+            raise NotebookError(f"nested at most {NESTING_LIMIT} levels deep expected; more came") from None
+        except json.JSONDecodeError as error:
+            raise NotebookError(f"JSON expected; {error.msg} at line {error.lineno} column {error.colno}") from None
+        _check_cells(notebook)
+        _check_nesting(notebook)
+        try:  # a lone surrogate ("\ud800") reads as JSON but can be written neither as UTF-8 nor as a page
+            json.dumps(notebook, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise NotebookError(f"text in UTF-8 expected; a lone surrogate {error.object[error.start]!r} "
+                                "came (an escape like \\ud800)") from None
+        _check_schema(notebook)
+        return notebook
+    except NotebookError:
+        raise
+    except Exception as error:  # whatever a reader or schema raises is still one line about this notebook
+        raise NotebookError(f"a readable notebook expected; {type(error).__name__}: {_plain(str(error))}") from None
 
 
 def make_folder(folder: Path, option: str) -> Path:
