@@ -17,10 +17,14 @@ import warnings
 import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
 from course_support import FIXTURE_MODULES, call_cli
+from intake_cases import WORST, worst_case
 
 from tinyflo.course import lms_zip
+from tinyflo.course.notebooks import instructor_notebook
+from tinyflo.course.source import discover_modules
 
 SLUG, NOTEBOOK = "00_demo", "demo.ipynb"  # the fixture module
 STUDENTS = [  # id, first name, last name, LMS user id
@@ -172,7 +176,7 @@ def test_canvas_download_places_each_students_notebook(course, tmp_path):
     (untouched / NOTEBOOK).write_bytes(_notebook("carol, not in this download"))
     notebooks = {
         "liddellalice_1001_9001_demo.ipynb": _notebook("alice"),
-        "builderbob_LATE_1002_9002_demo (1).ipynb": b"\xff\xfe not JSON: autograde says so",
+        "builderbob_LATE_1002_9002_demo (1).ipynb": _notebook("bob"),
         "ochoaerin_1007_9003_demo-1.ipynb": _notebook("erin, second upload"),
         "ochoaerin_1007_9004_scratch.ipynb": _notebook("erin's scratch"),
         "oceanfrank_1008_9005_lab_1_2_demo.ipynb": _notebook(
@@ -469,6 +473,29 @@ def test_every_way_in_is_left_out_with_a_line_naming_the_file(course, tmp_path):
     assert sorted(p.name for p in submitted.iterdir()) == ["carol", "ivy"]
     assert sorted(p.name for p in (root / "outside").iterdir()) == ["secret.txt"]
     assert f"{len(lines)} left out (above)" in out
+    _assert_only_written(root, before, {"carol"})
+
+
+def test_a_notebook_autograde_would_refuse_is_left_out_with_its_reason(course, tmp_path):
+    root, folder, _ = course
+    submitted = _reset(course)
+    honest = json.loads(nbformat.writes(instructor_notebook(discover_modules(FIXTURE_MODULES)[0])))
+    senders = ["liddellalice_1001", "builderbob_1002", "angstromzoe_1004", "smithdave_1005",
+               "smithdave_1006", "ochoaerin_1007", "oceanfrank_1008"]
+    cases = {f"{sender}_{n}_demo.ipynb": (case, *worst_case(honest, case))
+             for n, (sender, case) in enumerate(zip(senders, WORST))}
+    archive = _zip(tmp_path / "worst.zip", [*((name, data) for name, (_, data, _) in cases.items()),
+                                            ("danverscarol_1003_99_demo.ipynb", _notebook("carol"))])
+    before = _files(root)
+    code, out = _collect(course, archive)
+    assert code == 1, out
+    lines = _left_out(out)
+    missing = [case for name, (case, _, said) in cases.items()
+               if not any(line.startswith(f"left out: {name!r}: student ") and
+                          f"'s notebook is not a readable notebook (" in line and said in line for line in lines)]
+    assert not missing, f"no line for {missing}\n{out}"
+    assert len(lines) == len(cases) and all(len(line) < 400 for line in lines), out
+    assert sorted(p.name for p in submitted.iterdir()) == ["carol"], "autograde's screen would refuse the others"
     _assert_only_written(root, before, {"carol"})
 
 

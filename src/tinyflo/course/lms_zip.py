@@ -10,8 +10,9 @@ own `zip_collect`, with the two plugins of this file in place of nbgrader's, whi
   member left out (links, climbing or odd names, other files, archives, oversized notebooks).
 * LmsCollector tells from each name in the zip whose it is (Canvas: the LMS user id, Moodle: the
   full name, both looked up in the roster) and gives nbgrader the student's roster id and the
-  module's notebook name; nothing of the name in the zip becomes part of a path. What it decided
-  goes into decisions.json.
+  module's notebook name; nothing of the name in the zip becomes part of a path. A notebook
+  autograde would refuse (source.read_notebook_bytes) is left out here, with the same reason.
+  What it decided goes into decisions.json.
 
 `collect_zip` runs in tinyflo's process and prints those decisions; the plugins run in nbgrader's.
 """
@@ -37,7 +38,15 @@ from traitlets import Int, Unicode
 
 from tinyflo.course.nbgrader_run import course_command, nbgrader, students
 from tinyflo.course.notebooks import require
-from tinyflo.course.source import NOTEBOOK_LIMIT, VALID_ID, CourseError, Module, read_regular
+from tinyflo.course.source import (
+    NOTEBOOK_LIMIT,
+    VALID_ID,
+    CourseError,
+    Module,
+    NotebookError,
+    read_notebook_bytes,
+    read_regular,
+)
 
 plugins = require("nbgrader.plugins")
 
@@ -387,17 +396,25 @@ class LmsCollector(plugins.FileNameCollectorPlugin):
 
     def collect(self, submitted_file: str) -> dict[str, str] | None:
         if not hasattr(self, "_chosen"):
-            self._chosen = self._decide(Path(submitted_file).parent.parent)
+            self._chosen = self._decide(Path(submitted_file).parent)
         student = self._chosen.get(Path(submitted_file).name)
         return {"student_id": student, "file_id": self.notebook} if student else None
 
-    def _decide(self, folder: Path) -> dict[str, str]:
+    def _decide(self, extracted: Path) -> dict[str, str]:
         """Plan the whole download once (a student's files are chosen among each other), write
         the decisions beside the manifest, and return extracted file -> student."""
+        folder = extracted.parent
         manifest = Manifest.read(folder / MANIFEST)
         coursedir = self.parent.coursedir
         placed, left_out = plan(manifest.files, students(Path(coursedir.root)), self.notebook)
         root = Path(coursedir.root)
+        for chosen in list(placed):  # what autograde would refuse is refused here, where the file is named
+            try:
+                read_notebook_bytes(read_regular(extracted / chosen.file, NOTEBOOK_LIMIT))
+            except (OSError, NotebookError) as error:
+                placed.remove(chosen)
+                left_out.append(f"{_shown(chosen.original)}: student {chosen.student}'s notebook is not a "
+                                f"readable notebook ({error})")
         for chosen in list(placed):  # nbgrader would write through a link: its target is not ours
             student_dir = Path(coursedir.submitted_directory) / chosen.student
             for path in (student_dir, student_dir / coursedir.assignment_id):
