@@ -5,6 +5,8 @@ way `tinyflo course autograde` does:
 
 * RestoreCourseCells (first step of autograde): the course's cells back in place, edited or
   deleted ones included (tinyflo.course.grading.restore_locked_cells);
+* InertStudentMarkup (next, and again whenever formgrader or the feedback exporter renders a
+  notebook): the markdown and raw cells a student wrote run, load and style nothing;
 * PlainOwnOutputs (in place of ClearOutput): the outputs the student's notebook came with, as
   they ran it themselves, kept as plain text and PNG images only and cut to a size;
 * ScenarioGrade (in place of nbgrader's Execute): the submission is graded by tinyflo's engine
@@ -25,20 +27,24 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import json
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
+import nh3
 from nbconvert.exporters import HTMLExporter, TemplateExporter
 from nbconvert.filters.highlight import Highlight2HTML
+from nbconvert.filters.markdown_mistune import IPythonRenderer, MarkdownWithMath
 from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+from nbconvert.preprocessors import Preprocessor
 from nbgrader.converters import Autograde, BaseConverter, GenerateFeedback
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import parse_utc
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
 from tinyflo.course.grading import DEFAULT_TIMEOUT, grade, restore_locked_cells
 from tinyflo.course.kit import cached_tree
@@ -219,6 +225,104 @@ class RestoreCourseCells(NbGraderPreprocessor):
         return restore_locked_cells(nb, source), resources
 
 
+# What a student's markdown keeps once rendered: its text and the structure markdown gives it
+# (headings, paragraphs, lists, emphasis, code, quotes, tables) and links to web pages. Nothing that
+# runs, loads or styles: no script, style, image, frame, object, form or meta, no event or style
+# attribute, and no class or id (the pages' own scripts and styles key on them).
+MARKUP_TAGS = frozenset({
+    "h1", "h2", "h3", "h4", "h5", "h6", "p", "br", "hr", "blockquote", "pre", "code", "kbd", "samp",
+    "em", "strong", "b", "i", "u", "s", "del", "ins", "mark", "sub", "sup", "small", "span", "div",
+    "ul", "ol", "li", "dl", "dt", "dd", "table", "thead", "tbody", "tfoot", "tr", "th", "td", "a",
+})
+MARKUP_ATTRIBUTES = {"a": {"href"}, "ol": {"start"}}
+LINK_SCHEMES = frozenset({"http", "https", "mailto"})
+# MathJax leaves the TeX of an element of this class as the student typed it: their TeX is never run.
+INERT_CLASS = "tex2jax_ignore"
+_INERT_OPEN = f'<div class="{INERT_CLASS}">'
+# Cell metadata that grading reads; the rest (tags, raw_mimetype, transient, jupyter, ...) is what
+# pages render or use to hide a cell's text, so it goes.
+KEPT_METADATA = ("nbgrader", "tinyflo", "deletable", "editable")
+
+
+class _TextImages(IPythonRenderer):
+    """nbconvert's markdown renderer with each image shown as its alt text: nothing is loaded (and
+    a missing attachment is no error)."""
+
+    def image(self, text: str, url: str, title: str | None = None) -> str:
+        return text
+
+
+def _clean(html: str) -> str:
+    return nh3.clean(html, tags=set(MARKUP_TAGS), attributes=MARKUP_ATTRIBUTES,
+                     url_schemes=set(LINK_SCHEMES), url_relative="deny",
+                     allowed_classes={"div": {INERT_CLASS}})
+
+
+def _one_block(clean: str) -> str:
+    # One line in one <div>: markdown passes an HTML block through as it is, up to a blank line,
+    # which would let the rest be read as markdown again (a character reference is the same text).
+    return clean.replace("\r", "&#13;").replace("\n", "&#10;")
+
+
+def inert_markdown(source: str) -> str:
+    """A markdown cell's source as markdown that renders to inert HTML: the same text, headings,
+    lists, emphasis, code and tables, and links to web pages only (nh3 with MARKUP_TAGS)."""
+    if source.startswith(_INERT_OPEN) and _one_block(_clean(source)) == source:
+        return source  # already inert: the pages' second pass changes nothing
+    renderer = _TextImages(escape=False, exclude_anchor_links=True)
+    html = MarkdownWithMath(renderer=renderer).render(source)
+    return _INERT_OPEN + _one_block(_clean(html)) + "</div>"
+
+
+def _markup(cell: Any) -> str:
+    attachments = cell.get("attachments") or {}
+    return json.dumps([cell.cell_type, cell.source, attachments], sort_keys=True)
+
+
+class InertStudentMarkup(Preprocessor):
+    """The markdown and raw cells a student wrote, made inert; cell metadata cut to what grading reads.
+
+    A markdown cell whose text and attachments are not one of the course's becomes inert_markdown
+    of its text, without attachments; a raw cell the student wrote loses the format that would
+    make a page render it. Every cell keeps only KEPT_METADATA. The course's cells are those of
+    its graded source (as RestoreCourseCells restores them); when the notebook's module is not
+    known, every cell counts as the student's. Autograde runs this after RestoreCourseCells, and
+    formgrader and the feedback pages again before they render, so a notebook autograded
+    before this step existed is rendered inert too.
+    """
+
+    source_dir = Unicode("", help="the course's source/ folder: its cells are the course's").tag(
+        config=True
+    )
+    # nbconvert's kind of step, not nbgrader's (formgrader's exporter runs it too); on wherever it
+    # is named, and no setting turns it off
+    enabled = Bool(True)
+
+    def _course_markup(self, resources: dict) -> set[str]:
+        info = resources.get("nbgrader") or {}
+        # autograde and feedback name the notebook in resources["nbgrader"], formgrader beside it
+        module = info.get("assignment", resources.get("assignment_id"))
+        name = info.get("notebook", resources.get("notebook_id"))
+        if not (self.source_dir and isinstance(module, str) and isinstance(name, str)
+                and VALID_ID.match(module) and VALID_ID.match(name)):
+            return set()
+        path = Path(self.source_dir) / module / f"{name}.ipynb"
+        if not path.is_file():
+            return set()
+        return {_markup(cell) for cell in graded_source(read_notebook(path), name).cells}
+
+    def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
+        course = self._course_markup(resources)
+        for cell in nb.cells:
+            cell.metadata = {key: cell.metadata[key] for key in KEPT_METADATA if key in cell.metadata}
+            if cell.cell_type not in ("markdown", "raw") or _markup(cell) in course:
+                continue
+            cell.pop("attachments", None)
+            if cell.cell_type == "markdown":
+                cell.source = inert_markdown(cell.source)
+        return nb, resources
+
+
 def _plain_output(output: Any, room: int) -> tuple[Any | None, int]:
     """One output as the student's notebook had it, reduced to text and PNG, and its size."""
     nbformat = require("nbformat")
@@ -348,6 +452,21 @@ class LatePenalty(LateSubmissionPlugin):
         return late_points(read_penalty(Path(self.course_file)), score, total_seconds_late)
 
 
+# A feedback page needs its inline styles and PNG images as data: URLs, and nothing else. MathJax
+# (from a CDN) is not loaded: the course's TeX shows as typed, and nothing leaves for another host.
+FEEDBACK_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                   "base-uri 'none'; form-action 'none'")
+
+
+def with_policy(page: str, policy: str) -> str:
+    """The page with a Content-Security-Policy meta tag first in its head, before anything it governs."""
+    head = page.find("<head>")
+    if head < 0:
+        raise ValueError("a page without <head>: its Content-Security-Policy has no place (check the template)")
+    end = head + len("<head>")
+    return f'{page[:end]}\n<meta http-equiv="Content-Security-Policy" content="{policy}">{page[end:]}'
+
+
 # What nbconvert's HTML accessibility pass changes: images without alt text, JupyterLab's cells.
 _ACCESSIBILITY_MARKS = ("<img", "jp-Cell-inputWrapper", "jp-OutputArea-output")
 
@@ -377,11 +496,19 @@ class FeedbackExporter(HTMLExporter):
     that parse (half of a module's feedback time) changes nothing. Such a page is rendered exactly as
     nbconvert renders it and kept; one with an image goes through nbconvert whole. And a code cell
     is highlighted once however many submissions show it.
+
+    Students, TAs and the instructor open these pages, so whatever the configuration says, the
+    student's markup is made inert first (InertStudentMarkup), nbconvert sanitises HTML outputs
+    (sanitize_html), and the page carries FEEDBACK_POLICY: no script runs, nothing is loaded from
+    anywhere, no form is sent.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.highlighted: dict = {}  # (source, language, lexer, magics) -> its HTML, for every page
+        self.sanitize_html = True
+        if not any(isinstance(step, InertStudentMarkup) for step in self._preprocessors):
+            self.register_preprocessor(InertStudentMarkup(parent=self), enabled=True)
 
     def from_notebook_node(self, nb: Any, resources: dict | None = None, **kw: Any) -> tuple[str, dict]:
         rendered = copy.deepcopy(resources)
@@ -396,5 +523,5 @@ class FeedbackExporter(HTMLExporter):
         self.register_filter("filter_data_type", data_types)
         page, rendered = TemplateExporter.from_notebook_node(self, nb, rendered, **kw)
         if any(mark in page for mark in _ACCESSIBILITY_MARKS):
-            return super().from_notebook_node(nb, resources, **kw)
-        return page, rendered
+            page, rendered = super().from_notebook_node(nb, resources, **kw)
+        return with_policy(page, FEEDBACK_POLICY), rendered

