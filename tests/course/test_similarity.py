@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from bs4 import BeautifulSoup
 
-from tinyflo.course.similarity import own_code, rank_pairs
+from tinyflo.course.similarity import PAGE_POLICY, own_code, rank_pairs
 
 pytest.importorskip("copydetect")
 
@@ -306,9 +307,13 @@ def test_own_code_is_the_solution_cells_and_the_cells_a_student_added():
 
 def _notebook(code: str) -> dict:
     return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"cell_type": "code", "metadata": {"nbgrader": {"solution": False, "locked": True, "grade_id": "given"}},
+        {"id": "given", "cell_type": "code",
+         "metadata": {"nbgrader": {"solution": False, "grade": False, "locked": True, "grade_id": "given",
+                                   "schema_version": 3}},
          "source": "import numpy as np", "outputs": [], "execution_count": None},
-        {"cell_type": "code", "metadata": {"nbgrader": {"solution": True, "grade": False, "grade_id": "code"}},
+        {"id": "code", "cell_type": "code",
+         "metadata": {"nbgrader": {"solution": True, "grade": False, "locked": False, "grade_id": "code",
+                                   "schema_version": 3}},
          "source": code, "outputs": [], "execution_count": None}]}
 
 
@@ -375,3 +380,8 @@ def test_a_pair_page_shows_a_students_markup_as_text_and_odd_folder_names_are_le
     assert "left out: student 'x y', 01_tensor: a student's folder is named by their id" in done.stderr
     page = (course / "similarity" / "01_tensor" / "ada--mallory.html").read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    # and whatever might get through, no page runs a script, loads anything or sends a form
+    for name in ("ada--mallory.html", "index.html"):
+        head = BeautifulSoup((course / "similarity" / "01_tensor" / name).read_text(), "html.parser").head
+        assert head.find(True).attrs == {"http-equiv": "Content-Security-Policy", "content": PAGE_POLICY}
+    assert "default-src 'none'" in PAGE_POLICY and "script-src" not in PAGE_POLICY

@@ -22,6 +22,10 @@ from tinyflo.core.checkpoints import atomic_write
 from tinyflo.course.notebooks import require
 from tinyflo.course.source import NOTEBOOK_LIMIT, SIMILAR, CourseError, read_regular
 
+# A page shows code as text with its own inline style: no script runs, nothing loads, no form is sent.
+PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+_HEAD = f"<!doctype html><html><head><meta http-equiv='Content-Security-Policy' content=\"{PAGE_POLICY}\"><meta charset='utf-8'>"
+
 NOISE = 25  # copydetect's default: shorter matches than this (in filtered characters) are noise
 GUARANTEE = 25  # every match at least this long is found (one fingerprint per k-gram)
 
@@ -102,7 +106,7 @@ def pair_page(pair: Pair, codes: dict[str, str], module: str) -> str:
     title = f"{module}: {pair.first} and {pair.second}, {pair.similarity:.0%} alike"
     style = ("body{font-family:sans-serif;margin:1em}.pair{display:flex;gap:1em}.side{flex:1;min-width:0}"
              "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}mark{background:#ffd54f}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+    return (f"{_HEAD}<title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
             "<p>Marked: code the other submission has too, after names are replaced and comments removed. "
             "The course's given code and the released stubs are not counted.</p><div class='pair'>"
@@ -135,8 +139,9 @@ def similarity(course_dir: Path, module_slug: str, notebook_name: str, students:
         link = f"<a href='{html.escape(page)}'>side by side</a>" if page else ""
         rows.append(f"<tr><td>{html.escape(pair.first)}</td><td>{html.escape(pair.second)}</td>"
                     f"<td>{pair.similarity:.0%}</td><td>{link}</td></tr>")
-    index = (f"<!doctype html><html><head><meta charset='utf-8'><title>{module_slug}: similar submissions"
-             f"</title></head><body><h1>{module_slug}: pairs of submissions, the most alike first</h1>"
+    module = html.escape(module_slug)
+    index = (f"{_HEAD}<title>{module}: similar submissions"
+             f"</title></head><body><h1>{module}: pairs of submissions, the most alike first</h1>"
              "<table><tr><th>student</th><th>student</th><th>alike</th><th></th></tr>"
              + "".join(rows) + "</table></body></html>\n")
     atomic_write(out / "index.html", lambda handle: handle.write(index.encode("utf-8")))
