@@ -492,7 +492,7 @@ def test_a_notebook_autograde_would_refuse_is_left_out_with_its_reason(course, t
     lines = _left_out(out)
     missing = [case for name, (case, _, said) in cases.items()
                if not any(line.startswith(f"left out: {name!r}: student ") and
-                          f"'s notebook is not a readable notebook (" in line and said in line for line in lines)]
+                          "'s notebook is not a readable notebook (" in line and said in line for line in lines)]
     assert not missing, f"no line for {missing}\n{out}"
     assert len(lines) == len(cases) and all(len(line) < 400 for line in lines), out
     assert sorted(p.name for p in submitted.iterdir()) == ["carol"], "autograde's screen would refuse the others"

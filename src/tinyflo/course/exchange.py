@@ -208,11 +208,36 @@ def collect_exchange(course_dir: Path, modules: list[Module], chosen: list[Modul
     return left_out
 
 
-def release_feedback(course_dir: Path, root: Path, chosen: list[Module]) -> None:
+def _unreleasable(folder: Path) -> str:
+    """Why the feedback folder of one submission cannot go to the exchange ('' when it can): nbgrader
+    names a page there by the submission's key and reads its time, and stops for everyone without them."""
+    if not VALID_ID.match(folder.parent.name):
+        return "its folder is not named by a student id"
+    for name in (SECRET, "timestamp.txt"):
+        if not os.path.lexists(folder / name):
+            return (f"no {name} (the key to the student's page comes with a submission through the exchange; "
+                    "return this page by hand)" if name == SECRET else f"no {name}")
+        try:
+            read_regular(folder / name, SECRET_LIMIT)
+        except OSError as error:  # a link, a fifo, a hard link, too large
+            return str(error).replace(str(folder / name), name)
+    return ""
+
+
+def release_feedback(course_dir: Path, root: Path, chosen: list[Module]) -> list[str]:
     """`nbgrader release_feedback` into the exchange `root`: each student fetches their own pages from
-    their Assignments tab."""
+    their Assignments tab. A page that cannot go there is its student's line (returned, and said);
+    the others go."""
     option = _exchange_option(root)
+    left_out = []
     for module in chosen:
-        if any((course_dir / "feedback").glob(f"*/{module.slug}/*.html")):
-            nbgrader(course_dir, "release_feedback", module.slug, option)
+        folders = sorted({page.parent for page in (course_dir / "feedback").glob(f"*/{module.slug}/*.html")})
+        problems = {folder.parent.name: problem for folder in folders if (problem := _unreleasable(folder))}
+        for student, problem in problems.items():
+            left_out.append(f"student {student}, {module.slug}: feedback not released: {problem}")
+            print(f"left out: {left_out[-1]}", file=sys.stderr)
+        if len(problems) < len(folders):
+            exclude = [f"--CourseDirectory.student_id_exclude={','.join(problems)}"] if problems else []
+            nbgrader(course_dir, "release_feedback", module.slug, option, *exclude)
             print(f"feedback of {module.slug} in the exchange (students fetch it from their Assignments tab)")
+    return left_out

@@ -350,17 +350,33 @@ def _autograde_in_parallel(
         raise CourseError("some submissions could not be graded:\n" + "\n".join(failures))
 
 
+PAGE_CAUSES_SHOWN = 5  # students whose page failed that get a run of their own, to say its own cause
+
+
 def feedback(
     course_dir: Path, modules: list[Module], spec: str | None = None, force: bool = False
-) -> None:
-    """`nbgrader generate_feedback`: one HTML page per graded submission, hidden checks scrubbed."""
+) -> int:
+    """`nbgrader generate_feedback`: one HTML page per graded submission, hidden checks scrubbed;
+    the number of submissions left out (each said in one line).
+
+    A submission whose page cannot be made is its student's line; every other page is made and,
+    with an exchange, released.
+    """
     assignment, chosen = _selected(modules, spec)
     _require_built(course_dir, chosen)
     for module in chosen:
         if not any((course_dir / "autograded").glob(f"*/{module.slug}")):
             raise CourseError(f"nothing of {module.slug} is autograded yet; "
                               f"run `{course_command(f'autograde {module.slug}', course_dir)}`")
-    nbgrader(course_dir, "generate_feedback", assignment, *(["--force"] if force else []))
+    force_flag = ["--force"] if force else []
+    try:
+        nbgrader(course_dir, "generate_feedback", assignment, *force_flag)
+        failure = None
+    except CourseError as error:  # nbgrader makes every other page before it says one failed
+        failure = error
+    left_out = _pages_not_made(course_dir, chosen, failure, force_flag) if failure else []
+    for line in left_out:
+        print(f"left out: {line}", file=sys.stderr)
     for module in chosen:
         pages = sorted((course_dir / "feedback").glob(f"*/{module.slug}/*.html"))
         if pages:
@@ -368,7 +384,35 @@ def feedback(
     from tinyflo.course.exchange import exchange_root, release_feedback
 
     if (root := exchange_root(course_dir, modules)) is not None:
-        release_feedback(course_dir, root, chosen)
+        left_out += release_feedback(course_dir, root, chosen)
+    return len(left_out)
+
+
+def _pages_not_made(course_dir: Path, chosen: list[Module], failure: CourseError, force_flag: list[str]) -> list[str]:
+    """A line for each autograded submission nbgrader's failed run made no page of (it removes
+    a failed one), with nbgrader's cause; `failure` again when it is no submission's."""
+    missing = [(folder.parent.name, module.slug)
+               for module in chosen
+               for folder in sorted((course_dir / "autograded").glob(f"*/{module.slug}"))
+               if not any((course_dir / "feedback" / folder.parent.name / module.slug).glob("*.html"))]
+    graded = sum(1 for module in chosen for _ in (course_dir / "autograded").glob(f"*/{module.slug}"))
+    if not missing or (len(missing) == graded > 1):  # not one submission's problem: everyone's
+        raise failure
+
+    def cause(error: CourseError) -> str:  # nbgrader's last error line, without the command and folder
+        return str(error).split("\n--- last lines", 1)[0].split(f" in {course_dir}: ", 1)[-1]
+
+    lines = []
+    for number, (student, slug) in enumerate(missing):
+        why = cause(failure)
+        if len(missing) > 1 and number < PAGE_CAUSES_SHOWN and VALID_ID.match(student):
+            try:  # its own run, for its own cause
+                nbgrader(course_dir, "generate_feedback", slug, f"--student={student}", *force_flag)
+                continue  # made this time
+            except CourseError as error:
+                why = cause(error)
+        lines.append(f"student {student}, {slug}: no feedback page could be made ({why})")
+    return lines
 
 
 @dataclass(frozen=True)
@@ -575,9 +619,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"next: `{course_command('autograde', course_dir)}`")
         return 1 if left_out else 0
     elif args.action == "feedback":
-        feedback(course_dir, modules, args.module, args.force)
+        left_out = feedback(course_dir, modules, args.module, args.force)
         print(f"next: return each student's pages from {course_dir / 'feedback'}/<student>/ "
               f"(they hold no hidden check); grades: `{course_command('report', course_dir)}`")
+        return 1 if left_out else 0  # every other page made; a script still sees what was not
     elif args.action == "autograde":
         left_out = autograde(
             course_dir, modules, args.module, args.force, args.timeout, args.sandboxed, args.jobs

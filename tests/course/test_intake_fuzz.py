@@ -1,0 +1,213 @@
+"""One submission, one line: no notebook a student can hand in ends the class's autograde,
+feedback or report.
+
+The intake check (`source.read_notebook_bytes`) is fuzzed with notebooks Hypothesis makes from
+an honest one: any part replaced by deep nesting, a value of the wrong type, huge or empty
+values, keys taken away, bad Unicode. Whatever happens, the answer is the notebook or one
+NotebookError line, and whatever it lets through, grading's own readers and writers take.
+Then a class goes through real nbgrader once: an honest student keeps their grade, page and
+released feedback while the notebooks that once stopped everyone, a page that cannot be made
+and a submission without its feedback key are each that student's line.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+from course_support import FIXTURE_MODULES, call_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from intake_cases import WORST, worst_case
+
+from tinyflo.course.grading import restore_locked_cells
+from tinyflo.course.kit import grading_notebook
+from tinyflo.course.nbgrader_steps import PlainOwnOutputs
+from tinyflo.course.notebooks import instructor_notebook
+from tinyflo.course.source import (
+    CELL_LIMIT,
+    NESTING_LIMIT,
+    NotebookError,
+    discover_modules,
+    read_notebook_bytes,
+)
+
+MODULE = discover_modules(FIXTURE_MODULES)[0]
+SLUG, NOTEBOOK = MODULE.slug, f"{MODULE.name}.ipynb"
+HONEST = json.loads(nbformat.writes(instructor_notebook(MODULE)))
+SOURCE = grading_notebook(MODULE)
+
+
+def _paths(value, path=()):
+    """Every place in a JSON value, as a path of keys and indexes."""
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _paths(item, (*path, index))
+
+
+PLACES = list(_paths(HONEST))
+TEXT = st.text(st.characters(codec="utf-8"), max_size=20) | st.sampled_from(["", "x" * 5000, "\x00", "\u202e"])
+SCALARS = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | TEXT
+VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(TEXT, inner, max_size=3), max_leaves=8)
+
+
+@st.composite
+def deep(draw) -> object:
+    """A list or object nested around the limit, with a value at the bottom."""
+    value = draw(SCALARS)
+    for _ in range(draw(st.integers(NESTING_LIMIT - 3, NESTING_LIMIT + 600))):
+        value = [value] if draw(st.booleans()) else {"k": value}
+    return value
+
+
+def _changed(notebook: dict, path: tuple, change: str, value: object) -> None:
+    parent = notebook
+    for key in path[:-1]:
+        parent = parent[key]
+    if not path:
+        return
+    if change == "delete":
+        del parent[path[-1]]
+    elif change == "replace":
+        parent[path[-1]] = value
+    elif isinstance(parent[path[-1]], list):  # "grow": many more of what a list holds
+        parent[path[-1]].extend([value] * 3 + [copy.deepcopy(parent[path[-1]][:1])] * (CELL_LIMIT // 2))
+    elif isinstance(parent[path[-1]], str):
+        parent[path[-1]] += "\ud800"  # a lone surrogate: readable JSON, unwritable text
+
+
+@st.composite
+def submissions(draw) -> bytes:
+    """The honest notebook with one to three places deleted, replaced or grown; or raw bytes."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.binary(max_size=64) | st.sampled_from([b"\xef\xbb\xbf{}", b"[" * 100_000, b"{" * 3000]))
+    notebook = copy.deepcopy(HONEST)
+    for _ in range(draw(st.integers(1, 3))):
+        places = list(_paths(notebook))
+        path = draw(st.sampled_from(places))
+        change = draw(st.sampled_from(["delete", "replace", "replace", "grow"]))
+        _changed(notebook, path, change, draw(VALUES | deep()))
+    text = json.dumps(notebook)  # NaN, Infinity and lone surrogates written as Python writes them
+    return text.encode("utf-8", "surrogatepass")
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(submissions())
+def test_intake_says_one_line_or_gives_a_notebook_that_grading_can_read_and_write(data):
+    try:
+        notebook = read_notebook_bytes(data)
+    except NotebookError as error:
+        line = str(error)
+        assert line and "\n" not in line and len(line) < 400 and line.isprintable(), line
+        return
+    # what the grader does with an accepted notebook: read it, restore the course's cells, keep
+    # the student's outputs as plain text, write it back
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nbformat warns of a missing or duplicate id and mends it
+        read = nbformat.reads(data.decode("utf-8"), as_version=4)
+    restored = restore_locked_cells(read, SOURCE)
+    PlainOwnOutputs().preprocess(read, {})
+    nbformat.writes(restored).encode("utf-8")
+    nbformat.writes(read).encode("utf-8")
+    assert notebook["nbformat"] == 4 and len(notebook["cells"]) <= CELL_LIMIT
+
+
+@pytest.mark.parametrize("case", WORST)
+def test_each_notebook_that_once_stopped_the_class_is_one_line(case):
+    data, said = worst_case(HONEST, case)
+    with pytest.raises(NotebookError) as refused:
+        read_notebook_bytes(data)
+    assert said in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_every_module_of_the_course_passes_as_released_and_as_solved():
+    from tinyflo.course.notebooks import student_notebook
+
+    modules = discover_modules(Path(__file__).parents[2] / "modules")
+    for module in modules:
+        for notebook in (instructor_notebook(module), student_notebook(grading_notebook(module), module.name)):
+            read_notebook_bytes(nbformat.writes(notebook).encode("utf-8"))
+
+
+# --- a class through real nbgrader ----------------------------------------------------------------
+
+PAGE_BREAKS = "bob"  # graded; their graded notebook is then broken, so no page can be made of it
+NO_KEY = "carol"  # graded, with no submission_secret.txt: collected some way other than the exchange
+HONEST_STUDENT = "alice"
+WORST_STUDENTS = {case: f"worst{n}" for n, case in enumerate(WORST)}
+
+
+@pytest.fixture(scope="module")
+def semester(tmp_path_factory):
+    """The demo module released, with an exchange for its feedback; the class handed in, autograded (no sandbox:
+    intake is what is tried), its feedback made and released, its report written."""
+    root = tmp_path_factory.mktemp("intake")
+    course, exchange = root / "course", root / "exchange"
+    exchange.mkdir(mode=0o1777)
+    common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
+    assert call_cli("course", "build", *common)[0] == 0
+    assert call_cli("course", "release", SLUG, *common)[0] == 0
+    (course / "course.toml").write_text(f'exchange = "{exchange}"\n')  # feedback is released into it
+    submitted = course / "submitted"
+    for student in (HONEST_STUDENT, PAGE_BREAKS, NO_KEY):
+        folder = submitted / student / SLUG
+        folder.mkdir(parents=True)
+        (folder / NOTEBOOK).write_text(json.dumps(HONEST))
+        (folder / "timestamp.txt").write_text("2026-09-01 12:00:00.000000 UTC")
+        if student != NO_KEY:
+            (folder / "submission_secret.txt").write_text(f"{student}-secret")
+    for case, student in WORST_STUDENTS.items():
+        (submitted / student / SLUG).mkdir(parents=True)
+        (submitted / student / SLUG / NOTEBOOK).write_bytes(worst_case(HONEST, case)[0])
+    seen = {"autograde": call_cli("course", "autograde", SLUG, "--no-sandbox", *common)}
+    (course / "autograded" / PAGE_BREAKS / SLUG / NOTEBOOK).write_text('{"cells": 0}')
+    seen["feedback"] = call_cli("course", "feedback", SLUG, *common)
+    seen["report"] = call_cli("course", "report", "--csv", str(root / "grades.csv"), *common)
+    return course, exchange, seen
+
+
+def test_each_bad_notebook_is_one_line_and_the_others_are_graded(semester):
+    _, _, seen = semester
+    code, out = seen["autograde"]
+    assert code == 1, out
+    for case, student in WORST_STUDENTS.items():
+        said = worst_case(HONEST, case)[1]
+        assert f"left out: student {student}, {SLUG}: {NOTEBOOK} is not a readable notebook (" in out, out
+        assert any(said in line for line in out.splitlines() if f"student {student}," in line), (case, out)
+    assert f"autograded {SLUG}: alice 5/5, bob 5/5, carol 5/5\n" in out, out
+    assert f"{len(WORST)} submissions left out (above)" in out and "Traceback" not in out
+
+
+def test_a_page_that_cannot_be_made_and_a_missing_key_are_each_one_line(semester):
+    course, exchange, seen = semester
+    code, out = seen["feedback"]
+    assert code == 1, out
+    lines = [line for line in out.splitlines() if line.startswith("left out: ")]
+    assert len(lines) == 2, out
+    assert lines[0].startswith(f"left out: student {PAGE_BREAKS}, {SLUG}: no feedback page could be made ("), out
+    assert lines[1] == (f"left out: student {NO_KEY}, {SLUG}: feedback not released: no submission_secret.txt "
+                        "(the key to the student's page comes with a submission through the exchange; return this "
+                        "page by hand)"), out
+    assert (course / "feedback" / HONEST_STUDENT / SLUG / f"{MODULE.name}.html").is_file()
+    assert (course / "feedback" / NO_KEY / SLUG / f"{MODULE.name}.html").is_file()
+    assert not (course / "feedback" / PAGE_BREAKS / SLUG / f"{MODULE.name}.html").exists()
+    released = list((exchange / "tinyflo" / "feedback").glob("*.html"))
+    assert len(released) == 1, "alice's page, named by her key"
+    assert released[0].read_text() == (course / "feedback" / HONEST_STUDENT / SLUG / f"{MODULE.name}.html").read_text()
+
+
+def test_the_report_has_every_graded_student(semester):
+    _, _, seen = semester
+    code, out = seen["report"]
+    assert code == 0, out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if line.split()[:1] != ["wrote"]}
+    assert rows == {"alice": "5/5", "bob": "5/5", "carol": "5/5"}, out
