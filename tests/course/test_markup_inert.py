@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import base64
 import copy
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
+from course_support import FIXTURE_MODULES, call_cli
 from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 from traitlets.config import Config
@@ -48,8 +59,9 @@ def payloads(beacon: str) -> dict[str, str]:
         "remote image": f"![remote]({REMOTE}/remote.png) ![beacon]({beacon}/remote.png)",
         "attachment": "![svg](attachment:evil.svg) ![page](attachment:evil.html)",
         "style attribute": f"<p style=\"background:url({beacon}/inline)\">styled</p>",
-        "code span link": "`[a](javascript:alert(1))` and ```\n<script>alert(1)</script>\n\n\n[b](javascript:1)\n```",
-        "mathjax": "$\\href{javascript:alert(1)}{x}$ and $$\\unicode{<img src=x onerror=alert(1)>}$$",
+        "code span link": "`[a](javascript:fetch(1))` and ```\n<script>fetch(1)</script>\n\n\n[b](javascript:1)\n```",
+        "mathjax": f"$\\href{{javascript:fetch('{beacon}/tex')}}{{x}}$ and "
+                   f"$$\\unicode{{<img src=x onerror=\"fetch('{beacon}/teximg')\">}}$$",
     }
 
 
@@ -60,14 +72,14 @@ def hostile_cell(beacon: str) -> nbformat.NotebookNode:
     page = f"<script>fetch('{beacon}/atthtml')</script>"
     cell.attachments = {"evil.svg": {"image/svg+xml": base64.b64encode(svg.encode()).decode()},
                         "evil.html": {"text/html": base64.b64encode(page.encode()).decode()}}
-    cell.metadata = {"tags": ['"><script>fetch("x")</script>'], "jupyter": {"source_hidden": True},
-                     "transient": {"remove_source": True}, "alt": "<b>x</b>"}
+    cell.metadata = {"tags": ['"><script>fetch("x")</script>'], "jupyter": {"source_hidden": True}, "alt": "<b>x</b>"}
     return cell
 
 
 def hostile_raw(beacon: str) -> nbformat.NotebookNode:
+    """A raw cell of HTML, marked as HTML for the pages and hidden from whoever grades."""
     return nbformat.v4.new_raw_cell(f"<script>fetch('{beacon}/raw')</script><img src=x onerror=fetch('{beacon}/rawimg')>",
-                                    metadata={"raw_mimetype": "text/html"})
+                                    metadata={"raw_mimetype": "text/html", "transient": {"remove_source": True}})
 
 
 def live_parts(html: str) -> list[str]:
@@ -187,3 +199,126 @@ def test_a_feedback_page_forbids_scripts_loads_and_forms_whatever_the_config_say
     assert soup.head.find(True).attrs == {"http-equiv": "Content-Security-Policy", "content": FEEDBACK_POLICY}
     assert "default-src 'none'" in FEEDBACK_POLICY and "script-src" not in FEEDBACK_POLICY
     assert reaching(page) == [] and "My answer heading" in soup.body.get_text() and "evil.svg" not in page
+
+
+# --- in Chromium: the course's real autograde and feedback, then the pages a person opens -------------
+
+
+class _Beacon(BaseHTTPRequestHandler):
+    """Records every request a page makes to it: any one means a payload came alive."""
+
+    def _record(self) -> None:
+        self.server.requests.append(f"{self.command} {self.path}")
+        self.send_response(204)
+        self.end_headers()
+
+    do_GET = do_POST = do_PUT = do_HEAD = do_OPTIONS = _record
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _formgrader(course: Path, port: int, token: str) -> subprocess.Popen:
+    """The instructor's Jupyter server with nbgrader's formgrader, in the course folder, on loopback."""
+    home = Path(tempfile.mkdtemp(prefix="tinyflo-formgrader-"))
+    env = {**os.environ, "HOME": str(home), "JUPYTER_CONFIG_DIR": str(home / "config"),
+           "JUPYTER_DATA_DIR": str(home / "data"), "JUPYTER_RUNTIME_DIR": str(home / "runtime")}
+    command = [sys.executable, "-m", "jupyter_server", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0",
+               "--ServerApp.jpserver_extensions={'nbgrader.server_extensions.formgrader': True}"]
+    if os.geteuid() == 0:
+        command.append("--allow-root")
+    server = subprocess.Popen(command, cwd=course, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2):
+                return server
+        except OSError:
+            if server.poll() is not None:
+                pytest.fail(f"the formgrader's server stopped: {server.stderr.read().decode()[-2000:]}")
+            time.sleep(0.3)
+    server.kill()
+    pytest.fail("the formgrader's server did not answer within 60 s")
+
+
+def _log_in(browser, url: str, token: str) -> None:
+    """Log in on the server's login page, as the instructor does: its cookie then holds for every path."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{url}/login?next=%2Fapi%2Fstatus")
+    browser.find_element(By.ID, "password_input").send_keys(token)
+    browser.find_element(By.ID, "login_submit").click()
+    WebDriverWait(browser, 30).until(lambda b: b.current_url.endswith("/api/status"))
+
+
+def _files(course: Path) -> set[str]:
+    return {str(path.relative_to(course)) for path in course.rglob("*")
+            if not path.name.startswith("gradebook.db")}  # formgrader may write its own database
+
+
+def _nothing_came_alive(browser, beacon: ThreadingHTTPServer, where: str) -> None:
+    """The page shows the student's text and nothing of theirs ran, loaded or left."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 30).until(lambda b: b.execute_script("return document.readyState") == "complete")
+    time.sleep(1)  # a payload's own timers, loads and refresh
+    assert beacon.requests == [], f"{where}: the page reached the beacon: {beacon.requests}"
+    assert "pwned" not in browser.title, f"{where}: a script ran"
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert not [url for url in loaded if "tinyflo.invalid" in url or beacon.url in url], (where, loaded)
+    assert not browser.execute_script("return document.querySelectorAll("
+                                      "'a[href^=\"javascript\" i], iframe, object, embed, form, svg').length")
+    heading = browser.find_elements(By.XPATH, "//h1[normalize-space()='My answer heading']")
+    assert heading and browser.find_elements(By.XPATH, "//em[.='emphasis']"), f"{where}: the student's text"
+
+
+def test_a_hostile_notebook_is_inert_in_chromium_on_its_feedback_page_and_in_formgrader(tmp_path, browser):
+    beacon = ThreadingHTTPServer(("127.0.0.1", 0), _Beacon)
+    beacon.requests, beacon.url = [], f"http://127.0.0.1:{beacon.server_address[1]}"
+    threading.Thread(target=beacon.serve_forever, daemon=True).start()
+    course = tmp_path / "course"
+    common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
+    assert call_cli("course", "build", *common)[0] == 0
+    assert call_cli("course", "release", "00", *common)[0] == 0
+    notebook = nbformat.read(course / "release" / "00_demo" / "demo.ipynb", as_version=4)
+    cell = hostile_cell(beacon.url)
+    # the attack found on main: a script that writes into the course folder through the server's API
+    cell.source += ("\n\n<script>fetch(location.origin + '/api/contents/pwned.txt', {method: 'PUT', headers: {'X-XSRFToken': "
+                    "document.cookie.match(/_xsrf=([^;]+)/)[1]}, body: JSON.stringify({type: 'file', "
+                    "format: 'text', content: 'pwned'})})</script>")
+    notebook.cells[1:1] = [cell]
+    notebook.cells.append(hostile_raw(beacon.url))
+    submitted = course / "submitted" / "mallory" / "00_demo" / "demo.ipynb"
+    submitted.parent.mkdir(parents=True)
+    nbformat.write(notebook, submitted)
+    assert call_cli("course", "autograde", "00", "--no-sandbox", *common)[0] == 0
+    assert call_cli("course", "feedback", "00", *common)[0] == 0
+    before = _files(course)
+    try:
+        browser.get((course / "feedback" / "mallory" / "00_demo" / "demo.html").as_uri())
+        _nothing_came_alive(browser, beacon, "feedback page")
+
+        from nbgrader.api import Gradebook
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+            submission = gradebook.find_submission_notebook("demo", "00_demo", "mallory").id
+        port, token = _free_port(), secrets.token_hex(16)
+        server = _formgrader(course, port, token)
+        try:
+            _log_in(browser, f"http://127.0.0.1:{port}", token)
+            browser.get(f"http://127.0.0.1:{port}/formgrader/submissions/{submission}/")
+            _nothing_came_alive(browser, beacon, "formgrader")
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    finally:
+        beacon.shutdown()
+    assert _files(course) == before, "a file appeared in the course folder"
