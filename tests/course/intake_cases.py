@@ -4,7 +4,9 @@ Each is a small honest notebook changed in one way a reader of it trips on: nest
 exhausts Python's recursion (nbformat's reader recursed per level), an output whose data is a
 list (nbformat raised jsonschema's ValidationError), 90,000 added cells (85 s of autograde and
 a 48 MB feedback page), a cell id that is a list (nbformat's validator raised TypeError), a lone
-surrogate (no UTF-8 writer can write it back), and nbgrader metadata of the wrong type.
+surrogate (no UTF-8 writer can write it back), nbgrader metadata of the wrong type, numbers
+JSON has not (NaN, and 1e400 read as infinity: both written back as no JSON reader takes them),
+and a million tiny lists (hundreds of MB to read). They graded, or stopped everyone, before.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ WORST = {
     "a lone surrogate": "text in UTF-8 expected; a lone surrogate",
     "a grade id that is a list": "cell {cell}: nbgrader metadata in nbgrader's shape expected; ['x'] is not of type",
     "NaN in the metadata": "JSON expected; NaN came",
+    "a number past a float's range": "a finite number expected; 1e400 came",
+    "a million empty lists": "at most 500000 JSON values expected; 1000",
 }
 
 
@@ -47,6 +51,10 @@ def worst_case(honest: dict[str, Any], case: str) -> tuple[bytes, str]:
                                         "grade_id": ["x"]}
     elif case == "NaN in the metadata":
         notebook["metadata"]["x"] = float("nan")  # json.dumps writes NaN, which JSON has not
+    elif case == "a number past a float's range":
+        text = json.dumps(notebook).replace('"metadata": {', '"metadata": {"x": 1e400, ', 1)
+    elif case == "a million empty lists":
+        notebook["metadata"]["x"] = [[]] * 1_000_000
     else:
         raise KeyError(case)
     return (text or json.dumps(notebook)).encode(), WORST[case].format(code=code, cell=code + 1)

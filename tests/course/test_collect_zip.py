@@ -39,6 +39,7 @@ STUDENTS = [  # id, first name, last name, LMS user id
     ("gus", "Gus", "Twin", "1009"),
     ("hal", "Hal", "Twin", "1009"),  # two roster rows with one Canvas id
     ("ivy", "Ivy", "Lee", "1010"),
+    ("jay", "Jay", "Bird", "1011"),
 ]
 
 
@@ -481,7 +482,8 @@ def test_a_notebook_autograde_would_refuse_is_left_out_with_its_reason(course, t
     submitted = _reset(course)
     honest = json.loads(nbformat.writes(instructor_notebook(discover_modules(FIXTURE_MODULES)[0])))
     senders = ["liddellalice_1001", "builderbob_1002", "angstromzoe_1004", "smithdave_1005",
-               "smithdave_1006", "ochoaerin_1007", "oceanfrank_1008"]
+               "smithdave_1006", "ochoaerin_1007", "oceanfrank_1008", "leeivy_1010", "birdjay_1011"]
+    assert len(senders) >= len(WORST)
     cases = {f"{sender}_{n}_demo.ipynb": (case, *worst_case(honest, case))
              for n, (sender, case) in enumerate(zip(senders, WORST))}
     archive = _zip(tmp_path / "worst.zip", [*((name, data) for name, (_, data, _) in cases.items()),

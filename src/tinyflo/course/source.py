@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 import stat
@@ -29,7 +30,7 @@ NOTEBOOK_LIMIT = 16 * 1024 * 1024  # bytes: a submitted notebook larger than thi
 # source, and a notebook's JSON is nested ~10 deep; these leave room for any honest notebook and
 # keep a crafted one from costing the grader minutes, gigabytes or a page of tens of megabytes.
 NESTING_LIMIT = 64  # levels of JSON lists and objects (Python's own readers recurse per level)
-VALUE_LIMIT = 200_000  # JSON lists and objects in one notebook
+VALUE_LIMIT = 500_000  # JSON values (lists, objects, strings, numbers) in one notebook
 CELL_LIMIT = 2_000  # cells in one notebook
 SOURCE_LIMIT = 2 * 1024 * 1024  # characters of all cells' sources together
 LMS_FORMATS = ("canvas", "moodle", "gradescope")  # the gradebook imports `course report --format` writes
@@ -66,19 +67,27 @@ def _no_constant(name: str) -> float:
     raise NotebookError(f"JSON expected; {name} came (not a JSON number)")
 
 
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e400 reads as infinity, which is written back as Infinity: not JSON
+        raise NotebookError(f"a finite number expected; {_plain(text, 40)} came")
+    return number
+
+
 def _check_nesting(value: object) -> None:
     """NotebookError when `value` nests deeper than NESTING_LIMIT or holds more than VALUE_LIMIT
-    lists and objects; walked with a stack of its own, so no depth reaches Python's recursion."""
+    values; walked with a stack of its own, so no depth reaches Python's recursion."""
     stack, count = [(value, 1)], 0
     while stack:
         item, depth = stack.pop()
+        count += 1
+        if count > VALUE_LIMIT:
+            raise NotebookError(f"at most {VALUE_LIMIT} JSON values (lists, objects, strings, numbers) expected; "
+                                "more came")
         if not isinstance(item, (dict, list)):
             continue
-        count += 1
         if depth > NESTING_LIMIT:
             raise NotebookError(f"nested at most {NESTING_LIMIT} levels deep expected; more came")
-        if count > VALUE_LIMIT:
-            raise NotebookError(f"at most {VALUE_LIMIT} JSON lists and objects expected; more came")
         stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
 
 
@@ -173,8 +182,12 @@ def read_notebook_bytes(data: bytes) -> dict:
         except UnicodeDecodeError as error:
             raise NotebookError(f"UTF-8 text expected; byte {data[error.start]:#04x} came at "
                                 f"offset {error.start}") from None
+        # Millions of tiny lists ("[[],[],...") would take hundreds of MB to read: counted first
+        # (brackets inside strings count too, so the bound is twice the limit).
+        if (brackets := text.count("[") + text.count("{")) > 2 * VALUE_LIMIT:
+            raise NotebookError(f"at most {VALUE_LIMIT} JSON values expected; {brackets} lists and objects came")
         try:
-            notebook = json.loads(text, parse_constant=_no_constant)
+            notebook = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
         except RecursionError:
             raise NotebookError(f"nested at most {NESTING_LIMIT} levels deep expected; more came") from None
         except json.JSONDecodeError as error:
