@@ -184,10 +184,15 @@ def test_the_course_config_makes_markup_inert_where_it_enters_and_where_formgrad
     config.HTMLExporter.template_name = "formgrade"
     config.HTMLExporter.extra_template_basedirs = [handlers.template_path]
     resources = {"assignment_id": "m01", "notebook_id": "nb", "base_url": "", "index": 0, "total": 1,
-                 "submission_id": "s", "student": "mallory", "notebook_path": "autograded/nb.ipynb"}
+                 "submission_id": "s", "student": "mallory", "notebook_path": "autograded/nb.ipynb",
+                 # the roster's names, which an LMS lets students choose: formgrader's template prints
+                 # them unescaped
+                 "first_name": f"<img src=x onerror=fetch('{BEACON}')>", "last_name": "<b>O'Brien & co</b>"}
     page, _ = HTMLExporter(config=config).from_notebook_node(_old_autograded(tmp_path), resources=resources)
     notebook = BeautifulSoup(page, "html.parser").find(id="notebook")  # formgrader's own page around it
     assert reaching(str(notebook)) == [] and "My answer heading" in notebook.get_text()
+    soup = BeautifulSoup(page, "html.parser")  # the names as text, not as elements
+    assert not soup.find_all("img", src="x") and "<b>O'Brien & co</b>, <img src=x" in soup.get_text()
 
 
 def test_a_feedback_page_forbids_scripts_loads_and_forms_whatever_the_config_says(tmp_path):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import html
 import json
 import os
 import stat
@@ -279,6 +280,9 @@ def _markup(cell: Any) -> str:
     return json.dumps([cell.cell_type, cell.source, attachments], sort_keys=True)
 
 
+ROSTER_NAMES = ("first_name", "last_name")  # in formgrader's resources: an LMS lets students choose them
+
+
 class InertStudentMarkup(Preprocessor):
     """The markdown and raw cells a student wrote, made inert; cell metadata cut to what grading reads.
 
@@ -312,6 +316,9 @@ class InertStudentMarkup(Preprocessor):
         return {_markup(cell) for cell in graded_source(read_notebook(path), name).cells}
 
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
+        for name in ROSTER_NAMES:  # formgrader's page prints the roster's names unescaped
+            if isinstance(resources.get(name), str):
+                resources[name] = html.escape(resources[name])
         course = self._course_markup(resources)
         for cell in nb.cells:
             cell.metadata = {key: cell.metadata[key] for key in KEPT_METADATA if key in cell.metadata}
