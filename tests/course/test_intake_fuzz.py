@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import warnings
 from pathlib import Path
 
@@ -142,6 +143,7 @@ def test_every_module_of_the_course_passes_as_released_and_as_solved():
 
 PAGE_BREAKS = "bob"  # graded; their graded notebook is then broken, so no page can be made of it
 NO_KEY = "carol"  # graded, with no submission_secret.txt: collected some way other than the exchange
+GRADING_FAILED = "dora"  # graded; then her autograded folder goes, as nbgrader leaves a failed autograde
 HONEST_STUDENT = "alice"
 WORST_STUDENTS = {case: f"worst{n}" for n, case in enumerate(WORST)}
 
@@ -158,7 +160,7 @@ def semester(tmp_path_factory):
     assert call_cli("course", "release", SLUG, *common)[0] == 0
     (course / "course.toml").write_text(f'exchange = "{exchange}"\n')  # feedback is released into it
     submitted = course / "submitted"
-    for student in (HONEST_STUDENT, PAGE_BREAKS, NO_KEY):
+    for student in (HONEST_STUDENT, PAGE_BREAKS, NO_KEY, GRADING_FAILED):
         folder = submitted / student / SLUG
         folder.mkdir(parents=True)
         (folder / NOTEBOOK).write_text(json.dumps(HONEST))
@@ -170,6 +172,7 @@ def semester(tmp_path_factory):
         (submitted / student / SLUG / NOTEBOOK).write_bytes(worst_case(HONEST, case)[0])
     seen = {"autograde": call_cli("course", "autograde", SLUG, "--no-sandbox", *common)}
     (course / "autograded" / PAGE_BREAKS / SLUG / NOTEBOOK).write_text('{"cells": 0}')
+    shutil.rmtree(course / "autograded" / GRADING_FAILED)  # her row stays in the gradebook
     seen["feedback"] = call_cli("course", "feedback", SLUG, *common)
     seen["report"] = call_cli("course", "report", "--csv", str(root / "grades.csv"), *common)
     return course, exchange, seen
@@ -183,7 +186,7 @@ def test_each_bad_notebook_is_one_line_and_the_others_are_graded(semester):
         said = worst_case(HONEST, case)[1]
         assert f"left out: student {student}, {SLUG}: {NOTEBOOK} is not a readable notebook (" in out, out
         assert any(said in line for line in out.splitlines() if f"student {student}," in line), (case, out)
-    assert f"autograded {SLUG}: alice 5/5, bob 5/5, carol 5/5\n" in out, out
+    assert f"autograded {SLUG}: alice 5/5, bob 5/5, carol 5/5, dora 5/5\n" in out, out
     assert f"{len(WORST)} submissions left out (above)" in out and "Traceback" not in out
 
 
@@ -205,9 +208,12 @@ def test_a_page_that_cannot_be_made_and_a_missing_key_are_each_one_line(semester
     assert released[0].read_text() == (course / "feedback" / HONEST_STUDENT / SLUG / f"{MODULE.name}.html").read_text()
 
 
-def test_the_report_has_every_graded_student(semester):
-    _, _, seen = semester
+def test_the_report_has_every_graded_student_and_no_points_for_a_failed_autograde(semester):
+    course, _, seen = semester
     code, out = seen["report"]
     assert code == 0, out
-    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if line.split()[:1] != ["wrote"]}
+    assert (f"left out: student {GRADING_FAILED}, {SLUG}: in the gradebook but not autograded (its autograde "
+            "failed); run autograde again") in out, out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:] if line.split()[:1] != ["wrote"]}
     assert rows == {"alice": "5/5", "bob": "5/5", "carol": "5/5"}, out
+    assert GRADING_FAILED not in (course.parent / "grades.csv").read_text()

@@ -456,8 +456,13 @@ class Score:
         return f"(late {' '.join(late)}{cost})"
 
 
-def gradebook_scores(course_dir: Path) -> list[Score]:
-    """Every autograded submission in the course's gradebook, sorted by student and module."""
+def gradebook_scores(course_dir: Path, left_out: list[str] | None = None) -> list[Score]:
+    """Every autograded submission in the course's gradebook, sorted by student and module.
+
+    A submission whose autograde failed part way has a row in the gradebook (nbgrader makes it
+    first) but no autograded folder (nbgrader removes what it wrote): its points are no grade,
+    so it is not among the scores, and a line for it goes to `left_out`.
+    """
     api = require("nbgrader.api")
     database = course_dir / "gradebook.db"
     if not database.is_file():
@@ -466,6 +471,12 @@ def gradebook_scores(course_dir: Path) -> list[Score]:
     with api.Gradebook(f"sqlite:///{database}", course_id=COURSE_ID) as gradebook:
         for assignment in gradebook.assignments:
             for submission in assignment.submissions:
+                folder = course_dir / "autograded" / submission.student.id / assignment.name
+                if not folder.is_dir():
+                    if left_out is not None:
+                        left_out.append(f"student {submission.student.id}, {assignment.name}: in the gradebook but "
+                                        "not autograded (its autograde failed); run autograde again")
+                    continue
                 cells = {
                     grade.name: (float(grade.score), float(grade.max_score))
                     for notebook in submission.notebooks
@@ -558,7 +569,10 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
     gradebook import of Canvas, Moodle or Gradescope."""
     if lms is not None and csv_path is None:
         raise CourseError(f"--format {lms} says how to write the CSV: give the file with --csv FILE")
-    scores = gradebook_scores(course_dir)
+    left_out: list[str] = []
+    scores = gradebook_scores(course_dir, left_out)
+    for line in left_out:
+        print(f"left out: {line}", file=sys.stderr)
     if not scores:
         raise CourseError(f"the gradebook of {course_dir} has no graded submissions yet")
     modules = sorted({s.module for s in scores})
