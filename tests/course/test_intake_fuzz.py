@@ -217,3 +217,31 @@ def test_the_report_has_every_graded_student_and_no_points_for_a_failed_autograd
     rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:] if line.split()[:1] != ["wrote"]}
     assert rows == {"alice": "5/5", "bob": "5/5", "carol": "5/5"}, out
     assert GRADING_FAILED not in (course.parent / "grades.csv").read_text()
+
+
+def test_each_page_that_failed_says_its_own_cause_and_a_failure_of_everyones_stops(tmp_path, monkeypatch):
+    from tinyflo.course import instructor
+    from tinyflo.course.source import CourseError
+
+    def failed(cause: str) -> CourseError:
+        return CourseError(f"`nbgrader generate_feedback` failed (exit 1) in {tmp_path}: {cause}\n--- last lines ---\nx")
+
+    for student in ("alice", "bob", "carol"):
+        (tmp_path / "autograded" / student / SLUG).mkdir(parents=True)
+    (tmp_path / "feedback" / "alice" / SLUG).mkdir(parents=True)
+    (tmp_path / "feedback" / "alice" / SLUG / f"{MODULE.name}.html").write_text("<p>alice</p>")
+    runs = []
+
+    def one_student(course_dir, *args, env=None):  # bob's page fails again; carol's is made this time
+        runs.append(args)
+        if "--student=bob" in args:
+            raise failed("RecursionError: bob's own cause")
+        return ""
+
+    monkeypatch.setattr(instructor, "nbgrader", one_student)
+    lines = instructor._pages_not_made(tmp_path, [MODULE], failed("TypeError: whoever failed last"), [])
+    assert lines == [f"student bob, {SLUG}: no feedback page could be made (RecursionError: bob's own cause)"]
+    assert [args[2] for args in runs] == ["--student=bob", "--student=carol"]
+    shutil.rmtree(tmp_path / "feedback")
+    with pytest.raises(CourseError, match="whoever failed last"):  # no page at all: not one submission's doing
+        instructor._pages_not_made(tmp_path, [MODULE], failed("TypeError: whoever failed last"), [])
