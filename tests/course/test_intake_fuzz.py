@@ -5,9 +5,10 @@ The intake check (`source.read_notebook_bytes`) is fuzzed with notebooks Hypothe
 an honest one: any part replaced by deep nesting, a value of the wrong type, huge or empty
 values, keys taken away, bad Unicode. Whatever happens, the answer is the notebook or one
 NotebookError line, and whatever it lets through, grading's own readers and writers take.
-Then a class goes through real nbgrader once: an honest student keeps their grade, page and
-released feedback while the notebooks that once stopped everyone, a page that cannot be made
-and a submission without its feedback key are each that student's line.
+Then a class goes through real nbgrader once: honest students and odd but readable notebooks
+keep their grade, page and released feedback while the notebooks that once stopped everyone, a
+page that cannot be made, a submission without its feedback key and a failed autograde are each
+that student's line.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from course_support import FIXTURE_MODULES, call_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from intake_cases import WORST, worst_case
+from nbgrader.utils import notebook_hash
 
 from tinyflo.course.grading import restore_locked_cells
 from tinyflo.course.kit import grading_notebook
@@ -148,6 +150,20 @@ HONEST_STUDENT = "alice"
 WORST_STUDENTS = {case: f"worst{n}" for n, case in enumerate(WORST)}
 
 
+def _odd_but_readable() -> dict[str, dict]:
+    """Notebooks intake takes that are still odd to grade, by student: a NUL in a solution (that
+    task fails to compile), a 4.5 notebook without cell ids (as some tools write), an added cell
+    that is no Python and one nested 5,000 parentheses deep."""
+    nul, no_ids, odd_cells = (copy.deepcopy(HONEST) for _ in range(3))
+    solution = next(c for c in nul["cells"] if c["metadata"].get("nbgrader", {}).get("solution"))
+    solution["source"] = "def square(x):\n    return x * x\x00\n"
+    for cell in no_ids["cells"]:
+        del cell["id"]
+    odd_cells["cells"] += [{"cell_type": "code", "id": f"odd{n}", "metadata": {}, "outputs": [], "execution_count": None,
+                            "source": source} for n, source in enumerate(["def (:", "x = " + "(" * 5000 + ")" * 5000])]
+    return {"nul": nul, "noids": no_ids, "oddcells": odd_cells}
+
+
 @pytest.fixture(scope="module")
 def semester(tmp_path_factory):
     """The demo module released, with an exchange for its feedback; the class handed in, autograded (no sandbox:
@@ -160,10 +176,11 @@ def semester(tmp_path_factory):
     assert call_cli("course", "release", SLUG, *common)[0] == 0
     (course / "course.toml").write_text(f'exchange = "{exchange}"\n')  # feedback is released into it
     submitted = course / "submitted"
-    for student in (HONEST_STUDENT, PAGE_BREAKS, NO_KEY, GRADING_FAILED):
+    graded = dict.fromkeys((HONEST_STUDENT, PAGE_BREAKS, NO_KEY, GRADING_FAILED), HONEST) | _odd_but_readable()
+    for student, notebook in graded.items():
         folder = submitted / student / SLUG
         folder.mkdir(parents=True)
-        (folder / NOTEBOOK).write_text(json.dumps(HONEST))
+        (folder / NOTEBOOK).write_text(json.dumps(notebook))
         (folder / "timestamp.txt").write_text("2026-09-01 12:00:00.000000 UTC")
         if student != NO_KEY:
             (folder / "submission_secret.txt").write_text(f"{student}-secret")
@@ -186,7 +203,8 @@ def test_each_bad_notebook_is_one_line_and_the_others_are_graded(semester):
         said = worst_case(HONEST, case)[1]
         assert f"left out: student {student}, {SLUG}: {NOTEBOOK} is not a readable notebook (" in out, out
         assert any(said in line for line in out.splitlines() if f"student {student}," in line), (case, out)
-    assert f"autograded {SLUG}: alice 5/5, bob 5/5, carol 5/5, dora 5/5\n" in out, out
+    assert (f"autograded {SLUG}: alice 5/5, bob 5/5, carol 5/5, dora 5/5, noids 5/5, nul 3/5, "
+            "oddcells 5/5\n") in out, out
     assert f"{len(WORST)} submissions left out (above)" in out and "Traceback" not in out
 
 
@@ -203,9 +221,12 @@ def test_a_page_that_cannot_be_made_and_a_missing_key_are_each_one_line(semester
     assert (course / "feedback" / HONEST_STUDENT / SLUG / f"{MODULE.name}.html").is_file()
     assert (course / "feedback" / NO_KEY / SLUG / f"{MODULE.name}.html").is_file()
     assert not (course / "feedback" / PAGE_BREAKS / SLUG / f"{MODULE.name}.html").exists()
-    released = list((exchange / "tinyflo" / "feedback").glob("*.html"))
-    assert len(released) == 1, "alice's page, named by her key"
-    assert released[0].read_text() == (course / "feedback" / HONEST_STUDENT / SLUG / f"{MODULE.name}.html").read_text()
+    released = {page.name for page in (exchange / "tinyflo" / "feedback").glob("*.html")}
+    keys = {student: notebook_hash(secret=f"{student}-secret", notebook_id=MODULE.name) + ".html"
+            for student in (HONEST_STUDENT, *_odd_but_readable())}
+    assert released == set(keys.values()), "each page with a key, named by it"
+    page = (course / "feedback" / HONEST_STUDENT / SLUG / f"{MODULE.name}.html").read_text()
+    assert (exchange / "tinyflo" / "feedback" / keys[HONEST_STUDENT]).read_text() == page
 
 
 def test_the_report_has_every_graded_student_and_no_points_for_a_failed_autograde(semester):
@@ -215,7 +236,7 @@ def test_the_report_has_every_graded_student_and_no_points_for_a_failed_autograd
     assert (f"left out: student {GRADING_FAILED}, {SLUG}: in the gradebook but not autograded (its autograde "
             "failed); run autograde again") in out, out
     rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:] if line.split()[:1] != ["wrote"]}
-    assert rows == {"alice": "5/5", "bob": "5/5", "carol": "5/5"}, out
+    assert rows == {"alice": "5/5", "bob": "5/5", "carol": "5/5", "noids": "5/5", "nul": "3/5", "oddcells": "5/5"}, out
     assert GRADING_FAILED not in (course.parent / "grades.csv").read_text()
 
 

@@ -138,6 +138,9 @@ def _check_schema(notebook: dict) -> None:
     if not 0 <= notebook["nbformat_minor"] <= v4.nbformat_minor:  # a newer minor relaxes the schema
         raise NotebookError(f"nbformat 4.0 to 4.{v4.nbformat_minor} expected; 4.{notebook['nbformat_minor']} came")
     minor = notebook["nbformat_minor"]
+    if minor >= 5:  # some tools write 4.5 without cell ids; nbformat gives each one as it reads
+        notebook = {**notebook, "cells": [cell if "id" in cell else {**cell, "id": f"no-id-{number}"}
+                                          for number, cell in enumerate(notebook["cells"])]}
     if next(iter(get_validator(4, minor).iter_errors(notebook)), None) is not None:
         # fastjsonschema finds it; jsonschema and nbformat's own pass say where and what
         error = better_validation_error(next(iter(get_validator(4, minor, name="jsonschema").iter_errors(notebook))),
