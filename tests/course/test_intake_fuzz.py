@@ -145,7 +145,7 @@ def test_every_module_of_the_course_passes_as_released_and_as_solved():
 
 PAGE_BREAKS = "bob"  # graded; their graded notebook is then broken, so no page can be made of it
 NO_KEY = "carol"  # graded, with no submission_secret.txt: collected some way other than the exchange
-GRADING_FAILED = "dora"  # graded; then her autograded folder goes, as nbgrader leaves a failed autograde
+GRADING_FAILED = "dora"  # graded; then left as nbgrader leaves a failed autograde (below)
 HONEST_STUDENT = "alice"
 WORST_STUDENTS = {case: f"worst{n}" for n, case in enumerate(WORST)}
 
@@ -162,6 +162,21 @@ def _odd_but_readable() -> dict[str, dict]:
     odd_cells["cells"] += [{"cell_type": "code", "id": f"odd{n}", "metadata": {}, "outputs": [], "execution_count": None,
                             "source": source} for n, source in enumerate(["def (:", "x = " + "(" * 5000 + ")" * 5000])]
     return {"nul": nul, "noids": no_ids, "oddcells": odd_cells}
+
+
+def _as_a_failed_autograde_leaves_it(course: Path, student: str) -> None:
+    """nbgrader makes a submission's row and grades before it grades, and removes what it wrote when
+    grading fails: the row stays, with no score."""
+    from nbgrader.api import Gradebook
+
+    from tinyflo.course.instructor import COURSE_ID
+
+    shutil.rmtree(course / "autograded" / student)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id=COURSE_ID) as gradebook:
+        for notebook in gradebook.find_submission(SLUG, student).notebooks:
+            for grade in notebook.grades:
+                grade.auto_score = None
+        gradebook.db.commit()
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +204,7 @@ def semester(tmp_path_factory):
         (submitted / student / SLUG / NOTEBOOK).write_bytes(worst_case(HONEST, case)[0])
     seen = {"autograde": call_cli("course", "autograde", SLUG, "--no-sandbox", *common)}
     (course / "autograded" / PAGE_BREAKS / SLUG / NOTEBOOK).write_text('{"cells": 0}')
-    shutil.rmtree(course / "autograded" / GRADING_FAILED)  # her row stays in the gradebook
+    _as_a_failed_autograde_leaves_it(course, GRADING_FAILED)
     seen["feedback"] = call_cli("course", "feedback", SLUG, *common)
     seen["report"] = call_cli("course", "report", "--csv", str(root / "grades.csv"), *common)
     return course, exchange, seen

@@ -460,8 +460,9 @@ def gradebook_scores(course_dir: Path, left_out: list[str] | None = None) -> lis
     """Every autograded submission in the course's gradebook, sorted by student and module.
 
     A submission whose autograde failed part way has a row in the gradebook (nbgrader makes it
-    first) but no autograded folder (nbgrader removes what it wrote): its points are no grade,
-    so it is not among the scores, and a line for it goes to `left_out`.
+    before grading) with no score in its code cells (a finished autograde gives each one, 0 or
+    full): its points are no grade, so it is not among the scores, and a line for it goes to
+    `left_out`.
     """
     api = require("nbgrader.api")
     database = course_dir / "gradebook.db"
@@ -471,8 +472,8 @@ def gradebook_scores(course_dir: Path, left_out: list[str] | None = None) -> lis
     with api.Gradebook(f"sqlite:///{database}", course_id=COURSE_ID) as gradebook:
         for assignment in gradebook.assignments:
             for submission in assignment.submissions:
-                folder = course_dir / "autograded" / submission.student.id / assignment.name
-                if not folder.is_dir():
+                grades = [grade for notebook in submission.notebooks for grade in notebook.grades]
+                if any(g.auto_score is None and g.manual_score is None and g.cell.cell_type == "code" for g in grades):
                     if left_out is not None:
                         left_out.append(f"student {submission.student.id}, {assignment.name}: in the gradebook but "
                                         "not autograded (its autograde failed); run autograde again")
