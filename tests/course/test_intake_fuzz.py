@@ -182,7 +182,7 @@ def _as_a_failed_autograde_leaves_it(course: Path, student: str) -> None:
 @pytest.fixture(scope="module")
 def semester(tmp_path_factory):
     """The demo module released, with an exchange for its feedback; the class handed in, autograded (no sandbox:
-    intake is what is tried), its feedback made and released, its report written."""
+    intake is what is tried), its feedback made and released, its report written, its copies sought."""
     root = tmp_path_factory.mktemp("intake")
     course, exchange = root / "course", root / "exchange"
     exchange.mkdir(mode=0o1777)
@@ -207,6 +207,7 @@ def semester(tmp_path_factory):
     _as_a_failed_autograde_leaves_it(course, GRADING_FAILED)
     seen["feedback"] = call_cli("course", "feedback", SLUG, *common)
     seen["report"] = call_cli("course", "report", "--csv", str(root / "grades.csv"), *common)
+    seen["similarity"] = call_cli("course", "similarity", SLUG, *common)
     return course, exchange, seen
 
 
@@ -281,3 +282,12 @@ def test_each_page_that_failed_says_its_own_cause_and_a_failure_of_everyones_sto
     shutil.rmtree(tmp_path / "feedback")
     with pytest.raises(CourseError, match="whoever failed last"):  # no page at all: not one submission's doing
         instructor._pages_not_made(tmp_path, [MODULE], failed("TypeError: whoever failed last"), [])
+
+
+def test_similarity_leaves_out_what_autograde_does_and_compares_the_rest(semester):
+    _, _, seen = semester
+    code, out = seen["similarity"]
+    assert code == 0, out
+    for student in WORST_STUDENTS.values():
+        assert f"left out: student {student}, {SLUG}: {NOTEBOOK} is not a readable notebook (" in out, out
+    assert "alice and bob" in out and "pairs compared" in out and "Traceback" not in out, out
