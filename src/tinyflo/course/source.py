@@ -1,6 +1,9 @@
-"""Course modules on disk: find them, name them, and read their percent-format cells.
+"""Course modules on disk: find them, name them, and read their percent-format cells; and the
+one check every intake of a submitted notebook makes (`read_notebook_bytes`).
 
-This file needs only the standard library, so `tinyflo export` works in a bare install.
+This file needs only the standard library, so `tinyflo export` works in a bare install (the
+intake check, which only the course's commands call, imports nbformat's and nbgrader's schemas
+when it runs).
 """
 
 from __future__ import annotations
