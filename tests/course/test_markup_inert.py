@@ -30,6 +30,8 @@ from tinyflo.course.nbgrader_steps import (
     FEEDBACK_POLICY,
     INERT_CLASS,
     LINK_SCHEMES,
+    MARKDOWN_CELL_LIMIT,
+    MARKDOWN_NOTEBOOK_LIMIT,
     MARKUP_TAGS,
     FeedbackExporter,
     InertStudentMarkup,
@@ -172,6 +174,28 @@ def reaching(page: str) -> list[str]:
                 or (element.name == "script" and BEACON in element.get_text())):
             found.append(str(element)[:80])
     return found
+
+
+def test_markdown_past_its_limits_is_shown_as_text_so_no_notebook_takes_long_to_render(monkeypatch):
+    """Markdown renders in time that grows faster than its length (nested brackets): a student's
+    markdown is rendered as markdown up to a cell's and a notebook's limit, the rest shown as its
+    text, escaped and inert."""
+    from nbconvert.filters import markdown_mistune
+
+    rendered = []
+    render = markdown_mistune.MarkdownWithMath.render
+    monkeypatch.setattr(markdown_mistune.MarkdownWithMath, "render",
+                        lambda self, text: rendered.append(len(text)) or render(self, text))
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("[]([" * (MARKDOWN_CELL_LIMIT // 4)) for _ in range(40)]
+    notebook.cells.append(nbformat.v4.new_markdown_cell("[" * 2**20 + f"<script>fetch('{BEACON}')</script>"))
+    notebook.cells.append(nbformat.v4.new_markdown_cell("a *short* note"))
+    InertStudentMarkup().preprocess(notebook, {})
+    assert sum(rendered) <= MARKDOWN_NOTEBOOK_LIMIT and max(rendered) <= MARKDOWN_CELL_LIMIT
+    huge = notebook.cells[-2].source
+    assert huge.startswith(f'<div class="{INERT_CLASS}"><pre>[[[') and "&lt;script&gt;" in huge
+    assert reaching(markdown2html_mistune(huge)) == []
+    assert "<pre>a *short* note</pre>" in notebook.cells[-1].source  # past the notebook's room: text
 
 
 def test_the_course_config_makes_markup_inert_where_it_enters_and_where_formgrader_renders(tmp_path):

@@ -265,14 +265,25 @@ def _one_block(clean: str) -> str:
     return clean.replace("\r", "&#13;").replace("\n", "&#10;")
 
 
-def inert_markdown(source: str) -> str:
+# Markdown renders in time that grows faster than its length (nested brackets: 0.2 s for 16 KB,
+# hours for 2 MiB), so a student's markdown is rendered as markdown up to these sizes, a cell's
+# and a notebook's; past them it is shown as the text it is, which takes linear time.
+MARKDOWN_CELL_LIMIT = 16 * 1024
+MARKDOWN_NOTEBOOK_LIMIT = 64 * 1024
+
+
+def inert_markdown(source: str, as_markdown: bool = True) -> str:
     """A markdown cell's source as markdown that renders to inert HTML: the same text, headings,
-    lists, emphasis, code and tables, and links to web pages only (nh3 with MARKUP_TAGS)."""
+    lists, emphasis, code and tables, and links to web pages only (nh3 with MARKUP_TAGS); with
+    `as_markdown=False`, its text as it is, in a <pre>."""
     if source.startswith(_INERT_OPEN) and _one_block(_clean(source)) == source:
         return source  # already inert: the pages' second pass changes nothing
-    renderer = _TextImages(escape=False, exclude_anchor_links=True)
-    html = MarkdownWithMath(renderer=renderer).render(source)
-    return _INERT_OPEN + _one_block(_clean(html)) + "</div>"
+    if as_markdown:
+        renderer = _TextImages(escape=False, exclude_anchor_links=True)
+        rendered = MarkdownWithMath(renderer=renderer).render(source)
+    else:
+        rendered = "<pre>" + html.escape(source, quote=False) + "</pre>"
+    return _INERT_OPEN + _one_block(_clean(rendered)) + "</div>"
 
 
 def _markup(cell: Any) -> str:
@@ -320,13 +331,16 @@ class InertStudentMarkup(Preprocessor):
             if isinstance(resources.get(name), str):
                 resources[name] = html.escape(resources[name])
         course = self._course_markup(resources)
+        room = MARKDOWN_NOTEBOOK_LIMIT  # of the student's markdown rendered as markdown
         for cell in nb.cells:
             cell.metadata = {key: cell.metadata[key] for key in KEPT_METADATA if key in cell.metadata}
             if cell.cell_type not in ("markdown", "raw") or _markup(cell) in course:
                 continue
             cell.pop("attachments", None)
             if cell.cell_type == "markdown":
-                cell.source = inert_markdown(cell.source)
+                as_markdown = len(cell.source) <= min(MARKDOWN_CELL_LIMIT, room)
+                room -= len(cell.source) if as_markdown else 0
+                cell.source = inert_markdown(cell.source, as_markdown)
         return nb, resources
 
 
