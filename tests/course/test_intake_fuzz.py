@@ -147,6 +147,7 @@ PAGE_BREAKS = "bob"  # graded; their graded notebook is then broken, so no page 
 NO_KEY = "carol"  # graded, with no submission_secret.txt: collected some way other than the exchange
 GRADING_FAILED = "dora"  # graded; then left as nbgrader leaves a failed autograde (below)
 HONEST_STUDENT = "alice"
+NBGRADER_FAILS = "erin"  # intake takes it; nbgrader cannot write its autograded folder (a file is in the way)
 WORST_STUDENTS = {case: f"worst{n}" for n, case in enumerate(WORST)}
 
 
@@ -191,7 +192,8 @@ def semester(tmp_path_factory):
     assert call_cli("course", "release", SLUG, *common)[0] == 0
     (course / "course.toml").write_text(f'exchange = "{exchange}"\n')  # feedback is released into it
     submitted = course / "submitted"
-    graded = dict.fromkeys((HONEST_STUDENT, PAGE_BREAKS, NO_KEY, GRADING_FAILED), HONEST) | _odd_but_readable()
+    graded = dict.fromkeys((HONEST_STUDENT, PAGE_BREAKS, NO_KEY, GRADING_FAILED, NBGRADER_FAILS), HONEST)
+    graded |= _odd_but_readable()
     for student, notebook in graded.items():
         folder = submitted / student / SLUG
         folder.mkdir(parents=True)
@@ -202,7 +204,10 @@ def semester(tmp_path_factory):
     for case, student in WORST_STUDENTS.items():
         (submitted / student / SLUG).mkdir(parents=True)
         (submitted / student / SLUG / NOTEBOOK).write_bytes(worst_case(HONEST, case)[0])
+    (course / "autograded").mkdir()
+    (course / "autograded" / NBGRADER_FAILS).write_text("in nbgrader's way")
     seen = {"autograde": call_cli("course", "autograde", SLUG, "--no-sandbox", *common)}
+    (course / "autograded" / NBGRADER_FAILS).unlink()
     (course / "autograded" / PAGE_BREAKS / SLUG / NOTEBOOK).write_text('{"cells": 0}')
     _as_a_failed_autograde_leaves_it(course, GRADING_FAILED)
     seen["feedback"] = call_cli("course", "feedback", SLUG, *common)
@@ -219,9 +224,10 @@ def test_each_bad_notebook_is_one_line_and_the_others_are_graded(semester):
         said = worst_case(HONEST, case)[1]
         assert f"left out: student {student}, {SLUG}: {NOTEBOOK} is not a readable notebook (" in out, out
         assert any(said in line for line in out.splitlines() if f"student {student}," in line), (case, out)
-    assert (f"autograded {SLUG}: alice 5/5, bob 5/5, carol 5/5, dora 5/5, noids 5/5, nul 3/5, "
-            "oddcells 5/5\n") in out, out
-    assert f"{len(WORST)} submissions left out (above)" in out and "Traceback" not in out
+    assert (f"autograded {SLUG}: alice 5/5, bob 5/5, carol 5/5, dora 5/5, erin (not graded), noids 5/5, "
+            "nul 3/5, oddcells 5/5\n") in out, out
+    assert f"left out: student {NBGRADER_FAILS}, {SLUG}: not graded (" in out, out  # after intake: its line too
+    assert f"{len(WORST) + 1} submissions left out (above)" in out and "Traceback" not in out
 
 
 def test_a_page_that_cannot_be_made_and_a_missing_key_are_each_one_line(semester):

@@ -235,11 +235,17 @@ def autograde(
     apply_semester(course_dir, semester, submitted)
     grading_env = {TIMEOUT_VARIABLE: str(timeout), NO_SANDBOX_VARIABLE: "0" if sandboxed else "1"}
     force_flag = ["--force"] if force else []
-    if jobs == 1 and not refused:
-        nbgrader(course_dir, "autograde", assignment, *force_flag, env=grading_env)
-    else:  # a run per module, each without the students it must not take
-        left_out = {slug: sorted(student for student, s in refused if s == slug) for slug in submitted}
-        _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs, left_out)
+    try:
+        if jobs == 1 and not refused:
+            nbgrader(course_dir, "autograde", assignment, *force_flag, env=grading_env)
+        else:  # a run per module, each without the students it must not take
+            left_out = {slug: sorted(student for student, s in refused if s == slug) for slug in submitted}
+            _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs, left_out)
+    except CourseError as failure:  # nbgrader grades every other submission before it says one failed
+        failed = _not_graded(course_dir, modules, submitted, failure)
+        for line in failed.values():
+            print(f"left out: {line}", file=sys.stderr)
+        refused |= failed
     points = {(s.student, s.module): s.shown() for s in gradebook_scores(course_dir)}
     for slug, names in submitted.items():
         if names:
@@ -249,6 +255,21 @@ def autograde(
         print(f"{len(refused)} submission{'s' if len(refused) != 1 else ''} left out (above): fix or remove "
               "them, then run autograde again")
     return len(refused)
+
+
+def _not_graded(course_dir: Path, modules: list[Module], submitted: dict[str, list[str]],
+                failure: CourseError) -> dict[tuple[str, str], str]:
+    """A line for each submission (student, module) nbgrader's failed run left without an
+    autograded notebook (it removes what it wrote for a failed one); `failure` again when it is
+    no submission's."""
+    names = {module.slug: module.name for module in modules}
+    missing = [(student, slug) for slug, students in submitted.items() for student in students
+               if not (course_dir / "autograded" / student / slug / f"{names[slug]}.ipynb").is_file()]
+    if not missing or len(missing) == sum(map(len, submitted.values())) > 1:  # everyone's problem
+        raise failure
+    cause = str(failure).split("\n--- last lines", 1)[0].split(f" in {course_dir}: ", 1)[-1]
+    return {(student, slug): f"student {student}, {slug}: not graded ({cause}); nbgrader's log above says why"
+            for student, slug in missing}
 
 
 def _screen(
