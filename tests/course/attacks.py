@@ -49,7 +49,63 @@ def _tfx_disarm(frame):
         frame = frame.f_back
 '''
 
+# Everything reachable from the notebook's namespace by attribute reads: closures and their cells,
+# globals, defaults, bound methods' selves, wrapped functions, instances' and classes' dicts, the
+# items of containers. A reporter found there is used to forge a line (the runner's `send`), its
+# state to let this thread read frames, and every cell is disarmed.
+_WALK = '''
+def _tfx_walk(start):
+    seen, todo, found = set(), list(start), []
+    while todo and len(seen) < 100000:
+        item = todo.pop()
+        if id(item) in seen or isinstance(item, _tfx_types.ModuleType):
+            continue
+        seen.add(id(item))
+        found.append(item)
+        if isinstance(item, dict):
+            todo.extend(item.values())
+            continue
+        if isinstance(item, (list, tuple, set, frozenset)):
+            todo.extend(item)
+            continue
+        for name in ("__closure__", "__globals__", "__defaults__", "__kwdefaults__", "__self__", "__func__",
+                     "__wrapped__", "__dict__", "cell_contents"):
+            try:
+                todo.append(object.__getattribute__(item, name))
+            except Exception:
+                pass
+    return found
+
+
+_tfx_walked = [None]
+
+
+def _tfx_reach():
+    names = frozenset(globals())
+    if names == _tfx_walked[0]:
+        return  # nothing new in the namespace since the last walk
+    _tfx_walked[0] = names
+    import threading
+    found = _tfx_walk(list(globals().values()))
+    cell = [0]
+    for item in found:
+        if isinstance(item, dict) and "watchdog" in item:
+            item["watchdog"] = threading.get_ident()
+            cell[0] = (item.get("current") or (0,))[0]
+    # The grader's own functions: the runner's (not a cell's, not a library's)
+    ours = [f for f in found if isinstance(f, _tfx_types.FunctionType) and f.__code__.co_filename.endswith("runner.py")]
+    for function in ours:
+        if function.__code__.co_name == "send":
+            function(dict(t="raised", i=cell[0], type=''' + _MARKER_CODE + ''', mro=[''' + _MARKER_CODE + '''], at=None))
+    for function in ours:
+        if function.__code__.co_name != "send":
+            _tfx_disarm_function(function)
+    import os
+    os.system("true")
+'''
+
 PAYLOADS: dict[str, str] = {
+    "walk_namespace": "_tfx_reach()",
     "getframe": "_tfx_disarm(sys._getframe(1))",
     "inspect_stack": "import inspect\nfor info in inspect.stack():\n    _tfx_disarm(info.frame)",
     "traceback_frame": (
@@ -329,6 +385,7 @@ RESULTS: dict[str, str] = {
 
 # The attacks every module is graded with (the full catalogue runs on 01, 04 and 08).
 CORE = (
+    "walk_namespace",
     "getframe",
     "traceback_frame",
     "gc_objects",
@@ -365,7 +422,7 @@ FORGERIES = (
 _PRELUDE = '''
 import sys as _tfx_sys, functools as _tfx_functools, types as _tfx_types
 sys = _tfx_sys
-''' + _DISARM + '''
+''' + _DISARM + _WALK + '''
 _TFX_TASKS = {tasks!r}
 
 _tfx_calls = [0]

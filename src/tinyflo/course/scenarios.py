@@ -42,7 +42,7 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from tinyflo.course.checks import BEGIN, END, split_hidden
-from tinyflo.course.runner import CHECK, PARAMETERS, PRISTINE, REACHED, top_level_names
+from tinyflo.course.runner import CHECK, PARAMETERS, PRISTINE, REACHED, RNG, top_level_names
 
 TRUSTED_MODULES = frozenset({"np", "numpy", "math"})
 TRUSTED_BUILTINS = frozenset(
@@ -768,12 +768,42 @@ def build_task(
     reference = _Rewrite(found, True, set(), names.bound).visit(ast.parse(code))
     student = ast.fix_missing_locations(_CourseNames(kept).visit(student))
     reference = ast.fix_missing_locations(_CourseNames(kept).visit(reference))
+    _reporters_stay_at_top_level(task, reference)
     checks = [
         entry.check
         for entry in sorted(found.values(), key=lambda e: int(e.check.id.split("/")[-1]))
     ]
     binds = frozenset(top_level_names(tree) - set(PARAMETERS))
     return TaskScenario(task, ast.unparse(student), ast.unparse(reference), checks, binds)
+
+
+# Scopes a scenario may leave behind in the notebook's namespace (a function, a lambda, a class),
+# where the submission's code can read what they hold: `f.__closure__[0].cell_contents`. A
+# comprehension's scope ends with it, unreachable.
+_LASTING_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _reporters_stay_at_top_level(task: str, scenario: ast.Module) -> None:
+    """ValueError when a check sits inside a function, lambda or class of a grade cell.
+
+    A scenario's reporters are parameters of the function the runner makes of it; a check in a
+    nested scope would make that scope hold them in its closure, and a function the cell
+    defines stays in the notebook's namespace, where the submission's code could take them
+    (and through them the runner's key and state). So no grade cell may: its checks stand at
+    the cell's top level, where nothing keeps them (a helper returns a value; the cell asserts
+    on it)."""
+    for scope in ast.walk(scenario):
+        if not isinstance(scope, _LASTING_SCOPES):
+            continue
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Name) and node.id in PARAMETERS:
+                name = getattr(scope, "name", "lambda")
+                what = {CHECK: "an assert", REACHED: "a raise AssertionError", RNG: "check_rng"}.get(node.id, "a check")
+                raise ValueError(
+                    f"task {task}: line {node.lineno}: {what} inside {name!r} would leave the grader's "
+                    "reporters where the submission's code can reach them; check at the cell's top level "
+                    "(let the helper return a value and assert on it there)"
+                )
 
 
 class _CourseNames(ast.NodeTransformer):
