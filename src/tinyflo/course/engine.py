@@ -39,7 +39,7 @@ class CellOutcome:
     raised: dict | None = None  # {"type", "mro", "at"}
     timeout: list | None = None  # where the student's code was: [cell, line, first line] or None
     skipped: list | None = None  # looped code it called
-    stopped: str | None = None  # why it did not finish: "budget", "crash", "results", "events"
+    stopped: str | None = None  # why it did not finish: "budget", "crash", "line", "results", "events"
 
 
 @dataclass
@@ -70,52 +70,73 @@ class RunRecord:
 
 
 class _Reader:
-    """Events from the runner's pipe, one JSON object a line signed with the run's key,
-    within a byte budget."""
+    """Events from the runner's pipe, one JSON object a line signed with the run's key, within a
+    byte budget.
+
+    Linear in what arrives: bytes are appended to one buffer and each is searched for the end of
+    its line once. It holds at most one line (MAX_LINE) and one chunk: a line longer than that
+    ends the run, as the budget does. `problem` says why a run's results were refused: "line"
+    (one value too large), "results" (the budget), "events" (a line not the runner's, or held
+    back, repeated or moved).
+    """
+
+    CHUNK = 1 << 20
 
     def __init__(self, fd: int, budget: int, key: bytes):
         self.fd = fd
         self.key = key
         self.number = 0  # the runner numbers its lines from 0
         self.budget = budget
-        self.buffer = b""
+        self.buffer = bytearray()
+        self.searched = 0  # bytes of the buffer known to hold no newline
         self.closed = False
-        self.over = False
+        self.problem: str | None = None
         self.selector = selectors.DefaultSelector()
         self.selector.register(fd, selectors.EVENT_READ)
 
+    def _line(self) -> bytes | None:
+        end = self.buffer.find(b"\n", self.searched)
+        if end < 0:
+            self.searched = len(self.buffer)
+            return None
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 1]
+        self.searched = 0
+        return line
+
     def next(self, timeout: float) -> dict | None | str:
-        """An event; None at the deadline; "eof"; "bad" for a line that is not an event."""
-        while b"\n" not in self.buffer:
+        """An event; None at the deadline; "eof"; "bad" for a line that is not an event (`problem`
+        says why)."""
+        while (line := self._line()) is None:
             if self.closed:
                 return "eof"
             if len(self.buffer) > MAX_LINE:
-                self.over = True
+                self.problem = "line"
                 return "bad"
             if not self.selector.select(max(timeout, 0)):
                 return None
-            chunk = os.read(self.fd, 1 << 20)
+            chunk = os.read(self.fd, self.CHUNK)
             if not chunk:
-                self.closed = True
-                if not self.buffer:
-                    return "eof"
+                self.closed = True  # a last line without its end was cut off by the run's end
                 continue
             self.budget -= len(chunk)
             if self.budget < 0:
-                self.over = True
+                self.problem = "results"
                 return "bad"
             self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
         data, _, tag = line.rpartition(b" ")
         expected = hmac.digest(self.key, data, "sha256").hex().encode()
         if not hmac.compare_digest(tag, expected):
-            return "bad"  # not written by the runner: the submission's code wrote to the pipe
+            self.problem = "events"  # not written by the runner: the submission's code wrote to the pipe
+            return "bad"
         try:
             event = json.loads(data)
         except ValueError:
+            self.problem = "events"
             return "bad"
         if not isinstance(event, dict) or event.get("n") != self.number:
-            return "bad"  # a line held back, repeated or moved
+            self.problem = "events"  # a line held back, repeated or moved
+            return "bad"
         self.number += 1
         return event
 
@@ -244,11 +265,15 @@ def _one_run(
                     break
                 if event == "eof":
                     if current is not None and not record.cells[current].ended:
-                        record.cells[current].stopped = record.cells[current].stopped or "crash"
+                        cell = record.cells[current]
+                        if time.monotonic() >= deadline - GRACE and cell.timeout is None:
+                            cell.timeout = []  # the runner's watchdog ended it past the cell's limit
+                        elif cell.timeout is None:
+                            cell.stopped = cell.stopped or "crash"
                     break
                 if event == "bad":
                     if current is not None:
-                        record.cells[current].stopped = "results" if reader.over else "events"
+                        record.cells[current].stopped = reader.problem
                     break
                 kind = event.get("t")
                 index = event.get("i")

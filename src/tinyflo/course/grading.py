@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.course.engine import RunRecord, run_job
+from tinyflo.course.engine import MAX_LINE, RunRecord, run_job
 from tinyflo.course.notebooks import graded_source, grading_notebook, instructor_notebook
 from tinyflo.course.sandbox import Limits
 from tinyflo.course.scenarios import (
@@ -362,12 +362,15 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int, deleted: froze
         )
     if outcome.stopped == "budget":
         return "not run: the notebook's time budget ran out"
+    if outcome.stopped == "line":
+        return f"a value your code gave a check is larger than the grader takes ({MAX_LINE // 2**20} MiB)"
     if outcome.stopped == "results":
-        return "your code produced more results than the grader takes"
+        return (f"your code's values for the checks came to more than the grader takes "
+                f"({Limits().results // 2**20} MiB in all)")
     if outcome.stopped == "crash":
         return "your code ended the grading process"
     if outcome.stopped == "events":
-        return "your code wrote to the grader's results pipe"
+        return "a line on the grader's results pipe was not the grader's: your code wrote to it"
     if not outcome.started:
         return "not run"
     if outcome.raised:

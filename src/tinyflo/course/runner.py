@@ -227,7 +227,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     _dict, _frozenset, _slice, _zip, _abs, _min = dict, frozenset, slice, zip, abs, min
     _none, _bytes, _complex, _set = type(None), bytes, complex, set
     _str_copy, _list_copy, _tuple_get = str.__str__, list.copy, tuple.__getitem__
-    _dict_items, _join, _exec = dict.items, "".join, exec
+    _dict_items, _join, _exec, _memoryview = dict.items, "".join, exec, memoryview
     _write, _exit, _monotonic, _sleep = os.write, os._exit, time.monotonic, time.sleep
     _get_ident, _new_thread, _lock = _thread.get_ident, _thread.start_new_thread, _thread.allocate_lock
     _stack_size = _thread.stack_size
@@ -262,17 +262,20 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     state = {"current": None, "trusted": False, "main": None, "watchdog": None, "sent": 0}
 
     def send(event, wait=True):
-        taken = lock.acquire(True, -1 if wait else 1.0)
+        if not lock.acquire(True, -1 if wait else 1.0):
+            # Another line is still being written (a large value to a busy grader): a line
+            # of ours written into it would garble both, and the grader would take the result
+            # for a forgery. The watchdog's line is left out; the grader keeps its own time.
+            return
         event["n"] = state["sent"]  # numbered: a line left out, repeated or moved is seen
         state["sent"] += 1
         data = _join(_encode_json(event, 0)).encode("ascii")
-        line = data + b" " + _hexlify(_hmac(key, data, "sha256")) + b"\n"
+        line = _memoryview(data + b" " + _hexlify(_hmac(key, data, "sha256")) + b"\n")
         try:
-            while line:
+            while line:  # a view: what is left of a large line is not copied for each write
                 line = line[_write(out, line) :]
         finally:
-            if taken:
-                lock.release()
+            lock.release()
 
     def qualname(cls):
         module = getattr_str(cls, "__module__")
