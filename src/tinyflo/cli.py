@@ -50,6 +50,10 @@ def _course(args: argparse.Namespace) -> int:
     if milestones.student_kit() and not args.modules:
         raise CourseError("a course is built from a tinyflo checkout's modules/ (solutions and hidden checks), "
                           "and this is a student kit; `tinyflo module ...` is the student's loop")
+    # What the instructor's commands write holds solutions, the course key, grades or student work:
+    # private from creation, for this process and the nbgrader runs it starts. (nbgrader opens up
+    # what it puts in the exchange itself, by its own permissions.)
+    os.umask(0o077)
     return instructor.run(args)
 
 

@@ -14,7 +14,9 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ from tinyflo.course.source import (
     NotebookError,
     discover_modules,
     find_modules_dir,
+    is_checkout,
     make_folder,
     read_notebook_bytes,
     read_regular,
@@ -73,6 +76,13 @@ def render_config(root: Path, modules_dir: Path) -> str:
         "harden_nbgrader()\n\n"
         "c = get_config()  # noqa: F821\n"
         f"c.CourseDirectory.root = {json.dumps(str(root))}\n"
+        "# What nbgrader writes in the course folder is the instructor's alone (it sets each file's mode\n"
+        "# itself, 644 by default; the folder is closed as well), and the exchange's copies get nbgrader's\n"
+        "# own modes ...\n"
+        "c.BaseConverter.permissions = 600\n"
+        "# but feedback pages, which hold nothing hidden: nbgrader's release_feedback copies a page's\n"
+        "# mode into the exchange, where the student fetches it.\n"
+        "c.GenerateFeedback.permissions = 644\n"
         f"c.CourseDirectory.course_id = {json.dumps(COURSE_ID)}\n"
         "# Given and locked cells a student edited or deleted come back from source/ first.\n"
         f"c.RestoreCourseCells.source_dir = {json.dumps(str(root / 'source'))}\n"
@@ -137,6 +147,7 @@ def build(course_dir: Path, modules: list[Module]) -> None:
         os.chmod(course_dir, 0o700)
         print(f"closed {course_dir} to other users (it holds the solutions, the course key and the grades)")
     modules_dir = modules[0].path.parents[1] if modules else course_dir
+    _close_clone(modules_dir)
     (course_dir / CONFIG_NAME).write_text(render_config(course_dir, modules_dir), encoding="utf-8")
     write_key(course_dir)
     if template := write_template(course_dir, modules):
@@ -151,6 +162,27 @@ def build(course_dir: Path, modules: list[Module]) -> None:
         if folder.is_dir() and folder.name not in known:
             shutil.rmtree(folder)
             print(f"removed {folder} (no module makes it now)")
+
+
+def _close_clone(modules_dir: Path) -> None:
+    """The course's clone (modules/ with the solutions and hidden checks, src/ with the exported
+    reference) closed to other users: its folder made 700, so nothing below it can be reached.
+
+    Not when tinyflo itself runs from that clone (an editable install other users may run too):
+    then a line says the command, to run once tinyflo is installed elsewhere for them."""
+    clone = modules_dir.parent
+    if not is_checkout(clone) or not clone.stat().st_mode & 0o077:
+        return
+    command = f"chmod go= {shlex.quote(str(clone))}"
+    runs_from_it = Path(__file__).resolve().is_relative_to(clone.resolve())
+    if not runs_from_it and clone.stat().st_uid == os.geteuid():
+        os.chmod(clone, stat.S_IMODE(clone.stat().st_mode) & 0o700)
+        print(f"closed {clone} to other users (the course's clone holds the solutions and hidden checks)")
+        return
+    why = ("tinyflo runs from it, so install tinyflo elsewhere for other users first"
+           if runs_from_it else "it is not yours to close")
+    print(f"warning: {clone} holds the solutions and hidden checks and other users can enter it; "
+          f"close it with `{command}` ({why})", file=sys.stderr)
 
 
 def _require_built(course_dir: Path, modules: list[Module]) -> None:

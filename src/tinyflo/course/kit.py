@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -155,11 +156,27 @@ def build_tree(
 
 def cache_dir() -> Path:
     """Where grading trees are kept between runs ($TINYFLO_CACHE, else the user's cache), made
-    now: one line naming the variable when it cannot be."""
+    now: one line naming the variable when it cannot be.
+
+    A tree holds the reference of every module before its own, so the folder is the user's
+    alone: made so (mode 700), and closed if an older tinyflo left it open. The trees inside
+    stay readable to the grading sandbox's own uid, which reaches them by a bind mount, not
+    through this folder."""
     given = os.environ.get("TINYFLO_CACHE")
     base = given or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinyflo")
     option = "TINYFLO_CACHE" if given else "the grading cache"
-    return make_folder(make_folder(Path(base), option) / "grading", option)
+    folder = make_folder(Path(base), option) / "grading"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        if folder.stat().st_mode & 0o077:
+            os.chmod(folder, 0o700)
+            print(f"closed {folder} to other users (its grading trees hold the reference solutions)", file=sys.stderr)
+    except OSError as error:
+        raise CourseError(f"{option}: cannot make {folder} private: {error.strerror or error}") from None
+    return folder
+
+
+_TREE_UMASK = threading.Lock()  # the umask is the process's: one tree is built under it at a time
 
 
 def cached_tree(
@@ -181,11 +198,17 @@ def cached_tree(
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{graded.slug}-", dir=target.parent))
-    try:
-        build_tree(building, modules, graded, lambda module: before[module.slug])
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
+    # Readable by the sandbox's uid (a grader running as root drops to one per slot), inside a
+    # folder no other user can enter (cache_dir): the course commands' own umask is 077.
+    with _TREE_UMASK:
+        umask = os.umask(0o022)
+        try:
+            build_tree(building, modules, graded, lambda module: before[module.slug])
+        except BaseException:
+            shutil.rmtree(building, ignore_errors=True)
+            raise
+        finally:
+            os.umask(umask)
     (building / "complete").write_text("")
     try:
         building.rename(target)

@@ -393,7 +393,8 @@ def resolve_module(modules: list[Module], spec: str) -> Module:
     raise CourseError(f"no module {spec!r}; expected a number, NN_name or name of one of: {known}")
 
 
-def _is_repo(folder: Path) -> bool:
+def is_checkout(folder: Path) -> bool:
+    """Whether `folder` is a tinyflo checkout: its modules/ and its pyproject.toml."""
     return (folder / "modules").is_dir() and (folder / "pyproject.toml").is_file()
 
 
@@ -410,10 +411,10 @@ def find_modules_dir(explicit: str | os.PathLike | None = None) -> Path:
             return path
     cwd = Path.cwd().resolve()
     for folder in (cwd, *cwd.parents):
-        if _is_repo(folder):
+        if is_checkout(folder):
             return folder / "modules"
     checkout = Path(__file__).resolve().parents[3]  # src/tinyflo/course/source.py -> repo
-    if _is_repo(checkout):
+    if is_checkout(checkout):
         return checkout / "modules"
     kit = Path(__file__).resolve().parent / "release"  # a student kit's release notebooks
     if kit.is_dir():
