@@ -13,6 +13,7 @@ grades the engine gives them alone.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import shutil
@@ -176,7 +177,20 @@ HOST_MARKER = Path("/tmp") / f"tfx-shadow-ran-{os.getpid()}"
 SHADOW = f"open({str(HOST_MARKER)!r}, 'w').write('ran on the host')\n"
 SLUG, NAME = "01_tensor", "tensor.ipynb"
 HONEST = ("ref", "bug", "blank")
-REFUSED = ("nblink", "hardlink", "fifo", "dirlink", "huge")
+REFUSED = ("nblink", "hardlink", "fifo", "dirlink", "huge", "deepnest")
+# Notebooks that once stopped the class's run: each is now that student's line, or a 0.
+MALFORMED = ("listdata", "manycells")
+MARKUP_MARK = "TFX-MARKUP"  # what the student's markup would write, were it live
+MARKUP = f"""# My notes
+
+Some *emphasis*, `code` and a [link](https://example.org).
+
+<script>document.title = "{MARKUP_MARK}"</script>
+<img src="x" onerror="document.title = '{MARKUP_MARK}'">
+<svg onload="document.title = '{MARKUP_MARK}'"></svg>
+<iframe src="javascript:document.title = '{MARKUP_MARK}'"></iframe>
+<a href="javascript:document.title = '{MARKUP_MARK}'">click</a>
+"""
 NOBODY = 65534
 
 
@@ -240,6 +254,54 @@ def _submissions(course: Path, canary: Path) -> None:
     huge = nbformat.v4.new_notebook()
     huge.cells = [nbformat.v4.new_code_cell("x" * (20 * 2**20))]
     write_notebook(huge, course / "submitted" / "huge" / SLUG / NAME)
+    _malformed(course, blank)
+
+
+def _malformed(course: Path, blank) -> None:
+    """Small notebooks that once stopped the whole class: nesting past Python's recursion limit,
+    an output whose `data` is a list, 90,000 added cells; and live markup for the instructor."""
+    deep = nbformat.from_dict(copy.deepcopy(dict(blank)))
+    (course / "submitted" / "deepnest" / SLUG).mkdir(parents=True)
+    text = nbformat.writes(deep)
+    nested = '"x": ' + "[" * 600 + "]" * 600 + ", "  # JSON reads it; what validates it recursed
+    text = text.replace('"metadata": {', '"metadata": {' + nested, 1)
+    (course / "submitted" / "deepnest" / SLUG / NAME).write_text(text)
+    listed = nbformat.from_dict(copy.deepcopy(dict(blank)))
+    code = next(cell for cell in listed.cells if cell.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "x"})]
+    text = nbformat.writes(listed).replace('"data": {\n', '"data": [{\n', 1)
+    text = text.replace('"text/plain": "x"\n', '"text/plain": "x"}]\n', 1)
+    (course / "submitted" / "listdata" / SLUG).mkdir(parents=True)
+    (course / "submitted" / "listdata" / SLUG / NAME).write_text(text)
+    many = nbformat.from_dict(copy.deepcopy(dict(blank)))
+    many.cells += [nbformat.v4.new_markdown_cell("") for _ in range(90_000)]
+    write_notebook(many, course / "submitted" / "manycells" / SLUG / NAME)
+    marked = nbformat.from_dict(copy.deepcopy(dict(blank)))
+    marked.cells.insert(1, nbformat.v4.new_markdown_cell(MARKUP))
+    marked.cells.insert(2, nbformat.v4.new_raw_cell(MARKUP, metadata={"format": "text/html"}))
+    write_notebook(marked, course / "submitted" / "markup" / SLUG / NAME)
+
+
+def _live_markup(text: str) -> list[str]:
+    """Where MARKUP_MARK sits in a page or in the HTML of a notebook's markdown as something a
+    browser would run: a script's text, or any attribute's value (a handler, a javascript: URL)."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Parser(HTMLParser):
+        script = False
+
+        def handle_starttag(self, tag, attrs):
+            self.script = tag == "script"
+            found.extend(f"<{tag} {name}=...>" for name, value in attrs if value and MARKUP_MARK in value)
+
+        def handle_data(self, data):
+            if self.script and MARKUP_MARK in data:
+                found.append("<script>")
+
+    Parser().feed(text)
+    return found
 
 
 def _fingerprint(paths: list[Path]) -> dict[str, str]:
@@ -366,6 +428,17 @@ def _grade_a_class(user: str, tmp_path: Path) -> None:
                 assert path.name in (NAME, NAME.replace(".ipynb", ".html"), "timestamp.txt"), path
     for student in REFUSED:
         assert not (course / "autograded" / student).exists(), student
+    for student in MALFORMED:  # that student's line, or graded: never the class's run
+        assert f"student {student}" in said or (course / "autograded" / student).exists(), said[-3000:]
+    # The student's markup is inert wherever a person opens it: formgrader renders the
+    # autograded notebook's markdown; the feedback page is HTML.
+    page = course / "feedback" / "markup" / SLUG / NAME.replace(".ipynb", ".html")
+    assert page.is_file() and not _live_markup(page.read_text()), _live_markup(page.read_text())
+    assert "emphasis" in page.read_text()  # the harmless text still shows
+    graded = nbformat.read(course / "autograded" / "markup" / SLUG / NAME, as_version=4)
+    assert not [_live_markup(c.source) for c in graded.cells if c.cell_type == "markdown" and _live_markup(c.source)]
+    # a raw cell is shown as its text: nothing says to render it as HTML any more
+    assert not [c.metadata for c in graded.cells if c.cell_type == "raw" and {"format", "raw_mimetype"} & set(c.metadata)]
     # Nothing hidden, of the reference, of the host or of the attack reaches what is returned.
     solution, hidden = secret_lines(_module(SLUG))
     canary_text = canary.read_text().strip()
