@@ -572,7 +572,11 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--instructor", required=True, metavar="USER", help="the instructor's Unix user (the hub's admin)")
             sub.add_argument("--group", required=True, metavar="GROUP", help="the students' Unix group (who may log in)")
             sub.add_argument("--out", type=path_arg, default="hub", metavar="DIR",
-                             help="folder for the two files and the hub's state (default: ./hub)")
+                             help="folder the two files are written to, for root to install (default: ./hub)")
+            sub.add_argument("--config-dir", type=path_arg, default="/etc/jupyterhub", metavar="DIR",
+                             help="root's folder the hub's configuration is installed into (default: /etc/jupyterhub)")
+            sub.add_argument("--state", type=path_arg, default="/var/lib/jupyterhub", metavar="DIR",
+                             help="root's folder for the hub's database and cookie secret (default: /var/lib/jupyterhub)")
         if action == "similarity":
             sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
             sub.add_argument("--threshold", type=_share, default=SIMILAR, metavar="F",

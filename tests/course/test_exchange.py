@@ -23,7 +23,7 @@ from course_support import FIXTURE_MODULES, call_cli
 from tinyflo.course.source import NOTEBOOK_LIMIT
 
 SLUG, NOTEBOOK = "00_demo", "demo.ipynb"
-STUDENTS = ("daemon", "bin", "sys", "nobody", "mail", "news", "uucp", "proxy", "www-data")
+STUDENTS = ("daemon", "bin", "sys", "nobody", "mail", "news", "uucp", "proxy", "www-data", "backup")
 LONG_AGO = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
@@ -103,7 +103,10 @@ def collected(tmp_path_factory):
         # names nbgrader would split into a student id and a time
         "odd id": box / f"no body+{SLUG}+{_stamp(datetime.now(timezone.utc))}+x",
         "odd time": box / f"bin+{SLUG}+yesterday+x",
+        # backup's own folder, its notebook put there by sys (the folder open to all, as nbgrader makes it)
+        "added by another": _plant(box, "backup", "backup", {NOTEBOOK: _notebook("sys, in backup's folder")}),
     }
+    _chown(planted["added by another"] / NOTEBOOK, "sys")
     planted["folder link"].symlink_to(source)
     _chown(planted["folder link"], "mail")
     (planted["notebook link"] / NOTEBOOK).symlink_to(source / NOTEBOOK)
@@ -127,6 +130,12 @@ def test_each_students_own_newest_submission_is_collected_with_its_feedback_key(
     assert (taken / "submission_secret.txt").read_bytes() == b"b" * 128
     assert sorted(p.name for p in (course / "submitted" / "bin" / SLUG).iterdir()) == [NOTEBOOK, "timestamp.txt"]
     assert "bin, 00_demo: only the notebook is taken, not '.bashrc', 'notes.txt'" in out, out
+
+
+def test_a_file_another_user_put_in_a_students_folder_leaves_the_submission_out(collected):
+    course, planted, code, out, _ = collected
+    assert "left out backup, 00_demo: demo.ipynb was written by sys, not by backup" in out, out
+    assert not (course / "submitted" / "backup").exists()
 
 
 def test_a_submission_in_another_students_name_is_left_out_and_hides_nothing(collected):

@@ -299,6 +299,16 @@ if victim:  # a submission in another's name, newer than theirs
     os.mkdir(forged)
     open(forged + "/tensor.ipynb", "w").write(open(os.environ["BLANK"]).read())
     print("planted", forged)
+    # and the victim's own submission, whose name he has learned: add to it, empty it, rename it
+    theirs = os.environ["THEIRS"]
+    for name, tamper in (("add", lambda: open(theirs + "/extra.py", "w").close()),
+                         ("remove", lambda: os.unlink(theirs + "/tensor.ipynb")),
+                         ("rename", lambda: os.rename(theirs, theirs + "-moved"))):
+        try:
+            tamper()
+            print("TAMPERED", name)
+        except PermissionError:
+            print("kept", name)
 """
 
 
@@ -326,19 +336,27 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
     shutil.chown(site.course / "course.toml", instructor)
     env = _hub_environment(site)
     mark("hub environment")
-    hub_dir = site.root / "hub"
-    done = subprocess.run([str(BIN / "tinyflo"), "course", "hub", "--env", str(env), "--instructor", instructor,
-                           "--group", site.group, "--out", str(hub_dir), "--dir", str(site.course),
-                           "--modules", str(REPO / "modules")], capture_output=True, text=True)
+    hub_dir = site.home("instructor") / "hub"  # written by the instructor, installed by root
+    config_dir, state = site.root / "etc-jupyterhub", site.root / "var-jupyterhub"  # root's, as /etc and /var
+    done = _as(site, "instructor", str(BIN / "tinyflo"), "course", "hub", "--env", str(env), "--instructor",
+               instructor, "--group", site.group, "--out", str(hub_dir), "--config-dir", str(config_dir),
+               "--state", str(state), "--dir", str(site.course), "--modules", str(REPO / "modules"))
     assert done.returncode == 0, done.stdout + done.stderr
     steps = [line.strip() for line in done.stdout.splitlines() if line.startswith("  ")]
     assert steps[0] == f"install -d -m 1777 {site.exchange}", done.stdout
-    assert steps[-1].endswith(f"jupyterhub -f {hub_dir / 'jupyterhub_config.py'}"), done.stdout
-    for step in steps[:-1]:  # the exchange, the course's folder in it, its settings into the environment
+    assert steps[-1].endswith(f"jupyterhub -f {config_dir / 'jupyterhub_config.py'}"), done.stdout
+    for step in steps[:-1]:  # the exchange, the course's folder in it, root's folders, the settings
         subprocess.run(step.split(), check=True)
     # the course's folder in the exchange is the instructor's before any student can make it
     assert (site.exchange / "tinyflo").stat().st_uid == pwd.getpwnam(instructor).pw_uid
-    hub = Hub(hub_dir / "jupyterhub_config.py", site.root / "hub.log")
+    hub = Hub(config_dir / "jupyterhub_config.py", site.root / "hub.log")
+    # what root runs and keeps is root's: the instructor can change none of it
+    for path, mode in ((config_dir / "jupyterhub_config.py", 0o644), (config_dir, 0o755), (state, 0o700)):
+        assert path.stat().st_uid == 0 and stat.S_IMODE(path.stat().st_mode) == mode, path
+    assert {p.name for p in state.iterdir()} >= {"jupyterhub.sqlite", "jupyterhub_cookie_secret"}
+    for target in (config_dir / "jupyterhub_config.py", config_dir / "extra.py", state / "jupyterhub.sqlite"):
+        tried = _as(site, "instructor", "sh", "-c", f"echo 'import os' >> '{target}'")
+        assert tried.returncode != 0, f"the instructor wrote {target}"
     mark("hub up")
     try:
         semester = time.monotonic()  # from here, the module's round: out, in, graded, back
@@ -358,9 +376,11 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
 
         inbound = site.exchange / "tinyflo" / "inbound"
         blank = site.home("ben") / MODULE.slug / f"{MODULE.name}.ipynb"
+        theirs = next(inbound.glob(f"{site.users['ada']}+*"))
+        assert stat.S_IMODE(theirs.stat().st_mode) == 0o755 and inbound.stat().st_mode & stat.S_ISVTX
         said = _pry(site, inbound, site.home("ada"), site.home("cy"), site.course,
-                    VICTIM=site.users["ada"], INBOUND=inbound, BLANK=blank)
-        assert "planted" in said, said
+                    VICTIM=site.users["ada"], INBOUND=inbound, BLANK=blank, THEIRS=theirs)
+        assert "planted" in said and "TAMPERED" not in said and said.count("kept") == 3, said
         mark("submitted")
         out = _course(site, "collect", "01", code=1)  # 1: a submission was left out
         assert f"made by {site.users['ben']}, not by {site.users['ada']}" in out, out
@@ -446,6 +466,22 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
     assert hub_config.Authenticator.admin_users == {"prof"}
     assert user_config.Exchange.root == "/srv/nbgrader/exchange" and user_config.CourseDirectory.course_id == "tinyflo"
     assert f"install -d -m 755 -o prof {Path('/srv/nbgrader/exchange/tinyflo')}" in out
+    # what root runs and keeps goes into root's folders, not the instructor's
+    assert "install -d -m 700 -o root -g root /var/lib/jupyterhub" in out
+    assert ("install -D -m 644 -o root -g root " + str(tmp_path / "hub" / "jupyterhub_config.py")
+            + " /etc/jupyterhub/jupyterhub_config.py") in out
+    assert out.rstrip().endswith("/opt/tinyflo-hub/bin/jupyterhub -f /etc/jupyterhub/jupyterhub_config.py")
+    assert hub_config.JupyterHub.db_url == "sqlite:////var/lib/jupyterhub/jupyterhub.sqlite"
+    assert hub_config.JupyterHub.cookie_secret_file == "/var/lib/jupyterhub/jupyterhub_cookie_secret"
+    assert user_config.ExchangeFactory.submit == "tinyflo.course.exchange.OwnSubmit"
+    # a hub environment another user could write to would make them root
+    open_env = tmp_path / "env"
+    (open_env / "bin").mkdir(parents=True)
+    os.chmod(open_env / "bin", 0o777)
+    args = list(hub)
+    args[args.index("--env") + 1] = str(open_env)
+    code, out = call_cli(*args)
+    assert code == 2 and f"--env: root runs the hub from {open_env}, and {open_env / 'bin'} can be written" in out, out
     for bad, said in ((["--env", "opt/hub"], "--env: an absolute path without control characters expected, got 'opt/hub'"),
                       (["--env", "/opt/hub\nimport os"], "--env: an absolute path without control characters expected"),
                       (["--instructor", "prof; rm"], "--instructor: a Unix user or group name expected, got 'prof; rm'")):

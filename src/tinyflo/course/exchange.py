@@ -11,13 +11,16 @@ it, trusts the time in the name and copies through links; `OwnedCollect` replace
   Unix user, as on a hub where each student logs in as themselves); every other one is left out
   with a line, and cannot hide the student's own submissions;
 * of a submission only the module's notebooks and its `submission_secret.txt` (the key to the
-  student's feedback page) are taken, as regular files opened without following a link;
+  student's feedback page) are taken, as regular files opened without following a link, and only
+  when each was written by the student (a file another user put in their folder leaves the whole
+  submission out);
 * its time is the one in its name only when its files were not changed later than that; otherwise
   the time they were last changed (which no user can set back) is taken and said.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import stat
@@ -26,9 +29,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.exchange.default.submit import ExchangeSubmit
 from nbgrader.utils import parse_utc
 
-from tinyflo.course.nbgrader_run import nbgrader
+from tinyflo.course.nbgrader_run import COURSE_ID, nbgrader
 from tinyflo.course.semester import COURSE_FILE, read_semester
 from tinyflo.course.source import NOTEBOOK_LIMIT, VALID_ID, CourseError, Module, read_regular
 
@@ -125,13 +129,18 @@ class OwnedCollect(ExchangeCollect):
             self._say(f"left out {self.coursedir.assignment_id}: {name!r}: not a folder any more")
             return
         files: dict[str, bytes] = {}
+        forged = ""
         try:
-            changed = os.fstat(folder).st_ctime
+            changed, author = os.fstat(folder).st_ctime, os.fstat(folder).st_uid
             for wanted in [*released, SECRET]:
                 try:
-                    os.stat(wanted, dir_fd=folder, follow_symlinks=False)
+                    found = os.stat(wanted, dir_fd=folder, follow_symlinks=False)
                 except FileNotFoundError:
                     self._say(f"{student}, {self.coursedir.assignment_id}: no {wanted} in the submission")
+                    continue
+                if found.st_uid != author:  # put there by another user (the folder was theirs to write to)
+                    owner = self._user(found.st_uid)
+                    forged = f"{wanted} was written by {owner.pw_name if owner else f'uid {found.st_uid}'}"
                     continue
                 try:
                     files[wanted] = read_regular(wanted, SECRET_LIMIT if wanted == SECRET else NOTEBOOK_LIMIT,
@@ -143,6 +152,11 @@ class OwnedCollect(ExchangeCollect):
             others = sorted(set(os.listdir(folder)) - {*released, SECRET, "timestamp.txt"})
         finally:
             os.close(folder)
+        if forged:  # the whole submission: another user had a hand in it
+            self._say(f"left out {student}, {self.coursedir.assignment_id}: {forged}, not by {student}")
+            with contextlib.suppress(OSError):  # the student's folder nbgrader made for it, if it is empty
+                os.rmdir(os.path.dirname(dest))
+            return
         if others:
             shown = ", ".join(map(repr, others[:3])) + (" ..." if len(others) > 3 else "")
             self._say(f"{student}, {self.coursedir.assignment_id}: only the notebook is taken, not {shown}")
@@ -172,13 +186,29 @@ def exchange_root(course_dir: Path, modules: list[Module]) -> Path | None:
     return read_semester(course_dir, modules).exchange
 
 
+class OwnSubmit(ExchangeSubmit):
+    """nbgrader's submit, leaving the submission writable by its author only.
+
+    nbgrader makes a submission's folder writable by everyone (so that an instructor who does not
+    own it can delete it); then anyone who learns its name can add to it or empty it. Every user's
+    nbgrader on the hub submits through this (`tinyflo course hub` names it in their settings)."""
+
+    def copy_files(self) -> None:
+        super().copy_files()
+        os.chmod(os.path.join(self.inbound_path, self.assignment_filename), 0o755)
+
+
 def release_to_exchange(course_dir: Path, root: Path, chosen: list[Module]) -> None:
     """`nbgrader release_assignment` of each chosen module into the exchange `root`: students see it
-    in their Assignments tab."""
+    in their Assignments tab. The inbound folder is made sticky: a student may add their own folder
+    there, never rename or remove another's."""
     option = _exchange_option(root)
     for module in chosen:
         nbgrader(course_dir, "release_assignment", module.slug, "--force", option)
         print(f"in the exchange: {module.slug} (students fetch it from their Assignments tab)")
+    inbound = root / COURSE_ID / "inbound"
+    if inbound.is_dir() and not inbound.is_symlink() and inbound.stat().st_uid == os.geteuid():
+        os.chmod(inbound, stat.S_IMODE(inbound.stat().st_mode) | stat.S_ISVTX)
 
 
 def collect_exchange(course_dir: Path, modules: list[Module], chosen: list[Module]) -> int:

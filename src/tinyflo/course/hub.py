@@ -23,12 +23,12 @@ HUB_CONFIG = "jupyterhub_config.py"
 USER_CONFIG = "nbgrader_config.py"  # for <env>/etc/jupyter/
 
 
-def render_hub_config(env: Path, instructor: str, group: str, state: Path) -> str:
+def render_hub_config(env: Path, instructor: str, group: str, state: Path, config_dir: Path) -> str:
     """jupyterhub_config.py for the course (see the module docstring)."""
     singleuser = env / "bin" / "jupyterhub-singleuser"
     return (
         "# JupyterHub for the tinyflo course, written by `tinyflo course hub`. As root:\n"
-        f"#   {env / 'bin' / 'jupyterhub'} -f {state / HUB_CONFIG}\n"
+        f"#   {env / 'bin' / 'jupyterhub'} -f {config_dir / HUB_CONFIG}\n"
         "c = get_config()  # noqa: F821\n\n"
         "# Everyone logs in as their own Unix user and their JupyterLab runs as that user: the exchange's\n"
         "# files are then owned by whoever submitted them (tinyflo course collect checks that).\n"
@@ -43,7 +43,7 @@ def render_hub_config(env: Path, instructor: str, group: str, state: Path) -> st
         f"c.Spawner.cmd = [{json.dumps(str(singleuser))}]\n"
         'c.Spawner.default_url = "/lab"\n'
         'c.Spawner.notebook_dir = "~"\n\n'
-        "# The hub's own state beside this file.\n"
+        "# The hub's own state in root's folder: no other user may read or write it.\n"
         f"c.JupyterHub.db_url = {json.dumps('sqlite:///' + str(state / 'jupyterhub.sqlite'))}\n"
         f"c.JupyterHub.cookie_secret_file = {json.dumps(str(state / 'jupyterhub_cookie_secret'))}\n"
     )
@@ -56,19 +56,37 @@ def render_user_config(exchange: Path) -> str:
         "c = get_config()  # noqa: F821\n"
         f"c.Exchange.root = {json.dumps(str(exchange))}\n"
         f"c.CourseDirectory.course_id = {json.dumps(COURSE_ID)}\n"
+        "# A submission stays writable by its author only (nbgrader's own submit opens it to everyone).\n"
+        'c.ExchangeFactory.submit = "tinyflo.course.exchange.OwnSubmit"\n'
     )
 
 
-def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, group: str) -> list[Path]:
+def open_to_others(env: Path) -> Path | None:
+    """The first folder of the hub's environment that a user other than root could write to: root
+    runs its `bin/jupyterhub` and imports its packages, so whoever writes there becomes root."""
+    for folder in (env, env / "bin", env / "lib", *sorted(env.glob("lib/python*")),
+                   *sorted(env.glob("lib/python*/site-packages"))):
+        if folder.exists() and (folder.stat().st_uid != 0 or folder.stat().st_mode & 0o022):
+            return folder
+    return None
+
+
+def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, group: str,
+                     config_dir: Path, state: Path) -> list[Path]:
     """Write the hub's two files into `out`; their paths."""
-    for option, value in (("--env", env), ("--exchange", exchange), ("--out", out)):
+    for option, value in (("--env", env), ("--exchange", exchange), ("--out", out),
+                          ("--config-dir", config_dir), ("--state", state)):
         if not value.is_absolute() or any(ord(c) < 32 or ord(c) == 127 for c in str(value)):
             raise CourseError(f"{option}: an absolute path without control characters expected, got {str(value)!r}")
     for option, name in (("--instructor", instructor), ("--group", group)):
         if not VALID_ID.match(name):
             raise CourseError(f"{option}: a Unix user or group name expected, got {name!r}")
     written = []
-    for name, text in ((HUB_CONFIG, render_hub_config(env, instructor, group, out)),
+    if (folder := open_to_others(env)) is not None:
+        raise CourseError(f"--env: root runs the hub from {env}, and {folder} can be written by a user other than "
+                          f"root, who would become root; expected it root's alone: chown -R root: {env} && "
+                          f"chmod -R go-w {env}")
+    for name, text in ((HUB_CONFIG, render_hub_config(env, instructor, group, state, config_dir)),
                        (USER_CONFIG, render_user_config(exchange))):
         atomic_write(out / name, lambda handle, text=text: handle.write(text.encode("utf-8")))
         written.append(out / name)

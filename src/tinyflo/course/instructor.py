@@ -740,15 +740,20 @@ def write_hub(course_dir: Path, modules: list[Module], args: argparse.Namespace)
                           "(any folder every user of the hub can reach)")
     out = make_folder(Path(args.out), "--out")
     env = Path(args.env).expanduser()
-    for path in write_hub_config(out, env, exchange, args.instructor, args.group):
+    config_dir, state = Path(args.config_dir).expanduser(), Path(args.state).expanduser()
+    for path in write_hub_config(out, env, exchange, args.instructor, args.group, config_dir, state):
         print(f"wrote {path}")
     # The course's own folder in the exchange is made for the instructor first: one a student made
-    # there before the first release would stop it ("You don't own the directory").
+    # there before the first release would stop it ("You don't own the directory"). What root runs
+    # (the hub's configuration) and keeps (its database and cookie secret) go into root's folders:
+    # from the instructor's, the instructor could become root.
     print("next, as root:\n"
           f"  install -d -m 1777 {exchange}\n"
           f"  install -d -m 755 -o {args.instructor} {exchange / COURSE_ID}\n"
+          f"  install -d -m 700 -o root -g root {state}\n"
+          f"  install -D -m 644 -o root -g root {out / HUB_CONFIG} {config_dir / HUB_CONFIG}\n"
           f"  install -m 644 {out / USER_CONFIG} {env / 'etc' / 'jupyter' / USER_CONFIG}\n"
-          f"  {env / 'bin' / 'jupyterhub'} -f {out / HUB_CONFIG}")
+          f"  {env / 'bin' / 'jupyterhub'} -f {config_dir / HUB_CONFIG}")
 
 
 SHOWN_PAIRS = 20  # the most alike pairs printed; the index page lists them all
