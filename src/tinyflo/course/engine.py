@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinyflo.course.runner import MAX_LINE
 from tinyflo.course.sandbox import Limits, runner_command
 
 GRACE = 3.0  # seconds past a cell's limit before the grader kills the runner itself
-MAX_LINE = 64 * 2**20  # bytes of one event
 MAX_RESTARTS = 20
 
 
@@ -39,7 +39,8 @@ class CellOutcome:
     raised: dict | None = None  # {"type", "mro", "at"}
     timeout: list | None = None  # where the student's code was: [cell, line, first line] or None
     skipped: list | None = None  # looped code it called
-    stopped: str | None = None  # why it did not finish: "budget", "crash", "line", "results", "events"
+    # Why it did not finish: "budget", "crash", or why its results were refused (_Reader.problem).
+    stopped: str | None = None
 
 
 @dataclass
@@ -76,8 +77,9 @@ class _Reader:
     Linear in what arrives: bytes are appended to one buffer and each is searched for the end of
     its line once. It holds at most one line (MAX_LINE) and one chunk: a line longer than that
     ends the run, as the budget does. `problem` says why a run's results were refused: "line"
-    (one value too large), "results" (the budget), "events" (a line not the runner's, or held
-    back, repeated or moved).
+    (one value too large), "results" (the budget), "events" (a line not signed with the run's
+    key: the submission's code wrote to the pipe), "order" (a signed line held back, repeated
+    or moved).
     """
 
     CHUNK = 1 << 20
@@ -99,7 +101,8 @@ class _Reader:
         if end < 0:
             self.searched = len(self.buffer)
             return None
-        line = bytes(self.buffer[:end])
+        with memoryview(self.buffer) as view:  # one copy of the line, not a slice and a copy
+            line = bytes(view[:end])
         del self.buffer[: end + 1]
         self.searched = 0
         return line
@@ -107,13 +110,16 @@ class _Reader:
     def next(self, timeout: float) -> dict | None | str:
         """An event; None at the deadline; "eof"; "bad" for a line that is not an event (`problem`
         says why)."""
+        # One deadline for the whole line: bytes dripping in must not keep the grader waiting
+        # past it, one wait at a time.
+        deadline = time.monotonic() + timeout
         while (line := self._line()) is None:
             if self.closed:
                 return "eof"
             if len(self.buffer) > MAX_LINE:
                 self.problem = "line"
                 return "bad"
-            if not self.selector.select(max(timeout, 0)):
+            if not self.selector.select(max(deadline - time.monotonic(), 0)):
                 return None
             chunk = os.read(self.fd, self.CHUNK)
             if not chunk:
@@ -124,6 +130,9 @@ class _Reader:
                 self.problem = "results"
                 return "bad"
             self.buffer += chunk
+        if len(line) > MAX_LINE:  # it ended within the chunk that took it past the limit
+            self.problem = "line"
+            return "bad"
         data, _, tag = line.rpartition(b" ")
         expected = hmac.digest(self.key, data, "sha256").hex().encode()
         if not hmac.compare_digest(tag, expected):
@@ -135,7 +144,7 @@ class _Reader:
             self.problem = "events"
             return "bad"
         if not isinstance(event, dict) or event.get("n") != self.number:
-            self.problem = "events"  # a line held back, repeated or moved
+            self.problem = "order"  # the runner's line, but held back, repeated or moved
             return "bad"
         self.number += 1
         return event

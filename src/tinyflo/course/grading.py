@@ -370,7 +370,10 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int, deleted: froze
     if outcome.stopped == "crash":
         return "your code ended the grading process"
     if outcome.stopped == "events":
-        return "a line on the grader's results pipe was not the grader's: your code wrote to it"
+        return "a line on the grader's results pipe was not signed by the grader: your code wrote to it"
+    if outcome.stopped == "order":
+        return ("a line of the grader's results was held back, repeated or moved: "
+                "your code tampered with them")
     if not outcome.started:
         return "not run"
     if outcome.raised:

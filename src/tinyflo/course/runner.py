@@ -59,10 +59,17 @@ SCENARIO = "__tf_scenario"
 # what its checks call on objects (tinyflo.course.scenarios.OBJECT_CALLS).
 CHECK, REACHED, PRISTINE = "__tf_check", "__tf_reached", "__tf_pristine"
 PARAMETERS = (CHECK, REACHED, RNG, PRISTINE)
+# What a run may send, all in one place. The course's largest honest values (every module's
+# reference run, hidden checks included): an array of 0.9 MiB, a string of 467 characters, a
+# line of 4.1 MiB and 6.1 MiB in a whole run. A value past its cap is sent as a short
+# description (the check fails); a line past MAX_LINE or a run past Limits.results (its
+# budget, in tinyflo.course.sandbox) is refused by the grader, which holds at most one line.
+# An array at MAX_ARRAY fits in a line as base64 (4/3 of its bytes).
 MAX_STRING = 100_000  # characters of one string value
-MAX_ARRAY = 32 * 2**20  # bytes of one array value
+MAX_ARRAY = 4 * 2**20  # bytes of one array value
 MAX_ITEMS = 10_000  # elements of one list, tuple or dict value
 MAX_DEPTH = 20
+MAX_LINE = 16 * 2**20  # bytes of one event line, enforced by the grader (engine._Reader)
 
 # Audit events refused once the notebook's code runs. `sys._getframe` gets ValueError (what
 # it raises past the top of the stack, which namedtuple and typing expect); others

@@ -60,7 +60,10 @@ class Limits:
     open_files: int = 256
     cell_timeout: int = 60  # seconds per cell (a course cell may ask for more)
     notebook_timeout: int = 600  # seconds for the whole notebook
-    results: int = 256 * 2**20  # bytes of results it may send
+    # Bytes of results it may send, restarts included: five times the course's largest honest
+    # run (tinyflo.course.runner states every cap on what a run sends). The grader keeps what
+    # arrives as Python values, several times the bytes, for each job grading at once.
+    results: int = 32 * 2**20
 
 
 # --- hollow modules ---------------------------------------------------------------------------
