@@ -53,8 +53,11 @@ def _course(args: argparse.Namespace) -> int:
     # What the instructor's commands write holds solutions, the course key, grades or student work:
     # private from creation, for this process and the nbgrader runs it starts. (nbgrader opens up
     # what it puts in the exchange itself, by its own permissions.)
-    os.umask(0o077)
-    return instructor.run(args)
+    umask = os.umask(0o077)
+    try:
+        return instructor.run(args)
+    finally:
+        os.umask(umask)  # for a caller that runs the command in its own process
 
 
 INSTALL_HINTS = {  # what to install for each tool doctor looks for
