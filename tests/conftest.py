@@ -72,6 +72,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(no_hardware)
         elif "gpu" in item.keywords and not GPU_AVAILABLE:
             item.add_marker(no_gpu)
+    # The slow tests first (the order is otherwise kept): the quick ones then fill the workers' gaps,
+    # instead of one worker running the last grading proof alone while the other waits.
+    items.sort(key=lambda item: "slow" not in item.keywords)
 
 
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
