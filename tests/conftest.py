@@ -107,6 +107,9 @@ def browser():
     # an explicit driver path: Selenium Manager never tries to download one
     session = webdriver.Chrome(service=Service(driver), options=options)
     session.set_page_load_timeout(30)
+    # the flag's size is not honoured by every headless Chromium; a narrow window turns JupyterLab
+    # into its one-document mode, with another menu and status bar
+    session.set_window_size(1400, 1000)
     yield session
     session.quit()
 

@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from browser_support import page_state, wait_for
 from course_support import REPO, run_cli, secret_lines
 
 from tinyflo.course.kit import (
@@ -252,17 +253,38 @@ def test_validate_agrees_with_module_test_on_the_visible_tests(student_lab):
     assert all("hidden checks of this task" not in cell["source"] for cell in result["failed"])
 
 
+def _kernel_states(base: str, token: str, notebook: str) -> list[str]:
+    """The execution states the server reports for the kernels of `notebook`'s sessions."""
+    request = urllib.request.Request(f"{base}/api/sessions", headers={"Authorization": f"token {token}"})
+    sessions = json.loads(urllib.request.urlopen(request, timeout=10).read())
+    return [s["kernel"]["execution_state"] for s in sessions if s.get("path", "").endswith(notebook) and s.get("kernel")]
+
+
 def test_a_released_notebook_runs_in_chromium(student_lab, browser):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    base, token, _ = student_lab
+    base, token, home = student_lab
+    notebook = "workspace/01_tensor/tensor.ipynb"
+    log = Path(home).parent / "lab.log"
+
+    def server() -> str:  # what the server says, for a failure's message
+        tail = log.read_text(errors="replace").splitlines()[-6:] if log.exists() else []
+        return f"kernels of {notebook}: {_kernel_states(base, token, notebook)}; lab.log ends: {tail}"
+
+    def menu_item(css: str, label: str):
+        return wait_for(browser, f"the menu item {label!r} ({css})",
+                        lambda b: next((e for e in b.find_elements(By.CSS_SELECTOR, css) if e.text == label), None),
+                        60, server)
+
     browser.set_page_load_timeout(90)
-    browser.get(f"{base}/lab/tree/workspace/01_tensor/tensor.ipynb?token={token}")
-    wait = WebDriverWait(browser, 120)
-    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"))
-    wait.until(lambda b: "Idle" in b.find_element(By.TAG_NAME, "body").text)
-    time.sleep(3)  # the kernel's info has arrived; what JupyterLab would change, it has changed
+    browser.get(f"{base}/lab/tree/{notebook}?token={token}")
+    wait_for(browser, "the notebook's cells", lambda b: b.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-Cell"),
+             120, server)
+    # The kernel is ready when the server says so: true in every JupyterLab, whatever its status bar
+    # shows (its words and where it puts them change between versions and window widths).
+    wait_for(browser, "the notebook's kernel to be idle (the server's /api/sessions)",
+             lambda b: "idle" in _kernel_states(base, token, notebook), 120, server)
+    time.sleep(3)  # the kernel's info has reached the page; what JupyterLab would change, it has changed
     # It opens clean: no unsaved mark (the release says what the kernel says of itself), and
     # no news prompt over the first task (the kit switches JupyterLab's announcements off).
     assert not browser.find_elements(By.CSS_SELECTOR, ".jp-mod-dirty"), "opened as unsaved"
@@ -270,37 +292,19 @@ def test_a_released_notebook_runs_in_chromium(student_lab, browser):
     module = next(m for m in MODULES if m.slug == "01_tensor")
     folded = [c for c in release_notebook(module).cells if c.metadata.get("jupyter", {}).get("source_hidden")]
     # (JupyterLab draws only the cells near the view: the first folded one is near the top)
-    assert folded and browser.find_elements(By.CSS_SELECTOR, ".jp-InputPlaceholder")
+    assert folded and browser.find_elements(By.CSS_SELECTOR, ".jp-InputPlaceholder"), page_state(browser)
     toasts = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".Toastify__toast")]
     assert not [t for t in toasts if "news" in t.lower()], toasts
-    menu = next(
-        e
-        for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel")
-        if e.text == "Run"
-    )
-    menu.click()
-    wait.until(
-        lambda b: [
-            e
-            for e in b.find_elements(By.CSS_SELECTOR, ".lm-Menu-itemLabel")
-            if e.text == "Run All Cells"
-        ]
-    )
-    next(
-        e
-        for e in browser.find_elements(By.CSS_SELECTOR, ".lm-Menu-itemLabel")
-        if e.text == "Run All Cells"
-    ).click()
+    menu_item(".lm-MenuBar-itemLabel", "Run").click()
+    menu_item(".lm-Menu-itemLabel", "Run All Cells").click()
     # Run All stops at the first stub a cell calls: its output names the task to write.
-    output = wait.until(
-        lambda b: next(
-            (
-                e.text
-                for e in b.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output")
-                if "NotImplementedError" in e.text
-            ),
-            None,
-        )
+    output = wait_for(
+        browser,
+        "an output with NotImplementedError (Run All reaching the first stub)",
+        lambda b: next((e.text for e in b.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output")
+                        if "NotImplementedError" in e.text), None),
+        120,
+        server,
     )
     assert "NotImplementedError" in output
     prompts = [
