@@ -3,7 +3,10 @@ offline; headless Chromium opens it, follows its navigation and sees a milestone
 
 from __future__ import annotations
 
+import fcntl
 import html
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -24,14 +27,26 @@ MILESTONES = list(milestones.MILESTONES.values())
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> tuple[Path, str, float]:
-    """The book built once by the command a person runs: (html folder, its output, seconds)."""
-    out = tmp_path_factory.mktemp("book") / "html"
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "book", "build", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    assert done.returncode == 0, f"tinyflo book build failed:\n{done.stdout}\n{done.stderr}"
-    return out, done.stdout + done.stderr, seconds
+    """The book built once by the command a person runs: (html folder, its output, seconds).
+
+    Once for the whole run: the workers of pytest-xdist share one build (the first to ask makes
+    it, under a lock; the others wait and read it), which the tests only read."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the folder the workers' own folders are in
+    out, record = shared / "book" / "html", shared / "book" / "built.json"
+    out.parent.mkdir(exist_ok=True)
+    with open(shared / "book" / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.is_file():
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "book", "build", "--out", str(out)],
+                                  cwd=ROOT, capture_output=True, text=True)
+            seconds = time.perf_counter() - start
+            assert done.returncode == 0, f"tinyflo book build failed:\n{done.stdout}\n{done.stderr}"
+            record.write_text(json.dumps([done.stdout + done.stderr, seconds]))
+    output, seconds = json.loads(record.read_text())
+    return out, output, seconds
 
 
 def _text(page: Path) -> str:
