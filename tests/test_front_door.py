@@ -345,8 +345,9 @@ def test_every_command_behaves_in_a_pipe_whose_reader_stops(command, tmp_path):
 @pytest.mark.parametrize("variable, value, expected", [
     ("TINYFLO_MILESTONE_MODE", "fast", "TINYFLO_MILESTONE_MODE must be 'quick' or 'full'; got 'fast'"),
     ("TINYFLO_MILESTONE_DATA", "bundle", "TINYFLO_MILESTONE_DATA must be 'bundled' (or unset); got 'bundle'"),
-    ("TINYFLO_FAKE_GPU", "yes", "TINYFLO_FAKE_GPU: expected 'strict' (or unset); got 'yes'"),
-    ("TINYFLO_VERBOSITY", "loud", "TINYFLO_VERBOSITY: expected one of"),
+    ("TINYFLO_FAKE_GPU", "yes", "TINYFLO_FAKE_GPU must be 'strict' (or unset); got 'yes'"),
+    ("TINYFLO_VERBOSITY", "loud", "TINYFLO_VERBOSITY must be one of"),
+    ("TINYFLO_NUM_THREADS", "abc", "TINYFLO_NUM_THREADS must be a positive whole number of threads; got 'abc'"),
 ])
 def test_an_unknown_value_of_any_variable_is_refused_in_one_line(variable, value, expected, tmp_path):
     for command in (("milestone", "run", "perceptron", "--out", str(tmp_path / "m")), ("demo", "--epochs", "1")):
@@ -463,13 +464,11 @@ def test_doctor_names_tinyflo_matplotlib_and_the_sandbox_and_how_to_install_what
 
 
 def test_doctor_says_what_the_stand_in_data_and_workspace_are(tmp_path):
-    blocked = tmp_path / "a-file"
-    blocked.write_text("")
-    done = tinyflo_cli("doctor", cwd=tmp_path, env={"TINYFLO_FAKE_GPU": "strict", "TINYFLO_WORKSPACE": str(blocked),
+    done = tinyflo_cli("doctor", cwd=tmp_path, env={"TINYFLO_FAKE_GPU": "strict", "TINYFLO_WORKSPACE": str(tmp_path / "ws"),
                                                     "TINYFLO_DATA": str(tmp_path / "data")})
     rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in done.stdout.splitlines())
     assert rows["gpu"].startswith("the strict stand-in (TINYFLO_FAKE_GPU=strict)")
-    assert rows["workspace"] == f"{blocked} is a file, not a folder: set TINYFLO_WORKSPACE to your workspace folder"
+    assert rows["workspace"] == f"{tmp_path / 'ws'} does not exist yet (tinyflo module start 01 makes it)"
     assert rows["data"].startswith(f"{tmp_path / 'data'} (TINYFLO_DATA); found: ")
     assert {"jupyterlab", "psutil", "torch"} <= set(rows) and "nbclient" not in rows
     help_text = tinyflo_cli("milestone", "run", "--help", cwd=tmp_path).stdout
@@ -482,7 +481,7 @@ def test_a_workspace_that_cannot_be_made_is_one_line(tmp_path):
     line = one_line_error(tinyflo_cli("module", "start", "1", "--workspace", str(blocked / "ws"), cwd=tmp_path))
     assert line == f"tinyflo module: error: --workspace: cannot create the folder {blocked / 'ws'}: Not a directory"
     line = one_line_error(tinyflo_cli("module", "test", "1", cwd=tmp_path, env={"TINYFLO_WORKSPACE": str(blocked)}))
-    assert line == f"tinyflo module: error: TINYFLO_WORKSPACE: {blocked} is a file, not a folder"
+    assert line == f"tinyflo module: error: TINYFLO_WORKSPACE must be a folder; got '{blocked}' (a file, not a folder)"
     line = one_line_error(tinyflo_cli("module", "list", "--workspace", str(blocked), cwd=tmp_path))
     assert line == f"tinyflo module: error: the workspace {blocked} is a file, not a folder"
     line = one_line_error(tinyflo_cli("module", "start", "13", "--workspace", str(tmp_path / "ws"), cwd=tmp_path))
@@ -499,8 +498,9 @@ def test_numbers_and_folders_that_cannot_be_used_are_one_line_each(tmp_path):
         (("bench", "--smoke", "--out", str(blocked / "b")), {}, f"--out: cannot create the folder {blocked / 'b'}"),
         (("book", "build", "--out", str(blocked / "k")), {}, f"--out: cannot create the folder {blocked / 'k'}"),
         (("module", "test", "1", "--workspace", str(tmp_path / "ws")), {"TINYFLO_CACHE": str(blocked)},
-         f"TINYFLO_CACHE: {blocked} is a file, not a folder"),
-        (("download", "mnist"), {"TINYFLO_DATA": str(blocked)}, f"TINYFLO_DATA: cannot create the folder {blocked}"),
+         f"TINYFLO_CACHE must be a folder; got '{blocked}' (a file, not a folder)"),
+        (("download", "mnist"), {"TINYFLO_DATA": str(blocked / "d")},
+         f"TINYFLO_DATA: cannot create the folder {blocked / 'd' / 'mnist'}"),
         (("launch", "--backend", "mpi", "--nnodes", "2", str(blocked)), {},
          "--nnodes: for --backend mpi list the machines in a host file instead"),
     ]
@@ -566,7 +566,7 @@ def test_an_output_folder_that_cannot_be_made_or_a_bad_device_variable_is_one_li
     assert line.endswith(f"--out: cannot create the folder {blocked / 'x'}: Not a directory")
     line = one_line_error(tinyflo_cli("milestone", "run", "perceptron", "--quick", cwd=tmp_path,
                                       env={"TINYFLO_MILESTONE_DEVICE": "gpu"}))
-    assert line.endswith("TINYFLO_MILESTONE_DEVICE: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got 'gpu'")
+    assert line.endswith("TINYFLO_MILESTONE_DEVICE must be 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got 'gpu'")
 
 
 def test_bench_record_moves_results_in_only_when_every_benchmark_ran(tmp_path, monkeypatch):

@@ -152,7 +152,7 @@ def test_events_time_the_host(cp):
 
 def test_the_variable_takes_strict_or_nothing(monkeypatch):
     monkeypatch.setenv("TINYFLO_FAKE_GPU", "yes")
-    with pytest.raises(ValueError, match="TINYFLO_FAKE_GPU: expected 'strict' \\(or unset\\); got 'yes'"):
+    with pytest.raises(ValueError, match="TINYFLO_FAKE_GPU must be 'strict' \\(or unset\\); got 'yes'"):
         strict_gpu.active()
     monkeypatch.setenv("TINYFLO_FAKE_GPU", "strict")
     assert strict_gpu.active()

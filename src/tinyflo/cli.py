@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tinyflo import environment
 from tinyflo.course.source import (
     COURSE_DIR,
     LMS_FORMATS,
@@ -50,6 +54,11 @@ def _course(args: argparse.Namespace) -> int:
     if milestones.student_kit() and not args.modules:
         raise CourseError("a course is built from a tinyflo checkout's modules/ (solutions and hidden checks), "
                           "and this is a student kit; `tinyflo module ...` is the student's loop")
+    if args.action == "build":  # checked before the course folder is made: nothing is left half-made
+        from tinyflo.course.notebooks import require
+
+        for tool in ("jupytext", "nbformat", "nbgrader"):
+            require(tool)
     # What the instructor's commands write holds solutions, the course key, grades or student work:
     # private from creation, for this process and the nbgrader runs it starts. (nbgrader opens up
     # what it puts in the exchange itself, by its own permissions.)
@@ -150,7 +159,7 @@ def _data() -> str:
     from tinyflo import datasets, milestones
 
     root = datasets.data_root("x").parent
-    where = f"{root} (TINYFLO_DATA)" if os.environ.get("TINYFLO_DATA") else str(root)
+    where = f"{root} (TINYFLO_DATA)" if environment.read("TINYFLO_DATA") else str(root)
     found: dict[Path, list[str]] = {}
     for name in datasets.DOWNLOADS:
         folder = milestones.find_data(name, "")
@@ -170,7 +179,7 @@ def _threads() -> str:
         count = tinyflo.get_num_threads()
     except ValueError as error:
         return f"{error}: unset it or give a count"
-    why = "TINYFLO_NUM_THREADS" if os.environ.get("TINYFLO_NUM_THREADS") else "the cores this process may use"
+    why = "TINYFLO_NUM_THREADS" if environment.read("TINYFLO_NUM_THREADS") else "the cores this process may use"
     blas = next((f"{name}={os.environ[name]}" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
                  if os.environ.get(name)), "its own default")
     return (f"{count} for tinyflo's passes over memory ({why}; {_usable_cores()} usable); "
@@ -181,16 +190,26 @@ def _workspace() -> str:
     """TINYFLO_WORKSPACE and what it does, or what is wrong with it."""
     from tinyflo import milestones
 
-    workspace = os.environ.get("TINYFLO_WORKSPACE")
-    if not workspace:
+    try:
+        workspace = environment.read("TINYFLO_WORKSPACE")
+    except environment.VariableError as error:
+        return str(error)
+    if workspace is None:
         return ("unset: in a student kit the milestones and the demo need it (your completed modules)"
                 if milestones.student_kit() else "unset (the reference modules run)")
-    path = Path(workspace).expanduser()
-    if path.exists() and not path.is_dir():
-        return f"{workspace} is a file, not a folder: set TINYFLO_WORKSPACE to your workspace folder"
-    if not path.is_dir():
+    if not workspace.is_dir():
         return f"{workspace} does not exist yet (tinyflo module start 01 makes it)"
     return f"{workspace} (completed modules shadow the package)"
+
+
+def _variables() -> list[tuple[str, str]]:
+    """A row for each TINYFLO_ variable that is set: its value and what it does; one for each that
+    tinyflo does not read (a misspelling does nothing)."""
+    rows = [(variable.name, f"{text!r}: {variable.meaning}") for variable, text in environment.set_variables()]
+    for name, meant in environment.unknown_variables():
+        rows.append((name, "not a variable tinyflo reads, so it does nothing"
+                     + (f": did you mean {meant}?" if meant else " (tinyflo --help lists them)")))
+    return rows or [("variables", "no TINYFLO_ variable is set (tinyflo --help lists them)")]
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -213,7 +232,7 @@ def _doctor(args: argparse.Namespace) -> int:
     rows += [("mpi", _mpi()), ("nccl", _nccl())]
     sandbox = bwrap_works()
     rows.append(("bubblewrap", sandbox or f"works ({shutil.which('bwrap')}): grading is sandboxed"))
-    rows += [("data", _data()), ("workspace", _workspace())]
+    rows += [("data", _data()), ("workspace", _workspace()), *_variables()]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
@@ -235,9 +254,22 @@ def _check_device(spec: str) -> None:
         raise CourseError(f"--{error}") from None
 
 
-def _check_out(folder: Path, option: str = "--out") -> Path:
-    """The output folder, created now: one line, before any work, when it cannot be."""
-    return make_folder(folder, option)
+@contextlib.contextmanager
+def output_folder(folder: Path, option: str) -> Iterator[Path]:
+    """`folder` (absolute), made now, before any work (one line naming `option` when it cannot be),
+    and removed again, with every folder made for it, if the command ends, done, failed or stopped,
+    before anything was put in it: no empty folder is left behind."""
+    folder = Path(folder).expanduser().resolve()
+    made = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
+    make_folder(folder, option)
+    try:
+        yield folder
+    finally:
+        for path in made:
+            try:
+                path.rmdir()
+            except OSError:  # it holds something (or is gone): kept, and so is every folder above it
+                break
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -248,6 +280,28 @@ def _demo(args: argparse.Namespace) -> int:
             raise
         raise CourseError("this tinyflo has no demo yet (tinyflo/demo.py is missing)") from None
     return demo.main(args.argv) or 0
+
+
+# Folders the variables may name relatively: a milestone runs in its own folder, where a relative
+# path would point elsewhere, so it is told the absolute one.
+_FOLDER_VARIABLES = ("TINYFLO_WORKSPACE", "TINYFLO_DATA", "TINYFLO_CACHE", "TINYFLO_MODULES")
+
+
+def _milestone_out(args: argparse.Namespace, name: str) -> Path:
+    """Where a milestone run writes: --out, else $TINYFLO_MILESTONE_OUT, else tinyflo-milestones/NAME
+    here. The option wins over the variable, and says so when they differ."""
+    from tinyflo import milestones
+
+    variable = environment.read("TINYFLO_MILESTONE_OUT")
+    if variable is not None:
+        variable = variable.resolve()
+    if args.out:
+        out = Path(args.out).expanduser().resolve()
+        if variable is not None and variable != out:
+            print(f"tinyflo milestone run: note: --out {out} wins over TINYFLO_MILESTONE_OUT={variable}",
+                  file=sys.stderr)
+        return out
+    return variable or milestones.default_out(name, args.mode)
 
 
 def _milestone(args: argparse.Namespace) -> int:
@@ -277,69 +331,107 @@ def _milestone(args: argparse.Namespace) -> int:
     script = milestone.path(checkout) if checkout else kit / milestone.slug / f"{milestone.name}.py"
     if not script.is_file():
         raise CourseError(f"{script} is missing from this checkout")
-    args.mode = args.mode or milestones.milestone_mode()  # checked by _check_environment
+    args.mode = args.mode or milestones.milestone_mode()  # checked when tinyflo started
     env = dict(os.environ, TINYFLO_MILESTONE_MODE=args.mode, MPLBACKEND="Agg")
-    for variable in ("TINYFLO_WORKSPACE", "TINYFLO_DATA"):  # the notebook runs in its own folder:
-        if env.get(variable):                               # a relative path would point elsewhere
-            env[variable] = str(Path(env[variable]).expanduser().resolve())
+    for variable in _FOLDER_VARIABLES:
+        if (folder := environment.read(variable)) is not None:
+            env[variable] = str(folder.resolve())
     if args.record and args.mode != "full":
         raise CourseError("--record keeps the full run with the checkout; it cannot be combined with --quick")
     if args.device:
         _check_device(args.device)
         env["TINYFLO_MILESTONE_DEVICE"] = args.device
-    elif env.get("TINYFLO_MILESTONE_DEVICE"):
+    elif device := environment.read("TINYFLO_MILESTONE_DEVICE"):
         try:
-            _check_device(env["TINYFLO_MILESTONE_DEVICE"])
+            _check_device(device)
         except CourseError as error:
             raise CourseError(f"TINYFLO_MILESTONE_DEVICE: {str(error).removeprefix('--device: ')}") from None
     if args.record:
+        if (variable := environment.read("TINYFLO_MILESTONE_OUT")) is not None:
+            print(f"tinyflo milestone run: note: --record writes {milestone.results(checkout)}, not "
+                  f"TINYFLO_MILESTONE_OUT={variable}", file=sys.stderr)
         return _record_milestone(milestone, checkout, script, env)
-    out = Path(args.out).expanduser().resolve() if args.out else milestones.default_out(milestone.name, args.mode)
-    fresh = not out.exists()
-    if args.out:
-        _check_out(out)
-    env["TINYFLO_MILESTONE_OUT"] = str(out)
-    try:
+    with output_folder(_milestone_out(args, milestone.name), "--out" if args.out else "TINYFLO_MILESTONE_OUT"
+                       if environment.read("TINYFLO_MILESTONE_OUT") else "the output folder") as out:
+        env["TINYFLO_MILESTONE_OUT"] = str(out)
         return _run_script(script, env)
-    except KeyboardInterrupt:
-        if fresh and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()  # stopped before it wrote anything: no empty folder left behind
-        raise
 
 
-# A script (a milestone's) or a module (`-m benchmarks`) as `python` runs it, except that Ctrl-C
-# ends it without a traceback (the `tinyflo` process around it says, in one line, that it
-# stopped), and so does a pipe whose reader stopped (`tinyflo milestone run xor | head -1`).
-_QUIET = (
-    "import os, runpy, sys\n"
-    "module = sys.argv[1] == '-m'\n"
-    "sys.argv = sys.argv[2:] if module else sys.argv[1:]\n"
-    "try:\n"
-    "    if module:\n"
-    "        runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
-    "    else:\n"
-    "        runpy.run_path(sys.argv[0], run_name='__main__')\n"
-    "except KeyboardInterrupt:\n"
-    "    sys.exit(130)\n"
-    "except BrokenPipeError:\n"
-    "    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())\n"
-    "    sys.exit(141)\n"
-)
+# A script (a milestone's) or a module (`-m benchmarks`) as `python` runs it, except that a stop
+# (Ctrl-C, or one tinyflo passes on) ends it without a traceback, and so does a pipe whose reader
+# stopped (`tinyflo milestone run xor | head -1`): the `tinyflo` process around it says, in one
+# line, that it stopped. A full disk under its output is one line too. argv: the command's name
+# for that line, then the script and its arguments, or -m and the module and its arguments.
+_QUIET = """
+import errno, os, runpy, signal, sys, time
+
+stops = []
 
 
-def _run_quietly(target: list[str], cwd: Path, env: dict[str, str] | None = None) -> int:
-    """Run ``[script, args...]`` or ``["-m", module, args...]`` in its own process; its exit status."""
-    process = subprocess.Popen([sys.executable, "-c", _QUIET, *target], cwd=cwd, env=env)
+def stop(signum, frame):
+    # Ctrl-C at a terminal comes twice: from the terminal, and passed on by tinyflo (which a stop
+    # sent to tinyflo alone needs). One of them stops the run; another, a second later, again.
+    if stops and time.monotonic() - stops[-1] < 1:
+        return
+    stops.append(time.monotonic())
+    raise KeyboardInterrupt
+
+
+def quiet_output():  # what is still buffered goes nowhere
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+signal.signal(signal.SIGINT, stop)
+command, module = sys.argv[1], sys.argv[2] == "-m"
+sys.argv = sys.argv[3:] if module else sys.argv[2:]
+try:
     try:
-        return process.wait()
-    except KeyboardInterrupt:  # the child had the same Ctrl-C: let it end on its own
-        process.wait()
+        if module:
+            runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        sys.stdout.flush()  # here, where a failure can be said in one line
+except KeyboardInterrupt:
+    sys.exit(130)
+except BrokenPipeError:
+    quiet_output()
+    sys.exit(141)
+except OSError as error:
+    if error.filename is not None or error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
         raise
+    quiet_output()
+    sys.exit(f"{command}: error: write error: {error.strerror}")
+"""
+
+_PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)  # the first stop, the second, any later one
+
+
+def _run_quietly(target: list[str], cwd: Path, env: dict[str, str] | None = None,
+                 command: str = "tinyflo") -> int:
+    """Run ``[script, args...]`` or ``["-m", module, args...]`` in its own process; its exit status.
+
+    A stop that reaches this process (Ctrl-C, which the child has too; SIGINT sent to tinyflo alone,
+    by a supervisor or an IDE's stop button; SIGTERM) is passed on, SIGINT first, SIGTERM if a
+    second comes, then SIGKILL; tinyflo waits for the child to end, then raises the stop. A child
+    that ended well although a stop came is a run that finished: its status, 0, is returned."""
+    process = subprocess.Popen([sys.executable, "-c", _QUIET, command, *target], cwd=cwd, env=env)
+    stops: list[KeyboardInterrupt] = []
+    while True:
+        try:
+            code = process.wait()
+            break
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (Terminated)
+            process.send_signal(_PASSED_ON[min(len(stops), len(_PASSED_ON) - 1)])
+            stops.append(stop)
+    if stops and code != 0:
+        raise stops[0]
+    return code
 
 
 def _run_script(script: Path, env: dict[str, str]) -> int:
     """Run a milestone's script in its own process, in its folder; its exit status."""
-    return _run_quietly([script.name], script.parent, env)
+    return _run_quietly([script.name], script.parent, env, "tinyflo milestone")
 
 
 def _record_milestone(milestone: Any, checkout: Path, script: Path, env: dict[str, str]) -> int:
@@ -380,9 +472,10 @@ def _bench(args: argparse.Namespace) -> int:
         command.append("--smoke")
     if args.record:
         command.append("--record")
-    else:  # a scratch folder here: the recorded results change only when asked to
-        command += ["--out", str(_check_out(Path(args.out or "tinyflo-bench")))]
-    return _run_quietly(command, checkout)
+        return _run_quietly(command, checkout, command="tinyflo bench")
+    # a scratch folder here: the recorded results change only when asked to
+    with output_folder(Path(args.out or "tinyflo-bench"), "--out") as out:
+        return _run_quietly([*command, "--out", str(out)], checkout, command="tinyflo bench")
 
 
 def _download(args: argparse.Namespace) -> int:
@@ -391,12 +484,13 @@ def _download(args: argparse.Namespace) -> int:
     unknown = [name for name in args.names if name not in datasets.DOWNLOADS]
     if unknown:
         raise CourseError(f"NAME: expected {', '.join(datasets.DOWNLOADS)}; got {', '.join(map(repr, unknown))}")
+    where = "TINYFLO_DATA" if environment.read("TINYFLO_DATA") else "the data folder"
     for name in args.names:
-        make_folder(datasets.data_root(name), "TINYFLO_DATA" if os.environ.get("TINYFLO_DATA") else "the data folder")
-        try:
-            folder = datasets.download(name)
-        except (OSError, RuntimeError, ValueError) as error:  # no network, a full disk, a file that is not the original
-            raise CourseError(f"{name}: {error}") from None
+        with output_folder(datasets.data_root(name), where):  # removed again if nothing came
+            try:
+                folder = datasets.download(name)
+            except (OSError, RuntimeError, ValueError) as error:  # no network, a full disk, not the original
+                raise CourseError(f"{name}: {error}") from None
         print(f"{name}: every file is in {folder}, its SHA-256 checked")
     return 0
 
@@ -464,7 +558,8 @@ def _workspace_option(parser: argparse.ArgumentParser) -> None:
         "--workspace",
         type=path_arg,
         metavar="PATH",
-        help="student workspace (default: $TINYFLO_WORKSPACE, else ./workspace)",
+        help="student workspace (default: $TINYFLO_WORKSPACE, else the workspace the current folder is in, "
+        "else ./workspace)",
     )
 
 
@@ -484,6 +579,15 @@ class _HelpLayout(argparse.HelpFormatter):
     def _split_lines(self, text: str, width: int) -> list[str]:
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """Each line of a description its own paragraph, wrapped under its first words' indent."""
+        lines = []
+        for line in text.splitlines():
+            margin = indent + " " * (len(line) - len(line.lstrip()))
+            lines.append(textwrap.fill(" ".join(line.split()), width, initial_indent=margin,
+                                       subsequent_indent=margin + "    ", break_on_hyphens=False))
+        return "\n".join(lines)
+
 
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line: the command, what was wrong, where to read more."""
@@ -495,12 +599,21 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def _print_message(self, message: str, file: Any = None) -> None:
+        """argparse's, except that a write that fails (help into a full disk) is not passed over:
+        `tinyflo` says it in one line."""
+        if message:
+            (file or sys.stderr).write(message)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every `tinyflo` subcommand."""
     import tinyflo  # only its version: the generated modules load on first use
 
-    parser = Parser(prog="tinyflo", description=__doc__)
+    variables = "\n".join(f"  {v.name}: {v.meaning}" + (f" (set by {v.set_by})" if v.set_by else "")
+                          for v in environment.VARIABLES.values())
+    parser = Parser(prog="tinyflo", description=__doc__, epilog="environment variables (checked when tinyflo "
+                    f"starts; tinyflo doctor shows those set):\n{variables}")
     parser.add_argument("--version", action="version", version=f"tinyflo {tinyflo.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -603,7 +716,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", help="cpu or cuda:N (default: cuda:0 when a GPU is there, else cpu)")
     places = run.add_mutually_exclusive_group()
     places.add_argument("--out", type=path_arg, metavar="DIR", help="folder for plots and results (default: "
-                        "tinyflo-milestones/NAME in the current folder; NAME-quick for --quick)")
+                        "$TINYFLO_MILESTONE_OUT, else tinyflo-milestones/NAME in the current folder; NAME-quick "
+                        "for --quick)")
     places.add_argument("--record", action="store_true", help="write the full run's results into the "
                         "checkout's milestones/results/NAME, the recorded figures `milestone list` shows")
     milestone.set_defaults(handler=_milestone)
@@ -700,21 +814,6 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
                              "faked (a self-check, never for credit)")
 
 
-def _check_environment() -> None:
-    """The TINYFLO_ variables that take one of a few values, each refused in one line, before
-    any work, when it holds another (each is checked by the code that reads it)."""
-    from tinyflo import milestones, strict_gpu
-    from tinyflo.core.training import resolve_verbosity
-
-    try:
-        strict_gpu.active()
-        resolve_verbosity()
-        milestones.milestone_mode()
-        milestones.bundled_only()
-    except (ValueError, milestones.MilestoneError) as error:
-        raise CourseError(str(error)) from None
-
-
 def _each_parser(parser: argparse.ArgumentParser):
     """`parser` and every subcommand's parser below it."""
     yield parser
@@ -724,33 +823,91 @@ def _each_parser(parser: argparse.ArgumentParser):
                 yield from _each_parser(sub)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM while a command runs: it ends as Ctrl-C ends it, tidied up, in one line."""
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM raise :class:`Terminated`; the handler it replaces (None off the main thread,
+    where no handler can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Terminated
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def _quiet_output() -> None:
+    """Send what is still buffered for standard output nowhere: it cannot be written, and Python
+    would try again as it exits, with a traceback."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # no file behind it (a test's StringIO): nothing to do
+        pass
+
+
+def _output_failed(command: str, error: OSError) -> int:
+    """One line for a write that failed (the output on a full disk, as coreutils say it, or a
+    file that cannot be written); exit status 1."""
+    reason = error.strerror or str(error)
+    said = f"{error.filename}: {reason}" if error.filename is not None else f"write error: {reason}"
+    _quiet_output()
+    try:
+        print(f"{command}: error: {said}", file=sys.stderr)
+    except OSError:
+        pass
+    return 1
+
+
+def _run(command: str, args: argparse.Namespace) -> int:
+    """The subcommand, after every TINYFLO_ variable is checked; a refusal or a stop in one line."""
+    try:
+        environment.check()  # before anything: a bad value is refused at once, whatever the command
+        return args.handler(args)
+    except (CourseError, LaunchError, environment.VariableError) as error:
+        print(f"{command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as stop:
+        signal_name = "SIGTERM" if isinstance(stop, Terminated) else "Ctrl-C"
+        print(f"{command}: stopped ({signal_name}); nothing more was done", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run `tinyflo` with `argv` (default: the command line); returns the exit status."""
     from tinyflo.course.notebooks import without_iri_grammars
 
     without_iri_grammars()  # a second off every command that reads a notebook
-    parser = build_parser()
-    for each in _each_parser(parser):  # the deepest one parsed sets it last
-        each.set_defaults(parser_used=each)
-    args, extra = parser.parse_known_args(argv)
-    if args.command == "demo":
-        args.argv = extra
-    elif extra:  # said by the subcommand, so its --help is the one named
-        args.parser_used.error(f"unrecognized arguments: {' '.join(extra)}")
+    command = "tinyflo"
+    previous = _stop_on_sigterm()
     try:
-        _check_environment()
-        return args.handler(args)
-    except (CourseError, LaunchError) as error:
-        print(f"tinyflo {args.command}: error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"tinyflo {args.command}: stopped (Ctrl-C); nothing more was done", file=sys.stderr)
-        return 130
+        try:
+            parser = build_parser()
+            for each in _each_parser(parser):  # the deepest one parsed sets it last
+                each.set_defaults(parser_used=each)
+            args, extra = parser.parse_known_args(argv)
+            command = f"tinyflo {args.command}"
+            if args.command == "demo":
+                args.argv = extra
+            elif extra:  # said by the subcommand, so its --help is the one named
+                args.parser_used.error(f"unrecognized arguments: {' '.join(extra)}")
+            code = _run(command, args)
+        finally:
+            if sys.stdout is not None:
+                sys.stdout.flush()  # here, where a failure can still be said in one line
+        return code
     except BrokenPipeError:
         # The reader of a pipe stopped (`tinyflo milestone list | head -1`): as any command
         # in a pipe, end quietly; what is still buffered goes nowhere.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _quiet_output()
         return 141  # 128 + SIGPIPE, what a shell reports for a command a pipe cut off
+    except OSError as error:  # `tinyflo doctor > /dev/full`
+        return _output_failed(command, error)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

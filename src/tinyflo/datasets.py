@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyflo import environment
+
 __all__ = [
     "ChecksumError", "CharVocab", "DOWNLOADS", "FASHION_MNIST_CLASSES", "TextCorpus", "blobs", "data_root",
     "digits", "download", "fashion_mnist", "mnist", "moons", "read_idx", "spirals", "tiny_shakespeare", "xor",
@@ -58,8 +60,8 @@ def data_root(name: str, root: str | os.PathLike | None = None) -> Path:
     """The folder a data set's files are read from: ``root``, or ``$TINYFLO_DATA/name``, or ``~/.cache/tinyflo/name``."""
     if root is not None:
         return Path(root).expanduser()
-    if os.environ.get("TINYFLO_DATA"):
-        return Path(os.environ["TINYFLO_DATA"]).expanduser() / name
+    if (folder := environment.read("TINYFLO_DATA")) is not None:
+        return folder / name
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(cache) / "tinyflo" / name
 
@@ -81,8 +83,23 @@ def _check(data: bytes, expected: str, path: Path | str) -> bytes:
 
 
 def _download(urls: list[str], path: Path, sha256: str) -> None:
-    """Fetch ``path`` from the first mirror that serves the right bytes; write it atomically."""
+    """Fetch ``path`` from the first mirror that serves the right bytes; write it atomically. A
+    folder made for it is removed again when no mirror served it (offline: nothing left behind)."""
+    made = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]  # deepest first
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _fetch_from_mirrors(urls, path, sha256)
+    except BaseException:
+        for folder in made:
+            try:
+                folder.rmdir()
+            except OSError:  # it holds something: kept, and every folder above it
+                break
+        raise
+
+
+def _fetch_from_mirrors(urls: list[str], path: Path, sha256: str) -> None:
+    """Try each mirror in turn; a RuntimeError in one line naming every mirror's failure."""
     failures = []
     for url in urls:
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
@@ -103,7 +120,7 @@ def _download(urls: list[str], path: Path, sha256: str) -> None:
         finally:
             if os.path.exists(temp):
                 os.remove(temp)
-    raise RuntimeError(f"could not download {path.name}:\n  " + "\n  ".join(failures))
+    raise RuntimeError(f"could not download {path.name} from any mirror: " + "; ".join(failures))
 
 
 def _fetch(name: str, filename: str, sha256: str, mirrors: list[str], root: Any, download: bool) -> bytes:

@@ -9,7 +9,6 @@ AdamW, a warm-up + cosine schedule, gradient clipping and the ``Trainer``.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time
@@ -20,15 +19,15 @@ from typing import Any
 import numpy as np
 
 import tinyflo
-from tinyflo import datasets, milestones
-from tinyflo.cli import Parser, path_arg  # errors in one line, as every tinyflo command's
+from tinyflo import datasets, environment, milestones
+from tinyflo.cli import Parser, output_folder, path_arg  # as every tinyflo command: one-line errors
 from tinyflo.core.data import DataLoader
 from tinyflo.core.layers import Linear, ReLU, Sequential
 from tinyflo.core.losses import cross_entropy
 from tinyflo.core.optim import AdamW
 from tinyflo.core.schedulers import CosineAnnealing, Warmup
 from tinyflo.core.training import Monitor, Trainer
-from tinyflo.course.source import CourseError, make_folder
+from tinyflo.course.source import CourseError
 
 
 def mlp(hidden: int = 128) -> Sequential:
@@ -124,12 +123,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         device = tinyflo.device(args.device)
     except tinyflo.DeviceError as error:  # one line, as `tinyflo` says it: no traceback for a wrong device
         parser.exit(2, f"{parser.prog}: error: --{error}\n")
-    try:  # before training, not after it: the folder the plot and reports go to
-        make_folder(Path(args.out), "--out")
-    except CourseError as error:
+    # The folder the plot and reports go to is made before training, not after it, and removed
+    # again if the demo ends (refused, stopped, cut off by its pipe) before anything was put in it.
+    try:
+        with output_folder(Path(args.out), "--out"):
+            return _run(args, parser, device)
+    except CourseError as error:  # the folder cannot be made
         parser.exit(2, f"{parser.prog}: error: {error}\n")
 
-    if os.environ.get("TINYFLO_WORKSPACE") or milestones.student_kit():  # whose modules 01-08 train
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, device: tinyflo.Device) -> int:
+    """The demo once its options are checked and its folder made."""
+    if environment.read("TINYFLO_WORKSPACE") or milestones.student_kit():  # whose modules 01-08 train
         try:
             milestones.require(DEMO_MODULES, what="the demo")
         except milestones.MilestoneError as error:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import tinyflo
-from tinyflo import milestones
+from tinyflo import environment, milestones
 
 DEVICE = "cuda:0"
 BUDGET_S = 600.0  # the whole proof, every stage included
@@ -124,7 +124,7 @@ def gpu_facts(index: int = 0) -> dict[str, Any]:
         "cuda_runtime": _ask(lambda: _cuda_version(cupy.cuda.runtime.runtimeGetVersion())),
         "cupy": getattr(cupy, "__version__", "unknown"),
     }
-    stand_in = os.environ.get("TINYFLO_FAKE_GPU")
+    stand_in = environment.read("TINYFLO_FAKE_GPU")
     if stand_in:
         facts["stand_in"] = f"TINYFLO_FAKE_GPU={stand_in}: CuPy is played by tinyflo's stand-in, on NumPy"
     return facts | _torch_facts()

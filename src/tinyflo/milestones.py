@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 import tinyflo
+from tinyflo import environment
 
 __all__ = [
     "MILESTONES", "Milestone", "MilestoneError", "Run", "bundled_only", "checkout_dir", "data_folders", "default_out",
@@ -131,15 +132,20 @@ def checkout_dir() -> Path | None:
 
 def milestone_mode() -> str:
     """``quick`` (the reduced run CI checks) or ``full``, from ``$TINYFLO_MILESTONE_MODE`` (default full)."""
-    mode = os.environ.get("TINYFLO_MILESTONE_MODE", "full").strip().lower() or "full"
-    if mode not in MODES:
-        raise MilestoneError(f"TINYFLO_MILESTONE_MODE must be 'quick' or 'full'; got {mode!r}")
-    return mode
+    return _variable("TINYFLO_MILESTONE_MODE") or "full"
+
+
+def _variable(name: str) -> Any:
+    """``environment.read(name)``, its error a MilestoneError (what a milestone's caller catches)."""
+    try:
+        return environment.read(name)
+    except environment.VariableError as error:
+        raise MilestoneError(str(error)) from None
 
 
 def milestone_device() -> tinyflo.Device:
     """``$TINYFLO_MILESTONE_DEVICE`` if set, else ``cuda:0`` when CuPy sees a GPU, else ``cpu``."""
-    chosen = os.environ.get("TINYFLO_MILESTONE_DEVICE") or ("cuda:0" if tinyflo.cuda_is_available() else "cpu")
+    chosen = _variable("TINYFLO_MILESTONE_DEVICE") or ("cuda:0" if tinyflo.cuda_is_available() else "cpu")
     return tinyflo.device(chosen)
 
 
@@ -177,7 +183,7 @@ def require(modules: list[str] | tuple[str, ...], what: str = "this milestone") 
     unknown = [slug for slug in modules if slug not in MODULE_FILES]
     if unknown:
         raise MilestoneError(f"require: unknown module(s) {unknown}; expected names like {list(MODULE_FILES)[:2]}")
-    workspace = os.environ.get("TINYFLO_WORKSPACE")
+    workspace = _variable("TINYFLO_WORKSPACE")
     if not workspace and student_kit():
         raise MilestoneError(f"this tinyflo is a student kit: every graded part is yours to write, so {what} "
                              "runs on your completed modules; set TINYFLO_WORKSPACE to your "
@@ -185,7 +191,7 @@ def require(modules: list[str] | tuple[str, ...], what: str = "this milestone") 
     if not workspace:
         print(f"modules {', '.join(modules)}: the reference package (set TINYFLO_WORKSPACE to run on your own)")
         return "reference"
-    root = Path(workspace).expanduser().resolve()
+    root = workspace.resolve()
     if not root.is_dir():
         raise MilestoneError(f"TINYFLO_WORKSPACE names {root}, which is not a folder; start your workspace with "
                              f"`tinyflo module start {modules[0]}` (or set TINYFLO_WORKSPACE to the one you have)")
@@ -231,7 +237,7 @@ class Run:
         self.mode = milestone_mode()
         self.quick = self.mode == "quick"
         self.device = milestone_device()
-        given = out or os.environ.get("TINYFLO_MILESTONE_OUT")
+        given = out or _variable("TINYFLO_MILESTONE_OUT")  # an argument wins over the variable
         self._out = Path(given).expanduser().resolve() if given else default_out(self.milestone.name, self.mode)
         self.rows: list[dict[str, Any]] = []
         self.numbers: dict[str, Any] = {}
@@ -381,10 +387,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 def bundled_only() -> bool:
     """Whether ``TINYFLO_MILESTONE_DATA=bundled`` asks for the data sets inside tinyflo alone."""
-    value = os.environ.get("TINYFLO_MILESTONE_DATA", "").strip().lower()
-    if value not in ("", "bundled"):
-        raise MilestoneError(f"TINYFLO_MILESTONE_DATA must be 'bundled' (or unset); got {value!r}")
-    return value == "bundled"
+    return _variable("TINYFLO_MILESTONE_DATA") == "bundled"
 
 
 def _in_notebook() -> bool:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
-import os
 import sys
 import threading
 import time
@@ -36,6 +35,8 @@ import types
 from typing import Any
 
 import numpy as np
+
+from tinyflo import environment
 
 READS: collections.Counter = collections.Counter()
 UPLOADS: collections.Counter = collections.Counter()  # host-to-device copies, by kind (allowed, but not free)
@@ -675,7 +676,4 @@ def install() -> types.ModuleType:
 
 def active() -> bool:
     """Whether ``TINYFLO_FAKE_GPU=strict`` asks for the stand-in (tinyflo's ``_cupy()`` then installs it)."""
-    value = os.environ.get("TINYFLO_FAKE_GPU", "")
-    if value not in ("", "strict"):
-        raise ValueError(f"TINYFLO_FAKE_GPU: expected 'strict' (or unset); got {value!r}")
-    return value == "strict"
+    return environment.read("TINYFLO_FAKE_GPU") == "strict"

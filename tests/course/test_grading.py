@@ -264,7 +264,7 @@ seen["tinyflo_dists"] = sorted(p for d in sys.path if os.path.isdir(d) for p in 
                                if "tinyflo" in p.lower() and _holds_something(os.path.join(d, p)))
 seen["nproc"] = resource.getrlimit(resource.RLIMIT_NPROC)[0]
 seen["memory"] = resource.getrlimit(resource.RLIMIT_AS)[0]
-seen["environment"] = sorted(k for k in os.environ if k.startswith("TINYFLO_") and k != "TINYFLO_THREADS")
+seen["environment"] = sorted(k for k in os.environ if k.startswith("TINYFLO_") and k != "TINYFLO_NUM_THREADS")
 try:
     open("/tmp/big", "wb").write(b"x" * (200 * 2**20))
     seen["big_file"] = True

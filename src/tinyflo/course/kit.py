@@ -25,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from tinyflo import environment
 from tinyflo.course.export import default_exp, render_init, render_module, target_path
 from tinyflo.course.notebooks import (
     grading_notebook,
@@ -162,7 +163,10 @@ def cache_dir() -> Path:
     alone: made so (mode 700), and closed if an older tinyflo left it open. The trees inside
     stay readable to the grading sandbox's own uid, which reaches them by a bind mount, not
     through this folder."""
-    given = os.environ.get("TINYFLO_CACHE")
+    try:
+        given = environment.read("TINYFLO_CACHE")
+    except environment.VariableError as error:
+        raise CourseError(str(error)) from None
     base = given or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tinyflo")
     option = "TINYFLO_CACHE" if given else "the grading cache"
     folder = make_folder(Path(base), option) / "grading"

@@ -275,12 +275,17 @@ def runner_environment() -> dict[str, str]:
         PYTHONHASHSEED="0",  # the same set and dict orders in the reference's run and the student's
         MPLCONFIGDIR="/tmp/matplotlib",
         MPLBACKEND="Agg",
-        # One thread each: graders run side by side, and threads count against the limit.
+        # One thread each: graders run side by side, and threads count against the limit. Each
+        # BLAS NumPy may be built on reads its own variable (OpenBLAS, MKL, BLIS, Apple's
+        # Accelerate; OpenMP's serves the rest), numexpr its own, tinyflo's passes over memory
+        # TINYFLO_NUM_THREADS (tinyflo.environment).
         OPENBLAS_NUM_THREADS="1",
         OMP_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
+        BLIS_NUM_THREADS="1",
+        VECLIB_MAXIMUM_THREADS="1",
         NUMEXPR_NUM_THREADS="1",
-        TINYFLO_THREADS="1",
+        TINYFLO_NUM_THREADS="1",
     )
     return env
 

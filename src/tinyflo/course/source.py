@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinyflo import environment
+
 
 class CourseError(Exception):
     """A mistake in the course sources or in a command's arguments, explained for a person."""
@@ -400,8 +402,11 @@ def is_checkout(folder: Path) -> bool:
 
 def find_modules_dir(explicit: str | os.PathLike | None = None) -> Path:
     """Locate modules/: the argument, $TINYFLO_MODULES, a checkout above the cwd, or ours."""
-    candidates = ((explicit, "--modules"), (os.environ.get("TINYFLO_MODULES"), "TINYFLO_MODULES"))
-    for given, origin in candidates:
+    try:
+        variable = None if explicit else environment.read("TINYFLO_MODULES")
+    except environment.VariableError as error:
+        raise CourseError(str(error)) from None
+    for given, origin in ((explicit, "--modules"), (variable, "TINYFLO_MODULES")):
         if given:
             path = Path(given).expanduser().resolve()
             if not path.is_dir():

@@ -1,6 +1,7 @@
 """`tinyflo module ...`: the student's loop in a workspace folder.
 
-Layout of a workspace (default ./workspace, or $TINYFLO_WORKSPACE, or --workspace):
+Layout of a workspace (--workspace, else $TINYFLO_WORKSPACE, else the workspace the current
+folder is in, else ./workspace):
 
     01_tensor/tensor.ipynb          the student's notebook (`start`, never overwritten)
     01_tensor/tensor.backup-*.ipynb earlier notebooks kept by `reset`
@@ -17,12 +18,11 @@ import argparse
 import functools
 import hashlib
 import json
-import os
 import shlex
 import time
 from pathlib import Path
 
-from tinyflo import milestones
+from tinyflo import environment, milestones
 from tinyflo.course.export import default_exp, render_module, target_path
 from tinyflo.course.grading import DEFAULT_TIMEOUT, GradeReport, grade, visible_reference
 from tinyflo.course.kit import cached_tree, reference_source, release_notebook
@@ -42,11 +42,23 @@ from tinyflo.course.source import (
 )
 
 
-def find_workspace(explicit: str | None = None) -> Path:
-    """The workspace folder: the argument, else $TINYFLO_WORKSPACE, else ./workspace."""
-    return (
-        Path(explicit or os.environ.get("TINYFLO_WORKSPACE") or "workspace").expanduser().resolve()
-    )
+def find_workspace(explicit: str | None = None, modules: list[Module] = ()) -> tuple[Path, str]:
+    """The workspace folder and what chose it: the argument (--workspace), else $TINYFLO_WORKSPACE,
+    else the workspace the current folder is in (found as git finds a repository: here or in a
+    folder above, the first holding a started module's notebook), else ./workspace."""
+    if explicit:
+        return Path(explicit).expanduser().resolve(), "--workspace"
+    try:
+        variable = environment.read("TINYFLO_WORKSPACE")
+    except environment.VariableError as error:
+        raise CourseError(str(error)) from None
+    if variable is not None:
+        return variable.resolve(), "TINYFLO_WORKSPACE"
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if any(notebook_path(folder, module).is_file() for module in modules):
+            return folder, f"the workspace {folder}"
+    return here / "workspace", "the workspace (./workspace)"
 
 
 def notebook_path(workspace: Path, module: Module) -> Path:
@@ -275,19 +287,15 @@ def _list(workspace: Path, modules: list[Module], flag: str = "") -> int:
 def run(args: argparse.Namespace) -> int:
     """The `tinyflo module ACTION` command; returns the exit status."""
     modules = discover_modules(find_modules_dir(args.modules))
-    workspace = find_workspace(args.workspace)
+    workspace, where = find_workspace(args.workspace, modules)
     flag = f" --workspace {shlex.quote(args.workspace)}" if args.workspace else ""
     if args.action == "list":
         return _list(workspace, modules, flag)
     module = resolve_module(modules, args.module)  # a wrong module number makes no folder
-    if not workspace.is_dir():  # one line now, not a traceback from the first write
-        if args.workspace:
-            where = "--workspace"
-        elif os.environ.get("TINYFLO_WORKSPACE"):
-            where = "TINYFLO_WORKSPACE"
-        else:
-            where = "the workspace (./workspace)"
-        make_folder(workspace, where)
+    if workspace.exists() and not workspace.is_dir():
+        raise CourseError(f"{where}: {workspace} is a file, not a folder")
+    if args.action in ("start", "reset") and not workspace.is_dir():  # only what writes a notebook makes it:
+        make_folder(workspace, where)  # one line now, not a traceback from the first write
     missing = _not_completed(workspace, module, modules)
     if missing and args.action in ("test", "complete"):
         raise CourseError(
