@@ -426,6 +426,41 @@ def test_ctrl_c_in_a_milestone_is_one_line_and_leaves_no_empty_folder(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("stop, code, said", [("SIGINT", 130, "Ctrl-C"), ("SIGTERM", 143, "SIGTERM")])
+def test_a_stop_sent_to_tinyflo_alone_stops_the_milestone_it_runs(stop, code, said, tmp_path):
+    """A supervisor or an IDE's stop button signals tinyflo's process alone (Ctrl-C signals the whole
+    group): tinyflo passes the stop on to the milestone's process, waits for it to end, then says so."""
+    import signal
+
+    import psutil
+
+    out = tmp_path / "run"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    process = subprocess.Popen([sys.executable, "-m", "tinyflo.cli", "milestone", "run", "lenet", "--quick", "--out",
+                                str(out)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, env=environment)
+    assert process.stdout.readline().startswith("milestone 04_lenet")  # its script runs
+    (script,) = psutil.Process(process.pid).children()
+    process.send_signal(getattr(signal, stop))  # to tinyflo's process alone
+    _, err = process.communicate(timeout=120)
+    assert (process.returncode, err) == (code, f"tinyflo milestone: stopped ({said}); nothing more was done\n")
+    assert not script.is_running(), "the milestone's process ended with tinyflo"
+    assert not out.exists(), "the run stopped before it saved anything, as the line says"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="a full disk is played by Linux's /dev/full")
+@pytest.mark.parametrize("command, said_by", [(("--help",), "tinyflo"), (("milestone", "list"), "tinyflo milestone"),
+                                              (("milestone", "run", "perceptron", "--quick"), "tinyflo milestone")])
+def test_output_into_a_full_disk_is_one_line_and_exit_status_1(command, said_by, tmp_path):
+    """`tinyflo doctor > /dev/full`: what is written at exit, and what a milestone's own process writes, too."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TINYFLO_")}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "tinyflo.cli", *command], cwd=tmp_path, stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=environment, timeout=120)
+    assert (done.returncode, done.stderr) == (1, f"{said_by}: error: write error: No space left on device\n")
+    assert not list(tmp_path.iterdir()), "no folder left for results never written"
+
+
 def test_ctrl_c_in_a_benchmark_is_one_line(tmp_path):
     import signal
 

@@ -37,7 +37,10 @@ def _export(args: argparse.Namespace) -> int:
     if milestones.student_kit() and not (args.modules or args.package_dir):
         raise CourseError("export writes a tinyflo checkout's modules/ into its package, and this is a student "
                           "kit; your own code goes into your workspace with `tinyflo module complete N`")
-    package_dir = Path(args.package_dir).resolve() if args.package_dir else None
+    package_dir = Path(args.package_dir).expanduser().resolve() if args.package_dir else None
+    if package_dir is not None and not package_dir.is_dir():
+        raise CourseError(f"--package-dir: expected the tinyflo package's folder (src/tinyflo in a checkout); "
+                          f"got {package_dir}, {'a file' if package_dir.exists() else 'which does not exist'}")
     return export.run(find_modules_dir(args.modules), package_dir, check_only=args.check)
 
 
@@ -59,6 +62,9 @@ def _course(args: argparse.Namespace) -> int:
 
         for tool in ("jupytext", "nbformat", "nbgrader"):
             require(tool)
+        folder = Path(args.dir).expanduser().resolve()
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            raise CourseError(f"--dir: cannot write into the folder {folder}: it is read-only to you")
     # What the instructor's commands write holds solutions, the course key, grades or student work:
     # private from creation, for this process and the nbgrader runs it starts. (nbgrader opens up
     # what it puts in the exchange itself, by its own permissions.)
@@ -262,6 +268,8 @@ def output_folder(folder: Path, option: str) -> Iterator[Path]:
     folder = Path(folder).expanduser().resolve()
     made = [path for path in (folder, *folder.parents) if not path.exists()]  # deepest first
     make_folder(folder, option)
+    if not os.access(folder, os.W_OK | os.X_OK):  # said now, not by the first write after the work
+        raise CourseError(f"{option}: cannot write into the folder {folder}: it is read-only to you")
     try:
         yield folder
     finally:
@@ -814,6 +822,11 @@ def _grading_options(parser: argparse.ArgumentParser) -> None:
                              "faked (a self-check, never for credit)")
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands `parser` takes, by name."""
+    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+
 def _each_parser(parser: argparse.ArgumentParser):
     """`parser` and every subcommand's parser below it."""
     yield parser
@@ -887,6 +900,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser = build_parser()
             for each in _each_parser(parser):  # the deepest one parsed sets it last
                 each.set_defaults(parser_used=each)
+            words = sys.argv[1:] if argv is None else list(argv)
+            if words and words[0] in _subcommands(parser):  # named even if parsing stops (--help)
+                command = f"tinyflo {words[0]}"
             args, extra = parser.parse_known_args(argv)
             command = f"tinyflo {args.command}"
             if args.command == "demo":

@@ -99,3 +99,63 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
     assert code == 0, out
     code, out = call_cli("course", "report", *common)
     assert code == 0 and "alice" in out and not any(name in out for name in ("bob", "carol", "dave", "erin")), out
+
+
+def test_module_commands_find_the_workspace_they_stand_in(tmp_path, monkeypatch):
+    """As git finds its repository: from the workspace or any folder in it, `module` works on that
+    workspace, not on a new ./workspace inside it."""
+    from tinyflo.course import student
+
+    monkeypatch.setenv("TINYFLO_MODULES", str(FIXTURE_MODULES))
+    monkeypatch.delenv("TINYFLO_WORKSPACE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert call_cli("module", "start", "demo")[0] == 0
+    workspace = tmp_path / "workspace"
+    graded = []
+    monkeypatch.setattr(student, "grade_module", lambda folder, *args: graded.append(folder) or types.SimpleNamespace(
+        full_marks=True))  # the grading itself is tested in test_student_loop.py
+    for inside in (workspace, workspace / "00_demo"):
+        monkeypatch.chdir(inside)
+        code, out = call_cli("module", "list")
+        assert code == 0 and f"workspace: {student._shown(workspace)}\n" in out, out
+        assert "00  demo  started, not tested yet" in out
+        code, out = call_cli("module", "start", "demo")
+        assert code == 0 and "already exists; keeping your work" in out
+        assert call_cli("module", "test", "demo")[0] == 0 and graded[-1] == workspace
+    assert sorted(p.name for p in workspace.iterdir()) == ["00_demo"], "no workspace/ made inside the workspace"
+    assert sorted(p.name for p in (workspace / "00_demo").iterdir()) == ["demo.ipynb"]
+
+
+def test_a_second_release_says_the_module_was_already_released_and_nothing_changed(tmp_path, monkeypatch, capsys):
+    from tinyflo.course import instructor
+    from tinyflo.course.source import discover_modules
+
+    modules = discover_modules(FIXTURE_MODULES)
+    course = tmp_path / "course"
+    (course / "kit").mkdir(parents=True)
+    (course / "kit" / "tinyflo-0.1.0-py3-none-any.whl").write_bytes(b"the kit of the first release")
+    release = course / "release" / "00_demo"
+    said_by_nbgrader = {  # nbgrader 0.9's line (converters/base.py) for an assignment released before
+        "first": "", "again": f"[GenerateAssignmentApp | INFO] Skipping existing assignment: {release}\n"}
+    runs = []
+
+    def nbgrader(course_dir, *args, say_skipped=True, env=None):
+        runs.append((args, say_skipped))
+        return said_by_nbgrader[when]
+
+    monkeypatch.setattr(instructor, "nbgrader", nbgrader)
+    monkeypatch.setattr(instructor, "_require_built", lambda course_dir, chosen: None)
+    monkeypatch.setattr(instructor, "build_student_kit", lambda folder, modules: folder / "rebuilt.whl")
+    when = "first"
+    instructor.release(course, modules)
+    assert capsys.readouterr().out == (f"released 00_demo: {release}\n"
+                                       f"student kit: {course / 'kit' / 'rebuilt.whl'} (its README.md says how "
+                                       "students install it)\n")
+    when = "again"
+    instructor.release(course, modules)
+    assert capsys.readouterr().out == (
+        f"00_demo was already released ({release}): left as it was, nothing changed (--force releases it again "
+        f"from source/)\nstudent kit: {course / 'kit' / 'tinyflo-0.1.0-py3-none-any.whl'}, left as it was\n")
+    instructor.release(course, modules, "00")
+    assert "00_demo was already released" in capsys.readouterr().out
+    assert [said for _, said in runs] == [False] * 3, "nbgrader's own skip line is not repeated"

@@ -29,6 +29,7 @@ from tinyflo.course.nbgrader_run import (
     ROSTER_COLUMNS,
     course_command,
     nbgrader,
+    skipped,
     students,
 )
 from tinyflo.course.notebooks import require, write_notebook
@@ -207,19 +208,33 @@ def _selected(modules: list[Module], spec: str | None) -> tuple[str, list[Module
 def release(
     course_dir: Path, modules: list[Module], spec: str | None = None, force: bool = False
 ) -> None:
-    """`nbgrader generate_assignment` for one module or all; releasing all builds the kit too."""
+    """`nbgrader generate_assignment` for one module or all; releasing all builds the kit too.
+
+    A module released before is left as it was unless `force` (nbgrader skips it), and said so;
+    when every module was, the kit is left as it was too (it must match the releases)."""
     assignment, chosen = _selected(modules, spec)
     _require_built(course_dir, chosen)
-    nbgrader(course_dir, "generate_assignment", assignment, *(["--force"] if force else []))
+    output = nbgrader(course_dir, "generate_assignment", assignment, *(["--force"] if force else []),
+                      say_skipped=False)
+    kept = {path.name for path in skipped(output)}
     for module in chosen:
-        print(f"released {module.slug}: {course_dir / 'release' / module.slug}")
+        folder = course_dir / "release" / module.slug
+        if module.slug in kept:
+            print(f"{module.slug} was already released ({folder}): left as it was, nothing changed "
+                  f"(--force releases it again from source/)")
+        else:
+            print(f"released {module.slug}: {folder}")
     from tinyflo.course.exchange import exchange_root, release_to_exchange
 
     if (root := exchange_root(course_dir, modules)) is not None:
         release_to_exchange(course_dir, root, chosen)
     if spec is None:
-        wheel = build_student_kit(course_dir / KIT_DIR, modules)
-        print(f"student kit: {wheel} (its README.md says how students install it)")
+        wheels = sorted((course_dir / KIT_DIR).glob("*.whl"))
+        if wheels and all(module.slug in kept for module in chosen):
+            print(f"student kit: {wheels[-1]}, left as it was")
+        else:
+            wheel = build_student_kit(course_dir / KIT_DIR, modules)
+            print(f"student kit: {wheel} (its README.md says how students install it)")
 
 
 def autograde(

@@ -35,8 +35,20 @@ _NOISE = (
 _EXCEPTION_LINE = re.compile(r"^\s*[\w.]*(?:Error|Exception|MissingEntry)\b.*$")
 
 
-def nbgrader(course_dir: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    """Run `python -m nbgrader ARGS` in the course folder; its output, or its errors raised."""
+_SKIPPED = "Skipping existing "  # nbgrader's warning for an assignment or submission it left as it was
+
+
+def skipped(output: str) -> list[Path]:
+    """What an nbgrader run left as it was, already there (without --force): its folders."""
+    return [Path(line.split(_SKIPPED, 1)[1].split(": ", 1)[-1].strip())
+            for line in output.splitlines() if _SKIPPED in line]
+
+
+def nbgrader(course_dir: Path, *args: str, env: dict[str, str] | None = None, say_skipped: bool = True) -> str:
+    """Run `python -m nbgrader ARGS` in the course folder; its output, or its errors raised.
+
+    `say_skipped`: repeat nbgrader's line for each thing it left as it was (False: the caller says
+    it, from :func:`skipped`)."""
     require("nbgrader")
     # Autograding must run against the reference package, not someone's workspace overlay.
     env = {key: value for key, value in os.environ.items() if key != "TINYFLO_WORKSPACE"} | (
@@ -65,8 +77,9 @@ def nbgrader(course_dir: Path, *args: str, env: dict[str, str] | None = None) ->
             f"{cause}\n--- last lines of nbgrader's output ---\n{tail}"
         )
     for line in lines:
-        if "Skipping existing" in line:
-            print(f"  nbgrader: {line.split('] ', 1)[-1]} (--force overwrites)")
+        if _SKIPPED in line:
+            if say_skipped:
+                print(f"  nbgrader: {line.split('] ', 1)[-1]} (--force overwrites)")
         elif ("WARNING" in line or "ERROR" in line) and not any(n in line for n in _NOISE):
             print(f"  nbgrader: {line.strip()}")
     return output

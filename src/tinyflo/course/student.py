@@ -18,6 +18,7 @@ import argparse
 import functools
 import hashlib
 import json
+import os
 import shlex
 import time
 from pathlib import Path
@@ -296,6 +297,8 @@ def run(args: argparse.Namespace) -> int:
         raise CourseError(f"{where}: {workspace} is a file, not a folder")
     if args.action in ("start", "reset") and not workspace.is_dir():  # only what writes a notebook makes it:
         make_folder(workspace, where)  # one line now, not a traceback from the first write
+    if workspace.is_dir() and not os.access(workspace, os.W_OK | os.X_OK):
+        raise CourseError(f"{where}: cannot write into the folder {workspace}: it is read-only to you")
     missing = _not_completed(workspace, module, modules)
     if missing and args.action in ("test", "complete"):
         raise CourseError(
