@@ -295,9 +295,9 @@ def _demo(args: argparse.Namespace) -> int:
 _FOLDER_VARIABLES = ("TINYFLO_WORKSPACE", "TINYFLO_DATA", "TINYFLO_CACHE", "TINYFLO_MODULES")
 
 
-def _milestone_out(args: argparse.Namespace, name: str) -> Path:
-    """Where a milestone run writes: --out, else $TINYFLO_MILESTONE_OUT, else tinyflo-milestones/NAME
-    here. The option wins over the variable, and says so when they differ."""
+def _milestone_out(args: argparse.Namespace, name: str) -> tuple[Path, str]:
+    """Where a milestone run writes, and what chose it: --out, else $TINYFLO_MILESTONE_OUT, else
+    tinyflo-milestones/NAME here. The option wins over the variable, and says so when they differ."""
     from tinyflo import milestones
 
     variable = environment.read("TINYFLO_MILESTONE_OUT")
@@ -308,8 +308,10 @@ def _milestone_out(args: argparse.Namespace, name: str) -> Path:
         if variable is not None and variable != out:
             print(f"tinyflo milestone run: note: --out {out} wins over TINYFLO_MILESTONE_OUT={variable}",
                   file=sys.stderr)
-        return out
-    return variable or milestones.default_out(name, args.mode)
+        return out, "--out"
+    if variable is not None:
+        return variable, "TINYFLO_MILESTONE_OUT"
+    return milestones.default_out(name, args.mode), "the output folder"
 
 
 def _milestone(args: argparse.Namespace) -> int:
@@ -359,8 +361,7 @@ def _milestone(args: argparse.Namespace) -> int:
             print(f"tinyflo milestone run: note: --record writes {milestone.results(checkout)}, not "
                   f"TINYFLO_MILESTONE_OUT={variable}", file=sys.stderr)
         return _record_milestone(milestone, checkout, script, env)
-    with output_folder(_milestone_out(args, milestone.name), "--out" if args.out else "TINYFLO_MILESTONE_OUT"
-                       if environment.read("TINYFLO_MILESTONE_OUT") else "the output folder") as out:
+    with output_folder(*_milestone_out(args, milestone.name)) as out:
         env["TINYFLO_MILESTONE_OUT"] = str(out)
         return _run_script(script, env)
 
