@@ -150,7 +150,7 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable(
             "TINYFLO_CACHE",
-            "where grading trees are kept between runs",
+            "where grading trees are kept between runs (in its grading/)",
             "a folder",
             "$XDG_CACHE_HOME/tinyflo, else ~/.cache/tinyflo",
             _folder,
