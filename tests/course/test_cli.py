@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import types
 
@@ -72,8 +73,12 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
 
     if bwrap_works():
         pytest.skip(bwrap_works())
-    course = tmp_path / "course"
-    common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
+    course, two = tmp_path / "course", tmp_path / "modules"
+    shutil.copytree(FIXTURE_MODULES, two)
+    second = (two / "00_demo" / "demo.py").read_text().replace("demo", "echo")
+    (two / "01_echo").mkdir()
+    (two / "01_echo" / "echo.py").write_text(second)  # a second module, which nobody hands in
+    common = ["--dir", str(course), "--modules", str(two)]
     assert call_cli("course", "build", *common)[0] == 0
     assert call_cli("course", "release", "00_demo", *common)[0] == 0
     submitted = course / "submitted"
@@ -95,8 +100,9 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
     assert "left out: student erin, 00_demo: demo.ipynb: not a regular file" in out, out
     assert "autograded 00_demo: alice 5/5\n" in out and "4 submissions left out (above)" in out
     assert f"next: `tinyflo course feedback --dir {course}` (a page per submission)" in out
-    code, out = call_cli("course", "feedback", "00_demo", *common)
-    assert code == 0, out
+    code, out = call_cli("course", "feedback", *common)  # as the next: line says
+    assert code == 0 and "no feedback for 01_echo: nothing of it is autograded yet" in out, out
+    assert "feedback for 00_demo: 1 page(s)" in out and (course / "feedback" / "alice" / "00_demo" / "demo.html").is_file()
     code, out = call_cli("course", "report", *common)
     assert code == 0 and "alice" in out and not any(name in out for name in ("bob", "carol", "dave", "erin")), out
 

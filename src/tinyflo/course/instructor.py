@@ -432,10 +432,18 @@ def feedback(
     """
     assignment, chosen = _selected(modules, spec)
     _require_built(course_dir, chosen)
-    for module in chosen:
-        if not any((course_dir / "autograded").glob(f"*/{module.slug}")):
-            raise CourseError(f"nothing of {module.slug} is autograded yet; "
-                              f"run `{course_command(f'autograde {module.slug}', course_dir)}`")
+    graded = [module for module in chosen if any((course_dir / "autograded").glob(f"*/{module.slug}"))]
+    if not graded:
+        what = chosen[0].slug if spec else "any module"
+        again = f"autograde {chosen[0].slug}" if spec else "autograde"
+        raise CourseError(f"nothing of {what} is autograded yet; run `{course_command(again, course_dir)}`")
+    if spec is None:  # every module that has graded work; the others are said, not an error
+        waiting = [module.slug for module in chosen if module not in graded]
+        if waiting:
+            print(f"no feedback for {', '.join(waiting)}: nothing of {'it' if len(waiting) == 1 else 'them'} "
+                  "is autograded yet")
+        chosen = graded
+        assignment = graded[0].slug if len(graded) == 1 else "*"
     force_flag = ["--force"] if force else []
     try:
         nbgrader(course_dir, "generate_feedback", assignment, *force_flag)
