@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import types
@@ -102,9 +103,41 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
     assert f"next: `tinyflo course feedback --dir {course}` (a page per submission)" in out
     code, out = call_cli("course", "feedback", *common)  # as the next: line says
     assert code == 0 and "no feedback for 01_echo: nothing of it is autograded yet" in out, out
-    assert "feedback for 00_demo: 1 page(s)" in out and (course / "feedback" / "alice" / "00_demo" / "demo.html").is_file()
+    page = course / "feedback" / "alice" / "00_demo" / "demo.html"
+    assert "feedback for 00_demo: 1 page(s)" in out and "demo (Score: 5.0 / 5.0)" in page.read_text()
     code, out = call_cli("course", "report", *common)
     assert code == 0 and "alice" in out and not any(name in out for name in ("bob", "carol", "dave", "erin")), out
+    # alice hands in again (the blank release, copied with its old modification time): without
+    # --force, autograde grades the new one and feedback makes its page again
+    for name in ("bob", "carol", "dave", "erin"):
+        shutil.rmtree(submitted / name)
+    shutil.copy2(course / "release" / "00_demo" / "demo.ipynb", submitted / "alice" / "00_demo" / "demo.ipynb")
+    code, out = call_cli("course", "autograde", *common, "--timeout", "30")
+    assert code == 0 and "alice, 00_demo: handed in again since it was graded: grading it again" in out, out
+    assert "autograded 00_demo: alice 0/5\n" in out, out
+    code, out = call_cli("course", "feedback", *common)
+    assert code == 0 and "alice, 00_demo: graded again since its page was made: making it again" in out, out
+    assert "demo (Score: 0.0 / 5.0)" in page.read_text()
+
+
+def test_what_nbgrader_made_is_kept_until_what_it_was_made_from_changes(tmp_path, capsys):
+    from tinyflo.course.instructor import _forget_outdated
+
+    for student in ("alice", "bob"):
+        (tmp_path / "submitted" / student / "00_demo").mkdir(parents=True)
+        (tmp_path / "submitted" / student / "00_demo" / "demo.ipynb").write_text("{}")
+    for student in ("alice", "bob"):  # graded after both handed in
+        (tmp_path / "autograded" / student / "00_demo").mkdir(parents=True)
+        (tmp_path / "autograded" / student / "00_demo" / "demo.ipynb").write_text("{}")
+    chosen = {"00_demo": ["alice", "bob", "carol"]}  # carol's is not graded yet: nothing to say
+    _forget_outdated(tmp_path, "submitted", "autograded", chosen, "grade", "handed in again")
+    assert capsys.readouterr().out == "00_demo: kept the grades of alice, bob (unchanged since; --force makes them again)\n"
+    later = tmp_path / "submitted" / "bob" / "00_demo" / "demo.ipynb"
+    os.utime(later, (later.stat().st_mtime + 60,) * 2)
+    _forget_outdated(tmp_path, "submitted", "autograded", chosen, "grade", "handed in again")
+    assert capsys.readouterr().out == ("bob, 00_demo: handed in again\n"
+                                       "00_demo: kept the grade of alice (unchanged since; --force makes it again)\n")
+    assert not (tmp_path / "autograded" / "bob" / "00_demo").exists() and (tmp_path / "autograded" / "alice").is_dir()
 
 
 def test_module_commands_find_the_workspace_they_stand_in(tmp_path, monkeypatch):

@@ -280,6 +280,9 @@ def autograde(
             f"{course_dir}/submitted/<student>/<module>/<name>.ipynb"
         )
     apply_semester(course_dir, semester, submitted)
+    if not force:
+        _forget_outdated(course_dir, "submitted", "autograded", submitted, "grade",
+                         "handed in again since it was graded: grading it again")
     grading_env = {TIMEOUT_VARIABLE: str(timeout), NO_SANDBOX_VARIABLE: "0" if sandboxed else "1"}
     force_flag = ["--force"] if force else []
     try:
@@ -302,6 +305,39 @@ def autograde(
         print(f"{len(refused)} submission{'s' if len(refused) != 1 else ''} left out (above): fix or remove "
               "them, then run autograde again")
     return len(refused)
+
+
+def _newest_change(folder: Path) -> float:
+    """When anything in `folder` last changed: its files' newest modification or status change (a
+    copy that keeps a file's old modification time is still a change of status)."""
+    times = [0.0]
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            info = path.stat()
+            times.append(max(info.st_mtime, info.st_ctime))
+    return max(times)
+
+
+def _forget_outdated(course_dir: Path, source: str, made: str, chosen: dict[str, list[str]], what: str,
+                     why: str) -> None:
+    """Remove what nbgrader made (`made`/<student>/<module>) from a `source` folder that changed
+    after it was made, so nbgrader makes it again: nbgrader compares only the timestamp.txt files
+    that the exchange writes, and keeps what it made from a folder placed or collected by hand.
+    Each one is said; the ones kept are said with how to make them again."""
+    kept: dict[str, list[str]] = {}
+    for slug, names in chosen.items():
+        for student in names:
+            done = course_dir / made / student / slug
+            if not done.is_dir():
+                continue
+            if _newest_change(course_dir / source / student / slug) > _newest_change(done):
+                shutil.rmtree(done)
+                print(f"{student}, {slug}: {why}")
+            else:
+                kept.setdefault(slug, []).append(student)
+    for slug, names in kept.items():
+        print(f"{slug}: kept the {what}{'s' if len(names) > 1 else ''} of {', '.join(names)} "
+              f"(unchanged since; --force makes {'them' if len(names) > 1 else 'it'} again)")
 
 
 def _not_graded(course_dir: Path, modules: list[Module], submitted: dict[str, list[str]],
@@ -444,6 +480,10 @@ def feedback(
                   "is autograded yet")
         chosen = graded
         assignment = graded[0].slug if len(graded) == 1 else "*"
+    if not force:
+        _forget_outdated(course_dir, "autograded", "feedback",
+                         {m.slug: sorted(f.parent.name for f in (course_dir / "autograded").glob(f"*/{m.slug}"))
+                          for m in chosen}, "page", "graded again since its page was made: making it again")
     force_flag = ["--force"] if force else []
     try:
         nbgrader(course_dir, "generate_feedback", assignment, *force_flag)
