@@ -130,7 +130,7 @@ def test_a_bad_tinyflo_num_threads_stops_the_first_pass_in_a_fresh_process():
     done = _count_in_a_fresh_process("zero")
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1] == (
-        "ValueError: TINYFLO_NUM_THREADS must be a positive whole number of threads; got 'zero'")
+        "tinyflo.environment.VariableError: TINYFLO_NUM_THREADS must be a positive whole number of threads; got 'zero'")
 
 
 # ---- parallel(): the blocks ---------------------------------------------------------------------------

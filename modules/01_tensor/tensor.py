@@ -87,6 +87,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyflo import environment
+
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import sys
 
@@ -351,13 +353,9 @@ def _thread_count(value: Any, argument: str) -> int:
 
 
 def _threads_from_environment() -> int:
-    """TINYFLO_NUM_THREADS when it is set, else the cores this process may use."""
-    text = os.environ.get("TINYFLO_NUM_THREADS", "")
-    if not text.strip():  # unset or empty: the default
-        return _usable_cores()
-    if not text.strip().isdecimal() or int(text) < 1:
-        raise ValueError(f"TINYFLO_NUM_THREADS must be a positive whole number of threads; got {text!r}")
-    return int(text)
+    """TINYFLO_NUM_THREADS when it is set, else the cores this process may use (tinyflo.environment
+    reads and checks every variable tinyflo takes)."""
+    return environment.read("TINYFLO_NUM_THREADS") or _usable_cores()
 
 
 class _Job:
@@ -1127,10 +1125,14 @@ def _constant(value: Any, like: Tensor) -> Tensor:
         # The common case (`x * 0.5`, `x / 2` on a float tensor), answered before the rules below:
         # this runs for every scalar in every step, so a few microseconds here add up.
         return Tensor._wrap(like.data.dtype.type(value), like._device)
+    given = value
     if isinstance(value, bool | int | float):
         kind = "b" if isinstance(value, bool) else "i" if isinstance(value, int) else "f"
     else:
-        value = np.asarray(value)
+        try:
+            value = np.asarray(value)
+        except ValueError:  # a ragged list
+            value = np.empty(0, object)
         kind = value.dtype.kind
     if kind == "f" and not is_floating(like.dtype):
         dtype = default_float
@@ -1139,7 +1141,8 @@ def _constant(value: Any, like: Tensor) -> Tensor:
     elif kind in "biuf":
         dtype = like.dtype
     else:
-        raise TypeError(f"expected a number, a list of numbers or an array as operand; got {type(value).__name__}")
+        raise TypeError(f"operand: expected a Tensor, a number, a (nested) list of numbers or a numeric array; "
+                        f"got {type(given).__name__} {given!r:.60}")
     if isinstance(value, np.ndarray) and value.ndim > 0:
         return Tensor(value, dtype=dtype, device=like._device)
     return Tensor._wrap(dtype.type(value), like._device)

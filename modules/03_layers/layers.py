@@ -71,6 +71,7 @@ from tinyflo.core.tensor import (
     float16,
     float32,
     float64,
+    is_array,
     is_floating,
     block_count,
     normalize_axis,
@@ -1046,10 +1047,18 @@ class Parameter(Tensor):
 
 # %% nbgrader={"grade": false, "grade_id": "layers_module_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
+def _array_input(module: Any, array: Any) -> str:
+    """What a module says when it is called on an array instead of a Tensor (the commonest first slip)."""
+    kind = f"{type(array).__module__.split('.')[0]}.ndarray of shape {tuple(array.shape)} and dtype {array.dtype}"
+    return (f"{type(module).__name__}: input must be a tinyflo Tensor; got a {kind}: "
+            f"wrap it with tinyflo.tensor(x) (and .to(device) for a GPU)")
+
+
 class Module:
     """Base class of layers and models: parameters, buffers and sub-modules, registered by name."""
 
     training: bool
+    takes_arrays = False  # True where forward() takes a NumPy or CuPy array itself (Embedding's indices)
 
     def __init__(self) -> None:
         # object.__setattr__ because our own __setattr__ files values into these dicts
@@ -1064,6 +1073,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args and not isinstance(args[0], Tensor) and not self.takes_arrays and is_array(args[0]):
+            raise TypeError(_array_input(self, args[0]))
         return self.forward(*args, **kwargs)
 
     def _forget(self, name: str, keep: dict | None = None) -> None:
@@ -2289,6 +2300,8 @@ assert np.allclose(_rs_lin(Tensor(_rs_x)).numpy(), _rs_x @ _rs_w.T + _rs_b, atol
 class Embedding(Module):
     """A lookup table: integer indices in, rows of a learned weight out."""
 
+    takes_arrays = True  # indices may come as a NumPy or CuPy array
+
     def __init__(self, num_embeddings: int, embedding_dim: int, device: Any = None, dtype: Any = None) -> None:
         super().__init__()
         self.num_embeddings = check_arg("Embedding", "num_embeddings", num_embeddings, "a positive integer")
@@ -2385,6 +2398,8 @@ def _lookup_without_reading(layer: Embedding, indices: Any) -> Tensor:
 #| export
 class Sequential(Module):
     """Modules applied one after the other."""
+
+    takes_arrays = True  # its first module says whether it does
 
     def __init__(self, *modules: Module | dict[str, Module]) -> None:
         super().__init__()

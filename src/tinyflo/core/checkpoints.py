@@ -446,19 +446,36 @@ def capture_state(model: Any = None, optimizer: Any = None, scheduler: Any = Non
     return CheckpointState(tensors, state)
 
 
+def checkpoint_path(path: Any, owner: str, writing: bool) -> Path:
+    """``path`` as a Path, or one line saying why a checkpoint cannot be written there (or read from there)."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        hint = f" (the path comes first: {owner}(path, model, ...))" if hasattr(path, "state_dict") else ""
+        raise TypeError(f"{owner}: path must be a file's path (a str or os.PathLike); got {type(path).__name__}{hint}")
+    file = Path(path)
+    if file.is_dir():
+        raise IsADirectoryError(f"{owner}: path {str(path)!r} is a folder; expected a file's path, "
+                                f"e.g. {str(file / 'model.safetensors')!r}")
+    if writing and not file.parent.is_dir():
+        raise FileNotFoundError(f"{owner}: path {str(path)!r}: its folder {str(file.parent)!r} does not exist; make it first")
+    if not writing and not file.is_file():
+        raise FileNotFoundError(f"{owner}: path {str(path)!r} does not exist")
+    return file
+
+
 def save_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any = None, scheduler: Any = None, *,
                     trainer: Any = None, extra: Mapping[str, Any] | None = None, rng: bool | None = None) -> Path:
     """Save a model (and optimizer, scheduler; or a Trainer's complete state) to one safetensors file."""
+    checkpoint_path(path, "save_checkpoint", writing=True)
     if model is None and trainer is None:
         raise ValueError("save_checkpoint: pass a model (or trainer=) to save")
+    if model is not None and not hasattr(model, "state_dict"):
+        raise TypeError(f"save_checkpoint: model must be a Module (it has state_dict()); got {type(model).__name__}")
     return write_state(path, capture_state(model, optimizer, scheduler, trainer, extra, rng))
 
 
 def read_checkpoint(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any], bool]:
     """``(tensors, state, verified)`` of a checkpoint file (ours or any plain safetensors file)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"load_checkpoint: path {str(path)!r} is not a file")
+    path = checkpoint_path(path, "load_checkpoint", writing=False)
     tensors, metadata = load_file(path, verify)
     version = metadata.get(FORMAT_KEY)
     if version is not None and version != FORMAT_VERSION:
@@ -563,6 +580,9 @@ def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any =
         scheduler = trainer.scheduler if scheduler is None else scheduler
     if model is None:
         raise ValueError("load_checkpoint: pass a model (or trainer=) to load into")
+    checkpoint_path(path, "load_checkpoint", writing=False)
+    if not hasattr(model, "load_state_dict"):
+        raise TypeError(f"load_checkpoint: model must be a Module (it has load_state_dict()); got {type(model).__name__}")
     where = str(path)
     tensors, raw, verified = read_checkpoint(path, verify)
     if trainer is not None and "trainer" not in raw:
