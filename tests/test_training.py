@@ -342,7 +342,8 @@ def test_training_epoch_schedule_before_each_step():
     trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
     assert per_step.seen == [0, 1, 2, 3, 4, 5] and opt.param_groups[0]["lr"] == 5.0 / 6
     per_epoch = Recorder()
-    t2 = Trainer(tiny(), SGD(tiny().parameters(), lr=5.0), cross_entropy, scheduler=per_epoch, verbosity="quiet")
+    other = tiny()
+    t2 = Trainer(other, SGD(other.parameters(), lr=5.0), cross_entropy, scheduler=per_epoch, verbosity="quiet")
     t2.fit(DataLoader(TensorDataset(X, Y), batch_size=15), epochs=3)
     assert per_epoch.seen == [0, 0, 1, 1, 2, 2]
 
@@ -497,8 +498,8 @@ def test_training_fit_callbacks():
     assert all(np.array_equal(restored.state_dict()[k].numpy(), v) for k, v in saved.items())
     with pytest.raises(RuntimeError, match="no epoch"):
         BestModel().restore(tiny())
-    with pytest.raises(KeyError, match="val_loss"):
-        quiet(tiny()).fit(train, epochs=1, callbacks=[BestModel(monitor="val_los")])
+    with pytest.raises(KeyError, match=r"BestModel: the history has no 'val_los'; recorded: .*val_loss"):
+        quiet(tiny()).fit(train, val, epochs=1, callbacks=[BestModel(monitor="val_los")])
 
 
 @pytest.mark.task("training_fit")
@@ -527,7 +528,8 @@ def test_training_fit_observe_and_callback_order():
 
     train, val = loaders()
     plateau = Plateau()
-    t = Trainer(tiny(), SGD(tiny().parameters(), lr=0.1), cross_entropy, scheduler=plateau, verbosity="quiet")
+    model = tiny()
+    t = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, scheduler=plateau, verbosity="quiet")
     h = t.fit(train, val, epochs=2, callbacks=[Spy()])
     assert plateau.observed == h["val_loss"][:1] and events == ["begin", 1, 2, "end"]  # epoch 2's: at epoch 3
 
@@ -556,7 +558,8 @@ def test_training_fit_digits_reaches_97_percent():
 @pytest.mark.task("training_fit")
 def test_training_fit_prints_one_line_per_epoch(capsys):
     train, val = loaders()
-    Trainer(tiny(), SGD(tiny().parameters(), lr=0.1), cross_entropy, verbosity="normal").fit(train, val, epochs=2)
+    model = tiny()
+    Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, verbosity="normal").fit(train, val, epochs=2)
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2
     assert re.fullmatch(r"epoch 2/2  loss=\d\.\d{4}  val_loss=\d\.\d{4}  val_acc=\d\.\d{3}  lr=1\.0e-01  \[\d+(\.\ds|ms)  ETA 0ms\]", lines[1])
@@ -657,8 +660,14 @@ def _tiny_problem(seed: int = 0):
 def test_training_fit_val_metrics_without_a_val_loader_are_an_error():
     model = Linear(4, 2)
     trainer = Trainer(model, SGD(model.parameters(), lr=0.1), cross_entropy, verbosity="quiet")
-    with pytest.raises(ValueError, match="'val_loss' was never measured; pass a val_loader"):
+    never = "EarlyStopping: 'val_loss' was never measured in this fit(), which has no val_loader; pass a val_loader"
+    with pytest.raises(ValueError, match=re.escape(never)):
         trainer.fit(_tiny_problem(), None, epochs=3, callbacks=[training.EarlyStopping(patience=1)])
+    assert trainer.epoch == 1 and "val_loss" not in trainer.history
+    trainer.fit(_tiny_problem(), _tiny_problem(), epochs=1)  # validated once: the column exists from here
+    with pytest.raises(ValueError, match=re.escape(never)):  # not the stale value of the earlier fit
+        trainer.fit(_tiny_problem(), epochs=3, callbacks=[training.EarlyStopping(patience=1)])
+    assert trainer.epoch == 3 and math.isnan(trainer.history["val_loss"][-1])
 
 
 @pytest.mark.task("training_fit")
@@ -1146,3 +1155,281 @@ def test_resources_keep_one_cpu_clock_per_caller():
     idle = resources.sample("interval")["proc_cpu_pct"]  # the interval clock: only the idle 0.2 s
     whole = resources.sample("epoch")["proc_cpu_pct"]  # the epoch clock: the busy 0.3 s and the idle 0.2 s
     assert idle < whole < busy and whole > idle + 10, (busy, idle, whole)
+
+
+# ----- resuming: the epochs go on from the trainer's, and say so -------------------------------------
+
+
+class _SavesAt:
+    """A loader that saves the trainer's checkpoint when it reaches ``step``, between two batches."""
+
+    def __init__(self, loader, trainer, step, path):
+        self.loader, self.trainer, self.step, self.path = loader, trainer, step, path
+
+    def __len__(self):
+        return len(self.loader)
+
+    def state_dict(self):
+        return self.loader.state_dict()
+
+    def __iter__(self):
+        batches = iter(self.loader)
+        for _ in range(len(self.loader)):
+            if self.trainer.step == self.step:  # before the next batch is drawn: the loader's position is the trainer's
+                self.trainer.save_checkpoint(self.path)
+            yield next(batches)
+
+
+def _cosine_run(seed: int, interval: str, verbosity: str = "quiet"):
+    """Dropout, shuffling, AdamW and a warm-up + cosine sized for 9 epochs (of steps, or of epochs)."""
+    tinyflo.manual_seed(seed)
+    model = Sequential(Linear(4, 16), ReLU(), Dropout(0.2), Linear(16, 3))
+    X, Y = data(40, dtype=np.float32)
+    loader = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, seed=seed + 1)
+    total = 9 * len(loader) if interval == "step" else 9
+    schedule = Warmup(CosineAnnealing(total - 2), warmup_steps=2)
+    trainer = Trainer(model, AdamW(model.parameters(), lr=1e-2), cross_entropy, scheduler=schedule,
+                      scheduler_interval=interval, verbosity=verbosity)
+    return trainer, loader
+
+
+@pytest.mark.task("training_fit")
+@pytest.mark.parametrize("interval, mid_epoch", [("step", False), ("epoch", False), ("step", True)],
+                         ids=["step-schedule", "epoch-schedule", "step-schedule-mid-epoch"])
+def test_training_fit_resumed_goes_on_to_the_same_end_bit_for_bit_and_says_so(tmp_path, capsys, interval, mid_epoch):
+    """9 epochs straight == 3 (or 3 and 2 batches), a checkpoint, a fresh trainer and fit(epochs=6): the same
+    weights, history and schedule, bit for bit; the lines say epoch 4/9 ... 9/9 after one saying so."""
+    straight, loader = _cosine_run(0, interval)
+    straight.fit(loader, epochs=9)
+    first, first_loader = _cosine_run(0, interval)
+    path = tmp_path / "run.safetensors"
+    if mid_epoch:  # 3 epochs of 5 steps, then 2 steps into the fourth
+        first.fit(_SavesAt(first_loader, first, 17, path), epochs=4)
+    else:
+        first.fit(first_loader, epochs=3)
+        first.save_checkpoint(path)
+    resumed, resumed_loader = _cosine_run(7, interval, verbosity="normal")  # other weights, other shuffling
+    resumed.load_checkpoint(path, train_loader=resumed_loader)
+    capsys.readouterr()
+    resumed.fit(resumed_loader, epochs=6)
+    lines = capsys.readouterr().out.splitlines()
+    where, which = (("in epoch 4, 2 batches into it (step 17)", "the rest of 4, then 5 to 9") if mid_epoch else
+                    ("after epoch 3 (step 15)", "4 to 9"))
+    assert lines[0] == (f"fit: resuming a run restored from a checkpoint {where}: training 6 more epochs, {which}; "
+                        "epochs counts this call's epochs (to end at epoch N, pass epochs=N - trainer.epoch)")
+    assert [line.split("  ")[0] for line in lines[1:]] == [f"epoch {e}/9" for e in range(4, 10)]
+    assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(straight.model.parameters(),
+                                                                    resumed.model.parameters()))
+    assert (resumed.epoch, resumed.step) == (straight.epoch, straight.step) == (9, 45)
+    drop_time = lambda h: {k: v for k, v in h.items() if k != "time"}  # noqa: E731
+    assert drop_time(resumed.history) == drop_time(straight.history), "history and rates: the cosine went on"
+    rates = straight.history["lr"]
+    assert all(a > b for a, b in zip(rates[3:], rates[4:])), "epochs 4-9 run down the cosine, not up a new one"
+    resumed.fit(resumed_loader, epochs=1)
+    assert capsys.readouterr().out.splitlines()[0].startswith(
+        "fit: continuing after epoch 9 (step 45): training 1 more epoch, 10; "), "the next fit says it goes on"
+
+
+@pytest.mark.task("training_fit")
+def test_training_fit_without_validation_keeps_no_validation_columns(tmp_path):
+    """No val_loader, no val_loss / val_acc: not in the history, its CSV, the report, the curves or the line."""
+    from tinyflo.tensorboard import TensorBoardLogger, read_scalars
+
+    assert dict(History()) == {}, "a column appears when first recorded"
+    trainer = quiet(tiny())
+    monitor = Monitor(out_dir=tmp_path / "run", live=False)
+    train, val = loaders()
+    history = trainer.fit(train, epochs=2, callbacks=[monitor, TensorBoardLogger(tmp_path / "tb")])
+    assert not [k for k in history if k.startswith("val_")] and len(history["train_loss"]) == 2
+    assert "val_" not in (tmp_path / "run" / "history.csv").read_text().splitlines()[0]
+    assert "val_" not in (tmp_path / "run" / "report.html").read_text()
+    assert not [k for k in read_scalars(tmp_path / "tb") if k.startswith("val_")]
+    assert monitor.panels()["loss"] == ["train_loss"] and "validation accuracy (%)" not in monitor.panels()
+    assert "val_" not in epoch_line(2, 2, history.rows()[-1], None)
+    state = trainer.state_dict()
+    assert not [k for k in state["history"] if k.startswith("val_")], "nor in a checkpoint"
+    trainer.fit(train, val, epochs=1)  # validation from epoch 3 on: nan where it was not measured
+    assert [math.isnan(v) for v in trainer.history["val_loss"]] == [True, True, False]
+
+
+# ----- misuse: one line naming the owner, the argument, what it must be and what came ----------------
+
+
+def _generator():
+    yield from loaders()[0]
+
+
+def _monitor_in(tmp_path, **options):
+    (tmp_path / "a_file").write_text("not a folder")
+    return Monitor(**options)
+
+
+BATCHES = "an iterable of (inputs, targets) batches, such as a DataLoader"
+# (call of a trainer, a loader and tmp_path; exception; the whole message)
+MISUSE = {
+    "fit-None": (lambda t, L, p: t.fit(None), TypeError, f"fit: train_loader must be {BATCHES}; got None"),
+    "fit-int": (lambda t, L, p: t.fit(5), TypeError, f"fit: train_loader must be {BATCHES}; got 5"),
+    "fit-str": (lambda t, L, p: t.fit("digits"), TypeError, f"fit: train_loader must be {BATCHES}; got 'digits'"),
+    "fit-arrays": (lambda t, L, p: t.fit(data()), TypeError,
+                   f"fit: train_loader must be {BATCHES}; got a tuple of arrays (for arrays x, y pass "
+                   "DataLoader(TensorDataset(x, y), batch_size=32))"),
+    "fit-empty": (lambda t, L, p: t.fit([]), ValueError, "fit: train_loader must yield at least one batch; got an empty list"),
+    "fit-generator": (lambda t, L, p: t.fit(_generator(), epochs=2), TypeError,
+                      "fit: train_loader is an iterator (generator), used up after one epoch; for epochs=2 pass one "
+                      "that can be gone through again, such as a DataLoader or a list"),
+    "fit-epochs-0": (lambda t, L, p: t.fit(L, epochs=0), ValueError, "fit: epochs must be a positive integer; got 0"),
+    "fit-epochs--1": (lambda t, L, p: t.fit(L, epochs=-1), ValueError, "fit: epochs must be a positive integer; got -1"),
+    "fit-epochs-2.5": (lambda t, L, p: t.fit(L, epochs=2.5), ValueError,
+                       "fit: epochs must be a positive integer; got 2.5"),
+    "fit-epochs-str": (lambda t, L, p: t.fit(L, epochs="3"), ValueError,
+                       "fit: epochs must be a positive integer; got '3'"),
+    "fit-val-int": (lambda t, L, p: t.fit(L, 5), TypeError,
+                    f"fit: val_loader must be {BATCHES}; got 5 (to set the number of epochs, pass epochs=5)"),
+    "fit-val-dict": (lambda t, L, p: t.fit(L, {"x": 1}), TypeError, f"fit: val_loader must be {BATCHES}; got dict"),
+    "fit-val-empty": (lambda t, L, p: t.fit(L, []), ValueError,
+                      "fit: val_loader must yield at least one batch; got an empty list"),
+    "fit-accumulation": (lambda t, L, p: t.fit(L, accumulation_steps=0), ValueError,
+                         "fit: accumulation_steps must be a positive integer; got 0"),
+    "fit-callbacks-one": (lambda t, L, p: t.fit(L, callbacks=EarlyStopping()), TypeError,
+                          "fit: callbacks must be a list of Callback objects; got EarlyStopping "
+                          "(put it in a list: callbacks=[...])"),
+    "fit-callbacks-None": (lambda t, L, p: t.fit(L, callbacks=None), TypeError,
+                           "fit: callbacks must be a list of Callback objects; got None"),
+    "fit-callbacks-function": (lambda t, L, p: t.fit(L, callbacks=[Callback(), print]), TypeError,
+                               "fit: callbacks[1] must be a Callback (with on_train_begin, on_epoch_end, "
+                               "on_train_end); got builtin_function_or_method"),
+    "train_epoch-None": (lambda t, L, p: t.train_epoch(None), TypeError,
+                         f"train_epoch: loader must be {BATCHES}; got None"),
+    "evaluate-int": (lambda t, L, p: t.evaluate(3), TypeError, f"evaluate: loader must be {BATCHES}; got 3"),
+    "Trainer-model-None": (lambda t, L, p: Trainer(None, t.optimizer, cross_entropy), TypeError,
+                           "Trainer: model must be a Module (callable, with parameters()); got None"),
+    "Trainer-optimizer-of-another-model": (
+        lambda t, L, p: Trainer(tiny(), t.optimizer, cross_entropy), ValueError,
+        "Trainer: the optimizer holds none of the model's parameters, so training would change nothing (was the "
+        "model built again after the optimizer?); build the optimizer from this model, e.g. "
+        "SGD(model.parameters(), lr=0.1)"),
+    "Trainer-resources": (lambda t, L, p: Trainer(t.model, t.optimizer, cross_entropy, resources="yes"), ValueError,
+                          "Trainer: resources must be True or False; got 'yes'"),
+    "Trainer-plugins-one": (lambda t, L, p: Trainer(t.model, t.optimizer, cross_entropy, plugins=training.Precision()),
+                            TypeError, "Trainer: plugins must be a list of plug-in objects (Precision, Strategy, "
+                            "CheckpointIO); got Precision (put it in a list: plugins=[...])"),
+    "Trainer-plugins-None": (lambda t, L, p: Trainer(t.model, t.optimizer, cross_entropy, plugins=None), TypeError,
+                             "Trainer: plugins must be a list of plug-in objects (Precision, Strategy, "
+                             "CheckpointIO); got None"),
+    "Trainer-device": (lambda t, L, p: Trainer(t.model, t.optimizer, cross_entropy, device="gpu"), ValueError,
+                       "Trainer: device: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got 'gpu'"),
+    "Trainer.load_state_dict-None": (lambda t, L, p: t.load_state_dict(None), TypeError,
+                                     "Trainer.load_state_dict: state must be a dict from Trainer.state_dict() "
+                                     "(with 'step', 'epoch' and 'history'); got None"),
+    "Trainer.load_state_dict-partial": (lambda t, L, p: t.load_state_dict({"step": 3}), ValueError,
+                                        "Trainer.load_state_dict: state must be a dict from Trainer.state_dict() "
+                                        "(with 'step', 'epoch' and 'history'); got one without epoch, history"),
+    "Trainer.load_state_dict-epoch": (lambda t, L, p: t.load_state_dict({"step": 3, "epoch": -1, "history": {}}),
+                                      ValueError, "Trainer.load_state_dict: epoch must be an integer >= 0; got -1"),
+    "Monitor-out_dir-file": (lambda t, L, p: _monitor_in(p, out_dir=p / "a_file"), ValueError,
+                             "Monitor: out_dir must be a folder (made if missing); got '{p}/a_file', but it is a file"),
+    "Monitor-out_dir-under-a-file": (lambda t, L, p: _monitor_in(p, out_dir=p / "a_file" / "run"), ValueError,
+                                     "Monitor: out_dir must be a folder (made if missing); got '{p}/a_file/run', "
+                                     "but '{p}/a_file' is a file"),
+    "Monitor-out_dir-int": (lambda t, L, p: Monitor(out_dir=3), TypeError,
+                            "Monitor: out_dir must be a folder's path (a str or os.PathLike) or None; got 3"),
+    "Monitor-live": (lambda t, L, p: Monitor(live="yes"), ValueError,
+                     "Monitor: live must be True, False or None; got 'yes'"),
+    "Monitor-dashboard": (lambda t, L, p: Monitor(dashboard=1), ValueError,
+                          "Monitor: dashboard must be True or False; got 1"),
+    "Monitor-port": (lambda t, L, p: Monitor(port=70000), ValueError,
+                     "Monitor: port must be an integer in 0..65535 (0: any free port); got 70000"),
+    "Monitor.save_png-folder": (lambda t, L, p: Monitor().save_png(p), ValueError,
+                                "Monitor.save_png: path must be a file's path; got '{p}', which is a folder"),
+    "Monitor.save_csv-None": (lambda t, L, p: Monitor().save_csv(None), TypeError,
+                              "Monitor.save_csv: path must be a file's path (a str or os.PathLike); got None"),
+    "EarlyStopping-monitor": (lambda t, L, p: EarlyStopping(monitor=None), ValueError,
+                              "EarlyStopping: monitor must be the name of a history column, such as 'val_loss'; "
+                              "got None"),
+    "EarlyStopping-min_delta-negative": (lambda t, L, p: EarlyStopping(min_delta=-0.1), ValueError,
+                                         "EarlyStopping: min_delta must be a number >= 0; got -0.1"),
+    "EarlyStopping-min_delta-str": (lambda t, L, p: EarlyStopping(min_delta="0.1"), ValueError,
+                                    "EarlyStopping: min_delta must be a number >= 0; got '0.1'"),
+    "BestModel-monitor": (lambda t, L, p: BestModel(monitor=3), ValueError,
+                          "BestModel: monitor must be the name of a history column, such as 'val_loss'; got 3"),
+    "BestModel.restore-None": (lambda t, L, p: BestModel().restore(None), TypeError,
+                               "BestModel.restore: model must be a Module (it has load_state_dict()); got None"),
+    "CheckpointEvery-k": (lambda t, L, p: CheckpointEvery(2.0, print), ValueError,
+                          "CheckpointEvery: k must be a positive integer; got 2.0"),
+    "clip_grad_norm-params-None": (lambda t, L, p: clip_grad_norm(None, 1.0), TypeError,
+                                   "clip_grad_norm: params must be a tensor or an iterable of tensors "
+                                   "(model.parameters()); got None"),
+    "clip_grad_norm-max_norm-str": (lambda t, L, p: clip_grad_norm([], "1"), ValueError,
+                                    "clip_grad_norm: max_norm must be a number > 0 (inf: measure the norm only); "
+                                    "got '1'"),
+    "clip_grad_norm-max_norm-None": (lambda t, L, p: clip_grad_norm([], None), ValueError,
+                                     "clip_grad_norm: max_norm must be a number > 0 (inf: measure the norm only); "
+                                     "got None"),
+    "clip_grad_norm-norm_type": (lambda t, L, p: clip_grad_norm([], 1.0, norm_type="fro"), ValueError,
+                                 "clip_grad_norm: norm_type must be a number > 0 (inf: the largest absolute "
+                                 "entry); got 'fro'"),
+    "clip_grad_norm-error_if_nonfinite": (lambda t, L, p: clip_grad_norm([], 1.0, error_if_nonfinite="yes"),
+                                          ValueError,
+                                          "clip_grad_norm: error_if_nonfinite must be True or False; got 'yes'"),
+    "clip_grad_value-None": (lambda t, L, p: clip_grad_value([], None), ValueError,
+                             "clip_grad_value: clip_value must be a number > 0; got None"),
+    "clip_grad_value-params": (lambda t, L, p: clip_grad_value(3, 1.0), TypeError,
+                               "clip_grad_value: params must be a tensor or an iterable of tensors "
+                               "(model.parameters()); got 3"),
+    "History-column": (lambda t, L, p: History({"train_loss": 0.5}), TypeError,
+                       "History: column 'train_loss' must be a list of numbers, one per epoch; got 0.5"),
+    "History.record-None": (lambda t, L, p: History().record(1, None), TypeError,
+                            "History.record: values must be a dict of column name -> number; got None"),
+    "History.record-str": (lambda t, L, p: History().record(1, {"lr": "0.1"}), TypeError,
+                           "History.record: the value of 'lr' must be a number; got '0.1'"),
+    "Trend-None": (lambda t, L, p: Trend(None), TypeError,
+                   "Trend: values must be an iterable of numbers (a history column); got None"),
+    "Trend-str-item": (lambda t, L, p: Trend([1.0, "2"]), TypeError, "Trend: values must be numbers; item 1 is '2'"),
+    "Trend.stalled-tol": (lambda t, L, p: Trend([1.0, 2.0]).stalled(1, tol=None), ValueError,
+                          "Trend.stalled: tol must be a number >= 0; got None"),
+    "Trend.converged-tol": (lambda t, L, p: Trend([1.0, 2.0]).converged(1, tol=-1), ValueError,
+                            "Trend.converged: tol must be a number >= 0; got -1"),
+}
+
+
+@pytest.mark.parametrize("name", list(MISUSE))
+def test_misuse_of_module_08_is_one_line_naming_the_argument_and_what_came(name, tmp_path):
+    call, error, message = MISUSE[name]
+    trainer = quiet(tiny())
+    with pytest.raises(error) as info:
+        call(trainer, loaders()[0], tmp_path)
+    assert str(info.value) == message.replace("{p}", str(tmp_path)) and "\n" not in str(info.value)
+    assert trainer.epoch == trainer.step == 0, "refused before any training"
+
+
+def test_good_arguments_of_numpy_types_and_edges_are_accepted(tmp_path):
+    trainer = quiet(tiny(), resources=np.bool_(False), plugins=(training.Precision(),))
+    train, _ = loaders()
+    trainer.fit(train, epochs=np.int64(1), accumulation_steps=np.int32(2), callbacks=(Callback(),))
+    trainer.fit(list(train), epochs=2)  # a list is gone through again
+    trainer.fit(iter(list(train)), epochs=1)  # an iterator, for one epoch
+    assert trainer.epoch == 4 and clip_grad_norm(tiny().parameters(), math.inf).item() == 0.0
+    assert EarlyStopping(min_delta=np.float32(0.5)).min_delta == 0.5 and Monitor(port=np.int64(0), live=None).port == 0
+    assert Monitor(out_dir=tmp_path / "not" / "yet").out_dir == tmp_path / "not" / "yet"
+    assert not (tmp_path / "not").exists(), "the Monitor makes its folder when it first writes, not before"
+    frozen = tiny()
+    for p in frozen.parameters():
+        p.freeze()
+    Trainer(frozen, SGD(tiny().parameters(), lr=0.1), cross_entropy)  # nothing to train: nothing to compare
+
+
+def test_monitor_writes_whole_files_or_none_and_escapes_the_title(tmp_path, monkeypatch):
+    monitor = Monitor()
+    monitor.history.record(1, {"train_loss": 0.5})
+    real_replace = training.os.replace
+
+    def full_disk(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(training.os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        monitor.save_csv(tmp_path / "history.csv")
+    assert list(tmp_path.iterdir()) == [], "no half file left beside where the CSV goes"
+    monkeypatch.setattr(training.os, "replace", real_replace)
+    page = monitor.save_html(tmp_path / "report.html", title="<script>alert(1)</script>").read_text()
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

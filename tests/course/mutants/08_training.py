@@ -207,6 +207,18 @@ MUTANTS = [
         "        if self.stop_training:\n            if self.verbosity",
         "        if False:\n            if self.verbosity",
     ),
+    # every fit() numbers its epochs from 1: a second fit (or a resumed run) reads as starting over.
+    (
+        "training_fit",
+        "    for e in range(self.epoch + 1, last + 1):",
+        "    for e in range(1, epochs + 1):",
+    ),
+    # the epoch line counts to this call's epochs, not to the epoch the run ends at: epoch 4/3.
+    (
+        "training_fit",
+        "print(self.epoch_line(e, last, sum(durations) / len(durations) * (last - e)))",
+        "print(self.epoch_line(e, epochs, sum(durations) / len(durations) * (last - e)))",
+    ),
     # a second fit() keeps the stop flag of the first one.
     (
         "training_fit",
