@@ -2647,8 +2647,10 @@ assert every3 == [3, 6], "CheckpointEvery(3, fn) after epochs 3 and 6"
 # `fit` in the same notebook, or a run restored with
 # `trainer.load_checkpoint(path)` (module 09) — trains epochs 4 to 3 +
 # `epochs`, prints them as `epoch 4/9`, ..., `epoch 9/9`, and its history
-# keeps the first three rows and grows. (Keras counts the same way; to
-# end at a total of N epochs, as Lightning's `max_epochs` does, pass
+# keeps the first three rows and grows. (Keras numbers a second `fit`
+# from 1 again unless given `initial_epoch`, and then reads `epochs` as the
+# last epoch's number; Lightning's `max_epochs` is the total. Here `epochs`
+# always counts the epochs of the call; to end at epoch N, pass
 # `epochs=N - trainer.epoch`.) Nothing restarts: the step and epoch counts
 # go on, so a schedule sized for the whole run (a cosine over all its
 # steps) goes on too, exactly as if the run had never stopped.
