@@ -60,8 +60,6 @@ MISUSE = [
     (["export", "--modules", "a-file"], "--modules names 'a-file', which is not a directory"),
     (["export", "--package-dir", "a-file"], "--package-dir: expected the tinyflo package's folder (src/tinyflo in "
      "a checkout); got {here}/a-file, a file"),
-    (["export", "--package-dir", "not-there", "--check"], "--package-dir: expected the tinyflo package's folder "
-     "(src/tinyflo in a checkout); got {here}/not-there, which does not exist"),
     # module
     (["module", "start", "99"], "no module '99'; expected a number, NN_name or name of one of: 01_tensor, "),
     (["module", "test", "tensr"], "no module 'tensr'; expected a number, NN_name or name of one of: 01_tensor, "),

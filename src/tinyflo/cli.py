@@ -38,9 +38,10 @@ def _export(args: argparse.Namespace) -> int:
         raise CourseError("export writes a tinyflo checkout's modules/ into its package, and this is a student "
                           "kit; your own code goes into your workspace with `tinyflo module complete N`")
     package_dir = Path(args.package_dir).expanduser().resolve() if args.package_dir else None
-    if package_dir is not None and not package_dir.is_dir():
+    if package_dir is not None and package_dir.exists() and not package_dir.is_dir():
+        # a folder export writes into may be new (--check then says the package differs)
         raise CourseError(f"--package-dir: expected the tinyflo package's folder (src/tinyflo in a checkout); "
-                          f"got {package_dir}, {'a file' if package_dir.exists() else 'which does not exist'}")
+                          f"got {package_dir}, a file")
     return export.run(find_modules_dir(args.modules), package_dir, check_only=args.check)
 
 
