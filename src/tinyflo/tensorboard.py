@@ -46,8 +46,8 @@ class TensorBoardLogger(Callback):
     Each column becomes one scalar tag, named as in ``trainer.history`` with ``prefix`` in front:
     ``train_loss``, ``val_loss``, ``val_acc``, ``lr`` (and ``lr_1``, ... for more parameter groups),
     ``time``, and any column a callback records — put the logger after such callbacks. The step is the
-    epoch (1 = the first). NaN, a column not measured that epoch (``val_loss`` without a val_loader),
-    is left out. The file is flushed each epoch and closed when training ends; writing after ``close()``
+    epoch (1 = the first). NaN, a column not measured that epoch (``val_loss`` in an epoch without
+    validation after epochs with it), is left out. The file is flushed each epoch and closed when training ends; writing after ``close()``
     opens a new file in the same folder, so a second ``fit()`` goes on where the first stopped.
 
     ``log_dir``: the run's folder (TensorBoard shows each folder under ``--logdir`` as one run);

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyflo import environment
 from tinyflo.core.autograd import no_grad
 from tinyflo.core.tensor import ShapeError, Tensor, as_device
 
@@ -240,17 +241,18 @@ VERBOSITY = {"quiet": 0, "normal": 1, "verbose": 2, "debug": 3}
 
 
 def resolve_verbosity(verbosity: str | int | None = None) -> int:
-    """0-3 from an argument, else ``$TINYFLO_VERBOSITY``, else normal (1)."""
-    source = "verbosity"
+    """0-3 from an argument, else ``$TINYFLO_VERBOSITY`` (read and checked by tinyflo.environment),
+    else normal (1)."""
     if verbosity is None:
-        verbosity, source = os.environ.get("TINYFLO_VERBOSITY", "normal"), "TINYFLO_VERBOSITY"
+        level = environment.read("TINYFLO_VERBOSITY")
+        return VERBOSITY["normal"] if level is None else level
     if isinstance(verbosity, str) and verbosity.strip().lower() in VERBOSITY:
         return VERBOSITY[verbosity.strip().lower()]
     if isinstance(verbosity, str) and verbosity.strip().isdigit():
         verbosity = int(verbosity)
     if isinstance(verbosity, int) and not isinstance(verbosity, bool) and 0 <= verbosity <= 3:
         return verbosity
-    raise ValueError(f"{source}: expected one of {', '.join(VERBOSITY)} (or 0-3); got {verbosity!r}")
+    raise ValueError(f"verbosity: expected one of {', '.join(VERBOSITY)} (or 0-3); got {verbosity!r}")
 
 
 def _someone_watching() -> bool:
