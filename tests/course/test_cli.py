@@ -118,6 +118,9 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
     code, out = call_cli("course", "feedback", *common)
     assert code == 0 and "alice, 00_demo: graded again since its page was made: making it again" in out, out
     assert "demo (Score: 0.0 / 5.0)" in page.read_text()
+    # its contents name each task (test_feedback_pages.py has the rest): nbgrader's page through the course's config
+    assert ">demo_square (2 points): 0/2</a> &mdash; square every element (<a href=\"#comment-demo_square_code\">" \
+        "comment</a>: No response.)" in page.read_text()
 
 
 def test_what_nbgrader_made_is_kept_until_what_it_was_made_from_changes(tmp_path, capsys):

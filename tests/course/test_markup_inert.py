@@ -351,3 +351,33 @@ def test_a_hostile_notebook_is_inert_in_chromium_on_its_feedback_page_and_in_for
     finally:
         beacon.shutdown()
     assert _files(course) == before, "a file appeared in the course folder"
+
+
+# What runs past its box or the window: an element wider than the window's right edge, or one whose
+# text is wider than the element (in a scroll box, or clipped).
+_OVERFLOWING = """
+const width = document.documentElement.clientWidth;
+return [...document.body.querySelectorAll('*')].filter(e =>
+    e.getBoundingClientRect().right > width + 1 || (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1))
+  .map(e => `${e.tagName.toLowerCase()}.${e.className}: ${e.scrollWidth} px in ${e.clientWidth}, right edge at `
+            + `${Math.round(e.getBoundingClientRect().right)} of ${width}`);
+"""
+
+
+@pytest.mark.parametrize("window", [1400, 700])
+def test_a_feedback_page_wraps_its_long_lines_within_the_window(tmp_path, browser, window):
+    """A verdict is one line, and a student's code or a word may be wider than the page: each wraps,
+    on a wide window and a narrow one; none runs past the right edge or hides in a scroll box."""
+    from test_feedback_pages import LONG_VERDICT, WIDE_CODE, graded_notebook, nbgrader_feedback_page
+
+    page = tmp_path / "tensor.html"
+    page.write_text(nbgrader_feedback_page(graded_notebook(), tmp_path), encoding="utf-8")
+    browser.set_window_size(window, 1000)
+    try:
+        browser.get(page.as_uri())
+        assert browser.execute_script(_OVERFLOWING) == []
+        shown = browser.execute_script("return document.body.innerText")
+        assert " ".join(LONG_VERDICT.split()) in " ".join(shown.split()), "the verdict, whole"
+        assert WIDE_CODE.strip() in " ".join(shown.split())
+    finally:
+        browser.set_window_size(1400, 1000)  # as the fixture made it, for the module's other tests

@@ -30,6 +30,7 @@ import copy
 import html
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -509,6 +510,111 @@ class _KeptHighlight(Highlight2HTML):
         return self.kept[key]
 
 
+# A task's heading: ### Task `tensor_add` (1 point): what it asks
+TASK_HEADING = re.compile(r"^#+[ \t]*Task[ \t]+`([^`]+)`[ \t]*(?:\([^)\n]*\))?[ \t]*:?[ \t]*(.*)$", re.MULTILINE)
+COMMENT_SHOWN = 60  # characters of a comment's first line the contents show
+
+
+def feedback_contents(nb: Any) -> list[dict[str, str]]:
+    """A feedback page's contents: an entry per graded task, in the notebook's order, named by its
+    task (the grade cell's id), e.g. ``{"anchor": "tensor_add", "text": "tensor_add (1 point): 0/1",
+    "about": "add two tensors", "comment": "tensor_add_code", "said": "No response.", "lost": "yes"}``.
+    ``about`` is what the task's heading (``### Task `tensor_add`: add two tensors``) says it asks;
+    ``comment`` the anchor of the comment on the task's solution cell (``<task>_code``) and ``said``
+    its first line. A comment on a cell of no task is an entry of its own. All of it is text, to escape.
+    """
+    about: dict[str, str] = {}
+    comments: dict[str, str] = {}
+    for cell in nb.cells:
+        marks = cell.metadata.get("nbgrader") or {}
+        if cell.cell_type == "markdown":  # the course's (a student's is one inert line: no heading)
+            for task, words in TASK_HEADING.findall(cell.source):
+                about.setdefault(task, words.replace("`", "").strip())
+        elif marks.get("solution") and str(marks.get("comment") or "").strip():
+            first = str(marks["comment"]).strip().splitlines()[0]
+            comments[str(marks.get("grade_id", ""))] = (
+                first if len(first) <= COMMENT_SHOWN else first[:COMMENT_SHOWN - 3] + "...")
+    entries = []
+    for cell in nb.cells:
+        marks = cell.metadata.get("nbgrader") or {}
+        if not marks.get("grade") or marks.get("solution"):
+            continue
+        task, points, score = str(marks.get("grade_id", "")), float(marks.get("points") or 0), marks.get("score")
+        got = "not graded yet" if score is None else f"{float(score):g}/{points:g}"
+        comment = f"{task}_code" if f"{task}_code" in comments else ""
+        entries.append({"anchor": task, "text": f"{task} ({points:g} point{'' if points == 1 else 's'}): {got}",
+                        "about": about.get(task, ""), "comment": comment, "said": comments.get(comment, ""),
+                        "lost": "yes" if score is not None and float(score) < points else ""})
+    attached = {entry["comment"] for entry in entries}
+    entries += [{"anchor": "", "text": grade_id, "about": "", "comment": grade_id, "said": said, "lost": ""}
+                for grade_id, said in comments.items() if grade_id not in attached]
+    return entries
+
+
+# nbgrader's feedback page (its template 'feedback', as GenerateFeedback names it) with tinyflo's
+# changes: the contents name each task and its points (nbgrader's say "Test cell" and "Comment"), and
+# long lines wrap (a verdict is one line, and a student's code may be wide) instead of running past
+# the page's edge. nbconvert's classic body (inside nbgrader's panel) is rendered without its own
+# <body>, <main> and #notebook, which nbgrader's page already has.
+FEEDBACK_TEMPLATE = """{%- extends 'index.html.j2' -%}
+
+{%- block header -%}
+{{ super() | replace('</head>', '<style>
+div.output_subarea pre, div.input_area pre, div.panel-footer pre {
+  white-space: pre-wrap;
+  overflow-wrap: anywhere;
+}
+#toc, div.rendered_html, span.nbgrader-label {
+  overflow-wrap: anywhere;
+}
+div.nbgrader_cell .panel-heading {
+  height: auto;
+  min-height: 37px;
+}
+#toc li.lost {
+  color: #a94442;
+}
+</style>
+</head>') }}
+{%- endblock header -%}
+
+{% block body %}
+<body>
+  <a name="top"></a>
+  <div class="container">
+    <div class="panel panel-default">
+      <div class="panel-heading">
+        <h4>{{ resources.nbgrader.notebook | e }} (Score: {{ resources.nbgrader.score | float | round(2) }} / {{ resources.nbgrader.max_score | float | round(2) }})</h4>
+        <div id="toc">
+          <ol>
+          {%- for entry in nb | feedback_contents %}
+            <li{{ ' class="lost"' if entry.lost }}>
+              {%- if entry.anchor %}<a href="#{{ entry.anchor | e }}">{{ entry.text | e }}</a>{% else %}{{ entry.text | e }}{% endif %}
+              {%- if entry.about %} &mdash; {{ entry.about | e }}{% endif %}
+              {%- if entry.comment %} (<a href="#comment-{{ entry.comment | e }}">comment</a>: {{ entry.said | e }}){% endif -%}
+            </li>
+          {%- endfor %}
+          {%- if resources.nbgrader.late_penalty > 0 %}
+            <li class="late-penalty">Late submission penalty (Score: -{{ resources.nbgrader.late_penalty | float | round(2) }})</li>
+          {%- endif %}
+          </ol>
+        </div>
+      </div>
+      <div class="panel-body">
+        <div id="notebook" class="border-box-sizing">
+          <div class="container" id="notebook-container">
+            {{ self.body_loop() }}
+          </div>
+        </div>
+      </div>
+    </div>
+  </div>
+</body>
+{%- endblock body %}
+"""
+NBGRADER_FEEDBACK = "feedback"  # nbgrader's template, which FEEDBACK_TEMPLATE extends
+
+
 class FeedbackExporter(HTMLExporter):
     """nbconvert's HTML exporter for feedback pages, without the work that changes nothing.
 
@@ -517,6 +623,9 @@ class FeedbackExporter(HTMLExporter):
     that parse (half of a module's feedback time) changes nothing. Such a page is rendered exactly as
     nbconvert renders it and kept; one with an image goes through nbconvert whole. And a code cell
     is highlighted once however many submissions show it.
+
+    On nbgrader's feedback template (GenerateFeedback's own choice) the page is FEEDBACK_TEMPLATE:
+    the contents name each task with its points (feedback_contents), and long lines wrap.
 
     Students, TAs and the instructor open these pages, so whatever the configuration says, the
     student's markup is made inert first (InertStudentMarkup), nbconvert sanitises HTML outputs
@@ -528,6 +637,9 @@ class FeedbackExporter(HTMLExporter):
         super().__init__(*args, **kwargs)
         self.highlighted: dict = {}  # (source, language, lexer, magics) -> its HTML, for every page
         self.sanitize_html = True
+        if self.template_name == NBGRADER_FEEDBACK:
+            self.raw_template = FEEDBACK_TEMPLATE
+        self.register_filter("feedback_contents", feedback_contents)
         if not any(isinstance(step, InertStudentMarkup) for step in self._preprocessors):
             self.register_preprocessor(InertStudentMarkup(parent=self), enabled=True)
 
