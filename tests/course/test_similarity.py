@@ -9,7 +9,16 @@ import sys
 import pytest
 from bs4 import BeautifulSoup
 
-from tinyflo.course.similarity import PAGE_POLICY, own_code, rank_pairs
+from tinyflo.course.similarity import (
+    ADDED,
+    PAGE_POLICY,
+    given_cells,
+    joined,
+    own_code,
+    own_parts,
+    pair_page,
+    rank_pairs,
+)
 
 pytest.importorskip("copydetect")
 
@@ -305,16 +314,23 @@ def test_own_code_is_the_solution_cells_and_the_cells_a_student_added():
     assert own_code(notebook) == "def f():\n    return 2\n\nhelper = 3\n"
 
 
-def _notebook(code: str) -> dict:
+# Given code as a module has it: a cell without nbgrader's marks, the same in every submission.
+GIVEN = "def _check_shape(shape):\n" + "".join(f"    assert len(shape) < {n}, 'shape {n}'\n" for n in range(40, 80))
+
+
+def _cell(cell_id: str, source: str, **marks) -> dict:
+    metadata = {"nbgrader": {"grade": False, "locked": False, "schema_version": 3, **marks}} if marks else {}
+    return {"id": cell_id, "cell_type": "code", "metadata": metadata, "source": source, "outputs": [],
+            "execution_count": None}
+
+
+def _notebook(*codes: str, tasks: tuple[str, ...] = ("tensor_ops",), given: str = GIVEN) -> dict:
+    """A module's notebook: a locked setup cell, a cell of given code, and a solution cell per task."""
     return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-        {"id": "given", "cell_type": "code",
-         "metadata": {"nbgrader": {"solution": False, "grade": False, "locked": True, "grade_id": "given",
-                                   "schema_version": 3}},
-         "source": "import numpy as np", "outputs": [], "execution_count": None},
-        {"id": "code", "cell_type": "code",
-         "metadata": {"nbgrader": {"solution": True, "grade": False, "locked": False, "grade_id": "code",
-                                   "schema_version": 3}},
-         "source": code, "outputs": [], "execution_count": None}]}
+        _cell("setup", "import numpy as np", solution=False, locked=True, grade_id="setup"),
+        _cell("helpers", given),
+        *(_cell(f"{task}-code", code, solution=True, grade_id=f"{task}_code") for task, code in zip(tasks, codes)),
+        _cell("tests", "assert True", solution=False, grade=True, locked=True, grade_id=tasks[0], points=1)]}
 
 
 def test_course_similarity_ranks_writes_a_page_per_alike_pair_and_says_what_it_left_out(tmp_path):
@@ -336,6 +352,9 @@ def test_course_similarity_ranks_writes_a_page_per_alike_pair_and_says_what_it_l
     pages = course / "similarity" / "01_tensor"
     page = (pages / "ada--eve.html").read_text()
     assert "<mark>" in page and "ada" in page and "eve" in page
+    # the students' own code, by task; the given code is left out, and said to be
+    assert "<h2>task tensor_ops</h2>" in page and "_check_shape" not in page
+    assert "The course's given code (3 cells, the same in every submission) is left out." in page
     assert "ada--eve.html" in (pages / "index.html").read_text()
     assert not (pages / "ada--bo.html").exists(), "an honest pair gets no page"
     assert lines[-1] == (f"3 pairs compared; 1 at least 50% alike, each with a page side by side: "
@@ -363,6 +382,10 @@ def test_own_code_ignores_what_is_not_a_notebooks_code():
     ]}
     assert own_code(hostile) == "kept = 1\n"
     assert own_code([]) == "\n" and own_code({"cells": None}) == "\n"
+    release = {"cells": [{"cell_type": "code", "id": "given", "metadata": {}, "source": "b = 2"}]}
+    odd_ids = {"cells": [{"cell_type": "code", "id": ["x"], "metadata": {}, "source": "a = 1"},
+                         {"cell_type": "code", "id": {"y": 1}, "metadata": {}, "source": "b = 2"}]}
+    assert own_code(odd_ids, release) == "a = 1\n", "an id that is no string is no given cell's"
 
 
 def test_a_pair_page_shows_a_students_markup_as_text_and_odd_folder_names_are_left_out(tmp_path):
@@ -385,3 +408,32 @@ def test_a_pair_page_shows_a_students_markup_as_text_and_odd_folder_names_are_le
         head = BeautifulSoup((course / "similarity" / "01_tensor" / name).read_text(), "html.parser").head
         assert head.find(True).attrs == {"http-equiv": "Content-Security-Policy", "content": PAGE_POLICY}
     assert "default-src 'none'" in PAGE_POLICY and "script-src" not in PAGE_POLICY
+
+
+def test_a_pair_page_sets_each_task_side_by_side_and_folds_what_shares_nothing():
+    """Module 01's page showed both whole notebooks (2,972 lines a side, the first mark at line 374):
+    now a row per task, its two solution cells side by side, and the cells a student added."""
+    stubs = _functions(STUBS.removeprefix("def "))
+    release = _notebook(stubs[0], stubs[1], tasks=("unbroadcast", "softmax"))
+    ada_code = _functions(HONEST["ada"].removeprefix("def "))
+    ada = _notebook(ada_code[0], ada_code[1], tasks=("unbroadcast", "softmax"), given=GIVEN + "# my note\n")
+    eve_code = _functions(_renamed(HONEST["ada"]).removeprefix("def "))  # unbroadcast copied, softmax their own
+    eve = _notebook(eve_code[0], _functions(HONEST["cy"].removeprefix("def "))[1], tasks=("unbroadcast", "softmax"))
+    eve["cells"].append(_cell("mine", "def helper(x):\n    return x.sum(axis=0, keepdims=True)\n"))
+    parts = {"ada": own_parts(ada, release), "eve": own_parts(eve, release)}
+    assert [part.label for part in parts["ada"]] == ["unbroadcast", "softmax"], "an edited given cell is not theirs"
+    assert [part.label for part in parts["eve"]] == ["unbroadcast", "softmax", ADDED]
+    assert [joined(parts["eve"])[p.start:p.start + len(p.source)] for p in parts["eve"]] == [
+        p.source for p in parts["eve"]]
+    pair = rank_pairs({name: joined(own) for name, own in parts.items()}, own_code(release, release))[0]
+    stubs = {part.label: part.source for part in own_parts(release, release)}
+    soup = BeautifulSoup(pair_page(pair, parts, "01_tensor", stubs, len(given_cells(release))), "html.parser")
+    assert [h2.get_text() for h2 in soup.find_all("h2")] == ["task unbroadcast"]
+    assert [s.get_text() for s in soup.find_all("summary")] == ["task softmax: nothing in common",
+                                                                f"{ADDED}: nothing in common"]
+    copied = soup.find("h2").find_next_sibling("div").find_all("div", recursive=False)
+    assert [" ".join(mark.get_text() for mark in side.find_all("mark")).split()[:3] for side in copied] == [
+        ["grad.ndim", ">", "len(shape):"], ["gradient.ndim", ">", "len(shape):"]], "the body, not the stub's lines"
+    added = soup.find_all("details")[1].find("div", class_="row").find_all("div", recursive=False)
+    assert added[0].get_text() == "no such cell" and "def helper(x):" in added[1].get_text()
+    assert "_check_shape" not in str(soup) and "given code (3 cells" in soup.p.get_text()

@@ -5,7 +5,8 @@ placeholders and comments go, and each submission is reduced to fingerprints of 
 submissions are alike by the share of their code whose fingerprints they have in common. Only the
 code a student wrote counts: the cells nbgrader marks as solutions and the cells the student added.
 The course's given code is not in them, and the stubs of the released solution cells (signatures,
-docstrings, ``raise NotImplementedError``) are boilerplate that matches nothing.
+docstrings, ``raise NotImplementedError``) are boilerplate that matches nothing. A pair's page shows
+that code too, and only that: a row per task, the two students side by side.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ _HEAD = f"<!doctype html><html><head><meta http-equiv='Content-Security-Policy' 
 
 NOISE = 25  # copydetect's default: shorter matches than this (in filtered characters) are noise
 GUARANTEE = 25  # every match at least this long is found (one fingerprint per k-gram)
+ADDED = "cells of their own"  # what labels the code cells a student added
 
 
 @dataclass(frozen=True)
@@ -47,22 +49,72 @@ class Pair:
         return max(self.first_share, self.second_share)
 
 
-def own_code(notebook: dict) -> str:
-    """The code a student wrote: the solution cells and the code cells they added, in order."""
-    cells = []
-    cells_in = notebook.get("cells") if isinstance(notebook, dict) else None
-    for cell in cells_in if isinstance(cells_in, list) else []:
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+@dataclass(frozen=True)
+class Part:
+    """One piece of a student's own code: a task's solution cell (labelled by the task) or a cell
+    they added (labelled ADDED), and where it starts in their code as compared (joined)."""
+
+    label: str
+    source: str
+    start: int
+
+
+def _code_cells(notebook: dict) -> list[dict]:
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    return [cell for cell in (cells if isinstance(cells, list) else [])
+            if isinstance(cell, dict) and cell.get("cell_type") == "code"]
+
+
+def _marks(cell: dict) -> dict | None:
+    """A cell's nbgrader metadata: a dict, {} when it is not one, None when there is none."""
+    metadata = cell.get("metadata")
+    marks = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return marks if marks is None or isinstance(marks, dict) else {}
+
+
+def _source(cell: dict) -> str | None:
+    source = cell.get("source", "")
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        source = "".join(source)
+    return source if isinstance(source, str) else None  # anything else is not a notebook's code
+
+
+def given_cells(release: dict) -> list[dict]:
+    """The code cells of the release that are not solution cells: the course's given code."""
+    return [cell for cell in _code_cells(release) if not (_marks(cell) or {}).get("solution")]
+
+
+def own_parts(notebook: dict, release: dict | None = None) -> list[Part]:
+    """The code a student wrote, in order: each solution cell, labelled by its task (its grade id
+    without ``_code``), and each code cell they added, labelled ADDED. A cell of the ``release``
+    (the same cell id, or the same text) is the course's, edited or not: grading puts it back."""
+    given = given_cells(release or {})
+    given_ids = [cell["id"] for cell in given if isinstance(cell.get("id"), str)]  # a list: an id may be anything
+    given_sources = {_source(cell) for cell in given}
+    parts, start = [], 0
+    for cell in _code_cells(notebook):
+        marks, source = _marks(cell), _source(cell)
+        if source is None:
             continue
-        metadata = cell.get("metadata")
-        marks = metadata.get("nbgrader") if isinstance(metadata, dict) else None
-        if marks is None or (isinstance(marks, dict) and marks.get("solution")):
-            source = cell.get("source", "")
-            if isinstance(source, list) and all(isinstance(line, str) for line in source):
-                source = "".join(source)
-            if isinstance(source, str):  # anything else is not a notebook's code: nothing to compare
-                cells.append(source)
-    return "\n\n".join(cells) + "\n"
+        if marks and marks.get("solution"):
+            label = str(marks.get("grade_id", "")).removesuffix("_code") or "a solution cell"
+        elif marks is None and not (cell.get("id") in given_ids or source in given_sources):
+            label = ADDED
+        else:
+            continue
+        parts.append(Part(label, source, start))
+        start += len(source) + 2  # as joined
+    return parts
+
+
+def joined(parts: list[Part]) -> str:
+    """The parts as one text, the way they are compared: each Part's start is its place in it."""
+    return "\n\n".join(part.source for part in parts) + "\n"
+
+
+def own_code(notebook: dict, release: dict | None = None) -> str:
+    """The code a student wrote (own_parts), as one text."""
+    return joined(own_parts(notebook, release))
 
 
 def _fingerprint(name: str, code: str, boilerplate: list):
@@ -93,26 +145,75 @@ def _read(path: Path) -> dict:
         raise CourseError(f"cannot read {path}: {error}") from None
 
 
-def _side(code: str, slices: tuple, name: str, share: float) -> str:
-    """One column of a pair's page: the code with the parts the other student has too marked."""
-    marked, _ = require("copydetect.utils").highlight_overlap(code, np.array(slices, dtype=int).reshape(2, -1), "<mark>", "</mark>",
-                                  escape_html=True)
-    return (f"<div class='side'><h2>{html.escape(name)}: {share:.0%} of this code is in the other</h2>"
-            f"<pre>{marked}</pre></div>")
+def _marked(code: str, ranges: list[tuple[int, int]]) -> str:
+    """``code`` as HTML text, each of ``ranges`` (start, end) in a <mark>."""
+    out, at = [], 0
+    for start, end in ranges:
+        out += [html.escape(code[at:start]), "<mark>", html.escape(code[start:end]), "</mark>"]
+        at = end
+    return "".join(out) + html.escape(code[at:])
 
 
-def pair_page(pair: Pair, codes: dict[str, str], module: str) -> str:
-    """A self-contained HTML page: the two students' code side by side, the shared parts marked."""
+def _ranges(slices: tuple) -> list[tuple[int, int]]:
+    starts, ends = slices if len(slices) == 2 else ((), ())
+    return [(int(start), int(end)) for start, end in zip(starts, ends)]
+
+
+def _by_label(parts: list[Part]) -> dict[str, str]:
+    """A student's code under each label, a label's cells (the cells they added) joined."""
+    cells: dict[str, list[str]] = {}
+    for part in parts:
+        cells.setdefault(part.label, []).append(part.source)
+    return {label: joined([Part(label, source, 0) for source in sources]).removesuffix("\n")
+            for label, sources in cells.items()}
+
+
+PAGE_STYLE = ("body{font-family:sans-serif;margin:1em}.row{display:grid;grid-template-columns:1fr 1fr;gap:1em}"
+              "h2,summary{font-size:105%;margin:1em 0 .3em}summary{color:#555;cursor:pointer}"
+              "pre{background:#f6f6f6;padding:.5em;font-size:85%;white-space:pre-wrap;overflow-wrap:anywhere;"
+              "margin:0 0 .5em}mark{background:#ffd54f}.none{color:#888;font-style:italic}"
+              ".names{position:sticky;top:0;background:white;padding:.3em 0;border-bottom:1px solid #ccc}")
+
+
+def pair_page(pair: Pair, parts: dict[str, list[Part]], module: str, stubs: dict[str, str] | None = None,
+              given: int = 0) -> str:
+    """A self-contained HTML page: the two students' own code side by side, a row per task (and a last
+    one for the cells they added), the code they share marked; a row that shares none is folded.
+
+    Each row is compared on its own, with the task's released stub (``stubs``, by label) as what
+    both were given, so a mark is code of that task; ``given``: how many cells of given code the
+    module has, which the page leaves out."""
     title = f"{module}: {pair.first} and {pair.second}, {pair.similarity:.0%} alike"
-    style = ("body{font-family:sans-serif;margin:1em}.pair{display:flex;gap:1em}.side{flex:1;min-width:0}"
-             "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;font-size:85%}mark{background:#ffd54f}")
-    return (f"{_HEAD}<title>{html.escape(title)}</title>"
-            f"<style>{style}</style></head><body><h1>{html.escape(title)}</h1>"
-            "<p>Marked: code the other submission has too, after names are replaced and comments removed. "
-            "The course's given code and the released stubs are not counted.</p><div class='pair'>"
-            + _side(codes[pair.first], pair.first_slices, pair.first, pair.first_share)
-            + _side(codes[pair.second], pair.second_slices, pair.second, pair.second_share)
-            + "</div></body></html>\n")
+    first, second = _by_label(parts[pair.first]), _by_label(parts[pair.second])
+    labels = [label for label in dict.fromkeys([*first, *second]) if label != ADDED]
+    labels += [ADDED] if ADDED in first or ADDED in second else []  # they line up with nothing
+    rows, shared = [], 0
+    for label in labels:
+        mine, theirs = first.get(label, ""), second.get(label, "")
+        marks: tuple[list, list] = ([], [])
+        if mine.strip() and theirs.strip():
+            row = rank_pairs({"1": mine, "2": theirs}, (stubs or {}).get(label, ""))[0]
+            marks = (_ranges(row.first_slices), _ranges(row.second_slices))
+        columns = "".join(f"<div><pre>{_marked(code, ranges)}</pre></div>" if code else
+                          "<div><p class='none'>no such cell</p></div>" for code, ranges in zip((mine, theirs), marks))
+        name = html.escape(label if label == ADDED else f"task {label}")
+        if marks[0] or marks[1]:
+            shared += 1
+            rows.append(f"<h2>{name}</h2><div class='row'>{columns}</div>")
+        else:
+            rows.append(f"<details><summary>{name}: nothing in common</summary><div class='row'>{columns}</div>"
+                        "</details>")
+    left_out = (f"The course's given code ({given} cell{'' if given == 1 else 's'}, the same in every submission) "
+                "is left out. " if given else "")
+    names = "".join(f"<div><b>{html.escape(student)}</b>: {share:.0%} of this code is in the other</div>"
+                    for student, share in ((pair.first, pair.first_share), (pair.second, pair.second_share)))
+    return (f"{_HEAD}<title>{html.escape(title)}</title><style>{PAGE_STYLE}</style></head><body>"
+            f"<h1>{html.escape(title)}</h1>"
+            "<p>What each student wrote: their solution cell of each task, and any cells they added. "
+            f"{left_out}Marked: code of a task that the other has in the same task, after names are replaced "
+            f"and comments removed; the released stubs are not counted. {shared} of {len(labels)} rows share "
+            "code; the others are folded.</p>"
+            f"<div class='row names'>{names}</div>" + "".join(rows) + "</body></html>\n")
 
 
 def similarity(course_dir: Path, module_slug: str, notebook_name: str, students: list[str], out: Path,
@@ -125,16 +226,18 @@ def similarity(course_dir: Path, module_slug: str, notebook_name: str, students:
                           "every submission shares; run `tinyflo course release` first")
     if len(students) < 2:
         raise CourseError(f"{module_slug}: {len(students)} readable submission(s); comparing needs two")
-    codes = {s: own_code(_read(course_dir / "submitted" / s / module_slug / f"{notebook_name}.ipynb"))
+    given = _read(release)
+    parts = {s: own_parts(_read(course_dir / "submitted" / s / module_slug / f"{notebook_name}.ipynb"), given)
              for s in students}
-    pairs = rank_pairs(codes, own_code(_read(release)))
+    pairs = rank_pairs({student: joined(own) for student, own in parts.items()}, own_code(given, given))
+    stubs = _by_label(own_parts(given, given))
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for pair in pairs:
         page = None
         if pair.similarity >= threshold:
             page = f"{pair.first}--{pair.second}.html"
-            text = pair_page(pair, codes, module_slug)
+            text = pair_page(pair, parts, module_slug, stubs, len(given_cells(given)))
             atomic_write(out / page, lambda handle, text=text: handle.write(text.encode("utf-8")))
         link = f"<a href='{html.escape(page)}'>side by side</a>" if page else ""
         rows.append(f"<tr><td>{html.escape(pair.first)}</td><td>{html.escape(pair.second)}</td>"
