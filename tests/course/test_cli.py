@@ -51,6 +51,19 @@ def test_course_commands_need_a_built_course(tmp_path):
     assert code == 2
 
 
+def test_the_course_commands_work_as_printed_on_the_modules_the_course_was_built_from(tmp_path, monkeypatch):
+    monkeypatch.delenv("TINYFLO_MODULES", raising=False)
+    monkeypatch.chdir(tmp_path)  # in no checkout: the search finds tinyflo's own modules/, not the course's
+    course = tmp_path / "fall"
+    code, out = call_cli("course", "build", "--dir", str(course), "--modules", str(FIXTURE_MODULES))
+    assert code == 0 and out.endswith(f"next: `tinyflo course release --dir {course}`\n"), out
+    code, out = call_cli("course", "feedback", "--dir", str(course))  # as autograde's next: line has it
+    assert code == 2 and f"modules: {FIXTURE_MODULES.resolve()}, which fall/ was built from" in out, out
+    assert f"nothing of any module is autograded yet; run `tinyflo course autograde --dir {course}`" in out, out
+    code, out = call_cli("course", "feedback", "--dir", str(course), "--modules", str(FIXTURE_MODULES))
+    assert code == 2 and "modules:" not in out, "given, they are not said"
+
+
 def test_course_build_writes_config_and_sources(tmp_path):
     course = tmp_path / "course"
     code, out = call_cli("course", "build", "--dir", str(course), "--modules", str(FIXTURE_MODULES))

@@ -732,15 +732,43 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
     return scores
 
 
+BUILT_FROM = re.compile(r"^c\.ScenarioGrade\.modules_dir = (\".*\")$", re.MULTILINE)  # in render_config
+
+
+def course_modules(course_dir: Path, given: str | None) -> Path:
+    """The modules/ a course command works on: --modules or TINYFLO_MODULES when given; else those
+    the course was built from (its nbgrader_config.py names them, and grading reads them there),
+    so each command the course prints works as printed from any folder; else find_modules_dir's
+    search (a checkout above the current folder, or tinyflo's own). Taking the course's is said
+    when the search would have found others."""
+    if given or os.environ.get("TINYFLO_MODULES", "").strip():
+        return find_modules_dir(given)
+    config = course_dir / CONFIG_NAME
+    try:
+        found = BUILT_FROM.search(config.read_text(encoding="utf-8")) if config.is_file() else None
+        built = Path(json.loads(found.group(1))) if found else None
+    except (OSError, UnicodeDecodeError, ValueError):
+        built = None
+    if built is None or not built.is_dir() or not discover_modules(built):
+        return find_modules_dir(None)  # a course not built yet, or whose modules are gone: build says so
+    try:
+        searched = find_modules_dir(None)
+    except CourseError:
+        searched = None
+    if searched != built.resolve():
+        print(f"modules: {built}, which {course_dir.name}/ was built from (--modules chooses others)")
+    return built
+
+
 def run(args: argparse.Namespace) -> int:
     """The `tinyflo course ACTION` command; returns the exit status."""
-    modules = discover_modules(find_modules_dir(args.modules))
     course_dir = Path(args.dir).expanduser().resolve()
     if course_dir.exists() and not course_dir.is_dir():
         raise CourseError(f"--dir: {course_dir} is a file, not a course folder")
+    modules = discover_modules(course_modules(course_dir, args.modules))
     if args.action == "build":
         build(make_folder(course_dir, "--dir"), modules)
-        print(f"next: {course_command('release', course_dir)}")
+        print(f"next: `{course_command('release', course_dir)}`")
     elif args.action == "release":
         release(course_dir, modules, args.module, args.force)
         print(f"next: hand out the kit; put each submission in {course_dir}/submitted/<student>/<module>/"
