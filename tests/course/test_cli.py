@@ -134,6 +134,9 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
     # its contents name each task (test_feedback_pages.py has the rest): nbgrader's page through the course's config
     assert ">demo_square (2 points): 0/2</a> &mdash; square every element (<a href=\"#comment-demo_square_code\">" \
         "comment</a>: No response.)" in page.read_text()
+    code, out = call_cli("course", "feedback", *common)  # nothing new: what is kept is said once
+    assert code == 0 and "00_demo: kept the page of alice (unchanged since; --force makes it again)" in out, out
+    assert "Skipping existing" not in out, out
 
 
 def test_what_nbgrader_made_is_kept_until_what_it_was_made_from_changes(tmp_path, capsys):

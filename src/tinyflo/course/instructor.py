@@ -287,7 +287,7 @@ def autograde(
     force_flag = ["--force"] if force else []
     try:
         if jobs == 1 and not refused:
-            nbgrader(course_dir, "autograde", assignment, *force_flag, env=grading_env)
+            nbgrader(course_dir, "autograde", assignment, *force_flag, env=grading_env, say_skipped=False)
         else:  # a run per module, each without the students it must not take
             left_out = {slug: sorted(student for student, s in refused if s == slug) for slug in submitted}
             _autograde_in_parallel(course_dir, submitted, force_flag, grading_env, jobs, left_out)
@@ -437,7 +437,7 @@ def _autograde_in_parallel(
                 args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
             for attempt in range(3):
                 try:
-                    nbgrader(course_dir, *args, env=env | {SLOT_VARIABLE: str(slot)})
+                    nbgrader(course_dir, *args, env=env | {SLOT_VARIABLE: str(slot)}, say_skipped=False)
                     return None
                 except CourseError as error:
                     # SQLite lets one writer at a time: a busy gradebook is worth another try.
@@ -486,7 +486,7 @@ def feedback(
                           for m in chosen}, "page", "graded again since its page was made: making it again")
     force_flag = ["--force"] if force else []
     try:
-        nbgrader(course_dir, "generate_feedback", assignment, *force_flag)
+        nbgrader(course_dir, "generate_feedback", assignment, *force_flag, say_skipped=False)
         failure = None
     except CourseError as error:  # nbgrader makes every other page before it says one failed
         failure = error
