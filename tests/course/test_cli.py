@@ -62,6 +62,8 @@ def test_the_course_commands_work_as_printed_on_the_modules_the_course_was_built
     assert f"nothing of any module is autograded yet; run `tinyflo course autograde --dir {course}`" in out, out
     code, out = call_cli("course", "feedback", "--dir", str(course), "--modules", str(FIXTURE_MODULES))
     assert code == 2 and "modules:" not in out, "given, they are not said"
+    code, out = call_cli("course", "collect", "--zip", "canvas.zip", "--dir", str(course))
+    assert code == 2 and f"e.g. `tinyflo course collect 01 --zip canvas.zip --dir {course}`" in out, out
 
 
 def test_course_build_writes_config_and_sources(tmp_path):

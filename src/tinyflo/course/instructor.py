@@ -811,7 +811,8 @@ def collect(course_dir: Path, modules: list[Module], spec: str | None, archive: 
     _require_built(course_dir, chosen)
     if archive is not None:
         if spec is None:
-            raise CourseError("--zip: name the module the download holds (tinyflo course collect 01 --zip FILE)")
+            raise CourseError("--zip: name the module the download holds, e.g. "
+                              f"`{course_command(f'collect 01 --zip {shlex.quote(str(archive))}', course_dir)}`")
         from tinyflo.course.lms_zip import collect_zip
 
         return collect_zip(course_dir, chosen[0], archive)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyflo.core.checkpoints import atomic_write
+from tinyflo.course.nbgrader_run import course_command
 from tinyflo.course.notebooks import require
 from tinyflo.course.source import NOTEBOOK_LIMIT, SIMILAR, CourseError, read_regular
 
@@ -223,7 +224,7 @@ def similarity(course_dir: Path, module_slug: str, notebook_name: str, students:
     release = course_dir / "release" / module_slug / f"{notebook_name}.ipynb"
     if not release.is_file():
         raise CourseError(f"{module_slug} is not released yet ({release} is missing): its stubs are what "
-                          "every submission shares; run `tinyflo course release` first")
+                          f"every submission shares; run `{course_command(f'release {module_slug}', course_dir)}` first")
     if len(students) < 2:
         raise CourseError(f"{module_slug}: {len(students)} readable submission(s); comparing needs two")
     given = _read(release)
