@@ -355,7 +355,8 @@ def test_course_similarity_ranks_writes_a_page_per_alike_pair_and_says_what_it_l
     # the students' own code, by task; the given code is left out, and said to be
     assert "<h2>task tensor_ops</h2>" in page and "_check_shape" not in page
     assert "The course's given code (3 cells, the same in every submission) is left out." in page
-    assert "ada--eve.html" in (pages / "index.html").read_text()
+    index = (pages / "index.html").read_text()
+    assert "ada--eve.html" in index and "3 submissions, 3 pairs." in index and "at least 50% alike has a page" in index
     assert not (pages / "ada--bo.html").exists(), "an honest pair gets no page"
     assert lines[-1] == (f"3 pairs compared; 1 at least 50% alike, each with a page side by side: "
                          f"{pages / 'index.html'}")

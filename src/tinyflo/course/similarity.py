@@ -246,7 +246,11 @@ def similarity(course_dir: Path, module_slug: str, notebook_name: str, students:
     module = html.escape(module_slug)
     index = (f"{_HEAD}<title>{module}: similar submissions"
              f"</title></head><body><h1>{module}: pairs of submissions, the most alike first</h1>"
-             "<table><tr><th>student</th><th>student</th><th>alike</th><th></th></tr>"
+             f"<p>{len(students)} submissions, {len(pairs)} pairs. How alike two are: the larger share of either "
+             "one's own code (their solution cells and the cells they added) that the other has too, after names "
+             f"are replaced and comments removed. Each pair at least {threshold:.0%} alike has a page, its code "
+             "side by side. A high score is a reason to look, not a verdict: short tasks with one natural "
+             "solution are alike in honest submissions too.</p><table><tr><th>student</th><th>student</th><th>alike</th><th></th></tr>"
              + "".join(rows) + "</table></body></html>\n")
     atomic_write(out / "index.html", lambda handle: handle.write(index.encode("utf-8")))
     return pairs
