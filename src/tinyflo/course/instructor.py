@@ -666,6 +666,23 @@ def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str
     return rows
 
 
+# What each LMS matches an imported row by, from the roster, and the column that holds only the id here.
+LMS_MATCH = {"canvas": ("lms_user_id", "Canvas user id", "SIS Login ID"), "moodle": ("email", "email", "Username"),
+             "gradescope": ("email", "email", "SID")}
+
+
+def _say_unmatched(graded: list[str], roster: dict[str, dict[str, str]], lms: str, course_dir: Path) -> None:
+    """One line naming the graded students the roster gives no LMS identity (``LMS_MATCH``): their rows
+    carry only their id here, which the LMS matches only where it is their login there."""
+    field, what, column = LMS_MATCH[lms]
+    bare = [student for student in graded if not (roster.get(student) or {}).get(field)]
+    if bare:
+        shown = ", ".join(bare[:5]) + (f" and {len(bare) - 5} more" if len(bare) > 5 else "")
+        print(f"note: the roster has no {what} for {len(bare)} of {len(graded)} graded students ({shown}): their "
+              f"rows carry only their id here ({column}), which {lms.capitalize()} matches only if it is their "
+              f"login there; `{course_command('roster FILE', course_dir)}` adds them")
+
+
 # What makes a spreadsheet read a cell as a formula: its first character (OWASP's list). A cell of
 # the gradebook's CSVs holds a roster name, an email or an id that students chose.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
@@ -713,7 +730,9 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
         if not folder.is_dir():
             raise CourseError(f"--csv: the folder {folder} does not exist")
         if lms is not None:
-            table = _lms_rows(scores, students(course_dir), lms)
+            roster = students(course_dir)
+            table = _lms_rows(scores, roster, lms)
+            _say_unmatched(graded, roster, lms, course_dir)
         else:
             table = [["student", "module", "grade_id", "points", "max_points"]]
             for s in scores:
