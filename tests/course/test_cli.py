@@ -141,6 +141,15 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
     assert "Skipping existing" not in out, out
 
 
+def test_feedbacks_next_line_says_how_the_pages_reach_the_students(tmp_path, demo_module):
+    from tinyflo.course.instructor import _returning
+
+    assert _returning(tmp_path, [demo_module]).startswith(f"return each student's pages from {tmp_path}/feedback/")
+    (tmp_path / "exchange").mkdir()
+    (tmp_path / "course.toml").write_text(f'exchange = "{tmp_path / "exchange"}"\n')  # feedback released them there
+    assert _returning(tmp_path, [demo_module]) == "students fetch their pages from their Assignments tab (Fetch Feedback)"
+
+
 def test_what_nbgrader_made_is_kept_until_what_it_was_made_from_changes(tmp_path, capsys):
     from tinyflo.course.instructor import _forget_outdated
 

@@ -798,8 +798,7 @@ def run(args: argparse.Namespace) -> int:
         return 1 if left_out else 0
     elif args.action == "feedback":
         left_out = feedback(course_dir, modules, args.module, args.force)
-        print(f"next: return each student's pages from {course_dir / 'feedback'}/<student>/ "
-              f"(they hold no hidden check); grades: `{course_command('report', course_dir)}`")
+        print(f"next: {_returning(course_dir, modules)}; grades: `{course_command('report', course_dir)}`")
         return 1 if left_out else 0  # every other page made; a script still sees what was not
     elif args.action == "autograde":
         left_out = autograde(
@@ -820,6 +819,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         report(course_dir, Path(args.csv) if args.csv else None, args.format)
     return 0
+
+
+def _returning(course_dir: Path, modules: list[Module]) -> str:
+    """How the feedback pages reach the students, as feedback's next: line says it."""
+    from tinyflo.course.exchange import exchange_root
+
+    if exchange_root(course_dir, modules) is not None:  # feedback put them there
+        return "students fetch their pages from their Assignments tab (Fetch Feedback)"
+    return (f"return each student's pages from {course_dir / 'feedback'}/<student>/ (they hold no hidden check), "
+            "e.g. through the LMS")
 
 
 def collect(course_dir: Path, modules: list[Module], spec: str | None, archive: Path | None) -> int:
