@@ -639,9 +639,12 @@ class FeedbackExporter(HTMLExporter):
         self.sanitize_html = True
         if self.template_name == NBGRADER_FEEDBACK:
             self.raw_template = FEEDBACK_TEMPLATE
-        self.register_filter("feedback_contents", feedback_contents)
         if not any(isinstance(step, InertStudentMarkup) for step in self._preprocessors):
             self.register_preprocessor(InertStudentMarkup(parent=self), enabled=True)
+
+    def default_filters(self) -> Any:
+        yield from super().default_filters()
+        yield ("feedback_contents", feedback_contents)  # FEEDBACK_TEMPLATE's
 
     def from_notebook_node(self, nb: Any, resources: dict | None = None, **kw: Any) -> tuple[str, dict]:
         rendered = copy.deepcopy(resources)
