@@ -100,6 +100,16 @@ def test_dashboard_streams_a_run_to_a_page_mid_run_and_to_one_that_joins_late(br
         assert float(rate) == pytest.approx(history["lr"][-1], rel=1e-2) and "00e" not in rate, rate
         memory = _wait_for(browser, "memory GB per epoch", "proc_ram_gb", EPOCHS)
         assert [y for _, y in memory] == pytest.approx(history["proc_ram_gb"], rel=1e-6)
+        # every chart keeps its legend above the curves, in rows that fit, and its ticks inside the canvas
+        layouts = browser.execute_script(
+            "return Object.fromEntries(Object.entries(window.tinyflo.charts).map(([t, c]) => [t, c.layout]));")
+        assert len(layouts) >= 8 and all(layouts.values()), layouts
+        for title, layout in layouts.items():
+            plot, width = layout["plot"], layout["width"]
+            assert all(entry["y"] < plot["top"] for entry in layout["legend"]), (title, layout)
+            assert all(entry["x"] + entry["width"] <= width for entry in layout["legend"]), (title, layout)
+            assert all(0 <= tick["x"] and tick["x"] + tick["width"] <= width for tick in layout["ticks"]), (title, layout)
+        assert [entry["name"] for entry in layouts["memory GB per epoch"]["legend"]][:2] == ["sys_ram_gb", "proc_ram_gb"]
 
         assert browser.find_element("id", "status").text == f"training ended after epoch {EPOCHS} (step {trainer.step})"
 

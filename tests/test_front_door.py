@@ -582,6 +582,8 @@ def test_demo_dashboard_serves_while_training_and_ends_with_the_run_without_a_te
     done = tinyflo_cli("demo", "--epochs", "1", "--dashboard", "--out", str(tmp_path / "run"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert re.search(r"^dashboard: http://127\.0\.0\.1:\d+/$", done.stdout, re.MULTILINE), done.stdout
+    assert re.search(r"^the dashboard at http://127\.0\.0\.1:\d+/ closes with the run: no terminal to keep it "
+                     r"open \(run tinyflo demo --dashboard in a terminal", done.stdout, re.MULTILINE), done.stdout
 
 
 def test_the_commands_output_folders_are_ignored_by_git():

@@ -29,6 +29,7 @@ def run_quick(name: str, out: Path, env: dict | None = None) -> dict:
     """Run a milestone in quick mode into `out`; its result.json, after checking the process and the plots."""
     done = run_cli("milestone", "run", name, "--quick", "--device", "cpu", "--out", str(out), env=env)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert not re.findall(r"^figure .*", done.stderr, re.M), "a figure hard to read in the book"
     result = json.loads((out / "result.json").read_text())
     assert result["mode"] == "quick" and result["device"] == "cpu"
     assert result["plots"] and all((out / plot).stat().st_size > 1000 for plot in result["plots"])
@@ -237,6 +238,8 @@ def _figures_of(name: str, tmp_path: Path, monkeypatch) -> dict:
     real = milestones.Run.savefig
 
     def keep(self, fig, filename):
+        problems = milestones.figure_problems(fig)
+        assert not problems, f"{filename} is hard to read in the book: {problems}"
         saved[filename] = fig
         return real(self, fig, filename)
 

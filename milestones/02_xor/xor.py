@@ -149,7 +149,7 @@ if plt is not None:
     a, c = layer.weight.numpy()[0]
     left.set(xlim=(-0.5, 1.5), ylim=(-0.5, 1.5), xlabel="$x_1$", ylabel="$x_2$",
              title=f"the best lines get {grid_best:.0%}: one point is always wrong\n"
-                   f"(a trained layer gives up: |w| = {np.hypot(a, c):.0e}, no line at all)")
+                   f"(a trained layer gives up: |w| = {np.hypot(a, c):.0e})")
     left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below the axes: no point hidden
     # A log axis has no zero: an empty level gets no bar, only its count "0" on the axis.
     places = np.arange(len(levels))
@@ -160,7 +160,7 @@ if plt is not None:
         right.annotate(f"{count:,.0f}", (i, count if count else 0.7), ha="center", va="bottom")
     right.set(xlabel="accuracy on the four XOR points", ylabel="linear thresholds (log)", xticks=places,
               xticklabels=[f"{level:.0%}" for level in levels],
-              title=f"all {n ** 3:,} thresholds on the grid: none reaches 100%")
+              title=f"all {n ** 3:,} thresholds on the grid:\nnone reaches 100%")
     run.savefig(fig, "xor.png")
 
 # %% [markdown]

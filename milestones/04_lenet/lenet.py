@@ -235,7 +235,7 @@ if plt is not None:
     axes[1].set(xlabel="epoch", ylabel="test accuracy (%)", title="LeNet-5 test accuracy per epoch",
                 ylim=(max(50, 100 * lowest - 2), 100))
     for ax in axes:
-        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True, min_n_ticks=1))
         ax.legend()
     run.savefig(fig, "curves.png")
 

@@ -497,30 +497,32 @@ def smooth(values, width):
 
 per_epoch = steps // epochs
 if plt is not None:
-    fig, axes = plt.subplots(2, 3, figsize=(17, 9))
+    # two panels a row, at the book's width: every text stays readable (figure_problems)
+    fig, grid = plt.subplots(3, 2, figsize=(12, 12.5), layout="constrained")
+    axes = np.array([[grid[0, 0], grid[0, 1], grid[1, 0]], [grid[1, 1], grid[2, 0], grid[2, 1]]])
     for name in names:
         axes[0, 0].plot(smooth(results[name]["trace"]["loss"], per_epoch // 2 or 1), label=name)
     axes[0, 0].set(xlabel="step", ylabel="training loss (moving average)", yscale="log", title="Training loss, each run adding one feature")
-    axes[0, 0].legend(fontsize=8)
+    axes[0, 0].legend(fontsize=9)
     for name in ("SGD, constant LR", "AdamW", "+ warm-up + cosine"):
         axes[0, 1].plot(results[name]["trace"]["lr"], label=name)
     axes[0, 1].set(xlabel="step", ylabel="learning rate", title="Learning rate")
-    axes[0, 1].legend(fontsize=8)
+    axes[0, 1].legend(fontsize=9)
     axes[0, 2].plot(norms["norm"], lw=0.8, label="before clipping")
     axes[0, 2].plot(norms["clipped_norm"], lw=0.8, label="after clipping")
     axes[0, 2].axhline(clip, color="k", ls="--", label=f"max norm {clip:g}")
     axes[0, 2].set(xlabel="step", ylabel="gradient norm", yscale="log",
                    title=f"Clipping: {clipped_steps} of {len(norms['norm'])} steps clipped")
-    axes[0, 2].legend(fontsize=8)
+    axes[0, 2].legend(fontsize=9)
     axes[1, 0].step(range(len(scales)), scales, where="post")
     skipped_at = np.flatnonzero(~np.isfinite(results["+ AMP float16 + GradScaler"]["trace"]["norm"]))
     axes[1, 0].plot(skipped_at, scales[skipped_at], "rx", label=f"skipped steps ({skipped})")
     axes[1, 0].set(xlabel="step", ylabel="loss scale", yscale="log", title="GradScaler scale")
-    axes[1, 0].legend(fontsize=8)
+    axes[1, 0].legend(fontsize=9)
     axes[1, 1].plot(one_trace["loss"], lw=2.5, alpha=0.5, label="1 device, whole batch")
     axes[1, 1].plot(dp_trace["loss"], lw=0.8, ls="--", label="2 ranks, half a batch each")
     axes[1, 1].set(xlabel="step", ylabel="training loss", yscale="log", title=f"Data parallel: max |Δ parameter| = {dp_delta:.1e}")
-    axes[1, 1].legend(fontsize=8)
+    axes[1, 1].legend(fontsize=9)
     short_names = ["SGD", "AdamW", "+sched", "+clip", "+AMP"]
     # Dots, not bars: the axis starts near the lowest accuracy, where a bar's length would mislead.
     axes[1, 2].scatter(short_names, [100 * a for a in acc], s=60, color=[f"C{i}" for i in range(len(names))], zorder=3)
@@ -528,8 +530,7 @@ if plt is not None:
     axes[1, 2].grid(axis="y", alpha=0.3)
     for i, a in enumerate(acc):
         axes[1, 2].annotate(f"{a:.1%}", (i, 100 * a), xytext=(0, 8), textcoords="offset points", ha="center",
-                            fontsize=8)
-    fig.tight_layout()
+                            fontsize=9)
     run.savefig(fig, "scale.png")
 
 # %% [markdown]

@@ -53,7 +53,10 @@ def save_loss_plot(history: dict[str, list[float]], path: Path) -> Path:
     accuracy.plot(epochs, [100 * a for a in history["val_acc"]], marker="o", markersize=3, color="C2")
     accuracy.set(xlabel="epoch", ylabel="test accuracy (%)", title=f"test accuracy: {history['val_acc'][-1]:.1%}")
     for ax in (losses, accuracy):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
+        if len(epochs) <= 10:  # every epoch its tick (a locator puts 0 and 2 around one epoch)
+            ax.set_xticks(list(epochs))
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
         ax.grid(True, alpha=0.3)
     fig.suptitle("tinyflo demo: an MLP on the 8×8 digits")
     fig.tight_layout()
@@ -166,6 +169,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, device: tiny
                 input(f"the dashboard stays at {monitor.dashboard.url} until you press Enter ")
             except (EOFError, KeyboardInterrupt):
                 print()
+        else:  # nobody to press Enter (a pipe, a job, an IDE's run button): say why the page goes now
+            print(f"the dashboard at {monitor.dashboard.url} closes with the run: no terminal to keep it open "
+                  "(run tinyflo demo --dashboard in a terminal to keep it; the report above holds the same curves)")
         monitor.close()
     return 0
 

@@ -307,9 +307,12 @@ class Run:
         return plt
 
     def savefig(self, fig: Any, filename: str) -> Path:
-        """Save a matplotlib figure into the output folder (showing it first in a notebook) and close it."""
+        """Save a matplotlib figure into the output folder (showing it first in a notebook) and close it;
+        what would be hard to read in the book is said first (see `figure_problems`)."""
         import matplotlib.pyplot as plt
 
+        for problem in figure_problems(fig):
+            print(f"figure {filename}: {problem}", file=sys.stderr)
         path = self.out / filename
         fig.savefig(path, dpi=120, bbox_inches="tight")
         if _in_notebook():
@@ -449,3 +452,61 @@ def find_data(name: str, filename: str) -> Path | None:
     tinyflo cannot download), or None: a folder a broken download left half-filled does not count."""
     files = list(tinyflo.datasets.DOWNLOADS[name][0]) if name in tinyflo.datasets.DOWNLOADS else [filename]
     return next((folder for folder in data_folders(name) if all((folder / f).is_file() for f in files)), None)
+
+
+BOOK_FIGURE_PX = 1000  # how wide the book shows a milestone's figure (its article, beside the navigation)
+SMALLEST_TEXT_PX = 9  # the smallest text that stays readable there
+
+
+def figure_problems(fig: Any, width_px: int = BOOK_FIGURE_PX) -> list[str]:
+    """What makes a figure hard to read when the book shows it `width_px` wide: text smaller than
+    SMALLEST_TEXT_PX once scaled, titles that run into each other, a legend over its own curves."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    scale = width_px / fig.bbox.width  # the saved figure's pixels to the book's
+
+    def axis_texts(ax: Any) -> list[Any]:  # what an axes draws beside its panel, if its axis is on
+        texts = [ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]
+        return [t for t in texts if t.get_visible() and t.get_text().strip()] if ax.axison else []
+
+    hidden = {id(t) for ax in fig.axes if not ax.axison
+              for t in (ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels())}
+    problems = []
+    small = sorted({(round(text.get_fontsize() * fig.dpi / 72 * scale, 1), text.get_text()[:30])
+                    for text in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
+                    if text.get_visible() and text.get_text().strip() and id(text) not in hidden
+                    and text.get_fontsize() * fig.dpi / 72 * scale < SMALLEST_TEXT_PX})
+    if small:
+        problems.append(f"{len(small)} texts smaller than {SMALLEST_TEXT_PX} px at {width_px} px wide, "
+                        f"e.g. {small[0][1]!r} at {small[0][0]} px")
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title) if t.get_text().strip()]
+    titles += [fig._suptitle] if fig._suptitle is not None and fig._suptitle.get_text().strip() else []
+    gap = 0.01 * fig.bbox.width  # titles closer than this read as one
+    boxes = [(t.get_text(), t.get_window_extent(renderer).padded(gap / 2)) for t in titles]
+    for i, (first, a) in enumerate(boxes):
+        for second, b in boxes[i + 1:]:
+            if a.overlaps(b):
+                problems.append(f"titles {first[:30]!r} and {second[:30]!r} run into each other")
+    for ax in fig.axes:  # an axis label or a tick label of one panel over another panel
+        texts = axis_texts(ax)
+        for other in fig.axes:
+            if other is ax or not other.get_visible() or other.bbox.overlaps(ax.bbox):
+                continue  # twin or inset axes share their place on purpose
+            for text in texts:
+                if text.get_window_extent(renderer).overlaps(other.bbox):
+                    problems.append(f"{text.get_text()[:30]!r} of {ax.get_title()[:30]!r} is drawn over "
+                                    f"{other.get_title()[:30]!r}")
+                    break
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent(renderer)
+        for line in ax.get_lines():
+            points = line.get_transform().transform(line.get_xydata()) if len(line.get_xydata()) else []
+            covered = sum(box.contains(x, y) for x, y in points)
+            if len(points) > 1 and covered:
+                problems.append(f"the legend of {ax.get_title()[:30]!r} covers {covered} point(s) of "
+                                f"{line.get_label()[:30]!r}")
+                break
+    return problems

@@ -102,7 +102,18 @@ function draw(chart) {
   canvas.height = canvas.clientHeight * ratio;
   const g = canvas.getContext("2d");
   g.scale(ratio, ratio);
-  const w = canvas.clientWidth, h = canvas.clientHeight, left = 56, bottom = 22, top = 8, right = 10;
+  g.font = "11px sans-serif";
+  const w = canvas.clientWidth, h = canvas.clientHeight, left = 56, bottom = 22, right = 10;
+  // The legend goes above the plot, in as many rows as its names need: never over a curve.
+  const legend = [];
+  let lx = left, row = 0;
+  for (const name of Object.keys(chart.series)) {
+    const width = 14 + g.measureText(labelOf(name)).width;
+    if (lx > left && lx + width > w - right) { lx = left; row += 1; }
+    legend.push({ name, x: lx, y: 12 + 14 * row, width });
+    lx += width + 16;
+  }
+  const top = 8 + 14 * (row + 1);
   const points = Object.values(chart.series).flat();
   let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
   for (const [x, y] of points) {  // a loop, not Math.min(...points): a long run has too many to spread
@@ -118,18 +129,28 @@ function draw(chart) {
   g.strokeStyle = "#ccc";
   g.strokeRect(left, top, w - left - right, h - top - bottom);
   g.fillStyle = "#555";
-  g.font = "11px sans-serif";
   for (const y of [y0, (y0 + y1) / 2, y1]) g.fillText(Number(y).toPrecision(3), 4, py(y) + 4);
-  for (const x of [x0, x1]) g.fillText(String(Math.round(x)), px(x) - 6, h - 6);
-  g.fillText(chart.axis, left + (w - left - right) / 2 - 12, h - 6);  // what the x axis counts
+  // The first tick starts at its place and the last ends at its place: both stay inside the canvas.
+  const ticks = [[x0, "left"], [x1, "right"]].map(([x, align]) => {
+    const text = String(Math.round(x)), width = g.measureText(text).width;
+    return { text, x: align === "left" ? px(x) : px(x) - width, width };
+  });
+  for (const tick of ticks) g.fillText(tick.text, tick.x, h - 6);
+  g.textAlign = "center";
+  g.fillText(chart.axis, left + (w - left - right) / 2, h - 6);  // what the x axis counts
+  g.textAlign = "left";
   Object.entries(chart.series).forEach(([name, series], i) => {
     g.strokeStyle = g.fillStyle = COLORS[i % COLORS.length];
     g.beginPath();
     series.forEach(([x, y], j) => (j ? g.lineTo(px(x), py(y)) : g.moveTo(px(x), py(y))));
     g.stroke();
     if (series.length === 1) g.fillRect(px(series[0][0]) - 2, py(series[0][1]) - 2, 4, 4);
-    g.fillText(labelOf(name), left + 8 + 130 * i, top + 12);
+    const entry = legend[i];
+    g.fillRect(entry.x, entry.y - 5, 10, 3);  // the series' colour, then its name
+    g.fillText(labelOf(name), entry.x + 14, entry.y);
   });
+  // Where things went, for a reader of the page and its tests.
+  chart.layout = { width: w, plot: { left, top, right: w - right, bottom: h - bottom }, legend, ticks };
 }
 
 const source = new EventSource("events");
