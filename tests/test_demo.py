@@ -99,3 +99,23 @@ def test_readme_quotes_what_the_demo_prints(tmp_path):
     for line in quoted:
         assert any(out.startswith(line) for out in printed), f"the README quotes {line!r}; the demo printed:\n{done.stdout}"
     assert (tmp_path / "tinyflo-demo" / "loss.png").is_file(), "the README says the plot goes to tinyflo-demo/loss.png"
+
+
+@pytest.mark.parametrize("epochs", [1, 3, 20])
+def test_the_demos_curves_tick_whole_epochs_and_read_well_in_the_book(epochs, tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from tinyflo import milestones
+    from tinyflo.demo import save_loss_plot
+
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)  # keep the figure to look at
+    history = {"train_loss": [1.0 / (e + 1) for e in range(epochs)], "val_loss": [1.1 / (e + 1) for e in range(epochs)],
+               "val_acc": [0.5 + e / 50 for e in range(epochs)]}
+    save_loss_plot(history, tmp_path / "loss.png")
+    (figure,) = kept
+    for ax in figure.axes:
+        low, high = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if low <= t <= high]
+        assert ticks and all(float(t).is_integer() and 1 <= t <= epochs for t in ticks), ticks
+    assert milestones.figure_problems(figure) == []
