@@ -49,6 +49,10 @@ SLIPS = [
      "load_checkpoint: path '.' is a folder; expected a file's path, e.g. 'model.safetensors'"),
     (lambda: tinyflo.load_checkpoint("missing.safetensors", _model()), FileNotFoundError,
      "load_checkpoint: path 'missing.safetensors' does not exist"),
+    (lambda: _model().load_state_dict(None), TypeError,
+     "Sequential.load_state_dict: state must be a mapping of names to tensors (what state_dict() gives); got NoneType"),
+    (lambda: _model().load_state_dict("model.safetensors"), TypeError,
+     "Sequential.load_state_dict: state must be a mapping of names to tensors (what state_dict() gives); got str"),
 ]
 
 

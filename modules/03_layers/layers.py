@@ -1255,6 +1255,9 @@ class Module:
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> IncompatibleKeys:
         """Copy ``state`` into this module's tensors in place; mismatches are one error naming them."""
+        if not (hasattr(state, "keys") and hasattr(state, "__getitem__")):
+            raise TypeError(f"{type(self).__name__}.load_state_dict: state must be a mapping of names to tensors "
+                            f"(what state_dict() gives); got {type(state).__name__}")
         return _load_state_dict(self, state, strict)
 
     # ----- printing -----------------------------------------------------------
