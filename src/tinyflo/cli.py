@@ -578,7 +578,8 @@ def _modules_option(parser: argparse.ArgumentParser) -> None:
         "--modules",
         type=path_arg,
         metavar="PATH",
-        help="course modules/ folder (default: $TINYFLO_MODULES, else the checkout's modules/)",
+        help="course modules/ folder (default: $TINYFLO_MODULES, else for a course command the modules the "
+        "course folder was built from, else the checkout's modules/)",
     )
 
 
