@@ -790,8 +790,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"next: `{course_command('release', course_dir)}`")
     elif args.action == "release":
         release(course_dir, modules, args.module, args.force)
-        print(f"next: hand out the kit; put each submission in {course_dir}/submitted/<student>/<module>/"
-              f"<name>.ipynb, then run `{course_command('autograde', course_dir)}`")
+        from tinyflo.course.exchange import exchange_root
+
+        kit = "the kit in " + str(course_dir / KIT_DIR) if any((course_dir / KIT_DIR).glob("*.whl")) else (
+            f"the kit (`{course_command('release', course_dir)}` with no module builds it)")
+        if exchange_root(course_dir, modules) is not None:  # the students fetch and submit on the hub
+            spec = f" {args.module}" if args.module else " NN"
+            print(f"next: students fetch it from the Assignments tab and submit there; then "
+                  f"`{course_command('collect' + spec, course_dir)}`")
+        else:
+            print(f"next: hand out {kit}; put each submission in {course_dir}/submitted/<student>/<module>/"
+                  f"<name>.ipynb, then run `{course_command('autograde', course_dir)}`")
     elif args.action == "collect":
         left_out = collect(course_dir, modules, args.module, Path(args.zip).expanduser() if args.zip else None)
         print(f"next: `{course_command('autograde', course_dir)}`")
