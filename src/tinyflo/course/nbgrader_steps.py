@@ -48,6 +48,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from nbgrader.utils import parse_utc
 from traitlets import Bool, Unicode
 
+from tinyflo import environment
 from tinyflo.course.grading import DEFAULT_TIMEOUT, grade, restore_locked_cells
 from tinyflo.course.kit import cached_tree
 from tinyflo.course.notebooks import graded_source, read_notebook, require
@@ -424,8 +425,8 @@ class ScenarioGrade(NbGraderPreprocessor):
         info = resources["nbgrader"]
         modules = discover_modules(Path(self.modules_dir))
         module = resolve_module(modules, info["assignment"])
-        timeout = int(os.environ.get(TIMEOUT_VARIABLE, DEFAULT_TIMEOUT))
-        sandboxed = os.environ.get(NO_SANDBOX_VARIABLE) != "1"
+        timeout = environment.read(TIMEOUT_VARIABLE) or DEFAULT_TIMEOUT  # read and checked in one place
+        sandboxed = environment.read(NO_SANDBOX_VARIABLE) != "1"
         key = Path(self.key_file).read_text(encoding="utf-8").strip()
         report = grade(
             nb,
@@ -436,7 +437,7 @@ class ScenarioGrade(NbGraderPreprocessor):
             hidden=True,
             student=str(info["student"]),
             key=key,
-            slot=int(os.environ.get(SLOT_VARIABLE, "0")),
+            slot=environment.read(SLOT_VARIABLE) or 0,
         )
         verdicts = {cell.grade_id: cell for cell in report.cells}
         for cell in nb.cells:
