@@ -170,3 +170,49 @@ def test_dashboard_serves_its_page_and_script_and_refuses_a_bad_port():
         board.close()
     with pytest.raises(ValueError, match=r"Dashboard: port must be an integer in 0\.\.65535 .*; got 70000"):
         Dashboard(port=70000)
+
+
+def _layout(browser, chart: str, points: int) -> dict:
+    """Where the page drew one chart's parts, once it has plotted `points` points of its first series."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    script = ("const c = window.tinyflo && window.tinyflo.charts[arguments[0]];"  # drawn since its last point
+              "return c && c.layout && !c.dirty && Object.values(c.series)[0].length >= arguments[1] ? c.layout : null;")
+    return WebDriverWait(browser, 20).until(lambda b: b.execute_script(script, chart, points))
+
+
+def test_dashboard_ticks_one_epoch_under_its_point_and_keeps_a_narrow_chart_readable(browser):
+    """After one epoch the epoch axis has one tick, '1', under the point (not 0 and 2 around it), and the
+    axis name moves aside for it; in a narrow window the legend wraps into rows above the plot."""
+    names = {"sys_ram_gb": "machine, used (RAM GB)", "proc_ram_gb": "this process (RAM GB)",
+             "gpu_mem_gb": "GPU memory, this process (GB)"}
+    board = Dashboard(labels=names)
+    browser.set_window_size(520, 900)
+    try:
+        board.publish("epoch", {"epoch": 1, "step": 12, "train_loss": 0.9, "val_loss": 1.1,
+                                "sys_ram_gb": 3.1, "proc_ram_gb": 0.4, "gpu_mem_gb": 0.2})
+        browser.get(board.url)
+        one = _layout(browser, "loss per epoch", 1)
+        (tick,) = one["ticks"]
+        plot = one["plot"]
+        assert tick["text"] == "1", one
+        assert tick["x"] + tick["width"] / 2 == pytest.approx((plot["left"] + plot["right"]) / 2, abs=1), one
+        axis = one["axis"]
+        assert axis["x"] > tick["x"] + tick["width"] and axis["x"] + axis["width"] <= one["width"], one
+
+        memory = _layout(browser, "memory GB per epoch", 1)
+        rows = sorted({entry["y"] for entry in memory["legend"]})
+        assert memory["width"] < 500 and len(rows) >= 2, memory  # three long names do not fit one row
+        assert all(entry["y"] < memory["plot"]["top"] for entry in memory["legend"]), memory
+        assert all(entry["x"] + entry["width"] <= memory["width"] for entry in memory["legend"]), memory
+
+        board.publish("epoch", {"epoch": 2, "step": 24, "train_loss": 0.6, "val_loss": 0.8})
+        two = _layout(browser, "loss per epoch", 2)
+        assert [t["text"] for t in two["ticks"]] == ["1", "2"], two
+        first, last = two["ticks"]
+        assert first["x"] == pytest.approx(two["plot"]["left"]) and last["x"] + last["width"] <= two["width"], two
+        middle = two["axis"]["x"] + two["axis"]["width"] / 2
+        assert middle == pytest.approx((two["plot"]["left"] + two["plot"]["right"]) / 2, abs=1), two
+    finally:
+        board.close()
+        browser.set_window_size(1400, 1000)

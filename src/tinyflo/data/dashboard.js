@@ -121,7 +121,8 @@ function draw(chart) {
   }
   if (chart.floor !== null) y0 = Math.min(y0, chart.floor);
   if (chart.ceiling !== null) y1 = Math.max(y1, chart.ceiling);
-  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  const single = x0 === x1;  // one epoch (or step) so far: one tick, under its point
+  if (single) { x0 -= 1; x1 += 1; }
   if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
   const px = x => left + (x - x0) / (x1 - x0) * (w - left - right);
   const py = y => top + (1 - (y - y0) / (y1 - y0)) * (h - top - bottom);
@@ -131,14 +132,17 @@ function draw(chart) {
   g.fillStyle = "#555";
   for (const y of [y0, (y0 + y1) / 2, y1]) g.fillText(Number(y).toPrecision(3), 4, py(y) + 4);
   // The first tick starts at its place and the last ends at its place: both stay inside the canvas.
-  const ticks = [[x0, "left"], [x1, "right"]].map(([x, align]) => {
+  // Ticks are whole numbers: an axis counts epochs or steps.
+  const ticks = (single ? [[(x0 + x1) / 2, 0.5]] : [[x0, 0], [x1, 1]]).map(([x, anchor]) => {
     const text = String(Math.round(x)), width = g.measureText(text).width;
-    return { text, x: align === "left" ? px(x) : px(x) - width, width };
+    return { text, x: px(x) - anchor * width, width };
   });
   for (const tick of ticks) g.fillText(tick.text, tick.x, h - 6);
-  g.textAlign = "center";
-  g.fillText(chart.axis, left + (w - left - right) / 2, h - 6);  // what the x axis counts
-  g.textAlign = "left";
+  // What the x axis counts, in the middle, or at the right end when a tick is in the middle.
+  const named = g.measureText(chart.axis).width;
+  let ax = left + (w - left - right - named) / 2;
+  if (ticks.some(t => t.x < ax + named + 6 && ax < t.x + t.width + 6)) ax = w - right - named;
+  g.fillText(chart.axis, ax, h - 6);
   Object.entries(chart.series).forEach(([name, series], i) => {
     g.strokeStyle = g.fillStyle = COLORS[i % COLORS.length];
     g.beginPath();
@@ -150,7 +154,8 @@ function draw(chart) {
     g.fillText(labelOf(name), entry.x + 14, entry.y);
   });
   // Where things went, for a reader of the page and its tests.
-  chart.layout = { width: w, plot: { left, top, right: w - right, bottom: h - bottom }, legend, ticks };
+  chart.layout = { width: w, plot: { left, top, right: w - right, bottom: h - bottom }, legend, ticks,
+                   axis: { text: chart.axis, x: ax, width: named } };
 }
 
 const source = new EventSource("events");
