@@ -314,7 +314,7 @@ class Run:
         for problem in figure_problems(fig):
             print(f"figure {filename}: {problem}", file=sys.stderr)
         path = self.out / filename
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        fig.savefig(path, dpi=SAVE_DPI, bbox_inches="tight")
         if _in_notebook():
             from IPython.display import display
 
@@ -454,59 +454,115 @@ def find_data(name: str, filename: str) -> Path | None:
     return next((folder for folder in data_folders(name) if all((folder / f).is_file() for f in files)), None)
 
 
-BOOK_FIGURE_PX = 1000  # how wide the book shows a milestone's figure (its article, beside the navigation)
+BOOK_FIGURE_PX = 1000  # how wide the book shows a milestone's figure beside its navigation (a 1366-px window)
 SMALLEST_TEXT_PX = 9  # the smallest text that stays readable there
+SAVE_DPI = 120  # the pixels per inch of a saved plot
+COUNTED = ("epoch", "step", "iteration")  # an axis labelled so counts: its ticks are whole numbers
 
 
 def figure_problems(fig: Any, width_px: int = BOOK_FIGURE_PX) -> list[str]:
     """What makes a figure hard to read when the book shows it `width_px` wide: text smaller than
-    SMALLEST_TEXT_PX once scaled, titles that run into each other, a legend over its own curves."""
+    SMALLEST_TEXT_PX once scaled, titles that run into each other, an axis's text over another panel,
+    a legend over its own curves, an axis that counts (epochs, steps) ticked between whole numbers."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
-    scale = width_px / fig.bbox.width  # the saved figure's pixels to the book's
+    return [*_small_texts(fig, width_px), *_colliding_titles(fig, renderer), *_texts_over_panels(fig, renderer),
+            *_legends_over_data(fig, renderer), *_fractional_counts(fig)]
 
-    def axis_texts(ax: Any) -> list[Any]:  # what an axes draws beside its panel, if its axis is on
-        texts = [ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]
-        return [t for t in texts if t.get_visible() and t.get_text().strip()] if ax.axison else []
+
+def _axis_texts(ax: Any) -> list[Any]:
+    """The labels and tick labels an axes draws beside its panel (none when its axis is off)."""
+    texts = [ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]
+    return [t for t in texts if t.get_visible() and t.get_text().strip()] if ax.axison else []
+
+
+def _small_texts(fig: Any, width_px: int) -> list[str]:
+    # The book shows the saved picture (SAVE_DPI, cropped to what is drawn) at its own size, or
+    # narrower: `width_px` at most (its CSS: max-width 100%).
+    import matplotlib
+
+    inches = fig.get_tightbbox().width + 2 * matplotlib.rcParams["savefig.pad_inches"]
+    per_inch = min(SAVE_DPI, width_px / inches)
+
+    def shown(text: Any) -> float:  # the text's height in the book's pixels
+        return text.get_fontsize() / 72 * per_inch
 
     hidden = {id(t) for ax in fig.axes if not ax.axison
               for t in (ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels())}
-    problems = []
-    small = sorted({(round(text.get_fontsize() * fig.dpi / 72 * scale, 1), text.get_text()[:30])
-                    for text in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
-                    if text.get_visible() and text.get_text().strip() and id(text) not in hidden
-                    and text.get_fontsize() * fig.dpi / 72 * scale < SMALLEST_TEXT_PX})
-    if small:
-        problems.append(f"{len(small)} texts smaller than {SMALLEST_TEXT_PX} px at {width_px} px wide, "
-                        f"e.g. {small[0][1]!r} at {small[0][0]} px")
+    texts = fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
+    small = sorted({(round(shown(t), 1), t.get_text()[:30]) for t in texts
+                    if t.get_visible() and t.get_text().strip() and id(t) not in hidden and shown(t) < SMALLEST_TEXT_PX})
+    if not small:
+        return []
+    return [f"{len(small)} texts smaller than {SMALLEST_TEXT_PX} px at {width_px} px wide, "
+            f"e.g. {small[0][1]!r} at {small[0][0]} px"]
+
+
+def _colliding_titles(fig: Any, renderer: Any) -> list[str]:
     titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title) if t.get_text().strip()]
     titles += [fig._suptitle] if fig._suptitle is not None and fig._suptitle.get_text().strip() else []
     gap = 0.01 * fig.bbox.width  # titles closer than this read as one
     boxes = [(t.get_text(), t.get_window_extent(renderer).padded(gap / 2)) for t in titles]
-    for i, (first, a) in enumerate(boxes):
-        for second, b in boxes[i + 1:]:
-            if a.overlaps(b):
-                problems.append(f"titles {first[:30]!r} and {second[:30]!r} run into each other")
+    return [f"titles {first[:30]!r} and {second[:30]!r} run into each other"
+            for i, (first, a) in enumerate(boxes) for second, b in boxes[i + 1:] if a.overlaps(b)]
+
+
+def _texts_over_panels(fig: Any, renderer: Any) -> list[str]:
+    problems = []
     for ax in fig.axes:  # an axis label or a tick label of one panel over another panel
-        texts = axis_texts(ax)
         for other in fig.axes:
             if other is ax or not other.get_visible() or other.bbox.overlaps(ax.bbox):
                 continue  # twin or inset axes share their place on purpose
-            for text in texts:
-                if text.get_window_extent(renderer).overlaps(other.bbox):
-                    problems.append(f"{text.get_text()[:30]!r} of {ax.get_title()[:30]!r} is drawn over "
-                                    f"{other.get_title()[:30]!r}")
-                    break
+            text = next((t for t in _axis_texts(ax) if t.get_window_extent(renderer).overlaps(other.bbox)), None)
+            if text is not None:
+                problems.append(f"{text.get_text()[:30]!r} of {ax.get_title()[:30]!r} is drawn over "
+                                f"{other.get_title()[:30]!r}")
+    return problems
+
+
+def _legends_over_data(fig: Any, renderer: Any) -> list[str]:
+    """A legend over what its axes plots: a line's points and the segments between them (looked at
+    every 2 pixels), a scatter's dots."""
+    import numpy as np
+
+    problems = []
     for ax in fig.axes:
         legend = ax.get_legend()
         if legend is None:
             continue
         box = legend.get_window_extent(renderer)
-        for line in ax.get_lines():
-            points = line.get_transform().transform(line.get_xydata()) if len(line.get_xydata()) else []
-            covered = sum(box.contains(x, y) for x, y in points)
-            if len(points) > 1 and covered:
-                problems.append(f"the legend of {ax.get_title()[:30]!r} covers {covered} point(s) of "
-                                f"{line.get_label()[:30]!r}")
+        drawn = [(line.get_label(), line.get_transform().transform(line.get_xydata()),
+                  line.get_linestyle() not in ("None", "none", "", " ")) for line in ax.get_lines()]
+        drawn += [(dots.get_label(), dots.get_offset_transform().transform(dots.get_offsets()), False)
+                  for dots in ax.collections if len(dots.get_offsets())]
+        for label, points, joined in drawn:
+            points = np.asarray(points, dtype=float)
+            points = points[np.isfinite(points).all(axis=1)]
+            if joined and len(points) > 1:  # along each segment, a point every 2 pixels or so
+                steps = np.maximum(1, np.ceil(np.hypot(*np.diff(points, axis=0).T) / 2)).astype(int)
+                starts, ends = np.repeat(points[:-1], steps, axis=0), np.repeat(points[1:], steps, axis=0)
+                where = np.concatenate([np.arange(n) / n for n in steps])[:, None]
+                points = np.vstack([starts + (ends - starts) * where, points[-1:]])
+            inside = ((box.x0 <= points[:, 0]) & (points[:, 0] <= box.x1)
+                      & (box.y0 <= points[:, 1]) & (points[:, 1] <= box.y1))
+            if inside.any():
+                problems.append(f"the legend of {ax.get_title()[:30]!r} is drawn over {label[:30]!r}")
                 break
+    return problems
+
+
+def _fractional_counts(fig: Any) -> list[str]:
+    """An axis that counts epochs or steps with a tick between two whole numbers (1.5 epochs)."""
+    problems = []
+    for ax in fig.axes:
+        for axis, low_high in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            label = axis.label.get_text().strip().lower()
+            if not ax.axison or not label.startswith(COUNTED):
+                continue
+            low, high = sorted(low_high)
+            ticks = [t for t in axis.get_majorticklocs() if low <= t <= high]
+            fractional = [t for t in ticks if not float(t).is_integer()]
+            if fractional:
+                problems.append(f"the {label!r} axis of {ax.get_title()[:30]!r} counts in whole numbers but has "
+                                f"ticks {', '.join(f'{t:g}' for t in fractional[:3])}")
     return problems
