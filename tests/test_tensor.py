@@ -638,10 +638,12 @@ def test_module_01_imports_no_later_module_and_installs_no_engine():
     from pathlib import Path
 
     core = Path(tinyflo.core.tensor.__file__).parent
-    # tensor: only the test stand-in for CuPy (tinyflo.strict_gpu), which imports nothing of tinyflo
-    for name, allowed in (("tensor", {"tinyflo.strict_gpu"}), ("autograd", {"tinyflo.core.tensor"})):
+    # tensor: only the test stand-in for CuPy (tinyflo.strict_gpu) and the environment's variables
+    # (tinyflo.environment), which import nothing of tinyflo
+    for name, allowed in (("tensor", {"tinyflo.strict_gpu", "tinyflo.environment"}), ("autograd", {"tinyflo.core.tensor"})):
         tree = ast.parse((core / f"{name}.py").read_text())
-        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported = {f"{node.module}.{a.name}" if node.module == "tinyflo" else node.module
+                    for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for a in node.names}
         imported |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
         assert {m for m in imported if m and m.startswith("tinyflo")} == allowed, name
     code = ("import tinyflo.core.tensor as t\n"

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinyflo import environment
 from tinyflo.core.checkpoints import atomic_write
 from tinyflo.course.grading import DEFAULT_TIMEOUT
 from tinyflo.course.kit import build_student_kit, grading_notebook
@@ -760,7 +761,7 @@ def course_modules(course_dir: Path, given: str | None) -> Path:
     so each command the course prints works as printed from any folder; else find_modules_dir's
     search (a checkout above the current folder, or tinyflo's own). Taking the course's is said
     when the search would have found others."""
-    if given or os.environ.get("TINYFLO_MODULES", "").strip():
+    if given or environment.read("TINYFLO_MODULES") is not None:
         return find_modules_dir(given)
     config = course_dir / CONFIG_NAME
     try:
