@@ -109,6 +109,8 @@ def test_dashboard_streams_a_run_to_a_page_mid_run_and_to_one_that_joins_late(br
             assert all(entry["y"] < plot["top"] for entry in layout["legend"]), (title, layout)
             assert all(entry["x"] + entry["width"] <= width for entry in layout["legend"]), (title, layout)
             assert all(0 <= tick["x"] and tick["x"] + tick["width"] <= width for tick in layout["ticks"]), (title, layout)
+            assert all(0 <= tick["x"] and tick["x"] + tick["width"] < plot["left"] for tick in layout["yticks"]), (
+                title, layout)
         assert [entry["name"] for entry in layouts["memory GB per epoch"]["legend"]][:2] == ["sys_ram_gb", "proc_ram_gb"]
 
         assert browser.find_element("id", "status").text == f"training ended after epoch {EPOCHS} (step {trainer.step})"
@@ -183,13 +185,14 @@ def _layout(browser, chart: str, points: int) -> dict:
 
 def test_dashboard_ticks_one_epoch_under_its_point_and_keeps_a_narrow_chart_readable(browser):
     """After one epoch the epoch axis has one tick, '1', under the point (not 0 and 2 around it), and the
-    axis name moves aside for it; in a narrow window the legend wraps into rows above the plot."""
+    axis name moves aside for it; in a narrow window the legend wraps into rows above the plot; the y
+    ticks of a small rate are short and end before the plot begins."""
     names = {"sys_ram_gb": "machine, used (RAM GB)", "proc_ram_gb": "this process (RAM GB)",
              "gpu_mem_gb": "GPU memory, this process (GB)"}
     board = Dashboard(labels=names)
     browser.set_window_size(520, 900)
     try:
-        board.publish("epoch", {"epoch": 1, "step": 12, "train_loss": 0.9, "val_loss": 1.1,
+        board.publish("epoch", {"epoch": 1, "step": 12, "train_loss": 0.9, "val_loss": 1.1, "lr": 3e-3,
                                 "sys_ram_gb": 3.1, "proc_ram_gb": 0.4, "gpu_mem_gb": 0.2})
         browser.get(board.url)
         one = _layout(browser, "loss per epoch", 1)
@@ -206,13 +209,17 @@ def test_dashboard_ticks_one_epoch_under_its_point_and_keeps_a_narrow_chart_read
         assert all(entry["y"] < memory["plot"]["top"] for entry in memory["legend"]), memory
         assert all(entry["x"] + entry["width"] <= memory["width"] for entry in memory["legend"]), memory
 
-        board.publish("epoch", {"epoch": 2, "step": 24, "train_loss": 0.6, "val_loss": 0.8})
+        board.publish("epoch", {"epoch": 2, "step": 24, "train_loss": 0.6, "val_loss": 0.8, "lr": 4.69e-6})
         two = _layout(browser, "loss per epoch", 2)
         assert [t["text"] for t in two["ticks"]] == ["1", "2"], two
         first, last = two["ticks"]
         assert first["x"] == pytest.approx(two["plot"]["left"]) and last["x"] + last["width"] <= two["width"], two
         middle = two["axis"]["x"] + two["axis"]["width"] / 2
         assert middle == pytest.approx((two["plot"]["left"] + two["plot"]["right"]) / 2, abs=1), two
+        # a rate that fell to 4.69e-6 is ticked in powers of ten, and its ticks end left of the plot
+        rate = _layout(browser, "learning rate per epoch", 2)
+        assert [t["text"] for t in rate["yticks"]] == ["4.69e-6", "0.0015", "0.003"], rate
+        assert all(0 <= t["x"] and t["x"] + t["width"] < rate["plot"]["left"] for t in rate["yticks"]), rate
     finally:
         board.close()
         browser.set_window_size(1400, 1000)

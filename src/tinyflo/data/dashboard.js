@@ -29,6 +29,11 @@ function shown(value) {
   const size = Math.abs(value);
   return size !== 0 && (size < 1e-3 || size >= 1e6) ? value.toExponential(2) : String(Number(value.toPrecision(4)));
 }
+// A y tick: 3 digits, in powers of ten where that is shorter (a learning rate of 0.00000469 is 4.69e-6).
+function tickText(value) {
+  const plain = String(Number(value.toPrecision(3))), power = value.toExponential(2).replace("e+", "e");
+  return power.length < plain.length ? power : plain;
+}
 const SKIP = new Set(["step", "epoch", "sys_ram_total_gb", "gpu_mem_total_gb"]);
 
 window.tinyflo = { charts: {}, events: 0, closed: false };
@@ -103,17 +108,7 @@ function draw(chart) {
   const g = canvas.getContext("2d");
   g.scale(ratio, ratio);
   g.font = "11px sans-serif";
-  const w = canvas.clientWidth, h = canvas.clientHeight, left = 56, bottom = 22, right = 10;
-  // The legend goes above the plot, in as many rows as its names need: never over a curve.
-  const legend = [];
-  let lx = left, row = 0;
-  for (const name of Object.keys(chart.series)) {
-    const width = 14 + g.measureText(labelOf(name)).width;
-    if (lx > left && lx + width > w - right) { lx = left; row += 1; }
-    legend.push({ name, x: lx, y: 12 + 14 * row, width });
-    lx += width + 16;
-  }
-  const top = 8 + 14 * (row + 1);
+  const w = canvas.clientWidth, h = canvas.clientHeight, bottom = 22, right = 10;
   const points = Object.values(chart.series).flat();
   let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
   for (const [x, y] of points) {  // a loop, not Math.min(...points): a long run has too many to spread
@@ -124,13 +119,27 @@ function draw(chart) {
   const single = x0 === x1;  // one epoch (or step) so far: one tick, under its point
   if (single) { x0 -= 1; x1 += 1; }
   if (y0 === y1) { y0 -= Math.abs(y0) * 0.1 || 1; y1 += Math.abs(y1) * 0.1 || 1; }
+  // The y ticks, written as the table writes values (small rates in powers of ten), left of the plot.
+  const yticks = [y0, (y0 + y1) / 2, y1].map(y => ({ y, text: tickText(y) }));
+  for (const tick of yticks) tick.width = g.measureText(tick.text).width;
+  const left = Math.max(40, 12 + Math.max(...yticks.map(t => t.width)));
+  // The legend goes above the plot, in as many rows as its names need: never over a curve.
+  const legend = [];
+  let lx = left, row = 0;
+  for (const name of Object.keys(chart.series)) {
+    const width = 14 + g.measureText(labelOf(name)).width;
+    if (lx > left && lx + width > w - right) { lx = left; row += 1; }
+    legend.push({ name, x: lx, y: 12 + 14 * row, width });
+    lx += width + 16;
+  }
+  const top = 8 + 14 * (row + 1);
   const px = x => left + (x - x0) / (x1 - x0) * (w - left - right);
   const py = y => top + (1 - (y - y0) / (y1 - y0)) * (h - top - bottom);
   g.clearRect(0, 0, w, h);
   g.strokeStyle = "#ccc";
   g.strokeRect(left, top, w - left - right, h - top - bottom);
   g.fillStyle = "#555";
-  for (const y of [y0, (y0 + y1) / 2, y1]) g.fillText(Number(y).toPrecision(3), 4, py(y) + 4);
+  for (const tick of yticks) { tick.x = left - 6 - tick.width; g.fillText(tick.text, tick.x, py(tick.y) + 4); }
   // The first tick starts at its place and the last ends at its place: both stay inside the canvas.
   // Ticks are whole numbers: an axis counts epochs or steps.
   const ticks = (single ? [[(x0 + x1) / 2, 0.5]] : [[x0, 0], [x1, 1]]).map(([x, anchor]) => {
@@ -154,7 +163,7 @@ function draw(chart) {
     g.fillText(labelOf(name), entry.x + 14, entry.y);
   });
   // Where things went, for a reader of the page and its tests.
-  chart.layout = { width: w, plot: { left, top, right: w - right, bottom: h - bottom }, legend, ticks,
+  chart.layout = { width: w, plot: { left, top, right: w - right, bottom: h - bottom }, legend, ticks, yticks,
                    axis: { text: chart.axis, x: ax, width: named } };
 }
 
