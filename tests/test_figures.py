@@ -122,3 +122,15 @@ def test_the_book_shows_a_milestones_figure_as_wide_as_figure_problems_assumes(b
         assert shown >= milestones.BOOK_FIGURE_PX, f"the book shows scale.png {shown:.0f} px wide at 1366 px"
     finally:
         browser.set_window_size(1400, 1000)
+
+
+def test_a_figure_made_without_pyplot_is_looked_at_too():
+    """The Monitor's curves are a bare matplotlib Figure, with no canvas of pyplot's."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    ax.plot([1], [0.5], marker="o")
+    ax.set(xlabel="epoch", title="loss", xlim=(0.5, 1.5))
+    assert milestones.figure_problems(fig) == [
+        "the 'epoch' axis of 'loss' counts in whole numbers but has ticks 0.5, 0.6, 0.7"]

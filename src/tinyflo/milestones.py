@@ -464,6 +464,10 @@ def figure_problems(fig: Any, width_px: int = BOOK_FIGURE_PX) -> list[str]:
     """What makes a figure hard to read when the book shows it `width_px` wide: text smaller than
     SMALLEST_TEXT_PX once scaled, titles that run into each other, an axis's text over another panel,
     a legend over its own curves, an axis that counts (epochs, steps) ticked between whole numbers."""
+    if not hasattr(fig.canvas, "get_renderer"):  # a Figure made without pyplot: drawn as savefig draws it
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     return [*_small_texts(fig, width_px), *_colliding_titles(fig, renderer), *_texts_over_panels(fig, renderer),
