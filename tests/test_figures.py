@@ -133,4 +133,4 @@ def test_a_figure_made_without_pyplot_is_looked_at_too():
     ax.plot([1], [0.5], marker="o")
     ax.set(xlabel="epoch", title="loss", xlim=(0.5, 1.5))
     assert milestones.figure_problems(fig) == [
-        "the 'epoch' axis of 'loss' counts in whole numbers but has ticks 0.5, 0.6, 0.7"]
+        "the 'epoch' axis of 'loss' counts in whole numbers but has ticks 0.6, 0.8, 1.2"]
