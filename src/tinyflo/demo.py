@@ -56,12 +56,12 @@ def save_loss_plot(history: dict[str, list[float]], path: Path) -> Path:
         if len(epochs) <= 10:  # every epoch its tick (a locator puts 0 and 2 around one epoch)
             ax.set_xticks(list(epochs))
         else:
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole numbers
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))  # whole: 5, 10, 15, 20
         ax.grid(True, alpha=0.3)
     fig.suptitle("tinyflo demo: an MLP on the 8×8 digits")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    milestones.save_png(fig, path)  # as the milestones' plots: small, whole or not at all
     plt.close(fig)
     return path
 
