@@ -213,7 +213,9 @@ def test_dashboard_ticks_one_epoch_under_its_point_and_keeps_a_narrow_chart_read
         two = _layout(browser, "loss per epoch", 2)
         assert [t["text"] for t in two["ticks"]] == ["1", "2"], two
         first, last = two["ticks"]
-        assert first["x"] == pytest.approx(two["plot"]["left"]) and last["x"] + last["width"] <= two["width"], two
+        assert first["x"] == pytest.approx(two["plot"]["left"] + two["inset"]) and two["inset"] >= 3, (
+            "the first epoch's point and tick a little inside the frame, not on it", two)
+        assert last["x"] + last["width"] <= two["width"], two
         middle = two["axis"]["x"] + two["axis"]["width"] / 2
         assert middle == pytest.approx((two["plot"]["left"] + two["plot"]["right"]) / 2, abs=1), two
         # a rate that fell to 4.69e-6 is ticked in powers of ten, and its ticks end left of the plot

@@ -133,8 +133,10 @@ function draw(chart) {
     lx += width + 16;
   }
   const top = 8 + 14 * (row + 1);
-  const px = x => left + (x - x0) / (x1 - x0) * (w - left - right);
-  const py = y => top + (1 - (y - y0) / (y1 - y0)) * (h - top - bottom);
+  // Curves keep 5 px inside the frame: a value at the top of its range (CPU 100%) is not hidden by it.
+  const inset = 5;
+  const px = x => left + inset + (x - x0) / (x1 - x0) * (w - left - right - 2 * inset);
+  const py = y => top + inset + (1 - (y - y0) / (y1 - y0)) * (h - top - bottom - 2 * inset);
   g.clearRect(0, 0, w, h);
   g.strokeStyle = "#ccc";
   g.strokeRect(left, top, w - left - right, h - top - bottom);
@@ -163,7 +165,7 @@ function draw(chart) {
     g.fillText(labelOf(name), entry.x + 14, entry.y);
   });
   // Where things went, for a reader of the page and its tests.
-  chart.layout = { width: w, plot: { left, top, right: w - right, bottom: h - bottom }, legend, ticks, yticks,
+  chart.layout = { width: w, plot: { left, top, right: w - right, bottom: h - bottom }, inset, legend, ticks, yticks,
                    axis: { text: chart.axis, x: ax, width: named } };
 }
 
