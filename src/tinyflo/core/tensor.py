@@ -82,6 +82,10 @@ class Device:
     _known: dict[tuple[str, int], Device] = {}
 
     def __new__(cls, type: str, index: int = 0) -> Device:
+        if not isinstance(type, str) or isinstance(index, bool) or not isinstance(index, int | np.integer) \
+                or index < 0:
+            raise DeviceError(f"Device: expected a type 'cpu' or 'cuda' and an index >= 0; got {brief(type)}, "
+                              f"{brief(index)}")
         key = (type, index)
         if key not in cls._known:
             if type == "cuda":
@@ -91,7 +95,7 @@ class Device:
             elif type == "cpu":
                 xp = np
             else:
-                raise DeviceError(f"device: expected type 'cpu' or 'cuda'; got {type!r}")
+                raise DeviceError(f"device: expected type 'cpu' or 'cuda'; got {brief(type)}")
             self = super().__new__(cls)
             self.type, self.index, self.xp = type, index, xp
             self._contexts = []
@@ -135,7 +139,7 @@ def as_device(spec: str | Device | None = None) -> Device:
         name, _, index = spec.partition(":")
         if name in ("cpu", "cuda") and (index == "" or index.isdigit()):
             return Device(name, int(index or 0))
-    raise DeviceError(f"device: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got {spec!r}")
+    raise DeviceError(f"device: expected 'cpu', 'cpu:N', 'cuda' or 'cuda:N'; got {brief(spec)}")
 
 
 _CPU = Device("cpu", 0)
@@ -147,6 +151,28 @@ def is_array(x: Any) -> bool:
         return True
     cupy = _cupy()
     return cupy is not None and isinstance(x, cupy.ndarray)
+
+
+def brief(value: Any) -> str:
+    """``value`` as an error message shows it: its repr on one short line; an array by its shape and dtype."""
+    if is_array(value) or isinstance(value, Tensor):
+        kind = "Tensor" if isinstance(value, Tensor) else f"{type(value).__module__.split('.')[0]}.ndarray"
+        return f"{kind} of shape {tuple(value.shape)} and dtype {value.dtype}"
+    text = repr(value)
+    if "\n" in text:
+        text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def described(value: Any) -> str:
+    """What came, for a message that says what was expected: ``str 'a'``, ``a numpy.ndarray of shape (2, 3) and ...``."""
+    if is_array(value) or isinstance(value, Tensor):
+        return "a " + brief(value)
+    if value is None:
+        return "None"
+    if isinstance(value, str | bytes | int | float | complex | list | tuple | dict | set | np.generic):
+        return f"{type(value).__name__} {brief(value)}"
+    return f"a {type(value).__name__}"  # an object: its kind says more than a repr that may run for lines
 
 
 def device_of(array: Any) -> Device:
@@ -359,7 +385,7 @@ def as_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
     if resolved in SUPPORTED_DTYPES and dtype is not None:
         return resolved
     names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
-    raise TypeError(f"{argument}: expected one of {names}; got {dtype!r}")
+    raise TypeError(f"{argument}: expected one of {names}; got {brief(dtype)}")
 
 
 def is_floating(dtype: np.dtype) -> bool:
@@ -403,8 +429,8 @@ class Tensor:
         self.grad: Tensor | None = None
         self._ctx: Function | None = None
         self.requires_grad = False
-        if requires_grad:
-            self.requires_grad_(True)
+        if requires_grad is not False:
+            self.requires_grad_(requires_grad)
 
     @staticmethod
     def _wrap(data: Any, device: Device, requires_grad: bool = False) -> Tensor:
@@ -514,9 +540,11 @@ class Tensor:
     # ----- autograd hooks (the engine is module 02) --------------------------
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Mark this leaf as needing a gradient (only floating tensors can)."""
+        if not isinstance(requires_grad, bool | np.bool_):
+            raise TypeError(f"requires_grad: expected True or False; got {described(requires_grad)}")
         if requires_grad and not is_floating(self.dtype):
             raise TypeError(f"requires_grad: only floating tensors can require a gradient; got {self.dtype}")
-        self.requires_grad = requires_grad
+        self.requires_grad = bool(requires_grad)
         return self
 
     def detach(self) -> Tensor:
@@ -604,6 +632,9 @@ class Tensor:
         """Limit values to [min, max]; the gradient flows only where no limit was hit."""
         if min is None and max is None:
             raise ValueError("clip: give at least one of min and max")
+        for name, limit in (("min", min), ("max", max)):
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int | float | np.number)):
+                raise TypeError(f"clip: {name} must be a number or None; got {described(limit)}")
         return Clip.apply(self, low=min, high=max)
 
     # ----- reductions -----------------------------------------------------------
@@ -622,7 +653,7 @@ class Tensor:
         return Max.apply(self, axis=_axes(axis, self.ndim, "max"), keepdims=keepdims)
 
     def min(self, axis=None, keepdims: bool = False) -> Tensor:
-        return -((-self).max(axis, keepdims))
+        return -Max.apply(-self, axis=_axes(axis, self.ndim, "min"), keepdims=keepdims)
 
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         return _argext(self, axis, keepdims, "argmax")
@@ -700,10 +731,17 @@ class Tensor:
         if isinstance(value, Tensor):
             _same_device(self, value, "setitem")
             value = value.data
+        elif not isinstance(value, int | float | np.generic | list | tuple) and not is_array(value):
+            raise TypeError(f"setitem: value must be a Tensor, a number, a list of numbers or an array; "
+                            f"got {described(value)}")
         elif isinstance(value, (np.ndarray, list, tuple)) and np.ndim(value) and self._device.type != "cpu":
             with self._device:  # host values are copied over (CuPy takes only scalars from the host here)
                 value = self._device.xp.asarray(value)
-        self.data[_index_arg(index, self._device)] = value
+        try:
+            self.data[_index_arg(index, self._device)] = value
+        except (IndexError, ValueError) as err:  # NumPy's own words, after ours: which index, which shape
+            raise ShapeError(f"setitem: cannot put {brief(value)} at index {brief(index)} of a tensor of shape "
+                             f"{self.shape}: {err}") from None
 
     # ----- helpers ----------------------------------------------------------------
     def _floating(self) -> Tensor:
@@ -790,10 +828,22 @@ def _constant(value: Any, like: Tensor) -> Tensor:
         dtype = like.dtype
     else:
         raise TypeError(f"operand: expected a Tensor, a number, a (nested) list of numbers or a numeric array; "
-                        f"got {type(given).__name__} {given!r:.60}")
+                        f"got {described(given)}")
     if isinstance(value, np.ndarray) and value.ndim > 0:
         return Tensor(value, dtype=dtype, device=like._device)
     return Tensor._wrap(dtype.type(value), like._device)
+
+
+_WRAP = "wrap it with tinyflo.tensor(x) (and .to(device) for a GPU)"
+
+
+def check_tensor(owner: str, name: str, value: Any) -> Tensor:
+    """``value`` if it is a Tensor, else a one-line TypeError: who, which argument, what came and, for data
+    (an array, a number, a list), how to make a tensor of it."""
+    if isinstance(value, Tensor):
+        return value
+    hint = f": {_WRAP}" if is_array(value) or isinstance(value, int | float | np.generic | list | tuple) else ""
+    raise TypeError(f"{owner}: {name} must be a tinyflo Tensor; got {described(value)}{hint}")
 
 
 def _operands(a: Any, b: Any, floating: bool = False) -> tuple[Tensor, Tensor]:
@@ -828,14 +878,14 @@ def _shape_arg(shape: tuple, op: str, allow_minus_one: bool = False) -> tuple[in
         shape = tuple(shape[0])
     low = -1 if allow_minus_one else 0
     if not all(isinstance(n, int | np.integer) and n >= low for n in shape):
-        raise ShapeError(f"{op}: shape must be a sequence of integers >= {low}; got {shape}")
+        raise ShapeError(f"{op}: shape must be a sequence of integers >= {low}; got {brief(shape)}")
     return tuple(int(n) for n in shape)
 
 
 def normalize_axis(axis: Any, ndim: int, op: str) -> int:
     """Check one axis of an ``ndim``-axis tensor (negatives count from the end); return it >= 0."""
     if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
-        raise ShapeError(f"{op}: axis must be an integer; got {axis!r}")
+        raise ShapeError(f"{op}: axis must be an integer; got {brief(axis)}")
     if not -ndim <= axis < ndim:
         raise ShapeError(f"{op}: axis {axis} is out of range for a tensor with {ndim} axes")
     return int(axis) % ndim
@@ -938,6 +988,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
         _cupy().random.seed(int(state["cupy"]))
 
 
+def _check_number(op: str, name: str, value: Any, allow_bool: bool = False) -> None:
+    """A TypeError naming ``op``'s argument ``name`` unless ``value`` is a real number."""
+    if not isinstance(value, int | float | np.integer | np.floating | np.bool_) or (
+            isinstance(value, bool | np.bool_) and not allow_bool):
+        raise TypeError(f"{op}: {name} must be a number; got {described(value)}")
+
+
 def _creation_dtype(dtype: Any, default: np.dtype = default_float) -> np.dtype:
     return default if dtype is None else as_dtype(dtype)
 
@@ -975,15 +1032,21 @@ def ones(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def full(shape, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
     """A tensor filled with one value (bool → bool, int → int64, float → float32)."""
+    _check_number("full", "fill_value", fill_value, allow_bool=True)
     if dtype is None:
         dtype = bool_ if isinstance(fill_value, bool) else int64 if isinstance(fill_value, int) else default_float
-    return _filled("full", (shape,) if isinstance(shape, int) else tuple(shape), fill_value, dtype, device, requires_grad)
+    shape = tuple(shape) if isinstance(shape, Sequence | np.ndarray) and not isinstance(shape, str) else (shape,)
+    return _filled("full", shape, fill_value, dtype, device, requires_grad)
 
 
 def arange(start, stop=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
     """Evenly spaced values in [start, stop) (int64 for integer arguments, else float32)."""
     if stop is None:
         start, stop = 0, start
+    for name, value in (("start", start), ("stop", stop), ("step", step)):
+        _check_number("arange", name, value)
+    if step == 0:
+        raise ValueError("arange: step must not be 0")
     if dtype is None:
         integral = all(isinstance(v, int | np.integer) for v in (start, stop, step))
         dtype = int64 if integral else default_float
@@ -1020,22 +1083,27 @@ def randn(*shape, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 
 def zeros_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_tensor("zeros_like", "t", t)
     return zeros(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def ones_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_tensor("ones_like", "t", t)
     return ones(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def full_like(t: Tensor, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_tensor("full_like", "t", t)
     return full(t.shape, fill_value, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def rand_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_tensor("rand_like", "t", t)
     return rand(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
 def randn_like(t: Tensor, dtype=None, device=None, requires_grad=False) -> Tensor:
+    check_tensor("randn_like", "t", t)
     return randn(t.shape, dtype=dtype or t.dtype, device=device or t.device, requires_grad=requires_grad)
 
 
@@ -1413,11 +1481,15 @@ class GetItem(Function):
         return full
 
 
-def _same_device_and_dtype(tensors: Sequence[Tensor], op: str) -> list[Tensor]:
-    """The tensors of a list-taking op, brought to one dtype; one device required."""
+def _same_device_and_dtype(tensors: Sequence[Tensor], op: str, axis: Any) -> list[Tensor]:
+    """The tensors of a list-taking op, brought to one dtype; one device required; ``axis`` an integer."""
+    if not isinstance(tensors, Sequence) or isinstance(tensors, str):
+        raise TypeError(f"{op}: tensors must be a list or tuple of tensors; got {described(tensors)}")
     if not tensors:
-        raise ValueError(f"{op}: expected a non-empty sequence of tensors; got {tensors!r}")
-    tensors = [t if isinstance(t, Tensor) else Tensor(t) for t in tensors]
+        raise ValueError(f"{op}: expected a non-empty list or tuple of tensors; got {described(tensors)}")
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise ShapeError(f"{op}: axis must be an integer; got {brief(axis)}")
+    tensors = [t if isinstance(t, Tensor) else _item_tensor(t, op, i) for i, t in enumerate(tensors)]
     devices = {t._device for t in tensors}
     if len(devices) > 1:
         raise DeviceError(f"{op}: tensors are on different devices: {sorted(map(str, devices))}")
@@ -1425,9 +1497,17 @@ def _same_device_and_dtype(tensors: Sequence[Tensor], op: str) -> list[Tensor]:
     return [t.to(dtype=dtype) for t in tensors]
 
 
+def _item_tensor(data: Any, op: str, i: int) -> Tensor:
+    """Item ``i`` of a list-taking op that is not a Tensor yet: an array or a list of numbers becomes one."""
+    try:
+        return Tensor(data)
+    except TypeError:
+        raise TypeError(f"{op}: tensors[{i}] must be a Tensor; got {described(data)}") from None
+
+
 def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join tensors along an existing axis."""
-    tensors = _same_device_and_dtype(tensors, "cat")
+    tensors = _same_device_and_dtype(tensors, "cat", axis)
     ndim = tensors[0].ndim
     if ndim == 0 or not -ndim <= axis < ndim:
         raise ShapeError(f"cat: axis {axis} is out of range for tensors with {ndim} axes")
@@ -1440,7 +1520,7 @@ def cat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join same-shaped tensors along a new axis."""
-    tensors = _same_device_and_dtype(tensors, "stack")
+    tensors = _same_device_and_dtype(tensors, "stack", axis)
     if len({t.shape for t in tensors}) > 1:
         raise ShapeError(f"stack: all tensors need one shape; got {[t.shape for t in tensors]}")
     ndim = tensors[0].ndim + 1
@@ -1515,7 +1595,7 @@ class UnbindPart(Function):
 
 def unbind(t: Tensor, axis: int = 0) -> tuple[Tensor, ...]:
     """The slices of ``t`` along ``axis``, that axis removed; their backward fills one gradient array."""
-    if t.ndim == 0:
+    if check_tensor("unbind", "t", t).ndim == 0:
         raise ShapeError("unbind: expected a tensor with at least one axis to split along; got a 0-d tensor")
     if isinstance(axis, int | np.integer) and not -t.ndim <= axis < t.ndim:
         raise ShapeError(f"unbind: axis {axis} is out of range for shape {t.shape}; "
