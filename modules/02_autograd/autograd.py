@@ -49,7 +49,17 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating, set_backward_engine
+from tinyflo.core.tensor import (
+    GradMode,
+    ShapeError,
+    Tensor,
+    check_tensor,
+    described,
+    float64,
+    is_array,
+    is_floating,
+    set_backward_engine,
+)
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import sys
@@ -337,6 +347,9 @@ def _initial_grad(root: Tensor, grad: Any) -> Any:
             )
         with root.device:
             return xp.ones(root.data.shape, root.dtype)
+    if not isinstance(grad, Tensor | int | float | np.generic | list | tuple) and not is_array(grad):
+        raise TypeError(f"backward: grad must be a Tensor, a number or an array of the tensor's shape; "
+                        f"got {described(grad)}")
     if isinstance(grad, Tensor):
         if grad.device is not root.device:
             raise ValueError(f"backward: grad is on {grad.device} but the tensor is on {root.device}")
@@ -350,6 +363,7 @@ def _initial_grad(root: Tensor, grad: Any) -> Any:
 
 def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
+    check_tensor("backward", "root", root)
     ### BEGIN SOLUTION
     if not root.requires_grad:
         raise RuntimeError(
@@ -502,6 +516,8 @@ class set_grad_enabled(contextlib.ContextDecorator):
     """Record the graph or not inside a ``with`` block or a decorated function."""
 
     def __init__(self, mode: bool) -> None:
+        if not isinstance(mode, bool | np.bool_):
+            raise TypeError(f"set_grad_enabled: mode must be True or False; got {described(mode)}")
         self.mode = bool(mode)
         self._previous: list[bool] = []
 
@@ -613,6 +629,8 @@ def gradcheck(
     seed: int = 0,
 ) -> bool:
     """Check fn's gradients for every input that requires grad against float64 central differences."""
+    if not callable(fn):
+        raise TypeError(f"gradcheck: fn must be a function of the inputs; got {described(fn)}")
     ### BEGIN SOLUTION
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:

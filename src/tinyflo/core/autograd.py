@@ -8,7 +8,17 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.core.tensor import GradMode, ShapeError, Tensor, float64, is_floating, set_backward_engine
+from tinyflo.core.tensor import (
+    GradMode,
+    ShapeError,
+    Tensor,
+    check_tensor,
+    described,
+    float64,
+    is_array,
+    is_floating,
+    set_backward_engine,
+)
 
 
 def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
@@ -85,6 +95,9 @@ def _initial_grad(root: Tensor, grad: Any) -> Any:
             )
         with root.device:
             return xp.ones(root.data.shape, root.dtype)
+    if not isinstance(grad, Tensor | int | float | np.generic | list | tuple) and not is_array(grad):
+        raise TypeError(f"backward: grad must be a Tensor, a number or an array of the tensor's shape; "
+                        f"got {described(grad)}")
     if isinstance(grad, Tensor):
         if grad.device is not root.device:
             raise ValueError(f"backward: grad is on {grad.device} but the tensor is on {root.device}")
@@ -98,6 +111,7 @@ def _initial_grad(root: Tensor, grad: Any) -> Any:
 
 def backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None:
     """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
+    check_tensor("backward", "root", root)
     if not root.requires_grad:
         raise RuntimeError(
             "backward: this tensor does not require grad and has no graph; "
@@ -136,6 +150,8 @@ class set_grad_enabled(contextlib.ContextDecorator):
     """Record the graph or not inside a ``with`` block or a decorated function."""
 
     def __init__(self, mode: bool) -> None:
+        if not isinstance(mode, bool | np.bool_):
+            raise TypeError(f"set_grad_enabled: mode must be True or False; got {described(mode)}")
         self.mode = bool(mode)
         self._previous: list[bool] = []
 
@@ -180,6 +196,8 @@ def gradcheck(
     seed: int = 0,
 ) -> bool:
     """Check fn's gradients for every input that requires grad against float64 central differences."""
+    if not callable(fn):
+        raise TypeError(f"gradcheck: fn must be a function of the inputs; got {described(fn)}")
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
         raise ValueError("gradcheck: no input requires grad; pass tensors made with requires_grad=True")
