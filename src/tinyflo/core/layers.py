@@ -20,6 +20,9 @@ from tinyflo.core.tensor import (
     Tensor,
     as_device,
     as_dtype,
+    brief,
+    check_tensor,
+    described,
     float16,
     float32,
     float64,
@@ -75,7 +78,7 @@ def check_arg(owner: str, name: str, value: Any, expected: str | tuple[str, ...]
     else:
         ok = _EXPECTED[expected](value)
     if not ok:
-        raise ValueError(f"{owner} got {name}={value!r}; expected {expected}")
+        raise ValueError(f"{owner} got {name}={brief(value)}; expected {expected}")
     return value
 
 
@@ -175,6 +178,7 @@ class EluFn(Function):
 
 def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
     """x where x > 0, else alpha · (eˣ − 1)."""
+    check_tensor("elu", "x", x)
     check_arg("elu", "alpha", alpha, "a number")
     return EluFn.apply(x._floating(), alpha=alpha)
 
@@ -195,6 +199,7 @@ class SoftplusFn(Function):
 
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """(1/beta) · log(1 + exp(beta · x)), and x itself where beta · x > threshold."""
+    check_tensor("softplus", "x", x)
     check_arg("softplus", "beta", beta, "a number > 0")
     check_arg("softplus", "threshold", threshold, "a number")
     return SoftplusFn.apply(x._floating(), beta=beta, threshold=threshold)
@@ -228,6 +233,7 @@ class GeluFn(Function):
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """x · Φ(x), exactly (``"none"``) or with the tanh approximation (``"tanh"``)."""
+    check_tensor("gelu", "x", x)
     check_arg("gelu", "approximate", approximate, ("none", "tanh"))
     return GeluFn.apply(x._floating(), approximate=approximate)
 
@@ -297,6 +303,7 @@ _graded_gelu = gelu
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """x · Φ(x), exactly (``"none"``) or with the tanh approximation (``"tanh"``)."""
+    check_tensor("gelu", "x", x)
     if approximate == "tanh":
         return GeluTanhFn.apply(x._floating())
     return _graded_gelu(x, approximate)
@@ -308,47 +315,57 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def relu(x: Tensor) -> Tensor:
     """max(x, 0), elementwise."""
+    check_tensor("relu", "x", x)
     return x.relu()
 
 
 def sigmoid(x: Tensor) -> Tensor:
     """1 / (1 + e⁻ˣ), elementwise (stable for large |x|)."""
+    check_tensor("sigmoid", "x", x)
     return x.sigmoid()
 
 
 def tanh(x: Tensor) -> Tensor:
     """The hyperbolic tangent, elementwise."""
+    check_tensor("tanh", "x", x)
     return x.tanh()
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
     """x where x > 0, else negative_slope · x."""
+    check_tensor("leaky_relu", "x", x)
     check_arg("leaky_relu", "negative_slope", negative_slope, "a number")
     return where(x > 0, x, x * negative_slope)
 
 
 def selu(x: Tensor) -> Tensor:
     """Self-normalising ELU: scale · elu(x, alpha) with the constants of Klambauer et al. (2017)."""
+    check_tensor("selu", "x", x)
     return elu(x, _SELU_ALPHA) * _SELU_SCALE
 
 
 def silu(x: Tensor) -> Tensor:
     """x · σ(x) (also called swish)."""
+    check_tensor("silu", "x", x)
     return x * x.sigmoid()
 
 
 def mish(x: Tensor) -> Tensor:
     """x · tanh(softplus(x))."""
+    check_tensor("mish", "x", x)
     return x * softplus(x).tanh()
 
 
 def hardswish(x: Tensor) -> Tensor:
     """x · relu6(x + 3) / 6, a cheap piecewise silu."""
+    check_tensor("hardswish", "x", x)
     return x * (x + 3).clip(0.0, 6.0) / 6
 
 
 def prelu(x: Tensor, weight: Tensor) -> Tensor:
     """x where x > 0, else weight · x, with one weight for all or one per channel (axis 1)."""
+    check_tensor("prelu", "x", x)
+    check_tensor("prelu", "weight", weight)
     n = weight.numel()
     if n != 1:
         channels = x.shape[1] if x.ndim >= 2 else (x.shape[0] if x.ndim == 1 else None)
@@ -389,11 +406,13 @@ class LogSoftmaxFn(Function):
 
 def softmax(x: Tensor, axis: int = -1) -> Tensor:
     """exp(x) / sum(exp(x)) along ``axis``, computed without overflow."""
+    check_tensor("softmax", "x", x)
     return SoftmaxFn.apply(x._floating(), axis=normalize_axis(axis, max(x.ndim, 1), "softmax"))
 
 
 def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
     """log(softmax(x)) along ``axis``, computed without overflow or log(0)."""
+    check_tensor("log_softmax", "x", x)
     return LogSoftmaxFn.apply(x._floating(), axis=normalize_axis(axis, max(x.ndim, 1), "log_softmax"))
 
 
@@ -495,10 +514,26 @@ def _attention_bias(attn_mask: Any, is_causal: bool, L: int, S: int, like: Tenso
     return bias
 
 
+def _check_attention_mask(attn_mask: Any, L: int, S: int) -> None:
+    """A mask is a Tensor or an array whose last two axes fit the (L, S) scores (or are 1)."""
+    owner = "scaled_dot_product_attention"
+    if not isinstance(attn_mask, Tensor) and not is_array(attn_mask):
+        raise TypeError(f"{owner}: attn_mask must be a Tensor (bool: True where a key takes part; float: added "
+                        f"to the scores) or None; got {described(attn_mask)}")
+    shape = tuple(attn_mask.shape)
+    if len(shape) < 2 or any(m not in (1, n) for m, n in zip(shape[-2:], (L, S))):
+        raise ShapeError(f"{owner}: attn_mask of shape {shape} does not fit scores of shape (..., {L}, {S})")
+    if attn_mask.dtype.kind not in "biuf":
+        raise TypeError(f"{owner}: attn_mask must be bool or floating; got dtype {attn_mask.dtype}")
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Any = None,
                                  dropout_p: float = 0.0, is_causal: bool = False,
                                  scale: float | None = None) -> Tensor:
     """softmax(query keyᵀ · scale + mask) value for inputs (..., L, E), (..., S, E), (..., S, Ev)."""
+    check_tensor("scaled_dot_product_attention", "query", query)
+    check_tensor("scaled_dot_product_attention", "key", key)
+    check_tensor("scaled_dot_product_attention", "value", value)
     check_arg("scaled_dot_product_attention", "dropout_p", dropout_p, "a number in [0, 1]")
     check_arg("scaled_dot_product_attention", "is_causal", is_causal, "True or False")
     if is_causal and attn_mask is not None:
@@ -511,6 +546,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                          f"{value.shape}; expected (..., L, E), (..., S, E), (..., S, Ev)")
     query, key, value = query._floating(), key._floating(), value._floating()
     L, S = query.shape[-2], key.shape[-2]
+    if scale is not None:
+        check_arg("scaled_dot_product_attention", "scale", scale, "a number")
+    if attn_mask is not None:
+        _check_attention_mask(attn_mask, L, S)
     scale = 1 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     keep = None
     if dropout_p > 0:
@@ -546,18 +585,29 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
 
-def _array_input(module: Any, array: Any) -> str:
-    """What a module says when it is called on an array instead of a Tensor (the commonest first slip)."""
-    kind = f"{type(array).__module__.split('.')[0]}.ndarray of shape {tuple(array.shape)} and dtype {array.dtype}"
-    return (f"{type(module).__name__}: input must be a tinyflo Tensor; got a {kind}: "
-            f"wrap it with tinyflo.tensor(x) (and .to(device) for a GPU)")
+def _is_data(value: Any) -> bool:
+    """Whether ``value`` is data that should have been a Tensor: an array, a number, a (nested) list of
+    numbers, a str or None. (A model's own kinds of input, a dict or a tuple of tensors, are not.)"""
+    first = value
+    while isinstance(first, list | tuple) and first:
+        first = first[0]
+    return first is None or isinstance(first, str | numbers.Number | list | tuple) or is_array(first)
+
+
+def _check_name(owner: str, name: Any) -> None:
+    """A registered name is a str: it becomes part of every qualified name (``encoder.0.weight``)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{owner}: name must be a str; got {described(name)}")
 
 
 class Module:
     """Base class of layers and models: parameters, buffers and sub-modules, registered by name."""
 
     training: bool
-    takes_arrays = False  # True where forward() takes a NumPy or CuPy array itself (Embedding's indices)
+    # True where forward() takes data that is not a Tensor: Embedding's indices (an array or a list), and
+    # what a Sequential or an Identity passes on. Otherwise a call on an array, a number, a list of numbers,
+    # a str or None (the commonest first slip) is one line that names the module and says how to make a Tensor.
+    takes_arrays = False
 
     def __init__(self) -> None:
         # object.__setattr__ because our own __setattr__ files values into these dicts
@@ -572,8 +622,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if args and not isinstance(args[0], Tensor) and not self.takes_arrays and is_array(args[0]):
-            raise TypeError(_array_input(self, args[0]))
+        if args and not isinstance(args[0], Tensor) and not self.takes_arrays and _is_data(args[0]):
+            check_tensor(type(self).__name__, "input", args[0])
         return self.forward(*args, **kwargs)
 
     def _forget(self, name: str, keep: dict | None = None) -> None:
@@ -632,6 +682,8 @@ class Module:
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Keep ``tensor`` as state that is saved (if persistent) and moved, but not trained."""
+        _check_name("register_buffer", name)
+        check_arg("register_buffer", "persistent", persistent, "True or False")
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"register_buffer: {name!r} must be a Tensor or None; got {type(tensor).__name__}")
         self._forget(name, keep=self._buffers)
@@ -641,6 +693,7 @@ class Module:
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Register ``param`` under ``name`` (None keeps the name, holding no parameter)."""
+        _check_name("register_parameter", name)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: {name!r} must be a Parameter or None; got {type(param).__name__}")
         self._forget(name, keep=self._parameters)
@@ -648,6 +701,7 @@ class Module:
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Register ``module`` as a sub-module called ``name``."""
+        _check_name("add_module", name)
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {name!r} must be a Module or None; got {type(module).__name__}")
         self._forget(name, keep=self._modules)
@@ -688,6 +742,8 @@ class Module:
 
     def apply(self, fn: Callable[[Module], Any]) -> Module:
         """Call ``fn`` on every sub-module and then on this one (e.g. to initialise weights)."""
+        if not callable(fn):
+            raise TypeError(f"{type(self).__name__}.apply: fn must be a function of a module; got {described(fn)}")
         for child in self.children():
             child.apply(fn)
         fn(self)
@@ -696,6 +752,8 @@ class Module:
     # ----- modes and gradients: train() is written in task layers_module_train ---
     def train(self, mode: bool = True) -> Module:
         """Training mode (dropout active, batch statistics) for this module and all below it."""
+        if not isinstance(mode, bool | int | np.bool_ | np.integer):  # train(1) is train(True)
+            raise ValueError(f"{type(self).__name__}.train got mode={brief(mode)}; expected True or False")
         return _train(self, mode)
 
     def eval(self) -> Module:
@@ -755,6 +813,7 @@ class Module:
         if not (hasattr(state, "keys") and hasattr(state, "__getitem__")):
             raise TypeError(f"{type(self).__name__}.load_state_dict: state must be a mapping of names to tensors "
                             f"(what state_dict() gives); got {type(state).__name__}")
+        check_arg(f"{type(self).__name__}.load_state_dict", "strict", strict, "True or False")
         return _load_state_dict(self, state, strict)
 
     # ----- printing -----------------------------------------------------------
@@ -815,7 +874,7 @@ def _to(module: Module, device: Any = None, dtype: Any = None) -> Module:
             device, dtype = None, as_dtype(device)  # model.to(float64)
         except TypeError:
             raise TypeError(
-                f"Module.to: expected a device ('cpu', 'cpu:N', 'cuda:N') or a floating dtype; got {device!r}"
+                f"Module.to: expected a device ('cpu', 'cpu:N', 'cuda:N') or a floating dtype; got {brief(device)}"
             ) from None
     dev = None if device is None else as_device(device)
     dt = None if dtype is None else as_dtype(dtype)
@@ -881,6 +940,7 @@ def _load_state_dict(self: Module, state: dict[str, Any], strict: bool = True) -
 
 def calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
     """(fan_in, fan_out) of a weight of shape (out, in, *kernel)."""
+    check_tensor("calculate_fan_in_and_fan_out", "tensor", tensor)
     if tensor.ndim < 2:
         raise ValueError(f"fan in and fan out need a tensor with at least 2 axes; got shape {tensor.shape}")
     receptive = math.prod(tensor.shape[2:])
@@ -889,6 +949,8 @@ def calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     """The factor that keeps the spread of activations through ``nonlinearity`` (torch.nn.init's table)."""
+    if not isinstance(nonlinearity, str):
+        raise TypeError(f"calculate_gain: nonlinearity must be a str such as 'relu'; got {described(nonlinearity)}")
     if param is not None:
         check_arg("calculate_gain", "param", param, "a number")
     ones = {"linear", "identity", "sigmoid", "conv1d", "conv2d", "conv3d",
@@ -924,6 +986,7 @@ def _draw(kind: str, tensor: Tensor, shape: tuple[int, ...] | None = None) -> An
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
     """Fill with samples of U(a, b)."""
+    check_tensor("uniform_", "tensor", tensor)
     check_arg("uniform_", "a", a, "a number")
     check_arg("uniform_", "b", b, "a number")
     return _fill_(tensor, a + (b - a) * _draw("uniform", tensor))
@@ -931,6 +994,7 @@ def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
     """Fill with samples of N(mean, std²)."""
+    check_tensor("normal_", "tensor", tensor)
     check_arg("normal_", "mean", mean, "a number")
     check_arg("normal_", "std", std, "a number >= 0")
     return _fill_(tensor, mean + std * _draw("normal", tensor))
@@ -938,16 +1002,19 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
 
 def zeros_(tensor: Tensor) -> Tensor:
     """Fill with 0."""
+    check_tensor("zeros_", "tensor", tensor)
     return _fill_(tensor, 0)
 
 
 def ones_(tensor: Tensor) -> Tensor:
     """Fill with 1."""
+    check_tensor("ones_", "tensor", tensor)
     return _fill_(tensor, 1)
 
 
 def constant_(tensor: Tensor, value: float) -> Tensor:
     """Fill with ``value``."""
+    check_tensor("constant_", "tensor", tensor)
     return _fill_(tensor, check_arg("constant_", "value", value, "a number"))
 
 
@@ -959,6 +1026,7 @@ def _fan(tensor: Tensor, mode: str) -> int:
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
     """He initialisation, uniform: U(−b, b) with b = gain · √(3 / fan)."""
+    check_tensor("kaiming_uniform_", "tensor", tensor)
     check_arg("kaiming_uniform_", "a", a, "a number")
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
@@ -967,12 +1035,14 @@ def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonli
 
 def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
     """He initialisation, normal: N(0, gain² / fan)."""
+    check_tensor("kaiming_normal_", "tensor", tensor)
     check_arg("kaiming_normal_", "a", a, "a number")
     return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode)))
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """Glorot initialisation, uniform: U(−b, b) with b = gain · √(6 / (fan_in + fan_out))."""
+    check_tensor("xavier_uniform_", "tensor", tensor)
     check_arg("xavier_uniform_", "gain", gain, "a number")
     fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
     bound = math.sqrt(3.0) * gain * math.sqrt(2.0 / (fan_in + fan_out))
@@ -981,6 +1051,7 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """Glorot initialisation, normal: N(0, gain² · 2 / (fan_in + fan_out))."""
+    check_tensor("xavier_normal_", "tensor", tensor)
     check_arg("xavier_normal_", "gain", gain, "a number")
     fan_in, fan_out = calculate_fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
@@ -988,6 +1059,7 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 def fan_in_uniform_(tensor: Tensor, fan_in: int) -> Tensor:
     """U(−1/√fan_in, 1/√fan_in): PyTorch's default bias init for Linear and Conv."""
+    check_tensor("fan_in_uniform_", "tensor", tensor)
     check_arg("fan_in_uniform_", "fan_in", fan_in, "an integer >= 0")
     bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0.0
     return uniform_(tensor, -bound, bound)
@@ -995,6 +1067,7 @@ def fan_in_uniform_(tensor: Tensor, fan_in: int) -> Tensor:
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     """A (semi-)orthogonal matrix, scaled by ``gain``: QR of a normal matrix with the sign fix."""
+    check_tensor("orthogonal_", "tensor", tensor)
     check_arg("orthogonal_", "gain", gain, "a number")
     if tensor.ndim < 2:
         raise ValueError(f"orthogonal_: needs a tensor with at least 2 axes; got shape {tensor.shape}")
@@ -1015,6 +1088,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
     """N(mean, std²) restricted to [a, b]: samples outside are drawn again, not clamped."""
+    check_tensor("trunc_normal_", "tensor", tensor)
     for name, value in (("mean", mean), ("a", a), ("b", b)):
         check_arg("trunc_normal_", name, value, "a number")
     check_arg("trunc_normal_", "std", std, "a number >= 0")
@@ -1153,6 +1227,24 @@ def _lookup_without_reading(layer: Embedding, indices: Any) -> Tensor:
     return layer.weight[Tensor._wrap(safe, device)] * Tensor._wrap(mask, device)
 
 
+def _position(container: Module, index: Any) -> int:
+    """``index`` of a Sequential or a ModuleList, checked: an integer, within its length."""
+    owner = type(container).__name__
+    if isinstance(index, bool) or not isinstance(index, int | np.integer):
+        raise TypeError(f"{owner}: index must be an integer or a slice; got {described(index)}")
+    if not -len(container) <= index < len(container):
+        raise IndexError(f"{owner}: index {index} is out of range for {len(container)} modules")
+    return int(index)
+
+
+def _item(container: Module, module: Any) -> Module:
+    """``module`` if it is a Module, else one line naming the container and the position it was to take."""
+    if not isinstance(module, Module):
+        raise TypeError(f"{type(container).__name__}: module {len(container)} must be a Module; "
+                        f"got {described(module)}")
+    return module
+
+
 class Sequential(Module):
     """Modules applied one after the other."""
 
@@ -1178,7 +1270,7 @@ class Sequential(Module):
         items = list(self._modules.items())
         if isinstance(index, slice):
             return Sequential(dict(items[index]))
-        return items[index][1]
+        return items[_position(self, index)][1]
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -1187,7 +1279,7 @@ class Sequential(Module):
         return iter(self._modules.values())
 
     def append(self, module: Module) -> Sequential:
-        self.add_module(str(len(self)), module)
+        self.add_module(str(len(self)), _item(self, module))
         return self
 
 
@@ -1199,20 +1291,22 @@ class ModuleList(Module):
         self.extend(modules)
 
     def append(self, module: Module) -> ModuleList:
-        self.add_module(str(len(self)), module)
+        self.add_module(str(len(self)), _item(self, module))
         return self
 
     def extend(self, modules: Iterable[Module]) -> ModuleList:
+        if not isinstance(modules, Iterable) or isinstance(modules, str):
+            raise TypeError(f"ModuleList: modules must be a list of Modules; got {described(modules)}")
         for module in modules:
             self.append(module)
         return self
 
     def __getitem__(self, index: int | slice) -> Module | ModuleList:
         values = list(self._modules.values())
-        return ModuleList(values[index]) if isinstance(index, slice) else values[index]
+        return ModuleList(values[index]) if isinstance(index, slice) else values[_position(self, index)]
 
     def __setitem__(self, index: int, module: Module) -> None:
-        self.add_module(list(self._modules)[index], module)
+        self.add_module(list(self._modules)[_position(self, index)], module)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -1223,6 +1317,8 @@ class ModuleList(Module):
 
 class Identity(Module):
     """Returns its input unchanged (a placeholder, e.g. for a removed head)."""
+
+    takes_arrays = True  # whatever comes goes on
 
     def forward(self, x: Any) -> Any:
         return x
@@ -1351,6 +1447,7 @@ class PReLU(Module):
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1 − p) (training only)."""
+    check_tensor("dropout", "x", x)
     check_arg("dropout", "p", p, "a number in [0, 1]")
     check_arg("dropout", "training", training, "True or False")
     if not is_floating(x.dtype):
@@ -1506,6 +1603,18 @@ class LayerNormFn(Function):
 def layer_norm(input: Tensor, normalized_shape: int | tuple[int, ...], weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """Normalise over the last axes (``normalized_shape``), then scale by ``weight`` and shift by ``bias``."""
+    check_tensor("layer_norm", "input", input)
+    check_arg("layer_norm", "normalized_shape", normalized_shape, "a positive integer or a tuple of them")
+    check_arg("layer_norm", "eps", eps, "a number >= 0")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None:
+            check_tensor("layer_norm", name, t)
+    return _layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def _layer_norm(input: Tensor, normalized_shape: int | tuple[int, ...], weight: Tensor | None,
+                bias: Tensor | None, eps: float) -> Tensor:
+    """layer_norm once its arguments are known to be good (a LayerNorm checked its own when it was built)."""
     shape = (int(normalized_shape),) if _is_integer(normalized_shape) else tuple(map(int, normalized_shape))
     k = len(shape)
     if input.ndim < k or input.shape[input.ndim - k:] != shape:
@@ -1522,7 +1631,7 @@ def layer_norm(input: Tensor, normalized_shape: int | tuple[int, ...], weight: T
 
 
 def _fused_layer_norm_forward(self: LayerNorm, x: Tensor) -> Tensor:
-    return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+    return _layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 _composed_layer_norm_forward = LayerNorm.forward
