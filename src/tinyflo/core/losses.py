@@ -14,6 +14,8 @@ from tinyflo.core.tensor import (
     Function,
     ShapeError,
     Tensor,
+    check_tensor,
+    described,
     is_floating,
     where,
 )
@@ -47,8 +49,7 @@ def _check_options(loss: str, reductions: tuple[str, ...] = _REDUCTIONS, **optio
 
 def _input(x: Any, loss: str, argument: str = "input") -> Tensor:
     """The prediction argument: a floating Tensor."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{loss}: {argument} must be a Tensor; got {type(x).__name__}")
+    check_tensor(loss, argument, x)
     if not is_floating(x.dtype):
         raise TypeError(f"{loss}: {argument} must be floating (float32, float64, ...); got {x.dtype}")
     policy = AutocastMode.policy
@@ -63,7 +64,11 @@ def _like(value: Any, input: Tensor, loss: str, argument: str = "target", floati
         if value.device is not input.device:
             raise DeviceError(f"{loss}: {argument} is on {value.device} but the input is on {input.device}")
     else:
-        value = Tensor(value, device=input.device)
+        try:
+            value = Tensor(value, device=input.device)
+        except TypeError:
+            raise TypeError(f"{loss}: {argument} must be a Tensor, an array or a (nested) list of numbers; "
+                            f"got {described(value)}") from None
     if floating and value.dtype != input.dtype:
         value = value.to(dtype=input.dtype)
     return value
@@ -704,7 +709,11 @@ class _Loss(Module):
         _check_options(type(self).__name__, self._reductions, **checked)
         for name, value in options.items():
             if name in ("weight", "pos_weight") and value is not None and not isinstance(value, Tensor):
-                value = Tensor(value)  # a weight given as a list or array is state too
+                try:
+                    value = Tensor(value)  # a weight given as a list or array is state too
+                except TypeError:
+                    raise TypeError(f"{type(self).__name__}: {name} must be a Tensor, an array or a list of numbers "
+                                    f"(one per class) or None; got {described(value)}") from None
             if isinstance(value, Tensor):
                 self.register_buffer(name, value)
             else:
