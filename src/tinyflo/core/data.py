@@ -8,7 +8,31 @@ from typing import Any
 import numpy as np
 
 from tinyflo.core.layers import check_arg  # module 03's argument check: "DataLoader got batch_size=0; ..."
-from tinyflo.core.tensor import ShapeError, Tensor, as_device, as_dtype, default_generator, device_of, is_array
+from tinyflo.core.tensor import (
+    ShapeError,
+    Tensor,
+    as_device,
+    as_dtype,
+    brief,
+    default_generator,
+    described,
+    device_of,
+    is_array,
+)
+
+
+def _check_draw(owner: str, size: Any, low: Any = None, high: Any = None) -> None:
+    """The arguments every draw of an Rng shares: ``size`` None, a count or a shape; integer bounds low < high."""
+    sizes = size if isinstance(size, tuple | list) else (size,)
+    if size is not None and not all(isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 0
+                                    for n in sizes):
+        raise ValueError(f"{owner} got size={brief(size)}; expected None, an integer >= 0 or a tuple of them")
+    if owner == "Rng.integers":
+        check_arg(owner, "low", low, "an integer")
+        if high is not None:
+            check_arg(owner, "high", high, "an integer")
+        if (0 if high is None else low) >= (low if high is None else high):
+            raise ValueError(f"{owner}: needs low < high (or 0 < low without high); got low={low}, high={high}")
 
 
 class Rng:
@@ -39,14 +63,18 @@ class Rng:
 
     def shuffle(self, x: Any) -> None:
         """Shuffle an array (along its first axis) or a list in place."""
+        if not isinstance(x, list) and not is_array(x):
+            raise TypeError(f"Rng.shuffle: x must be a list or an array (shuffled in place); got {described(x)}")
         self._generator.shuffle(x)
 
     def integers(self, low: int, high: int | None = None, size: Any = None) -> Any:
         """Random int64 in ``[low, high)`` (``[0, low)`` when high is left out)."""
+        _check_draw("Rng.integers", size, low=low, high=high)
         return self._generator.integers(low, high, size, dtype=np.int64)
 
     def normal(self, size: Any = None, mean: float = 0.0, std: float = 1.0) -> Any:
         """Normal samples in float32."""
+        _check_draw("Rng.normal", size)
         check_arg("Rng.normal", "mean", mean, "a number")
         check_arg("Rng.normal", "std", std, "a number >= 0")
         draw = self._generator.standard_normal(size, dtype=np.float32)
@@ -54,6 +82,7 @@ class Rng:
 
     def uniform(self, size: Any = None, low: float = 0.0, high: float = 1.0) -> Any:
         """Uniform samples in ``[low, high)``, float32."""
+        _check_draw("Rng.uniform", size)
         check_arg("Rng.uniform", "low", low, "a number")
         check_arg("Rng.uniform", "high", high, "a number")
         draw = self._generator.random(size, dtype=np.float32)
@@ -61,6 +90,9 @@ class Rng:
 
     def bernoulli(self, p: Any, size: Any = None) -> Any:
         """True with probability ``p`` (a number or an array of them), as bool."""
+        _check_draw("Rng.bernoulli", size)
+        if not isinstance(p, int | float | np.number | list | tuple) and not is_array(p) or isinstance(p, bool):
+            raise TypeError(f"Rng.bernoulli: p must be a number in [0, 1] or an array of them; got {described(p)}")
         p = np.asarray(p, dtype=np.float32)
         if p.size and (p.min() < 0 or p.max() > 1):
             raise ValueError(f"Rng.bernoulli: p must lie in [0, 1]; got values from {p.min()} to {p.max()}")
@@ -84,6 +116,8 @@ class Rng:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue exactly where the stream that wrote ``state`` was."""
+        if not isinstance(state, dict):
+            raise TypeError(f"Rng.load_state_dict: state must be the dict Rng.state_dict() gave; got {described(state)}")
         for key in ("entropy", "spawn_key", "forks", "bit_generator"):
             if key not in state:
                 raise ValueError(f"Rng.load_state_dict: missing key {key!r}; expected a dict from Rng.state_dict()")
@@ -104,13 +138,24 @@ class Dataset:
         raise NotImplementedError(f"{type(self).__name__}.__len__")
 
 
-def _as_array(data: Any) -> Any:
+def _as_array(data: Any, owner: str = "TensorDataset") -> Any:
     """The array behind a tensor or array (no copy); Python data by tinyflo's dtype rules."""
     if isinstance(data, Tensor):
         return data.data
     if is_array(data):
         return data
-    return Tensor(data).data
+    try:
+        return Tensor(data).data
+    except TypeError:
+        raise TypeError(f"{owner}: expected tensors, arrays or (nested) lists of numbers; "
+                        f"got {described(data)}") from None
+
+
+def _check_dataset(owner: str, dataset: Any) -> None:
+    """A dataset is anything with ``len()`` and ``[i]``: a Dataset, a list, an array."""
+    if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")) or isinstance(dataset, str):
+        raise TypeError(f"{owner}: dataset must have __len__ and __getitem__ (a Dataset, a list or an array); "
+                        f"got {described(dataset)}")
 
 
 class TensorDataset(Dataset):
@@ -148,6 +193,7 @@ class Subset(Dataset):
     """Some of a dataset's samples, by index: ``subset[j]`` is ``dataset[indices[j]]``."""
 
     def __init__(self, dataset: Any, indices: Any) -> None:
+        _check_dataset("Subset", dataset)
         raw = np.asarray(indices)
         if raw.size and raw.dtype.kind not in "iu":
             raise TypeError(f"Subset: indices must be integers; got dtype {raw.dtype}")
@@ -186,6 +232,10 @@ def random_split(
     dataset: Any, lengths: Sequence[int | float], rng: Rng | None = None, seed: int | None = None
 ) -> list[Subset]:
     """Shuffle the samples once and cut them into subsets of the given counts or fractions."""
+    _check_dataset("random_split", dataset)
+    if not isinstance(lengths, Sequence | np.ndarray) or isinstance(lengths, str):
+        raise TypeError(f"random_split: lengths must be a list of counts or fractions, such as [0.8, 0.2]; "
+                        f"got {described(lengths)}")
     n = len(dataset)
     lengths = list(lengths)
     if not lengths:
@@ -213,6 +263,8 @@ def random_split(
 
 def default_collate(samples: Sequence[Any]) -> Any:
     """Stack a list of samples into one batch: tuples field by field, arrays along a new first axis."""
+    if not isinstance(samples, Sequence) or isinstance(samples, str):
+        raise TypeError(f"default_collate: samples must be a list of samples; got {described(samples)}")
     if len(samples) == 0:
         raise ValueError("default_collate: got no samples; a batch needs at least one")
     first = samples[0]
@@ -225,7 +277,7 @@ def default_collate(samples: Sequence[Any]) -> Any:
         return tuple(default_collate([s[field] for s in samples]) for field in range(len(first)))
     if isinstance(first, dict):
         return {key: default_collate([s[key] for s in samples]) for key in first}
-    arrays = [_as_array(s) for s in samples]
+    arrays = [_as_array(s, "default_collate") for s in samples]
     for i, a in enumerate(arrays):
         if a.shape != arrays[0].shape:
             raise ShapeError(
@@ -277,8 +329,10 @@ class DataLoader:
         rng: Rng | None = None,
         seed: int | None = None,
     ) -> None:
-        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
-            raise TypeError(f"DataLoader: dataset must have __len__ and __getitem__; got {type(dataset).__name__}")
+        _check_dataset("DataLoader", dataset)
+        if is_array(batch_size) or isinstance(batch_size, Tensor):  # DataLoader(x, y, ...), as with sklearn
+            raise TypeError("DataLoader: batch_size got an array; to load inputs and targets together, pass one "
+                            "dataset: DataLoader(TensorDataset(x, y), batch_size=...)")
         check_arg("DataLoader", "batch_size", batch_size, "a positive integer")
         check_arg("DataLoader", "shuffle", shuffle, "True or False")
         check_arg("DataLoader", "drop_last", drop_last, "True or False")
@@ -342,6 +396,9 @@ class DataLoader:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a state_dict(): the next loop resumes the same epoch at the next batch."""
+        if not isinstance(state, dict):
+            raise TypeError(f"DataLoader.load_state_dict: state must be the dict DataLoader.state_dict() gave; "
+                            f"got {described(state)}")
         for key, mine in (("batch_size", self.batch_size), ("samples", len(self.dataset))):
             if state.get(key) != mine:
                 raise ValueError(

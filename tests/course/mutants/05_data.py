@@ -83,7 +83,7 @@ MUTANTS = [
     # Python floats collated as NumPy's float64.
     (
         "data_collate",
-        "arrays = [_as_array(s) for s in samples]",
+        'arrays = [_as_array(s, "default_collate") for s in samples]',
         "arrays = [np.asarray(s) for s in samples]",
     ),
     # dict samples fall through to the array branch.
