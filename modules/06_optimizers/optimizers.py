@@ -61,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from tinyflo.core.layers import check_arg
-from tinyflo.core.tensor import Tensor, is_array, to_host
+from tinyflo.core.tensor import Tensor, brief, described, is_array, to_host
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import sys
@@ -133,7 +133,24 @@ def _close(a, b, atol=1e-6):
 #| export
 def _require(owner: str, name: str, value: Any, ok: bool, expected: str) -> None:
     if not ok:
-        raise ValueError(f"{owner} got {name}={value!r}; expected {expected}")
+        raise ValueError(f"{owner} got {name}={brief(value)}; expected {expected}")
+
+
+def _check_params(owner: str, params: Any) -> None:
+    """An optimizer's first argument is what ``model.parameters()`` gives (or a list of groups): say so to
+    one given the model, the method uncalled, or something that is no list of parameters at all."""
+    if hasattr(params, "parameters") and callable(params.parameters):
+        raise TypeError(f"{owner}: params must be the model's parameters, {owner}(model.parameters(), ...); "
+                        f"got the {type(params).__name__} itself")
+    if callable(params):
+        raise TypeError(f"{owner}: params must be model.parameters(), called (with the brackets); got the function "
+                        f"{getattr(params, '__qualname__', brief(params))} itself")
+    if isinstance(params, dict):
+        raise TypeError(f"{owner}: params must be an iterable of Parameters (model.parameters()) or a list of "
+                        "groups; got a dict: a group goes in a list, [{'params': ..., 'lr': ...}]")
+    if not isinstance(params, Iterable) or isinstance(params, str) or is_array(params):
+        raise TypeError(f"{owner}: params must be an iterable of Parameters (model.parameters()) or a list of "
+                        f"groups; got {described(params)}")
 
 
 def _is_number(value: Any) -> bool:
@@ -163,6 +180,7 @@ class Optimizer:
     """Base class: parameter groups, per-parameter state, and the step loop over parameters."""
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
+        _check_params(type(self).__name__, params)
         ### BEGIN SOLUTION
         name = type(self).__name__
         if isinstance(params, Tensor):

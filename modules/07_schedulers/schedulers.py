@@ -61,6 +61,8 @@ import math
 import numbers
 from typing import Any
 
+from tinyflo.core.tensor import brief
+
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
 import sys
 
@@ -111,7 +113,7 @@ def _check_number(owner: str, name: str, value: Any, low: float = 0.0, strict: b
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < low or (strict and value == low):
         relation = ">" if strict else ">="
-        raise ValueError(f"{owner} got {name}={value!r}; expected a finite number {relation} {low:g}")
+        raise ValueError(f"{owner} got {name}={brief(value)}; expected a finite number {relation} {low:g}")
     return float(value)
 
 
@@ -120,21 +122,21 @@ def _check_fraction(owner: str, name: str, value: Any, open_low: bool = False, o
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or not (0 < value if open_low else 0 <= value) or not (value < 1 if open_high else value <= 1):
         interval = f"{'(' if open_low else '['}0, 1{')' if open_high else ']'}"
-        raise ValueError(f"{owner} got {name}={value!r}; expected a number in {interval}")
+        raise ValueError(f"{owner} got {name}={brief(value)}; expected a number in {interval}")
     return float(value)
 
 
 def _check_int(owner: str, name: str, value: Any, low: int = 1) -> int:
     """An integer >= low, as a Python int; a clear ValueError otherwise."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{owner} got {name}={value!r}; expected an integer >= {low}")
+        raise ValueError(f"{owner} got {name}={brief(value)}; expected an integer >= {low}")
     return int(value)
 
 
 def _check_choice(owner: str, name: str, value: Any, choices: tuple[str, ...]) -> str:
     """One of a few strings; a clear ValueError otherwise."""
-    if value not in choices:
-        raise ValueError(f"{owner} got {name}={value!r}; expected one of {', '.join(map(repr, choices))}")
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{owner} got {name}={brief(value)}; expected one of {', '.join(map(repr, choices))}")
     return value
 
 
@@ -164,7 +166,7 @@ class Scheduler:
         """``t`` and ``base_lr`` checked: an index >= 0 and a rate >= 0."""
         name = type(self).__name__
         if not isinstance(t, numbers.Integral) or isinstance(t, bool) or t < 0:
-            raise ValueError(f"{name}.lr got t={t!r}; expected an integer >= 0 (t is the step or epoch index)")
+            raise ValueError(f"{name}.lr got t={brief(t)}; expected an integer >= 0 (t is the step or epoch index)")
         return int(t), _check_number(f"{name}.lr", "base_lr", base_lr)
 
     def state_dict(self) -> dict[str, Any]:
@@ -333,7 +335,7 @@ class MultiStepLR(Scheduler):
 
     def __init__(self, milestones: list[int], gamma: float = 0.1) -> None:
         if not isinstance(milestones, (list, tuple)):
-            raise ValueError(f"MultiStepLR got milestones={milestones!r}; expected a sorted list of integers >= 0")
+            raise ValueError(f"MultiStepLR got milestones={brief(milestones)}; expected a sorted list of integers >= 0")
         ### BEGIN SOLUTION
         self.milestones = [_check_int("MultiStepLR", "milestones", m, low=0) for m in milestones]
         if self.milestones != sorted(self.milestones):
@@ -540,7 +542,7 @@ class Warmup(Scheduler):
 
     def __init__(self, scheduler: Scheduler, warmup_steps: int, start_factor: float = 1.0 / 3) -> None:
         if not isinstance(scheduler, Scheduler):
-            raise ValueError(f"Warmup got scheduler={scheduler!r}; expected a Scheduler")
+            raise ValueError(f"Warmup got scheduler={brief(scheduler)}; expected a Scheduler")
         self.scheduler = scheduler
         ### BEGIN SOLUTION
         self.warmup_steps = _check_int("Warmup", "warmup_steps", warmup_steps, low=0)
@@ -901,7 +903,7 @@ class ReduceLROnPlateau(Scheduler):
         self.min_lr = _check_number(owner, "min_lr", min_lr)
         self.eps = _check_number(owner, "eps", eps)
         if monitor is not None and not isinstance(monitor, str):
-            raise ValueError(f"{owner} got monitor={monitor!r}; expected a history key such as 'val_acc', or None")
+            raise ValueError(f"{owner} got monitor={brief(monitor)}; expected a history key such as 'val_acc', or None")
         self.monitor = monitor  # what a Trainer shows it (module 08): None means the validation loss, else the training loss
         self.best = math.inf if self.mode == "min" else -math.inf
         self.num_bad_epochs = 0
