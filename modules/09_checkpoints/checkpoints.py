@@ -72,7 +72,17 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 
 from tinyflo.core.autograd import no_grad
-from tinyflo.core.tensor import ShapeError, Tensor, as_device, get_rng_state, is_array, set_rng_state, to_host
+from tinyflo.core.tensor import (
+    ShapeError,
+    Tensor,
+    as_device,
+    brief,
+    described,
+    get_rng_state,
+    is_array,
+    set_rng_state,
+    to_host,
+)
 from tinyflo.core.training import Callback, CheckpointIO, register_plugin
 
 # %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
@@ -736,6 +746,8 @@ def _shapes(model: Any) -> dict[str, list[int]]:
 
 def structural_hash(model: Any) -> str:
     """SHA-256 over the sorted (name, shape) of parameters and buffers and the module class tree."""
+    if not (hasattr(model, "state_dict") and hasattr(model, "named_modules")):
+        raise TypeError(f"structural_hash: model must be a Module; got {described(model)}")
     text = json.dumps({"tensors": sorted(_shapes(model).items()), "modules": _module_tree(model)},
                       separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
@@ -944,6 +956,8 @@ def checkpoint_path(path: Any, owner: str, writing: bool) -> Path:
     if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
         hint = f" (the path comes first: {owner}(path, model, ...))" if hasattr(path, "state_dict") else ""
         raise TypeError(f"{owner}: path must be a file's path (a str or os.PathLike); got {type(path).__name__}{hint}")
+    if not str(path):
+        raise ValueError(f"{owner}: path is empty; expected a file's path, e.g. 'model.safetensors'")
     file = Path(path)
     if file.is_dir():
         raise IsADirectoryError(f"{owner}: path {str(path)!r} is a folder; expected a file's path, "
@@ -963,13 +977,29 @@ def save_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any =
         raise ValueError("save_checkpoint: pass a model (or trainer=) to save")
     if model is not None and not hasattr(model, "state_dict"):
         raise TypeError(f"save_checkpoint: model must be a Module (it has state_dict()); got {type(model).__name__}")
-    return write_state(path, capture_state(model, optimizer, scheduler, trainer, extra, rng))
+    if extra is not None and not isinstance(extra, Mapping):
+        raise TypeError(f"save_checkpoint: extra must be a dict of names to values; got {described(extra)}")
+    if rng is not None and not isinstance(rng, bool):
+        raise TypeError(f"save_checkpoint: rng must be True, False or None (saved with a trainer); "
+                        f"got {described(rng)}")
+    snapshot = capture_state(model, optimizer, scheduler, trainer, extra, rng)
+    try:
+        return write_state(path, snapshot)
+    except OSError as err:  # a folder the user may not write in, a full disk: the OS's reason, after ours
+        raise type(err)(f"save_checkpoint: path {str(path)!r} cannot be written: "
+                        f"{err.strerror or err}") from None
 
 
 def read_checkpoint(path: str | os.PathLike, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any], bool]:
     """``(tensors, state, verified)`` of a checkpoint file (ours or any plain safetensors file)."""
     path = checkpoint_path(path, "load_checkpoint", writing=False)
-    tensors, metadata = load_file(path, verify)
+    try:
+        tensors, metadata = load_file(path, verify)
+    except CheckpointError as err:  # load_file names the file; say who read it, and which argument it was
+        reason = str(err).removeprefix(f"{path}: ")
+        raise CheckpointError(f"load_checkpoint: path {str(path)!r}: {reason}") from None
+    except OSError as err:
+        raise type(err)(f"load_checkpoint: path {str(path)!r} cannot be read: {err.strerror or err}") from None
     version = metadata.get(FORMAT_KEY)
     if version is not None and version != FORMAT_VERSION:
         raise CheckpointError(f"{path}: format version {version!r}; this tinyflo reads version {FORMAT_VERSION!r}")
@@ -1073,6 +1103,8 @@ def load_checkpoint(path: str | os.PathLike, model: Any = None, optimizer: Any =
         scheduler = trainer.scheduler if scheduler is None else scheduler
     if model is None:
         raise ValueError("load_checkpoint: pass a model (or trainer=) to load into")
+    if not isinstance(strict, bool):
+        raise TypeError(f"load_checkpoint: strict must be True or False; got {described(strict)}")
     checkpoint_path(path, "load_checkpoint", writing=False)
     if not hasattr(model, "load_state_dict"):
         raise TypeError(f"load_checkpoint: model must be a Module (it has load_state_dict()); got {type(model).__name__}")
@@ -1577,16 +1609,26 @@ class CheckpointManager:
                  background: bool = False, prefix: str = "ckpt") -> None:
         for name, value in (("keep_last", keep_last), ("keep_best", keep_best), ("keep_every", keep_every)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"CheckpointManager: {name} must be a positive integer or None; got {value!r}")
+                raise ValueError(f"CheckpointManager: {name} must be a positive integer or None; got {brief(value)}")
         if not (keep_last or keep_best or keep_every):
             raise ValueError("CheckpointManager: keep_last, keep_best and keep_every are all None; nothing would be kept")
-        if mode not in ("min", "max"):
-            raise ValueError(f"CheckpointManager: mode must be 'min' or 'max'; got {mode!r}")
+        if not isinstance(mode, str) or mode not in ("min", "max"):
+            raise ValueError(f"CheckpointManager: mode must be 'min' or 'max'; got {brief(mode)}")
         if not isinstance(prefix, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", prefix):
             raise ValueError(f"CheckpointManager: prefix must be a plain file-name part (letters, digits, _ . -); "
                              f"got {prefix!r}")
+        if isinstance(directory, bytes) or not isinstance(directory, str | os.PathLike) or not str(directory):
+            raise TypeError(f"CheckpointManager: directory must be a folder's path (a str or os.PathLike); "
+                            f"got {described(directory)}")
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.directory.exists() and not self.directory.is_dir():
+            raise NotADirectoryError(f"CheckpointManager: directory {str(directory)!r} is a file; expected a folder "
+                                     "(made if missing)")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise type(err)(f"CheckpointManager: directory {str(directory)!r} cannot be made: "
+                            f"{err.strerror or err}") from None
         self.keep_last, self.keep_best, self.keep_every = keep_last, keep_best, keep_every
         self.monitor, self.mode, self.prefix = monitor, mode, prefix
         self.manifest_path = self.directory / f"{prefix}-manifest.json"
@@ -1706,7 +1748,7 @@ class ModelCheckpoint(Callback):
         if not isinstance(manager, CheckpointManager):
             raise TypeError(f"ModelCheckpoint: manager must be a CheckpointManager; got {type(manager).__name__}")
         if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-            raise ValueError(f"ModelCheckpoint: every must be a positive integer; got {every!r}")
+            raise ValueError(f"ModelCheckpoint: every must be a positive integer; got {brief(every)}")
         self.manager, self.every = manager, every
 
     def on_epoch_end(self, trainer: Any) -> None:
