@@ -73,6 +73,8 @@ from tinyflo.core.tensor import (
     Tensor,
     as_dtype,
     bfloat16,
+    brief,
+    described,
     device_of,
     float16,
     float32,
@@ -341,6 +343,8 @@ class autocast:
     """
 
     def __init__(self, dtype: Any = "float16", enabled: bool = True) -> None:
+        if not isinstance(enabled, bool | np.bool_):
+            raise ValueError(f"autocast: enabled must be True or False; got {brief(enabled)}")
         ### BEGIN SOLUTION
         try:
             name = dtype if isinstance(dtype, str) else np.dtype(dtype).name
@@ -479,6 +483,8 @@ print("float16: 1 + 1e-4 =", np.float16(1) + np.float16(1e-4), "   float32:", np
 #| export
 def cast_parameters(model: Any, dtype: Any) -> Any:
     """Cast every floating parameter and buffer of ``model`` to ``dtype`` in place; the model."""
+    if not hasattr(model, "named_parameters"):
+        raise TypeError(f"cast_parameters: model must be a Module; got {described(model)}")
     dt = as_dtype(dtype, "cast_parameters: dtype")
     if not is_floating(dt):
         raise TypeError(f"cast_parameters: dtype must be floating (integer buffers keep theirs); got {dt}")
@@ -622,11 +628,21 @@ assert np.allclose(_rs_g, _rs_kept * np.float32(1.0 / _rs_scale)), "any gradient
 
 # %%
 #| export
+def _check_optimizer(owner: str, optimizer: Any) -> None:
+    """What a GradScaler steps: an optimizer (it has param_groups and step())."""
+    if not isinstance(getattr(optimizer, "param_groups", None), list) or not callable(getattr(optimizer, "step", None)):
+        raise TypeError(f"{owner}: optimizer must be an optimizer (tinyflo.optim); got {described(optimizer)}")
+
+
 class GradScaler:
     """Dynamic loss scaling for float16 training, with torch.amp.GradScaler's rules and names."""
 
     def __init__(self, init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
                  growth_interval: int = 2000, enabled: bool = True) -> None:
+        for name, value in (("init_scale", init_scale), ("growth_factor", growth_factor),
+                            ("backoff_factor", backoff_factor)):
+            if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+                raise ValueError(f"GradScaler: {name} must be a number; got {brief(value)}")
         if not init_scale > 0:
             raise ValueError(f"GradScaler: init_scale must be > 0; got {init_scale!r}")
         if not growth_factor > 1:
@@ -634,7 +650,9 @@ class GradScaler:
         if not 0 < backoff_factor < 1:
             raise ValueError(f"GradScaler: backoff_factor must be between 0 and 1 (exclusive); got {backoff_factor!r}")
         if isinstance(growth_interval, bool) or not isinstance(growth_interval, int | np.integer) or growth_interval < 1:
-            raise ValueError(f"GradScaler: growth_interval must be a positive int; got {growth_interval!r}")
+            raise ValueError(f"GradScaler: growth_interval must be a positive int; got {brief(growth_interval)}")
+        if not isinstance(enabled, bool | np.bool_):
+            raise ValueError(f"GradScaler: enabled must be True or False; got {brief(enabled)}")
         self._scale, self._growth_tracker = float(init_scale), 0
         self._growth_factor, self._backoff_factor = float(growth_factor), float(backoff_factor)
         self._growth_interval, self._enabled = int(growth_interval), bool(enabled)
@@ -667,6 +685,7 @@ class GradScaler:
 
     def unscale_(self, optimizer: Any) -> None:
         """Divide the gradients of ``optimizer``'s parameters by the scale, in place (once per step)."""
+        _check_optimizer("GradScaler.unscale_", optimizer)
         if not self._enabled:
             return
         state = self._state(optimizer)
@@ -682,6 +701,7 @@ class GradScaler:
 
     def step(self, optimizer: Any) -> bool:
         """Unscale if not done yet; ``optimizer.step()`` unless a gradient is inf/NaN. Whether it stepped."""
+        _check_optimizer("GradScaler.step", optimizer)
         if not self._enabled:
             optimizer.step()
             return True
@@ -728,8 +748,16 @@ class GradScaler:
         """Continue from a state_dict() (a disabled scaler ignores it, as in PyTorch)."""
         if not self._enabled:
             return
+        if not isinstance(state, dict):
+            raise TypeError(f"GradScaler.load_state_dict: state must be the dict GradScaler.state_dict() gave; "
+                            f"got {described(state)}")
         if not state:
             raise RuntimeError("GradScaler.load_state_dict: the state is empty (saved from a disabled GradScaler?)")
+        missing = [key for key in ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
+                   if key not in state]
+        if missing:
+            raise ValueError(f"GradScaler.load_state_dict: the state lacks {', '.join(missing)}; expected the dict "
+                             "GradScaler.state_dict() gave")
         self._scale = float(np.asarray(state["scale"]))
         self._growth_factor = float(state["growth_factor"])
         self._backoff_factor = float(state["backoff_factor"])
@@ -841,8 +869,8 @@ class MixedPrecision(Precision):
     """The Trainer's mixed-precision plug-in: autocast around every forward, a GradScaler for float16."""
 
     def __init__(self, dtype: str = "float16", scaler: GradScaler | None = None) -> None:
-        if dtype not in ("float16", "bfloat16"):
-            raise ValueError(f"MixedPrecision got dtype={dtype!r}; expected 'float16' or 'bfloat16'")
+        if not isinstance(dtype, str) or dtype not in ("float16", "bfloat16"):
+            raise ValueError(f"MixedPrecision got dtype={brief(dtype)}; expected 'float16' or 'bfloat16'")
         if scaler is not None and not isinstance(scaler, GradScaler):
             raise TypeError(f"MixedPrecision got scaler={type(scaler).__name__}; expected a GradScaler or None")
         autocast(dtype)  # fails now, not at the first batch, when bfloat16 has no ml_dtypes to run on

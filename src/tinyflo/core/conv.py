@@ -13,6 +13,7 @@ from tinyflo.core.layers import (
     Module,
     Parameter,
     calculate_fan_in_and_fan_out,
+    check_arg,
     fan_in_uniform_,
     kaiming_uniform_,
 )
@@ -21,6 +22,8 @@ from tinyflo.core.tensor import (
     Function,
     ShapeError,
     Tensor,
+    brief,
+    check_tensor,
     device_of,
     float32,
     block_count,
@@ -40,7 +43,7 @@ def _pair(value: int | tuple[int, int], name: str, op: str) -> tuple[int, int]:
     """An int or a pair of ints as a pair, or an error that names the argument."""
     pair = (value, value) if _is_int(value) else value
     if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(_is_int(v) for v in pair)):
-        raise TypeError(f"{op}: {name} must be an int or a pair of ints; got {value!r}")
+        raise TypeError(f"{op}: {name} must be an int or a pair of ints; got {brief(value)}")
     return int(pair[0]), int(pair[1])
 
 
@@ -180,11 +183,15 @@ class Conv2dFn(Function):
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-d convolution of an (N, C, H, W) input with an (OC, C/groups, KH, KW) weight, as torch's conv2d."""
+    check_tensor("conv2d", "x", x)
+    check_tensor("conv2d", "weight", weight)
+    if bias is not None:
+        check_tensor("conv2d", "bias", bias)
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv2d: expected a 4-d input (N, C, H, W) and a 4-d weight (OC, C/groups, KH, KW); "
                          f"got input {x.shape} and weight {weight.shape}")
     if not _is_int(groups):
-        raise TypeError(f"conv2d: groups must be an int; got {groups!r}")
+        raise TypeError(f"conv2d: groups must be an int; got {brief(groups)}")
     if groups < 1 or weight.shape[0] % groups:
         raise ValueError(f"conv2d: groups must be a positive divisor of the weight's {weight.shape[0]} output "
                          f"channels; got groups={groups}")
@@ -358,9 +365,10 @@ class Conv2d(Module):
                  dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True,
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
+        check_arg("Conv2d", "bias", bias, "True or False")
         for name, value in (("in_channels", in_channels), ("out_channels", out_channels), ("groups", groups)):
             if not _is_int(value) or value < 1:
-                raise ValueError(f"Conv2d: {name} must be a positive int; got {value!r}")
+                raise ValueError(f"Conv2d: {name} must be a positive int; got {brief(value)}")
         for name, channels in (("in_channels", in_channels), ("out_channels", out_channels)):
             if channels % groups:
                 raise ValueError(f"Conv2d: {name} ({channels}) must be divisible by groups ({groups})")
@@ -465,6 +473,7 @@ class MaxPool2dFn(Function):
 
 def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1) -> Tensor:
     """The maximum over each (dilated) window of an (N, C, H, W) input."""
+    check_tensor("max_pool2d", "x", x)
     if x.dtype == np.bool_:
         raise TypeError("max_pool2d: expected a numeric input; got bool (convert it with .to(dtype=...))")
     kernel, stride, padding, dilation = _pool_geometry("max_pool2d", x, kernel_size, stride, padding, dilation)
@@ -605,6 +614,7 @@ class AvgPool2dFn(Function):
 def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                count_include_pad: bool = True) -> Tensor:
     """The mean over each window of an (N, C, H, W) input."""
+    check_tensor("avg_pool2d", "x", x)
     kernel, stride, padding, _ = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding)
     return AvgPool2dFn.apply(x._floating(), kernel=kernel, stride=stride, padding=padding,
                              count_include_pad=count_include_pad)
@@ -640,13 +650,14 @@ def _output_size_pair(output_size: Any, shape: tuple[int, ...]) -> tuple[int, in
     pair = (output_size, output_size) if output_size is None or _is_int(output_size) else output_size
     if not (isinstance(pair, tuple | list) and len(pair) == 2 and all(v is None or _is_int(v) for v in pair)):
         raise TypeError(f"adaptive_avg_pool2d: output_size must be an int or a pair of ints (or None); "
-                        f"got {output_size!r}")
+                        f"got {brief(output_size)}")
     oh, ow = (shape[2 + axis] if v is None else int(v) for axis, v in enumerate(pair))
     return oh, ow
 
 
 def adaptive_avg_pool2d(x: Tensor, output_size: int | tuple[int | None, int | None]) -> Tensor:
     """Average-pool an (N, C, H, W) input to output_size with PyTorch's window rule."""
+    check_tensor("adaptive_avg_pool2d", "x", x)
     if x.ndim != 4:
         raise ShapeError(f"adaptive_avg_pool2d: expected an input of shape (N, C, H, W); got {x.shape}")
     oh, ow = _output_size_pair(output_size, x.shape)

@@ -22,6 +22,7 @@ from tinyflo.core.tensor import (
     ShapeError,
     Tensor,
     as_device,
+    brief,
     cuda_is_available,
     device_of,
     is_array,
@@ -55,7 +56,7 @@ class ProcessGroup:
     def all_reduce(self, arrays: Any, op: str = "sum") -> None:
         """Replace every rank's array by the element-wise sum (``op='avg'``: mean) over all ranks."""
         if op not in ("sum", "avg"):
-            raise ValueError(f"all_reduce: op must be 'sum' or 'avg'; got {op!r}")
+            raise ValueError(f"all_reduce: op must be 'sum' or 'avg'; got {brief(op)}")
         arrays = self._arrays(arrays, "all_reduce")
         if op == "avg" and not is_floating(arrays[0].dtype):
             raise TypeError(f"all_reduce: op='avg' needs floating arrays; got {arrays[0].dtype} (use op='sum')")
@@ -67,7 +68,7 @@ class ProcessGroup:
     def broadcast(self, arrays: Any, root: int = 0) -> None:
         """Overwrite every rank's array with rank ``root``'s."""
         if not isinstance(root, int | np.integer) or not 0 <= root < self.world_size:
-            raise ValueError(f"broadcast: root must be a rank in 0..{self.world_size - 1}; got {root!r}")
+            raise ValueError(f"broadcast: root must be a rank in 0..{self.world_size - 1}; got {brief(root)}")
         self._broadcast(self._arrays(arrays, "broadcast"), int(root))
 
     def barrier(self) -> None:
@@ -178,7 +179,7 @@ class LocalGroup(ProcessGroup):
 
     def __init__(self, world_size: int, devices: Sequence[Any] | None = None) -> None:
         if isinstance(world_size, bool) or not isinstance(world_size, int | np.integer) or world_size < 1:
-            raise ValueError(f"init_process_group('local'): world_size must be a positive int; got {world_size!r}")
+            raise ValueError(f"init_process_group('local'): world_size must be a positive int; got {brief(world_size)}")
         if devices is None:
             devices = [f"cpu:{r}" for r in range(world_size)]
         devices = [as_device(d) for d in devices]
@@ -339,6 +340,8 @@ def init_process_group(backend: str | None = None, world_size: int | None = None
                 "world_size=N (all ranks in this process), or start the script with "
                 "`tinyflo launch -n N --backend mpi|nccl script.py` (which sets TINYFLO_BACKEND)"
             )
+    if not isinstance(backend, str):
+        raise ValueError(f"init_process_group: backend must be 'local', 'mpi' or 'nccl'; got {brief(backend)}")
     if backend == "local":
         if world_size is None:
             raise ValueError("init_process_group('local'): needs world_size=N (how many ranks this process drives)")
@@ -435,7 +438,7 @@ class LocalSGD:
 
     def __init__(self, period: int = 4) -> None:
         if not isinstance(period, int | np.integer) or period < 1:
-            raise ValueError(f"LocalSGD: period must be a positive int (steps between averages); got {period!r}")
+            raise ValueError(f"LocalSGD: period must be a positive int (steps between averages); got {brief(period)}")
         self.period = int(period)
 
     def __repr__(self) -> str:
@@ -462,7 +465,7 @@ class DataParallel:
             raise TypeError(f"DataParallel: group must be a ProcessGroup (init_process_group(...)); "
                             f"got {type(group).__name__}")
         if local_sgd is not None and not isinstance(local_sgd, LocalSGD):
-            raise TypeError(f"DataParallel: local_sgd must be LocalSGD(period=k), ElChe() or None; got {local_sgd!r}")
+            raise TypeError(f"DataParallel: local_sgd must be LocalSGD(period=k), ElChe() or None; got {brief(local_sgd)}")
         self.group, self.local_sgd, self.broadcast_buffers = group, local_sgd, broadcast_buffers
         model.to(group.devices[0])
         self.replicas = [model] + [copy.deepcopy(model).to(dev) for dev in group.devices[1:]]
