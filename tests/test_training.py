@@ -1433,3 +1433,16 @@ def test_monitor_writes_whole_files_or_none_and_escapes_the_title(tmp_path, monk
     monkeypatch.setattr(training.os, "replace", real_replace)
     page = monitor.save_html(tmp_path / "report.html", title="<script>alert(1)</script>").read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_the_monitors_curves_after_one_epoch_tick_that_epoch_alone(tmp_path):
+    from tinyflo import milestones
+
+    train, _ = loaders()
+    monitor = Monitor(out_dir=tmp_path, live=False)
+    quiet(tiny()).fit(train, epochs=1, callbacks=[monitor])
+    figure = monitor.figure()
+    assert milestones.figure_problems(figure) == []  # it draws the figure, as the report saves it
+    for ax in figure.axes:
+        low, high = ax.get_xlim()
+        assert [t for t in ax.get_xticks() if low <= t <= high] == [1], (ax.get_title(), ax.get_xticks())

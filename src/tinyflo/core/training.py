@@ -632,7 +632,7 @@ class Monitor(Callback):
                 ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label=column_label(key))
             epochs = max(len(h[key]) for key in keys) if keys else 1
             ax.set(xlabel="epoch", title=title, xlim=(0.5, epochs + 0.5))  # every epoch, even one alone
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # epochs are whole
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # epochs are whole, one too
             if title in self.WHOLE_SHARES:
                 ax.set_ylim(0, 100)  # a share of the whole: all of it in view, nothing above
             elif "% of one core" in title:
