@@ -58,6 +58,9 @@ class ChecksumError(ValueError):
 
 def data_root(name: str, root: str | os.PathLike | None = None) -> Path:
     """The folder a data set's files are read from: ``root``, or ``$TINYFLO_DATA/name``, or ``~/.cache/tinyflo/name``."""
+    if not isinstance(name, str):
+        raise TypeError(f"data_root: name must be a data set's name (a str); got {_shown(name)}")
+    _check_path("data_root", "root", root)
     if root is not None:
         return Path(root).expanduser()
     if (folder := environment.read("TINYFLO_DATA")) is not None:
@@ -147,6 +150,8 @@ def read_idx(data: bytes, name: str = "IDX data") -> np.ndarray:
 
     The array shares the buffer of ``data`` where no conversion is needed, and is then read-only.
     """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise TypeError(f"read_idx: data must be the file's bytes (Path(...).read_bytes()); got {type(data).__name__}")
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
@@ -186,7 +191,7 @@ def resize(images: np.ndarray, size: int) -> np.ndarray:
     Interpolation is separable, so it is two small matrix products: rows, then columns.
     """
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
-        raise ValueError(f"resize: size must be a positive integer; got {size!r}")
+        raise ValueError(f"resize: size must be a positive integer; got {_shown(size)}")
     rows = _resize_matrix(images.shape[-2], int(size))
     cols = _resize_matrix(images.shape[-1], int(size))
     return (rows @ images @ cols.T).astype(images.dtype, copy=False)
@@ -229,6 +234,8 @@ def digits(train: bool = True, flatten: bool = False, as_arrays: bool = False, p
     SHA-256 must still be the bundled file's. ``size`` resizes the images
     bilinearly (``size=32`` gives LeNet-5 the input size of the 1998 paper).
     """
+    _check_options("digits", train=train, flatten=flatten, as_arrays=as_arrays, size=size)
+    _check_path("digits", "path", path)
     if path is None:
         data = (resources.files("tinyflo") / "data" / DIGITS_FILE).read_bytes()
         where: Any = f"tinyflo/data/{DIGITS_FILE}"
@@ -289,6 +296,8 @@ def _idx_pair(name: str, hashes: dict, mirrors: list[str], root: Any, train: boo
 def mnist(root: Any = None, train: bool = True, download: bool = False, flatten: bool = False,
           as_arrays: bool = False, size: int | None = None):
     """MNIST handwritten digits: 60,000 training or 10,000 test 28x28 images, 10 classes."""
+    _check_options("mnist", train=train, download=download, flatten=flatten, as_arrays=as_arrays, size=size)
+    _check_path("mnist", "root", root)
     images, labels = _idx_pair("mnist", MNIST_SHA256, MNIST_MIRRORS, root, train, download)
     return _labelled(images, labels, 255.0, flatten, as_arrays, size)
 
@@ -296,6 +305,8 @@ def mnist(root: Any = None, train: bool = True, download: bool = False, flatten:
 def fashion_mnist(root: Any = None, train: bool = True, download: bool = False, flatten: bool = False,
                   as_arrays: bool = False, size: int | None = None):
     """Fashion-MNIST (Zalando): 60,000 / 10,000 28x28 article images, 10 classes (FASHION_MNIST_CLASSES)."""
+    _check_options("fashion_mnist", train=train, download=download, flatten=flatten, as_arrays=as_arrays, size=size)
+    _check_path("fashion_mnist", "root", root)
     images, labels = _idx_pair("fashion-mnist", FASHION_MNIST_SHA256, FASHION_MNIST_MIRRORS, root, train, download)
     return _labelled(images, labels, 255.0, flatten, as_arrays, size)
 
@@ -318,6 +329,9 @@ class CharVocab:
     _points: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.chars, str):
+            raise TypeError(f"CharVocab: chars must be a str of sorted distinct characters (or use "
+                            f"CharVocab.from_text(text)); got {type(self.chars).__name__}")
         points = _code_points(self.chars)
         if len(points) and np.any(np.diff(points.astype(np.int64)) <= 0):
             raise ValueError("CharVocab: chars must be sorted and distinct; use CharVocab.from_text(text)")
@@ -367,6 +381,8 @@ class TextCorpus:
 
 def tiny_shakespeare(root: Any = None, download: bool = False) -> TextCorpus:
     """Karpathy's Tiny Shakespeare (1,115,394 characters, 65 distinct) with its character vocabulary."""
+    _check_options("tiny_shakespeare", download=download)
+    _check_path("tiny_shakespeare", "root", root)
     data = _fetch("tinyshakespeare", "input.txt", SHAKESPEARE_SHA256["input.txt"], SHAKESPEARE_MIRRORS,
                   root, download)
     text = data.decode("utf-8")
@@ -385,7 +401,7 @@ DOWNLOADS = {  # data set -> (its files and their SHA-256, the mirrors that serv
 
 def download(name: str, root: str | os.PathLike | None = None) -> Path:
     """Fetch every file of data set ``name`` that is missing, check every file's SHA-256; return their folder."""
-    if name not in DOWNLOADS:
+    if not isinstance(name, str) or name not in DOWNLOADS:
         raise ValueError(f"download: expected one of {', '.join(DOWNLOADS)}; got {name!r}")
     hashes, mirrors = DOWNLOADS[name]
     for filename, sha256 in hashes.items():
@@ -395,10 +411,37 @@ def download(name: str, root: str | os.PathLike | None = None) -> Path:
 
 # ----- synthetic, seeded ----------------------------------------------------
 
-def _check_counts(points_per_class: int, classes: int = 2) -> None:
-    for name, value, least in (("points_per_class", points_per_class, 1), ("classes", classes, 2)):
+def _check_counts(owner: str, points_per_class: int, classes: int = 2, seed: int = 0, noise: float = 0.0,
+                  as_arrays: bool = False) -> None:
+    """The settings every synthetic data set shares, checked before a number is drawn."""
+    for name, value, least in (("points_per_class", points_per_class, 1), ("classes", classes, 2),
+                               ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
-            raise ValueError(f"{name} must be an integer of at least {least}; got {value!r}")
+            raise ValueError(f"{owner}: {name} must be an integer of at least {least}; got {_shown(value)}")
+    if isinstance(noise, bool) or not isinstance(noise, int | float | np.integer | np.floating) or not noise >= 0:
+        raise ValueError(f"{owner}: noise must be a number >= 0 (the std of the Gaussian noise); got {_shown(noise)}")
+    _check_options(owner, as_arrays=as_arrays)
+
+
+def _check_options(owner: str, size: Any = None, **flags: Any) -> None:
+    """A loader's True/False flags and its image size (a positive integer or None), before any file is read."""
+    for name, value in flags.items():
+        if not isinstance(value, bool | np.bool_):
+            raise ValueError(f"{owner}: {name} must be True or False; got {_shown(value)}")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1):
+        raise ValueError(f"{owner}: size must be a positive integer (the images' new side) or None; got {_shown(size)}")
+
+
+def _shown(value: Any) -> str:
+    """``value``'s repr on one line of at most 60 characters, for an error message."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_path(owner: str, name: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bytes) or not isinstance(value, str | os.PathLike)):
+        raise TypeError(f"{owner}: {name} must be a folder's or file's path (a str or os.PathLike) or None; "
+                        f"got {type(value).__name__}")
 
 
 def _pack(parts: list[np.ndarray], as_arrays: bool):
@@ -416,7 +459,7 @@ def blobs(points_per_class: int = 100, classes: int = 2, features: int = 2, seed
     centres, so the perpendicular bisector of two centres separates their
     classes with a margin. Linearly separable — the perceptron's data.
     """
-    _check_counts(points_per_class, classes)
+    _check_counts("blobs", points_per_class, classes, seed, as_arrays=as_arrays)
     if isinstance(features, bool) or not isinstance(features, int) or features < 2:
         raise ValueError(f"blobs: features must be an integer of at least 2; got {features!r}")
     rng = np.random.default_rng(seed)
@@ -438,7 +481,7 @@ def xor(points_per_class: int = 100, seed: int = 0, as_arrays: bool = False):
     Each coordinate's size is uniform in [0.1, 1], so the classes keep a gap
     around the axes; each class is split evenly between its two quadrants.
     """
-    _check_counts(points_per_class)
+    _check_counts("xor", points_per_class, seed=seed, as_arrays=as_arrays)
     rng = np.random.default_rng(seed)
     parts = []
     for quadrants in (((1, 1), (-1, -1)), ((1, -1), (-1, 1))):
@@ -451,7 +494,7 @@ def xor(points_per_class: int = 100, seed: int = 0, as_arrays: bool = False):
 def spirals(points_per_class: int = 200, classes: int = 3, noise: float = 0.2, seed: int = 0,
             as_arrays: bool = False):
     """Interleaved 2-D spirals, one arm per class (radius 0.05..1): not separable by a line."""
-    _check_counts(points_per_class, classes)
+    _check_counts("spirals", points_per_class, classes, seed, noise, as_arrays)
     rng = np.random.default_rng(seed)
     parts = []
     for k in range(classes):
@@ -463,7 +506,7 @@ def spirals(points_per_class: int = 200, classes: int = 3, noise: float = 0.2, s
 
 def moons(points_per_class: int = 100, noise: float = 0.1, seed: int = 0, as_arrays: bool = False):
     """Two interleaving half circles (class 0 on top), with Gaussian noise of std ``noise``."""
-    _check_counts(points_per_class)
+    _check_counts("moons", points_per_class, seed=seed, noise=noise, as_arrays=as_arrays)
     rng = np.random.default_rng(seed)
     t = np.linspace(0, np.pi, points_per_class)
     upper = np.stack([np.cos(t), np.sin(t)], axis=1)
