@@ -1,4 +1,5 @@
-"""Bad arguments of modules 03-05 are refused in one line naming the owner, the argument and the value;
+"""Bad arguments of modules 03-05 (and of the settings of modules 10's Conv2d) are refused in one line
+naming the owner, the argument and the value;
 losses of empty input follow PyTorch (mean NaN, sum 0, none empty) without NumPy warnings."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tinyflo import Tensor
 from tinyflo.core import data
 from tinyflo.core import layers as nn
 from tinyflo.core import losses as L
-from tinyflo.core.conv import BatchNorm2d
+from tinyflo.core.conv import BatchNorm2d, Conv2d
 
 
 def _x() -> Tensor:
@@ -86,6 +87,16 @@ BAD = [
     (lambda: nn.orthogonal_(_t(), gain="1"), "orthogonal_", "gain", "1", "a number"),
     (lambda: nn.fan_in_uniform_(_t(), fan_in=-1), "fan_in_uniform_", "fan_in", -1, "an integer >= 0"),
     (lambda: nn.calculate_gain("leaky_relu", "x"), "calculate_gain", "param", "x", "a number"),
+    (lambda: nn.layer_norm(_x(), 0), "layer_norm", "normalized_shape", 0, "a positive integer or a tuple of them"),
+    (lambda: nn.layer_norm(_x(), 3, eps=-1.0), "layer_norm", "eps", -1.0, "a number >= 0"),
+    (lambda: nn.scaled_dot_product_attention(_x(), _x(), _x(), scale="0.1"), "scaled_dot_product_attention", "scale",
+     "0.1", "a number"),
+    (lambda: Conv2d(1, 2, 3, bias="yes"), "Conv2d", "bias", "yes", "True or False"),
+    (lambda: nn.Linear(2, 1).train("yes"), "Linear.train", "mode", "yes", "True or False"),
+    (lambda: nn.Linear(2, 1).load_state_dict({}, strict="no"), "Linear.load_state_dict", "strict", "no",
+     "True or False"),
+    (lambda: nn.Linear(2, 1).register_buffer("b", None, persistent="no"), "register_buffer", "persistent", "no",
+     "True or False"),
     # module 04: losses, as modules and as functions
     (lambda: L.MSELoss(reduction="avg"), "MSELoss", "reduction", "avg", "one of 'mean', 'sum', 'none'"),
     (lambda: L.KLDivLoss(reduction="batch"), "KLDivLoss", "reduction", "batch",
@@ -131,6 +142,11 @@ BAD = [
     (lambda: data.Rng(0).permutation(-1), "Rng.permutation", "n", -1, "an integer >= 0"),
     (lambda: data.Rng(0).normal(3, std=-1.0), "Rng.normal", "std", -1.0, "a number >= 0"),
     (lambda: data.Rng(0).uniform(3, low="0"), "Rng.uniform", "low", "0", "a number"),
+    (lambda: data.Rng(0).integers("10"), "Rng.integers", "low", "10", "an integer"),
+    (lambda: data.Rng(0).integers(0, 2.5), "Rng.integers", "high", 2.5, "an integer"),
+    (lambda: data.Rng(0).normal(-1), "Rng.normal", "size", -1, "None, an integer >= 0 or a tuple of them"),
+    (lambda: data.Rng(0).bernoulli(0.5, size=(2, 0.5)), "Rng.bernoulli", "size", (2, 0.5),
+     "None, an integer >= 0 or a tuple of them"),
     (lambda: data.random_split([1, 2], [1, 1], seed=-1), "random_split", "seed", -1, "an integer >= 0"),
     (lambda: _loader(batch_size=0), "DataLoader", "batch_size", 0, "a positive integer"),
     (lambda: _loader(batch_size=True), "DataLoader", "batch_size", True, "a positive integer"),
