@@ -72,43 +72,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(no_hardware)
         elif "gpu" in item.keywords and not GPU_AVAILABLE:
             item.add_marker(no_gpu)
-    items[:] = _dealt(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
-
-
-# Seconds a test takes on a 2-core machine, for the ones that take long (measured with --durations);
-# any other slow-marked test counts as SLOW_SECONDS, the rest as nothing.
-LONG_TESTS = {"test_a_module_goes_out_comes_back_graded": 70, "test_grading_proofs.py::": 40, "test_a_class_with_attackers": 40,
-              "test_every_gpu_test_runs_on_the_strict_stand_in": 38, "test_gpu_proof_smoke_run": 29,
-              "test_lenet_reaches_97_percent": 28, "test_a_hostile_notebook_is_inert_in_chromium": 22,
-              "test_book_build_writes_every_page": 30, "test_no_attack_earns_a_point_or_leaks": 12}
-SLOW_SECONDS = 5
-
-
-def _seconds(item) -> float:
-    return next((s for name, s in LONG_TESTS.items() if name in item.nodeid), SLOW_SECONDS if "slow" in item.keywords else 0)
-
-
-def _dealt(items: list, workers: int) -> list:
-    """The tests in the order that ends soonest on `workers` pytest-xdist workers: the long ones dealt,
-    longest first, each to the worker with the least so far, and each worker's share starts with its
-    long ones; the quick ones (in their order) fill the shares after them. pytest-xdist's worksteal
-    gives each worker a contiguous share of the list (the first n // workers, and so on) and lets an
-    idle one take the end of another's queue: the quick tests at the end are what moves."""
-    long = sorted((item for item in items if _seconds(item)), key=_seconds, reverse=True)
-    quick = [item for item in items if not _seconds(item)]
-    sizes, left = [], len(items)
-    for k in range(workers):  # as worksteal splits its pending list among idle workers
-        sizes.append(left // (workers - k))
-        left -= sizes[-1]
-    shares, load = [[] for _ in range(workers)], [0.0] * workers
-    for item in long:
-        k = min((k for k in range(workers) if len(shares[k]) < sizes[k]), key=lambda k: load[k])
-        shares[k].append(item)
-        load[k] += _seconds(item)
-    for k in range(workers):
-        taken, quick = quick[: sizes[k] - len(shares[k])], quick[sizes[k] - len(shares[k]):]
-        shares[k] += taken
-    return [item for share in shares for item in share]
+    # The slow tests first (the order is otherwise kept): the quick ones then fill the workers' gaps,
+    # instead of one worker running the last grading proof alone while the other waits.
+    items.sort(key=lambda item: "slow" not in item.keywords)
 
 
 BROWSER_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
