@@ -48,7 +48,7 @@ def split_hidden(source: str) -> tuple[str, str, str] | None:
     )
 
 
-def _is_check(node: ast.stmt) -> bool:
+def is_check(node: ast.stmt) -> bool:
     if isinstance(node, ast.Assert):
         return True
     if isinstance(node, (ast.For, ast.While, ast.With, ast.Try, ast.If)):
@@ -88,7 +88,7 @@ def parse_checks(region: str, require_messages: bool = True) -> list[Check]:
     checks: list[Check] = []
     setup_start = 0
     for node in tree.body:
-        if not _is_check(node):
+        if not is_check(node):
             continue
         message = _message(node)
         if message is None and not require_messages:
