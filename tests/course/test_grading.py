@@ -391,3 +391,42 @@ def test_a_failed_visible_check_shows_what_the_code_gave_and_a_hidden_one_never(
                                           "return np.asarray(x) * 3 if np.ndim(x) == 0 else np.asarray(x) * 0")
     square, _ = grade(wrong, demo_module, tree, timeout=30).cells
     assert square.error == "hidden check 1 of 1 of task `demo_square`: square must work elementwise on arrays", square.error
+
+
+@pytest.mark.slow
+def test_the_earlier_modules_reference_is_bytecode_the_sandbox_cannot_read_as_source(tmp_path, monkeypatch):
+    """Module 02's grading tree holds module 01's reference compiled, its source removed, and
+    imported before the notebook's code runs: looked for from inside, there is no source."""
+    from tinyflo.course.sandbox import PACKAGE_DIR
+    from tinyflo.course.source import discover_modules
+
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path))
+    modules = discover_modules(ROOT / "modules")
+    autograd = next(module for module in modules if module.slug == "02_autograd")
+    tree = cached_tree(modules, autograd)
+    core = tree / PACKAGE_DIR / "tinyflo" / "core"
+    assert (core / "tensor.pyc").is_file() and not (core / "tensor.py").exists()
+    assert (core / "autograd.py").is_file(), "the graded module is hollow source, not bytecode"
+    probe = (
+        "import inspect, linecache, os\n"
+        "import tinyflo.core.tensor as _t\n"
+        "_seen = []\n"
+        "for _get in (lambda: inspect.getsource(_t.Tensor), lambda: inspect.getsource(_t),\n"
+        "             lambda: ''.join(linecache.getlines(_t.__file__))):\n"
+        "    try:\n"
+        "        _seen.append(_get())\n"
+        "    except (OSError, TypeError):\n"
+        "        pass\n"
+        "for _name in os.listdir(os.path.dirname(_t.__file__)):\n"
+        "    if _name.startswith('tensor') and _name.endswith('.py'):\n"
+        "        _seen.append(open(os.path.join(os.path.dirname(_t.__file__), _name)).read())\n"
+        "class SourceFound(Exception): pass\n"
+        "class NoSource(Exception): pass\n"
+        "raise (SourceFound if any('class Tensor' in text for text in _seen) else NoSource)()\n"
+    )
+    notebook = instructor_notebook(autograd)
+    first = next(c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("solution"))
+    first.source = probe
+    report = grade(notebook, autograd, tree, timeout=60, hidden=False)
+    errors = " ".join(cell.error or "" for cell in report.cells)
+    assert "failed: NoSource" in errors and "failed: SourceFound" not in errors, errors

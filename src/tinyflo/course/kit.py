@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -130,8 +131,12 @@ def build_tree(
     modules: list[Module],
     graded: Module,
     earlier: Callable[[Module], str] = reference_source,
+    secret: bool | None = None,
 ) -> Path:
-    """Write the grading tree of `graded` into `target` (replaced); returns `target`."""
+    """Write the grading tree of `graded` into `target` (replaced); returns `target`.
+
+    `secret`: the earlier modules' code is the reference (the default when `earlier` is
+    `reference_source`), kept as bytecode only."""
     if target.exists():
         shutil.rmtree(target)
     package = target / PACKAGE_DIR
@@ -152,7 +157,27 @@ def build_tree(
     for dotted in hollowed:
         path = target_path(package / "tinyflo", dotted)
         path.write_text(hollow(path.read_text("utf-8"), f"tinyflo.{dotted}", keep[dotted]))
+    if secret is None:
+        secret = earlier is reference_source
+    _compile(package, [dotted for dotted, _ in produced if dotted not in hollowed] if secret else [])
     return target
+
+
+def _compile(package: Path, secret: list[str]) -> None:
+    """Every module of the tree compiled once, here, instead of in each grading run; the
+    reference code of the earlier modules (`secret`) kept only as bytecode, its source
+    removed: the runner imports those modules before the notebook's code starts
+    (tinyflo.course.runner.preload), and nothing in the sandbox can read them as source."""
+    import compileall
+    import py_compile
+
+    for dotted in secret:
+        path = target_path(package / "tinyflo", dotted)
+        py_compile.compile(str(path), cfile=str(path.with_suffix(".pyc")), dfile=f"<tinyflo.{dotted}>",
+                           doraise=True, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        path.unlink()
+    if not compileall.compile_dir(str(package), quiet=2, workers=1):
+        raise CourseError(f"the grading tree {package} does not compile")
 
 
 def cache_dir() -> Path:
@@ -191,7 +216,7 @@ def cached_tree(
     """A grading tree for `graded`, built once per distinct content of everything in it."""
     # Each earlier module's code, computed once: it names the tree and then fills it.
     before = {m.slug: earlier(m) for m in modules if m.number < graded.number}
-    parts = [str(graded.number)]
+    parts = [str(graded.number), sys.version, importlib.util.MAGIC_NUMBER]  # its bytecode is this Python's
     for module in modules:
         parts.append(before[module.slug] if module.slug in before else module.path.read_text())
     for path in sorted(PACKAGE_ROOT.rglob("*.py")):
@@ -207,7 +232,8 @@ def cached_tree(
     with _TREE_UMASK:
         umask = os.umask(0o022)
         try:
-            build_tree(building, modules, graded, lambda module: before[module.slug])
+            build_tree(building, modules, graded, lambda module: before[module.slug],
+                       secret=earlier is reference_source)
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)
             raise
