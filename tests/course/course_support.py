@@ -3,7 +3,8 @@
 `grade_module` releases one module, then grades a blank, a reference, the known cheats
 and each seeded mutant submission: through real nbgrader (`tinyflo course ...`: blank,
 reference, cheats and the first mutant), through the grading engine directly with the hidden
-checks and the course's key (every submission; nbgrader must agree with it exactly), and
+checks and the course's key (every submission but the cheats, which nbgrader's grading step,
+the same engine, grades; nbgrader must agree with it exactly), and
 through the student loop (`tinyflo module test`, the visible checks: blank, reference, cheats).
 conftest.py runs it once per module, just before that module's proofs.
 """
@@ -330,7 +331,12 @@ def call_cli(*args: str) -> tuple[int, str]:
 
 
 LOOP_WORKERS = 2  # `module test` and engine runs at a time
-_ENGINE_ONLY = {f"cheat_{cheat}" for cheat in CHEATS if cheat not in LOOP_CHEATS}
+_NBGRADER_ONLY = {f"cheat_{cheat}" for cheat in CHEATS if cheat not in LOOP_CHEATS}
+# nbgrader's grading step is the engine, with the same student and key: a cheat is graded there
+# (and by the loop, for LOOP_CHEATS), not a second time by calling the engine directly. The
+# engine's own grading of the blank, the reference and the first mutant is what nbgrader's is
+# compared with, cell by cell.
+_CHEAT_STUDENTS = {f"cheat_{cheat}" for cheat in CHEATS}
 
 
 def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
@@ -339,7 +345,7 @@ def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModulePro
     jobs = []
     for slug, proof in proofs.items():
         for student, path in files[slug].items():
-            if student.startswith("mutant") or student in _ENGINE_ONLY:
+            if student.startswith("mutant") or student in _NBGRADER_ONLY:
                 continue  # the engine grades mutants with the hidden checks (`_engine`)
             workspace = root / "workspaces" / slug / student
             common = ["--workspace", str(workspace), "--modules", str(modules_dir)]
@@ -370,7 +376,7 @@ def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModulePro
 
 
 def _engine(modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
-    """Every submission graded by the engine with the hidden checks, as nbgrader's step does:
+    """Every submission but the cheats graded by the engine with the hidden checks, as nbgrader's step does:
     the course's key, the student's name (one shared name for a module's mutants, whose
     reference run is then made once)."""
     modules = discover_modules(modules_dir)
@@ -380,7 +386,8 @@ def _engine(modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
         tree = cached_tree(modules, module)
         reference = {}
         for student, path in files[slug].items():
-            jobs.append((proof, module, tree, student, path, reference))
+            if student not in _CHEAT_STUDENTS:
+                jobs.append((proof, module, tree, student, path, reference))
 
     def one(job) -> None:
         proof, module, tree, student, path, shared = job
