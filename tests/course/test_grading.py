@@ -187,18 +187,25 @@ def test_a_failing_hidden_check_says_which_and_why_but_never_how(demo_module, tr
 
 
 @pytest.mark.slow
-def test_what_the_code_prints_or_raises_never_reaches_the_report(demo_module, tree):
-    secret = "a message the student's code made up"
+def test_what_the_code_prints_never_reaches_the_report_and_what_it_raises_does_in_one_bounded_line(
+    demo_module, tree
+):
+    printed, said = "a line the student's code printed", "operands could not be broadcast\ntogether"
     submission = _with_code(
         instructor_notebook(demo_module),
         "demo_relu_code",
-        f"print({secret!r})\nimport sys\nprint({secret!r}, file=sys.stderr)\n"
-        f"def relu(x):\n    raise ValueError({secret!r})",
+        f"print({printed!r})\nimport sys\nprint({printed!r}, file=sys.stderr)\n"
+        "class Loud:\n    def __str__(self):\n        raise SystemExit('its __str__ ran')\n"
+        f"def relu(x):\n    raise ValueError({said!r}, Loud(), 'x' * 10_000)",
     )
     report = grade(submission, demo_module, tree, timeout=30)
     assert report.by_id() == {"demo_square": 2, "demo_relu": 0}
-    assert secret not in repr(report)
-    assert "your code raised ValueError (cell `demo_relu_code`, line" in report.cells[1].error
+    error = report.cells[1].error
+    assert printed not in error and "__str__ ran" not in error, error
+    # its own words: the text arguments joined on one line, at most 300 characters of them
+    assert "your code raised ValueError: operands could not be broadcast together; xxx" in error, error
+    message = error.split("ValueError: ", 1)[1].split(" (cell `demo_relu_code`, line")[0]
+    assert len(message) == 300 and message.endswith("…"), message
 
 
 @pytest.mark.slow
@@ -385,7 +392,7 @@ def test_a_failed_visible_check_shows_what_the_code_gave_and_a_hidden_one_never(
         cell.source = cell.source.replace("return np.asarray(x) * np.asarray(x)", "return np.asarray(x) + np.asarray(x)")
     square, _ = grade(wrong, demo_module, tree, timeout=30).cells
     assert square.error == ("check 1 of 1 of task `demo_square`: square(3) should be 9 "
-                            "(your code gave `square(3)` = 6 (int64))"), square.error
+                            "(your code gave `square(3)` = 6 (int64); expected 9)"), square.error
     for cell in wrong.cells:  # right on 3, wrong on arrays: only the hidden check fails, and shows nothing
         cell.source = cell.source.replace("return np.asarray(x) + np.asarray(x)",
                                           "return np.asarray(x) * 3 if np.ndim(x) == 0 else np.asarray(x) * 0")
@@ -430,3 +437,124 @@ def test_the_earlier_modules_reference_is_bytecode_the_sandbox_cannot_read_as_so
     report = grade(notebook, autograd, tree, timeout=60, hidden=False)
     errors = " ".join(cell.error or "" for cell in report.cells)
     assert "failed: NoSource" in errors and "failed: SourceFound" not in errors, errors
+
+
+SUBTRACT = """# %% [markdown]
+# # A module of one task
+
+# %%
+#| default_exp core.subtract
+
+# %%
+#| export
+import numpy as np
+
+# %% nbgrader={"grade": false, "grade_id": "setup", "locked": true, "schema_version": 3, "solution": false}
+check_rng = np.random.default_rng(0)
+
+# %% [markdown]
+# ### Task `sub_grads` (2 points): the gradients of a - b
+
+# %% nbgrader={"grade": false, "grade_id": "sub_grads_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def sub_grads(g):
+    \"\"\"The gradients of a - b for the output gradient g: (g, -g).\"\"\"
+    ### BEGIN SOLUTION
+    return np.asarray(g), -np.asarray(g)
+    ### END SOLUTION
+
+
+def matmul_grad_b(a, g):
+    \"\"\"The gradient of a @ b with respect to b.\"\"\"
+    ### BEGIN SOLUTION
+    return a.T @ g
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "sub_grads", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+ga, gb = sub_grads(np.ones(2))
+assert np.allclose(ga, [1, 1]) and np.allclose(gb, [-1, -1]), "a - b: a gets g, b gets -g"
+### BEGIN HIDDEN TESTS
+g = check_rng.standard_normal(3)
+ga, gb = sub_grads(g)
+assert np.allclose(ga, g) and np.allclose(gb, -g), "a - b: a gets g and b gets -g, for any g"
+a = check_rng.standard_normal((2, 3))
+assert np.allclose(matmul_grad_b(a, np.ones((2, 4))), a.T @ np.ones((2, 4))), "the gradient of b is a.T @ g"
+### END HIDDEN TESTS
+"""
+
+
+def _one_module(tmp_path, source: str):
+    """A course of one module written from `source`, and its grading tree."""
+    from tinyflo.course.source import discover_modules
+
+    folder = tmp_path / "modules" / "01_subtract"
+    folder.mkdir(parents=True)
+    (folder / "subtract.py").write_text(source)
+    module = discover_modules(tmp_path / "modules")[0]
+    return module, cached_tree([module], module)
+
+
+def test_a_failed_compound_check_shows_the_part_that_fails_with_both_values_and_shapes(tmp_path, monkeypatch):
+    """`assert ga_ok and gb_ok`: the message shows gb when gb is wrong (not the right ga), with
+    what was expected; a hidden check of a task that draws the submission's own inputs shows
+    the values too (never its code), and arrays of the wrong shape say both shapes."""
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    module, tree = _one_module(tmp_path, SUBTRACT)
+
+    def graded(old: str, new: str):
+        wrong = copy.deepcopy(instructor_notebook(module))
+        for cell in wrong.cells:
+            cell.source = cell.source.replace(old, new)
+        return grade(wrong, module, tree, timeout=30, student="ada", key="k").cells[0]
+
+    sign = graded("-np.asarray(g)", "np.asarray(g)")
+    assert sign.error == (
+        "check 1 of 1 of task `sub_grads`: a - b: a gets g, b gets -g "
+        "(your code gave `gb` = array([1., 1.], dtype=float64, shape=(2,)); "
+        "expected [-1, -1])"
+    ), sign.error
+    both = graded("return np.asarray(g), -np.asarray(g)", "return np.asarray(g) * 0 + 2, -np.asarray(g)")
+    assert "your code gave `ga` = array([2., 2.]" in both.error, both.error
+    right = grade(instructor_notebook(module), module, tree, timeout=30, student="ada", key="k")
+    assert right.full_marks, right.cells
+    transpose = graded("return a.T @ g", "return (g.T @ a).T[:, :2]")
+    assert transpose.error.startswith(
+        "hidden check 2 of 2 of task `sub_grads`: the gradient of b is a.T @ g "
+        "(shape (3, 2) where (3, 4) is expected; your code gave array("
+    ), transpose.error
+    assert "matmul_grad_b(" not in transpose.error, "a hidden check's code is never shown"
+
+
+def test_code_a_hidden_check_hands_to_the_submission_cannot_be_read(tmp_path, monkeypatch):
+    """A hidden check calls the student's code with a function of its own: the code may call
+    it, never read its code (constants, names, bytecode), nor a generator's."""
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    source = SUBTRACT.replace(
+        "### END HIDDEN TESTS",
+        "assert sub_grads(lambda v: v * 7.25)[0] == 14.5, \"a function is called on 2.0\"\n"
+        "assert sub_grads(x * 1.5 for x in [2.0])[0] == 3.0, \"a generator is read once\"\n"
+        "### END HIDDEN TESTS",
+    ).replace(
+        "    return np.asarray(g), -np.asarray(g)\n    ### END",
+        "    if callable(g) or hasattr(g, '__next__'):\n"
+        "        return (g(2.0) if callable(g) else next(g)), None\n"
+        "    return np.asarray(g), -np.asarray(g)\n    ### END",
+    )
+    module, tree = _one_module(tmp_path, source)
+    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
+    spy = (
+        "def sub_grads(g):\n"
+        "    for read in (lambda: g.__code__.co_consts, lambda: g.gi_code.co_consts):\n"
+        "        try:\n"
+        "            read()\n"
+        "        except AttributeError:\n"
+        "            continue\n"
+        "        except RuntimeError:\n"
+        "            raise LookupError('refused')\n"
+        "        raise LookupError('read')\n"
+        "    return np.asarray(g), -np.asarray(g)\n"
+    )
+    submission = _with_code(instructor_notebook(module), "sub_grads_code", spy)
+    error = grade(submission, module, tree, timeout=30).cells[0].error
+    assert "LookupError: refused" in error and "LookupError: read" not in error, error

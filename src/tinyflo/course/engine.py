@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinyflo.course.runner import MAX_LINE
+from tinyflo.course.runner import MAX_LINE, SHOWN_MESSAGE
 from tinyflo.course.sandbox import Limits, runner_command
 
 GRACE = 3.0  # seconds past a cell's limit before the grader kills the runner itself
@@ -36,7 +36,7 @@ class CellOutcome:
 
     started: bool = False
     ended: bool = False
-    raised: dict | None = None  # {"type", "mro", "at"}
+    raised: dict | None = None  # {"type", "mro", "message", "at"}
     timeout: list | None = None  # where the student's code was: [cell, line, first line] or None
     skipped: list | None = None  # looped code it called
     # Why it did not finish: "budget", "crash", or why its results were refused (_Reader.problem).
@@ -309,6 +309,7 @@ def _one_run(
                         "mro": [str(n)[:200] for n in event.get("mro", [])][:50]
                         if isinstance(event.get("mro"), list)
                         else [],
+                        "message": _one_line(event.get("message"), SHOWN_MESSAGE),
                         "at": _place(event.get("at")),
                     }
                 elif kind == "timeout":
@@ -332,6 +333,14 @@ def _one_run(
         if current is not None and record.cells[current].timeout is not None and looped is None:
             looped = record.cells[current].timeout or None
         return current, max(reader.budget, 0), looped, finished
+
+
+def _one_line(value: Any, limit: int) -> str:
+    """A text the run sent, as one line of at most `limit` characters ('' for anything else)."""
+    if not isinstance(value, str):
+        return ""
+    text = " ".join(value.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _place(value: Any) -> list | None:

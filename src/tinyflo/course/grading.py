@@ -295,15 +295,66 @@ def _value_text(value: Any) -> str:
     return text if len(text) <= SHOWN_VALUE else text[: SHOWN_VALUE - 1] + "…"
 
 
-def _what_it_gave(check: Check, wrong: list[Any] | None) -> str:
-    """For a failed visible check, from the student's values of the record that failed it: what
-    their code gave where the check looked (`your code gave `square(3)` = 6 (int64)`); '' when
-    nothing can be said (a hidden check's operands carry no text)."""
-    shown = [(op, value) for op, value in zip(check.operands, wrong or ()) if op.text and op.mode == VALUE]
-    if check.hidden or not shown:
+def _failing_part(condition: tuple, check: Check, mine: list[Any], expected: list[Any],
+                  helpers: Helpers) -> tuple:
+    """The part of a check's condition that does not hold: the first failing operand of an
+    `and`, recursively (`assert ga_ok and gb_ok`: the one that is wrong)."""
+    if condition[0] == "and":
+        for part in condition[1]:
+            if not decide(part, check, mine, expected, helpers):
+                return _failing_part(part, check, mine, expected, helpers)
+    if condition[0] == "not":
+        return _failing_part(condition[1], check, mine, expected, helpers)
+    return condition
+
+
+def _indices(condition: tuple) -> list[int]:
+    """The operands a condition looks at, in order."""
+    if condition[0] == "atom":
+        return [*condition[2], *condition[3].values()]
+    if condition[0] == "expr":
+        return list(condition[2])
+    return []
+
+
+def _shape_note(value: Any, wanted: Any) -> str:
+    """`shape (3, 2) where (2, 3) is expected`, when two arrays differ in shape; '' else."""
+    mine, theirs = np.shape(value) if _is_array(value) else None, np.shape(wanted) if _is_array(wanted) else None
+    if mine is not None and theirs is not None and mine != theirs:
+        return f"shape {mine} where {theirs} is expected; "
+    return ""
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, (np.ndarray, np.generic))
+
+
+def _what_it_gave(check: Check, wrong: list[Any] | None, expected: list[Any] | None,
+                  helpers: Helpers, values_shown: bool) -> str:
+    """For a failed check, from the record that failed it: the part of the check that does not
+    hold, what the student's code gave there and what was expected (`your code gave
+    `square(3)` = 6 (int64); expected 9`). A hidden check shows values only where
+    `values_shown` (its task draws this submission's own inputs) and never its code."""
+    if wrong is None or expected is None or (check.hidden and not values_shown):
         return ""
-    op, value = shown[0]
-    return f"your code gave `{op.text}` = {_value_text(value)}"
+    part = _failing_part(check.condition, check, wrong, expected, helpers)
+    indices = _indices(part)
+    mine = [i for i in indices if check.operands[i].student and check.operands[i].mode == VALUE]
+    theirs = [i for i in indices if not check.operands[i].student and check.operands[i].mode == VALUE]
+    if not mine:
+        return ""
+    def shown(index: int) -> str:
+        text = check.operands[index].text
+        return f"`{text}` = {_value_text(wrong[index])}" if text and not check.hidden else _value_text(wrong[index])
+
+    first = mine[0]
+    text = f"your code gave {shown(first)}"
+    if part[0] == "atom" and theirs and part[1] != "truth":
+        wanted = expected[theirs[0]]
+        text = _shape_note(wrong[first], wanted) + text + f"; expected {_value_text(wanted)}"
+    elif len(mine) > 1:
+        text += ", " + ", ".join(shown(i) for i in mine[1:3])
+    return text
 
 
 def _label(check: Check, checks: list[Check]) -> str:
@@ -314,29 +365,30 @@ def _label(check: Check, checks: list[Check]) -> str:
 
 def _check_holds(
     check: Check, student: RunRecord, reference: RunRecord, helpers: Helpers
-) -> tuple[bool | None, list[Any] | None]:
+) -> tuple[bool | None, list[Any] | None, list[Any] | None]:
     """Whether the student's records of `check` match the reference's (None: the reference
     itself fails the check, a mistake in the course), and, when they do not, the student's
-    values of the first record that fails it (None when there is no such record)."""
+    and the reference's values of the first record that fails it (None when there is no such
+    record)."""
     if check.kind == "reached":
-        return student.reached.get(check.id, 0) == reference.reached.get(check.id, 0), None
+        return student.reached.get(check.id, 0) == reference.reached.get(check.id, 0), None, None
     theirs = student.observations.get(check.id, [])
     ours = reference.observations.get(check.id, [])
     expected = [reference_values(check, raw) for raw in ours]
     for raw, values in zip(ours, expected):
         shipped = any(v is None and op.student for v, op in zip(raw, check.operands))
         if not shipped and not decide(check.condition, check, values, values, helpers):
-            return None, None
+            return None, None, None
     if len(theirs) != len(ours):
-        return False, None
+        return False, None, None
     for raw, values in zip(theirs, expected):
         try:
             mine = student_values(check, raw)
         except BadValue:
-            return False, None
+            return False, None, None
         if not decide(check.condition, check, mine, values, helpers):
-            return False, mine
-    return True, None
+            return False, mine, values
+    return True, None, None
 
 
 LOOPED = "not run again: it calls your code that ran out of time earlier"
@@ -384,8 +436,16 @@ def _why_task_failed(outcome, named: list[JobCell], timeout: int, deleted: froze
             if stub in deleted:
                 return _deleted(stub)
             return f"your code raised NotImplementedError ({where}): a solution is still the stub"
-        return f"your code raised {name}" + (f" ({where})" if where else "")
+        return f"your code raised {_raised(outcome.raised)}" + (f" ({where})" if where else "")
     return ""
+
+
+def _raised(raised: dict) -> str:
+    """`ValueError: operands could not be broadcast ...`: what the student's code raised, in
+    its own words (a bounded line of the exception's text arguments)."""
+    name = raised.get("type") or "an error"
+    message = raised.get("message") or ""
+    return f"{name}: {message}" if message else name
 
 
 def _code_problems(student: RunRecord, named: list[JobCell], timeout: int,
@@ -422,7 +482,7 @@ def _code_problems(student: RunRecord, named: list[JobCell], timeout: int,
                 pending.append((_deleted(cell.name) if cell.name in deleted
                                 else f"cell `{cell.name}` is still the stub: write your code there", False))
             else:
-                pending.append((f"your code in cell `{cell.name}` failed: {kind}"
+                pending.append((f"your code in cell `{cell.name}` failed: {_raised(outcome.raised)}"
                                 + (f" ({where})" if where else ""), False))
     return problems, looped
 
@@ -455,7 +515,7 @@ def score(
             )
         failure = None
         for check in task.checks:
-            holds, wrong = _check_holds(check, student, reference, helpers)
+            holds, wrong, wanted = _check_holds(check, student, reference, helpers)
             if holds is None:
                 raise CourseError(
                     f"{module}: the reference fails its own check {check.id} "
@@ -463,7 +523,7 @@ def score(
                 )
             if not holds:
                 failure = f"{_label(check, task.checks)}: {check.message}"
-                gave = _what_it_gave(check, wrong)
+                gave = _what_it_gave(check, wrong, wanted, helpers, task.draws)
                 failure += f" ({gave})" if gave else ""
                 break
         stopped = _why_task_failed(outcome, named, timeout, deleted)

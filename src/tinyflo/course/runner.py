@@ -98,6 +98,8 @@ REFUSED_EVENTS = frozenset(
     }
 )
 FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+CODE_ATTRIBUTES = frozenset({"__code__", "gi_code", "cr_code", "ag_code"})
+SHOWN_MESSAGE = 300  # characters of an exception's own message sent to the grader
 DEFAULTS = frozenset({"__defaults__", "__kwdefaults__"})  # namedtuple sets them: refused for ours
 # Extension modules that reach memory or processes (loading one raises an audit event;
 # ctypes is kept from loading at all, see main()).
@@ -222,6 +224,9 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     tripwires = frozenset(map(tuple, job.get("tripwires", [])))
     files = {f"<cell {i}>": i for i in range(len(cells))}
     student = frozenset(f"<cell {i}>" for i, c in enumerate(cells) if c.get("student"))
+    # The scenarios' code: the notebook's code may call what they hand it (a lambda, a
+    # callback, a class), never read their code.
+    scenarios = frozenset(f"<cell {i}>" for i, c in enumerate(cells) if c["kind"] == "task")
     compiled = compile_cells(cells)
     # The names each course cell and scenario binds (the job says): recorded after it runs, and
     # read from there by later scenarios (tinyflo.course.scenarios._CourseNames).
@@ -256,6 +261,8 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     _traceback_type, _traceback_of = types.TracebackType, BaseException.__traceback__.__get__
     _refused, _frame_attributes = REFUSED_EVENTS, FRAME_ATTRIBUTES
     _defaults, _refused_modules = DEFAULTS, REFUSED_MODULES
+    _code_attributes, _code_type, _shown_message = CODE_ATTRIBUTES, types.CodeType, SHOWN_MESSAGE
+    _args_of = BaseException.args.__get__
     _check_reached, _looped_before = CheckReached, LoopedBefore
     _max_string, _max_array, _max_items, _max_depth = MAX_STRING, MAX_ARRAY, MAX_ITEMS, MAX_DEPTH
 
@@ -266,7 +273,8 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
         None, _no_default, _json.encode_basestring_ascii, None, ":", ",", False, False, False
     )
     lock = _lock()
-    state = {"current": None, "trusted": False, "main": None, "watchdog": None, "sent": 0}
+    state = {"current": None, "trusted": False, "main": None, "watchdog": None, "sent": 0,
+             "reading": None}
 
     def send(event, wait=True):
         if not lock.acquire(True, -1 if wait else 1.0):
@@ -295,6 +303,18 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
         except _base_exception:
             return "?"
         return _str_copy(value)[:200] if _isinstance(value, _str) else "?"
+
+    def message(error):
+        # What the exception says: its arguments that are exactly strings (NumPy's and
+        # Python's own errors, and the student's), joined; nothing of the student's code runs.
+        try:
+            parts = _args_of(error)
+        except _base_exception:
+            return ""
+        if _type(parts) is not _tuple:
+            return ""
+        text = "; ".join([_str_copy(part) for part in parts[:4] if _type(part) is _str])
+        return text[: _shown_message + 1]  # one more: the grader then knows it was cut
 
     def mro(cls):
         try:
@@ -439,6 +459,17 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
             if state["trusted"] and _get_ident() == state["main"]:
                 return
             raise _runtime_error("grading does not allow reading frames")
+        if event == "object.__getattr__" and args[1] in _code_attributes:
+            reader = _get_ident()
+            if state["reading"] == reader:
+                return  # the line below, reading it for this check
+            state["reading"] = reader
+            try:
+                code = _getattr(args[0], args[1], None)
+            finally:
+                state["reading"] = None
+            if _type(code) is _code_type and _type(code.co_filename) is _str and code.co_filename in scenarios:
+                raise _runtime_error("grading does not allow reading the checks' code")
         if event in ("object.__setattr__", "object.__delattr__") and _isinstance(args[0], _function):
             if args[1] == "__code__" or (args[1] in _defaults and one_of(args[0], ours)):
                 raise _runtime_error("grading does not allow changing a function's code")
@@ -571,6 +602,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
                         "i": index,
                         "type": getattr_str(kind, "__name__")[:100],
                         "mro": mro(kind),
+                        "message": message(error),
                         "at": innermost(_traceback_of(error)),
                     }
                 )

@@ -128,6 +128,7 @@ class TaskScenario:
     reference_code: str
     checks: list[Check] = field(default_factory=list)
     binds: frozenset[str] = frozenset()  # names the cell binds at its top level (the runner records them)
+    draws: bool = False  # its hidden checks draw this submission's own inputs (from check_rng)
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -774,7 +775,11 @@ def build_task(
         for entry in sorted(found.values(), key=lambda e: int(e.check.id.split("/")[-1]))
     ]
     binds = frozenset(top_level_names(tree) - set(PARAMETERS))
-    return TaskScenario(task, ast.unparse(student), ast.unparse(reference), checks, binds)
+    parts = split_hidden(source) if hidden else None
+    draws = parts is not None and any(
+        isinstance(node, ast.Name) and node.id == RNG for node in ast.walk(ast.parse(parts[1]))
+    )
+    return TaskScenario(task, ast.unparse(student), ast.unparse(reference), checks, binds, draws)
 
 
 # Scopes a scenario may leave behind in the notebook's namespace (a function, a lambda, a class),
