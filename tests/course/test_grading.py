@@ -558,3 +558,21 @@ def test_code_a_hidden_check_hands_to_the_submission_cannot_be_read(tmp_path, mo
     submission = _with_code(instructor_notebook(module), "sub_grads_code", spy)
     error = grade(submission, module, tree, timeout=30).cells[0].error
     assert "LookupError: refused" in error and "LookupError: read" not in error, error
+
+
+def test_each_submission_draws_its_own_hidden_inputs_and_the_same_one_the_same_again(demo_module):
+    """nbgrader's grading step seeds a student's hidden inputs from their code as well: the same
+    notebook graded again draws what it drew; changed, or another student's, it draws anew."""
+    from tinyflo.course.grading import seed_for, submission_inputs
+
+    notebook = instructor_notebook(demo_module)
+    again = copy.deepcopy(notebook)
+    changed = _with_code(notebook, "demo_relu_code", "# another try")
+    given = copy.deepcopy(notebook)
+    course_cell = next(c for c in given.cells if c.cell_type == "code" and not c.metadata.get("nbgrader"))
+    course_cell.source += "\n# a course cell is not the student's code"
+    ada = submission_inputs("ada", notebook)
+    assert ada == submission_inputs("ada", again) == submission_inputs("ada", given)
+    assert len({ada, submission_inputs("ada", changed), submission_inputs("bo", notebook)}) == 3
+    seeds = {seed_for("key", who, "00_demo", "demo_relu") for who in (ada, submission_inputs("ada", changed))}
+    assert len(seeds) == 2

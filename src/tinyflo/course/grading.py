@@ -199,6 +199,19 @@ def module_scenarios(module: Module, hidden: bool = True) -> ModuleScenarios:
         return _module_scenarios(module.path, module.path.read_text("utf-8"), module, hidden)
 
 
+def submission_inputs(student: str, notebook: Any) -> str:
+    """Whose inputs a submission's hidden checks draw (`seed_for`'s `student`): the student's
+    and this submission's code. The same notebook graded again draws the same inputs; handed
+    in changed, it draws new ones, so what one graded submission showed (a value its hidden
+    checks drew, what was expected of it) says nothing about the next one's."""
+    sha = hashlib.sha256()
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and _is_solution(cell):
+            sha.update(str(_nbgrader(cell).get("grade_id")).encode() + b"\0")
+            sha.update(cell.source.encode("utf-8", "surrogatepass") + b"\0")
+    return f"{student}/{sha.hexdigest()[:16]}"
+
+
 def seed_for(key: str, student: str, module: str, task: str) -> int:
     """The seed of one task's random inputs: the course's key, the student and the task."""
     digest = hashlib.sha256("\0".join((key, student, module, task)).encode()).digest()

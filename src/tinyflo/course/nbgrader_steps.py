@@ -49,7 +49,7 @@ from nbgrader.utils import parse_utc
 from traitlets import Bool, Unicode
 
 from tinyflo import environment
-from tinyflo.course.grading import DEFAULT_TIMEOUT, grade, restore_locked_cells
+from tinyflo.course.grading import DEFAULT_TIMEOUT, grade, restore_locked_cells, submission_inputs
 from tinyflo.course.kit import cached_tree
 from tinyflo.course.notebooks import graded_source, read_notebook, require
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE
@@ -435,7 +435,7 @@ class ScenarioGrade(NbGraderPreprocessor):
             timeout,
             sandboxed,
             hidden=True,
-            student=str(info["student"]),
+            student=submission_inputs(str(info["student"]), nb),
             key=key,
             slot=environment.read(SLOT_VARIABLE) or 0,
         )
