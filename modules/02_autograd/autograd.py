@@ -87,7 +87,24 @@ check_rng = np.random.default_rng(0)
 # The engine does this once for every op, which is why no `backward` in
 # module 01 had to.
 #
+# A gradient whose shape cannot come from broadcasting an input of `shape`
+# (a gradient of shape (2, 3) for an input of shape (4,)) means an op's
+# `backward` went wrong: raise a `ShapeError` naming both shapes rather than
+# hand back an array of the wrong shape.
+#
 # ### Task `autograd_unbroadcast` (2 points): sum a gradient back to its input's shape
+#
+# **Checked when graded** (besides the tests below), on a gradient of your own
+# shape (m, n, k) or (m, k), with sizes and values drawn for you:
+#
+# * a scalar input (shape `()`) gets the sum of every element
+# * the axes where the input had size 1 are summed and kept as size 1: (1, n, 1) from (m, n, k)
+# * only the axes where the input had size 1 are summed: (m, 1, k) from (m, n, k) sums the middle axis alone
+# * the gradient keeps its dtype (float32 stays float32)
+# * (1, k) from (m, k): the m rows added
+# * (m, 1) from (m, k): each row's k values added
+# * (k,) from (m, k): the leading axis summed away
+# * a gradient whose shape does not fit the input's shape must raise `ShapeError`: (m, k) cannot belong to an input of shape (k + 1,)
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_unbroadcast_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -116,21 +133,30 @@ assert unbroadcast(g, (4, 2, 3)) is g
 assert unbroadcast(g, (3,)).shape == (3,) and np.all(unbroadcast(g, (3,)) == 8)
 assert unbroadcast(g, (2, 1)).shape == (2, 1) and np.all(unbroadcast(g, (2, 1)) == 12)
 ### BEGIN HIDDEN TESTS
-assert unbroadcast(g, ()).shape == () and unbroadcast(g, ()) == 24, "a scalar input gets the sum of every element"
-assert unbroadcast(g, (1, 2, 1)).shape == (1, 2, 1) and np.all(unbroadcast(g, (1, 2, 1)) == 12), (
-    "shape (1, 2, 1) from (4, 2, 3): sum axes 0 and 2, keeping them as size 1"
+# This student's own gradients: three different sizes from 2 to 5 (so an axis taken for another
+# shows in the shape) and whole numbers from 1 to 9 (so every sum is exact and none is 0).
+_m, _n, _k = (int(size) for size in check_rng.permutation([2, 3, 4, 5])[:3])
+_g3 = check_rng.integers(1, 10, (_m, _n, _k)).astype(np.float32)
+assert np.array_equal(unbroadcast(_g3, ()), _g3.sum()), "a scalar input (shape ()) gets the sum of every element"
+assert np.array_equal(unbroadcast(_g3, (1, _n, 1)), _g3.sum(axis=(0, 2), keepdims=True)), (
+    "the axes where the input had size 1 are summed and kept as size 1: (1, n, 1) from (m, n, k)"
 )
-assert unbroadcast(g, (4, 1, 3)).shape == (4, 1, 3) and np.all(unbroadcast(g, (4, 1, 3)) == 2), (
-    "shape (4, 1, 3) from (4, 2, 3): sum the middle axis only, keeping it as size 1"
+assert np.array_equal(unbroadcast(_g3, (_m, 1, _k)), _g3.sum(axis=1, keepdims=True)), (
+    "only the axes where the input had size 1 are summed: (m, 1, k) from (m, n, k) sums the middle axis alone"
 )
-assert unbroadcast(g, (1, 1)).dtype == np.float32, "the gradient keeps its dtype (float32 stays float32)"
-ramp = np.arange(6, dtype=np.float64).reshape(2, 3)
-assert np.allclose(unbroadcast(ramp, (1, 3)), [[3, 5, 7]]), "shape (1, 3) from (2, 3): the two rows added"
-assert np.allclose(unbroadcast(ramp, (2, 1)), [[3], [12]]), "shape (2, 1) from (2, 3): each row's three values added"
-assert np.allclose(unbroadcast(ramp, (3,)), [3, 5, 7]), "shape (3,) from (2, 3): the leading axis summed away"
+assert unbroadcast(_g3, (1, 1)).dtype == np.float32, "the gradient keeps its dtype (float32 stays float32)"
+_g2 = check_rng.integers(1, 10, (_m, _k)).astype(np.float64)
+assert np.array_equal(unbroadcast(_g2, (1, _k)), _g2.sum(axis=0, keepdims=True)), "(1, k) from (m, k): the m rows added"
+assert np.array_equal(unbroadcast(_g2, (_m, 1)), _g2.sum(axis=1, keepdims=True)), (
+    "(m, 1) from (m, k): each row's k values added"
+)
+assert np.array_equal(unbroadcast(_g2, (_k,)), _g2.sum(axis=0)), "(k,) from (m, k): the leading axis summed away"
 try:
-    unbroadcast(ramp, (4,))
-    raise AssertionError("a gradient of shape (2, 3) cannot belong to an input of shape (4,): raise ShapeError")
+    unbroadcast(_g2, (_k + 1,))
+    raise AssertionError(
+        "a gradient whose shape does not fit the input's shape must raise ShapeError: "
+        "(m, k) cannot belong to an input of shape (k + 1,)"
+    )
 except ShapeError:
     pass
 ### END HIDDEN TESTS
@@ -149,9 +175,23 @@ except ShapeError:
 # the graph: constants are not visited.
 #
 # A node whose graph was freed by an earlier backward has `fn.inputs is None`;
-# walking through it is an error (see the next task).
+# walking through it is an error (see the backward task): raise the
+# `RuntimeError` that the given `_freed_graph_error(t)` makes, which suggests
+# `retain_graph`.
 #
 # ### Task `autograd_toposort` (2 points): order the graph with an explicit stack
+#
+# **Checked when graded** (besides the tests below), on graphs of your own,
+# with sizes and values drawn for you:
+#
+# * every input comes before the node it feeds, and the root comes last
+# * a tensor reached along two paths is listed once
+# * constants (no `requires_grad`) are not part of the graph
+# * only tensors that require grad are listed: a leaf times a constant d times, then summed, gives d + 2 tensors
+# * a leaf on its own is its whole graph
+# * a chain of 3,000 to 6,000 ops must work: use an explicit stack, not recursion
+# * walking through a freed node (`fn.inputs is None`) must raise the freed-graph `RuntimeError`
+# * the freed-graph error must suggest `retain_graph`
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_toposort_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -201,24 +241,44 @@ position = {id(t): i for i, t in enumerate(order)}
 assert len(order) == 5 and order[-1] is e
 assert position[id(a)] < position[id(c)] < position[id(d)] < position[id(e)]
 ### BEGIN HIDDEN TESTS
-assert position[id(b)] < position[id(c)], "every input comes before the node it feeds (b before c = a * b)"
-assert len({id(t) for t in order}) == len(order), "a tensor reached along two paths is listed once"
-constant = Tensor([5.0, 6.0])
-f = (a * constant).sum()
-assert all(t is not constant for t in topological_order(f)), "constants (no requires_grad) are not part of the graph"
-assert len(topological_order(f)) == 3, f"(a * constant).sum() has 3 tensors that require grad, got {len(topological_order(f))}"
-alone = topological_order(a)
-assert len(alone) == 1 and alone[0] is a, "a leaf on its own is its whole graph"
-x = Tensor([1.0], requires_grad=True)
-y = x
-for _ in range(5000):
-    y = y * 1.0
-assert len(topological_order(y)) == 5001, "a chain of 5,000 ops must work: use an explicit stack, not recursion"
-freed_inner = a * b
-freed_root = freed_inner.sum()
-freed_inner._ctx.inputs = None  # what an earlier backward() leaves behind
+# This student's own graph: how many leaves and nodes, and which tensors each node combines, drawn
+# per student. Every node uses one earlier tensor twice: directly and through a product.
+_leaves = [Tensor(check_rng.standard_normal(3), requires_grad=True) for _ in range(int(check_rng.integers(2, 5)))]
+_nodes = list(_leaves)
+for _ in range(int(check_rng.integers(3, 7))):
+    _i, _j = (int(pick) for pick in check_rng.integers(0, len(_nodes), 2))
+    _nodes.append(_nodes[_i] * _nodes[_j] + _nodes[_i])
+_root = _nodes[-1].sum()
+_order = topological_order(_root)
+_at = {id(t): n for n, t in enumerate(_order)}
+assert _order[-1] is _root and all(
+    _at[id(x)] < _at[id(t)] for t in _order if t._ctx is not None for x in t._ctx.inputs if x.requires_grad
+), "every input comes before the node it feeds, and the root comes last"
+assert len({id(t) for t in _order}) == len(_order), "a tensor reached along two paths is listed once"
+_constant = Tensor(check_rng.standard_normal(3))
+_times = int(check_rng.integers(1, 5))
+_scaled = _leaves[0]
+for _ in range(_times):
+    _scaled = _scaled * _constant
+_scaled_order = topological_order(_scaled.sum())
+assert all(t is not _constant for t in _scaled_order), "constants (no requires_grad) are not part of the graph"
+assert len(_scaled_order) == _times + 2, (
+    f"only tensors that require grad are listed: a leaf times a constant d times, then summed, gives d + 2 tensors; got {len(_scaled_order)}"
+)
+_alone = topological_order(_leaves[-1])
+assert len(_alone) == 1 and _alone[0] is _leaves[-1], "a leaf on its own is its whole graph"
+_length = int(check_rng.integers(3000, 6001))
+_chain = Tensor(check_rng.standard_normal(1), requires_grad=True)
+for _ in range(_length):
+    _chain = _chain * 1.0
+assert len(topological_order(_chain)) == _length + 1, (
+    "a chain of 3,000 to 6,000 ops must work: use an explicit stack, not recursion"
+)
+_freed_inner = _leaves[0] * _leaves[-1]
+_freed_root = _freed_inner.sum()
+_freed_inner._ctx.inputs = None  # what an earlier backward() leaves behind
 try:
-    topological_order(freed_root)
+    topological_order(_freed_root)
     raise AssertionError("walking through a freed node (fn.inputs is None) must raise the freed-graph RuntimeError")
 except RuntimeError as err:
     assert "retain_graph" in str(err), f"the freed-graph error must suggest retain_graph; got: {err}"
@@ -252,6 +312,17 @@ except RuntimeError as err:
 # `Tensor._wrap(g, leaf.device)`.
 #
 # ### Task `autograd_accumulate` (1 point): add a gradient into a leaf's `.grad`
+#
+# **Checked when graded** (besides the tests below), with gradients whose
+# values are drawn for you:
+#
+# * the same array given to two leaves in one backward pass must be copied for the second
+# * adding into one leaf's `.grad` must not change another leaf's
+# * a view of another array (`g.base is not None`) must be copied before it is stored
+# * a NumPy scalar gradient must be stored as a 0-d array
+# * a second NumPy scalar accumulated into a 0-d `.grad` gives the sum of the two
+# * a later gradient is added into the stored array in place
+# * `.grad` lives on the leaf's device and needs no gradient itself
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_accumulate_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -283,28 +354,39 @@ _accumulate(other, first, stored)  # the array stored into leaf, handed on again
 other.grad.data += 100
 assert np.allclose(leaf.grad.data, [1.5, 2.5]), "two leaves must not share one gradient array"
 ### BEGIN HIDDEN TESTS
-shared = np.array([1.0, 1.0], np.float32)
-u, v = Tensor([0.0, 0.0], requires_grad=True), Tensor([0.0, 0.0], requires_grad=True)
-pair = set()
-_accumulate(u, shared, pair)
-_accumulate(v, shared, pair)
-assert u.grad.data is not v.grad.data, "the same array given to two leaves in one backward pass must be copied for the second"
-u.grad.data += 1
-assert np.allclose(v.grad.data, [1, 1]), "adding into one leaf's .grad must not change another leaf's"
-whole = np.ones((2, 2), np.float32)
-viewed = Tensor([0.0, 0.0], requires_grad=True)
-_accumulate(viewed, whole[0], set())
-whole[...] = 7
-assert np.allclose(viewed.grad.data, [1, 1]), "a view of another array (g.base is not None) must be copied before it is stored"
-point = Tensor(2.0, requires_grad=True)
-_accumulate(point, np.float32(3.0), set())
-assert isinstance(point.grad.data, np.ndarray), f"a NumPy scalar gradient must be stored as a 0-d array, got {type(point.grad.data).__name__}"
-_accumulate(point, np.float32(1.0), set())
-assert point.grad.item() == 4.0, f"3 + 1 accumulated into a 0-d .grad must give 4, got {point.grad.item()}"
-held = point.grad.data
-_accumulate(point, np.float32(1.0), set())
-assert point.grad.data is held and point.grad.item() == 5.0, "a later gradient is added into the stored array in place"
-assert point.grad.device is point.device and not point.grad.requires_grad, ".grad lives on the leaf's device and needs no gradient itself"
+# This student's own gradients: values drawn per student (the scalars from 0.5 to 4, never 0).
+_shared = check_rng.standard_normal(3).astype(np.float32)
+_kept = _shared.copy()
+_u = Tensor(np.zeros(3, np.float32), requires_grad=True)
+_v = Tensor(np.zeros(3, np.float32), requires_grad=True)
+_pair = set()
+_accumulate(_u, _shared, _pair)
+_accumulate(_v, _shared, _pair)
+assert _u.grad.data is not _v.grad.data, "the same array given to two leaves in one backward pass must be copied for the second"
+_u.grad.data += 1
+assert np.array_equal(_v.grad.data, _kept), "adding into one leaf's .grad must not change another leaf's"
+_whole = check_rng.standard_normal((2, 3)).astype(np.float32)
+_row = _whole[0].copy()
+_viewed = Tensor(np.zeros(3, np.float32), requires_grad=True)
+_accumulate(_viewed, _whole[0], set())
+_whole += 1
+assert np.array_equal(_viewed.grad.data, _row), "a view of another array (g.base is not None) must be copied before it is stored"
+_s1, _s2, _s3 = (np.float32(s) for s in check_rng.uniform(0.5, 4.0, 3))
+_point = Tensor(np.float32(0.0), requires_grad=True)
+_accumulate(_point, _s1, set())
+assert isinstance(_point.grad.data, np.ndarray), (
+    f"a NumPy scalar gradient must be stored as a 0-d array, got {type(_point.grad.data).__name__}"
+)
+_accumulate(_point, _s2, set())
+assert np.isclose(_point.grad.item(), _s1 + _s2), (
+    f"a second NumPy scalar accumulated into a 0-d .grad gives the sum of the two, got {_point.grad.item()}"
+)
+_held = _point.grad.data
+_accumulate(_point, _s3, set())
+assert _point.grad.data is _held and np.isclose(_point.grad.item(), _s1 + _s2 + _s3), (
+    "a later gradient is added into the stored array in place"
+)
+assert _point.grad.device is _point.device and not _point.grad.requires_grad, ".grad lives on the leaf's device and needs no gradient itself"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -333,6 +415,22 @@ assert point.grad.device is point.device and not point.grad.requires_grad, ".gra
 # `RuntimeError` saying so.
 #
 # ### Task `autograd_backward` (3 points): walk the graph and apply the chain rule
+#
+# **Checked when graded** (besides the tests below), on tensors whose sizes
+# and values are drawn for you:
+#
+# * backward(retain_graph=True) keeps the graph for a second pass
+# * without retain_graph the graph is freed: a second backward through it raises the freed-graph `RuntimeError`
+# * s + s: both paths into s are summed (d/ds = 2)
+# * an input that was broadcast gets its gradient summed back to its shape: `b` in `a * b` gets the column sums of `a`
+# * two leaves must not share one gradient array
+# * backward of a non-scalar root without grad= must raise ShapeError
+# * backward of a tensor that does not require grad must raise RuntimeError
+# * a chain of 8,000 to 12,000 ops must work
+# * a gradient that came back as a read-only view is stored as an array of its own
+# * a 0-d gradient is stored as an array
+# * each input's gradient is cast to the input's dtype: float32 expected
+# * the gradient of Σ t²/2 is t itself, for any t
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_backward_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -428,42 +526,65 @@ try:
 except RuntimeError as err:
     assert "retain_graph" in str(err), f"the error should suggest retain_graph; got: {err}"
 ### BEGIN HIDDEN TESTS
-p = Tensor([2.0, 3.0], requires_grad=True)
-q = (p * p).sum()
-backward(q, retain_graph=True)
-backward(q)
-assert np.allclose(p.grad.data, [8, 12]), "backward(retain_graph=True) keeps the graph for a second pass"
-s = Tensor([1.0, 2.0], requires_grad=True)
-t = s + s
-backward(t, grad=np.array([1.0, 1.0], np.float32))
-assert np.allclose(s.grad.data, [2, 2]), "s + s: both paths into s are summed (d/ds = 2)"
-u = Tensor([1.0, 2.0], requires_grad=True)
-v = Tensor([3.0, 4.0], requires_grad=True)
-backward((u + v).sum())
-u.grad.data += 100
-assert np.allclose(v.grad.data, [1, 1]), "two leaves must not share one gradient array"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n = int(check_rng.integers(2, 6))
+_px = check_rng.standard_normal(_n).astype(np.float32)
+_p = Tensor(_px, requires_grad=True)
+_q = (_p * _p).sum()
+backward(_q, retain_graph=True)
+backward(_q)
+assert np.allclose(_p.grad.data, 4 * _px), "backward(retain_graph=True) keeps the graph for a second pass"
+_once = (Tensor(check_rng.standard_normal(_n), requires_grad=True) * 3.0).sum()
+backward(_once)
 try:
-    backward(Tensor([1.0, 2.0], requires_grad=True) * 2)
+    backward(_once)
+    raise AssertionError("without retain_graph the graph is freed: a second backward through it raises the freed-graph RuntimeError")
+except RuntimeError:
+    pass
+_s = Tensor(check_rng.standard_normal(_n).astype(np.float32), requires_grad=True)
+_sg = check_rng.uniform(0.5, 2.0, _n).astype(np.float32)  # never 0: one path alone shows
+backward(_s + _s, grad=_sg)
+assert np.allclose(_s.grad.data, 2 * _sg), "s + s: both paths into s are summed (d/ds = 2)"
+_ax = check_rng.standard_normal((_n + 1, _n)).astype(np.float32)
+_bias = Tensor(check_rng.standard_normal(_n).astype(np.float32), requires_grad=True)
+backward((Tensor(_ax) * _bias).sum())
+assert _bias.grad.shape == (_n,) and np.allclose(_bias.grad.data, _ax.sum(axis=0)), (
+    "an input that was broadcast gets its gradient summed back to its shape: b in a * b gets the column sums of a"
+)
+_u = Tensor(check_rng.standard_normal(_n).astype(np.float32), requires_grad=True)
+_v = Tensor(check_rng.standard_normal(_n).astype(np.float32), requires_grad=True)
+backward((_u + _v).sum())
+_u.grad.data += 100
+assert np.allclose(_v.grad.data, np.ones(_n)), "two leaves must not share one gradient array"
+try:
+    backward(Tensor(check_rng.standard_normal(_n), requires_grad=True) * 2)
     raise AssertionError("backward of a non-scalar root without grad= must raise ShapeError")
 except ShapeError:
     pass
 try:
-    backward(Tensor([1.0]))
+    backward(Tensor(check_rng.standard_normal(_n)))
     raise AssertionError("backward of a tensor that does not require grad must raise RuntimeError")
 except RuntimeError:
     pass
-chain = Tensor([1.0], requires_grad=True)
-out = chain
-for _ in range(10000):
-    out = out * 1.0
-backward(out.sum())
-assert np.allclose(chain.grad.data, 1.0), "a chain of 10,000 ops must work"
-m = Tensor(np.ones((2, 3), np.float32), requires_grad=True)
-backward(m.sum(axis=0).max())
-assert m.grad.shape == (2, 3) and m.grad.data.flags.writeable, "a gradient that came back as a read-only view is stored as an array of its own"
-scalar = Tensor(2.0, requires_grad=True)
-backward(scalar * scalar)
-assert isinstance(scalar.grad.data, np.ndarray) and scalar.grad.item() == 4.0, "a 0-d gradient is stored as an array"
+_length = int(check_rng.integers(8000, 12001))
+_chain = Tensor(check_rng.standard_normal(1).astype(np.float32), requires_grad=True)
+_out = _chain
+for _ in range(_length):
+    _out = _out * 1.0
+backward(_out.sum())
+assert np.allclose(_chain.grad.data, 1.0), "a chain of 8,000 to 12,000 ops must work"
+_rows, _cols = (int(size) for size in check_rng.integers(2, 5, 2))
+_m = Tensor(check_rng.standard_normal((_rows, _cols)).astype(np.float32), requires_grad=True)
+backward(_m.sum(axis=0).max())
+assert _m.grad.shape == (_rows, _cols) and _m.grad.data.flags.writeable, (
+    "a gradient that came back as a read-only view is stored as an array of its own"
+)
+_x0 = np.float32(check_rng.uniform(0.5, 3.0))
+_scalar = Tensor(_x0, requires_grad=True)
+backward(_scalar * _scalar)
+assert isinstance(_scalar.grad.data, np.ndarray) and np.isclose(_scalar.grad.item(), 2 * _x0), (
+    "a 0-d gradient is stored as an array"
+)
 
 
 class Sloppy(Function):  # an op whose backward hands back float64 for a float32 input
@@ -474,12 +595,12 @@ class Sloppy(Function):  # an op whose backward hands back float64 for a float32
         return grad.astype(np.float64) * 2
 
 
-p32 = Tensor([1.0, 2.0], requires_grad=True)
-backward(Sloppy.apply(p32 * 1.0).sum())
-assert p32.grad.dtype == np.float32 and np.allclose(p32.grad.data, [2, 2]), (
-    f"each input's gradient is cast to the input's dtype: float32 expected, got {p32.grad.dtype}"
+_weights = check_rng.standard_normal(_n).astype(np.float32)
+_p32 = Tensor(check_rng.standard_normal(_n).astype(np.float32), requires_grad=True)
+backward((Sloppy.apply(_p32 * 1.0) * Tensor(_weights)).sum())
+assert _p32.grad.dtype == np.float32 and np.allclose(_p32.grad.data, 2 * _weights), (
+    f"each input's gradient is cast to the input's dtype: float32 expected, got {_p32.grad.dtype}"
 )
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
 _rs_x = check_rng.standard_normal((3, 4))
 _rs_t = Tensor(_rs_x, requires_grad=True)
 backward((_rs_t * _rs_t * 0.5).sum())
@@ -509,6 +630,19 @@ print("loss.backward():", w.grad.data.ravel())
 # calls itself.
 #
 # ### Task `autograd_grad_mode` (2 points): `no_grad()` and `enable_grad()`
+#
+# **Checked when graded** (besides the tests below), with a depth of
+# recursion and a nesting of modes drawn for you:
+#
+# * inside a function decorated with `@no_grad()` recording is off
+# * a decorated function that calls itself restores the mode when it returns
+# * nested `set_grad_enabled(mode)` blocks: inside each one its own mode holds, and leaving it restores the mode around it
+# * leaving an inner `no_grad()` keeps the outer one in force
+# * `enable_grad()` inside `no_grad()` switches recording on
+# * leaving `enable_grad()` returns to the `no_grad()` around it
+# * an exception inside `no_grad()` restores the mode
+# * `set_grad_enabled(False)` switches recording off
+# * `with set_grad_enabled(...) as m` gives the context manager itself
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_grad_mode_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -563,17 +697,42 @@ with no_grad():
 assert is_grad_enabled()
 assert not y.requires_grad and y._ctx is None and z.requires_grad
 ### BEGIN HIDDEN TESTS
-inside = []
+# This student's own depth of recursion and nesting of modes, drawn per student.
+_depth = int(check_rng.integers(2, 7))
+_inside = []
 
 
 @no_grad()
-def depth(n):
-    inside.append(is_grad_enabled())
-    return 0 if n == 0 else 1 + depth(n - 1)
+def _count_down(n):
+    _inside.append(is_grad_enabled())
+    return 0 if n == 0 else 1 + _count_down(n - 1)
 
 
-assert depth(3) == 3 and not any(inside), "inside a function decorated with @no_grad() recording is off"
+assert _count_down(_depth) == _depth and not any(_inside), "inside a function decorated with @no_grad() recording is off"
 assert is_grad_enabled(), "a decorated function that calls itself restores the mode when it returns"
+_modes = [bool(mode) for mode in check_rng.integers(0, 2, int(check_rng.integers(3, 7)))]
+_seen = []
+
+
+def _nest(level):
+    if level < len(_modes):
+        with set_grad_enabled(_modes[level]):
+            _seen.append(is_grad_enabled())
+            _nest(level + 1)
+            _seen.append(is_grad_enabled())
+        _seen.append(is_grad_enabled())
+
+
+def _should_see(level, outer):  # what _nest(level) must record, with the mode `outer` around it
+    if level == len(_modes):
+        return []
+    return [_modes[level], *_should_see(level + 1, _modes[level]), _modes[level], outer]
+
+
+_nest(0)
+assert _seen == _should_see(0, True), (
+    "nested set_grad_enabled(mode) blocks: inside each one its own mode holds, and leaving it restores the mode around it"
+)
 with no_grad():
     with no_grad():
         pass
@@ -582,9 +741,15 @@ with no_grad():
     with enable_grad():
         assert is_grad_enabled(), "enable_grad() inside no_grad() switches recording on"
     assert not is_grad_enabled(), "leaving enable_grad() returns to the no_grad() around it"
-try:
+
+
+def _fail_inside_no_grad():
     with no_grad():
-        raise KeyError("boom")
+        raise KeyError("an error inside the block")
+
+
+try:
+    _fail_inside_no_grad()
 except KeyError:
     pass
 assert is_grad_enabled(), "an exception inside no_grad() restores the mode"
@@ -606,13 +771,26 @@ assert isinstance(mode, set_grad_enabled), "`with set_grad_enabled(...) as m` gi
 # that requires grad in any other dtype is a `TypeError` naming the dtype.
 #
 # For an op with a non-scalar output we check the gradient of
-# L = Σ out · v for a fixed random v (one backward pass covers every
-# output element at once — a random direction catches a wrong entry with
-# probability 1). Perturb each input element in place, recompute, restore.
-# Raise a `GradcheckError` that names the input, the element, and both
-# values; return True when everything agrees.
+# L = Σ out · v for a fixed random v, drawn from
+# `np.random.default_rng(seed).standard_normal(out.shape)` (one backward
+# pass covers every output element at once — a random direction catches a
+# wrong entry with probability 1). Perturb each input element in place,
+# recompute, restore. Raise a `GradcheckError` that names the input, the
+# element, and both values; return True when everything agrees.
 #
 # ### Task `autograd_gradcheck` (3 points): compare `backward` with central differences
+#
+# **Checked when graded** (besides the tests below), on inputs whose shapes
+# (never square) and values are drawn for you:
+#
+# * a float32 input that requires grad must be refused with a `TypeError`
+# * the `TypeError` should say that float64 is needed
+# * a correct op with a broadcast input must pass
+# * a correct op through transpose, reshape and indexing must pass
+# * a correct op on a non-square input must pass
+# * gradcheck must leave every input as it found it (restore each element)
+# * a backward that mixes up the output elements must be caught: weight the outputs by a random v
+# * inputs that do not require grad are used but not checked
 
 # %% nbgrader={"grade": false, "grade_id": "autograd_gradcheck_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -713,18 +891,22 @@ try:
 except GradcheckError as err:
     assert "input 0" in str(err), f"the error should name the input that is off; got: {err}"
 ### BEGIN HIDDEN TESTS
+# This student's own inputs: two different sizes from 2 to 4 and values drawn per student.
+_m, _k = (int(size) for size in check_rng.permutation([2, 3, 4])[:2])
 try:
-    gradcheck(lambda a: a * 2, Tensor([1.0, 2.0], requires_grad=True))
+    gradcheck(lambda a: a * 2, Tensor(check_rng.standard_normal(_k).astype(np.float32), requires_grad=True))
     raise AssertionError("a float32 input that requires grad must be refused with a TypeError")
 except TypeError as err:
     assert "float64" in str(err), f"the TypeError should say that float64 is needed; got: {err}"
-b = Tensor(rng.standard_normal(4), requires_grad=True)
-assert gradcheck(lambda a, c: (a + c).sum(axis=0), x, b), "a correct op with a broadcast input must pass"
-assert gradcheck(lambda a: a.T.reshape(2, 6)[1], x), "a correct op through transpose, reshape and indexing must pass"
-nc = Tensor(rng.standard_normal((4, 3)), requires_grad=True)
-before = nc.numpy().copy()
-assert gradcheck(lambda a: (a * a).exp(), nc), "a correct op on a non-square input must pass"
-assert np.array_equal(nc.numpy(), before), "gradcheck must leave every input as it found it (restore each element)"
+_x = Tensor(check_rng.standard_normal((_m, _k)), requires_grad=True)
+_b = Tensor(check_rng.standard_normal(_k), requires_grad=True)
+assert gradcheck(lambda a, c: (a + c).sum(axis=0), _x, _b), "a correct op with a broadcast input must pass"
+_row = int(check_rng.integers(0, _m))
+assert gradcheck(lambda a: a.T.reshape(_m, _k)[_row], _x), "a correct op through transpose, reshape and indexing must pass"
+_nc = Tensor(check_rng.uniform(-1.0, 1.0, (_k, _m)), requires_grad=True)
+_before = _nc.numpy().copy()
+assert gradcheck(lambda a: (a * a).exp(), _nc), "a correct op on a non-square input must pass"
+assert np.array_equal(_nc.numpy(), _before), "gradcheck must leave every input as it found it (restore each element)"
 
 
 class Swapped(Function):  # right in total, wrong per element: hands each output's gradient to the mirrored input
@@ -736,12 +918,12 @@ class Swapped(Function):  # right in total, wrong per element: hands each output
 
 
 try:
-    gradcheck(lambda a: Swapped.apply(a), Tensor(rng.standard_normal(5), requires_grad=True))
+    gradcheck(lambda a: Swapped.apply(a), Tensor(check_rng.standard_normal(int(check_rng.integers(3, 8))), requires_grad=True))
     raise AssertionError("a backward that mixes up the output elements must be caught: weight the outputs by a random v")
 except GradcheckError:
     pass
-constant = Tensor(rng.standard_normal((3, 4)))
-assert gradcheck(lambda a, c: a * c, x, constant), "inputs that do not require grad are used but not checked"
+_constant = Tensor(check_rng.standard_normal((_m, _k)))
+assert gradcheck(lambda a, c: a * c, _x, _constant), "inputs that do not require grad are used but not checked"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -25,6 +25,12 @@ MUTANTS = [
         "grad = grad.sum(axis=stretched, keepdims=True)",
         "grad = grad.sum(axis=stretched)",
     ),
+    # a gradient whose shape cannot belong to the input handed back as it is, without a ShapeError.
+    (
+        "autograd_unbroadcast",
+        "    if grad.shape != shape:\n        raise ShapeError(",
+        "    if False:\n        raise ShapeError(",
+    ),
     # constants walked as if they were part of the graph.
     (
         "autograd_toposort",
@@ -142,6 +148,12 @@ MUTANTS = [
         "autograd_gradcheck",
         "v = xp.asarray(np.random.default_rng(seed).standard_normal(out.shape))",
         "v = xp.ones(out.shape)",
+    ),
+    # inputs that do not require grad checked too: a constant has no gradient to compare.
+    (
+        "autograd_gradcheck",
+        "checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]",
+        "checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor)]",
     ),
     # any floating dtype accepted: float32 differences are too coarse to judge a gradient.
     (
