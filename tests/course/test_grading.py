@@ -576,3 +576,22 @@ def test_each_submission_draws_its_own_hidden_inputs_and_the_same_one_the_same_a
     assert len({ada, submission_inputs("ada", changed), submission_inputs("bo", notebook)}) == 3
     seeds = {seed_for("key", who, "00_demo", "demo_relu") for who in (ada, submission_inputs("ada", changed))}
     assert len(seeds) == 2
+
+
+def test_a_test_cell_the_student_changed_is_put_back_and_the_verdict_says_so(demo_module, tree):
+    wrong = copy.deepcopy(instructor_notebook(demo_module))
+    for cell in wrong.cells:
+        cell.source = cell.source.replace("return np.maximum(x, 0)", "return x")
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "demo_relu":
+            cell.source = "assert relu(2.0) == 2.0  # the one I pass"
+    square, relu = grade(wrong, demo_module, tree, timeout=30).cells
+    assert relu.points == 0 and relu.error.endswith(
+        "(the test cell `demo_relu` was changed in your notebook: grading ran the course's own)"
+    ), relu.error
+    assert square.passed and square.error is None
+    untouched = copy.deepcopy(wrong)  # the release's own copy of the cell: nothing to say
+    released = student_notebook(instructor_notebook(demo_module), "demo")
+    for cell, given in zip(untouched.cells, released.cells):
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            cell.source = given.source
+    assert "was changed" not in grade(untouched, demo_module, tree, timeout=30).cells[1].error

@@ -35,6 +35,7 @@ from tinyflo.course.scenarios import (
     build_task,
     names_read,
     pure_helpers,
+    visible_source,
 )
 from tinyflo.course.source import CourseError, Module
 from tinyflo.course.verdicts import BadValue, Helpers, decide, reference_values, student_values
@@ -509,9 +510,11 @@ def score(
     timeout: int,
     module: str = "",
     deleted: frozenset[str] = frozenset(),
+    edited: frozenset[str] = frozenset(),
 ) -> list[CellScore]:
     """Every task's points and, where some were lost, why, from the two runs' records
-    (`deleted`: solution cells the submission lacked, graded as their stubs)."""
+    (`deleted`: solution cells the submission lacked, graded as their stubs; `edited`: test
+    cells the submission changed, graded as the course wrote them)."""
     helpers = Helpers(scenarios.helpers)
     problems, looped = _code_problems(student, named, timeout, deleted)
     scores = []
@@ -548,6 +551,8 @@ def score(
             failure = f"{failure} — {stopped}"
         if failure is not None and cell.task in problems:
             failure = f"{problems[cell.task]}; {failure}"
+        if failure is not None and cell.name in edited:
+            failure += f" (the test cell `{cell.name}` was changed in your notebook: grading ran the course's own)"
         maximum = points[cell.task]
         scores.append(CellScore(cell.task, 0.0 if failure else maximum, maximum, failure))
     return scores
@@ -612,8 +617,25 @@ def grade(
     deleted = frozenset(_nbgrader(cell)["grade_id"] for cell in source.cells
                         if _is_solution(cell) and _nbgrader(cell).get("grade_id") not in answered)
     return GradeReport(
-        tuple(score(named, points, scenarios, record, reference_record, timeout, module.relpath(), deleted)),
+        tuple(score(named, points, scenarios, record, reference_record, timeout, module.relpath(), deleted,
+                    _edited_tests(submission, source))),
         sandboxed,
+    )
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip().splitlines() if line.strip()]
+
+
+def _edited_tests(submission: Any, source: Any) -> frozenset[str]:
+    """Grade cells the submission holds changed from what the release gave (their visible
+    lines; the hidden region is in no notebook)."""
+    given = {_nbgrader(cell).get("grade_id"): _lines(visible_source(cell.source))
+             for cell in source.cells if _nbgrader(cell).get("grade")}
+    return frozenset(
+        grade_id for cell in submission.cells
+        if (grade_id := _nbgrader(cell).get("grade_id")) in given
+        and _lines(visible_source(cell.source)) != given[grade_id]
     )
 
 
