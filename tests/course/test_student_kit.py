@@ -109,6 +109,7 @@ def test_the_kits_readme_makes_and_activates_the_environment_it_installs_into(tm
     """The README's first lines, run as written in bash (all but the install, which needs PyPI):
     afterwards `python` and `pip` are the environment's own."""
     readme = kit_readme("tinyflo-0.1.0-py3-none-any.whl")
+    assert "tinyflo module reset 01" in readme and "needs those completed first" in readme
     commands = [line.strip().split("  #")[0] for line in readme.splitlines() if line.startswith("    ")]
     install = next(i for i, line in enumerate(commands) if line.startswith("pip install"))
     assert install > 0 and any("activate" in line for line in commands[:install])
@@ -138,6 +139,11 @@ def test_the_student_loop_runs_from_the_kit(kit, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     own = home / "workspace" / "package" / "tinyflo" / "core" / "tensor.py"
     assert own.is_file()
+    # `module list` says which earlier modules each one still waits for.
+    listed = _tinyflo(site, home, "module", "list").stdout.splitlines()
+    row = {line.split()[0]: line for line in listed if line.startswith("  ")}
+    assert "runs on your code" not in row["01"] + row["02"], listed
+    assert row["05"].endswith("(runs on your code of modules before it: complete 02-04 first)"), listed
     # Module 02 grades on the student's module 01, not on the kit's stubs.
     assert _tinyflo(site, home, "module", "start", "02").returncode == 0
     write_notebook(

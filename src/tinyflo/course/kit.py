@@ -421,13 +421,21 @@ def kit_readme(wheel: str) -> str:
         "    jupyter lab workspace/         # fill in the YOUR CODE HERE cells\n"
         "    tinyflo module test 01         # runs the tests you can see, points per task\n"
         "    tinyflo module complete 01     # tests, then makes your code the package's\n"
+        "    tinyflo module reset 01        # a fresh notebook (yours is backed up first)\n"
         "    TINYFLO_WORKSPACE=$PWD/workspace tinyflo milestone run perceptron\n\n"
+        "Modules build on each other, in order: module 05 runs on your code of modules\n"
+        "01 to 04, so `tinyflo module test 05` needs those completed first\n"
+        "(`tinyflo module complete 01`, then 02, ...). `tinyflo module list` says, for each\n"
+        "module, which earlier ones it still waits for.\n\n"
         "The package in this kit has every graded part of every module left for you to\n"
         "write, exactly as in the notebooks: later modules and milestones run on the\n"
         "modules you completed (`export TINYFLO_WORKSPACE=$PWD/workspace`).\n"
         "`tinyflo module test` runs the visible tests only; your instructor grades your\n"
         "notebook with hidden checks as well, in a sandbox where the modules from the one\n"
-        "being graded on are empty, so your own code is what earns the points.\n"
+        "being graded on are empty, so your own code is what earns the points. Each task's\n"
+        "text lists what those hidden checks enforce, under *Checked when graded*, and\n"
+        "their inputs are drawn for your submission alone. Tests you change in your\n"
+        "notebook are put back when it is graded.\n"
     )
 
 

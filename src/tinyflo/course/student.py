@@ -281,8 +281,21 @@ def _list(workspace: Path, modules: list[Module], flag: str = "") -> int:
     width = max((len(module.name) for module in modules), default=6)
     for module in modules:
         status = progress.status(module, notebook_path(workspace, module))
-        print(f"  {module.number:02d}  {module.name:<{width}}  {status}")
+        waits = _not_completed(workspace, module, modules)
+        needs = f"  (runs on your code of modules before it: complete {_ranges(waits)} first)" if waits else ""
+        print(f"  {module.number:02d}  {module.name:<{width}}  {status}{needs}")
     return 0
+
+
+def _ranges(modules: list[Module]) -> str:
+    """`01-04, 06`: module numbers, runs of consecutive ones joined."""
+    runs: list[list[int]] = []
+    for number in sorted(module.number for module in modules):
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ", ".join(f"{run[0]:02d}" if len(run) == 1 else f"{run[0]:02d}-{run[-1]:02d}" for run in runs)
 
 
 def run(args: argparse.Namespace) -> int:
