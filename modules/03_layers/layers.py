@@ -482,7 +482,7 @@ except ValueError as err:
     assert "fast" in str(err), f"the ValueError should name the unknown approximation; got: {err}"
 ### END HIDDEN TESTS
 
-# %% [markdown]
+# %% [markdown] tinyflo={"given_after": "layers_gelu"}
 # GELU's tanh form runs in every block of a GPT, on its widest activations
 # (4 × the channels). Written as above, each `*` and `+` allocates a new
 # array, and backward makes about a dozen. The given `GeluTanhFn` computes
@@ -492,7 +492,7 @@ except ValueError as err:
 # yours. The tests check both forms against each other, PyTorch and central
 # differences.
 
-# %%
+# %% tinyflo={"given_after": "layers_gelu"}
 #| export
 GELU_BLOCK = 1 << 16  # elements per block on the CPU: every pass over a block finds it in the core's cache
 

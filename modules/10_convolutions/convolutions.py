@@ -613,7 +613,7 @@ assert np.allclose(conv2d(Tensor(_rs_x), Tensor(_rs_w), Tensor(_rs_bias), paddin
                    conv2d_loops(_rs_x, _rs_w, _rs_bias, 1, 1)), "conv2d agrees with the definition on random inputs"
 ### END HIDDEN TESTS
 
-# %% [markdown]
+# %% [markdown] tinyflo={"given_after": "conv_conv2d"}
 # ### Given: the same convolution, laid out for one large GEMM
 #
 # Your `Conv2dFn` runs one small GEMM per image. On LeNet's second
@@ -651,7 +651,7 @@ assert np.allclose(conv2d(Tensor(_rs_x), Tensor(_rs_w), Tensor(_rs_bias), paddin
 # 128 the two threads of the development machine take about 0.75× the
 # time of one.
 
-# %%
+# %% tinyflo={"given_after": "conv_conv2d"}
 #| export
 Conv2dUnfoldFn = Conv2dFn  # the readable, per-image form graded above: the reference the fast one must equal
 BATCH_LAST_POSITIONS = 256  # up to this many output positions per image, the batch goes last (one GEMM)
@@ -799,11 +799,11 @@ def _fold_last(dcols: Any, input_shape: tuple[int, ...], kernel: tuple[int, int]
     return xp.ascontiguousarray(out[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2))
 
 
-# %% [markdown]
+# %% [markdown] tinyflo={"given_after": "conv_conv2d"}
 # The two layouts compute the same numbers (up to the order of float
 # additions):
 
-# %%
+# %% tinyflo={"given_after": "conv_conv2d"}
 _rng = np.random.default_rng(5)
 _x, _w, _b = (Tensor(_rng.standard_normal(s), requires_grad=True) for s in ((3, 4, 9, 7), (6, 2, 3, 2), (6,)))
 _grads = []
@@ -1122,7 +1122,7 @@ except TypeError as err:
     assert "bool" in str(err), f"the error names the bool input; got {err}"
 ### END HIDDEN TESTS
 
-# %% [markdown]
+# %% [markdown] tinyflo={"given_after": "conv_max_pool"}
 # ### Given: max pooling's backward when the windows tile the image
 #
 # LeNet pools with kernel 2 and stride 2: the windows do not overlap, no
@@ -1136,7 +1136,7 @@ except TypeError as err:
 # "taken" array. Other geometries (overlapping windows, padding, dilation)
 # keep your backward; your class stays available as `MaxPool2dWindowsFn`.
 
-# %%
+# %% tinyflo={"given_after": "conv_max_pool"}
 #| export
 MaxPool2dWindowsFn = MaxPool2dFn  # the general form graded above: the reference the fast one must equal
 
@@ -1230,7 +1230,7 @@ class MaxPool2dFn(MaxPool2dWindowsFn):
         return dx
 
 
-# %%
+# %% tinyflo={"given_after": "conv_max_pool"}
 _x = Tensor(np.random.default_rng(6).integers(0, 3, (2, 3, 9, 8)).astype(np.float32), requires_grad=True)
 _grads = []
 for _kernel in ((2, 3), (2, 2)):

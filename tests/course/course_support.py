@@ -269,7 +269,46 @@ def _submissions(module: Module, root: Path) -> tuple[dict[str, Path | None], st
         MUTANT_TASKS[(module.slug, student)] = mutant.task
     if not mutants:
         error = f"no seeded mutant for {module.slug}: add one to tests/course/mutants.py"
+    for task, notebook in given_pasted(module).items():
+        student = f"{GIVEN}{task}"
+        files[student] = root / f"{student}.ipynb"
+        write_notebook(notebook, files[student])
+        MUTANT_TASKS[(module.slug, student)] = task
     return files, error
+
+
+GIVEN = "given_in_"  # a blank release with every given cell pasted into one task's code cell
+
+
+def given_pasted(module: Module) -> dict[str, Any]:
+    """For each task, the blank release with every given code cell of the release pasted into the
+    task's first code cell (each run on its own, its errors ignored): what the release gives
+    must not solve any task while it is open."""
+    release = student_notebook(grading_notebook(module), module.name)
+    given = [
+        cell.source for cell in release.cells
+        if cell.cell_type == "code" and not cell.metadata.get("nbgrader", {}).get("solution")
+        and not cell.metadata.get("nbgrader", {}).get("grade")
+    ]
+    paste = "\n".join([
+        f"for _given in {given!r}:",
+        "    try:",
+        "        exec(compile(_given, '<given>', 'exec'), globals())",
+        "    except Exception:",
+        "        pass",
+    ])
+    pasted = {}
+    for cell in release.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("solution") and not meta.get("grade") and grade_id.endswith("_code"):
+            task = grade_id[: -len("_code")]
+            notebook = copy.deepcopy(release)
+            for target in notebook.cells:
+                if target.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+                    target.source = paste
+            pasted[task] = notebook
+    return pasted
 
 
 def _instructor_pipeline(
@@ -293,8 +332,8 @@ def _instructor_pipeline(
             continue
         proof.nbgrader_release = release
         for student, path in files[slug].items():
-            if student.startswith("mutant") and student != "mutant":
-                continue  # every mutant goes through the student loop; nbgrader takes the first
+            if _engine_only(student):
+                continue  # every mutant goes through the engine; nbgrader takes the first
             target = course / "submitted" / student / slug / release.name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path or release, target)
@@ -331,6 +370,12 @@ def call_cli(*args: str) -> tuple[int, str]:
 
 
 LOOP_WORKERS = 2  # `module test` and engine runs at a time
+
+
+def _engine_only(student: str) -> bool:
+    """Graded by the engine alone, as far as the task it is about, on the shared mutant seeds:
+    every mutant but the first, and each paste of the given cells."""
+    return (student.startswith("mutant") and student != "mutant") or student.startswith(GIVEN)
 _NBGRADER_ONLY = {f"cheat_{cheat}" for cheat in CHEATS if cheat not in LOOP_CHEATS}
 # nbgrader's grading step is the engine, with the same student and key: a cheat is graded there
 # (and by the loop, for LOOP_CHEATS), not a second time by calling the engine directly. The
@@ -345,7 +390,7 @@ def _student_pipeline(root: Path, modules_dir: Path, proofs: dict[str, ModulePro
     jobs = []
     for slug, proof in proofs.items():
         for student, path in files[slug].items():
-            if student.startswith("mutant") or student in _NBGRADER_ONLY:
+            if student.startswith("mutant") or student.startswith(GIVEN) or student in _NBGRADER_ONLY:
                 continue  # the engine grades mutants with the hidden checks (`_engine`)
             workspace = root / "workspaces" / slug / student
             common = ["--workspace", str(workspace), "--modules", str(modules_dir)]
@@ -396,7 +441,7 @@ def _engine(modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
             if path is not None
             else student_notebook(grading_notebook(module), module.name)
         )
-        seeds_of = MUTANT_SEEDS if student.startswith("mutant") else student
+        seeds_of = MUTANT_SEEDS if student.startswith(("mutant", GIVEN)) else student
         try:
             report = grade(
                 notebook,
@@ -418,7 +463,7 @@ def _engine(modules_dir: Path, proofs: dict[str, ModuleProof], files) -> None:
         outcome.engine_errors = {cell.grade_id: cell.error for cell in report.cells}
 
     # Mutants share one reference run per module: grade one first, then the rest.
-    first = [job for job in jobs if job[3] == "mutant" or not job[3].startswith("mutant")]
+    first = [job for job in jobs if not _engine_only(job[3])]
     rest = [job for job in jobs if job not in first]
     with ThreadPoolExecutor(max_workers=LOOP_WORKERS) as pool:
         list(pool.map(one, first))

@@ -216,7 +216,7 @@ def test_a_second_release_says_the_module_was_already_released_and_nothing_chang
 
     monkeypatch.setattr(instructor, "nbgrader", nbgrader)
     monkeypatch.setattr(instructor, "_require_built", lambda course_dir, chosen: None)
-    monkeypatch.setattr(instructor, "build_student_kit", lambda folder, modules: folder / "rebuilt.whl")
+    monkeypatch.setattr(instructor, "build_student_kit", lambda folder, modules, delivered: folder / "rebuilt.whl")
     when = "first"
     instructor.release(course, modules)
     assert capsys.readouterr().out == (f"released 00_demo: {release}\n"
@@ -230,3 +230,12 @@ def test_a_second_release_says_the_module_was_already_released_and_nothing_chang
     instructor.release(course, modules, "00")
     assert "00_demo was already released" in capsys.readouterr().out
     assert [said for _, said in runs] == [False] * 3, "nbgrader's own skip line is not repeated"
+    # Once a module closes, releasing again rebuilds the kit with its fast forms, and says so.
+    monkeypatch.setattr(instructor, "_closed_fast_forms", lambda course_dir, modules: frozenset({"00_demo"}))
+    instructor.release(course, modules)
+    said = capsys.readouterr().out
+    assert f"student kit: {course / 'kit' / 'rebuilt.whl'}" in said and (
+        "the kit now carries the fast forms of 00_demo: students who reinstall it and run "
+        "`tinyflo module complete` again get them") in said, said
+    instructor.release(course, modules)
+    assert "left as it was" in capsys.readouterr().out

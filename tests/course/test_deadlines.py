@@ -371,3 +371,41 @@ def test_a_mistake_in_course_toml_stops_autograde_before_any_grading(tmp_path):
         "got 'ten%'\n"
     )
     assert not (course / "autograded").exists()
+
+
+@pytest.mark.parametrize(
+    ("late", "closed"),
+    [
+        ('[late]\npenalty = "zero"\n', "2026-09-20T03:59:00+00:00"),  # the last extension
+        ('[late]\npenalty = "30% per day"\n', "2026-09-24T03:59:00+00:00"),  # 4 days on: worth 0
+        ('[late]\npenalty = "none"\n', None),  # late work is never worth nothing
+        ("", None),  # no [late]: no penalty
+    ],
+)
+def test_a_module_is_closed_once_no_submission_can_earn_its_points(tmp_path, late, closed):
+    from tinyflo.course.semester import closed_from
+
+    semester = _read(tmp_path, f'[deadlines]\n"00" = {DUE}\n[extensions.ada]\n"00" = 2026-09-19T23:59:00-04:00\n{late}')
+    when = closed_from(semester, "00_demo")
+    assert (when and when.astimezone(timezone.utc).isoformat()) == closed
+    assert closed_from(_read(tmp_path, late), "00_demo") is None, "no due date: never closed"
+
+
+def test_the_kit_carries_a_modules_fast_forms_only_once_it_is_closed(tmp_path, capsys):
+    """`course release` (the kit) says which modules keep their fast forms withheld and until
+    when; a module whose last submission can earn nothing any more has them in the kit."""
+    from tinyflo.course.instructor import _closed_fast_forms
+
+    modules = discover_modules(Path(__file__).resolve().parents[2] / "modules")
+    past = (datetime.now(timezone.utc) - timedelta(days=30)).isoformat(timespec="seconds")
+    soon = (datetime.now(timezone.utc) + timedelta(days=3)).isoformat(timespec="seconds")
+    (tmp_path / COURSE_FILE).write_text(
+        f'[deadlines]\n"10" = {past}\n"03" = {soon}\n[late]\npenalty = "zero"\n'
+    )
+    assert _closed_fast_forms(tmp_path, modules) == {"10_convolutions"}
+    said = capsys.readouterr().out
+    assert "10_convolutions: the given fast forms of `conv_conv2d`, `conv_max_pool` are in the kit" in said
+    assert f"03_layers: the fast forms of `layers_gelu` are withheld until {soon}" in said, said
+    (tmp_path / COURSE_FILE).write_text(f'[deadlines]\n"10" = {past}\n')
+    assert _closed_fast_forms(tmp_path, modules) == frozenset()
+    assert "until course.toml gives the module a due date and a late penalty that ends" in capsys.readouterr().out

@@ -15,6 +15,7 @@ import pytest
 from course_support import (
     CHEAT_ROWS,
     CHEATS,
+    GIVEN,
     LOOP_CHEATS,
     MUTATION_ROWS,
     ModuleProof,
@@ -118,6 +119,19 @@ def _seeded_mutants_lose_points(proof, record_property):
     )
 
 
+def _given_code_solves_no_task(proof, record_property):
+    """Nothing a student gets solves a task while it is open: every given code cell of the
+    release, pasted into a task's code cell of the blank release, earns that task nothing (the
+    fast forms of a task's code are withheld: see tinyflo.course.notebooks.withheld_task)."""
+    pasted = [student for student in proof.students if student.startswith(GIVEN)]
+    assert pasted, f"{proof.module.slug}: no task to paste the given cells into"
+    solved = sorted(
+        proof.mutant_tasks[student] for student in pasted
+        if _outcome(proof, student, nbgrader=False, loop=False).engine[proof.mutant_tasks[student]] > 0
+    )
+    assert not solved, f"given cells of {proof.module.slug}'s release earn points in tasks {solved}"
+
+
 def _nbgrader_and_the_engine_agree(proof, record_property):
     """nbgrader's pipeline (tinyflo's grading step) and the engine called directly give the
     same points, cell by cell, for the same student and course key."""
@@ -166,7 +180,7 @@ def _no_hidden_line_reaches_the_student(proof, record_property):
     }
     assert hidden, f"{proof.module.slug} has no hidden checks"
     for student in proof.students:
-        looped = not student.startswith("mutant") and (
+        looped = not student.startswith(("mutant", GIVEN)) and (
             not student.startswith("cheat_") or student[len("cheat_") :] in LOOP_CHEATS
         )
         outcome = _outcome(proof, student, nbgrader=False, loop=looped,
@@ -187,6 +201,7 @@ PROOFS = (
     _untouched_release_scores_zero,
     _reference_scores_full_points,
     _seeded_mutants_lose_points,
+    _given_code_solves_no_task,
     _nbgrader_and_the_engine_agree,
     _known_cheats_score_zero,
     _no_hidden_line_reaches_the_student,

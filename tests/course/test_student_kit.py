@@ -319,3 +319,26 @@ def test_a_released_notebook_runs_in_chromium(student_lab, browser):
         if e.text.strip("[]: ")
     ]
     assert "[1]:" in prompts, prompts
+
+
+def test_completing_a_module_from_a_kit_that_carries_its_fast_forms_exports_them_with_the_students_code(tmp_path):
+    """A kit built before module 10 closed has no fast forms: the student's completed module has
+    their code only. Rebuilt after it closed, the kit's release carries them, and completing the
+    module again puts them after the student's code, as the package has them."""
+    from tinyflo.course.kit import release_notebook
+    from tinyflo.course.source import discover_modules
+    from tinyflo.course.student import own_code
+
+    conv = next(module for module in MODULES if module.slug == "10_convolutions")
+    answers = instructor_notebook(conv)
+    answers.cells = [c for c in answers.cells if not c.metadata.get("tinyflo", {}).get("given_after")]
+    for delivered in (False, True):
+        kit = tmp_path / str(delivered) / "10_convolutions"
+        write_notebook(release_notebook(conv, delivered), kit / "convolutions.ipynb")
+        released = discover_modules(kit.parent)[0]
+        assert released.released
+        code = own_code(answers, released)
+        assert "class Conv2dFn(Function):" in code and "raise NotImplementedError" not in code  # theirs
+        assert ("class Conv2dFn(Conv2dUnfoldFn):" in code) is delivered
+        assert ("BATCH_LAST_POSITIONS = 256" in code) is delivered, delivered
+        assert ("MaxPool2dWindowsFn = MaxPool2dFn" in code) is delivered

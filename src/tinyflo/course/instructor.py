@@ -231,11 +231,53 @@ def release(
         release_to_exchange(course_dir, root, chosen)
     if spec is None:
         wheels = sorted((course_dir / KIT_DIR).glob("*.whl"))
-        if wheels and all(module.slug in kept for module in chosen):
+        delivered = _closed_fast_forms(course_dir, modules)
+        record = course_dir / KIT_DIR / DELIVERED_FILE
+        carried = set(record.read_text(encoding="utf-8").split()) if record.is_file() else set()
+        if wheels and all(module.slug in kept for module in chosen) and carried == delivered:
             print(f"student kit: {wheels[-1]}, left as it was")
         else:
-            wheel = build_student_kit(course_dir / KIT_DIR, modules)
+            wheel = build_student_kit(course_dir / KIT_DIR, modules, delivered=delivered)
+            partial = record.with_name(f".{record.name}.partial")
+            partial.write_text("".join(f"{slug}\n" for slug in sorted(delivered)), encoding="utf-8")
+            partial.replace(record)
             print(f"student kit: {wheel} (its README.md says how students install it)")
+            if delivered - carried:
+                print(f"the kit now carries the fast forms of {', '.join(sorted(delivered - carried))}: "
+                      "students who reinstall it and run `tinyflo module complete` again get them")
+
+
+DELIVERED_FILE = "fast-forms.txt"  # in the kit folder: the modules whose fast forms the kit carries
+
+
+def _closed_fast_forms(course_dir: Path, modules: list[Module]) -> frozenset[str]:
+    """The modules whose withheld fast forms go into the kit now: those whose every submission
+    is past earning points (course.toml's due dates, extensions and late penalty); one line for
+    each module that keeps them withheld, saying until when."""
+    from datetime import datetime, timezone
+
+    from tinyflo.course.kit import withheld_tasks
+    from tinyflo.course.semester import closed_from
+
+    semester = read_semester(course_dir, modules)
+    now = datetime.now(timezone.utc)
+    delivered = set()
+    for module in modules:
+        tasks = withheld_tasks(module)
+        if not tasks:
+            continue
+        closed = closed_from(semester, module.slug)
+        named = ", ".join(f"`{task}`" for task in tasks)
+        if closed is not None and closed <= now:
+            delivered.add(module.slug)
+            print(f"{module.slug}: the given fast forms of {named} are in the kit (no submission can earn "
+                  "their points any more)")
+        else:
+            until = (f"until {closed.isoformat()}, when late work earns nothing" if closed is not None
+                     else "until course.toml gives the module a due date and a late penalty that ends")
+            print(f"{module.slug}: the fast forms of {named} are withheld {until}: they could stand in "
+                  "for the students' code")
+    return frozenset(delivered)
 
 
 def autograde(

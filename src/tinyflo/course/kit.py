@@ -33,6 +33,7 @@ from tinyflo.course.notebooks import (
     instructor_notebook,
     notebook_cells,
     student_notebook,
+    withheld_task,
 )
 from tinyflo.course.sandbox import PACKAGE_DIR, hollow
 from tinyflo.course.source import CourseError, Module, make_folder
@@ -54,24 +55,31 @@ def reference_source(module: Module) -> str:
 
 
 @lru_cache(maxsize=64)
-def _stub_source(path: Path, text: str, module: Module) -> str:
-    return render_module(notebook_cells(release_notebook(module)), module.relpath())
+def _stub_source(path: Path, text: str, module: Module, delivered: bool) -> str:
+    return render_module(notebook_cells(release_notebook(module, delivered)), module.relpath())
 
 
-def release_notebook(module: Module) -> Any:
-    """The notebook a student gets: solutions replaced by stubs, no hidden checks, cells locked.
+def release_notebook(module: Module, delivered: bool = False) -> Any:
+    """The notebook a student gets: solutions replaced by stubs, no hidden checks, cells locked,
+    and no fast form of a task's code unless `delivered` (see notebooks.withheld_task).
 
     A student kit's module is already its release (nbgrader's steps must not run on it again:
     they would turn each solution cell, whose markers are gone, into a bare stub).
     """
     if module.released:
         return instructor_notebook(module)
-    return student_notebook(grading_notebook(module), module.name)
+    return student_notebook(grading_notebook(module, delivered), module.name)
 
 
-def stub_source(module: Module) -> str:
+def stub_source(module: Module, delivered: bool = False) -> str:
     """The module's exported code as the release has it: every solution region a stub."""
-    return _stub_source(module.path, module.path.read_text("utf-8"), module)
+    return _stub_source(module.path, module.path.read_text("utf-8"), module, delivered)
+
+
+def withheld_tasks(module: Module) -> list[str]:
+    """The tasks of `module` whose fast forms the course withholds until they are closed."""
+    return list(dict.fromkeys(task for cell in instructor_notebook(module).cells
+                              if (task := withheld_task(cell)) is not None))
 
 
 def _copy_handwritten(target: Path) -> None:
@@ -439,8 +447,12 @@ def kit_readme(wheel: str) -> str:
     )
 
 
-def build_student_kit(out: Path, modules: list[Module], version: str | None = None) -> Path:
-    """Build the student kit into `out` (replaced): the stub wheel and its README; the wheel."""
+def build_student_kit(out: Path, modules: list[Module], version: str | None = None,
+                      delivered: frozenset[str] = frozenset()) -> Path:
+    """Build the student kit into `out` (replaced): the stub wheel and its README; the wheel.
+
+    `delivered`: the modules whose withheld fast forms it carries (every task of theirs is
+    closed: no submission can earn its points any more)."""
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import version as installed_version
 
@@ -459,8 +471,8 @@ def build_student_kit(out: Path, modules: list[Module], version: str | None = No
             produced.append((dotted, module.relpath()))
             path = target_path(package, dotted)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(stub_source(module), encoding="utf-8")
-            release = release_notebook(module)
+            path.write_text(stub_source(module, module.slug in delivered), encoding="utf-8")
+            release = release_notebook(module, module.slug in delivered)
             folder = package / "course" / "release" / module.slug
             write_notebook(release, folder / module.path.with_suffix(".ipynb").name)
             _write_expected(folder, modules, module)

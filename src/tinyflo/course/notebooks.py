@@ -115,8 +115,9 @@ def _fold_long_given(cells: list[Any], nbformat: Any) -> list[Any]:
     folded = []
     for position, cell in enumerate(cells):
         if _is_given_code(cell) and cell.source.count("\n") + 1 > LONG_GIVEN:
+            withheld = {key: value for key, value in cell.metadata.get("tinyflo", {}).items() if key == GIVEN_AFTER}
             note = nbformat.v4.new_markdown_cell(_given_note(cell, cells[position + 1 :]),
-                                                 metadata={"tinyflo": {"given_note": True}})
+                                                 metadata={"tinyflo": {"given_note": True, **withheld}})
             note.id = f"{cell.id}-given"
             folded.append(note)
             cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
@@ -233,10 +234,22 @@ GRADING_NOTE = (
 )
 
 
+GIVEN_AFTER = "given_after"  # a cell's `tinyflo` metadata: withheld until that task is closed
+
+
+def withheld_task(cell: Any) -> str | None:
+    """The task a cell is a fast form of, when the course withholds it until that task is closed
+    (`# %% tinyflo={"given_after": "conv_conv2d"}`): it could stand in for the student's code."""
+    task = (cell.get("metadata") or {}).get("tinyflo", {}).get(GIVEN_AFTER)
+    return task if isinstance(task, str) and task else None
+
+
 @lru_cache(maxsize=64)
-def _grading_notebook(path: Path, text: str, module: Module) -> Any:
+def _grading_notebook(path: Path, text: str, module: Module, delivered: bool) -> Any:
     nbformat = require("nbformat")
     notebook = instructor_notebook(module)
+    if not delivered:  # a fast form of a task's code reaches no release, no kit, no grading run
+        notebook.cells = [cell for cell in notebook.cells if withheld_task(cell) is None]
     if not module.released:  # a kit's release has the note already
         note = nbformat.v4.new_markdown_cell(GRADING_NOTE)
         note.id = "grading-note"
@@ -253,7 +266,9 @@ def _grading_notebook(path: Path, text: str, module: Module) -> Any:
     return notebook
 
 
-def grading_notebook(module: Module) -> Any:
-    """The instructor's notebook with each hidden region replaced by a placeholder line."""
-    notebook = _grading_notebook(module.path, module.path.read_text("utf-8"), module)
+def grading_notebook(module: Module, delivered: bool = False) -> Any:
+    """The instructor's notebook with each hidden region replaced by a placeholder line, and
+    without the cells withheld until their task is closed (`withheld_task`), unless
+    `delivered` (a kit built after every such task of the module closed)."""
+    notebook = _grading_notebook(module.path, module.path.read_text("utf-8"), module, delivered)
     return copy.deepcopy(notebook)

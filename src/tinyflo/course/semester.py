@@ -16,7 +16,7 @@ import re
 import sys
 import warnings
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
 from tinyflo.course.nbgrader_run import COURSE_ID
@@ -198,6 +198,20 @@ def late_points(penalty: str, score: float, seconds_late: float) -> float | None
         return score
     percent = float(penalty.split("%", 1)[0])
     return min(score, score * percent * math.ceil(seconds_late / DAY) / 100)
+
+
+def closed_from(semester: Semester, slug: str) -> datetime | None:
+    """When no submission of the module can earn points any more: its last due date (every
+    extension's included), and with "N% per day" the day late work is worth nothing. None when
+    that never comes: no due date, or late work kept without penalty ("none")."""
+    if slug not in semester.deadlines or semester.late == "none":
+        return None
+    last = max([semester.deadlines[slug], *(due for (_, module), due in semester.extensions.items()
+                                              if module == slug)])
+    if semester.late == "zero":
+        return last
+    percent = float(semester.late.split("%", 1)[0])
+    return last + timedelta(days=math.ceil(100 / percent))
 
 
 def _utc(when: datetime | None) -> datetime | None:

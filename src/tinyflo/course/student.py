@@ -25,7 +25,13 @@ from pathlib import Path
 
 from tinyflo import environment, milestones
 from tinyflo.course.export import default_exp, render_module, target_path
-from tinyflo.course.grading import DEFAULT_TIMEOUT, GradeReport, grade, visible_reference
+from tinyflo.course.grading import (
+    DEFAULT_TIMEOUT,
+    GradeReport,
+    grade,
+    restore_locked_cells,
+    visible_reference,
+)
 from tinyflo.course.kit import cached_tree, reference_source, release_notebook
 from tinyflo.course.notebooks import (
     notebook_cells,
@@ -248,18 +254,25 @@ def _test(workspace: Path, module: Module, modules: list[Module], args, flag: st
     return 0
 
 
+def own_code(notebook, module: Module, flag: str = "") -> str:
+    """The package file `module complete` writes: the course's cells as the release has them now
+    (a kit built once the module closed carries the given fast forms of its tasks), with the
+    student's answers from `notebook` in them."""
+    mine = restore_locked_cells(notebook, release_notebook(module))
+    return render_module(
+        notebook_cells(mine),
+        f"{module.slug}/{module.name}.ipynb",
+        command="tinyflo module complete",
+        advice=f"edit your notebook and run `{_command('complete', module, flag)}`",
+    )
+
+
 def _complete(workspace: Path, module: Module, modules: list[Module], args, flag: str = "") -> int:
     report = grade_module(workspace, module, modules, True, args.timeout, args.sandboxed, flag)
     if not report.full_marks:
         print(f"{module.slug} is not complete: every grade cell must pass first")
         return 1
-    origin = f"{module.slug}/{module.name}.ipynb"
-    text = render_module(
-        notebook_cells(read_notebook(notebook_path(workspace, module))),
-        origin,
-        command="tinyflo module complete",
-        advice=f"edit your notebook and run `{_command('complete', module, flag)}`",
-    )
+    text = own_code(read_notebook(notebook_path(workspace, module)), module, flag)
     target = _own_code(workspace, module)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8", newline="\n")
