@@ -22,14 +22,14 @@
 # This module builds the engine that applies it — the part of a framework
 # that is the same for every op:
 #
-# | task | what |
-# |---|---|
-# | `autograd_unbroadcast` | sum a gradient back down to the shape of an input that was broadcast |
-# | `autograd_toposort` | order the graph so each node comes after everything it feeds |
-# | `autograd_accumulate` | add a leaf's gradient into its `.grad`, never sharing an array with another leaf |
-# | `autograd_backward` | walk that order, call each node's `backward`, sum the gradients, free the graph |
-# | `autograd_grad_mode` | `no_grad()` / `enable_grad()`: switch recording off and on |
-# | `autograd_gradcheck` | compare any op's `backward` with float64 central differences |
+# | task | points | what |
+# |---|---|---|
+# | `autograd_unbroadcast` | 2 | sum a gradient back down to the shape of an input that was broadcast |
+# | `autograd_toposort` | 2 | order the graph so each node comes after everything it feeds |
+# | `autograd_accumulate` | 1 | add a leaf's gradient into its `.grad`, never sharing an array with another leaf |
+# | `autograd_backward` | 3 | walk that order, call each node's `backward`, sum the gradients, free the graph |
+# | `autograd_grad_mode` | 2 | `no_grad()` / `enable_grad()`: switch recording off and on |
+# | `autograd_gradcheck` | 3 | compare any op's `backward` with float64 central differences |
 #
 # Module 01 cannot import this module (a module imports only the ones before
 # it), so it keeps a slot for the engine: `Tensor.backward()` runs whatever

@@ -24,24 +24,24 @@
 # This module builds the layer library every later module and milestone
 # uses, with PyTorch's names and defaults so your skills transfer:
 #
-# | task | what |
-# |---|---|
-# | `layers_elu`, `layers_softplus`, `layers_gelu` | three activations as graph nodes, each with its own backward |
-# | `layers_activations` | ReLU's other relatives, built from tensor ops |
-# | `layers_softmax` | `softmax` and `log_softmax` that stay finite for logits of ±10⁴ |
-# | `layers_module` | `Module`: `self.name = value` registers parameters, buffers and sub-modules |
-# | `layers_module_walk` | qualified names: `named_modules()`, `named_parameters()`, `named_buffers()` |
-# | `layers_module_train` | `train()` / `eval()` through the whole tree |
-# | `layers_module_to` | `to()`: move and cast a model in place |
-# | `layers_state_dict` | `state_dict()`: the model's state by name |
-# | `layers_load_state_dict` | `load_state_dict()` with errors that name keys and shapes |
-# | `layers_init_fans`, `layers_init` | fans, gains, and the variance-scaling initializers of `torch.nn.init` |
-# | `layers_orthogonal`, `layers_trunc_normal` | two more initializers, seeded through `tinyflo.manual_seed` |
-# | `layers_linear` | `Linear` (PyTorch's default init) as one graph node |
-# | `layers_embedding` | `Embedding`, a lookup table with checked indices |
-# | `layers_dropout` | inverted dropout, reproducible under `manual_seed` |
-# | `layers_layer_norm` | `LayerNorm` |
-# | `layers_batch_norm` | `BatchNorm1d` with running statistics |
+# | task | points | what |
+# |---|---|---|
+# | `layers_elu`, `layers_softplus`, `layers_gelu` | 1 + 1 + 1 | three activations as graph nodes, each with its own backward |
+# | `layers_activations` | 1 | ReLU's other relatives, built from tensor ops |
+# | `layers_softmax` | 2 | `softmax` and `log_softmax` that stay finite for logits of ±10⁴ |
+# | `layers_module` | 2 | `Module`: `self.name = value` registers parameters, buffers and sub-modules |
+# | `layers_module_walk` | 1 | qualified names: `named_modules()`, `named_parameters()`, `named_buffers()` |
+# | `layers_module_train` | 1 | `train()` / `eval()` through the whole tree |
+# | `layers_module_to` | 1 | `to()`: move and cast a model in place |
+# | `layers_state_dict` | 1 | `state_dict()`: the model's state by name |
+# | `layers_load_state_dict` | 2 | `load_state_dict()` with errors that name keys and shapes |
+# | `layers_init_fans`, `layers_init` | 1 + 1 | fans, gains, and the variance-scaling initializers of `torch.nn.init` |
+# | `layers_orthogonal`, `layers_trunc_normal` | 1 + 1 | two more initializers, seeded through `tinyflo.manual_seed` |
+# | `layers_linear` | 2 | `Linear` (PyTorch's default init) as one graph node |
+# | `layers_embedding` | 1 | `Embedding`, a lookup table with checked indices |
+# | `layers_dropout` | 2 | inverted dropout, reproducible under `manual_seed` |
+# | `layers_layer_norm` | 1 | `LayerNorm` |
+# | `layers_batch_norm` | 2 | `BatchNorm1d` with running statistics |
 
 # %%
 #| default_exp core.layers

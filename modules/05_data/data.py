@@ -22,14 +22,14 @@
 # This module builds the data pipeline every later module trains with. Its
 # names are PyTorch's, so the skills transfer:
 #
-# | task | what |
-# |---|---|
-# | `data_rng` | `Rng`: a seeded generator with independent child streams and a saveable state |
-# | `data_datasets` | `Dataset`, `TensorDataset`: arrays that share a first dimension |
-# | `data_subset` | `Subset`: some of a dataset's samples, by index |
-# | `data_random_split` | `random_split`: train / validation subsets by counts or fractions |
-# | `data_collate` | `default_collate`: a list of samples becomes one batch of stacked arrays |
-# | `data_loader` | `DataLoader`: shuffling, batching, `drop_last`, one transfer per batch, resume |
+# | task | points | what |
+# |---|---|---|
+# | `data_rng` | 3 | `Rng`: a seeded generator with independent child streams and a saveable state |
+# | `data_datasets` | 1 | `Dataset`, `TensorDataset`: arrays that share a first dimension |
+# | `data_subset` | 1 | `Subset`: some of a dataset's samples, by index |
+# | `data_random_split` | 2 | `random_split`: train / validation subsets by counts or fractions |
+# | `data_collate` | 2 | `default_collate`: a list of samples becomes one batch of stacked arrays |
+# | `data_loader` | 4 | `DataLoader`: shuffling, batching, `drop_last`, one transfer per batch, resume |
 #
 # The data sets themselves — the 8×8 digits bundled with tinyflo, MNIST,
 # Fashion-MNIST, Tiny Shakespeare and a few synthetic ones — live in the

@@ -35,15 +35,15 @@
 # recorded from PyTorch — but a function of `t` is easier to test, to plot
 # and to resume.
 #
-# | task | what |
-# |---|---|
-# | `schedulers_step` | `StepLR`, `ExponentialLR`: multiply by `gamma` every few steps, or every step |
-# | `schedulers_multistep` | `MultiStepLR`: multiply by `gamma` at chosen milestones |
-# | `schedulers_cosine` | `CosineAnnealing`: half a cosine from the initial lr down to `min_lr` |
-# | `schedulers_warmup` | `Warmup`: a linear ramp that hands over to any schedule |
-# | `schedulers_onecycle` | `OneCycle`: up to the initial lr and far down again, in one cycle |
-# | `schedulers_cyclic` | `CyclicLR`: a triangle wave between the initial lr and a multiple of it |
-# | `schedulers_plateau` | `ReduceLROnPlateau`: cut the rate when the validation metric stalls |
+# | task | points | what |
+# |---|---|---|
+# | `schedulers_step` | 2 | `StepLR`, `ExponentialLR`: multiply by `gamma` every few steps, or every step |
+# | `schedulers_multistep` | 1 | `MultiStepLR`: multiply by `gamma` at chosen milestones |
+# | `schedulers_cosine` | 2 | `CosineAnnealing`: half a cosine from the initial lr down to `min_lr` |
+# | `schedulers_warmup` | 2 | `Warmup`: a linear ramp that hands over to any schedule |
+# | `schedulers_onecycle` | 3 | `OneCycle`: up to the initial lr and far down again, in one cycle |
+# | `schedulers_cyclic` | 2 | `CyclicLR`: a triangle wave between the initial lr and a multiple of it |
+# | `schedulers_plateau` | 3 | `ReduceLROnPlateau`: cut the rate when the validation metric stalls |
 #
 # The names and defaults are PyTorch's (`torch.optim.lr_scheduler`) where the
 # idea is the same, so the skills transfer.

@@ -24,18 +24,18 @@
 # This module builds tinyflo's `Trainer`, a small, readable loop that gets
 # those details right, with PyTorch's names where the concept is the same:
 #
-# | task | what |
-# |---|---|
-# | `training_clip` | `clip_grad_norm` (one reduction, no host sync) and `clip_grad_value` |
-# | `training_trend` | `Trend`: the latest value, mean, least-squares slope, improving / stalled / converged |
-# | `training_step` | `Trainer.train_step`: one optimizer step, with gradient accumulation |
-# | `training_running` | `RunningLoss`: an epoch's loss on the device, read once |
-# | `training_guard` | `Trainer.guard`: no NaN or inf reaches the weights, without a read per batch on a GPU |
-# | `training_rollback` | `Trainer.check_guard`: the interval check and its rollback |
-# | `training_epoch` | `Trainer.train_epoch`: one epoch, the history, the epoch count |
-# | `training_evaluate` | `Trainer.evaluate`: loss and accuracy in eval mode, without a graph |
-# | `training_callbacks` | `EarlyStopping`, `BestModel`, `CheckpointEvery` |
-# | `training_fit` | `Trainer.fit`: epochs, validation, callbacks |
+# | task | points | what |
+# |---|---|---|
+# | `training_clip` | 3 | `clip_grad_norm` (one reduction, no host sync) and `clip_grad_value` |
+# | `training_trend` | 2 | `Trend`: the latest value, mean, least-squares slope, improving / stalled / converged |
+# | `training_step` | 3 | `Trainer.train_step`: one optimizer step, with gradient accumulation |
+# | `training_running` | 2 | `RunningLoss`: an epoch's loss on the device, read once |
+# | `training_guard` | 3 | `Trainer.guard`: no NaN or inf reaches the weights, without a read per batch on a GPU |
+# | `training_rollback` | 2 | `Trainer.check_guard`: the interval check and its rollback |
+# | `training_epoch` | 3 | `Trainer.train_epoch`: one epoch, the history, the epoch count |
+# | `training_evaluate` | 2 | `Trainer.evaluate`: loss and accuracy in eval mode, without a graph |
+# | `training_callbacks` | 2 | `EarlyStopping`, `BestModel`, `CheckpointEvery` |
+# | `training_fit` | 2 | `Trainer.fit`: epochs, validation, callbacks |
 #
 # The Trainer's loop calls a few named hook points; modules 09 (checkpoints),
 # 11 (mixed precision) and 12 (data parallelism) plug into them later, and

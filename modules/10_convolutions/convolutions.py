@@ -25,16 +25,16 @@
 # names, signatures and defaults (NCHW layout: batch, channels, height,
 # width):
 #
-# | task | what |
-# |---|---|
-# | `conv_im2col` | `im2col`: every sliding window as one row of a matrix |
-# | `conv_col2im` | `col2im`: the rows added back onto the image (backward's half) |
-# | `conv_conv2d` | `conv2d` (stride, padding, dilation, groups, bias) as matrix products (GEMMs), forward and backward |
-# | `conv_conv2d_layer` | the `Conv2d` layer: PyTorch's arguments and initialisation |
-# | `conv_max_pool` | `max_pool2d`: a running maximum, the gradient to the first maximum |
-# | `conv_avg_pool` | `avg_pool2d`, with or without the padding in the mean |
-# | `conv_adaptive_avg_pool` | `adaptive_avg_pool2d`: you choose the output size |
-# | `conv_batchnorm` | `BatchNorm2d`: module 03's `BatchNorm1d`, per channel over (N, H, W) |
+# | task | points | what |
+# |---|---|---|
+# | `conv_im2col` | 2 | `im2col`: every sliding window as one row of a matrix |
+# | `conv_col2im` | 2 | `col2im`: the rows added back onto the image (backward's half) |
+# | `conv_conv2d` | 3 | `conv2d` (stride, padding, dilation, groups, bias) as matrix products (GEMMs), forward and backward |
+# | `conv_conv2d_layer` | 1 | the `Conv2d` layer: PyTorch's arguments and initialisation |
+# | `conv_max_pool` | 2 | `max_pool2d`: a running maximum, the gradient to the first maximum |
+# | `conv_avg_pool` | 1 | `avg_pool2d`, with or without the padding in the mean |
+# | `conv_adaptive_avg_pool` | 1 | `adaptive_avg_pool2d`: you choose the output size |
+# | `conv_batchnorm` | 2 | `BatchNorm2d`: module 03's `BatchNorm1d`, per channel over (N, H, W) |
 #
 # At the end, `LeNet5` puts them together, and a systems section counts
 # what a convolution costs.

@@ -29,12 +29,12 @@
 #   the loss by a large factor before backward, divide the gradients by it
 #   before the step, and lower the factor when something overflows.
 #
-# | task | what |
-# |---|---|
-# | `amp_policy` | the policy's `cast_inputs` / `cast_output`: which inputs to cast, to what |
-# | `amp_autocast` | `autocast` as a context manager and a decorator |
-# | `amp_grad_scaler_unscale` | unscale the gradients in place and find inf/NaN, without a sync |
-# | `amp_grad_scaler_update` | the dynamic scale: back off on overflow, grow after a clean stretch |
+# | task | points | what |
+# |---|---|---|
+# | `amp_policy` | 2 | the policy's `cast_inputs` / `cast_output`: which inputs to cast, to what |
+# | `amp_autocast` | 2 | `autocast` as a context manager and a decorator |
+# | `amp_grad_scaler_unscale` | 3 | unscale the gradients in place and find inf/NaN, without a sync |
+# | `amp_grad_scaler_update` | 3 | the dynamic scale: back off on overflow, grow after a clean stretch |
 #
 # The names and defaults are PyTorch's (`torch.autocast`,
 # `torch.amp.GradScaler`), so the skills transfer.

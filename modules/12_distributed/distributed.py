@@ -34,14 +34,14 @@
 # GPU, talking through NVIDIA's NCCL). The training code above them is the
 # same for all three.
 #
-# | task | what |
-# |---|---|
-# | `distributed_reduce_scatter` | the ring's first phase: one chunk per step between neighbours, added up |
-# | `distributed_ring_all_reduce` | the ring's second phase, the all-gather, and the whole all-reduce |
-# | `distributed_shard_bounds` | a contiguous shard of the batch per rank |
-# | `distributed_data_parallel` | all-reduce every gradient, weighted by shard size, as one flat buffer |
-# | `distributed_local_sgd` | average the replicas' parameters, weighted by the samples each has seen |
-# | `distributed_el_che` | ranks of unequal speed: how many local steps each takes between averages |
+# | task | points | what |
+# |---|---|---|
+# | `distributed_reduce_scatter` | 2 | the ring's first phase: one chunk per step between neighbours, added up |
+# | `distributed_ring_all_reduce` | 1 | the ring's second phase, the all-gather, and the whole all-reduce |
+# | `distributed_shard_bounds` | 1 | a contiguous shard of the batch per rank |
+# | `distributed_data_parallel` | 2 | all-reduce every gradient, weighted by shard size, as one flat buffer |
+# | `distributed_local_sgd` | 2 | average the replicas' parameters, weighted by the samples each has seen |
+# | `distributed_el_che` | 2 | ranks of unequal speed: how many local steps each takes between averages |
 
 # %%
 #| default_exp core.distributed
