@@ -63,13 +63,13 @@ class Optimizer:
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         _check_params(type(self).__name__, params)
+        self._flat: dict[int, _FlatGroup] = {}  # index of a group made with flat=True -> its buffer
         name = type(self).__name__
         if isinstance(params, Tensor):
             raise TypeError(f"{name} expects an iterable of Parameters or of dicts; got one {type(params).__name__}")
         self.defaults = dict(defaults)
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[Tensor, dict[str, Any]] = {}
-        self._flat: dict[int, _FlatGroup] = {}
         params = list(params)
         if not params:
             raise ValueError(f"{name} got an empty parameter list; pass model.parameters() or a list of groups")
@@ -104,7 +104,7 @@ class Optimizer:
         group["params"] = params
         self._check(group)
         self.param_groups.append(group)
-        if group.get("flat"):
+        if self.param_groups[-1].get("flat"):  # its parameters move into one buffer (the flat tasks)
             _flatten_group(self, len(self.param_groups) - 1)
 
     def _check(self, group: dict[str, Any]) -> None:
@@ -134,7 +134,7 @@ class Optimizer:
     def step(self) -> None:
         """Update every parameter that requires grad and has one."""
         for index, group in enumerate(self.param_groups):
-            if index in self._flat:
+            if index in self._flat:  # one update of the group's whole buffer (the flat tasks)
                 _flat_step(self, index)
                 continue
             for p in group["params"]:
@@ -466,90 +466,6 @@ class NAdam(Adam):
         p -= (lr * mu_next / (1 - product * mu_next)) * (m / denom)
 
 
-def _host(value: Any) -> Any:
-    """A NumPy copy of an array (from the GPU if need be); other values unchanged."""
-    return to_host(value, copy=True) if is_array(value) else value
-
-
-def _state_dict(opt: Optimizer) -> dict[str, Any]:
-    state: dict[int, dict[str, Any]] = {}
-    groups = []
-    index = 0
-    for group in opt.param_groups:
-        numbers = []
-        for p in group["params"]:
-            if p in opt.state:
-                state[index] = {k: _host(v) for k, v in opt.state[p].items()}
-            numbers.append(index)
-            index += 1
-        groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": numbers})
-    return {"state": state, "param_groups": groups}
-
-
-def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
-    """Every check ``load_state_dict`` makes, without changing anything: a ValueError saying what does not match."""
-    name = type(opt).__name__
-    if not isinstance(state_dict, dict) or not isinstance(state_dict.get("param_groups"), list) \
-            or not isinstance(state_dict.get("state"), dict):
-        raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' (a dict) and 'param_groups' (a list), "
-                         "as state_dict() returns")
-    groups, saved = state_dict["param_groups"], state_dict["state"]
-    if len(groups) != len(opt.param_groups):
-        raise ValueError(f"{name}.load_state_dict: the state has {len(groups)} parameter groups; "
-                         f"this optimizer has {len(opt.param_groups)}")
-    try:
-        saved = {int(k): v for k, v in saved.items()}  # JSON turns the keys into strings
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}.load_state_dict: the state's keys must be parameter numbers; "
-                         f"got {sorted(map(str, saved))[:5]}") from None
-    for i, (mine, theirs) in enumerate(zip(opt.param_groups, groups)):
-        if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), list):
-            raise ValueError(f"{name}.load_state_dict: group {i} of the state is not a dict with a 'params' list")
-        if len(mine["params"]) != len(theirs["params"]):
-            raise ValueError(f"{name}.load_state_dict: group {i} has {len(theirs['params'])} parameters in the state; "
-                             f"{len(mine['params'])} in this optimizer")
-        unknown = set(theirs) - set(mine)
-        if unknown:
-            raise ValueError(f"{name}.load_state_dict: group {i} of the state has hyper-parameter(s) {sorted(unknown)}, "
-                             f"which {name} does not have; was it saved from another optimizer?")
-        merged = {**mine, **{k: _pair(v) for k, v in theirs.items() if k not in ("params", "flat")}}
-        opt._check(merged)
-        for p, number in zip(mine["params"], theirs["params"]):
-            if number not in saved:
-                continue
-            entry, fresh = saved[number], opt._new_state(p.data, merged, p.device.xp)
-            if not isinstance(entry, dict) or set(entry) != set(fresh):
-                keys = sorted(entry) if isinstance(entry, dict) else entry
-                raise ValueError(f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
-                                 f"{keys}; expected {sorted(fresh)}")
-            for key, value in entry.items():
-                if is_array(fresh[key]) and (not is_array(value) or tuple(value.shape) != p.shape):
-                    shape = tuple(value.shape) if is_array(value) else type(value).__name__
-                    raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter {number} (group {i}) has "
-                                     f"shape {shape}; the parameter has shape {p.shape}")
-
-
-def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
-    _validate_state_dict(opt, state_dict)
-    groups = state_dict["param_groups"]
-    saved = {int(k): v for k, v in state_dict["state"].items()}
-    for i, (mine, theirs) in enumerate(zip(opt.param_groups, groups)):
-        for key, value in theirs.items():
-            if key not in ("params", "flat"):
-                mine[key] = tuple(value) if isinstance(value, list) else value
-        if i in opt._flat:
-            _flat_state(opt, i)
-        for p, number in zip(mine["params"], theirs["params"]):
-            if number not in saved:
-                continue
-            state = opt.state.setdefault(p, opt._new_state(p.data, mine, p.device.xp))
-            for key, value in saved[number].items():
-                if is_array(state[key]):
-                    state[key][...] = p.device.xp.asarray(value, dtype=p.dtype)
-                else:
-                    state[key] = value
-
-
 CHUNK = 1 << 17  # numbers per block of a flat NumPy step: 512 KB per array, a block's arrays stay in cache
 
 
@@ -643,3 +559,87 @@ def _flat_step(opt: Optimizer, index: int) -> None:
     flat.state.update(scalars)
     for state in states:
         state.update(scalars)
+
+
+def _host(value: Any) -> Any:
+    """A NumPy copy of an array (from the GPU if need be); other values unchanged."""
+    return to_host(value, copy=True) if is_array(value) else value
+
+
+def _state_dict(opt: Optimizer) -> dict[str, Any]:
+    state: dict[int, dict[str, Any]] = {}
+    groups = []
+    index = 0
+    for group in opt.param_groups:
+        numbers = []
+        for p in group["params"]:
+            if p in opt.state:
+                state[index] = {k: _host(v) for k, v in opt.state[p].items()}
+            numbers.append(index)
+            index += 1
+        groups.append({**{k: v for k, v in group.items() if k != "params"}, "params": numbers})
+    return {"state": state, "param_groups": groups}
+
+
+def _validate_state_dict(opt: Optimizer, state_dict: Any) -> None:
+    """Every check ``load_state_dict`` makes, without changing anything: a ValueError saying what does not match."""
+    name = type(opt).__name__
+    if not isinstance(state_dict, dict) or not isinstance(state_dict.get("param_groups"), list) \
+            or not isinstance(state_dict.get("state"), dict):
+        raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' (a dict) and 'param_groups' (a list), "
+                         "as state_dict() returns")
+    groups, saved = state_dict["param_groups"], state_dict["state"]
+    if len(groups) != len(opt.param_groups):
+        raise ValueError(f"{name}.load_state_dict: the state has {len(groups)} parameter groups; "
+                         f"this optimizer has {len(opt.param_groups)}")
+    try:
+        saved = {int(k): v for k, v in saved.items()}  # JSON turns the keys into strings
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}.load_state_dict: the state's keys must be parameter numbers; "
+                         f"got {sorted(map(str, saved))[:5]}") from None
+    for i, (mine, theirs) in enumerate(zip(opt.param_groups, groups)):
+        if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), list):
+            raise ValueError(f"{name}.load_state_dict: group {i} of the state is not a dict with a 'params' list")
+        if len(mine["params"]) != len(theirs["params"]):
+            raise ValueError(f"{name}.load_state_dict: group {i} has {len(theirs['params'])} parameters in the state; "
+                             f"{len(mine['params'])} in this optimizer")
+        unknown = set(theirs) - set(mine)
+        if unknown:
+            raise ValueError(f"{name}.load_state_dict: group {i} of the state has hyper-parameter(s) {sorted(unknown)}, "
+                             f"which {name} does not have; was it saved from another optimizer?")
+        merged = {**mine, **{k: _pair(v) for k, v in theirs.items() if k not in ("params", "flat")}}
+        opt._check(merged)
+        for p, number in zip(mine["params"], theirs["params"]):
+            if number not in saved:
+                continue
+            entry, fresh = saved[number], opt._new_state(p.data, merged, p.device.xp)
+            if not isinstance(entry, dict) or set(entry) != set(fresh):
+                keys = sorted(entry) if isinstance(entry, dict) else entry
+                raise ValueError(f"{name}.load_state_dict: parameter {number} (group {i}, shape {p.shape}) has state "
+                                 f"{keys}; expected {sorted(fresh)}")
+            for key, value in entry.items():
+                if is_array(fresh[key]) and (not is_array(value) or tuple(value.shape) != p.shape):
+                    shape = tuple(value.shape) if is_array(value) else type(value).__name__
+                    raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter {number} (group {i}) has "
+                                     f"shape {shape}; the parameter has shape {p.shape}")
+
+
+def _load_state_dict(opt: Optimizer, state_dict: dict[str, Any]) -> None:
+    _validate_state_dict(opt, state_dict)
+    groups = state_dict["param_groups"]
+    saved = {int(k): v for k, v in state_dict["state"].items()}
+    for i, (mine, theirs) in enumerate(zip(opt.param_groups, groups)):
+        for key, value in theirs.items():
+            if key not in ("params", "flat"):
+                mine[key] = tuple(value) if isinstance(value, list) else value
+        if i in opt._flat:
+            _flat_state(opt, i)
+        for p, number in zip(mine["params"], theirs["params"]):
+            if number not in saved:
+                continue
+            state = opt.state.setdefault(p, opt._new_state(p.data, mine, p.device.xp))
+            for key, value in saved[number].items():
+                if is_array(state[key]):
+                    state[key][...] = p.device.xp.asarray(value, dtype=p.dtype)
+                else:
+                    state[key] = value

@@ -221,4 +221,20 @@ MUTANTS = [
         '        group.setdefault("initial_lr", group["lr"])',
         '        group.setdefault("initial_lr", self.defaults["lr"])',
     ),
+    # zero_grad(set_to_none=False) puts new zero arrays in place of the gradients the model holds.
+    (
+        "optim_optimizer",
+        "                    p.grad.data[...] = 0\n",
+        "                    p.grad = Tensor(np.zeros_like(p.grad.data))\n",
+    ),
+    # the flat step is never taken: every step runs the per-parameter loop on the views.
+    ("optim_flat_step", "    if not together:\n", "    if True:\n"),
+    # a flat group's state is loaded into arrays of its own: the first flat step starts from zeros again.
+    ("optim_load_state_dict", "        if i in opt._flat:\n            _flat_state(opt, i)\n", ""),
+    # nothing is validated: a state that does not fit is half loaded before something breaks, or not at all.
+    (
+        "optim_load_state_dict",
+        '    _validate_state_dict(opt, state_dict)\n    groups = state_dict["param_groups"]\n',
+        '    groups = state_dict["param_groups"]\n',
+    ),
 ]
