@@ -205,142 +205,6 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
         return dst.xp.asarray(array)
 
 
-PASS_BLOCK = 1 << 17  # numbers per block of a threaded pass: a block's arrays stay in a core's cache
-
-
-def per_block(numbers_per_item: int) -> int:
-    """How many items of ``numbers_per_item`` numbers make a block of about PASS_BLOCK numbers (at least one)."""
-    return max(1, PASS_BLOCK // max(numbers_per_item, 1))
-
-
-def block_count(size: int, block: int) -> int:
-    """How many blocks ``parallel`` cuts ``range(size)`` into: the number of shares a sum over blocks has."""
-    return -(-size // block)
-
-
-def _usable_cores() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _thread_count(value: Any, argument: str) -> int:
-    """A positive whole number of threads, or a ValueError naming ``argument``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"{argument} must be a positive whole number of threads; got {value!r}")
-    return int(value)
-
-
-def _threads_from_environment() -> int:
-    """TINYFLO_NUM_THREADS when it is set, else the cores this process may use (tinyflo.environment
-    reads and checks every variable tinyflo takes)."""
-    return environment.read("TINYFLO_NUM_THREADS") or _usable_cores()
-
-
-class _Job:
-    """One call of `parallel`: its blocks, each taken by whichever thread is free first."""
-
-    def __init__(self, fn: Callable[[int, int], Any], size: int, block: int) -> None:
-        self.fn, self.size, self.block = fn, size, block
-        self.count = block_count(size, block)
-        self.taken, self.finished = itertools.count(), itertools.count(1)  # next() on them is atomic
-        self.all_done = threading.Event()
-        self.error: BaseException | None = None
-
-    def work(self) -> None:
-        """Take blocks and run them until none is left; after an error, the rest are only counted."""
-        while (i := next(self.taken)) < self.count:
-            if self.error is None:
-                start = i * self.block
-                try:
-                    self.fn(start, min(start + self.block, self.size))
-                except BaseException as err:  # the caller raises it
-                    self.error = self.error or err
-            if next(self.finished) == self.count:
-                self.all_done.set()
-
-
-class _Threads:
-    """The threads that share tinyflo's CPU passes, each waiting on its own queue for jobs."""
-
-    def __init__(self) -> None:
-        self.count: int | None = None  # decided at the first pass, unless set before
-        self.inboxes: list[queue.SimpleQueue] = []
-        self.busy = threading.Lock()  # one job at a time; another caller meanwhile works alone
-
-    def wanted(self) -> int:
-        if self.count is None:
-            self.count = _threads_from_environment()
-        return self.count
-
-    def inboxes_for(self, extra: int) -> list[queue.SimpleQueue]:
-        """The queues of ``extra`` waiting threads besides the caller's, started if need be (as many as the
-        system allows: the caller does the rest)."""
-        while len(self.inboxes) < extra:
-            inbox: queue.SimpleQueue = queue.SimpleQueue()
-            try:
-                threading.Thread(target=_serve, args=(inbox,), name=f"tinyflo-pass-{len(self.inboxes) + 1}",
-                                 daemon=True).start()
-            except RuntimeError:  # no more threads (a process limit, or the interpreter shutting down)
-                break
-            self.inboxes.append(inbox)
-        return self.inboxes[:extra]
-
-    def after_fork(self) -> None:
-        """A forked child has none of the parent's threads: it starts its own when it needs them."""
-        self.inboxes, self.busy = [], threading.Lock()
-
-
-def _serve(inbox: queue.SimpleQueue) -> None:
-    """A pool thread: work on each job it is handed, for as long as the process runs."""
-    while True:
-        inbox.get().work()  # a job whose blocks are all taken already costs one look
-
-
-_THREADS = _Threads()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_THREADS.after_fork)
-
-
-def set_num_threads(n: int) -> None:
-    """Use ``n`` threads for tinyflo's own passes on the CPU (results do not depend on it)."""
-    _THREADS.count = _thread_count(n, "set_num_threads: n")
-
-
-def get_num_threads() -> int:
-    """How many threads tinyflo's CPU passes use: set_num_threads, else TINYFLO_NUM_THREADS, else the usable cores."""
-    return _THREADS.wanted()
-
-
-def parallel(fn: Callable[[int, int], Any], size: int, block: int, xp: Any = np) -> None:
-    """``fn(start, stop)`` for each block of ``block`` items of ``range(size)``, the blocks shared among the threads.
-
-    On a GPU (``xp`` is not NumPy) ``fn(0, size)`` runs once: each pass is then one kernel over everything.
-    """
-    if xp is not np:
-        fn(0, size)
-        return
-    block = max(int(block), 1)
-    threads = min(_THREADS.wanted(), block_count(size, block))
-    if threads < 2 or not _THREADS.busy.acquire(blocking=False):
-        for start in range(0, size, block):
-            fn(start, min(start + block, size))
-        return
-    job = _Job(fn, size, block)
-    try:
-        for inbox in _THREADS.inboxes_for(threads - 1):  # fewer, or none, where threads cannot be started
-            inbox.put(job)
-        try:
-            job.work()  # the caller works too, and takes the blocks of a thread that is slow to wake
-            job.all_done.wait()  # for the blocks other threads are still running
-        except BaseException as err:  # Ctrl-C while waiting: the blocks nobody has started are skipped
-            job.error = job.error or err
-            raise
-    finally:
-        _THREADS.busy.release()
-    if job.error is not None:
-        raise job.error
-
-
 float16 = np.dtype("float16")
 float32 = np.dtype("float32")
 float64 = np.dtype("float64")
@@ -1646,3 +1510,139 @@ class Clip(Function):
         if self.high is not None:
             inside &= a <= self.high
         return grad * inside
+
+
+PASS_BLOCK = 1 << 17  # numbers per block of a threaded pass: a block's arrays stay in a core's cache
+
+
+def per_block(numbers_per_item: int) -> int:
+    """How many items of ``numbers_per_item`` numbers make a block of about PASS_BLOCK numbers (at least one)."""
+    return max(1, PASS_BLOCK // max(numbers_per_item, 1))
+
+
+def block_count(size: int, block: int) -> int:
+    """How many blocks ``parallel`` cuts ``range(size)`` into: the number of shares a sum over blocks has."""
+    return -(-size // block)
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _thread_count(value: Any, argument: str) -> int:
+    """A positive whole number of threads, or a ValueError naming ``argument``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{argument} must be a positive whole number of threads; got {value!r}")
+    return int(value)
+
+
+def _threads_from_environment() -> int:
+    """TINYFLO_NUM_THREADS when it is set, else the cores this process may use (tinyflo.environment
+    reads and checks every variable tinyflo takes)."""
+    return environment.read("TINYFLO_NUM_THREADS") or _usable_cores()
+
+
+class _Job:
+    """One call of `parallel`: its blocks, each taken by whichever thread is free first."""
+
+    def __init__(self, fn: Callable[[int, int], Any], size: int, block: int) -> None:
+        self.fn, self.size, self.block = fn, size, block
+        self.count = block_count(size, block)
+        self.taken, self.finished = itertools.count(), itertools.count(1)  # next() on them is atomic
+        self.all_done = threading.Event()
+        self.error: BaseException | None = None
+
+    def work(self) -> None:
+        """Take blocks and run them until none is left; after an error, the rest are only counted."""
+        while (i := next(self.taken)) < self.count:
+            if self.error is None:
+                start = i * self.block
+                try:
+                    self.fn(start, min(start + self.block, self.size))
+                except BaseException as err:  # the caller raises it
+                    self.error = self.error or err
+            if next(self.finished) == self.count:
+                self.all_done.set()
+
+
+class _Threads:
+    """The threads that share tinyflo's CPU passes, each waiting on its own queue for jobs."""
+
+    def __init__(self) -> None:
+        self.count: int | None = None  # decided at the first pass, unless set before
+        self.inboxes: list[queue.SimpleQueue] = []
+        self.busy = threading.Lock()  # one job at a time; another caller meanwhile works alone
+
+    def wanted(self) -> int:
+        if self.count is None:
+            self.count = _threads_from_environment()
+        return self.count
+
+    def inboxes_for(self, extra: int) -> list[queue.SimpleQueue]:
+        """The queues of ``extra`` waiting threads besides the caller's, started if need be (as many as the
+        system allows: the caller does the rest)."""
+        while len(self.inboxes) < extra:
+            inbox: queue.SimpleQueue = queue.SimpleQueue()
+            try:
+                threading.Thread(target=_serve, args=(inbox,), name=f"tinyflo-pass-{len(self.inboxes) + 1}",
+                                 daemon=True).start()
+            except RuntimeError:  # no more threads (a process limit, or the interpreter shutting down)
+                break
+            self.inboxes.append(inbox)
+        return self.inboxes[:extra]
+
+    def after_fork(self) -> None:
+        """A forked child has none of the parent's threads: it starts its own when it needs them."""
+        self.inboxes, self.busy = [], threading.Lock()
+
+
+def _serve(inbox: queue.SimpleQueue) -> None:
+    """A pool thread: work on each job it is handed, for as long as the process runs."""
+    while True:
+        inbox.get().work()  # a job whose blocks are all taken already costs one look
+
+
+_THREADS = _Threads()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_THREADS.after_fork)
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads for tinyflo's own passes on the CPU (results do not depend on it)."""
+    _THREADS.count = _thread_count(n, "set_num_threads: n")
+
+
+def get_num_threads() -> int:
+    """How many threads tinyflo's CPU passes use: set_num_threads, else TINYFLO_NUM_THREADS, else the usable cores."""
+    return _THREADS.wanted()
+
+
+def parallel(fn: Callable[[int, int], Any], size: int, block: int, xp: Any = np) -> None:
+    """``fn(start, stop)`` for each block of ``block`` items of ``range(size)``, the blocks shared among the threads.
+
+    On a GPU (``xp`` is not NumPy) ``fn(0, size)`` runs once: each pass is then one kernel over everything.
+    """
+    if xp is not np:
+        fn(0, size)
+        return
+    block = max(int(block), 1)
+    threads = min(_THREADS.wanted(), block_count(size, block))
+    if threads < 2 or not _THREADS.busy.acquire(blocking=False):
+        for start in range(0, size, block):
+            fn(start, min(start + block, size))
+        return
+    job = _Job(fn, size, block)
+    try:
+        for inbox in _THREADS.inboxes_for(threads - 1):  # fewer, or none, where threads cannot be started
+            inbox.put(job)
+        try:
+            job.work()  # the caller works too, and takes the blocks of a thread that is slow to wake
+            job.all_done.wait()  # for the blocks other threads are still running
+        except BaseException as err:  # Ctrl-C while waiting: the blocks nobody has started are skipped
+            job.error = job.error or err
+            raise
+    finally:
+        _THREADS.busy.release()
+    if job.error is not None:
+        raise job.error
