@@ -595,3 +595,18 @@ def test_a_test_cell_the_student_changed_is_put_back_and_the_verdict_says_so(dem
         if cell.metadata.get("nbgrader", {}).get("grade"):
             cell.source = given.source
     assert "was changed" not in grade(untouched, demo_module, tree, timeout=30).cells[1].error
+
+
+def test_equality_of_lists_and_dicts_holding_arrays_is_item_by_item():
+    """`assert opt.param_groups[0]["params"] == [w]` holds in a notebook by identity; the grader
+    sees copies, and compares them item by item (an array: same shape, same elements)."""
+    from tinyflo.course.verdicts import Helpers, _atom
+
+    def equal(a, b):
+        return _atom("Eq", [a, b], {}, Helpers())
+
+    w, v = np.arange(6.0).reshape(2, 3), np.ones(4)
+    assert equal([w, v], [w.copy(), v.copy()]) and equal({"params": [w]}, {"params": [w.copy()]})
+    assert not equal([w], [w.T]) and not equal([w, v], [w]) and not equal([w], (w,))
+    assert not equal([w], [w + 1]) and not equal({"a": w}, {"b": w})
+    assert not equal(w, w.copy().reshape(3, 2)) and equal(np.array([2.0]), 2.0)

@@ -142,6 +142,15 @@ def _truth(value: Any) -> bool:
 
 
 def _equal(a: Any, b: Any) -> bool:
+    """`a == b` as Python reads it, where lists, tuples and dicts holding arrays compare item by
+    item (an array item: same shape and elements); an array against anything else holds only as
+    a one-element array would."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and type(a) is type(b):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[key], b[key]) for key in a)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a.shape == b.shape and bool(np.array_equal(a, b))
     result = a == b
     if isinstance(result, np.ndarray):
         return bool(result) if result.size == 1 else False
