@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from training_support import SavesAt
 
 import tinyflo
 from tinyflo.core import checkpoints
@@ -317,27 +318,6 @@ class _Interrupt(Exception):
     pass
 
 
-class _StopsAt:
-    """A loader that saves a checkpoint and stops training when the trainer reaches ``step``."""
-
-    def __init__(self, loader, trainer, step, path):
-        self.loader, self.trainer, self.step, self.path = loader, trainer, step, path
-
-    def __len__(self):
-        return len(self.loader)
-
-    def state_dict(self):
-        return self.loader.state_dict()
-
-    def __iter__(self):
-        batches = iter(self.loader)
-        for _ in range(len(self.loader)):
-            if self.trainer.step == self.step:
-                self.trainer.save_checkpoint(self.path)
-                raise _Interrupt
-            yield next(batches)
-
-
 @pytest.mark.task("checkpoints_resume")
 def test_checkpoints_resume_mid_epoch_keeps_the_epoch_loss_sums(tmp_path):
     straight, loader = build(0)
@@ -346,7 +326,7 @@ def test_checkpoints_resume_mid_epoch_keeps_the_epoch_loss_sums(tmp_path):
     first, first_loader = build(0)
     path = tmp_path / "mid.safetensors"
     with pytest.raises(_Interrupt):
-        first.fit(_StopsAt(first_loader, first, 7, path), epochs=3, accumulation_steps=2)
+        first.fit(SavesAt(first_loader, first, 7, path, then=_Interrupt), epochs=3, accumulation_steps=2)
     _, state, _ = read_checkpoint(path)
     totals = state["trainer"]["epoch_totals"]
     assert totals["samples"] == 16 and totals["batches"] == 2 and totals["dtype"] == "float32"

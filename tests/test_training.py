@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from training_support import SavesAt
 
 import tinyflo
 from tinyflo import ShapeError, Tensor
@@ -1160,26 +1161,6 @@ def test_resources_keep_one_cpu_clock_per_caller():
 # ----- resuming: the epochs go on from the trainer's, and say so -------------------------------------
 
 
-class _SavesAt:
-    """A loader that saves the trainer's checkpoint when it reaches ``step``, between two batches."""
-
-    def __init__(self, loader, trainer, step, path):
-        self.loader, self.trainer, self.step, self.path = loader, trainer, step, path
-
-    def __len__(self):
-        return len(self.loader)
-
-    def state_dict(self):
-        return self.loader.state_dict()
-
-    def __iter__(self):
-        batches = iter(self.loader)
-        for _ in range(len(self.loader)):
-            if self.trainer.step == self.step:  # before the next batch is drawn: the loader's position is the trainer's
-                self.trainer.save_checkpoint(self.path)
-            yield next(batches)
-
-
 def _cosine_run(seed: int, interval: str, verbosity: str = "quiet"):
     """Dropout, shuffling, AdamW and a warm-up + cosine sized for 9 epochs (of steps, or of epochs)."""
     tinyflo.manual_seed(seed)
@@ -1204,7 +1185,7 @@ def test_training_fit_resumed_goes_on_to_the_same_end_bit_for_bit_and_says_so(tm
     first, first_loader = _cosine_run(0, interval)
     path = tmp_path / "run.safetensors"
     if mid_epoch:  # 3 epochs of 5 steps, then 2 steps into the fourth
-        first.fit(_SavesAt(first_loader, first, 17, path), epochs=4)
+        first.fit(SavesAt(first_loader, first, 17, path), epochs=4)
     else:
         first.fit(first_loader, epochs=3)
         first.save_checkpoint(path)
