@@ -53,6 +53,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import types
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -2897,6 +2898,38 @@ except ShapeError as err:
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# `layer_norm(x, normalized_shape, weight, bias, eps)` is PyTorch's functional
+# form (given): it runs your `LayerNorm`'s `forward` with the weight and
+# bias it is handed.
+
+# %%
+#| export
+def layer_norm(input: Tensor, normalized_shape: int | tuple[int, ...], weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last axes (``normalized_shape``), then scale by ``weight`` and shift by ``bias``."""
+    check_tensor("layer_norm", "input", input)
+    check_arg("layer_norm", "normalized_shape", normalized_shape, "a positive integer or a tuple of them")
+    check_arg("layer_norm", "eps", eps, "a number >= 0")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None:
+            check_tensor("layer_norm", name, t)
+    return _layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def _layer_norm(input: Tensor, normalized_shape: int | tuple[int, ...], weight: Tensor | None,
+                bias: Tensor | None, eps: float) -> Tensor:
+    """layer_norm once its arguments are known to be good: LayerNorm's forward on them."""
+    if bias is not None and weight is None:
+        raise ValueError("layer_norm: a bias without a weight is not supported; give weight=ones")
+    shape = (int(normalized_shape),) if _is_integer(normalized_shape) else tuple(map(int, normalized_shape))
+    held = types.SimpleNamespace(normalized_shape=shape, eps=eps, weight=weight, bias=bias,
+                                 elementwise_affine=weight is not None)
+    return _composed_layer_norm_forward(held, input)
+
+
+_composed_layer_norm_forward = LayerNorm.forward
+
+# %% [markdown] tinyflo={"given_after": "layers_layer_norm"}
 # ### The same normalisation as one graph node (given)
 #
 # The `LayerNorm` you wrote is the definition: about eight graph nodes
@@ -2909,16 +2942,15 @@ except ShapeError as err:
 # * ∂L/∂x = r · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)), where ĝ = g ⊙ γ;
 # * ∂L/∂γ = Σ g ⊙ x̂ and ∂L/∂β = Σ g, summed over the other axes.
 #
-# `LayerNormFn` keeps only x̂ and r. `layer_norm(x, normalized_shape,
-# weight, bias, eps)` is PyTorch's functional form, and from this cell on
-# `LayerNorm` runs it (float16 is still normalised in float32). On the CPU
+# `LayerNormFn` keeps only x̂ and r. From this cell on `layer_norm` and
+# `LayerNorm` run it (float16 is still normalised in float32). On the CPU
 # it takes the rows in blocks that fit a core's cache, on every core
 # (module 01's `parallel`); ∂L/∂γ and ∂L/∂β add one share per block, in
 # block order, so they come out the same on any number of threads. The
 # tests check it against your composed form, against PyTorch and against
 # central differences.
 
-# %%
+# %% tinyflo={"given_after": "layers_layer_norm"}
 #| export
 class LayerNormFn(Function):
     """(x − mean) / √(var + eps) · weight + bias over the last ``n`` axes, as one node.
@@ -3004,21 +3036,9 @@ class LayerNormFn(Function):
         return tuple(grads)
 
 
-def layer_norm(input: Tensor, normalized_shape: int | tuple[int, ...], weight: Tensor | None = None,
-               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """Normalise over the last axes (``normalized_shape``), then scale by ``weight`` and shift by ``bias``."""
-    check_tensor("layer_norm", "input", input)
-    check_arg("layer_norm", "normalized_shape", normalized_shape, "a positive integer or a tuple of them")
-    check_arg("layer_norm", "eps", eps, "a number >= 0")
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None:
-            check_tensor("layer_norm", name, t)
-    return _layer_norm(input, normalized_shape, weight, bias, eps)
-
-
 def _layer_norm(input: Tensor, normalized_shape: int | tuple[int, ...], weight: Tensor | None,
                 bias: Tensor | None, eps: float) -> Tensor:
-    """layer_norm once its arguments are known to be good (a LayerNorm checked its own when it was built)."""
+    """layer_norm once its arguments are known to be good (a LayerNorm checked its own when it was built), fused."""
     shape = (int(normalized_shape),) if _is_integer(normalized_shape) else tuple(map(int, normalized_shape))
     k = len(shape)
     if input.ndim < k or input.shape[input.ndim - k:] != shape:
@@ -3038,7 +3058,6 @@ def _fused_layer_norm_forward(self: LayerNorm, x: Tensor) -> Tensor:
     return _layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
-_composed_layer_norm_forward = LayerNorm.forward
 LayerNorm.forward = _fused_layer_norm_forward
 
 # %% [markdown]

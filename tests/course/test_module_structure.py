@@ -202,7 +202,7 @@ def test_a_rule_is_its_message_without_the_value_it_shows_and_a_line_states_it_w
 # Given cells of these modules still re-bind a name a task's code defines (a faster form of it),
 # in the release, until they are marked `tinyflo={"given_after": "<task>"}` and given a form the
 # release can run without them. The list only shrinks.
-FAST_FORMS_NOT_YET_WITHHELD = {"03_layers": {"LayerNorm"}, "04_losses": {"cross_entropy"}}
+FAST_FORMS_NOT_YET_WITHHELD = {"04_losses": {"cross_entropy"}}
 # Given cells that patch a task's class on purpose, replacing none of what the task asks for.
 PATCHES_THAT_REPLACE_NOTHING = {
     # floDl's readings of a Trend under names of their own; `mean()` without an argument
