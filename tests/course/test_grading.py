@@ -610,3 +610,53 @@ def test_equality_of_lists_and_dicts_holding_arrays_is_item_by_item():
     assert not equal([w], [w.T]) and not equal([w, v], [w]) and not equal([w], (w,))
     assert not equal([w], [w + 1]) and not equal({"a": w}, {"b": w})
     assert not equal(w, w.copy().reshape(3, 2)) and equal(np.array([2.0]), 2.0)
+
+
+NOISE = """# %% [markdown]
+# # A module of one task
+
+# %%
+#| default_exp core.noise
+
+# %%
+#| export
+import numpy as np
+
+# %% [markdown]
+# ### Task `noise` (1 point): uniform noise, drawn with `np.random.rand`
+
+# %% nbgrader={"grade": false, "grade_id": "noise_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+def noise(n):
+    \"\"\"n uniform draws from NumPy's global generator, as float32.\"\"\"
+    ### BEGIN SOLUTION
+    return np.random.rand(n).astype(np.float32)
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "noise", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert noise(4).shape == (4,), "noise(n) gives n numbers"
+np.random.seed(7)
+assert np.allclose(noise(3), np.random.default_rng(0).random(3) * 0 + noise_ref), "the draws of np.random.rand"
+"""
+
+
+def test_a_failed_check_after_a_seeded_draw_says_a_draw_made_otherwise_differs(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    source = NOISE.replace(
+        "np.random.default_rng(0).random(3) * 0 + noise_ref", "(lambda: (np.random.seed(7), np.random.rand(3))[1])()"
+    )
+    module, tree = _one_module(tmp_path, source)
+    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
+
+    def graded(body: str) -> str:
+        submission = _with_code(instructor_notebook(module), "noise_code", f"def noise(n):\n    {body}")
+        return grade(submission, module, tree, timeout=30).cells[0].error
+
+    other_draw = graded("return np.random.standard_normal(n).astype(np.float32)")
+    assert other_draw.startswith("check 2 of 2 of task `noise`") and other_draw.endswith(
+        "[the values compared follow a seeded draw: where your code draws random numbers, a valid draw "
+        "made otherwise than the task says (another call, order or dtype) differs from the reference's draw]"
+    ), other_draw
+    wrong_size = graded("return np.random.rand(n + 1).astype(np.float32)")
+    assert wrong_size.startswith("check 1 of 2") and "seeded draw" not in wrong_size, wrong_size

@@ -294,6 +294,9 @@ def _place(named: list[JobCell], at: list | None) -> str:
 
 
 SHOWN_VALUE = 120  # characters of a value shown beside a failed visible check
+SEEDED_NOTE = ("the values compared follow a seeded draw: where your code draws random numbers, a "
+               "valid draw made otherwise than the task says (another call, order or dtype) differs "
+               "from the reference's draw")
 
 
 def _value_text(value: Any) -> str:
@@ -541,6 +544,8 @@ def score(
                 failure = f"{_label(check, task.checks)}: {check.message}"
                 gave = _what_it_gave(check, wrong, wanted, helpers, task.draws)
                 failure += f" ({gave})" if gave else ""
+                if check.after_seed and wrong is not None:
+                    failure += f" [{SEEDED_NOTE}]"
                 break
         stopped = _why_task_failed(outcome, named, timeout, deleted)
         if outcome.raised and cell.task in looped:

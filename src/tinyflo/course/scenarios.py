@@ -91,6 +91,8 @@ COMPARATORS = {
     "math.isclose": "isclose",
 }
 GRADCHECK = "gradcheck"  # module 02's, as later modules import it
+# Calls that seed a generator: a check after one may compare random draws with the reference's.
+SEEDERS = frozenset({"manual_seed", "set_rng_state", "Rng", "fork", "seed"})
 COMPARATOR_PREFIX = "_close"  # a helper `_close(actual, expected)`: like np.allclose
 VALUE, TYPE, CLASSES, TRUTH, DISCARD = "value", "type", "classes", "truth", "discard"
 
@@ -117,6 +119,7 @@ class Check:
     kind: str  # "assert" or "reached"
     condition: tuple = ()  # see `_condition`: ("and", [...]) | ("not", c) | ("atom", op, [i...], extra)
     operands: tuple[Operand, ...] = ()
+    after_seed: bool = False  # the cell seeds a generator before it: random draws are compared
 
 
 @dataclass
@@ -739,6 +742,11 @@ def build_task(
         or (isinstance(node, ast.Raise) and _is_assertion_error(node) is not False)
     ]
     order.sort(key=lambda node: (node.lineno, node.col_offset))
+    seeded = min(
+        (node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+         and (_dotted(node.func) or "").split(".")[-1] in SEEDERS),
+        default=None,
+    )
     for number, node in enumerate(order, start=1):
         in_hidden = node.lineno in hidden_lines
         counts[in_hidden] += 1
@@ -756,6 +764,7 @@ def build_task(
                 condition,
                 # a hidden check's code stays with the grader: its operands carry no text
                 tuple(replace(op, text="") for op in builder.operands) if in_hidden else tuple(builder.operands),
+                seeded is not None and seeded < node.lineno,
             )
             found[_key(node)] = _Found(check, builder.exprs)
         else:
