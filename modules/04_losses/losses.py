@@ -20,22 +20,22 @@
 # module builds PyTorch's losses (`torch.nn.functional.*`: same names,
 # argument names and defaults), each with `reduction="mean" | "sum" | "none"`.
 #
-# | task | what |
-# |---|---|
-# | `losses_regression` | `mse_loss`, `l1_loss`, and the reductions |
-# | `losses_huber` | `smooth_l1_loss`, `huber_loss`: quadratic near 0, linear far away |
-# | `losses_nll` | `nll_loss`: class indices, `weight`, `ignore_index` |
-# | `losses_cross_entropy` | `cross_entropy`: class indices or probabilities, `label_smoothing` |
-# | `losses_binary` | `binary_cross_entropy`, with its own clamped backward |
-# | `losses_bce_logits` | `binary_cross_entropy_with_logits` (stable), `pos_weight` |
-# | `losses_focal` | `sigmoid_focal_loss` |
-# | `losses_divergence` | `kl_div` |
-# | `losses_poisson` | `poisson_nll_loss` |
-# | `losses_triplet` | `triplet_margin_loss` |
-# | `losses_cosine` | `cosine_embedding_loss` |
-# | `losses_margin` | `hinge_embedding_loss`, `margin_ranking_loss` |
-# | `losses_ctc` | `ctc_loss`: the forward dynamic programme, in log space |
-# | `losses_ctc_backward` | `ctc_loss`'s own backward: the second dynamic programme |
+# | task | points | what |
+# |---|---|---|
+# | `losses_regression` | 1 | `mse_loss`, `l1_loss`, and the reductions |
+# | `losses_huber` | 2 | `smooth_l1_loss`, `huber_loss`: quadratic near 0, linear far away |
+# | `losses_nll` | 2 | `nll_loss`: class indices, `weight`, `ignore_index` |
+# | `losses_cross_entropy` | 2 | `cross_entropy`: class indices or probabilities, `label_smoothing` |
+# | `losses_binary` | 1 | `binary_cross_entropy`, with its own clamped backward |
+# | `losses_bce_logits` | 1 | `binary_cross_entropy_with_logits` (stable), `pos_weight` |
+# | `losses_focal` | 1 | `sigmoid_focal_loss` |
+# | `losses_divergence` | 1 | `kl_div` |
+# | `losses_poisson` | 1 | `poisson_nll_loss` |
+# | `losses_triplet` | 1 | `triplet_margin_loss` |
+# | `losses_cosine` | 1 | `cosine_embedding_loss` |
+# | `losses_margin` | 1 | `hinge_embedding_loss`, `margin_ranking_loss` |
+# | `losses_ctc` | 2 | `ctc_loss`: the forward dynamic programme, in log space |
+# | `losses_ctc_backward` | 2 | `ctc_loss`'s own backward: the second dynamic programme |
 #
 # Almost every loss here is a *composition* of ops that already have a
 # gradient (module 01) — the chain rule comes for free. Two earn their own
@@ -220,6 +220,19 @@ def _reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
 # its gradient, 2d, needs no sign.
 #
 # ### Task `losses_regression` (1 point): `mse_loss` and `l1_loss`
+#
+# **Checked when graded** (besides the tests below), with a shape, values
+# and errors d of both signs drawn for you:
+#
+# * mse_loss with reduction='none': d² per element
+# * mse_loss: the mean of d² over every element, not over the first axis only
+# * l1_loss: the mean of |d| over every element
+# * l1_loss with reduction='sum' gives the sum of |d|
+# * the gradients of mse_loss and l1_loss must match finite differences
+# * l1_loss with an unknown reduction must raise a ValueError
+# * the error must name the argument reduction
+# * an input of shape (n, 1) against a target of shape (n,) must raise a ShapeError
+# * the error must show both shapes
 
 # %% nbgrader={"grade": false, "grade_id": "losses_regression_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -259,22 +272,34 @@ try:
 except ValueError as err:
     assert "reduction" in str(err) and "avg" in str(err)
 ### BEGIN HIDDEN TESTS
-assert np.allclose(mse_loss(x, Y, reduction="none").numpy(), D ** 2), "mse_loss with reduction='none': d² per element"
-assert np.allclose(l1_loss(x, Y).item(), np.abs(D).mean()), "l1_loss: the mean of |d| over every element"
-assert np.allclose(l1_loss(x, Y, reduction="sum").item(), np.abs(D).sum()), "l1_loss with reduction='sum'"
-assert gradcheck(lambda a: mse_loss(a, Y) + l1_loss(a, Y, reduction="sum"), x), (
+# This student's own inputs: a shape and values drawn per student; the errors d hold both signs.
+_shape = (int(check_rng.integers(2, 5)), int(check_rng.integers(2, 5)))
+_signs = check_rng.permutation(np.resize([1.0, -1.0], _shape[0] * _shape[1])).reshape(_shape)
+_X = check_rng.standard_normal(_shape)
+_Y = _X - _signs * check_rng.uniform(0.1, 2.0, _shape)
+_D = _X - _Y
+_x = Tensor(_X, requires_grad=True)
+assert np.allclose(mse_loss(_x, _Y, reduction="none").numpy(), _D ** 2), "mse_loss with reduction='none': d² per element"
+assert np.allclose(mse_loss(_x, _Y).item(), np.mean(_D ** 2)), (
+    "mse_loss: the mean of d² over every element, not over the first axis only"
+)
+assert np.allclose(l1_loss(_x, _Y).item(), np.mean(np.abs(_D))), "l1_loss: the mean of |d| over every element"
+assert np.allclose(l1_loss(_x, _Y, reduction="sum").item(), np.sum(np.abs(_D))), "l1_loss with reduction='sum' gives the sum of |d|"
+assert gradcheck(lambda a: mse_loss(a, _Y) + l1_loss(a, _Y, reduction="sum"), _x), (
     "the gradients of mse_loss and l1_loss must match finite differences"
 )
+_bad = ("batchmean", "avg", "total", "elementwise")[int(check_rng.integers(0, 4))]
 try:
-    l1_loss(x, Y, reduction="batchmean")
+    l1_loss(_x, _Y, reduction=_bad)
     raise AssertionError("l1_loss with an unknown reduction must raise a ValueError")
 except ValueError as err:
     assert "reduction" in str(err), f"the error must name the argument reduction; got: {err}"
+_n = int(check_rng.integers(2, 10))
 try:
-    mse_loss(Tensor(np.ones((4, 1))), np.ones(4))
-    raise AssertionError("an input of shape (4, 1) against a target of shape (4,) must raise a ShapeError")
+    mse_loss(Tensor(np.ones((_n, 1))), np.ones(_n))
+    raise AssertionError("an input of shape (n, 1) against a target of shape (n,) must raise a ShapeError")
 except ShapeError as err:
-    assert "(4, 1)" in str(err) and "(4,)" in str(err), f"the error must show both shapes; got: {err}"
+    assert f"({_n}, 1)" in str(err) and f"({_n},)" in str(err), f"the error must show both shapes; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -285,6 +310,20 @@ except ShapeError as err:
 # table above: smooth L1 is quadratic where |d| < β, Huber where |d| ≤ δ,
 # and β = 0 makes smooth L1 plain L1 (there is no quadratic part to divide
 # by 0).
+#
+# **Checked when graded** (besides the tests below), with thresholds, values
+# and errors d drawn for you (both signs, on both sides of each threshold):
+#
+# * smooth_l1_loss with beta=β: ½d²/β where |d| < β, |d| − ½β elsewhere (for a β below 1 and one above)
+# * smooth_l1_loss with beta=0 is l1_loss
+# * smooth_l1_loss with beta=0 has l1_loss's gradient, no NaN
+# * smooth_l1_loss with reduction='sum' gives the sum of the elementwise losses (beta 1 by default)
+# * huber_loss with delta=δ: ½d² where |d| ≤ δ, δ(|d| − ½δ) above δ
+# * huber_loss's default delta is 1 and its default reduction the mean
+# * the gradients of huber_loss and smooth_l1_loss must match finite differences
+# * huber_loss: float32 in, float32 out
+# * huber_loss with an unknown reduction must raise a ValueError
+# * the error must name the argument reduction
 
 # %% nbgrader={"grade": false, "grade_id": "losses_huber_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -330,27 +369,50 @@ assert np.allclose(smooth_l1_loss(x, Y, reduction="none").numpy(), np.where(np.a
 assert np.allclose(huber_loss(x, Y, reduction="none", delta=2.0).numpy(), np.where(np.abs(D) <= 2, 0.5 * D ** 2, 2 * (np.abs(D) - 1)))
 assert gradcheck(lambda a: smooth_l1_loss(a, Y, beta=0.5), x)
 ### BEGIN HIDDEN TESTS
-for beta in (0.5, 2.0):
-    expected = np.where(np.abs(D) < beta, 0.5 * D ** 2 / beta, np.abs(D) - 0.5 * beta)
-    assert np.allclose(smooth_l1_loss(x, Y, reduction="none", beta=beta).numpy(), expected), (
-        f"smooth_l1_loss with beta={beta}: ½d²/β where |d| < β, |d| − ½β elsewhere"
-    )
-assert np.allclose(smooth_l1_loss(x, Y, beta=0.0).item(), np.abs(D).mean()), "smooth_l1_loss with beta=0 is l1_loss"
-assert gradcheck(lambda a: smooth_l1_loss(a, Y, beta=0.0), x), "smooth_l1_loss with beta=0 has l1_loss's gradient, no NaN"
-assert np.allclose(smooth_l1_loss(x, Y, reduction="sum").item(), np.where(np.abs(D) < 1, 0.5 * D ** 2, np.abs(D) - 0.5).sum()), (
-    "smooth_l1_loss with reduction='sum'"
-)
-huber = np.where(np.abs(D) <= 0.3, 0.5 * D ** 2, 0.3 * (np.abs(D) - 0.15)).mean()
-assert np.allclose(huber_loss(x, Y, delta=0.3).item(), huber), "huber_loss with delta=0.3: δ(|d| − ½δ) above δ"
-assert np.allclose(huber_loss(x, Y).item(), np.where(np.abs(D) <= 1, 0.5 * D ** 2, np.abs(D) - 0.5).mean()), (
+# This student's own inputs, drawn per student: the thresholds, and errors d = x − target with both
+# signs on both sides of each threshold, none closer to it than a tenth of it.
+def _spread(threshold, inside, outside, order):
+    """Errors of sizes inside · threshold and outside · threshold, alternating in sign, in `order`."""
+    size = np.concatenate([inside, outside]) * threshold * np.resize([1.0, -1.0], 2 * len(inside))
+    return size[order].reshape(2, -1)
+
+
+_pairs = int(check_rng.integers(2, 4))
+for beta in (round(float(check_rng.uniform(0.3, 0.8)), 2), round(float(check_rng.uniform(1.5, 3.0)), 2)):
+    _T = check_rng.standard_normal((2, _pairs))
+    _X = _T + _spread(beta, check_rng.uniform(0.05, 0.9, _pairs), check_rng.uniform(1.1, 3.0, _pairs), check_rng.permutation(2 * _pairs))
+    _D = _X - _T
+    assert np.allclose(
+        smooth_l1_loss(Tensor(_X), _T, reduction="none", beta=beta).numpy(),
+        np.where(np.abs(_D) < beta, 0.5 * _D ** 2 / beta, np.abs(_D) - 0.5 * beta),
+    ), f"smooth_l1_loss with beta={beta}: ½d²/β where |d| < β, |d| − ½β elsewhere"
+_T = check_rng.standard_normal((2, _pairs))
+_X = _T + _spread(1.0, check_rng.uniform(0.05, 0.9, _pairs), check_rng.uniform(1.1, 3.0, _pairs), check_rng.permutation(2 * _pairs))
+_D = _X - _T
+_x = Tensor(_X, requires_grad=True)
+assert np.allclose(smooth_l1_loss(_x, _T, beta=0.0).item(), np.mean(np.abs(_D))), "smooth_l1_loss with beta=0 is l1_loss"
+assert gradcheck(lambda a: smooth_l1_loss(a, _T, beta=0.0), _x), "smooth_l1_loss with beta=0 has l1_loss's gradient, no NaN"
+assert np.allclose(
+    smooth_l1_loss(_x, _T, reduction="sum").item(), np.sum(np.where(np.abs(_D) < 1, 0.5 * _D ** 2, np.abs(_D) - 0.5))
+), "smooth_l1_loss with reduction='sum' gives the sum of the elementwise losses (beta 1 by default)"
+_delta = round(float(check_rng.uniform(0.2, 0.6)), 2)
+_Th = check_rng.standard_normal((2, _pairs))
+_Xh = _Th + _spread(_delta, check_rng.uniform(0.05, 0.9, _pairs), check_rng.uniform(1.1, 3.0, _pairs), check_rng.permutation(2 * _pairs))
+_Dh = _Xh - _Th
+assert np.allclose(
+    huber_loss(Tensor(_Xh), _Th, reduction="none", delta=_delta).numpy(),
+    np.where(np.abs(_Dh) <= _delta, 0.5 * _Dh ** 2, _delta * (np.abs(_Dh) - 0.5 * _delta)),
+), f"huber_loss with delta={_delta}: ½d² where |d| ≤ δ, δ(|d| − ½δ) above δ"
+assert np.allclose(huber_loss(_x, _T).item(), np.mean(np.where(np.abs(_D) <= 1, 0.5 * _D ** 2, np.abs(_D) - 0.5))), (
     "huber_loss's default delta is 1 and its default reduction the mean"
 )
-assert gradcheck(lambda a: huber_loss(a, Y, delta=0.7) + smooth_l1_loss(a, Y, beta=2.0, reduction="sum"), x), (
+assert gradcheck(lambda a: huber_loss(a, _T, delta=_delta) + smooth_l1_loss(a, _T, beta=2 * _delta, reduction="sum"), _x), (
     "the gradients of huber_loss and smooth_l1_loss must match finite differences"
 )
-assert huber_loss(Tensor([1.0, 2.0]), [0.0, 0.0]).dtype == np.float32, "huber_loss: float32 in, float32 out"
+assert huber_loss(Tensor(_Xh.astype(np.float32)), _Th).dtype == np.float32, "huber_loss: float32 in, float32 out"
+_bad = (None, "avg", "batchmean", "total")[int(check_rng.integers(0, 4))]
 try:
-    huber_loss(x, Y, reduction=None)
+    huber_loss(_x, _T, reduction=_bad)
     raise AssertionError("huber_loss with an unknown reduction must raise a ValueError")
 except ValueError as err:
     assert "reduction" in str(err), f"the error must name the argument reduction; got: {err}"
@@ -468,6 +530,23 @@ def _class_weights(weight: Any, input: Tensor, loss: str) -> Tensor | None:
 # the mean must come out 0 with a zero gradient, not 0/0.
 # (A batch of no elements at all is another case: its mean is NaN, as in
 # PyTorch, and the given lines before your code return it.)
+#
+# **Checked when graded** (besides the tests below), with sizes,
+# log-probabilities, targets (some ignored) and class weights drawn for you:
+#
+# * reduction='none': −logp[y] per sample, 0 where the target is ignored
+# * with weights and an ignored target, the mean divides by the weights of the non-ignored targets only
+# * reduction='none' with weights: −w_y · logp[y] per sample, 0 where the target is ignored
+# * with weights, the mean is Σ −w_y · logp[y] divided by Σ w_y, not by the number of samples
+# * an ignore_index that is a class drops those targets
+# * (N, C, d1, d2) log-probabilities: one loss per element, of shape (N, d1, d2)
+# * (N, C, d1, d2): the mean over the non-ignored
+# * one sample of shape (C,) gives a loss of shape ()
+# * one sample of shape (C,): its loss is −logp[y]
+# * every target ignored: loss 0 and gradient 0, not NaN
+# * float32 in, float32 out
+# * an unknown reduction must raise a ValueError
+# * the error must name the argument reduction
 
 # %% nbgrader={"grade": false, "grade_id": "losses_nll_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -517,35 +596,61 @@ W = np.array([0.5, 2.0, 1.0])
 assert np.allclose(nll_loss(lp, y, weight=W).item(), (-W[y] * LP[np.arange(4), y]).sum() / W[y].sum()), "a weighted mean"
 assert gradcheck(lambda a: nll_loss(a, y_ignored, weight=W), lp)
 ### BEGIN HIDDEN TESTS
-none = nll_loss(lp, y_ignored, reduction="none").numpy()
-assert none[1] == 0 and np.allclose(none[keep], -LP[keep, y_ignored[keep]]), "reduction='none': 0 where the target is ignored"
-Wk = W[y_ignored[keep]]
-assert np.allclose(nll_loss(lp, y_ignored, weight=W).item(), (-Wk * LP[keep, y_ignored[keep]]).sum() / Wk.sum()), (
+# This student's own inputs, drawn per student: sizes, log-probabilities, targets (at least one
+# ignored and two kept), and class weights above 1 (so a weighted mean is never the plain one).
+_N, _C = int(check_rng.integers(4, 8)), int(check_rng.integers(3, 6))
+_Z = check_rng.standard_normal((_N, _C))
+_LP = _Z - np.log(np.sum(np.exp(_Z), axis=1, keepdims=True))
+_lp = Tensor(_LP, requires_grad=True)
+_rows = np.arange(_N)
+_y = check_rng.integers(0, _C, _N)
+_y_ign = _y.copy()
+_y_ign[check_rng.permutation(_N)[: int(check_rng.integers(1, _N - 1))]] = -100
+_kept = _y_ign != -100
+_safe = np.where(_kept, _y_ign, 0)
+_W = check_rng.uniform(1.2, 2.5, _C)
+_Wy = np.where(_kept, _W[_safe], 0)
+assert np.allclose(nll_loss(_lp, _y_ign, reduction="none").numpy(), np.where(_kept, -_LP[_rows, _safe], 0)), (
+    "reduction='none': −logp[y] per sample, 0 where the target is ignored"
+)
+assert np.allclose(nll_loss(_lp, _y_ign, weight=_W).item(), np.sum(-_Wy * _LP[_rows, _safe]) / np.sum(_Wy)), (
     "with weights and an ignored target, the mean divides by the weights of the non-ignored targets only"
 )
-assert np.allclose(nll_loss(lp, y, weight=W, reduction="none").numpy(), -W[y] * LP[np.arange(4), y]), (
-    "reduction='none' with weights: −w_y · logp[y] per sample"
+assert np.allclose(nll_loss(_lp, _y_ign, weight=_W, reduction="none").numpy(), -_Wy * _LP[_rows, _safe]), (
+    "reduction='none' with weights: −w_y · logp[y] per sample, 0 where the target is ignored"
 )
-assert np.allclose(nll_loss(lp, y, ignore_index=2, reduction="sum").item(), -LP[[0, 2], [0, 1]].sum()), (
-    "an ignore_index that is a class (2) drops those targets"
+assert np.allclose(nll_loss(_lp, _y, weight=_W).item(), np.sum(-_W[_y] * _LP[_rows, _y]) / np.sum(_W[_y])), (
+    "with weights, the mean is Σ −w_y · logp[y] divided by Σ w_y, not by the number of samples"
 )
-Z4 = np.random.default_rng(0).standard_normal((2, 3, 2, 2))
-LP4 = Z4 - np.log(np.exp(Z4).sum(axis=1, keepdims=True))
-y4 = np.array([[[0, 1], [2, 2]], [[1, 0], [-100, 2]]])
-picked = np.take_along_axis(LP4, np.where(y4 < 0, 0, y4)[:, None], axis=1)[:, 0]
-assert np.allclose(nll_loss(Tensor(LP4), y4, reduction="none").numpy(), np.where(y4 < 0, 0, -picked)), (
+_cls = int(check_rng.integers(0, _C))
+_y_cls = _y.copy()
+_y_cls[:2] = _cls, (_cls + 1) % _C  # the ignored class appears, and so does another one
+_y_cls = check_rng.permutation(_y_cls)
+_others = _y_cls != _cls
+assert np.allclose(
+    nll_loss(_lp, _y_cls, ignore_index=_cls, reduction="sum").item(), -np.sum(_LP[_rows[_others], _y_cls[_others]])
+), "an ignore_index that is a class drops those targets"
+_shape4 = (2, _C, int(check_rng.integers(2, 4)), int(check_rng.integers(2, 4)))
+_Z4 = check_rng.standard_normal(_shape4)
+_LP4 = _Z4 - np.log(np.sum(np.exp(_Z4), axis=1, keepdims=True))
+_y4 = check_rng.integers(0, _C, (_shape4[0],) + _shape4[2:])
+_y4.flat[int(check_rng.integers(0, _y4.size))] = -100
+_picked4 = np.take_along_axis(_LP4, np.where(_y4 < 0, 0, _y4)[:, None], axis=1)[:, 0]
+assert np.allclose(nll_loss(Tensor(_LP4), _y4, reduction="none").numpy(), np.where(_y4 < 0, 0, -_picked4)), (
     "(N, C, d1, d2) log-probabilities: one loss per element, of shape (N, d1, d2)"
 )
-assert np.allclose(nll_loss(Tensor(LP4), y4).item(), -picked[y4 >= 0].mean()), "(N, C, d1, d2): the mean over the non-ignored"
-assert nll_loss(Tensor(LP[0]), np.array(1), reduction="none").shape == (), "one sample of shape (C,) gives a loss of shape ()"
-assert np.allclose(nll_loss(Tensor(LP[0]), np.array(1)).item(), -LP[0, 1]), "one sample of shape (C,)"
-empty = Tensor(np.log(np.full((4, 3), 1 / 3)), dtype="float32", requires_grad=True)
-out = nll_loss(empty, [-100, -100, -100, -100])
-out.backward()
-assert out.item() == 0 and np.all(empty.grad.numpy() == 0), "every target ignored: loss 0 and gradient 0, not NaN"
-assert nll_loss(Tensor(LP, dtype="float32"), y).dtype == np.float32, "float32 in, float32 out"
+assert np.allclose(nll_loss(Tensor(_LP4), _y4).item(), -np.mean(_picked4[_y4 >= 0])), "(N, C, d1, d2): the mean over the non-ignored"
+_one = int(check_rng.integers(0, _C))
+assert nll_loss(Tensor(_LP[0]), np.array(_one), reduction="none").shape == (), "one sample of shape (C,) gives a loss of shape ()"
+assert np.allclose(nll_loss(Tensor(_LP[0]), np.array(_one)).item(), -_LP[0, _one]), "one sample of shape (C,): its loss is −logp[y]"
+_none_kept = Tensor(_LP, dtype="float32", requires_grad=True)
+_out = nll_loss(_none_kept, np.full(_N, -100))
+_out.backward()
+assert _out.item() == 0 and np.all(_none_kept.grad.numpy() == 0), "every target ignored: loss 0 and gradient 0, not NaN"
+assert nll_loss(Tensor(_LP, dtype="float32"), _y).dtype == np.float32, "float32 in, float32 out"
+_bad = ("mean_over_batch", "avg", "batchmean", "total")[int(check_rng.integers(0, 4))]
 try:
-    nll_loss(lp, y, reduction="mean_over_batch")
+    nll_loss(_lp, _y, reduction=_bad)
     raise AssertionError("an unknown reduction must raise a ValueError")
 except ValueError as err:
     assert "reduction" in str(err), f"the error must name the argument reduction; got: {err}"
@@ -600,6 +705,27 @@ def _along_classes(w: Tensor, input: Tensor) -> Tensor:
 
 # %% [markdown]
 # ### Task `losses_cross_entropy` (2 points): `cross_entropy`
+#
+# **Checked when graded** (besides the tests below), with sizes, logits,
+# targets (some ignored), class weights, smoothing and soft targets drawn
+# for you:
+#
+# * label_smoothing=ε: (1 − ε) · nll + (ε/C) · Σ_c −log p_c, averaged
+# * label smoothing with weights and an ignored target: both terms weighted, masked, divided by Σ w_y
+# * class-index targets with weights, reduction='none': −w_y · log p_y per sample
+# * soft targets, reduction='none': −Σ_c target_c log p_c per sample
+# * soft targets: the plain mean over samples
+# * soft targets with weights: −Σ_c w_c target_c log p_c
+# * soft targets with label_smoothing=ε: the target becomes (1 − ε) · target + ε / C
+# * gradients with soft targets, with respect to the logits and the targets, must match finite differences
+# * (N, C, d1, d2) logits: the softmax runs along axis 1, one loss per element
+# * (N, C, d1, d2): mean over the non-ignored
+# * one sample of shape (C,) gives a loss of shape ()
+# * logits of ±1e4: exact loss and a finite gradient
+# * float32 in, float32 out
+# * a class index out of range (C or more, for C classes) must raise an IndexError
+# * the error must name the bad index
+# * cross_entropy is the mean of −log softmax at the labels, for any logits
 
 # %% nbgrader={"grade": false, "grade_id": "losses_cross_entropy_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -651,59 +777,82 @@ assert np.allclose(cross_entropy(z, y_ignored).item(), -LP[keep, y_ignored[keep]
 assert np.isfinite(cross_entropy(Tensor([[1e4, -1e4, 0.0]]), [1]).item()), "extreme logits stay finite"
 assert gradcheck(lambda a: cross_entropy(a, y_ignored, weight=W, label_smoothing=0.2), z)
 ### BEGIN HIDDEN TESTS
-eps = 0.2
-smooth_expected = ((1 - eps) * -LP[np.arange(4), y] + eps / 3 * -LP.sum(axis=1)).mean()
-assert np.allclose(cross_entropy(z, y, label_smoothing=eps).item(), smooth_expected), (
-    "label_smoothing=0.2: (1 − ε) · nll + (ε/C) · Σ_c −log p_c, averaged"
-)
-Wy = W[y_ignored[keep]]
-ws = ((1 - eps) * -Wy * LP[keep, y_ignored[keep]] + eps / 3 * -(LP[keep] * W).sum(axis=1)).sum() / Wy.sum()
-assert np.allclose(cross_entropy(z, y_ignored, weight=W, label_smoothing=eps).item(), ws), (
-    "label smoothing with weights and an ignored target: both terms weighted, masked, divided by Σ w_y"
-)
-assert np.allclose(cross_entropy(z, y, weight=W, reduction="none").numpy(), -W[y] * LP[np.arange(4), y]), (
+# This student's own inputs, drawn per student: sizes, logits, class targets (at least one ignored
+# and two kept), class weights, label smoothing, soft targets, and where the logits of ±1e4 sit.
+_N, _C = int(check_rng.integers(4, 8)), int(check_rng.integers(3, 6))
+_Z = check_rng.standard_normal((_N, _C))
+_LP = _Z - np.log(np.sum(np.exp(_Z), axis=1, keepdims=True))
+_z = Tensor(_Z, requires_grad=True)
+_rows = np.arange(_N)
+_y = check_rng.integers(0, _C, _N)
+_y_ign = _y.copy()
+_y_ign[check_rng.permutation(_N)[: int(check_rng.integers(1, _N - 1))]] = -100
+_kept = _y_ign != -100
+_safe = np.where(_kept, _y_ign, 0)
+_W = check_rng.uniform(0.5, 2.0, _C)
+_Wy = np.where(_kept, _W[_safe], 0)
+_eps = round(float(check_rng.uniform(0.1, 0.4)), 2)
+assert np.allclose(
+    cross_entropy(_z, _y, label_smoothing=_eps).item(),
+    np.mean((1 - _eps) * -_LP[_rows, _y] + _eps / _C * -np.sum(_LP, axis=1)),
+), f"label_smoothing={_eps}: (1 − ε) · nll + (ε/C) · Σ_c −log p_c, averaged"
+assert np.allclose(
+    cross_entropy(_z, _y_ign, weight=_W, label_smoothing=_eps).item(),
+    np.sum(np.where(_kept, (1 - _eps) * -_Wy * _LP[_rows, _safe] + _eps / _C * -np.sum(_LP * _W, axis=1), 0)) / np.sum(_Wy),
+), "label smoothing with weights and an ignored target: both terms weighted, masked, divided by Σ w_y"
+assert np.allclose(cross_entropy(_z, _y, weight=_W, reduction="none").numpy(), -_W[_y] * _LP[_rows, _y]), (
     "class-index targets with weights, reduction='none': −w_y · log p_y per sample"
 )
-P = np.array([[0.7, 0.2, 0.1], [0.0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3], [0.1, 0.1, 0.8]])
-assert np.allclose(cross_entropy(z, P, reduction="none").numpy(), -(P * LP).sum(axis=1)), (
+_P = check_rng.dirichlet(np.ones(_C), _N)
+assert np.allclose(cross_entropy(_z, _P, reduction="none").numpy(), -np.sum(_P * _LP, axis=1)), (
     "soft targets, reduction='none': −Σ_c target_c log p_c per sample"
 )
-assert np.allclose(cross_entropy(z, P).item(), -(P * LP).sum(axis=1).mean()), "soft targets: the plain mean over samples"
-assert np.allclose(cross_entropy(z, P, weight=W, reduction="sum").item(), -(P * LP * W).sum()), "soft targets with weights"
-P_smooth = 0.9 * P + 0.1 / 3
-assert np.allclose(cross_entropy(z, P, label_smoothing=0.1, reduction="none").numpy(), -(P_smooth * LP).sum(axis=1)), (
-    "soft targets with label_smoothing=0.1: the target becomes 0.9 · target + 0.1 / C"
+assert np.allclose(cross_entropy(_z, _P).item(), np.mean(-np.sum(_P * _LP, axis=1))), "soft targets: the plain mean over samples"
+assert np.allclose(cross_entropy(_z, _P, weight=_W, reduction="sum").item(), -np.sum(_P * _LP * _W)), (
+    "soft targets with weights: −Σ_c w_c target_c log p_c"
 )
-assert gradcheck(lambda a, p: cross_entropy(a, p, label_smoothing=0.1), z, Tensor(P, requires_grad=True)), (
-    "gradients with soft targets, with respect to the logits and the targets"
+_eps_soft = round(float(check_rng.uniform(0.05, 0.3)), 2)
+assert np.allclose(
+    cross_entropy(_z, _P, label_smoothing=_eps_soft, reduction="none").numpy(),
+    -np.sum(((1 - _eps_soft) * _P + _eps_soft / _C) * _LP, axis=1),
+), f"soft targets with label_smoothing={_eps_soft}: the target becomes (1 − ε) · target + ε / C"
+assert gradcheck(lambda a, p: cross_entropy(a, p, label_smoothing=_eps_soft), _z, Tensor(_P, requires_grad=True)), (
+    "gradients with soft targets, with respect to the logits and the targets, must match finite differences"
 )
-Z4 = np.random.default_rng(0).standard_normal((2, 3, 2, 2))
-y4 = np.array([[[0, 1], [2, 2]], [[1, 0], [-100, 2]]])
-LP4 = Z4 - np.log(np.exp(Z4).sum(axis=1, keepdims=True))
-picked = np.take_along_axis(LP4, np.where(y4 < 0, 0, y4)[:, None], axis=1)[:, 0]
-assert np.allclose(cross_entropy(Tensor(Z4), y4, reduction="none").numpy(), np.where(y4 < 0, 0, -picked)), (
+_shape4 = (2, _C, int(check_rng.integers(2, 4)), int(check_rng.integers(2, 4)))
+_Z4 = check_rng.standard_normal(_shape4)
+_LP4 = _Z4 - np.log(np.sum(np.exp(_Z4), axis=1, keepdims=True))
+_y4 = check_rng.integers(0, _C, (_shape4[0],) + _shape4[2:])
+_y4.flat[int(check_rng.integers(0, _y4.size))] = -100
+_picked4 = np.take_along_axis(_LP4, np.where(_y4 < 0, 0, _y4)[:, None], axis=1)[:, 0]
+assert np.allclose(cross_entropy(Tensor(_Z4), _y4, reduction="none").numpy(), np.where(_y4 < 0, 0, -_picked4)), (
     "(N, C, d1, d2) logits: the softmax runs along axis 1, one loss per element"
 )
-assert np.allclose(cross_entropy(Tensor(Z4), y4).item(), -picked[y4 >= 0].mean()), "(N, C, d1, d2): mean over the non-ignored"
-assert cross_entropy(Tensor(Z[0]), np.array(1), reduction="none").shape == (), "one sample of shape (C,) gives a loss of shape ()"
-big = Tensor([[1e4, -1e4, 0.0], [-1e4, 1e4, 1e4]], requires_grad=True)
-cross_entropy(big, [1, 0]).backward()
-assert np.all(np.isfinite(big.grad.numpy())) and np.allclose(cross_entropy(big, [1, 0]).item(), (4e4 + np.log(2)) / 2), (
-    "logits of ±1e4: exact loss and a finite gradient"
-)
-assert cross_entropy(Tensor(Z, dtype="float32"), y).dtype == np.float32, "float32 in, float32 out"
+assert np.allclose(cross_entropy(Tensor(_Z4), _y4).item(), -np.mean(_picked4[_y4 >= 0])), "(N, C, d1, d2): mean over the non-ignored"
+assert cross_entropy(Tensor(_Z[0]), np.array(_y[0]), reduction="none").shape == (), "one sample of shape (C,) gives a loss of shape ()"
+_big_Z = check_rng.permuted(np.tile([1e4, -1e4, 0.0], (int(check_rng.integers(2, 4)), 1)), axis=1)
+_big_y = check_rng.integers(0, 3, len(_big_Z))
+_big = Tensor(_big_Z, requires_grad=True)
+cross_entropy(_big, _big_y).backward()
+assert np.all(np.isfinite(_big.grad.numpy())) and np.allclose(
+    cross_entropy(_big, _big_y).item(), np.mean(1e4 - _big_Z[np.arange(len(_big_Z)), _big_y])
+), "logits of ±1e4: exact loss and a finite gradient"
+assert cross_entropy(Tensor(_Z, dtype="float32"), _y).dtype == np.float32, "float32 in, float32 out"
+_out_of_range = _C + int(check_rng.integers(0, 3))
+_y_bad = _y.copy()
+_y_bad[int(check_rng.integers(0, _N))] = _out_of_range
 try:
-    cross_entropy(z, np.array([0, 3, 1, 2]))
-    raise AssertionError("a class index out of range (3 of 3 classes) must raise an IndexError")
+    cross_entropy(_z, _y_bad)
+    raise AssertionError("a class index out of range (C or more, for C classes) must raise an IndexError")
 except IndexError as err:
-    assert "3" in str(err), f"the error must name the bad index; got: {err}"
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
+    assert str(_out_of_range) in str(err), f"the error must name the bad index; got: {err}"
 _rs_z = check_rng.standard_normal((6, 5)).astype(np.float32)
 _rs_y = check_rng.integers(0, 5, size=6)
-_rs_lp = _rs_z - _rs_z.max(axis=1, keepdims=True)
-_rs_lp = _rs_lp - np.log(np.exp(_rs_lp).sum(axis=1, keepdims=True))
-assert np.allclose(cross_entropy(Tensor(_rs_z), _rs_y).item(), -_rs_lp[np.arange(6), _rs_y].mean(), atol=1e-5), (
-    "cross_entropy is the mean of −log softmax at the labels, for any logits")
+_rs_lp = _rs_z - np.max(_rs_z, axis=1, keepdims=True)
+_rs_lp = _rs_lp - np.log(np.sum(np.exp(_rs_lp), axis=1, keepdims=True))
+assert np.allclose(cross_entropy(Tensor(_rs_z), _rs_y).item(), -np.mean(_rs_lp[np.arange(6), _rs_y]), atol=1e-5), (
+    "cross_entropy is the mean of −log softmax at the labels, for any logits"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -824,12 +973,29 @@ print("one node:", type(cross_entropy(_z, [0, 2])._ctx).__name__, " gradient p �
 # ∂/∂p = (p − t) / max(p(1 − p), 10⁻¹²),  ∂/∂t = log(1 − p) − log p (clamped logs).
 #
 # The first is what the chain rule gives, −t/p + (1 − t)/(1 − p), over a
-# common denominator, guarded against dividing by 0. Compute the logarithms
-# inside `np.errstate(divide="ignore")`: log 0 is expected here, and a
-# warning would be noise (nbgrader even counts it as a failure). `weight`
-# multiplies each element's loss.
+# common denominator, guarded against dividing by 0. In float16, 10⁻¹²
+# rounds to 0: make the floor the larger of 10⁻¹² and the dtype's smallest
+# normal number, `np.finfo(p.dtype).tiny`, so that the gradient at p = 0 or 1
+# stays finite there too. Compute the logarithms inside
+# `np.errstate(divide="ignore")`: log 0 is expected here, and a warning would
+# be noise (nbgrader even counts it as a failure). `weight` multiplies each
+# element's loss.
 #
 # ### Task `losses_binary` (1 point): `binary_cross_entropy`
+#
+# **Checked when graded** (besides the tests below), with probabilities
+# (never 0.5), targets, weights, and where probabilities of exactly 0 and 1
+# sit drawn for you:
+#
+# * weight multiplies each element's loss
+# * binary_cross_entropy with reduction='sum' gives the sum of the elementwise losses
+# * each log is clamped at −100: a probability of exactly 0 or 1 against the opposite target costs 100
+# * at p = 0 or 1 the gradient is clamped, finite, but still pushes hard
+# * ∂/∂t = log(1 − p) − log p
+# * float32 in, float32 out
+# * in float16 too, the gradient at p = 0 or 1 stays finite
+# * a probability above 1 must raise a ValueError
+# * the error must point to binary_cross_entropy_with_logits
 
 # %% nbgrader={"grade": false, "grade_id": "losses_binary_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -884,23 +1050,39 @@ assert np.allclose(binary_cross_entropy(Tensor([0.0, 1.0]), [1.0, 0.0], reductio
     "each log is clamped at −100"
 )
 ### BEGIN HIDDEN TESTS
-W = np.array([[1.0, 2.0, 0.5], [0.1, 1.0, 3.0]])
-assert np.allclose(binary_cross_entropy(p, T, weight=W).item(), (W * BCE).mean()), "weight multiplies each element's loss"
-assert np.allclose(binary_cross_entropy(p, T, reduction="sum").item(), BCE.sum()), "binary_cross_entropy with reduction='sum'"
-g = Tensor([0.0, 1.0], requires_grad=True)
-binary_cross_entropy(g, [1.0, 0.0], reduction="sum").backward()
-assert np.all(np.isfinite(g.grad.numpy())) and np.all(np.abs(g.grad.numpy()) > 1e6), (
+# This student's own inputs, drawn per student: probabilities (never 0.5, where ∂/∂t is 0), targets,
+# weights, and where probabilities of exactly 0 and 1 (both present) sit.
+_shape = (2, int(check_rng.integers(2, 5)))
+_P = check_rng.uniform(0.05, 0.45, _shape)
+_P = np.where(check_rng.integers(0, 2, _shape) == 1, 1 - _P, _P)
+_T = check_rng.choice([0.0, 0.25, 0.5, 1.0], _shape)
+_BCE = -(_T * np.log(_P) + (1 - _T) * np.log(1 - _P))
+_p = Tensor(_P, requires_grad=True)
+_W = check_rng.uniform(0.1, 3.0, _shape)
+assert np.allclose(binary_cross_entropy(_p, _T, weight=_W).item(), np.mean(_W * _BCE)), "weight multiplies each element's loss"
+assert np.allclose(binary_cross_entropy(_p, _T, reduction="sum").item(), np.sum(_BCE)), (
+    "binary_cross_entropy with reduction='sum' gives the sum of the elementwise losses"
+)
+_edge = check_rng.permutation(np.concatenate([[0.0, 1.0], check_rng.integers(0, 2, int(check_rng.integers(0, 3)))]))
+_wrong = 1 - _edge
+assert np.allclose(binary_cross_entropy(Tensor(_edge), _wrong, reduction="none").numpy(), np.full(len(_edge), 100.0)), (
+    "each log is clamped at −100: a probability of exactly 0 or 1 against the opposite target costs 100"
+)
+_g = Tensor(_edge, requires_grad=True)
+binary_cross_entropy(_g, _wrong, reduction="sum").backward()
+assert np.all(np.isfinite(_g.grad.numpy())) and np.all(np.abs(_g.grad.numpy()) > 1e6), (
     "at p = 0 or 1 the gradient is clamped, finite, but still pushes hard"
 )
-t = Tensor(T, requires_grad=True)
-binary_cross_entropy(p, t, reduction="sum").backward()
-assert np.allclose(t.grad.numpy(), np.log(1 - P) - np.log(P)), "∂/∂t = log(1 − p) − log p"
-assert binary_cross_entropy(Tensor([0.5]), [1.0]).dtype == np.float32, "float32 in, float32 out"
-half = Tensor(np.array([0.0, 1.0], np.float16), requires_grad=True)
-binary_cross_entropy(half, [1.0, 0.0], reduction="sum").backward()
-assert np.all(np.isfinite(half.grad.numpy())), "in float16 too, the gradient at p = 0 or 1 stays finite"
+_t = Tensor(_T, requires_grad=True)
+binary_cross_entropy(Tensor(_P), _t, reduction="sum").backward()
+assert np.allclose(_t.grad.numpy(), np.log(1 - _P) - np.log(_P)), "∂/∂t = log(1 − p) − log p"
+assert binary_cross_entropy(Tensor(_P.astype(np.float32)), _T).dtype == np.float32, "float32 in, float32 out"
+_half = Tensor(_edge.astype(np.float16), requires_grad=True)
+binary_cross_entropy(_half, _wrong, reduction="sum").backward()
+assert np.all(np.isfinite(_half.grad.numpy())), "in float16 too, the gradient at p = 0 or 1 stays finite"
+_above = 1 + round(float(check_rng.uniform(0.01, 1.0)), 2)
 try:
-    binary_cross_entropy(Tensor([1.5]), [1.0])
+    binary_cross_entropy(Tensor([_above]), [1.0])
     raise AssertionError("a probability above 1 must raise a ValueError")
 except ValueError as err:
     assert "with_logits" in str(err), f"the error must point to binary_cross_entropy_with_logits; got: {err}"
@@ -924,6 +1106,17 @@ except ValueError as err:
 # element's loss; both broadcast against the input.
 #
 # ### Task `losses_bce_logits` (1 point): `binary_cross_entropy_with_logits`
+#
+# **Checked when graded** (besides the tests below), with logits, targets
+# (0, 1 and in between), weights, pos_weight and where logits of ±1e4 sit
+# drawn for you:
+#
+# * pos_weight weights only the positive term t · log σ(x)
+# * weight multiplies each element's loss
+# * the default reduction is the mean
+# * the gradient is σ(x) − t, finite for logits of ±1e4
+# * float32 in, float32 out
+# * float32 logits far out (±1,000 to ±10,000) against the wrong target cost exactly |x|, no overflow
 
 # %% nbgrader={"grade": false, "grade_id": "losses_bce_logits_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -961,20 +1154,36 @@ big = Tensor([1e4, -1e4, 1e4], requires_grad=True)
 out = binary_cross_entropy_with_logits(big, [0.0, 1.0, 1.0], reduction="none")
 assert np.allclose(out.numpy(), [1e4, 1e4, 0]), "logits of ±1e4 stay finite and exact"
 ### BEGIN HIDDEN TESTS
-PW = np.array([2.0, 0.5, 1.0])
-with_pw = -(PW * T * np.log(P) + (1 - T) * np.log(1 - P))
-assert np.allclose(binary_cross_entropy_with_logits(z, T, pos_weight=PW, reduction="none").numpy(), with_pw), (
-    "pos_weight weights only the positive term t · log σ(x)"
-)
-assert np.allclose(binary_cross_entropy_with_logits(z, T, weight=W, reduction="sum").item(), (W * BCE).sum()), (
+# This student's own inputs, drawn per student: logits, targets (0, 1 and 0.3, each present),
+# weights, pos_weight per class, and where the logits of ±1e4 sit (both signs present).
+_shape = (2, int(check_rng.integers(2, 5)))
+_Z = 2 * check_rng.standard_normal(_shape)
+_T = check_rng.permutation(np.resize([0.0, 1.0, 0.3], _shape[0] * _shape[1])).reshape(_shape)
+_log_p = -np.logaddexp(0, -_Z)  # log σ(x)
+_log_q = -np.logaddexp(0, _Z)  # log(1 − σ(x))
+_BCE = -(_T * _log_p + (1 - _T) * _log_q)
+_z = Tensor(_Z, requires_grad=True)
+_PW = check_rng.uniform(0.2, 3.0, _shape[1])
+assert np.allclose(
+    binary_cross_entropy_with_logits(_z, _T, pos_weight=_PW, reduction="none").numpy(),
+    -(_PW * _T * _log_p + (1 - _T) * _log_q),
+), "pos_weight weights only the positive term t · log σ(x)"
+_W = check_rng.uniform(0.1, 3.0, _shape)
+assert np.allclose(binary_cross_entropy_with_logits(_z, _T, weight=_W, reduction="sum").item(), np.sum(_W * _BCE)), (
     "weight multiplies each element's loss"
 )
-assert np.allclose(binary_cross_entropy_with_logits(z, T).item(), BCE.mean()), "the default reduction is the mean"
-out.sum().backward()
-assert np.allclose(big.grad.numpy(), [1, -1, 0]), "the gradient σ(x) − t, finite for logits of ±1e4"
-assert binary_cross_entropy_with_logits(Tensor([1.0]), [1.0]).dtype == np.float32, "float32 in, float32 out"
-small = binary_cross_entropy_with_logits(Tensor([-1e4, 1e4], dtype="float32"), [1.0, 0.0], reduction="none")
-assert np.allclose(small.numpy(), [1e4, 1e4]), "float32 logits of ±1e4 against the wrong target: exactly 1e4, no overflow"
+assert np.allclose(binary_cross_entropy_with_logits(_z, _T).item(), np.mean(_BCE)), "the default reduction is the mean"
+_signs = check_rng.permutation(np.resize([1.0, -1.0], int(check_rng.integers(3, 6))))
+_big_t = check_rng.integers(0, 2, len(_signs)).astype(np.float64)
+_big = Tensor(1e4 * _signs, requires_grad=True)
+binary_cross_entropy_with_logits(_big, _big_t, reduction="sum").backward()
+assert np.allclose(_big.grad.numpy(), np.where(_signs > 0, 1.0, 0.0) - _big_t), "the gradient is σ(x) − t, finite for logits of ±1e4"
+assert binary_cross_entropy_with_logits(Tensor(_Z.astype(np.float32)), _T).dtype == np.float32, "float32 in, float32 out"
+_far = float(check_rng.integers(1000, 10001))
+_small = binary_cross_entropy_with_logits(Tensor(np.array([-_far, _far], np.float32)), [1.0, 0.0], reduction="none")
+assert np.allclose(_small.numpy(), [_far, _far]), (
+    "float32 logits far out (±1,000 to ±10,000) against the wrong target cost exactly |x|, no overflow"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -990,6 +1199,15 @@ assert np.allclose(small.numpy(), [1e4, 1e4]), "float32 logits of ±1e4 against 
 # factor (x⁰'s derivative at x = 0 would be 0 · ∞).
 #
 # ### Task `losses_focal` (1 point): `sigmoid_focal_loss`
+#
+# **Checked when graded** (besides the tests below), with logits, 0/1
+# targets (both present), alpha and gamma drawn for you:
+#
+# * alpha < 0 switches the α weighting off
+# * gamma = 0 leaves out the (1 − p_t)^γ factor; alpha=α weights t by α and 1 − t by 1 − α
+# * the gradient with gamma = 0 must match finite differences
+# * logits of ±1e4 give a finite focal loss
+# * float32 in, float32 out
 
 # %% nbgrader={"grade": false, "grade_id": "losses_focal_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1019,18 +1237,30 @@ focal = 0.25 * T + 0.75 * (1 - T)
 assert np.allclose(sigmoid_focal_loss(z, T).numpy(), focal * BCE * (1 - PT) ** 2), "default reduction is 'none'"
 assert gradcheck(lambda a: sigmoid_focal_loss(a, T, gamma=1.5), z)
 ### BEGIN HIDDEN TESTS
-assert np.allclose(sigmoid_focal_loss(z, T, alpha=-1, gamma=1.5, reduction="mean").item(), (BCE * (1 - PT) ** 1.5).mean()), (
+# This student's own inputs, drawn per student: logits, 0/1 targets (both present), alpha, gamma.
+_shape = (2, int(check_rng.integers(2, 5)))
+_Z = 2 * check_rng.standard_normal(_shape)
+_T = check_rng.permutation(np.resize([0.0, 1.0], _shape[0] * _shape[1])).reshape(_shape)
+_Pr = 1 / (1 + np.exp(-_Z))
+_PT = _Pr * _T + (1 - _Pr) * (1 - _T)
+_BCE = _T * np.logaddexp(0, -_Z) + (1 - _T) * np.logaddexp(0, _Z)
+_z = Tensor(_Z, requires_grad=True)
+_gamma = round(float(check_rng.uniform(0.5, 3.0)), 2)
+_off = -round(float(check_rng.uniform(0.1, 1.0)), 2)
+assert np.allclose(sigmoid_focal_loss(_z, _T, alpha=_off, gamma=_gamma).numpy(), _BCE * (1 - _PT) ** _gamma), (
     "alpha < 0 switches the α weighting off"
 )
-assert np.allclose(sigmoid_focal_loss(z, T, alpha=0.6, gamma=0.0, reduction="sum").item(), ((0.6 * T + 0.4 * (1 - T)) * BCE).sum()), (
-    "gamma = 0 leaves out the (1 − p_t)^γ factor; alpha=0.6 weights t by 0.6 and 1 − t by 0.4"
-)
-assert gradcheck(lambda a: sigmoid_focal_loss(a, T, alpha=0.6, gamma=0.0, reduction="sum"), z), (
+_alpha = round(float(check_rng.uniform(0.55, 0.9)), 2)
+assert np.allclose(
+    sigmoid_focal_loss(_z, _T, alpha=_alpha, gamma=0.0).numpy(), (_alpha * _T + (1 - _alpha) * (1 - _T)) * _BCE
+), f"gamma = 0 leaves out the (1 − p_t)^γ factor; alpha={_alpha} weights t by α and 1 − t by 1 − α"
+assert gradcheck(lambda a: sigmoid_focal_loss(a, _T, alpha=_alpha, gamma=0.0, reduction="sum"), _z), (
     "the gradient with gamma = 0 must match finite differences"
 )
-big = Tensor([1e4, -1e4, 1e4], requires_grad=True)
-assert np.all(np.isfinite(sigmoid_focal_loss(big, [0.0, 1.0, 1.0]).numpy())), "logits of ±1e4 give a finite focal loss"
-assert sigmoid_focal_loss(Tensor([1.0]), [1.0]).dtype == np.float32, "float32 in, float32 out"
+_signs = check_rng.permutation(np.resize([1.0, -1.0], int(check_rng.integers(3, 6))))
+_big_t = check_rng.permutation(np.resize([0.0, 1.0], len(_signs)))
+assert np.all(np.isfinite(sigmoid_focal_loss(Tensor(1e4 * _signs), _big_t).numpy())), "logits of ±1e4 give a finite focal loss"
+assert sigmoid_focal_loss(Tensor(_Z.astype(np.float32)), _T).dtype == np.float32, "float32 in, float32 out"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1057,6 +1287,19 @@ assert sigmoid_focal_loss(Tensor([1.0]), [1.0]).dtype == np.float32, "float32 in
 # and so does tinyflo (without the warning). Ask for `"batchmean"`.
 #
 # ### Task `losses_divergence` (1 point): `kl_div`
+#
+# **Checked when graded** (besides the tests below), with sizes,
+# log-probabilities and targets (an exact 0 in every row) drawn for you:
+#
+# * log_target=True: e^target · (target − input)
+# * kl_div with reduction='sum' gives the sum of the elementwise terms
+# * reduction='batchmean' divides the sum by the batch size (the first axis), not by the number of elements
+# * the gradients with respect to input and target must match finite differences
+# * a target of exactly 0 gives a finite gradient, no NaN from 0 · log 0: −input there, log t + 1 − input elsewhere
+# * an unknown reduction must raise a ValueError
+# * the error must list the reductions, batchmean among them
+# * log_softmax of ±1e4 logits: finite KL and gradient
+# * float32 in, float32 out
 
 # %% nbgrader={"grade": false, "grade_id": "losses_divergence_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1099,27 +1342,44 @@ assert np.allclose(kl_div(lq, P, reduction="batchmean").item(), KL.sum() / 2)
 assert np.allclose(kl_div(lq, P).item(), KL.mean())
 assert gradcheck(lambda a: kl_div(a, P, reduction="batchmean"), lq)
 ### BEGIN HIDDEN TESTS
-LP = np.log(np.array([[0.5, 0.25, 0.25], [0.1, 0.1, 0.8]]))
-assert np.allclose(kl_div(lq, LP, log_target=True, reduction="sum").item(), (np.exp(LP) * (LP - LQ)).sum()), (
+# This student's own inputs, drawn per student: sizes, log-probabilities, and targets with an exact 0
+# in every row (the other entries at least 0.02, so finite differences never cross 0).
+_N, _C = int(check_rng.integers(2, 5)), int(check_rng.integers(3, 6))
+_Zq = check_rng.standard_normal((_N, _C))
+_LQ = _Zq - np.log(np.sum(np.exp(_Zq), axis=1, keepdims=True))
+_P = check_rng.uniform(0.1, 1.0, (_N, _C))
+_P[np.arange(_N), check_rng.integers(0, _C, _N)] = 0.0
+_P = _P / np.sum(_P, axis=1, keepdims=True)
+_KL = np.where(_P > 0, _P * np.log(np.where(_P > 0, _P, 1)), 0) - _P * _LQ
+_lq = Tensor(_LQ, requires_grad=True)
+_Q = check_rng.uniform(0.1, 1.0, (_N, _C))
+_LT = np.log(_Q / np.sum(_Q, axis=1, keepdims=True))
+assert np.allclose(kl_div(_lq, _LT, log_target=True, reduction="sum").item(), np.sum(np.exp(_LT) * (_LT - _LQ))), (
     "log_target=True: e^target · (target − input)"
 )
-assert np.allclose(kl_div(lq, P, reduction="sum").item(), KL.sum()), "kl_div with reduction='sum'"
-pos = Tensor(np.where(P > 0, P, 0.3), requires_grad=True)
-assert gradcheck(lambda a, b: kl_div(a, b, reduction="sum"), lq, pos), (
+assert np.allclose(kl_div(_lq, _P, reduction="sum").item(), np.sum(_KL)), "kl_div with reduction='sum' gives the sum of the elementwise terms"
+assert np.allclose(kl_div(_lq, _P, reduction="batchmean").item(), np.sum(_KL) / _N), (
+    "reduction='batchmean' divides the sum by the batch size (the first axis), not by the number of elements"
+)
+_pos = Tensor(np.where(_P > 0, _P, 0.3), requires_grad=True)
+assert gradcheck(lambda a, b: kl_div(a, b, reduction="sum"), _lq, _pos), (
     "the gradients with respect to input and target must match finite differences"
 )
-t = Tensor(P, requires_grad=True)
-kl_div(lq, t, reduction="sum").backward()
-assert np.all(np.isfinite(t.grad.numpy())), "a target of exactly 0 gives a finite gradient, no NaN from 0 · log 0"
+_t = Tensor(_P, requires_grad=True)
+kl_div(_lq, _t, reduction="sum").backward()
+assert np.allclose(_t.grad.numpy(), np.where(_P > 0, np.log(np.where(_P > 0, _P, 1)) + 1 - _LQ, -_LQ)), (
+    "a target of exactly 0 gives a finite gradient, no NaN from 0 · log 0: −input there, log t + 1 − input elsewhere"
+)
+_bad = ("batch", "avg", "total", "per_sample")[int(check_rng.integers(0, 4))]
 try:
-    kl_div(lq, P, reduction="batch")
+    kl_div(_lq, _P, reduction=_bad)
     raise AssertionError("an unknown reduction must raise a ValueError")
 except ValueError as err:
     assert "batchmean" in str(err), f"the error must list the reductions, batchmean among them; got: {err}"
-big = Tensor([[1e4, -1e4, 0.0]], requires_grad=True)
-kl_div(log_softmax(big, axis=1), [[0.5, 0.25, 0.25]], reduction="batchmean").backward()
-assert np.all(np.isfinite(big.grad.numpy())), "log_softmax of ±1e4 logits: finite KL and gradient"
-assert kl_div(Tensor(LQ, dtype="float32"), P).dtype == np.float32, "float32 in, float32 out"
+_big = Tensor(check_rng.permuted(np.tile([1e4, -1e4, 0.0], (int(check_rng.integers(1, 3)), 1)), axis=1), requires_grad=True)
+kl_div(log_softmax(_big, axis=1), check_rng.dirichlet(np.ones(3), _big.shape[0]), reduction="batchmean").backward()
+assert np.all(np.isfinite(_big.grad.numpy())), "log_softmax of ±1e4 logits: finite KL and gradient"
+assert kl_div(Tensor(_LQ, dtype="float32"), _P).dtype == np.float32, "float32 in, float32 out"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1134,6 +1394,15 @@ assert kl_div(Tensor(LQ, dtype="float32"), P).dtype == np.float32, "float32 in, 
 # discarded branch takes the log of 0.
 #
 # ### Task `losses_poisson` (1 point): `poisson_nll_loss`
+#
+# **Checked when graded** (besides the tests below), with log-rates and
+# counts (0, 1 and above 1 all present) drawn for you:
+#
+# * full=True adds Stirling's t · log t − t + ½ log(2π t), only where the target is above 1
+# * log_input=False: input − target · log(input + eps)
+# * log_input=False with a rate of 0: eps keeps the log finite
+# * the gradient with log_input=False and full=True must match finite differences
+# * float32 in, float32 out
 
 # %% nbgrader={"grade": false, "grade_id": "losses_poisson_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1172,22 +1441,29 @@ x = Tensor(X, requires_grad=True)
 assert np.allclose(poisson_nll_loss(x, C).item(), (np.exp(X) - C * X).mean())
 assert gradcheck(lambda a: poisson_nll_loss(a, C, reduction="sum"), x)
 ### BEGIN HIDDEN TESTS
-stirling = np.where(C > 1, C * np.log(np.where(C > 1, C, 1)) - C + 0.5 * np.log(2 * np.pi * np.where(C > 1, C, 1)), 0)
-assert np.allclose(poisson_nll_loss(x, C, full=True, reduction="none").numpy(), np.exp(X) - C * X + stirling), (
+# This student's own inputs, drawn per student: log-rates, and counts with 0, 1 and above 1 present.
+_shape = (2, int(check_rng.integers(2, 5)))
+_X = check_rng.uniform(-1.5, 2.0, _shape)
+_Cnt = check_rng.permutation(np.concatenate([[0.0, 1.0], check_rng.integers(2, 9, _shape[0] * _shape[1] - 2)])).reshape(_shape)
+_safe = np.where(_Cnt > 1, _Cnt, 1)
+_stirling = np.where(_Cnt > 1, _safe * np.log(_safe) - _safe + 0.5 * np.log(2 * np.pi * _safe), 0)
+_x = Tensor(_X, requires_grad=True)
+assert np.allclose(poisson_nll_loss(_x, _Cnt, full=True, reduction="none").numpy(), np.exp(_X) - _Cnt * _X + _stirling), (
     "full=True adds Stirling's t · log t − t + ½ log(2π t), only where the target is above 1"
 )
-R = np.exp(X)
-assert np.allclose(poisson_nll_loss(Tensor(R), C, log_input=False, reduction="sum").item(), (R - C * np.log(R + 1e-8)).sum()), (
+_R = np.exp(_X)
+assert np.allclose(poisson_nll_loss(Tensor(_R), _Cnt, log_input=False, reduction="sum").item(), np.sum(_R - _Cnt * np.log(_R + 1e-8))), (
     "log_input=False: input − target · log(input + eps)"
 )
-zero_rate = poisson_nll_loss(Tensor([0.0, 1.0]), [0.0, 2.0], log_input=False, reduction="none").numpy()
-assert np.all(np.isfinite(zero_rate)) and np.allclose(zero_rate, [0.0, 1.0]), (
+_rate, _count = round(float(check_rng.uniform(0.5, 3.0)), 2), float(check_rng.integers(0, 5))
+_zero_rate = poisson_nll_loss(Tensor([0.0, _rate]), [_count, 2.0], log_input=False, reduction="none").numpy()
+assert np.all(np.isfinite(_zero_rate)) and np.allclose(_zero_rate, [-_count * np.log(1e-8), _rate - 2 * np.log(_rate + 1e-8)]), (
     "log_input=False with a rate of 0: eps keeps the log finite"
 )
-assert gradcheck(lambda a: poisson_nll_loss(a.exp(), C, log_input=False, full=True), x), (
+assert gradcheck(lambda a: poisson_nll_loss(a.exp(), _Cnt, log_input=False, full=True), _x), (
     "the gradient with log_input=False and full=True must match finite differences"
 )
-assert poisson_nll_loss(Tensor([0.5]), [1.0]).dtype == np.float32, "float32 in, float32 out"
+assert poisson_nll_loss(Tensor(_X.astype(np.float32)), _Cnt).dtype == np.float32, "float32 in, float32 out"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1216,6 +1492,16 @@ assert poisson_nll_loss(Tensor([0.5]), [1.0]).dtype == np.float32, "float32 in, 
 # differentiate through them.
 #
 # ### Task `losses_triplet` (1 point): `triplet_margin_loss`
+#
+# **Checked when graded** (besides the tests below), with sizes, anchors,
+# positives and negatives drawn for you:
+#
+# * swap=True takes the smaller of d(a, n) and d(p, n) as the negative distance
+# * p=3, eps=1e-3: d(x, y) = ‖x − y + eps‖_3
+# * the defaults: margin 1, p 2, the mean
+# * float32 in, float32 out
+# * a negative of another shape must raise a ShapeError
+# * the error must name the argument negative
 
 # %% nbgrader={"grade": false, "grade_id": "losses_triplet_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1262,22 +1548,31 @@ a, pp, n = (Tensor(v, requires_grad=True) for v in (A, Pp, N))
 assert np.allclose(triplet_margin_loss(a, pp, n, margin=2.0, reduction="none").numpy(), np.maximum(dist(A, Pp) - dist(A, N) + 2, 0))
 assert gradcheck(lambda u, v, w: triplet_margin_loss(u, v, w, margin=3.0), a, pp, n)
 ### BEGIN HIDDEN TESTS
-d_neg = np.minimum(dist(A, N, 1), dist(Pp, N, 1))
-assert np.allclose(triplet_margin_loss(a, pp, n, p=1, swap=True, margin=1.5).item(), np.maximum(dist(A, Pp, 1) - d_neg + 1.5, 0).mean()), (
-    "swap=True takes the smaller of d(a, n) and d(p, n) as the negative distance"
-)
-expected = np.maximum(dist(A, Pp, 3, 1e-3) - dist(A, N, 3, 1e-3) + 3, 0).sum()
-assert np.allclose(triplet_margin_loss(a, pp, n, p=3, eps=1e-3, margin=3.0, reduction="sum").item(), expected), (
-    "p=3, eps=1e-3: d(x, y) = ‖x − y + eps‖_3"
-)
-assert np.allclose(triplet_margin_loss(a, pp, n).item(), np.maximum(dist(A, Pp) - dist(A, N) + 1, 0).mean()), (
+# This student's own inputs, drawn per student: sizes, and positives and negatives near their
+# anchors; the margins are large enough that every hinge is active.
+_n, _d = int(check_rng.integers(3, 6)), int(check_rng.integers(3, 7))
+_A = check_rng.standard_normal((_n, _d))
+_Pp = _A + 0.5 * check_rng.standard_normal((_n, _d))
+_Nn = _A + 0.6 * check_rng.standard_normal((_n, _d))
+_a, _pp, _nn = Tensor(_A, requires_grad=True), Tensor(_Pp, requires_grad=True), Tensor(_Nn, requires_grad=True)
+_m1 = float(np.ceil(np.max(np.maximum(dist(_A, _Nn, 1), dist(_Pp, _Nn, 1))))) + 1
+assert np.allclose(
+    triplet_margin_loss(_a, _pp, _nn, p=1, swap=True, margin=_m1).item(),
+    np.mean(np.maximum(dist(_A, _Pp, 1) - np.minimum(dist(_A, _Nn, 1), dist(_Pp, _Nn, 1)) + _m1, 0)),
+), "swap=True takes the smaller of d(a, n) and d(p, n) as the negative distance"
+_m3 = float(np.ceil(np.max(dist(_A, _Nn, 3, 1e-3)))) + 1
+assert np.allclose(
+    triplet_margin_loss(_a, _pp, _nn, p=3, eps=1e-3, margin=_m3, reduction="none").numpy(),
+    np.maximum(dist(_A, _Pp, 3, 1e-3) - dist(_A, _Nn, 3, 1e-3) + _m3, 0),
+), "p=3, eps=1e-3: d(x, y) = ‖x − y + eps‖_3"
+assert np.allclose(triplet_margin_loss(_a, _pp, _nn).item(), np.mean(np.maximum(dist(_A, _Pp) - dist(_A, _Nn) + 1, 0))), (
     "the defaults: margin 1, p 2, the mean"
 )
-assert triplet_margin_loss(Tensor(A[0], dtype="float32"), Tensor(Pp[0], dtype="float32"), Tensor(N[0], dtype="float32")).dtype == np.float32, (
-    "float32 in, float32 out"
-)
+assert triplet_margin_loss(
+    Tensor(_A, dtype="float32"), Tensor(_Pp, dtype="float32"), Tensor(_Nn, dtype="float32")
+).dtype == np.float32, "float32 in, float32 out"
 try:
-    triplet_margin_loss(a, pp, Tensor(np.ones((4, 3))))
+    triplet_margin_loss(_a, _pp, Tensor(np.ones((_n, _d + 1))))
     raise AssertionError("a negative of another shape must raise a ShapeError")
 except ShapeError as err:
     assert "negative" in str(err), f"the error must name the argument negative; got: {err}"
@@ -1288,6 +1583,15 @@ except ShapeError as err:
 #
 # `_COSINE_EPS` is PyTorch's ε. The target has the shape of the inputs
 # without their last axis: one ±1 per pair of embeddings.
+#
+# **Checked when graded** (besides the tests below), with embeddings, ±1
+# targets (both present) and a margin drawn for you:
+#
+# * margin=m: max(0, cos − margin) where the target is −1
+# * where the target is −1, a negative cosine costs nothing (margin 0 by default)
+# * the gradients with respect to both inputs must match finite differences
+# * a zero vector has cosine 0 with anything: loss 1 where the target is 1, no NaN
+# * float32 in, float32 out
 
 # %% nbgrader={"grade": false, "grade_id": "losses_cosine_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1319,24 +1623,48 @@ Y = np.array([1, -1, 1, -1])
 COS = (A * Pp).sum(-1) / np.sqrt(((A * A).sum(-1) + 1e-12) * ((Pp * Pp).sum(-1) + 1e-12))
 assert np.allclose(cosine_embedding_loss(a, pp, Y, reduction="none").numpy(), np.where(Y == 1, 1 - COS, np.maximum(COS, 0)))
 ### BEGIN HIDDEN TESTS
-assert np.allclose(cosine_embedding_loss(a, pp, Y, margin=-0.3).item(), np.where(Y == 1, 1 - COS, np.maximum(COS + 0.3, 0)).mean()), (
-    "margin=-0.3: max(0, cos − margin) where the target is −1"
+# This student's own inputs, drawn per student: embeddings, ±1 targets (both present), a margin,
+# and second embeddings that point away from the first (a negative cosine) for the hinge.
+_n, _d = int(check_rng.integers(4, 7)), int(check_rng.integers(3, 6))
+_A = check_rng.standard_normal((_n, _d))
+_B = check_rng.standard_normal((_n, _d))
+_Y = check_rng.permutation(np.resize([1, -1], _n))
+_COS = np.sum(_A * _B, axis=-1) / np.sqrt((np.sum(_A * _A, axis=-1) + 1e-12) * (np.sum(_B * _B, axis=-1) + 1e-12))
+_a, _b = Tensor(_A, requires_grad=True), Tensor(_B, requires_grad=True)
+_margin = -round(float(check_rng.uniform(0.1, 0.5)), 2)
+assert np.allclose(
+    cosine_embedding_loss(_a, _b, _Y, margin=_margin, reduction="none").numpy(),
+    np.where(_Y == 1, 1 - _COS, np.maximum(_COS - _margin, 0)),
+), f"margin={_margin}: max(0, cos − margin) where the target is −1"
+_noise = check_rng.standard_normal((_n, _d))
+_away = -_A + _noise - np.sum(_noise * _A, axis=-1, keepdims=True) / np.sum(_A * _A, axis=-1, keepdims=True) * _A
+_COS2 = np.sum(_A * _away, axis=-1) / np.sqrt((np.sum(_A * _A, axis=-1) + 1e-12) * (np.sum(_away * _away, axis=-1) + 1e-12))
+assert np.allclose(cosine_embedding_loss(_a, Tensor(_away), _Y, reduction="sum").item(), np.sum(np.where(_Y == 1, 1 - _COS2, 0))), (
+    "where the target is −1, a negative cosine costs nothing (margin 0 by default)"
 )
-assert np.allclose(cosine_embedding_loss(a, -pp, Y, reduction="sum").item(), np.where(Y == 1, 1 + COS, np.maximum(-COS, 0)).sum()), (
-    "where the target is −1, a negative cosine costs nothing"
-)
-assert gradcheck(lambda u, v: cosine_embedding_loss(u, v, Y, margin=-0.5), a, pp), (
+assert gradcheck(lambda u, v: cosine_embedding_loss(u, v, _Y, margin=_margin), _a, _b), (
     "the gradients with respect to both inputs must match finite differences"
 )
-zero = cosine_embedding_loss(Tensor(np.zeros((1, 3))), Tensor(np.ones((1, 3))), [1]).item()
-assert np.isfinite(zero) and np.isclose(zero, 1.0), "a zero vector has cosine 0 with anything: loss 1 where the target is 1, no NaN"
-assert cosine_embedding_loss(Tensor(A, dtype="float32"), Tensor(Pp, dtype="float32"), Y).dtype == np.float32, (
+_zero = cosine_embedding_loss(Tensor(np.zeros((1, _d))), Tensor(check_rng.standard_normal((1, _d))), [1]).item()
+assert np.isfinite(_zero) and np.isclose(_zero, 1.0), "a zero vector has cosine 0 with anything: loss 1 where the target is 1, no NaN"
+assert cosine_embedding_loss(Tensor(_A, dtype="float32"), Tensor(_B, dtype="float32"), _Y).dtype == np.float32, (
     "float32 in, float32 out"
 )
 ### END HIDDEN TESTS
 
 # %% [markdown]
 # ### Task `losses_margin` (1 point): `hinge_embedding_loss` and `margin_ranking_loss`
+#
+# **Checked when graded** (besides the tests below), with scores, ±1 targets
+# (both present) and margins drawn for you:
+#
+# * hinge_embedding_loss with margin=m: max(0, margin − x) where the target is −1
+# * hinge_embedding_loss with reduction='none': x where the target is 1, max(0, 1 − x) where it is −1
+# * margin_ranking_loss: the default margin is 0, the default reduction the mean
+# * margin_ranking_loss with margin=m: max(0, −y · (x1 − x2) + margin) per pair
+# * margin_ranking_loss's gradients must match finite differences
+# * hinge_embedding_loss's gradient must match finite differences
+# * float32 in, float32 out
 
 # %% nbgrader={"grade": false, "grade_id": "losses_margin_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1374,22 +1702,35 @@ H = np.abs(A[:, :2])
 YH = np.array([[1, -1]] * 4)
 assert np.allclose(hinge_embedding_loss(Tensor(H), YH, reduction="sum").item(), np.where(YH == 1, H, np.maximum(1 - H, 0)).sum())
 ### BEGIN HIDDEN TESTS
-assert np.allclose(hinge_embedding_loss(Tensor(H), YH, margin=2.0).item(), np.where(YH == 1, H, np.maximum(2 - H, 0)).mean()), (
-    "hinge_embedding_loss with margin=2: max(0, 2 − x) where the target is −1"
+# This student's own inputs, drawn per student: scores (pairs closer than half the ranking margin,
+# distances below the hinge margin), ±1 targets with both present, and the margins.
+_n = int(check_rng.integers(4, 8))
+_Y = check_rng.permutation(np.resize([1, -1], _n))
+_m = round(float(check_rng.uniform(0.3, 1.0)), 2)
+_X1 = check_rng.standard_normal(_n)
+_X2 = _X1 + check_rng.permutation(np.resize([1.0, -1.0], _n)) * check_rng.uniform(0.1, 0.45, _n) * _m
+_H = check_rng.uniform(0.05, 1.2, (_n, 2))
+_YH = check_rng.permutation(np.resize([1, -1], 2 * _n)).reshape(_n, 2)
+_hm = round(float(check_rng.uniform(1.5, 3.0)), 2)
+assert np.allclose(hinge_embedding_loss(Tensor(_H), _YH, margin=_hm).item(), np.mean(np.where(_YH == 1, _H, np.maximum(_hm - _H, 0)))), (
+    f"hinge_embedding_loss with margin={_hm}: max(0, margin − x) where the target is −1"
 )
-assert np.allclose(hinge_embedding_loss(Tensor(H), YH, reduction="none").numpy(), np.where(YH == 1, H, np.maximum(1 - H, 0))), (
-    "hinge_embedding_loss with reduction='none': x where the target is 1"
+assert np.allclose(hinge_embedding_loss(Tensor(_H), _YH, reduction="none").numpy(), np.where(_YH == 1, _H, np.maximum(1 - _H, 0))), (
+    "hinge_embedding_loss with reduction='none': x where the target is 1, max(0, 1 − x) where it is −1"
 )
-assert np.allclose(margin_ranking_loss(Tensor(X1), Tensor(X2), Y).item(), np.maximum(-Y * (X1 - X2), 0).mean()), (
+assert np.allclose(margin_ranking_loss(Tensor(_X1), Tensor(_X2), _Y).item(), np.mean(np.maximum(-_Y * (_X1 - _X2), 0))), (
     "margin_ranking_loss: the default margin is 0, the default reduction the mean"
 )
-x1, x2 = Tensor(X1, requires_grad=True), Tensor(X2, requires_grad=True)
-assert gradcheck(lambda u, v: margin_ranking_loss(u, v, Y, margin=0.3), x1, x2), (
+assert np.allclose(
+    margin_ranking_loss(Tensor(_X1), Tensor(_X2), _Y, margin=_m, reduction="none").numpy(), np.maximum(-_Y * (_X1 - _X2) + _m, 0)
+), f"margin_ranking_loss with margin={_m}: max(0, −y · (x1 − x2) + margin) per pair"
+_x1, _x2 = Tensor(_X1, requires_grad=True), Tensor(_X2, requires_grad=True)
+assert gradcheck(lambda u, v: margin_ranking_loss(u, v, _Y, margin=_m), _x1, _x2), (
     "margin_ranking_loss's gradients must match finite differences"
 )
-h = Tensor(H, requires_grad=True)
-assert gradcheck(lambda u: hinge_embedding_loss(u, YH, margin=1.5), h), "hinge_embedding_loss's gradient must match finite differences"
-assert margin_ranking_loss(Tensor(X1, dtype="float32"), Tensor(X2, dtype="float32"), Y).dtype == np.float32, (
+_h = Tensor(_H, requires_grad=True)
+assert gradcheck(lambda u: hinge_embedding_loss(u, _YH, margin=_hm), _h), "hinge_embedding_loss's gradient must match finite differences"
+assert margin_ranking_loss(Tensor(_X1, dtype="float32"), Tensor(_X2, dtype="float32"), _Y).dtype == np.float32, (
     "float32 in, float32 out"
 )
 ### END HIDDEN TESTS
@@ -1555,6 +1896,21 @@ def ctc_loss(
 # all of α (the backward task needs it) and each sample's loss
 # −log(α(L_n − 1) + α(L_n − 2)), read at its own last step T_n − 1, where
 # L_n = 2S_n + 1 (an empty target, S_n = 0, has only position 0).
+#
+# **Checked when graded** (besides the tests below), with log-probabilities,
+# label symbols and lengths drawn for you:
+#
+# * a repeated label needs a blank between its letters: no skip from one to the other
+# * concatenated 1-D targets give the same losses as padded ones
+# * a label that cannot fit (a repeated symbol in 2 steps) has an infinite loss; the other sample is unaffected
+# * zero_infinity=True turns the infinite loss into 0
+# * an empty target is all blanks
+# * an empty target next to a longer one in the same batch is all blanks, and the longer one keeps its own loss
+# * blank=2: class 2 is the blank
+# * log space: over 150 to 250 steps the loss stays finite, no underflow
+# * float32 in, float32 out
+# * an unknown reduction must raise a ValueError
+# * the error must name the argument reduction
 
 # %% nbgrader={"grade": false, "grade_id": "losses_ctc_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1612,35 +1968,47 @@ out = ctc_loss(lp, [[1, 2], [1, 0]], [4, 3], [2, 1], reduction="none")
 assert np.allclose(out.numpy(), [brute_force_nll(LP[:, 0], [1, 2]), brute_force_nll(LP[:3, 1], [1])])
 assert np.allclose(ctc_loss(lp, [[1, 2], [1, 0]], [4, 3], [2, 1]).item(), (out.numpy() / [2, 1]).mean())
 ### BEGIN HIDDEN TESTS
-repeats = ctc_loss(lp, [[2, 2], [1, 1]], [4, 4], [2, 2], reduction="none").numpy()
-assert np.allclose(repeats, [brute_force_nll(LP[:, 0], [2, 2]), brute_force_nll(LP[:, 1], [1, 1])]), (
-    "a repeated label (2, 2) needs a blank between its letters: no skip from one to the other"
+# This student's own inputs, drawn per student: log-probabilities, which label symbol repeats (_k,
+# the other is _o), input lengths, and a long input.
+_Z = check_rng.standard_normal((4, 2, 3))
+_LP = _Z - np.log(np.sum(np.exp(_Z), axis=2, keepdims=True))
+_lp = Tensor(_LP, requires_grad=True)
+_k = int(check_rng.integers(1, 3))
+_o = 3 - _k
+_repeats = ctc_loss(_lp, [[_k, _k], [_o, _o]], [4, 4], [2, 2], reduction="none").numpy()
+assert np.allclose(_repeats, [brute_force_nll(_LP[:, 0], [_k, _k]), brute_force_nll(_LP[:, 1], [_o, _o])]), (
+    "a repeated label needs a blank between its letters: no skip from one to the other"
 )
-assert np.allclose(ctc_loss(lp, [1, 2, 1], [4, 3], [2, 1], reduction="sum").item(), out.numpy().sum()), (
-    "concatenated 1-D targets give the same losses as padded ones"
+assert np.allclose(
+    ctc_loss(_lp, [_k, _o, _o], [4, 3], [2, 1], reduction="sum").item(),
+    brute_force_nll(_LP[:, 0], [_k, _o]) + brute_force_nll(_LP[:3, 1], [_o]),
+), "concatenated 1-D targets give the same losses as padded ones"
+_impossible = ctc_loss(_lp, [[_k, _k], [_o, 0]], [2, 3], [2, 1], reduction="none").numpy()
+assert np.isinf(_impossible[0]) and np.allclose(_impossible[1], brute_force_nll(_LP[:3, 1], [_o])), (
+    "a label that cannot fit (a repeated symbol in 2 steps) has an infinite loss; the other sample is unaffected"
 )
-impossible = ctc_loss(lp, [[1, 1], [2, 0]], [2, 3], [2, 1], reduction="none").numpy()
-assert np.isinf(impossible[0]) and np.allclose(impossible[1], brute_force_nll(LP[:3, 1], [2])), (
-    "a label that cannot fit (1, 1 in 2 steps) has an infinite loss; the other sample is unaffected"
+_zeroed = ctc_loss(_lp, [[_k, _k], [_o, 0]], [2, 3], [2, 1], reduction="sum", zero_infinity=True)
+assert np.allclose(_zeroed.item(), brute_force_nll(_LP[:3, 1], [_o])), "zero_infinity=True turns the infinite loss into 0"
+_steps_empty = int(check_rng.integers(1, 5))
+_empty = ctc_loss(_lp, np.zeros((2, 0), int), [4, _steps_empty], [0, 0], reduction="none").numpy()
+assert np.allclose(_empty, [-np.sum(_LP[:, 0, 0]), -np.sum(_LP[:_steps_empty, 1, 0])]), "an empty target is all blanks"
+_mixed = ctc_loss(_lp, [[_o, _k], [0, 0]], [4, 3], [2, 0], reduction="none").numpy()
+assert np.allclose(_mixed, [brute_force_nll(_LP[:, 0], [_o, _k]), -np.sum(_LP[:3, 1, 0])]), (
+    "an empty target next to a longer one in the same batch is all blanks, and the longer one keeps its own loss"
 )
-zeroed = ctc_loss(lp, [[1, 1], [2, 0]], [2, 3], [2, 1], reduction="sum", zero_infinity=True)
-assert np.allclose(zeroed.item(), impossible[1]), "zero_infinity=True turns the infinite loss into 0"
-empty = ctc_loss(lp, np.zeros((2, 0), int), [4, 2], [0, 0], reduction="none").numpy()
-assert np.allclose(empty, [-LP[:, 0, 0].sum(), -LP[:2, 1, 0].sum()]), "an empty target is all blanks"
-mixed = ctc_loss(lp, [[2, 1], [0, 0]], [4, 3], [2, 0], reduction="none").numpy()
-assert np.allclose(mixed, [brute_force_nll(LP[:, 0], [2, 1]), -LP[:3, 1, 0].sum()]), (
-    "an empty target next to a longer one in the same batch"
-)
-LP_blank_first = LP[..., [2, 0, 1]]  # class 2 as the blank is class 0 after this relabelling
-assert np.allclose(ctc_loss(lp, [[0, 1], [0, 0]], [4, 3], [2, 1], blank=2, reduction="none").numpy(),
-                   [brute_force_nll(LP_blank_first[:, 0], [1, 2]), brute_force_nll(LP_blank_first[:3, 1], [1])]), (
-    "blank=2: class 2 is the blank"
-)
-long = Tensor(np.full((200, 1, 3), np.log(1 / 3)))
-assert np.isfinite(ctc_loss(long, [[1, 2]], [200], [2]).item()), "log space: no underflow over 200 steps"
-assert ctc_loss(Tensor(LP, dtype="float32"), [[1, 2], [1, 0]], [4, 3], [2, 1]).dtype == np.float32, "float32 in, float32 out"
+_LP_relabelled = _LP[..., [2, 0, 1]]  # class 2 as the blank is class 0 after this relabelling
+assert np.allclose(
+    ctc_loss(_lp, [[0, 1], [0, 0]], [4, 3], [2, 1], blank=2, reduction="none").numpy(),
+    [brute_force_nll(_LP_relabelled[:, 0], [1, 2]), brute_force_nll(_LP_relabelled[:3, 1], [1])],
+), "blank=2: class 2 is the blank"
+_steps = int(check_rng.integers(150, 251))
+_Zl = check_rng.standard_normal((_steps, 1, 3))
+_long = Tensor(_Zl - np.log(np.sum(np.exp(_Zl), axis=2, keepdims=True)))
+assert np.isfinite(ctc_loss(_long, [[1, 2]], [_steps], [2]).item()), "log space: over 150 to 250 steps the loss stays finite, no underflow"
+assert ctc_loss(Tensor(_LP, dtype="float32"), [[_k, _o], [_o, 0]], [4, 3], [2, 1]).dtype == np.float32, "float32 in, float32 out"
+_bad = ("avg", "batchmean", "total", "per_label")[int(check_rng.integers(0, 4))]
 try:
-    ctc_loss(lp, [[1, 2], [1, 0]], [4, 3], [2, 1], reduction="avg")
+    ctc_loss(_lp, [[_k, _o], [_o, 0]], [4, 3], [2, 1], reduction=_bad)
     raise AssertionError("an unknown reduction must raise a ValueError")
 except ValueError as err:
     assert "reduction" in str(err), f"the error must name the argument reduction; got: {err}"
@@ -1668,6 +2036,17 @@ except ValueError as err:
 # `log_softmax` — log_softmax's backward removes that extra term — but not
 # the derivative with respect to `log_probs` itself. tinyflo's passes
 # gradcheck on any input.)
+#
+# **Checked when graded** (besides the tests below), with log-probabilities,
+# label symbols and lengths drawn for you:
+#
+# * the gradient with a repeated label and a shorter input (mean reduction) must match finite differences
+# * the gradient where skips over a blank are allowed must match finite differences
+# * the gradient with blank=2 must match finite differences
+# * the gradient with an empty target in the batch must match finite differences
+# * zero_infinity=True: an impossible sample gets gradient 0, no NaN, and the others keep theirs
+# * at every step the occupancies of a sample add up to 1: the gradient sums to −1 over the symbols
+# * float32 in, float32 gradient
 
 # %% nbgrader={"grade": false, "grade_id": "losses_ctc_backward_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1704,31 +2083,42 @@ print(loss, logits.grad.shape)
 # %% nbgrader={"grade": true, "grade_id": "losses_ctc_backward", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert gradcheck(lambda a: ctc_loss(a, [[1, 2], [1, 0]], [4, 3], [2, 1], reduction="sum"), lp)
 ### BEGIN HIDDEN TESTS
-assert gradcheck(lambda a: ctc_loss(a, [[2, 2], [1, 0]], [4, 2], [2, 1]), lp), (
-    "the gradient with a repeated label and a shorter input (mean reduction)"
+# This student's own inputs, drawn per student: log-probabilities, which label symbol repeats (_k,
+# the other is _o), and a longer input.
+_Z = check_rng.standard_normal((4, 2, 3))
+_LP = _Z - np.log(np.sum(np.exp(_Z), axis=2, keepdims=True))
+_lp = Tensor(_LP, requires_grad=True)
+_k = int(check_rng.integers(1, 3))
+_o = 3 - _k
+assert gradcheck(lambda a: ctc_loss(a, [[_k, _k], [_o, 0]], [4, 2], [2, 1]), _lp), (
+    "the gradient with a repeated label and a shorter input (mean reduction) must match finite differences"
 )
-assert gradcheck(lambda a: ctc_loss(a, [[1, 2], [2, 1]], [4, 4], [2, 2], reduction="sum"), lp), (
-    "the gradient where skips over a blank are allowed"
+assert gradcheck(lambda a: ctc_loss(a, [[_k, _o], [_o, _k]], [4, 4], [2, 2], reduction="sum"), _lp), (
+    "the gradient where skips over a blank are allowed must match finite differences"
 )
-assert gradcheck(lambda a: ctc_loss(a, [[0, 1], [0, 0]], [4, 3], [2, 1], blank=2, reduction="sum"), lp), "the gradient with blank=2"
-assert gradcheck(lambda a: ctc_loss(a, np.array([[1], [0]]), [3, 4], [1, 0], reduction="sum"), lp), (
-    "the gradient with an empty target in the batch"
+assert gradcheck(lambda a: ctc_loss(a, [[0, 1], [0, 0]], [4, 3], [2, 1], blank=2, reduction="sum"), _lp), (
+    "the gradient with blank=2 must match finite differences"
 )
-lp.grad = None
-zeroed = ctc_loss(lp, [[1, 1], [2, 0]], [2, 3], [2, 1], reduction="sum", zero_infinity=True)
-zeroed.backward()
-assert np.all(np.isfinite(lp.grad.numpy())) and np.all(lp.grad.numpy()[:, 0] == 0), (
-    "zero_infinity=True: an impossible sample gets gradient 0, no NaN, and the others keep theirs"
+assert gradcheck(lambda a: ctc_loss(a, np.array([[_k], [0]]), [3, 4], [1, 0], reduction="sum"), _lp), (
+    "the gradient with an empty target in the batch must match finite differences"
 )
-steps = 60
-ones = Tensor(np.full((steps, 1, 3), np.log(1 / 3)), requires_grad=True)
-ctc_loss(ones, [[1, 2, 1]], [steps], [3], reduction="sum").backward()
-assert np.allclose(ones.grad.numpy().sum(axis=2), -1.0), (
+_lp.grad = None
+ctc_loss(_lp, [[_k, _k], [_o, 0]], [2, 3], [2, 1], reduction="sum", zero_infinity=True).backward()
+_alone = Tensor(_LP[:, 1:], requires_grad=True)
+ctc_loss(_alone, [[_o]], [3], [1], reduction="sum").backward()
+assert np.all(np.isfinite(_lp.grad.numpy())) and np.all(_lp.grad.numpy()[:, 0] == 0) and np.allclose(
+    _lp.grad.numpy()[:, 1], _alone.grad.numpy()[:, 0]
+), "zero_infinity=True: an impossible sample gets gradient 0, no NaN, and the others keep theirs"
+_steps = int(check_rng.integers(40, 81))
+_Zs = check_rng.standard_normal((_steps, 1, 3))
+_long = Tensor(_Zs - np.log(np.sum(np.exp(_Zs), axis=2, keepdims=True)), requires_grad=True)
+ctc_loss(_long, [[1, 2, 1]], [_steps], [3], reduction="sum").backward()
+assert np.allclose(_long.grad.numpy().sum(axis=2), -1.0), (
     "at every step the occupancies of a sample add up to 1: the gradient sums to −1 over the symbols"
 )
-g32 = Tensor(LP, dtype="float32", requires_grad=True)
-ctc_loss(g32, [[1, 2], [1, 0]], [4, 3], [2, 1]).backward()
-assert g32.grad.dtype == np.float32, "float32 in, float32 gradient"
+_g32 = Tensor(_LP, dtype="float32", requires_grad=True)
+ctc_loss(_g32, [[_k, _o], [_o, 0]], [4, 3], [2, 1]).backward()
+assert _g32.grad.dtype == np.float32, "float32 in, float32 gradient"
 ### END HIDDEN TESTS
 
 # %% [markdown]

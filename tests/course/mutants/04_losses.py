@@ -117,6 +117,12 @@ MUTANTS = [
         "denominator = self.xp.maximum(p * (1 - p), p.dtype.type(floor))",
         "denominator = p * (1 - p)",
     ),
+    # the floor 1e-12 alone, which is 0 in float16: the gradient at p = 0 or 1 is infinite there.
+    (
+        "losses_binary",
+        "floor = max(1e-12, float(np.finfo(p.dtype).tiny))",
+        "floor = 1e-12",
+    ),
     # the target's gradient with the wrong sign.
     ("losses_binary", "grad_t = grad * (log_q - log_p)", "grad_t = grad * (log_p - log_q)"),
     # log p not clamped at -100: p = 0 with t = 1 gives an infinite loss.
