@@ -1424,6 +1424,7 @@ def test_the_monitors_curves_after_one_epoch_tick_that_epoch_alone(tmp_path):
     quiet(tiny()).fit(train, epochs=1, callbacks=[monitor])
     figure = monitor.figure()
     assert milestones.figure_problems(figure) == []  # it draws the figure, as the report saves it
+    assert len(figure.axes) == len(monitor.panels()), "a panel per axes: the grid's spare places are gone"
     for ax in figure.axes:
         low, high = ax.get_xlim()
         assert [t for t in ax.get_xticks() if low <= t <= high] == [1], (ax.get_title(), ax.get_xticks())

@@ -641,7 +641,7 @@ class Monitor(Callback):
             if len(keys) > 1:
                 ax.legend()
         for ax in axes[len(panels):]:
-            ax.set_visible(False)
+            ax.remove()  # the grid's spare places: no empty axes in the figure
         fig.tight_layout()
         return fig
 
