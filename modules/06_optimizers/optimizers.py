@@ -390,7 +390,7 @@ assert _close(_rs_q.data, _rs_y - _rs_steps * _rs_own * _rs_gy) and _rs_opt.stat
 _rs_p.grad = Tensor(check_rng.standard_normal(3))
 _rs_held = _rs_p.grad.data
 _rs_opt.zero_grad(set_to_none=False)
-assert _rs_p.grad is not None and _rs_p.grad.data is _rs_held and _close(_rs_held, np.zeros(3)), \
+assert _rs_p.grad is not None and _close(_rs_held, np.zeros(3)) and _rs_p.grad.data is _rs_held, \
     "zero_grad(set_to_none=False) writes zeros into the existing gradient arrays"
 _rs_new = float(check_rng.uniform(0.01, 3.0))
 _rs_opt.set_lr(_rs_new)

@@ -18,6 +18,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,22 @@ def secret_lines(module: Module) -> tuple[set[str], set[str]]:
                 if cell.kind == "markdown" and region is public:
                     public.add(text.lstrip("#").strip())  # the notebook shows prose uncommented
     return solution - public, hidden - public
+
+
+def hidden_only_lines(module: Module) -> set[str]:
+    """Lines of hidden checks that nothing the module shows holds, even inside a longer line
+    (solutions included: the reference shows those): what must never reach a student. A line
+    like `assert np.allclose(` that opens a hidden check is also the start of a visible one."""
+    _, hidden = secret_lines(module)
+    shown_anywhere = "\n".join(
+        re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", cell.source, flags=re.S)
+        for cell in module.cells()
+    )
+    return {
+        line
+        for line in hidden
+        if len(line) > 12 and not line.startswith("#") and line not in shown_anywhere
+    }
 
 
 @dataclass

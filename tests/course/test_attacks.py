@@ -37,7 +37,7 @@ from attacks import (
     attack_notebook,
     combined_notebook,
 )
-from course_support import COURSE_KEY, REPO, apply_mutant, secret_lines
+from course_support import COURSE_KEY, REPO, apply_mutant, hidden_only_lines, secret_lines
 from mutants import MUTANTS
 
 from tinyflo.course.grading import grade, module_scenarios, reference_run, seed_for
@@ -90,7 +90,7 @@ def _graded(module: Module, notebooks: dict[str, object], hidden: bool = True) -
 
 def _problems(module: Module, results: dict, ceiling: dict[str, float]) -> list[str]:
     """What went wrong: points over the ceiling, a leak in a report, a budget overrun."""
-    _, hidden = secret_lines(module)
+    hidden = hidden_only_lines(module)
     found = []
     for name, (report, seconds) in results.items():
         if report.points > ceiling[name]:
@@ -98,7 +98,7 @@ def _problems(module: Module, results: dict, ceiling: dict[str, float]) -> list[
         text = "\n".join(cell.error or "" for cell in report.cells)
         if MARKER in text:
             found.append(f"{name}: its own text reached the report")
-        leaked = [line for line in hidden if len(line) > 12 and line in text]
+        leaked = [line for line in hidden if line in text]
         if leaked:
             found.append(f"{name}: hidden check lines in the report: {leaked[:2]}")
         if seconds > BUDGET + 15:
@@ -443,7 +443,8 @@ def _grade_a_class(user: str, tmp_path: Path) -> None:
     # a raw cell is shown as its text: nothing says to render it as HTML any more
     assert not [c.metadata for c in graded.cells if c.cell_type == "raw" and {"format", "raw_mimetype"} & set(c.metadata)]
     # Nothing hidden, of the reference, of the host or of the attack reaches what is returned.
-    solution, hidden = secret_lines(_module(SLUG))
+    solution, _ = secret_lines(_module(SLUG))
+    hidden = hidden_only_lines(_module(SLUG))
     canary_text = canary.read_text().strip()
     for path in list((course / "feedback").rglob("*.html")) + list(
         (course / "autograded").rglob("*.ipynb")
@@ -453,7 +454,7 @@ def _grade_a_class(user: str, tmp_path: Path) -> None:
         assert MARKER not in text and canary_text not in text, path
         if path.suffix == ".ipynb":
             continue  # the instructor's copy: nbgrader keeps the hidden checks in it
-        assert not [line for line in hidden if len(line) > 12 and line in text], path
+        assert not [line for line in hidden if line in text], path
         if student not in ("ref", "bug"):
             assert not [line for line in solution if len(line) > 20 and line in text], path
 

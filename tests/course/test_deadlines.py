@@ -405,7 +405,7 @@ def test_the_kit_carries_a_modules_fast_forms_only_once_it_is_closed(tmp_path, c
     assert _closed_fast_forms(tmp_path, modules) == {"10_convolutions"}
     said = capsys.readouterr().out
     assert "10_convolutions: the given fast forms of `conv_conv2d`, `conv_max_pool` are in the kit" in said
-    assert f"03_layers: the fast forms of `layers_gelu` are withheld until {soon}" in said, said
+    assert f"03_layers: the fast forms of `layers_gelu`, `layers_layer_norm` are withheld until {soon}" in said, said
     (tmp_path / COURSE_FILE).write_text(f'[deadlines]\n"10" = {past}\n')
     assert _closed_fast_forms(tmp_path, modules) == frozenset()
     assert "until course.toml gives the module a due date and a late penalty that ends" in capsys.readouterr().out

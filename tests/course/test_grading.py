@@ -660,3 +660,31 @@ def test_a_failed_check_after_a_seeded_draw_says_a_draw_made_otherwise_differs(t
     ), other_draw
     wrong_size = graded("return np.random.rand(n + 1).astype(np.float32)")
     assert wrong_size.startswith("check 1 of 2") and "seeded draw" not in wrong_size, wrong_size
+
+
+def test_a_call_that_had_to_raise_and_a_value_of_the_wrong_type_are_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    source = SUBTRACT.replace(
+        "### END HIDDEN TESTS",
+        "try:\n    sub_grads('x')\n    raise AssertionError(\"a text gradient must raise TypeError\")\n"
+        "except TypeError:\n    pass\n"
+        "assert isinstance(sub_grads(g)[1], np.ndarray), \"b's gradient is an array\"\n"
+        "### END HIDDEN TESTS",
+    ).replace(
+        "    return np.asarray(g), -np.asarray(g)\n    ### END",
+        "    if isinstance(g, str):\n        raise TypeError('a gradient is a number or an array')\n"
+        "    return np.asarray(g), -np.asarray(g)\n    ### END",
+    )
+    module, tree = _one_module(tmp_path, source)
+    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
+
+    def graded(code: str) -> str:
+        submission = _with_code(instructor_notebook(module), "sub_grads_code", code)
+        return grade(submission, module, tree, timeout=30, student="ada", key="k").cells[0].error
+
+    quiet = graded("def sub_grads(g):\n    g = np.asarray(g, dtype=float) if not isinstance(g, str) else np.zeros(1)\n"
+                   "    return g, -g\n")
+    assert quiet.endswith("a text gradient must raise TypeError (your code raised no error there)"), quiet
+    listed = graded("def sub_grads(g):\n    if isinstance(g, str):\n        raise TypeError('no')\n"
+                    "    return np.asarray(g), list(-np.asarray(g))\n")
+    assert listed.endswith("b's gradient is an array (your code gave a `list`)"), listed

@@ -21,9 +21,11 @@ from course_support import (
     ModuleProof,
     Outcome,
     grade_module,
+    hidden_only_lines,
     proof_modules,
     secret_lines,
 )
+from test_module_structure import NOT_YET_AUDITED
 
 pytestmark = pytest.mark.slow
 
@@ -119,6 +121,24 @@ def _seeded_mutants_lose_points(proof, record_property):
     )
 
 
+def _each_mutant_is_told_what_its_code_gave(proof, record_property):
+    """In an audited module (its hidden checks draw each submission's own inputs), every seeded
+    mistake's message names what the code gave there, or what it raised: a student can act on
+    it. (Modules not yet audited show values for visible checks only.)"""
+    if proof.module.slug in NOT_YET_AUDITED or proof.module.slug == "00_demo":
+        return
+    told = ("your code gave", "your code raised", "your code in cell", "ran past", "was stopped")
+    silent = []
+    for student in proof.students:
+        if not student.startswith("mutant"):
+            continue
+        task = proof.mutant_tasks[student]
+        error = _outcome(proof, student, nbgrader=False, loop=False).engine_errors.get(task) or ""
+        if not any(words in error for words in told):
+            silent.append(f"{student} ({task}): {error}")
+    assert not silent, "mutants whose message names no value:\n" + "\n".join(silent)
+
+
 def _given_code_solves_no_task(proof, record_property):
     """Nothing a student gets solves a task while it is open: every given code cell of the
     release, pasted into a task's code cell of the blank release, earns that task nothing (the
@@ -166,18 +186,7 @@ def _known_cheats_score_zero(proof, record_property):
 def _no_hidden_line_reaches_the_student(proof, record_property):
     """Neither `module test` nor nbgrader's feedback page shows a line of hidden checks, even
     to a submission that printed them (the print_checks cheat)."""
-    _, hidden = secret_lines(proof.module)
-    # Lines that are hidden code only: not inside anything the module shows outside its hidden
-    # regions (solutions included: the reference shows those, even as part of a longer line).
-    shown_anywhere = "\n".join(
-        re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS", "", cell.source, flags=re.S)
-        for cell in proof.module.cells()
-    )
-    hidden = {
-        line
-        for line in hidden
-        if len(line) > 12 and not line.startswith("#") and line not in shown_anywhere
-    }
+    hidden = hidden_only_lines(proof.module)
     assert hidden, f"{proof.module.slug} has no hidden checks"
     for student in proof.students:
         looped = not student.startswith(("mutant", GIVEN)) and (
@@ -202,6 +211,7 @@ PROOFS = (
     _reference_scores_full_points,
     _seeded_mutants_lose_points,
     _given_code_solves_no_task,
+    _each_mutant_is_told_what_its_code_gave,
     _nbgrader_and_the_engine_agree,
     _known_cheats_score_zero,
     _no_hidden_line_reaches_the_student,

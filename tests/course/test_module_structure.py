@@ -301,3 +301,20 @@ def test_a_withheld_cell_follows_the_task_it_is_a_fast_form_of_and_reaches_no_re
     assert not leaked, f"{module.slug}: withheld code in the release or the kit: {leaked[:3]}"
     delivered = "\n".join(cell.source for cell in release_notebook(module, True).cells) + "\n" + stub_source(module, True)
     assert withheld_lines <= {line.strip() for line in delivered.splitlines()}, "a delivered kit carries them"
+
+
+def test_the_modules_task_table_gives_every_tasks_points(module):
+    """The table at the top of a module lists each task once with its points (`1 + 2` for a row
+    of two tasks), as their headings and grade cells say."""
+    points = {grade.grade_id: float(grade.nbgrader["points"]) for grade, _, _ in _tasks(module)}
+    text = module.cells()[0].source
+    assert "| task | points | what |" in text, f"{module.relpath()}: the first cell's table has no points column"
+    listed = {}
+    for row in text.splitlines():
+        cells = [part.strip() for part in row.lstrip("# ").strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            tasks = re.findall(r"`([^`]+)`", cells[0])
+            values = [float(value) for value in cells[1].split("+")]
+            assert len(tasks) == len(values), f"{module.relpath()}: {row!r}"
+            listed.update(zip(tasks, values))
+    assert listed == points, f"{module.relpath()}: the task table says {listed}, the grade cells {points}"

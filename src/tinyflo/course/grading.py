@@ -28,6 +28,7 @@ from tinyflo.course.engine import MAX_LINE, RunRecord, run_job
 from tinyflo.course.notebooks import graded_source, grading_notebook, instructor_notebook
 from tinyflo.course.sandbox import Limits
 from tinyflo.course.scenarios import (
+    TYPE,
     VALUE,
     Check,
     TaskScenario,
@@ -38,7 +39,14 @@ from tinyflo.course.scenarios import (
     visible_source,
 )
 from tinyflo.course.source import CourseError, Module
-from tinyflo.course.verdicts import BadValue, Helpers, decide, reference_values, student_values
+from tinyflo.course.verdicts import (
+    BadValue,
+    Helpers,
+    TypeInfo,
+    decide,
+    reference_values,
+    student_values,
+)
 
 DEFAULT_TIMEOUT = 60  # seconds per cell; a cell may ask for more: tinyflo={"timeout": 300}
 VISIBLE_SEED = "visible"  # `tinyflo module test`: the visible scenarios, one fixed seed
@@ -352,12 +360,17 @@ def _what_it_gave(check: Check, wrong: list[Any] | None, expected: list[Any] | N
     hold, what the student's code gave there and what was expected (`your code gave
     `square(3)` = 6 (int64); expected 9`). A hidden check shows values only where
     `values_shown` (its task draws this submission's own inputs) and never its code."""
+    if check.kind == "reached":
+        return "your code raised no error there" if check.must_raise and wrong is not None else ""
     if wrong is None or expected is None or (check.hidden and not values_shown):
         return ""
     part = _failing_part(check.condition, check, wrong, expected, helpers)
     indices = _indices(part)
     mine = [i for i in indices if check.operands[i].student and check.operands[i].mode == VALUE]
     theirs = [i for i in indices if not check.operands[i].student and check.operands[i].mode == VALUE]
+    kinds = [i for i in indices if check.operands[i].mode == TYPE and isinstance(wrong[i], TypeInfo)]
+    if not mine and kinds:  # isinstance(x, C): what x is
+        return f"your code gave a `{wrong[kinds[0]].mro[0].rsplit('.', 1)[-1]}`"
     if not mine:
         return ""
     def shown(index: int) -> str:
@@ -388,7 +401,8 @@ def _check_holds(
     and the reference's values of the first record that fails it (None when there is no such
     record)."""
     if check.kind == "reached":
-        return student.reached.get(check.id, 0) == reference.reached.get(check.id, 0), None, None
+        same = student.reached.get(check.id, 0) == reference.reached.get(check.id, 0)
+        return same, None if same else [], None
     theirs = student.observations.get(check.id, [])
     ours = reference.observations.get(check.id, [])
     expected = [reference_values(check, raw) for raw in ours]

@@ -120,6 +120,7 @@ class Check:
     condition: tuple = ()  # see `_condition`: ("and", [...]) | ("not", c) | ("atom", op, [i...], extra)
     operands: tuple[Operand, ...] = ()
     after_seed: bool = False  # the cell seeds a generator before it: random draws are compared
+    must_raise: bool = False  # a `raise AssertionError` ending a `try` body: the call before it had to raise
 
 
 @dataclass
@@ -742,6 +743,8 @@ def build_task(
         or (isinstance(node, ast.Raise) and _is_assertion_error(node) is not False)
     ]
     order.sort(key=lambda node: (node.lineno, node.col_offset))
+    ends_of_try = {_key(node.body[-1]) for node in ast.walk(tree)
+                   if isinstance(node, ast.Try) and node.handlers and isinstance(node.body[-1], ast.Raise)}
     seeded = min(
         (node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
          and (_dotted(node.func) or "").split(".")[-1] in SEEDERS),
@@ -770,7 +773,8 @@ def build_task(
         else:
             message = _is_assertion_error(node)
             check = Check(
-                check_id, task, in_hidden, counts[in_hidden], _message(message), "reached"
+                check_id, task, in_hidden, counts[in_hidden], _message(message), "reached",
+                must_raise=_key(node) in ends_of_try,
             )
             found[_key(node)] = _Found(check, [])
     dropped = _droppable(tree, found, used_elsewhere)
