@@ -855,7 +855,7 @@ assert np.allclose(cross_entropy(Tensor(_rs_z), _rs_y).item(), -np.mean(_rs_lp[n
 )
 ### END HIDDEN TESTS
 
-# %% [markdown]
+# %% [markdown] tinyflo={"given_after": "losses_cross_entropy"}
 # ## The same loss as one graph node (given)
 #
 # The `cross_entropy` you wrote is the definition: every step is an op you
@@ -881,7 +881,7 @@ assert np.allclose(cross_entropy(Tensor(_rs_z), _rs_y).item(), -np.mean(_rs_lp[n
 # drift from the definition. PyTorch does the same: `F.cross_entropy` is one
 # fused kernel, not `nll_loss(log_softmax(x))`.
 
-# %%
+# %% tinyflo={"given_after": "losses_cross_entropy"}
 #| export
 class CrossEntropyFn(Function):
     """Softmax cross-entropy of (M, C) logits against M class indices, reduced, as one node."""
@@ -952,7 +952,7 @@ def cross_entropy(
     return loss.reshape(safe.shape) if reduction == "none" else loss
 
 
-# %%
+# %% tinyflo={"given_after": "losses_cross_entropy"}
 _z = Tensor([[2.0, 0.5, -1.0], [0.0, 3.0, 1.0]], requires_grad=True)
 cross_entropy(_z, [0, 2]).backward()
 print("one node:", type(cross_entropy(_z, [0, 2])._ctx).__name__, " gradient p − onehot(y), over 2:", _z.grad)

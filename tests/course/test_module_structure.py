@@ -199,10 +199,6 @@ def test_a_rule_is_its_message_without_the_value_it_shows_and_a_line_states_it_w
     assert not states("* ½d²/β where |d| < β, smooth_l1_loss with beta", rule)  # out of order
 
 
-# Given cells of these modules still re-bind a name a task's code defines (a faster form of it),
-# in the release, until they are marked `tinyflo={"given_after": "<task>"}` and given a form the
-# release can run without them. The list only shrinks.
-FAST_FORMS_NOT_YET_WITHHELD = {"04_losses": {"cross_entropy"}}
 # Given cells that patch a task's class on purpose, replacing none of what the task asks for.
 PATCHES_THAT_REPLACE_NOTHING = {
     # floDl's readings of a Trend under names of their own; `mean()` without an argument
@@ -229,12 +225,10 @@ def test_no_given_cell_of_a_release_redefines_what_a_task_asks_for(module):
         else:
             patched = _patched_names(cell.source) - PATCHES_THAT_REPLACE_NOTHING.get(module.slug, set())
             found |= {name for name in names | patched if name in asked}
-    pending = FAST_FORMS_NOT_YET_WITHHELD.get(module.slug, set())
-    assert found <= pending, (
-        f"{module.relpath()}: given cells of the release bind again {sorted(found - pending)}, which "
+    assert not found, (
+        f"{module.relpath()}: given cells of the release bind again {sorted(found)}, which "
         "tasks ask for; mark them (and their prose) `tinyflo={\"given_after\": \"<task>\"}`"
     )
-    assert pending <= found, f"{module.slug}: {sorted(pending - found)} are withheld now: take them off the list"
 
 
 def _bound_names(source: str) -> set[str]:
