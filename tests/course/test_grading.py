@@ -688,3 +688,29 @@ def test_a_call_that_had_to_raise_and_a_value_of_the_wrong_type_are_named(tmp_pa
     listed = graded("def sub_grads(g):\n    if isinstance(g, str):\n        raise TypeError('no')\n"
                     "    return np.asarray(g), list(-np.asarray(g))\n")
     assert listed.endswith("b's gradient is an array (your code gave a `list`)"), listed
+
+
+def test_what_a_submission_can_carry_out_of_the_sandbox_is_its_own_draw(tmp_path, monkeypatch):
+    """A submission that smuggles a hidden input out (here in the name of the exception it
+    raises, which the feedback shows) learns the input drawn for itself: another student's
+    submission, or its own next one, drew another."""
+    from tinyflo.course.grading import submission_inputs
+
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    module, tree = _one_module(tmp_path, SUBTRACT)
+    spy = (
+        "def sub_grads(g):\n"
+        "    g = np.asarray(g)\n"
+        "    if g.shape == (3,):  # the hidden check's own input\n"
+        "        raise type('Seen' + str(int(abs(g[0]) * 1e6)), (Exception,), {})()\n"
+        "    return g, -g\n"
+    )
+
+    def carried(student: str, note: str = "") -> str:
+        notebook = _with_code(instructor_notebook(module), "sub_grads_code", spy + note)
+        error = grade(notebook, module, tree, timeout=30, student=submission_inputs(student, notebook), key="k").cells[0].error
+        return error.split("your code raised ", 1)[1].split(" ", 1)[0]
+
+    ada = carried("ada")
+    assert ada.startswith("Seen") and ada == carried("ada"), "the same notebook draws the same again"
+    assert carried("bo") != ada and carried("ada", "# handed in again") != ada
