@@ -324,6 +324,12 @@ def test_a_hostile_notebook_is_inert_in_chromium_on_its_feedback_page_and_in_for
     cell.source += ("\n\n<script>fetch(location.origin + '/api/contents/pwned.txt', {method: 'PUT', headers: {'X-XSRFToken': "
                     "document.cookie.match(/_xsrf=([^;]+)/)[1]}, body: JSON.stringify({type: 'file', "
                     "format: 'text', content: 'pwned'})})</script>")
+    # what the student's code raises reaches the verdict in its own words: markup in it too
+    said = (f"<img src=x onerror=\"document.title='pwned';fetch('{beacon.url}/verdict')\">"
+            f"<script>fetch('{beacon.url}/verdict-script')</script>")
+    for answer in notebook.cells:
+        if answer.metadata.get("nbgrader", {}).get("grade_id") == "demo_relu_code":
+            answer.source = f"def relu(x):\n    raise ValueError({said!r})"
     notebook.cells[1:1] = [cell]
     notebook.cells.append(hostile_raw(beacon.url))
     submitted = course / "submitted" / "mallory" / "00_demo" / "demo.ipynb"
@@ -332,8 +338,10 @@ def test_a_hostile_notebook_is_inert_in_chromium_on_its_feedback_page_and_in_for
     assert call_cli("course", "autograde", "00", "--no-sandbox", *common)[0] == 0
     assert call_cli("course", "feedback", "00", *common)[0] == 0
     before = _files(course)
+    page = course / "feedback" / "mallory" / "00_demo" / "demo.html"
+    assert "your code raised ValueError: &lt;img src=x onerror=" in page.read_text(), "the verdict shows it, as text"
     try:
-        browser.get((course / "feedback" / "mallory" / "00_demo" / "demo.html").as_uri())
+        browser.get(page.as_uri())
         _nothing_came_alive(browser, beacon, "feedback page")
 
         from nbgrader.api import Gradebook
