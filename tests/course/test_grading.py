@@ -190,21 +190,21 @@ def test_a_failing_hidden_check_says_which_and_why_but_never_how(demo_module, tr
 def test_what_the_code_prints_never_reaches_the_report_and_what_it_raises_does_in_one_bounded_line(
     demo_module, tree
 ):
-    printed, said = "a line the student's code printed", "operands could not be broadcast\ntogether"
+    printed, said = "a line the student's code printed", "operands could not be broadcast\ntogether\x1b[2J\u202e"
     submission = _with_code(
         instructor_notebook(demo_module),
         "demo_relu_code",
         f"print({printed!r})\nimport sys\nprint({printed!r}, file=sys.stderr)\n"
         "class Loud:\n    def __str__(self):\n        raise SystemExit('its __str__ ran')\n"
-        f"def relu(x):\n    raise ValueError({said!r}, Loud(), 'x' * 10_000)",
+        f"def relu(x):\n    raise type('Value\\x1b[2JError', (ValueError,), {{}})({said!r}, Loud(), 'x' * 10_000)",
     )
     report = grade(submission, demo_module, tree, timeout=30)
     assert report.by_id() == {"demo_square": 2, "demo_relu": 0}
     error = report.cells[1].error
     assert printed not in error and "__str__ ran" not in error, error
     # its own words: the text arguments joined on one line, at most 300 characters of them
-    assert "your code raised ValueError: operands could not be broadcast together; xxx" in error, error
-    message = error.split("ValueError: ", 1)[1].split(" (cell `demo_relu_code`, line")[0]
+    assert "your code raised Value\\x1b[2JError: operands could not be broadcast together\\x1b[2J\\u202e; xxx" in error, error
+    message = error.split("Error: ", 1)[1].split(" (cell `demo_relu_code`, line")[0]
     assert len(message) == 300 and message.endswith("…"), message
 
 

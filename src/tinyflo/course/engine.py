@@ -305,11 +305,11 @@ def _one_run(
                     deadline = budget_end
                 elif kind == "raised":
                     cell.raised = {
-                        "type": str(event.get("type"))[:100],
+                        "type": one_line(event.get("type"), 100),
                         "mro": [str(n)[:200] for n in event.get("mro", [])][:50]
                         if isinstance(event.get("mro"), list)
                         else [],
-                        "message": _one_line(event.get("message"), SHOWN_MESSAGE),
+                        "message": one_line(event.get("message"), SHOWN_MESSAGE),
                         "at": _place(event.get("at")),
                     }
                 elif kind == "timeout":
@@ -335,11 +335,13 @@ def _one_run(
         return current, max(reader.budget, 0), looped, finished
 
 
-def _one_line(value: Any, limit: int) -> str:
+def one_line(value: Any, limit: int) -> str:
     """A text the run sent, as one line of at most `limit` characters ('' for anything else)."""
     if not isinstance(value, str):
         return ""
-    text = " ".join(value.split())
+    # Control and format characters (a terminal's escape sequences, a right-to-left override)
+    # are shown as their escapes: the text reaches terminals and pages.
+    text = " ".join("".join(ch if ch.isprintable() or ch.isspace() else ascii(ch)[1:-1] for ch in value).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.course.engine import MAX_LINE, RunRecord, run_job
+from tinyflo.course.engine import MAX_LINE, RunRecord, one_line, run_job
 from tinyflo.course.notebooks import graded_source, grading_notebook, instructor_notebook
 from tinyflo.course.sandbox import Limits
 from tinyflo.course.scenarios import (
@@ -289,7 +289,7 @@ def _job(
 
 def _line(source: str, number: int) -> str:
     lines = source.splitlines()
-    return lines[number - 1].strip()[:120] if 0 < number <= len(lines) else ""
+    return one_line(lines[number - 1], 120) if 0 < number <= len(lines) else ""
 
 
 def _place(named: list[JobCell], at: list | None) -> str:
