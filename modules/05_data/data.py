@@ -73,6 +73,14 @@ sys.modules["tinyflo.core.data"] = None
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
 check_rng = np.random.default_rng(0)
 
+
+def _same(mine, again):
+    """Whether two results of your own code are equal: where a check runs your code twice (the
+    same seed, a fork of the same state, a resumed loader), it compares your runs with each
+    other, never your random numbers with ours."""
+    return mine == again
+
+
 # %% [markdown]
 # ## Random numbers you can replay
 #
@@ -106,7 +114,42 @@ check_rng = np.random.default_rng(0)
 # both the next draws *and* the next `fork()` match. A dict that lacks a key
 # is a `ValueError` that names the key.
 #
+# **Two draws have one right form**, because the data order built on them is
+# compared with ours (the tests below, the loader's shuffling, `random_split`):
+#
+# * `permutation(n)` is the generator's own `self._generator.permutation(n)`,
+#   as int64;
+# * `fork()` starts the child `Rng` (with `_start`) from the parent's next
+#   child seed sequence, `self._sequence.spawn(1)[0]`.
+#
+# The other draws are yours to shape: `normal` may draw `standard_normal` in
+# float32 and scale it, or call `Generator.normal(mean, std, size)` and
+# convert to float32. Grading never compares their numbers with ours, only
+# with your own code's second run from the same seed, and checks what every
+# valid draw shows: its dtype, its range, its average and spread.
+#
 # ### Task `data_rng` (3 points): `Rng`
+#
+# **Checked when graded** (besides the tests below), with seeds, sizes,
+# bounds, means, spreads and probabilities drawn for you:
+#
+# * after `load_state_dict`, the next `fork()` draws what the next `fork()` of the saved `Rng` draws
+# * `fork()` must not advance the parent's stream
+# * a fork draws other numbers than its parent
+# * two forks of the same state draw the same numbers
+# * `permutation(n)` holds every index below n exactly once
+# * the same seed gives the same draws, from `integers`, `normal`, `uniform` and `bernoulli` alike
+# * `normal()` and `uniform()` give float32 even for a single draw
+# * `uniform(size, low=a, high=b)` stays within [a, b] (b itself only by float32 rounding)
+# * `uniform(size, low=a, high=b)` averages about (a + b) / 2 (within 5% of b − a, over 10,000 draws)
+# * `normal(size, mean=m, std=s)` has a mean about m and a spread about s (each within 5% of s, over 20,000 draws)
+# * `bernoulli` with p = 0 is always False, with p = 1 always True
+# * `bernoulli(p, size)` is True about a share p of the time (within 0.02, over 20,000 draws)
+# * `integers(low, high)` draws from [low, high), and `integers(high)` from [0, high)
+# * an unseeded `Rng` follows `manual_seed`
+# * `load_state_dict` with a missing key must be refused with a ValueError
+# * the error must name the missing key
+# * a negative, fractional or non-integer seed must be refused with a ValueError
 
 # %% nbgrader={"grade": false, "grade_id": "data_rng_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -259,50 +302,93 @@ restored = Rng(99)
 restored.load_state_dict(saved)
 assert restored.permutation(10).tolist() == expected, "load_state_dict continues the stream"
 ### BEGIN HIDDEN TESTS
-p = Rng(11)
-p.fork()
-state = json.loads(json.dumps(p.state_dict()))
-copy = Rng(0)
-copy.load_state_dict(state)
-assert copy.fork().normal(8).tolist() == p.fork().normal(8).tolist(), "after load_state_dict, the next fork() matches too"
-forked = Rng(3)
-forked.fork()
-assert forked.permutation(20).tolist() == Rng(3).permutation(20).tolist(), "fork() must not advance the parent's stream"
-assert Rng(3).fork().permutation(50).tolist() != Rng(3).permutation(50).tolist(), "a fork draws other numbers than its parent"
-assert Rng(0).normal().dtype == np.float32 and Rng(0).uniform(low=-1.0, high=1.0).dtype == np.float32, (
-    "normal() and uniform() give float32 even for a single draw"
-)
-u = Rng(1).uniform(10000, low=2.0, high=3.0)
-assert u.min() >= 2.0 and u.max() <= 3.0, f"uniform(low=2, high=3) must stay in [2, 3); got {u.min()} to {u.max()}"
-assert u.mean() > 2.4 and u.mean() < 2.6, f"uniform(low=2, high=3) must average about 2.5; got {u.mean():.3f}"
-n = Rng(1).normal(20000, mean=5.0, std=2.0)
-assert abs(float(n.mean()) - 5) < 0.1 and abs(float(n.std()) - 2) < 0.1, (
-    f"normal(mean=5, std=2) gave mean {float(n.mean()):.3f} and std {float(n.std()):.3f}"
-)
-b = Rng(2).bernoulli(np.array([0.0, 1.0, 0.0, 1.0]))
-assert b.tolist() == [False, True, False, True], "bernoulli with p = 0 is always False, with p = 1 always True"
-share = float(Rng(2).bernoulli(0.3, 20000).mean())
-assert abs(share - 0.3) < 0.02, f"bernoulli(0.3) must be True about 30% of the time; got {share:.1%}"
-ints = Rng(4).integers(3, 6, 1000)
-assert ints.min() == 3 and ints.max() == 5 and Rng(4).integers(5, size=100).max() < 5, (
-    "integers(low, high) draws from [low, high), and integers(high) from [0, high)"
-)
 from tinyflo.core.tensor import manual_seed
-manual_seed(12)
-a1 = Rng().permutation(30).tolist()
-manual_seed(12)
-assert Rng().permutation(30).tolist() == a1, "an unseeded Rng follows manual_seed"
-try:
-    Rng(0).load_state_dict({"entropy": 1})
-    raise AssertionError("load_state_dict with missing keys must be refused with a ValueError")
-except ValueError as err:
-    assert "spawn_key" in str(err) or "forks" in str(err) or "bit_generator" in str(err), (
-        f"the error must name the missing key; got: {err}"
+
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_seed, _other_seed = (int(v) for v in check_rng.integers(0, 2**31, 2))
+_m = int(check_rng.integers(20, 60))
+_saved = Rng(_seed)
+for _ in range(int(check_rng.integers(1, 4))):
+    _saved.fork()
+_loaded = Rng(_other_seed)
+_loaded.load_state_dict(json.loads(json.dumps(_saved.state_dict())))
+assert _same(_loaded.fork().permutation(_m).tolist(), _saved.fork().permutation(_m).tolist()), (
+    "after load_state_dict, the next fork() draws what the next fork() of the saved Rng draws"
+)
+_forked, _fresh = Rng(_seed), Rng(_seed)
+_forked.fork()
+# uniform first: it uses every number of the stream, while a permutation rejects some and can fall back in step
+_after_fork = [_forked.uniform(_m).tolist(), _forked.permutation(_m).tolist()]
+_no_fork = [_fresh.uniform(_m).tolist(), _fresh.permutation(_m).tolist()]
+assert _same(_after_fork, _no_fork), (
+    "fork() must not advance the parent's stream"
+)
+assert Rng(_seed).fork().permutation(_m).tolist() != Rng(_seed).permutation(_m).tolist(), (
+    "a fork draws other numbers than its parent"
+)
+assert _same(Rng(_seed).fork().permutation(_m).tolist(), Rng(_seed).fork().permutation(_m).tolist()), (
+    "two forks of the same state draw the same numbers"
+)
+assert sorted(Rng(_seed).permutation(_m).tolist()) == list(range(_m)), (
+    "permutation(n) holds every index below n exactly once"
+)
+_k = int(check_rng.integers(5, 20))
+_mean, _std = round(float(check_rng.uniform(-5, 5)), 2), round(float(check_rng.uniform(0.5, 3)), 2)
+_low = float(check_rng.integers(2, 9)) / 2  # 1 to 4 in halves: exact in float32, and above 0
+_high = _low + float(check_rng.integers(1, 7)) / 2
+_share = round(float(check_rng.uniform(0.1, 0.35)), 2)
+_lo = int(check_rng.integers(-10, 10))
+_hi = _lo + int(check_rng.integers(2, 7))
+_first = [Rng(_seed).integers(_lo, _hi, _k).tolist(), Rng(_seed).normal(_k, mean=_mean, std=_std).tolist(),
+          Rng(_seed).uniform(_k, low=_low, high=_high).tolist(), Rng(_seed).bernoulli(_share, _k).tolist()]
+_again = [Rng(_seed).integers(_lo, _hi, _k).tolist(), Rng(_seed).normal(_k, mean=_mean, std=_std).tolist(),
+          Rng(_seed).uniform(_k, low=_low, high=_high).tolist(), Rng(_seed).bernoulli(_share, _k).tolist()]
+assert _same(_first, _again), "the same seed gives the same draws, from integers, normal, uniform and bernoulli alike"
+assert Rng(_seed).normal(mean=_mean, std=_std).dtype == np.float32 \
+    and Rng(_seed).uniform(low=_low, high=_high).dtype == np.float32, (
+        "normal() and uniform() give float32 even for a single draw"
     )
-for bad in (-1, 1.5, "x"):
+_u = Rng(_seed).uniform(10000, low=_low, high=_high)
+assert float(_u.min()) >= _low and float(_u.max()) <= _high, "uniform(size, low=a, high=b) stays within [a, b]"
+assert abs(float(_u.mean()) - (_low + _high) / 2) < 0.05 * (_high - _low), (
+    "uniform(size, low=a, high=b) averages about (a + b) / 2"
+)
+_n = Rng(_seed).normal(20000, mean=_mean, std=_std)
+assert abs(float(_n.mean()) - _mean) < 0.05 * _std and abs(float(_n.std()) - _std) < 0.05 * _std, (
+    "normal(size, mean=m, std=s) has a mean about m and a spread about s"
+)
+_bits = check_rng.integers(0, 2, int(check_rng.integers(6, 20))).astype(np.float64)
+assert Rng(_seed).bernoulli(_bits).tolist() == (_bits == 1).tolist(), (
+    "bernoulli with p = 0 is always False, with p = 1 always True"
+)
+assert abs(float(Rng(_seed).bernoulli(_share, 20000).mean()) - _share) < 0.02, (
+    "bernoulli(p, size) is True about a share p of the time"
+)
+_ints = Rng(_seed).integers(_lo, _hi, 1000)
+_top = int(check_rng.integers(2, 7))
+_below = Rng(_seed).integers(_top, size=1000)
+assert int(_ints.min()) == _lo and int(_ints.max()) == _hi - 1 \
+    and int(_below.min()) == 0 and int(_below.max()) == _top - 1, (
+        "integers(low, high) draws from [low, high), and integers(high) from [0, high)"
+    )
+_global_seed = int(check_rng.integers(0, 2**31))
+manual_seed(_global_seed)
+_unseeded = Rng().permutation(_m).tolist()
+manual_seed(_global_seed)
+assert _same(Rng().permutation(_m).tolist(), _unseeded), "an unseeded Rng follows manual_seed"
+_gone = ("entropy", "spawn_key", "forks", "bit_generator")[int(check_rng.integers(0, 4))]
+_partial = {key: value for key, value in Rng(_seed).state_dict().items() if key != _gone}
+try:
+    Rng(_other_seed).load_state_dict(_partial)
+    raise AssertionError("load_state_dict with a missing key must be refused with a ValueError")
+except ValueError as err:
+    assert _gone in str(err), f"the error must name the missing key; got: {err}"
+_bad_seeds = (-int(check_rng.integers(1, 1000)), float(check_rng.integers(0, 1000)) + 0.5,
+              str(check_rng.integers(0, 1000)))
+for _bad in _bad_seeds:
     try:
-        Rng(bad)
-        raise AssertionError(f"Rng({bad!r}) must be refused with a ValueError")
+        Rng(_bad)
+        raise AssertionError("a negative, fractional or non-integer seed must be refused with a ValueError")
     except ValueError:
         pass
 ### END HIDDEN TESTS
@@ -332,6 +418,18 @@ for bad in (-1, 1.5, "x"):
 #   argument (a single number has no samples) a `ShapeError`.
 #
 # ### Task `data_datasets` (1 point): `TensorDataset`
+#
+# **Checked when graded** (besides the tests below), with sizes, shapes,
+# values and the number of arrays drawn for you:
+#
+# * Python floats become float32, not float64
+# * a tensor's array is kept as it is, not copied
+# * with one array, a sample is still a tuple (of one field)
+# * any number of arrays is kept, in order
+# * a middle argument with another first dimension must be refused with a `ShapeError`
+# * the error must list the odd argument's shape
+# * `TensorDataset()` with no arrays must be refused with a ValueError
+# * a 0-d argument (no samples to count) must be refused with a `ShapeError`
 
 # %% nbgrader={"grade": false, "grade_id": "data_datasets_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -413,24 +511,33 @@ try:
 except ShapeError as err:
     assert "(6, 2, 2)" in str(err) and "(5,)" in str(err), f"the error must list every argument's shape; got: {err}"
 ### BEGIN HIDDEN TESTS
-assert TensorDataset([0.5, 1.5]).arrays[0].dtype == np.float32, "Python floats become float32, not float64"
-t = Tensor(np.ones((3, 2), np.float32))
-assert TensorDataset(t).arrays[0] is t.data, "a tensor's array is kept as it is, not copied"
-one = TensorDataset(images)
-assert isinstance(one[0], tuple) and len(one[0]) == 1, "with one array, a sample is still a tuple (of one field)"
-assert len(TensorDataset(images, labels, labels * 2).arrays) == 3, "any number of arrays is kept, in order"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n = int(check_rng.integers(3, 9))
+_floats = [round(float(v), 3) for v in check_rng.uniform(-5, 5, _n)]
+assert TensorDataset(_floats).arrays[0].dtype == np.float32, "Python floats become float32, not float64"
+_t = Tensor(check_rng.standard_normal((_n, int(check_rng.integers(1, 4)))).astype(np.float32))
+assert TensorDataset(_t).arrays[0] is _t.data, "a tensor's array is kept as it is, not copied"
+_one = TensorDataset(check_rng.standard_normal((_n, 2)).astype(np.float32))
+_row = int(check_rng.integers(0, _n))
+assert isinstance(_one[_row], tuple) and len(_one[_row]) == 1, "with one array, a sample is still a tuple (of one field)"
+_arrays = [check_rng.integers(0, 100, (_n, int(check_rng.integers(1, 4)))) for _ in range(int(check_rng.integers(3, 6)))]
+assert [a.tolist() for a in TensorDataset(*_arrays).arrays] == [a.tolist() for a in _arrays], (
+    "any number of arrays is kept, in order"
+)
+_odd = int(check_rng.integers(1, len(_arrays) - 1))  # neither the first argument nor the last
+_arrays[_odd] = np.zeros((_n + int(check_rng.choice([-2, -1, 1, 2])), 2), np.float32)
 try:
-    TensorDataset(images, np.arange(5), labels)
-    raise AssertionError("a middle argument with another first dimension must be refused too")
+    TensorDataset(*_arrays)
+    raise AssertionError("a middle argument with another first dimension must be refused with a ShapeError")
 except ShapeError as err:
-    assert "(5,)" in str(err), f"the error must list the odd argument's shape; got: {err}"
+    assert str(_arrays[_odd].shape) in str(err), f"the error must list the odd argument's shape; got: {err}"
 try:
     TensorDataset()
     raise AssertionError("TensorDataset() with no arrays must be refused with a ValueError")
 except ValueError:
     pass
 try:
-    TensorDataset(np.float32(1.0), labels)
+    TensorDataset(np.float32(check_rng.standard_normal()), np.arange(_n))
     raise AssertionError("a 0-d argument (no samples to count) must be refused with a ShapeError")
 except ShapeError:
     pass
@@ -446,6 +553,19 @@ except ShapeError:
 # though `np.asarray([])` is a float array. It never copies the data.
 #
 # ### Task `data_subset` (1 point): `Subset`
+#
+# **Checked when graded** (besides the test below), with a dataset's size
+# and indices drawn for you:
+#
+# * `Subset` keeps its indices as int64
+# * a negative index i counts from the end: it stands for len(dataset) + i
+# * a `Subset` keeps the dataset itself, not a copy
+# * an index equal to len(dataset) is past the end and must be refused with an IndexError
+# * an index below -len(dataset) must be refused with an IndexError
+# * the error must name the index
+# * non-integer indices must be refused with a TypeError
+# * an empty list of indices gives an empty subset
+# * a subset of a subset picks from the subset's samples
 
 # %% nbgrader={"grade": false, "grade_id": "data_subset_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -484,27 +604,38 @@ ds = [(f"image {i}", i) for i in range(6)]  # any dataset: a list of 6 samples h
 sub = Subset(ds, [4, 0, -1])
 assert len(sub) == 3 and sub[0][1] == 4 and sub[1][1] == 0 and sub[2][1] == 5
 ### BEGIN HIDDEN TESTS
-assert sub.indices.dtype == np.int64, f"indices are kept as int64; got {sub.indices.dtype}"
-assert sub.indices.tolist() == [4, 0, 5], f"a negative index is counted from the end: expected [4, 0, 5]; got {sub.indices.tolist()}"
-assert sub.dataset is ds, "a Subset keeps the dataset itself, not a copy"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n = int(check_rng.integers(5, 12))
+_ds = [(f"image {i}", i) for i in range(_n)]
+_idx = check_rng.integers(-_n, _n, int(check_rng.integers(3, 7)))
+_idx[int(check_rng.integers(0, len(_idx)))] = -int(check_rng.integers(1, _n + 1))  # at least one negative
+_sub = Subset(_ds, _idx.tolist())
+_rows = [int(i) % _n for i in _idx]
+assert _sub.indices.dtype == np.int64, "Subset keeps its indices as int64"
+assert _sub.indices.tolist() == _rows and [_sub[j][1] for j in range(len(_rows))] == _rows, (
+    "a negative index i counts from the end: it stands for len(dataset) + i"
+)
+assert _sub.dataset is _ds, "a Subset keeps the dataset itself, not a copy"
+_past = check_rng.permutation([*check_rng.integers(0, _n, 2), _n]).tolist()
 try:
-    Subset(ds, [0, 6])
-    raise AssertionError("an index past the end (6 of 6 samples) must be refused with an IndexError")
-except IndexError as err:
-    assert "6" in str(err), f"the error must name the index; got: {err}"
-try:
-    Subset(ds, [-7])
-    raise AssertionError("an index before the start (-7 of 6 samples) must be refused with an IndexError")
+    Subset(_ds, _past)
+    raise AssertionError("an index equal to len(dataset) is past the end and must be refused with an IndexError")
 except IndexError:
     pass
+_before = -_n - int(check_rng.integers(1, 5))
 try:
-    Subset(ds, [0.5])
+    Subset(_ds, [int(check_rng.integers(0, _n)), _before])
+    raise AssertionError("an index below -len(dataset) must be refused with an IndexError")
+except IndexError as err:
+    assert str(_before) in str(err), f"the error must name the index; got: {err}"
+try:
+    Subset(_ds, [float(i) + 0.5 for i in check_rng.integers(0, _n - 1, 2)])
     raise AssertionError("non-integer indices must be refused with a TypeError")
 except TypeError:
     pass
-assert len(Subset(ds, [])) == 0, "an empty list of indices gives an empty subset"
-nested = Subset(sub, [2])
-assert nested[0][1] == 5, "a subset of a subset picks from the subset's samples"
+assert len(Subset(_ds, [])) == 0, "an empty list of indices gives an empty subset"
+_pick = int(check_rng.integers(0, len(_rows)))
+assert Subset(_sub, [_pick])[0][1] == _rows[_pick], "a subset of a subset picks from the subset's samples"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -525,9 +656,28 @@ assert nested[0][1] == 5, "a subset of a subset picks from the subset's samples"
 #   holds.
 # * The order comes from an `Rng`: pass `rng=` (an `Rng`) or `seed=` (an
 #   int), not both; with neither, a new `Rng()` follows `manual_seed`.
-#   `_make_rng` below does this for everyone who takes a generator.
+#   `_make_rng` below does this for everyone who takes a generator
+#   (`seed=s` is `rng=Rng(s)`).
+# * The order is one `permutation(len(dataset))` of that `Rng`, cut in
+#   order: the first subset takes its first `counts[0]` indices, the second
+#   the next `counts[1]`, and so on.
 #
 # ### Task `data_random_split` (2 points): `random_split`
+#
+# **Checked when graded** (besides the tests below), with sizes, counts,
+# fractions and seeds drawn for you:
+#
+# * fractions are rounded down, then the samples left over go one each to the first subsets
+# * the left-over samples go to the first subsets even when a later fraction has the larger remainder
+# * fractions that add up to 1 only within rounding (such as [0.7, 0.2, 0.1]) must be accepted
+# * subset i holds the next counts[i] indices of one `Rng(seed).permutation(len(dataset))`
+# * the split is shuffled: not the samples in order
+# * another seed, another split
+# * `seed=s` splits like `rng=Rng(s)`
+# * fractions that add up to more than 1 must be refused with a ValueError
+# * a negative length must be refused with a ValueError
+# * counts mixed with fractions must be refused with a ValueError
+# * rng and seed together must be refused with a ValueError
 
 # %% nbgrader={"grade": false, "grade_id": "data_random_split_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -592,28 +742,74 @@ try:
 except ValueError as err:
     assert "10" in str(err) and "9" in str(err)
 ### BEGIN HIDDEN TESTS
-sizes = [len(s) for s in random_split([(i,) for i in range(5)], [0.5, 0.5], seed=1)]
-assert sizes == [3, 2], f"[0.5, 0.5] of 5 samples: the left-over sample goes to the first subset; got {sizes}"
-sizes = [len(s) for s in random_split([(i,) for i in range(10)], [0.34, 0.33, 0.33], seed=1)]
-assert sizes == [4, 3, 3], f"[0.34, 0.33, 0.33] of 10 samples must give [4, 3, 3]; got {sizes}"
-sizes = [len(s) for s in random_split([(i,) for i in range(6)], [0.25] * 4, seed=1)]
-assert sizes == [2, 2, 1, 1], f"[0.25] * 4 of 6 samples: round down, then one each to the first; got {sizes}"
-sizes = [len(s) for s in random_split(ds, [0.7, 0.2, 0.1], seed=1)]
-assert sizes == [7, 2, 1], f"[0.7, 0.2, 0.1] adds up to 1 within rounding and must be accepted; got {sizes}"
-assert random_split(ds, [7, 3], seed=1)[0].indices.tolist() != train.indices.tolist(), "another seed, another split"
-g = Rng(5)
-assert random_split(ds, [5, 5], rng=g)[0].indices.tolist() == random_split(ds, [5, 5], rng=Rng(5))[0].indices.tolist(), (
-    "rng=Rng(5) splits like another Rng(5)"
+import itertools
+
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_k = int(check_rng.choice([2, 4]))  # 1/2 and 1/4 are exact in floating point
+_n = _k * int(check_rng.integers(3, 9)) + int(check_rng.integers(1, _k))  # never a multiple of _k
+_sizes = [len(s) for s in random_split([(i,) for i in range(_n)], [1 / _k] * _k, seed=int(check_rng.integers(0, 1000)))]
+assert _sizes == [_n // _k + (i < _n % _k) for i in range(_k)], (
+    "fractions are rounded down, then the samples left over go one each to the first subsets"
 )
-assert train.indices.tolist() != list(range(7)), "the split is shuffled"
-for bad in ([0.5, 0.6], [11, -1], [5, 0.5]):
-    try:
-        random_split(ds, bad, seed=0)
-        raise AssertionError(f"lengths {bad} must be refused with a ValueError")
-    except ValueError:
-        pass
+# Counts c plus remainders adding up to 1, the largest (above one half) on the last fraction:
+# rounded down, one sample is left over, and it goes to the first subset.
+_c = [int(v) for v in check_rng.integers(2, 11, int(check_rng.integers(3, 5)))]
+_rest = [float(v) for v in check_rng.uniform(0.05, 0.15, len(_c) - 1)]
+_n = sum(_c) + 1
+_fractions = [(c + r) / _n for c, r in zip(_c, [*_rest, 1 - sum(_rest)])]
+_sizes = [len(s) for s in random_split([(i,) for i in range(_n)], _fractions, seed=int(check_rng.integers(0, 1000)))]
+assert _sizes == [_c[0] + 1, *_c[1:]], (
+    "the left-over samples go to the first subsets even when a later fraction has the larger remainder"
+)
+_inexact = [t for k in (3, 4) for t in itertools.product(range(1, 9), repeat=k)
+            if sum(t) == 10 and sum(v / 10 for v in t) != 1]
+_tenths = _inexact[int(check_rng.integers(0, len(_inexact)))]
+_n = int(check_rng.choice([11, 13, 17, 19, 21, 23, 27, 29, 31, 33]))  # t * n / 10 is never a whole number
+_want = [t * _n // 10 for t in _tenths]
+for _i in range(_n - sum(_want)):
+    _want[_i % len(_want)] += 1
+_sizes = [len(s) for s in random_split([(i,) for i in range(_n)], [t / 10 for t in _tenths],
+                                        seed=int(check_rng.integers(0, 1000)))]
+assert _sizes == _want, "fractions that add up to 1 only within rounding (such as [0.7, 0.2, 0.1]) must be accepted"
+_n = int(check_rng.integers(20, 40))
+_ds = [(i,) for i in range(_n)]
+_a = int(check_rng.integers(5, _n - 5))
+_counts = [_a, int(check_rng.integers(1, _n - _a))]
+_counts.append(_n - sum(_counts))
+_seed, _other_seed = (int(v) for v in check_rng.choice(2**31, 2, replace=False))
+_split = random_split(_ds, _counts, seed=_seed)
+_order = Rng(_seed).permutation(_n).tolist()
+_cuts = np.cumsum([0, *_counts]).tolist()
+_parts = [_order[_cuts[i]:_cuts[i + 1]] for i in range(len(_counts))]
+_got = [s.indices.tolist() for s in _split]
+assert _same(_got, _parts), (
+    "subset i holds the next counts[i] indices of one Rng(seed).permutation(len(dataset))"
+)
+assert _split[0].indices.tolist() != list(range(_a)), "the split is shuffled: not the samples in order"
+assert random_split(_ds, _counts, seed=_other_seed)[0].indices.tolist() != _split[0].indices.tolist(), (
+    "another seed, another split"
+)
+assert _same(random_split(_ds, _counts, seed=_other_seed)[0].indices.tolist(),
+             random_split(_ds, _counts, rng=Rng(_other_seed))[0].indices.tolist()), "seed=s splits like rng=Rng(s)"
+_f = round(float(check_rng.uniform(0.3, 0.7)), 2)
 try:
-    random_split(ds, [5, 5], rng=Rng(0), seed=0)
+    random_split(_ds, [_f, round(1 - _f + float(check_rng.uniform(0.05, 0.3)), 2)], seed=0)
+    raise AssertionError("fractions that add up to more than 1 must be refused with a ValueError")
+except ValueError:
+    pass
+_j = int(check_rng.integers(1, 5))
+try:
+    random_split(_ds, [_n + _j, -_j], seed=0)
+    raise AssertionError("a negative length must be refused with a ValueError")
+except ValueError:
+    pass
+try:
+    random_split(_ds, [_a, _f], seed=0)
+    raise AssertionError("counts mixed with fractions must be refused with a ValueError")
+except ValueError:
+    pass
+try:
+    random_split(_ds, _counts, rng=Rng(_seed), seed=_seed)
     raise AssertionError("rng and seed together must be refused with a ValueError")
 except ValueError:
     pass
@@ -639,6 +835,20 @@ except ValueError:
 #   needs its own `collate_fn`, which pads); an empty list is a `ValueError`.
 #
 # ### Task `data_collate` (2 points): `default_collate`
+#
+# **Checked when graded** (besides the tests below), with the number of
+# samples, their shapes, fields and values drawn for you:
+#
+# * dict samples are collated key by key into a dict
+# * tensors are stacked like arrays
+# * NumPy scalars keep their dtype
+# * Python bools become bool
+# * list samples are collated field by field into a tuple
+# * nested tuples are collated all the way down
+# * an empty list of samples must be refused with a ValueError
+# * a sample with fewer fields than the first must be refused with a `ShapeError`
+# * the samples' arrays stacked in order, for any samples
+# * the samples' labels in order, for any samples
 
 # %% nbgrader={"grade": false, "grade_id": "data_collate_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -682,30 +892,40 @@ try:
 except ShapeError as err:
     assert "(3,)" in str(err) and "(4,)" in str(err)
 ### BEGIN HIDDEN TESTS
-batch = default_collate([{"x": np.ones(2, np.float32), "y": 1}, {"x": np.zeros(2, np.float32), "y": 0}])
-assert isinstance(batch, dict) and batch["x"].shape == (2, 2) and batch["y"].tolist() == [1, 0], (
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_n = int(check_rng.integers(2, 7))
+_rs_x = check_rng.standard_normal((_rs_n, 3, 2)).astype(np.float32)
+_rs_y = check_rng.integers(0, 10, size=_rs_n)
+_batch = default_collate([{"x": _rs_x[i], "y": int(_rs_y[i])} for i in range(_rs_n)])
+assert isinstance(_batch, dict) and _batch["x"].tolist() == _rs_x.tolist() and _batch["y"].tolist() == _rs_y.tolist(), (
     "dict samples are collated key by key into a dict"
 )
-assert default_collate([Tensor([1.0, 2.0]), Tensor([3.0, 4.0])]).shape == (2, 2), "tensors are stacked like arrays"
-assert default_collate([np.float64(1.0), np.float64(2.0)]).dtype == np.float64, "NumPy scalars keep their dtype"
-assert default_collate([True, False]).dtype == bool, "Python bools become bool"
-assert isinstance(default_collate([[1, 2], [3, 4]]), tuple), "list samples are collated field by field into a tuple"
-nested = default_collate([(np.zeros(2), (1, 2.0)), (np.ones(2), (3, 4.0))])
-assert nested[1][0].tolist() == [1, 3] and nested[1][1].dtype == np.float32, "nested tuples are collated all the way down"
+_rows = check_rng.standard_normal((_rs_n, int(check_rng.integers(1, 5)))).astype(np.float32)
+assert default_collate([Tensor(row) for row in _rows]).tolist() == _rows.tolist(), "tensors are stacked like arrays"
+_scalars = [np.float64(v) for v in check_rng.standard_normal(_rs_n)]
+assert default_collate(_scalars).dtype == np.float64, "NumPy scalars keep their dtype"
+_flags = [bool(v) for v in check_rng.integers(0, 2, _rs_n)]
+assert default_collate(_flags).dtype == bool, "Python bools become bool"
+_pairs = [[int(a), int(b)] for a, b in check_rng.integers(0, 100, (_rs_n, 2))]
+assert isinstance(default_collate(_pairs), tuple), "list samples are collated field by field into a tuple"
+_inner = [(int(a), round(float(b), 3)) for a, b in zip(_rs_y, check_rng.standard_normal(_rs_n))]
+_nested = default_collate([(_rs_x[i], _inner[i]) for i in range(_rs_n)])
+assert _nested[1][0].tolist() == [a for a, _ in _inner] and _nested[1][1].dtype == np.float32, (
+    "nested tuples are collated all the way down"
+)
 try:
     default_collate([])
     raise AssertionError("an empty list of samples must be refused with a ValueError")
 except ValueError:
     pass
+_fields = int(check_rng.integers(2, 5))
+_ragged = [tuple(range(_fields)) for _ in range(_rs_n)]
+_ragged[int(check_rng.integers(1, _rs_n))] = tuple(range(int(check_rng.integers(1, _fields))))
 try:
-    default_collate([(1, 2), (1,)])
-    raise AssertionError("tuples of different lengths must be refused with a ShapeError")
+    default_collate(_ragged)
+    raise AssertionError("a sample with fewer fields than the first must be refused with a ShapeError")
 except ShapeError:
     pass
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
-_rs_n = int(check_rng.integers(2, 7))
-_rs_x = check_rng.standard_normal((_rs_n, 3, 2)).astype(np.float32)
-_rs_y = check_rng.integers(0, 10, size=_rs_n)
 _rs_xb, _rs_yb = default_collate([(_rs_x[i], int(_rs_y[i])) for i in range(_rs_n)])
 assert np.array_equal(_rs_xb, _rs_x), "the samples' arrays stacked in order, for any samples"
 assert np.array_equal(_rs_yb, _rs_y), "the samples' labels in order, for any samples"
@@ -722,6 +942,9 @@ assert np.array_equal(_rs_yb, _rs_y), "the samples' labels in order, for any sam
 #   each epoch draws a fresh permutation from the loader's own `Rng` (from
 #   `rng=` or `seed=`, else following `manual_seed`): different every epoch,
 #   identical from run to run. Every sample appears exactly once per epoch.
+#   The order is ours to the bit, so it has one right form: as the epoch
+#   starts, one call `self.rng.permutation(len(self.dataset))`, and nothing
+#   else drawn from `self.rng`.
 # * **Batches.** Consecutive slices of `batch_size` indices. The last batch
 #   may be smaller; `drop_last=True` drops it (useful when a smaller batch
 #   would upset batch statistics or timing). `len(loader)` is the number of
@@ -792,6 +1015,34 @@ def _fast_path(dataset: Any) -> tuple[tuple, np.ndarray | None] | None:
 
 # %% [markdown]
 # ### Task `data_loader` (4 points): `DataLoader`
+#
+# **Checked when graded** (besides the tests below), with dataset sizes,
+# batch sizes, seeds and how far a run goes before it is saved drawn for you
+# (the size is never a multiple of the batch size):
+#
+# * a given `collate_fn` makes the batches
+# * `len(loader)` is ceil(n / batch_size), or floor(n / batch_size) with `drop_last=True`
+# * with `drop_last=True` the smaller last batch is dropped; without it, it comes last
+# * each epoch's order is one `Rng.permutation(len(dataset))` of the loader's Rng, drawn as the epoch starts
+# * every sample exactly once per epoch
+# * a new order every epoch
+# * the fast path gives the same batches as collating sample by sample
+# * a `Subset` of a `Subset` of a `TensorDataset` gives the rows its indices compose to
+# * a `TensorDataset` subclass that overrides `__getitem__` takes the slow path: its `__getitem__` is not skipped
+# * a resumed loader continues the same epoch after the batches seen
+# * after a resume, the epochs that follow match too
+# * `state_dict()` after k batches of an epoch says batch k, and a resumed loader counts its epochs on from the saved one
+# * a state saved between epochs says batch 0 and gives the next epoch's order
+# * once every batch of an epoch is handed out, that epoch counts as done: the state says the next epoch, batch 0
+# * a state saved with another batch_size must be refused with a ValueError
+# * the error must name batch_size
+# * a state saved with another number of samples must be refused with a ValueError
+# * the error must name samples
+# * a batch_size that is a float, a bool or below 1 must be refused with a ValueError
+# * `drop_last=True` with fewer samples than batch_size must be refused with a ValueError
+# * an empty dataset must be refused with a ValueError
+# * the error must say the dataset is empty
+# * an unseeded loader follows `manual_seed`
 
 # %% nbgrader={"grade": false, "grade_id": "data_loader_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -935,15 +1186,46 @@ try:
 except ValueError as err:
     assert "batch_size" in str(err)
 ### BEGIN HIDDEN TESTS
-custom = DataLoader(ds, batch_size=5, collate_fn=lambda samples: np.array([int(y) for _, y in samples]))
-assert [b.tolist() for b in custom] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]], "a given collate_fn makes the batches"
-slow = DataLoader(ds, batch_size=3, shuffle=True, seed=4, collate_fn=default_collate)
-fast = DataLoader(ds, batch_size=3, shuffle=True, seed=4)
-assert [(x.tolist(), y.tolist()) for x, y in slow] == [(x.tolist(), y.tolist()) for x, y in fast], (
+from tinyflo.core.tensor import manual_seed
+
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_b = int(check_rng.integers(2, 6))
+_n = _b * int(check_rng.integers(5, 10)) + int(check_rng.integers(1, _b))  # a smaller last batch
+_x = check_rng.standard_normal((_n, int(check_rng.integers(1, 4)))).astype(np.float32)
+_y = check_rng.permutation(_n) + int(check_rng.integers(0, 100))
+_ds = TensorDataset(_x, _y)
+_seed, _other_seed = (int(v) for v in check_rng.choice(2**31, 2, replace=False))
+_in_order = [_y[i:i + _b].tolist() for i in range(0, _n, _b)]
+_custom = DataLoader(_ds, batch_size=_b, collate_fn=lambda samples: np.array([int(y) for _, y in samples]))
+assert [batch.tolist() for batch in _custom] == _in_order, "a given collate_fn makes the batches"
+assert len(DataLoader(_ds, batch_size=_b)) == -(-_n // _b) and len(DataLoader(_ds, batch_size=_b, drop_last=True)) == _n // _b, (
+    "len(loader) is ceil(n / batch_size), or floor(n / batch_size) with drop_last=True"
+)
+assert [y.tolist() for _, y in DataLoader(_ds, batch_size=_b, drop_last=True)] == _in_order[:-1] \
+    and [y.tolist() for _, y in DataLoader(_ds, batch_size=_b)] == _in_order, (
+        "with drop_last=True the smaller last batch is dropped; without it, it comes last"
+    )
+_shuffled = DataLoader(_ds, batch_size=_b, shuffle=True, seed=_seed)
+_epoch1 = [v for _, y in _shuffled for v in y.tolist()]
+_epoch2 = [v for _, y in _shuffled for v in y.tolist()]
+assert _same(_epoch1, _y[Rng(_seed).permutation(_n)].tolist()), (
+    "each epoch's order is one Rng.permutation(len(dataset)) of the loader's Rng, drawn as the epoch starts"
+)
+assert sorted(_epoch1) == sorted(_y.tolist()) and sorted(_epoch2) == sorted(_y.tolist()), (
+    "every sample exactly once per epoch"
+)
+assert _epoch1 != _epoch2, "a new order every epoch"
+_slow = DataLoader(_ds, batch_size=_b, shuffle=True, seed=_seed, collate_fn=default_collate)
+_fast = DataLoader(_ds, batch_size=_b, shuffle=True, seed=_seed)
+_slow_batches = [(x.tolist(), y.tolist()) for x, y in _slow]
+_fast_batches = [(x.tolist(), y.tolist()) for x, y in _fast]
+assert _same(_slow_batches, _fast_batches), (
     "the fast path gives the same batches as collating sample by sample"
 )
-sub = Subset(Subset(ds, [9, 8, 7, 6, 5]), [4, 0])
-assert [y.tolist() for _, y in DataLoader(sub, batch_size=2)] == [[5, 9]], "subsets of subsets take the right rows"
+_outer = (check_rng.permutation(_n - 1)[:_n // 2] + 1).tolist()  # never row 0
+_inner = check_rng.permutation(len(_outer))[:int(check_rng.integers(2, len(_outer)))].tolist()
+assert [v for _, y in DataLoader(Subset(Subset(_ds, _outer), _inner), batch_size=_b) for v in y.tolist()] \
+    == [int(_y[_outer[i]]) for i in _inner], "a Subset of a Subset of a TensorDataset gives the rows its indices compose to"
 
 
 class Doubled(TensorDataset):
@@ -952,61 +1234,84 @@ class Doubled(TensorDataset):
         return x * 2, y
 
 
-assert next(iter(DataLoader(Doubled(*ds.arrays), batch_size=2)))[0].tolist() == [[0.0], [2.0]], \
-    "an overridden __getitem__ is not skipped"
-run = DataLoader(ds, batch_size=3, shuffle=True, seed=1)
-list(run)
-it = iter(run)
-seen = [next(it)[1].tolist() for _ in range(2)]
-state = json.loads(json.dumps(run.state_dict()))
-rest = [y.tolist() for _, y in it]
-after = [y.tolist() for _, y in run]
-resumed = DataLoader(ds, batch_size=3, shuffle=True, seed=99)
-resumed.load_state_dict(state)
-assert [y.tolist() for _, y in resumed] == rest, "a resumed loader continues the same epoch after the batches seen"
-assert [y.tolist() for _, y in resumed] == after, "after a resume, the epochs that follow match too"
-assert state["batch"] == 2 and run.epoch == 3 and resumed.epoch == 3, (
-    f"state_dict() after 2 batches of epoch 2 must say batch 2, and both loaders end at epoch 3; "
-    f"got batch {state['batch']}, epochs {run.epoch} and {resumed.epoch}"
+assert next(iter(DataLoader(Doubled(*_ds.arrays), batch_size=_b)))[0].tolist() == (_x[:_b] * 2).tolist(), (
+    "a TensorDataset subclass that overrides __getitem__ takes the slow path: its __getitem__ is not skipped"
 )
-between = DataLoader(ds, batch_size=3, shuffle=True, seed=2)
-list(between)
-s2 = between.state_dict()
-expected = [y.tolist() for _, y in between]
-other = DataLoader(ds, batch_size=3, shuffle=True, seed=0)
-other.load_state_dict(s2)
-assert [y.tolist() for _, y in other] == expected and s2["batch"] == 0, (
+_epochs = int(check_rng.integers(0, 3))  # full epochs before the one that is saved
+_seen = int(check_rng.integers(1, 4))  # batches of that epoch handed out before the save
+_run = DataLoader(_ds, batch_size=_b, shuffle=True, seed=_seed)
+for _ in range(_epochs):
+    list(_run)
+_it = iter(_run)
+for _ in range(_seen):
+    next(_it)
+_state = json.loads(json.dumps(_run.state_dict()))
+_rest = [y.tolist() for _, y in _it]
+_after = [y.tolist() for _, y in _run]
+_resumed = DataLoader(_ds, batch_size=_b, shuffle=True, seed=_other_seed)
+_resumed.load_state_dict(_state)
+_resumed_rest = [y.tolist() for _, y in _resumed]
+_resumed_after = [y.tolist() for _, y in _resumed]
+assert _same(_resumed_rest, _rest), "a resumed loader continues the same epoch after the batches seen"
+assert _same(_resumed_after, _after), "after a resume, the epochs that follow match too"
+assert _state["batch"] == _seen and _run.epoch == _epochs + 2 and _resumed.epoch == _epochs + 2, (
+    "state_dict() after k batches of an epoch says batch k, and a resumed loader counts its epochs on from the saved one"
+)
+_between = DataLoader(_ds, batch_size=_b, shuffle=True, seed=_seed)
+for _ in range(_epochs + 1):
+    list(_between)
+_s2 = _between.state_dict()
+_next_epoch = [y.tolist() for _, y in _between]
+_other = DataLoader(_ds, batch_size=_b, shuffle=True, seed=_other_seed)
+_other.load_state_dict(_s2)
+_other_epoch = [y.tolist() for _, y in _other]
+assert _same(_other_epoch, _next_epoch) and _s2["batch"] == 0, (
     "a state saved between epochs says batch 0 and gives the next epoch's order"
 )
-done = DataLoader(ds, batch_size=5, shuffle=True, seed=3)
-done_it = iter(done)
-next(done_it), next(done_it)
-s3 = done.state_dict()
-assert s3["epoch"] == 1 and s3["batch"] == 0, (
-    f"once every batch of an epoch is handed out, that epoch counts as done; got epoch {s3['epoch']}, batch {s3['batch']}"
+_done = DataLoader(_ds, batch_size=_b, shuffle=True, seed=_seed)
+for _ in range(_epochs):
+    list(_done)
+_done_it = iter(_done)
+for _ in range(len(_done)):
+    next(_done_it)
+_s3 = _done.state_dict()
+assert _s3["epoch"] == _epochs + 1 and _s3["batch"] == 0, (
+    "once every batch of an epoch is handed out, that epoch counts as done: the state says the next epoch, batch 0"
 )
 try:
-    DataLoader(ds, batch_size=4).load_state_dict(s2)
+    DataLoader(_ds, batch_size=_b + int(check_rng.integers(1, 4))).load_state_dict(_s2)
     raise AssertionError("a state saved with another batch_size must be refused with a ValueError")
 except ValueError as err:
     assert "batch_size" in str(err), f"the error must name batch_size; got: {err}"
-for bad in (dict(batch_size=2.0), dict(batch_size=True), dict(batch_size=-1),
-            dict(batch_size=11, drop_last=True)):
+try:
+    DataLoader(Subset(_ds, range(_n - int(check_rng.integers(1, _b)))), batch_size=_b).load_state_dict(_s2)
+    raise AssertionError("a state saved with another number of samples must be refused with a ValueError")
+except ValueError as err:
+    assert "samples" in str(err), f"the error must name samples; got: {err}"
+for _bad in (float(_b), True, -int(check_rng.integers(0, 5))):
     try:
-        DataLoader(ds, **bad)
-        raise AssertionError(f"DataLoader(ds, **{bad}) must be refused with a ValueError")
+        DataLoader(_ds, batch_size=_bad)
+        raise AssertionError("a batch_size that is a float, a bool or below 1 must be refused with a ValueError")
     except ValueError:
         pass
 try:
-    DataLoader(TensorDataset(np.zeros((0, 2))), batch_size=2)
+    DataLoader(_ds, batch_size=_n + int(check_rng.integers(1, 10)), drop_last=True)
+    raise AssertionError("drop_last=True with fewer samples than batch_size must be refused with a ValueError")
+except ValueError:
+    pass
+try:
+    DataLoader(TensorDataset(np.zeros((0, int(check_rng.integers(1, 4))))), batch_size=_b)
     raise AssertionError("an empty dataset must be refused with a ValueError")
 except ValueError as err:
     assert "empty" in str(err), f"the error must say the dataset is empty; got: {err}"
-from tinyflo.core.tensor import manual_seed
-manual_seed(3)
-order_a = [y.tolist() for _, y in DataLoader(ds, batch_size=10, shuffle=True)]
-manual_seed(3)
-assert order_a == [y.tolist() for _, y in DataLoader(ds, batch_size=10, shuffle=True)], "follows manual_seed"
+_global_seed = int(check_rng.integers(0, 2**31))
+manual_seed(_global_seed)
+_unseeded = [y.tolist() for _, y in DataLoader(_ds, batch_size=_b, shuffle=True)]
+manual_seed(_global_seed)
+_unseeded_again = [y.tolist() for _, y in DataLoader(_ds, batch_size=_b, shuffle=True)]
+assert _same(_unseeded_again, _unseeded), (
+    "an unseeded loader follows manual_seed"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -22,6 +22,30 @@ MUTANTS = [
     ),
     # the state forgets how many children were spawned: the next fork after a reload repeats an old one.
     ("data_rng", '"forks": int(self._sequence.n_children_spawned),', '"forks": 0,'),
+    # integers includes high: integers(3, 6) can give 6, integers(4) can give 4.
+    (
+        "data_rng",
+        "return self._generator.integers(low, high, size, dtype=np.int64)",
+        "return self._generator.integers(low, high, size, dtype=np.int64, endpoint=True)",
+    ),
+    # a fork seeded by a draw from the parent's stream: forking moves the parent on.
+    (
+        "data_rng",
+        "child._start(self._sequence.spawn(1)[0])",
+        "child._start(np.random.SeedSequence(int(self._generator.integers(2**63))))",
+    ),
+    # a fork is a new unseeded Rng: it follows the global generator, not its parent.
+    (
+        "data_rng",
+        "child = object.__new__(Rng)\n        child._start(self._sequence.spawn(1)[0])\n        return child",
+        "return Rng()",
+    ),
+    # load_state_dict puts back the bit generator but keeps the old seed sequence: the next fork is the old one's.
+    (
+        "data_rng",
+        "        self._start(sequence)\n        self._generator.bit_generator.state",
+        "        self._generator.bit_generator.state",
+    ),
     # bernoulli compares the wrong way: True with probability 1 - p.
     (
         "data_rng",
@@ -64,6 +88,12 @@ MUTANTS = [
     ),
     # negative indices not range-checked: -7 of 6 samples slips through.
     ("data_subset", "bad = raw[(raw < -n) | (raw >= n)]", "bad = raw[raw >= n]"),
+    # the fractions' left-over samples are never handed out: the subsets miss samples.
+    (
+        "data_random_split",
+        "        for i in range(n - sum(counts)):\n            counts[i % len(counts)] += 1\n",
+        "",
+    ),
     # the fractions' left-over samples all go to the last subset.
     ("data_random_split", "counts[i % len(counts)] += 1", "counts[-1] += 1"),
     # fractions rounded to the nearest count: they can add up to more than the dataset.
@@ -106,6 +136,12 @@ MUTANTS = [
         "return n // self.batch_size if self.drop_last else -(-n // self.batch_size)",
         "return -(-n // self.batch_size)",
     ),
+    # len() always rounds down: without drop_last the smaller last batch is lost.
+    (
+        "data_loader",
+        "return n // self.batch_size if self.drop_last else -(-n // self.batch_size)",
+        "return n // self.batch_size",
+    ),
     # the same shuffled order every epoch.
     (
         "data_loader",
@@ -123,5 +159,17 @@ MUTANTS = [
         "        order = self.rng.permutation(n) if self.shuffle else np.arange(n)",
         "order = self.rng.permutation(n) if self.shuffle else np.arange(n)\n"
         "        self._epoch_state = self.rng.state_dict()",
+    ),
+    # an epoch whose every batch was handed out, but whose loop has not closed, is saved as still running.
+    (
+        "data_loader",
+        '"epoch": self.epoch + finished, "batch": 0',
+        '"epoch": self.epoch, "batch": 0',
+    ),
+    # load_state_dict compares only the number of samples: a state saved with another batch_size loads.
+    (
+        "data_loader",
+        'for key, mine in (("batch_size", self.batch_size), ("samples", len(self.dataset))):',
+        'for key, mine in (("samples", len(self.dataset)),):',
     ),
 ]
