@@ -103,6 +103,11 @@ check_rng = np.random.default_rng(0)
 # %%
 from tinyflo.core.autograd import gradcheck
 
+
+def _close_text(message, words):
+    """Whether an error's message names each of ``words``: how a check reads an error's text."""
+    return all(str(word) in message for word in words)
+
 # %% [markdown]
 # ## Arguments are checked where they come in
 #
@@ -301,6 +306,15 @@ print("largest difference from math.erf:", np.abs(erf(_points) - np.array([math.
 #
 # Write `EluFn` (the table above: its `forward` and its `backward`) and
 # `elu(x, alpha=1.0)`, which applies it to `x._floating()`.
+#
+# **Checked when graded** (besides the tests below), with values of both
+# signs and an α drawn for you:
+#
+# * elu(x, alpha=α) must be α · (eˣ − 1) for x ≤ 0
+# * the gradient of elu(x, alpha=α) is out + α where x ≤ 0
+# * elu must be one EluFn node in the graph
+# * an integer input is computed in float32 (x._floating())
+# * elu of large ±x (10² to 10⁴) must stay finite: x where x > 0, −1 (that is −α) where x < 0
 
 # %% nbgrader={"grade": false, "grade_id": "layers_elu_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -337,14 +351,22 @@ assert np.allclose(elu(Tensor(X)).numpy(), np.where(X > 0, X, np.expm1(X)), atol
 assert elu(Tensor(X)).dtype == np.float32, "elu must keep float32"
 assert gradcheck(elu, x64)
 ### BEGIN HIDDEN TESTS
-assert np.allclose(elu(Tensor(X), alpha=0.5).numpy(), np.where(X > 0, X, 0.5 * np.expm1(X)), atol=1e-6), (
-    "elu(x, alpha=0.5) must be 0.5 · (eˣ − 1) for x ≤ 0"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n = int(check_rng.integers(6, 10))
+_signs = np.resize([1.0, -1.0], _n)  # half of the values negative
+_X = (check_rng.permutation(_signs) * check_rng.uniform(0.1, 3.0, _n)).astype(np.float32)
+_alpha = round(float((check_rng.uniform(0.2, 0.8), check_rng.uniform(1.3, 2.5))[int(check_rng.integers(0, 2))]), 2)
+assert np.allclose(elu(Tensor(_X), alpha=_alpha).numpy(), np.where(_X > 0, _X, _alpha * np.expm1(_X)), atol=1e-6), (
+    "elu(x, alpha=α) must be α · (eˣ − 1) for x ≤ 0"
 )
-assert gradcheck(lambda t: elu(t, alpha=0.7), x64), "the gradient of elu(x, alpha=0.7) is out + alpha where x ≤ 0"
-x = Tensor(X, requires_grad=True)
-assert isinstance(elu(x)._ctx, EluFn), "elu must be one EluFn node in the graph"
-assert elu(Tensor([1, -1])).dtype == np.float32, "an integer input is computed in float32 (x._floating())"
-assert np.all(np.isfinite(elu(Tensor([1e4, -1e4])).numpy())), "elu of ±10⁴ must stay finite"
+_x64 = Tensor(check_rng.permutation(_signs) * check_rng.uniform(0.1, 3.0, _n), requires_grad=True)
+assert gradcheck(lambda a: elu(a, alpha=_alpha), _x64), "the gradient of elu(x, alpha=α) is out + α where x ≤ 0"
+assert isinstance(elu(Tensor(_X, requires_grad=True))._ctx, EluFn), "elu must be one EluFn node in the graph"
+assert elu(Tensor(check_rng.integers(-5, 6, _n))).dtype == np.float32, "an integer input is computed in float32 (x._floating())"
+_big = (check_rng.permutation(_signs) * check_rng.uniform(1e2, 1e4, _n)).astype(np.float32)
+assert np.allclose(elu(Tensor(_big)).numpy(), np.where(_big > 0, _big, -1.0)), (
+    "elu of large ±x (10² to 10⁴) must stay finite: x where x > 0, −1 (that is −α) where x < 0"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -353,6 +375,18 @@ assert np.all(np.isfinite(elu(Tensor([1e4, -1e4])).numpy())), "elu of ±10⁴ mu
 # Write `SoftplusFn` (the table above) and
 # `softplus(x, beta=1.0, threshold=20.0)`, which applies it to
 # `x._floating()`. The threshold compares β·x, as in PyTorch.
+#
+# **Checked when graded** (besides the tests below), with values, β and
+# thresholds drawn for you:
+#
+# * softplus(x, beta=β) must be log(1 + e^(βx)) / β
+# * the gradient of softplus(x, beta=β, threshold=t) is σ(βx), and 1 where βx > threshold
+# * above the threshold softplus is x itself
+# * the threshold compares beta · x, not x: where βx > threshold (and x does not), softplus is x itself
+# * softplus(x) for x of 90 to 1000 with the threshold out of reach must be x: e^x overflows float32, so never compute it
+# * the gradient at large ±x (10³ to 10⁴) must be σ(±x) = 1 and 0, finite
+# * softplus must be one SoftplusFn node
+# * an integer input is computed in float32 (x._floating())
 
 # %% nbgrader={"grade": false, "grade_id": "layers_softplus_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -392,22 +426,41 @@ assert softplus(Tensor(X)).dtype == np.float32, "softplus must keep float32"
 assert gradcheck(softplus, x64)
 assert np.all(np.isfinite(softplus(Tensor([1e4, -1e4])).numpy())), "softplus must not overflow"
 ### BEGIN HIDDEN TESTS
-assert np.allclose(softplus(Tensor(X), beta=2.0).numpy(), np.log1p(np.exp(2 * X)) / 2, atol=1e-6), (
-    "softplus(x, beta=2) must be log(1 + e^{2x}) / 2"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n = int(check_rng.integers(6, 10))
+_signs = np.resize([1.0, -1.0], _n)  # half of the values negative
+_X = (check_rng.permutation(_signs) * check_rng.uniform(0.1, 3.0, _n)).astype(np.float32)
+_beta = round(float(check_rng.uniform(0.5, 3.0)), 2)
+assert np.allclose(softplus(Tensor(_X), beta=_beta).numpy(), np.log1p(np.exp(_beta * _X)) / _beta, atol=1e-6), (
+    "softplus(x, beta=β) must be log(1 + e^(βx)) / β"
 )
-assert gradcheck(lambda t: softplus(t, beta=2.0, threshold=3.0), x64), (
-    "the gradient of softplus(x, beta=2, threshold=3) is σ(βx), and 1 where βx > threshold"
+# βx on both sides of the threshold, none within 0.5 of it (where the gradient jumps)
+_b, _t = round(float(check_rng.uniform(1.5, 3.0)), 2), round(float(check_rng.uniform(1.0, 4.0)), 2)
+_bx = np.concatenate([check_rng.uniform(-6.0, _t - 0.5, 3), check_rng.uniform(_t + 0.5, _t + 4.0, 3)])
+_x64 = Tensor(check_rng.permutation(_bx) / _b, requires_grad=True)
+assert gradcheck(lambda a: softplus(a, beta=_b, threshold=_t), _x64), (
+    "the gradient of softplus(x, beta=β, threshold=t) is σ(βx), and 1 where βx > threshold"
 )
-assert np.allclose(softplus(Tensor([30.0, 1e4])).numpy(), [30.0, 1e4]), "above the threshold softplus is x itself"
-assert softplus(Tensor([4.0]), beta=2.0, threshold=5.0).item() == 4.0, "the threshold compares beta · x (here 8 > 5), not x"
-assert abs(softplus(Tensor([100.0]), threshold=1e9).item() - 100.0) < 1e-3, (
-    "softplus(100) with the threshold out of reach must be 100: e^100 overflows float32, so never compute it"
+_above = check_rng.uniform(25.0, 1e4, 3)
+assert np.allclose(softplus(Tensor(_above)).numpy(), _above), "above the threshold softplus is x itself"
+# β above 2 and βx just above the threshold t ≥ 1: x itself stays below t
+_b2, _t2 = round(float(check_rng.uniform(2.0, 3.0)), 2), round(float(check_rng.uniform(1.0, 4.0)), 2)
+_x2 = (_t2 + float(check_rng.uniform(0.2, 1.0))) / _b2
+assert np.allclose(softplus(Tensor(np.array([_x2])), beta=_b2, threshold=_t2).numpy(), [_x2], rtol=0, atol=1e-12), (
+    "the threshold compares beta · x, not x: where βx > threshold (and x does not), softplus is x itself"
 )
-big = Tensor([1e4, -1e4], requires_grad=True)
-softplus(big, threshold=1e9).sum().backward()
-assert np.allclose(big.grad.numpy(), [1.0, 0.0]), "the gradient at ±10⁴ must be σ(±10⁴) = 1 and 0, finite"
-assert isinstance(softplus(Tensor(X, requires_grad=True))._ctx, SoftplusFn), "softplus must be one SoftplusFn node"
-assert softplus(Tensor([1, -1])).dtype == np.float32, "an integer input is computed in float32 (x._floating())"
+_huge = check_rng.uniform(90.0, 1000.0, 3).astype(np.float32)
+assert np.allclose(softplus(Tensor(_huge), threshold=1e9).numpy(), _huge), (
+    "softplus(x) for x of 90 to 1000 with the threshold out of reach must be x: e^x overflows float32, so never compute it"
+)
+_B = float(check_rng.uniform(1e3, 1e4))
+_big = Tensor(np.array([_B, -_B]), requires_grad=True)
+softplus(_big, threshold=1e9).sum().backward()
+assert np.allclose(_big.grad.numpy(), [1.0, 0.0]), "the gradient at large ±x (10³ to 10⁴) must be σ(±x) = 1 and 0, finite"
+assert isinstance(softplus(Tensor(_X, requires_grad=True))._ctx, SoftplusFn), "softplus must be one SoftplusFn node"
+assert softplus(Tensor(check_rng.integers(-5, 6, _n))).dtype == np.float32, (
+    "an integer input is computed in float32 (x._floating())"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -417,6 +470,17 @@ assert softplus(Tensor([1, -1])).dtype == np.float32, "an integer input is compu
 # `gelu(x, approximate="none")`, which applies it to `x._floating()`;
 # `approximate` is `"none"` or `"tanh"` (the given first line refuses
 # anything else).
+#
+# **Checked when graded** (besides the tests below), with values drawn for
+# you:
+#
+# * gelu(x, approximate='tanh') must be ½x(1 + tanh(√(2/π)(x + 0.044715x³)))
+# * the gradient of the tanh form must match central differences
+# * the exact gradient Φ(x) + x·φ(x) must hold from −6 to 6
+# * gelu must be one GeluFn node
+# * an integer input is computed in float32 (x._floating())
+# * gelu with an unknown approximate (not 'none' or 'tanh') must raise a ValueError
+# * the ValueError should name the unknown approximation
 
 # %% nbgrader={"grade": false, "grade_id": "layers_gelu_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -467,20 +531,26 @@ assert np.allclose(gelu(Tensor(X)).numpy(), X * _phi, atol=1e-6)
 assert gelu(Tensor(X)).dtype == np.float32, "gelu must keep float32"
 assert gradcheck(gelu, x64)
 ### BEGIN HIDDEN TESTS
-_tanh_form = 0.5 * X * (1 + np.tanh(math.sqrt(2 / math.pi) * (X + 0.044715 * X ** 3)))
-assert np.allclose(gelu(Tensor(X), approximate="tanh").numpy(), _tanh_form, atol=1e-6), (
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n = int(check_rng.integers(6, 10))
+_signs = np.resize([1.0, -1.0], _n)  # half of the values negative
+_X = (check_rng.permutation(_signs) * check_rng.uniform(0.1, 4.0, _n)).astype(np.float32)
+_tanh_form = 0.5 * _X * (1 + np.tanh(math.sqrt(2 / math.pi) * (_X + 0.044715 * _X ** 3)))
+assert np.allclose(gelu(Tensor(_X), approximate="tanh").numpy(), _tanh_form, atol=1e-6), (
     "gelu(x, approximate='tanh') must be ½x(1 + tanh(√(2/π)(x + 0.044715x³)))"
 )
-assert gradcheck(lambda t: gelu(t, approximate="tanh"), x64), "the gradient of the tanh form must match central differences"
-wide = Tensor(np.linspace(-6, 6, 13), requires_grad=True)
-assert gradcheck(gelu, wide), "the exact gradient Φ(x) + x·φ(x) must hold from −6 to 6"
-assert isinstance(gelu(Tensor(X, requires_grad=True))._ctx, GeluFn), "gelu must be one GeluFn node"
-assert gelu(Tensor([1, -1])).dtype == np.float32, "an integer input is computed in float32 (x._floating())"
+_x64 = Tensor(check_rng.permutation(_signs) * check_rng.uniform(0.5, 3.0, _n), requires_grad=True)
+assert gradcheck(lambda a: gelu(a, approximate="tanh"), _x64), "the gradient of the tanh form must match central differences"
+_wide = Tensor(np.sort(check_rng.uniform(-6.0, 6.0, 13)), requires_grad=True)
+assert gradcheck(gelu, _wide), "the exact gradient Φ(x) + x·φ(x) must hold from −6 to 6"
+assert isinstance(gelu(Tensor(_X, requires_grad=True))._ctx, GeluFn), "gelu must be one GeluFn node"
+assert gelu(Tensor(check_rng.integers(-5, 6, _n))).dtype == np.float32, "an integer input is computed in float32 (x._floating())"
+_bad = ("fast", "sigmoid", "quick", "exact", "erf")[int(check_rng.integers(0, 5))]
 try:
-    gelu(Tensor(X), approximate="fast")
-    raise AssertionError("gelu(x, approximate='fast') must raise a ValueError")
+    gelu(Tensor(_X), approximate=_bad)
+    raise AssertionError("gelu with an unknown approximate (not 'none' or 'tanh') must raise a ValueError")
 except ValueError as err:
-    assert "fast" in str(err), f"the ValueError should name the unknown approximation; got: {err}"
+    assert _close_text(str(err), [_bad]), "the ValueError should name the unknown approximation"
 ### END HIDDEN TESTS
 
 # %% [markdown] tinyflo={"given_after": "layers_gelu"}
@@ -586,6 +656,21 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
 # entries applies along axis 1 of an input of shape (N, C, ...), so it must
 # be reshaped to (C, 1, ..., 1) to broadcast. Any other size is a
 # `ShapeError` naming both shapes.
+#
+# **Checked when graded** (besides the tests below), with values, shapes
+# and weights drawn for you:
+#
+# * leaky_relu's default slope is 0.01
+# * sigmoid(x) must be 1 / (1 + e⁻ˣ)
+# * tanh(x) must be the hyperbolic tangent
+# * selu(x) must be scale · elu(x, alpha) with alpha ≈ 1.6733 and scale ≈ 1.0507
+# * mish(x) must be x · tanh(softplus(x))
+# * hardswish(x) must be x · clip(x + 3, 0, 6) / 6
+# * the gradient of leaky_relu, selu, silu, mish and hardswish must match central differences
+# * prelu: one weight per channel, along axis 1
+# * prelu: a weight with one entry applies everywhere
+# * prelu with C + 1 weights for an input of C channels must raise ShapeError
+# * the ShapeError should name both shapes
 
 # %% nbgrader={"grade": false, "grade_id": "layers_activations_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -691,26 +776,39 @@ assert np.allclose(silu(x).numpy(), X / (1 + np.exp(-X)), atol=1e-6)
 for _f in (relu, leaky_relu, selu, silu, mish, hardswish, sigmoid, tanh):
     assert _f(x).dtype == np.float32, f"{_f.__name__} must keep float32"
 ### BEGIN HIDDEN TESTS
-assert np.allclose(leaky_relu(x).numpy(), np.where(X > 0, X, 0.01 * X)), "leaky_relu's default slope is 0.01"
-assert np.allclose(sigmoid(x).numpy(), 1 / (1 + np.exp(-X)), atol=1e-6), "sigmoid(x) must be 1 / (1 + e⁻ˣ)"
-assert np.allclose(tanh(x).numpy(), np.tanh(X), atol=1e-6), "tanh(x) must be the hyperbolic tangent"
-assert np.allclose(selu(x).numpy(), 1.0507009873554805 * np.where(X > 0, X, 1.6732632423543772 * np.expm1(X)), atol=1e-5), (
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n = int(check_rng.integers(6, 10))
+_signs = np.resize([1.0, -1.0], _n)  # half of the values negative
+_X = (check_rng.permutation(_signs) * check_rng.uniform(0.1, 5.0, _n)).astype(np.float32)
+_x = Tensor(_X, requires_grad=True)
+assert np.allclose(leaky_relu(_x).numpy(), np.where(_X > 0, _X, 0.01 * _X)), "leaky_relu's default slope is 0.01"
+assert np.allclose(sigmoid(_x).numpy(), 1 / (1 + np.exp(-_X)), atol=1e-6), "sigmoid(x) must be 1 / (1 + e⁻ˣ)"
+assert np.allclose(tanh(_x).numpy(), np.tanh(_X), atol=1e-6), "tanh(x) must be the hyperbolic tangent"
+assert np.allclose(selu(_x).numpy(), 1.0507009873554805 * np.where(_X > 0, _X, 1.6732632423543772 * np.expm1(_X)), atol=1e-5), (
     "selu(x) must be scale · elu(x, alpha) with alpha ≈ 1.6733 and scale ≈ 1.0507"
 )
-_sp = np.log1p(np.exp(X))
-assert np.allclose(mish(x).numpy(), X * np.tanh(_sp), atol=1e-6), "mish(x) must be x · tanh(softplus(x))"
-assert np.allclose(hardswish(x).numpy(), X * np.clip(X + 3, 0, 6) / 6, atol=1e-6), "hardswish(x) must be x · clip(x + 3, 0, 6) / 6"
+_sp = np.log1p(np.exp(_X))
+assert np.allclose(mish(_x).numpy(), _X * np.tanh(_sp), atol=1e-6), "mish(x) must be x · tanh(softplus(x))"
+assert np.allclose(hardswish(_x).numpy(), _X * np.clip(_X + 3, 0, 6) / 6, atol=1e-6), (
+    "hardswish(x) must be x · clip(x + 3, 0, 6) / 6"
+)
+# no value within 0.1 of a kink (0 and ±3), where central differences cannot agree
+_x64 = Tensor(check_rng.permutation(_signs) * check_rng.uniform(0.1, 2.9, _n), requires_grad=True)
 for _f in (leaky_relu, selu, silu, mish, hardswish):
-    assert gradcheck(_f, x64), f"the gradient of {_f.__name__} must match central differences"
-w = Tensor([0.1, 0.2, 0.3])
-x3 = Tensor(-np.ones((2, 3, 2), np.float32))
-assert np.allclose(prelu(x3, w).numpy()[0, :, 0], [-0.1, -0.2, -0.3]), "prelu: one weight per channel, along axis 1"
-assert np.allclose(prelu(x, Tensor([0.25])).numpy(), np.where(X > 0, X, 0.25 * X)), "prelu: a weight with one entry applies everywhere"
+    assert gradcheck(_f, _x64), f"the gradient of {_f.__name__} must match central differences"
+_C, _L = int(check_rng.integers(2, 6)), int(check_rng.integers(2, 5))
+_w = check_rng.uniform(0.05, 0.5, _C).astype(np.float32)
+_X3 = -check_rng.uniform(0.1, 2.0, (2, _C, _L)).astype(np.float32)  # all negative: every entry is scaled
+assert np.allclose(prelu(Tensor(_X3), Tensor(_w)).numpy(), _w[None, :, None] * _X3), "prelu: one weight per channel, along axis 1"
+_a = float(check_rng.uniform(0.05, 0.5))
+assert np.allclose(prelu(_x, Tensor([_a])).numpy(), np.where(_X > 0, _X, np.float32(_a) * _X)), (
+    "prelu: a weight with one entry applies everywhere"
+)
 try:
-    prelu(x3, Tensor([0.1, 0.2]))
-    raise AssertionError("prelu with 2 weights for an input of 3 channels must raise ShapeError")
+    prelu(Tensor(_X3), Tensor(np.full(_C + 1, 0.1, np.float32)))
+    raise AssertionError("prelu with C + 1 weights for an input of C channels must raise ShapeError")
 except ShapeError as err:
-    assert "(2,)" in str(err) and "(2, 3, 2)" in str(err), f"the ShapeError should name both shapes; got: {err}"
+    assert _close_text(str(err), [str((_C + 1,)), str(_X3.shape)]), "the ShapeError should name both shapes"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -733,6 +831,19 @@ except ShapeError as err:
 # * log_softmax: with o the output, ∂L/∂x = g − eᵒ · Σ g.
 #
 # `axis` may be negative; an axis the input does not have is a `ShapeError`.
+#
+# **Checked when graded** (besides the tests below), with logits, shapes
+# and axes drawn for you:
+#
+# * softmax(x, axis=0) normalises each column
+# * the gradient of log_softmax along axis 0 must match central differences
+# * the gradient of softmax along axis -2 must match central differences
+# * the gradient of log_softmax at logits of ±10³ to ±10⁴ must stay finite
+# * log_softmax of a row holding B, −B and 0 (B up to 10⁴) must be x − B: 0, −2B and −B
+# * log_softmax must be one LogSoftmaxFn node
+# * softmax must be one SoftmaxFn node
+# * an integer input is computed in float32 (x._floating())
+# * softmax along an axis the input does not have (2, 3 or −3 of a 2-D input) must raise ShapeError
 
 # %% nbgrader={"grade": false, "grade_id": "layers_softmax_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -797,21 +908,29 @@ assert np.all(np.isfinite(log_softmax(extreme).numpy())) and np.allclose(softmax
 l64 = Tensor(L.astype(np.float64), requires_grad=True)
 assert gradcheck(softmax, l64) and gradcheck(log_softmax, l64)
 ### BEGIN HIDDEN TESTS
-assert np.allclose(softmax(logits, axis=0).numpy(), np.exp(L) / np.exp(L).sum(axis=0, keepdims=True), atol=1e-6), (
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_L = (2 * check_rng.standard_normal((int(check_rng.integers(2, 5)), int(check_rng.integers(2, 5))))).astype(np.float32)
+_logits = Tensor(_L, requires_grad=True)
+_l64 = Tensor(_L.astype(np.float64), requires_grad=True)
+assert np.allclose(softmax(_logits, axis=0).numpy(), np.exp(_L) / np.exp(_L).sum(axis=0, keepdims=True), atol=1e-6), (
     "softmax(x, axis=0) normalises each column"
 )
-assert gradcheck(lambda t: log_softmax(t, axis=0), l64), "the gradient of log_softmax along axis 0 must match central differences"
-assert gradcheck(lambda t: softmax(t, axis=-2), l64), "the gradient of softmax along axis -2 must match central differences"
-out = log_softmax(extreme)
-out.sum().backward()
-assert np.all(np.isfinite(extreme.grad.numpy())), "the gradient of log_softmax at logits of ±10⁴ must stay finite"
-assert np.allclose(out.numpy(), [[0.0, -2e4, -1e4]]), "log_softmax([10⁴, −10⁴, 0]) must be [0, −2·10⁴, −10⁴]"
-assert isinstance(out._ctx, LogSoftmaxFn), "log_softmax must be one LogSoftmaxFn node"
-assert isinstance(softmax(logits)._ctx, SoftmaxFn), "softmax must be one SoftmaxFn node"
-assert softmax(Tensor([[1, 2, 3]])).dtype == np.float32, "an integer input is computed in float32 (x._floating())"
+assert gradcheck(lambda a: log_softmax(a, axis=0), _l64), "the gradient of log_softmax along axis 0 must match central differences"
+assert gradcheck(lambda a: softmax(a, axis=-2), _l64), "the gradient of softmax along axis -2 must match central differences"
+_B = round(float(check_rng.uniform(1e3, 1e4)))
+_row = check_rng.permutation(np.array([_B, -_B, 0.0], np.float32))[None]
+_extreme = Tensor(_row, requires_grad=True)
+_out = log_softmax(_extreme)
+_out.sum().backward()
+assert np.all(np.isfinite(_extreme.grad.numpy())), "the gradient of log_softmax at logits of ±10³ to ±10⁴ must stay finite"
+assert np.allclose(_out.numpy(), _row - _B), "log_softmax of a row holding B, −B and 0 (B up to 10⁴) must be x − B: 0, −2B and −B"
+assert isinstance(_out._ctx, LogSoftmaxFn), "log_softmax must be one LogSoftmaxFn node"
+assert isinstance(softmax(_logits)._ctx, SoftmaxFn), "softmax must be one SoftmaxFn node"
+assert softmax(Tensor(check_rng.integers(-5, 6, (2, 3)))).dtype == np.float32, "an integer input is computed in float32 (x._floating())"
+_axis = (2, 3, -3)[int(check_rng.integers(0, 3))]
 try:
-    softmax(logits, axis=2)
-    raise AssertionError("softmax along axis 2 of a 2-D input must raise ShapeError")
+    softmax(_logits, axis=_axis)
+    raise AssertionError("softmax along an axis the input does not have (2, 3 or −3 of a 2-D input) must raise ShapeError")
 except ShapeError:
     pass
 ### END HIDDEN TESTS
