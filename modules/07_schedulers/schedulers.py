@@ -239,6 +239,20 @@ print([group["initial_lr"] for group in _two_groups().param_groups])
 #
 # Check the arguments (`step_size` an integer >= 1, `gamma > 0`) with the
 # helpers above and write each `lr(t, base_lr)`: `base_lr` times a power of `gamma`.
+#
+# **Checked when graded** (besides the tests below), for any step size, gamma
+# and initial lr, each rate to within a relative 1e-9:
+#
+# * StepLR: base_lr · gamma ** (t // step_size) at every t from 0 over four step sizes
+# * StepLR's default gamma is 0.1
+# * ExponentialLR: base_lr · gamma ** t at every t, starting at base_lr at t = 0
+# * gamma > 1 is allowed: the rate grows by gamma at every step of StepLR(1, gamma) and ExponentialLR(gamma)
+# * a StepLR or ExponentialLR loaded from another's state_dict must give the same rates
+# * a step_size that is not an integer >= 1 must be refused with a ValueError (0, negative, fractional, a string)
+# * the error for a bad step_size must name step_size
+# * a gamma that is not a number > 0 must be refused with a ValueError (0, negative, a string)
+# * the error for a bad gamma must name gamma
+# * a negative t must be refused with a ValueError
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_step_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -292,31 +306,52 @@ groups = _two_groups(0.1, 0.001)
 StepLR(2, 0.5).apply(groups, 2)
 assert [g["lr"] for g in groups.param_groups] == [0.05, 0.0005], "every group's own initial lr is halved"
 ### BEGIN HIDDEN TESTS
-assert ExponentialLR(0.9).lr(0, 0.1) == 0.1, "ExponentialLR starts at the group's initial lr (gamma ** 0 at t = 0)"
-assert math.isclose(StepLR(1, 2.0).lr(4, 2.0), 32.0), "gamma > 1 is allowed: StepLR(1, gamma=2.0).lr(4, 2.0) is 32"
-assert math.isclose(StepLR(4).lr(11, 1.0), 0.01, rel_tol=1e-12), "StepLR(4).lr(11, 1.0): two steps of the default gamma 0.1"
-assert StepLR(3, 0.5).lr(5, 0.001) == 0.0005 and ExponentialLR(0.5).lr(2, 0.4) == 0.1, (
-    "the rate scales the base_lr it is given, whatever it is"
+# This student's own inputs, drawn per student: a step size, a gamma below 1 and one above 1,
+# an initial lr, and the bad arguments.
+_size = int(check_rng.integers(2, 6))
+_gamma, _grow = float(check_rng.uniform(0.2, 0.8)), float(check_rng.uniform(1.2, 2.0))
+_base = float(check_rng.uniform(0.01, 1.0))
+_neg = -int(check_rng.integers(1, 5))
+_t = np.arange(4 * _size)
+assert np.allclose(np.array([StepLR(_size, _gamma).lr(t, _base) for t in range(4 * _size)]),
+                   _base * _gamma ** (_t // _size), rtol=1e-9, atol=0), (
+    "StepLR: base_lr · gamma ** (t // step_size) at every t"
 )
-for sched, again in ((StepLR(3, 0.5), StepLR(1)), (ExponentialLR(0.9), ExponentialLR(0.5))):
-    again.load_state_dict(json.loads(json.dumps(sched.state_dict())))
-    assert [again.lr(t, 0.1) for t in range(10)] == [sched.lr(t, 0.1) for t in range(10)], (
-        f"a {type(sched).__name__} loaded from another's state_dict must give the same rates"
+assert np.allclose(np.array([StepLR(_size).lr(t, _base) for t in range(4 * _size)]), _base * 0.1 ** (_t // _size), rtol=1e-9, atol=0), (
+    "StepLR's default gamma is 0.1"
+)
+assert np.allclose(np.array([ExponentialLR(_gamma).lr(t, _base) for t in range(4 * _size)]), _base * _gamma ** _t, rtol=1e-9, atol=0), (
+    "ExponentialLR: base_lr · gamma ** t at every t, starting at base_lr at t = 0"
+)
+assert np.allclose(np.array([StepLR(1, _grow).lr(t, _base) for t in range(5)] + [ExponentialLR(_grow).lr(t, _base) for t in range(5)]),
+                   np.tile(_base * _grow ** np.arange(5), 2), rtol=1e-9, atol=0), (
+    "gamma > 1 is allowed: the rate grows by gamma at every step of StepLR(1, gamma) and ExponentialLR(gamma)"
+)
+for _saved, _into, _rates in ((StepLR(_size, _gamma), StepLR(_size + 1), _base * _gamma ** (_t // _size)),
+                              (ExponentialLR(_gamma), ExponentialLR(_grow), _base * _gamma ** _t)):
+    _into.load_state_dict(json.loads(json.dumps(_saved.state_dict())))
+    assert np.allclose(np.array([_into.lr(t, _base) for t in range(4 * _size)]), _rates, rtol=1e-9, atol=0), (
+        "a StepLR or ExponentialLR loaded from another's state_dict must give the same rates"
     )
-for make, name in ((lambda: StepLR(0), "step_size"), (lambda: StepLR(2.5), "step_size"),
-                   (lambda: StepLR("3"), "step_size"), (lambda: StepLR(3, gamma=0.0), "gamma"),
-                   (lambda: StepLR(3, gamma="0.5"), "gamma"), (lambda: ExponentialLR(-0.5), "gamma"),
-                   (lambda: ExponentialLR(0.0), "gamma")):
+for make in (lambda: StepLR(0), lambda: StepLR(_neg), lambda: StepLR(_size + 0.5), lambda: StepLR(str(_size))):
     try:
         make()
-        raise AssertionError(f"a bad {name} must be refused with a ValueError")
+        raise AssertionError("a step_size that is not an integer >= 1 must be refused with a ValueError")
     except ValueError as err:
-        assert name in str(err), f"the error for a bad {name} must name it; got: {err}"
-try:
-    StepLR(3).lr(-1, 0.1)
-    raise AssertionError("a negative t must be refused with a ValueError")
-except ValueError:
-    pass
+        assert "step_size" in str(err), "the error for a bad step_size must name step_size"
+for make in (lambda: StepLR(_size, gamma=0.0), lambda: StepLR(_size, gamma=-_gamma), lambda: StepLR(_size, gamma=str(_gamma)),
+             lambda: ExponentialLR(0.0), lambda: ExponentialLR(-_gamma)):
+    try:
+        make()
+        raise AssertionError("a gamma that is not a number > 0 must be refused with a ValueError")
+    except ValueError as err:
+        assert "gamma" in str(err), "the error for a bad gamma must name gamma"
+for make in (lambda: StepLR(_size, _gamma).lr(_neg, _base), lambda: ExponentialLR(_gamma).lr(_neg, _base)):
+    try:
+        make()
+        raise AssertionError("a negative t must be refused with a ValueError")
+    except ValueError:
+        pass
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -327,6 +362,19 @@ except ValueError:
 # non-negative integers (an unsorted list is almost always a typo, so it is
 # an error); a milestone listed twice applies `gamma` twice, as in PyTorch.
 # `bisect.bisect_right(milestones, t)` counts the milestones <= t.
+#
+# **Checked when graded** (besides the tests below), for any milestones,
+# gamma and initial lr, each rate to within a relative 1e-9:
+#
+# * MultiStepLR: base_lr · gamma ** (the number of milestones <= t) at every t, and after the last milestone the rate stays put
+# * a milestone listed twice applies gamma twice
+# * a milestone at 0 applies from the very first index
+# * no milestones: the rate never changes
+# * a MultiStepLR loaded from another's state_dict must give the same rates
+# * milestones that are not sorted integers >= 0 must be refused with a ValueError (unsorted, negative, fractional)
+# * the error for bad milestones must name milestones
+# * a gamma that is not a number > 0 must be refused with a ValueError (0, negative)
+# * the error for a bad gamma must name gamma
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_multistep_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -359,24 +407,46 @@ got = [MultiStepLR([2, 5], 0.5).lr(t, 1.0) for t in range(7)]
 assert got == [1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25], f"MultiStepLR([2, 5], 0.5) at 1.0 for t = 0..6 gave {got}"
 assert MultiStepLR([3]).gamma == 0.1, "the default gamma is 0.1"
 ### BEGIN HIDDEN TESTS
-assert math.isclose(MultiStepLR([2, 5]).lr(100, 1.0), 0.01, rel_tol=1e-12), "after the last milestone the rate stays put"
-assert math.isclose(MultiStepLR([3, 3]).lr(3, 1.0), 0.01, rel_tol=1e-12), "a repeated milestone applies gamma twice"
-assert MultiStepLR([3, 3]).lr(2, 1.0) == 1.0, "before a milestone the rate is untouched"
-assert MultiStepLR([]).lr(50, 1.0) == 1.0, "no milestones: the rate never changes"
-assert MultiStepLR([0]).lr(0, 1.0) == 0.1, "a milestone at 0 applies from the very first index"
-assert MultiStepLR([2], 0.5).lr(2, 0.002) == 0.001, "the rate scales the base_lr it is given"
-again = MultiStepLR([1])
-again.load_state_dict(json.loads(json.dumps(MultiStepLR([2, 5], 0.5).state_dict())))
-assert [again.lr(t, 1.0) for t in range(10)] == [MultiStepLR([2, 5], 0.5).lr(t, 1.0) for t in range(10)], (
+# This student's own inputs, drawn per student: three milestones (then one of them listed twice),
+# a gamma, an initial lr, and the bad arguments.
+_ms = sorted(int(m) for m in check_rng.choice(np.arange(1, 12), 3, replace=False))
+_twice = sorted(_ms + [_ms[int(check_rng.integers(0, 3))]])
+_gamma, _base = float(check_rng.uniform(0.2, 0.8)), float(check_rng.uniform(0.01, 1.0))
+_n = _ms[-1] + 5
+_t = np.arange(_n)
+assert np.allclose(np.array([MultiStepLR(_ms, _gamma).lr(t, _base) for t in range(_n)]),
+                   _base * _gamma ** np.searchsorted(_ms, _t, side="right"), rtol=1e-9, atol=0), (
+    "MultiStepLR: base_lr · gamma ** (the number of milestones <= t) at every t, and after the last milestone the rate stays put"
+)
+assert np.allclose(np.array([MultiStepLR(_twice, _gamma).lr(t, _base) for t in range(_n)]),
+                   _base * _gamma ** np.searchsorted(_twice, _t, side="right"), rtol=1e-9, atol=0), (
+    "a milestone listed twice applies gamma twice"
+)
+assert np.allclose(np.array([MultiStepLR([0, *_ms], _gamma).lr(t, _base) for t in range(_n)]),
+                   _base * _gamma ** (1 + np.searchsorted(_ms, _t, side="right")), rtol=1e-9, atol=0), (
+    "a milestone at 0 applies from the very first index"
+)
+assert np.allclose(np.array([MultiStepLR([], _gamma).lr(t, _base) for t in range(_n)]), np.full(_n, _base), rtol=1e-9, atol=0), (
+    "no milestones: the rate never changes"
+)
+_into = MultiStepLR([_ms[0]])
+_into.load_state_dict(json.loads(json.dumps(MultiStepLR(_twice, _gamma).state_dict())))
+assert np.allclose(np.array([_into.lr(t, _base) for t in range(_n)]),
+                   _base * _gamma ** np.searchsorted(_twice, _t, side="right"), rtol=1e-9, atol=0), (
     "a MultiStepLR loaded from another's state_dict must give the same rates"
 )
-for make, name in ((lambda: MultiStepLR([5, 2]), "milestones"), (lambda: MultiStepLR([-1]), "milestones"),
-                   (lambda: MultiStepLR([1.5]), "milestones"), (lambda: MultiStepLR([2], gamma=0.0), "gamma")):
+for bad in (_ms[::-1], [-_ms[0]], [_ms[0] + 0.5]):
     try:
-        make()
-        raise AssertionError(f"a bad {name} must be refused with a ValueError")
+        MultiStepLR(bad)
+        raise AssertionError("milestones that are not sorted integers >= 0 must be refused with a ValueError")
     except ValueError as err:
-        assert name in str(err), f"the error for a bad {name} must name it; got: {err}"
+        assert "milestones" in str(err), "the error for bad milestones must name milestones"
+for bad in (0.0, -_gamma):
+    try:
+        MultiStepLR(_ms, gamma=bad)
+        raise AssertionError("a gamma that is not a number > 0 must be refused with a ValueError")
+    except ValueError as err:
+        assert "gamma" in str(err), "the error for a bad gamma must name gamma"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -416,6 +486,19 @@ for make, name in ((lambda: MultiStepLR([5, 2]), "milestones"), (lambda: MultiSt
 #
 # Store the settings (checked with the helpers above: `total` an integer
 # >= 1, `min_lr >= 0`) and write `lr(t, base_lr)`.
+#
+# **Checked when graded** (besides the tests below), for any total, min_lr
+# and initial lr, each rate to within a relative 1e-9:
+#
+# * CosineAnnealing: min_lr + (base_lr − min_lr)(1 + cos(πt/total))/2 at every t from 0 to total
+# * after total the cosine goes on (period 2 · total), as PyTorch's does, up to t = 3 · total
+# * min_lr defaults to 0
+# * TinyTorch's CosineSchedule follows the same curve and stays at min_lr after total_epochs
+# * a CosineAnnealing loaded from another's state_dict must give the same rates
+# * a total that is not an integer >= 1 must be refused with a ValueError (0, negative, fractional)
+# * the error for a bad total must name total
+# * a min_lr that is not a number >= 0 must be refused with a ValueError (negative, a string)
+# * the error for a bad min_lr must name min_lr
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_cosine_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -478,33 +561,44 @@ assert all(c.lr(t, 0.1) > c.lr(t + 1, 0.1) for t in range(10)), "decreasing up t
 assert c.lr(7, 0.1) == c.lr(7, 0.1), "lr(t, base_lr) is a pure function of t and base_lr"
 assert math.isclose(CosineSchedule(0.1, 0.01, 100).get_lr(50), 0.055, rel_tol=1e-12)
 ### BEGIN HIDDEN TESTS
-assert math.isclose(c.lr(3, 0.1), 0.001 + 0.099 * (1 + math.cos(math.pi * 0.3)) / 2, rel_tol=1e-12), (
-    f"CosineAnnealing(total=10, min_lr=0.001).lr(3, 0.1) must follow the formula; got {c.lr(3, 0.1)}"
+# This student's own inputs, drawn per student: the length, the floor, an initial lr, and the bad arguments.
+_total = int(check_rng.integers(5, 30))
+_min, _base = float(check_rng.uniform(0.001, 0.01)), float(check_rng.uniform(0.05, 1.0))
+_neg = -int(check_rng.integers(1, 5))
+_t = np.arange(3 * _total + 1)
+_curve = _min + (_base - _min) * (1 + np.cos(np.pi * _t / _total)) / 2
+_cos = CosineAnnealing(_total, _min)
+assert np.allclose(np.array([_cos.lr(t, _base) for t in range(_total + 1)]), _curve[: _total + 1], rtol=1e-9, atol=1e-15), (
+    "CosineAnnealing: min_lr + (base_lr − min_lr)(1 + cos(πt/total))/2 at every t from 0 to total"
 )
-assert math.isclose(c.lr(15, 0.1), c.lr(5, 0.1), rel_tol=1e-12) and math.isclose(c.lr(20, 0.1), 0.1, rel_tol=1e-12), (
-    "the cosine goes on after total"
+assert np.allclose(np.array([_cos.lr(t, _base) for t in range(_total, 3 * _total + 1)]), _curve[_total:], rtol=1e-9, atol=1e-15), (
+    "after total the cosine goes on (period 2 · total), as PyTorch's does"
 )
-assert math.isclose(CosineAnnealing(4).lr(4, 2.0), 0.0, abs_tol=1e-15), "min_lr defaults to 0"
-assert math.isclose(c.lr(5, 0.5), (0.5 + 0.001) / 2, rel_tol=1e-12), "each base_lr starts its own cosine down to min_lr"
-assert CosineSchedule(0.1, 0.01, 100).get_lr(150) == 0.01, "TinyTorch's schedule stays at min_lr"
-copy_of = CosineAnnealing(3)
-copy_of.load_state_dict(json.loads(json.dumps(c.state_dict())))
-assert [copy_of.lr(t, 0.1) for t in range(12)] == [c.lr(t, 0.1) for t in range(12)], (
+assert np.allclose(np.array([CosineAnnealing(_total).lr(t, _base) for t in range(_total + 1)]),
+                   _base * (1 + np.cos(np.pi * _t[: _total + 1] / _total)) / 2, rtol=1e-9, atol=1e-15), (
+    "min_lr defaults to 0"
+)
+assert np.allclose(np.array([CosineSchedule(_base, _min, _total).get_lr(t) for t in range(3 * _total + 1)]),
+                   np.where(_t <= _total, _curve, _min), rtol=1e-9, atol=1e-15), (
+    "TinyTorch's CosineSchedule follows the same curve and stays at min_lr after total_epochs"
+)
+_into = CosineAnnealing(_total + 3)
+_into.load_state_dict(json.loads(json.dumps(_cos.state_dict())))
+assert np.allclose(np.array([_into.lr(t, _base) for t in range(3 * _total + 1)]), _curve, rtol=1e-9, atol=1e-15), (
     "a CosineAnnealing loaded from another's state_dict must give the same rates"
 )
-for bad in (dict(total=0), dict(total=2.5), dict(total=10, min_lr=-1.0), dict(total=10, min_lr="0")):
+for bad in (0, _neg, _total + 0.5):
     try:
-        CosineAnnealing(**bad)
-        raise AssertionError(f"CosineAnnealing({bad}) must be refused with a ValueError")
+        CosineAnnealing(bad, _min)
+        raise AssertionError("a total that is not an integer >= 1 must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad), f"the error for CosineAnnealing({bad}) must name the argument; got: {err}"
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
-_rs_total = int(check_rng.integers(5, 50))
-_rs_t = int(check_rng.integers(0, _rs_total + 1))
-_rs_base, _rs_min = float(check_rng.uniform(0.01, 1.0)), float(check_rng.uniform(0.0, 0.005))
-assert math.isclose(CosineAnnealing(total=_rs_total, min_lr=_rs_min).lr(_rs_t, _rs_base),
-                    _rs_min + (_rs_base - _rs_min) * (1 + math.cos(math.pi * _rs_t / _rs_total)) / 2, rel_tol=1e-9), (
-    "min_lr + (base − min_lr)(1 + cos(πt/total))/2, for any t, total and rates")
+        assert "total" in str(err), "the error for a bad total must name total"
+for bad in (-_min, str(_min)):
+    try:
+        CosineAnnealing(_total, bad)
+        raise AssertionError("a min_lr that is not a number >= 0 must be refused with a ValueError")
+    except ValueError as err:
+        assert "min_lr" in str(err), "the error for a bad min_lr must name min_lr"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -534,6 +628,20 @@ assert math.isclose(CosineAnnealing(total=_rs_total, min_lr=_rs_min).lr(_rs_t, _
 # A wrapped `ReduceLROnPlateau`'s `observe` is reachable through the wrapper.
 #
 # ### Task `schedulers_warmup` (2 points): `Warmup`
+#
+# **Checked when graded** (besides the tests below), for any warm-up length,
+# start factor and initial lr, around a wrapped schedule whose own rate at
+# its t = 0 is below the initial lr, each rate to within a relative 1e-9:
+#
+# * for t < warmup_steps: base_lr · (start_factor + (1 − start_factor) · t / warmup_steps)
+# * from t = warmup_steps on: scheduler.lr(t − warmup_steps, base_lr), the wrapped schedule's clock restarted at 0
+# * start_factor defaults to 1/3
+# * warmup_steps=0 means no warm-up: the wrapped schedule from t = 0
+# * a Warmup loaded from another's state_dict must give the same rates, the wrapped schedule's state included
+# * a warmup_steps that is not an integer >= 0 must be refused with a ValueError (negative, fractional)
+# * the error for a bad warmup_steps must name warmup_steps
+# * a start_factor outside [0, 1] must be refused with a ValueError
+# * the error for a bad start_factor must name start_factor
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_warmup_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -585,31 +693,61 @@ assert w.lr(5, 0.1) == 0.1, "after the warm-up the wrapped schedule starts at it
 assert math.isclose(w.lr(15, 0.1), Halving().lr(10, 0.1), rel_tol=1e-12)
 assert math.isclose(Warmup(Halving(), 3).lr(0, 0.3), 0.1, rel_tol=1e-12), "start_factor defaults to 1/3"
 ### BEGIN HIDDEN TESTS
-assert math.isclose(Warmup(Halving(), 3).lr(2, 0.3), 0.3 * (1 / 3 + (2 / 3) * (2 / 3)), rel_tol=1e-12), (
-    "with start_factor 1/3, step 2 of 3 is base_lr · (1/3 + (2/3) · (2/3))"
+# This student's own inputs, drawn per student: two warm-ups (one inside the other), their start
+# factors, an initial lr, the wrapped schedule's first factor, and the bad arguments.
+class _Below(Scheduler):
+    """For these checks: ``first`` times the initial lr at t = 0, then halved at every step."""
+
+    def __init__(self, first):
+        self.first = first
+
+    def lr(self, t, base_lr):
+        t, base_lr = self._args(t, base_lr)
+        return base_lr * self.first * 0.5**t
+
+
+_steps, _steps2 = int(check_rng.integers(2, 8)), int(check_rng.integers(2, 6))
+_start, _start2 = float(check_rng.uniform(0.1, 0.6)), float(check_rng.uniform(0.1, 0.6))
+_first, _base = float(check_rng.uniform(0.3, 0.8)), float(check_rng.uniform(0.01, 1.0))
+_ramp = np.arange(_steps)
+_warm = Warmup(_Below(_first), _steps, _start)
+assert np.allclose(np.array([_warm.lr(t, _base) for t in range(_steps)]), _base * (_start + (1 - _start) * _ramp / _steps),
+                   rtol=1e-9, atol=0), (
+    "for t < warmup_steps: base_lr · (start_factor + (1 − start_factor) · t / warmup_steps)"
 )
-assert math.isclose(Warmup(Halving(), 4, 0.5).lr(4, 0.4), 0.4, rel_tol=1e-12), "at t = warmup_steps the wrapped schedule takes over"
-assert math.isclose(w.lr(2, 0.001), 0.0004, rel_tol=1e-12) and w.lr(6, 0.001) == 0.0005, (
-    "the ramp and the wrapped schedule both scale the base_lr they are given"
+assert np.allclose(np.array([_warm.lr(t, _base) for t in range(_steps, _steps + 8)]), _base * _first * 0.5 ** np.arange(8),
+                   rtol=1e-9, atol=0), (
+    "from t = warmup_steps on: scheduler.lr(t − warmup_steps, base_lr), the wrapped schedule's clock restarted at 0"
 )
-no_warmup = Warmup(Halving(), 0)
-assert [no_warmup.lr(t, 0.1) for t in range(12)] == [Halving().lr(t, 0.1) for t in range(12)], (
+assert np.allclose(np.array([Warmup(_Below(_first), _steps).lr(t, _base) for t in range(_steps)]),
+                   _base * (1 / 3 + (2 / 3) * _ramp / _steps), rtol=1e-9, atol=0), (
+    "start_factor defaults to 1/3"
+)
+assert np.allclose(np.array([Warmup(_Below(_first), 0, _start).lr(t, _base) for t in range(8)]), _base * _first * 0.5 ** np.arange(8),
+                   rtol=1e-9, atol=0), (
     "warmup_steps=0 means no warm-up: the wrapped schedule from t = 0"
 )
-nested = Warmup(Warmup(CosineAnnealing(10), 2), 3)
-state = json.loads(json.dumps(nested.state_dict()))
-back = Warmup(Warmup(CosineAnnealing(1), 1, 0.5), 1, 0.5)
-back.load_state_dict(state)
-assert [back.lr(t, 0.1) for t in range(30)] == [nested.lr(t, 0.1) for t in range(30)], (
-    "the wrapped schedule's state comes back too"
+_t = np.arange(_steps + _steps2 + 8)
+_inner = np.where(_t - _steps < _steps2, _base * (_start2 + (1 - _start2) * (_t - _steps) / _steps2),
+                  _base * _first * 0.5 ** (_t - _steps - _steps2))
+_into = Warmup(Warmup(_Below(0.5), 1, 0.5), 1, 0.5)
+_into.load_state_dict(json.loads(json.dumps(Warmup(Warmup(_Below(_first), _steps2, _start2), _steps, _start).state_dict())))
+assert np.allclose(np.array([_into.lr(t, _base) for t in range(len(_t))]),
+                   np.where(_t < _steps, _base * (_start + (1 - _start) * _t / _steps), _inner), rtol=1e-9, atol=0), (
+    "a Warmup loaded from another's state_dict must give the same rates, the wrapped schedule's state included"
 )
-for bad in (dict(warmup_steps=-1), dict(warmup_steps=2.5), dict(warmup_steps=3, start_factor=1.5),
-            dict(warmup_steps=3, start_factor=-0.1)):
+for bad in (-int(check_rng.integers(1, 5)), _steps + 0.5):
     try:
-        Warmup(Halving(), **bad)
-        raise AssertionError(f"Warmup({bad}) must be refused with a ValueError")
+        Warmup(_Below(_first), bad)
+        raise AssertionError("a warmup_steps that is not an integer >= 0 must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad), f"the error for Warmup({bad}) must name the argument; got: {err}"
+        assert "warmup_steps" in str(err), "the error for a bad warmup_steps must name warmup_steps"
+for bad in (1 + float(check_rng.uniform(0.01, 1.0)), -float(check_rng.uniform(0.01, 1.0))):
+    try:
+        Warmup(_Below(_first), _steps, bad)
+        raise AssertionError("a start_factor outside [0, 1] must be refused with a ValueError")
+    except ValueError as err:
+        assert "start_factor" in str(err), "the error for a bad start_factor must name start_factor"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -645,6 +783,20 @@ for bad in (dict(warmup_steps=-1), dict(warmup_steps=2.5), dict(warmup_steps=3, 
 # that outlives its plan is a bug worth hearing about.
 #
 # ### Task `schedulers_onecycle` (3 points): `OneCycle`
+#
+# **Checked when graded** (besides the tests below), for any total_steps,
+# pct_start (phase 1 then ends at a fractional step), div_factor,
+# final_div_factor and peak, at every t from 0 to total_steps, each rate to
+# within a relative 1e-9:
+#
+# * anneal='cos': from peak / div_factor up to the peak until step pct_start · total_steps − 1, then down to initial / final_div_factor at step total_steps − 1, both halves of a cosine
+# * anneal='linear': the same two phases, each a straight line
+# * the defaults are PyTorch's: pct_start=0.3, div_factor=25, final_div_factor=1e4, anneal='cos'
+# * each group's initial lr is its own peak: apply gives every group its own cycle
+# * a t past total_steps must be refused with a ValueError, as in PyTorch
+# * a OneCycle loaded from another's state_dict must give the same rates
+# * bad settings must be refused with a ValueError (total_steps 0, pct_start above 1, div_factor 0, an unknown anneal)
+# * the error for a bad setting must name the argument
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_onecycle_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -699,32 +851,66 @@ assert all(o.lr(t, 0.1) < o.lr(t + 1, 0.1) for t in range(5)), "up every step un
 assert all(o.lr(t, 0.1) > o.lr(t + 1, 0.1) for t in range(5, 19)), "down every step after step 5"
 assert math.isclose(o.lr(2, 0.1), 0.1 + (0.004 - 0.1) / 2 * (math.cos(math.pi * 0.4) + 1), rel_tol=1e-12)
 ### BEGIN HIDDEN TESTS
-# PyTorch's OneCycleLR(max_lr=0.1, total_steps=20), and with anneal_strategy="linear", pct_start=0.25
-assert math.isclose(o.lr(12, 0.1), 0.0500002, rel_tol=1e-10), "halfway down phase 2"
-assert math.isclose(o.lr(20, 0.1), 0.0012539993764912555, rel_tol=1e-10), "t = total_steps still works"
-assert math.isclose(o.lr(12, 0.001), 0.000500002, rel_tol=1e-10), "each group's initial lr is its own peak"
-lin = OneCycle(total_steps=10, pct_start=0.25, anneal="linear")
-assert math.isclose(lin.lr(1, 1.0), 0.04 + 0.96 / 1.5, rel_tol=1e-12), "phase 1 ends at the fractional step 1.5"
-assert math.isclose(lin.lr(2, 1.0), 1.0 + (0.04 / 1e4 - 1.0) * (0.5 / 7.5), rel_tol=1e-12), (
-    "anneal='linear': phase 2 runs from the fractional step 1.5 to step 9"
+# This student's own inputs, drawn per student: the length, pct_start (phase 1 ends at a
+# fractional step, after step 0), the two div factors, the peaks of two groups, a t past the end.
+def _one_cycle(peak, total, pct=0.3, div=25.0, final_div=1e4, cos=True):
+    """PyTorch's OneCycleLR (three_phase=False) at t = 0 .. total, replayed with NumPy."""
+    t = np.arange(total + 1)
+    end1, end2 = pct * total - 1, total - 1
+    initial = peak / div
+    up = t <= end1
+    pct_in = np.where(up, t / end1, (t - end1) / (end2 - end1))
+    start, end = np.where(up, initial, peak), np.where(up, peak, initial / final_div)
+    return end + (start - end) / 2 * (1 + np.cos(np.pi * pct_in)) if cos else start + (end - start) * pct_in
+
+
+_total = int(check_rng.integers(10, 40))
+_pct = float(check_rng.uniform(0.15, 0.45))
+_div, _final_div = float(check_rng.uniform(5.0, 50.0)), float(10 ** check_rng.uniform(2, 4))
+_peak, _peak2 = float(check_rng.uniform(0.01, 0.5)), float(check_rng.uniform(0.0001, 0.005))
+_past = _total + int(check_rng.integers(1, 5))
+_cycle = OneCycle(_total, _pct, _div, _final_div)
+assert np.allclose(np.array([_cycle.lr(t, _peak) for t in range(_total + 1)]), _one_cycle(_peak, _total, _pct, _div, _final_div),
+                   rtol=1e-9, atol=1e-15), (
+    "anneal='cos': from peak / div_factor up to the peak until step pct_start · total_steps − 1, "
+    "then down to initial / final_div_factor at step total_steps − 1, both halves of a cosine"
+)
+_line = OneCycle(_total, _pct, _div, _final_div, anneal="linear")
+assert np.allclose(np.array([_line.lr(t, _peak) for t in range(_total + 1)]),
+                   _one_cycle(_peak, _total, _pct, _div, _final_div, cos=False), rtol=1e-9, atol=1e-15), (
+    "anneal='linear': the same two phases, each a straight line"
+)
+assert np.allclose(np.array([OneCycle(_total).lr(t, _peak) for t in range(_total + 1)]), _one_cycle(_peak, _total),
+                   rtol=1e-9, atol=1e-15), (
+    "the defaults are PyTorch's: pct_start=0.3, div_factor=25, final_div_factor=1e4, anneal='cos'"
+)
+_groups = _two_groups(_peak, _peak2)
+_rates = []
+for t in range(_total + 1):
+    _cycle.apply(_groups, t)
+    _rates.append([group["lr"] for group in _groups.param_groups])
+assert np.allclose(np.array(_rates), np.stack([_one_cycle(p, _total, _pct, _div, _final_div) for p in (_peak, _peak2)], axis=1),
+                   rtol=1e-9, atol=1e-15), (
+    "each group's initial lr is its own peak: apply gives every group its own cycle"
 )
 try:
-    o.lr(21, 0.1)
+    _cycle.lr(_past, _peak)
     raise AssertionError("a t past total_steps must be refused with a ValueError, as in PyTorch")
 except ValueError:
     pass
-for bad in (dict(total_steps=0), dict(total_steps=10, pct_start=1.5), dict(total_steps=10, anneal="cosine"),
-            dict(total_steps=10, div_factor=0.0)):
-    try:
-        OneCycle(**bad)
-        raise AssertionError(f"OneCycle({bad}) must be refused with a ValueError")
-    except ValueError as err:
-        assert any(name in str(err) for name in bad), f"the error for OneCycle({bad}) must name the argument; got: {err}"
-back = OneCycle(5)
-back.load_state_dict(json.loads(json.dumps(lin.state_dict())))
-assert [back.lr(t, 1.0) for t in range(11)] == [lin.lr(t, 1.0) for t in range(11)], (
+_into = OneCycle(_total + 5)
+_into.load_state_dict(json.loads(json.dumps(_line.state_dict())))
+assert np.allclose(np.array([_into.lr(t, _peak) for t in range(_total + 1)]),
+                   _one_cycle(_peak, _total, _pct, _div, _final_div, cos=False), rtol=1e-9, atol=1e-15), (
     "a OneCycle loaded from another's state_dict must give the same rates"
 )
+for bad in (dict(total_steps=0), dict(total_steps=_total, pct_start=1 + _pct),
+            dict(total_steps=_total, div_factor=0.0), dict(total_steps=_total, anneal="cosine")):
+    try:
+        OneCycle(**bad)
+        raise AssertionError("bad settings must be refused with a ValueError")
+    except ValueError as err:
+        assert any(name in str(err) for name in bad), "the error for a bad setting must name the argument"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -757,6 +943,19 @@ assert [back.lr(t, 1.0) for t in range(11)] == [lin.lr(t, 1.0) for t in range(11
 # `"exp_range"`. PyTorch's default `step_size_up` is 2000 steps.
 #
 # ### Task `schedulers_cyclic` (2 points): `CyclicLR`
+#
+# **Checked when graded** (besides the tests below), for any max_factor,
+# gamma, initial lr and step sizes (the way down longer than the way up),
+# over three cycles, each rate to within a relative 1e-9:
+#
+# * triangular: base_lr + (max_lr − base_lr) · scale, up for step_size_up steps, down for step_size_down steps
+# * triangular2 halves the amplitude every cycle, the first cycle at full amplitude
+# * exp_range scales the amplitude by gamma ** t, t the step index
+# * step_size_down defaults to step_size_up
+# * gamma only matters for exp_range
+# * a CyclicLR loaded from another's state_dict must give the same rates
+# * bad settings must be refused with a ValueError (max_factor below 1, a step size of 0, an unknown mode, gamma 0)
+# * the error for a bad setting must name the argument
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_cyclic_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -811,27 +1010,59 @@ assert c1.lr(12, 1.0) == 5.0, "the wave goes on"
 c2 = CyclicLR(5.0, step_size_up=4, mode="triangular2")
 assert c2.lr(4, 1.0) == 5.0 and c2.lr(12, 1.0) == 3.0 and c2.lr(20, 1.0) == 2.0, "triangular2 halves the amplitude every cycle"
 ### BEGIN HIDDEN TESTS
-c3 = CyclicLR(4.0, step_size_up=1, step_size_down=3)
-assert [c3.lr(t, 1.0) for t in range(5)] == [1.0, 4.0, 3.0, 2.0, 1.0], (
-    f"step_size_up=1, step_size_down=3: one step up, three steps down; got {[c3.lr(t, 1.0) for t in range(5)]}"
+# This student's own inputs, drawn per student: the way up and the longer way down, the top as a
+# multiple of the initial lr, gamma, and the initial lr.
+_up = int(check_rng.integers(1, 5))
+_down = _up + int(check_rng.integers(1, 4))
+_factor, _gamma = float(check_rng.uniform(2.0, 10.0)), float(check_rng.uniform(0.8, 0.98))
+_base = float(check_rng.uniform(0.001, 0.5))
+
+
+def _wave(up, down, mode="triangular"):
+    """PyTorch's CyclicLR over three cycles from _base up to _factor · _base, replayed with NumPy."""
+    size = up + down
+    t = np.arange(3 * size + 1)
+    cycle = np.floor(1 + t / size)
+    x = 1 + t / size - cycle
+    ratio = up / size
+    scale = np.where(x <= ratio, x / ratio, (x - 1) / (ratio - 1))
+    amplitude = {"triangular": 1.0, "triangular2": 1 / 2.0 ** (cycle - 1), "exp_range": _gamma**t}[mode]
+    return _base + (_factor * _base - _base) * scale * amplitude
+
+
+_n = 3 * (_up + _down) + 1
+assert np.allclose(np.array([CyclicLR(_factor, _up, _down).lr(t, _base) for t in range(_n)]), _wave(_up, _down),
+                   rtol=1e-9, atol=0), (
+    "triangular: base_lr + (max_lr − base_lr) · scale, up for step_size_up steps, down for step_size_down steps"
 )
-c4 = CyclicLR(11.0, step_size_up=2, mode="exp_range", gamma=0.9)
-assert math.isclose(c4.lr(2, 0.1), 0.1 + 0.81, rel_tol=1e-12) and math.isclose(c4.lr(6, 0.1), 0.1 + 0.9**6, rel_tol=1e-12), (
+assert np.allclose(np.array([CyclicLR(_factor, _up, _down, mode="triangular2").lr(t, _base) for t in range(_n)]),
+                   _wave(_up, _down, "triangular2"), rtol=1e-9, atol=0), (
+    "triangular2 halves the amplitude every cycle, the first cycle at full amplitude"
+)
+_exp = CyclicLR(_factor, _up, _down, mode="exp_range", gamma=_gamma)
+assert np.allclose(np.array([_exp.lr(t, _base) for t in range(_n)]), _wave(_up, _down, "exp_range"), rtol=1e-9, atol=0), (
     "exp_range scales the amplitude by gamma ** t, t the step index"
 )
-assert math.isclose(c1.lr(2, 0.001), 0.003, rel_tol=1e-12), "the wave of a group at 0.001 runs from 0.001 to 0.005"
-assert CyclicLR(2.0, step_size_up=2, gamma=0.5).lr(6, 1.0) == 2.0, "gamma only matters for exp_range"
-back = CyclicLR(2.0, 1)
-back.load_state_dict(json.loads(json.dumps(c4.state_dict())))
-assert [back.lr(t, 0.1) for t in range(20)] == [c4.lr(t, 0.1) for t in range(20)], (
+assert np.allclose(np.array([CyclicLR(_factor, _up).lr(t, _base) for t in range(6 * _up + 1)]), _wave(_up, _up),
+                   rtol=1e-9, atol=0), (
+    "step_size_down defaults to step_size_up"
+)
+assert np.allclose(np.array([CyclicLR(_factor, _up, _down, gamma=_gamma).lr(t, _base) for t in range(_n)]), _wave(_up, _down),
+                   rtol=1e-9, atol=0), (
+    "gamma only matters for exp_range"
+)
+_into = CyclicLR(_factor + 1, _up + 1)
+_into.load_state_dict(json.loads(json.dumps(_exp.state_dict())))
+assert np.allclose(np.array([_into.lr(t, _base) for t in range(_n)]), _wave(_up, _down, "exp_range"), rtol=1e-9, atol=0), (
     "a CyclicLR loaded from another's state_dict must give the same rates"
 )
-for bad in (dict(max_factor=0.5), dict(step_size_up=0), dict(step_size_down=0), dict(mode="sawtooth"), dict(gamma=0.0)):
+for bad in (dict(max_factor=float(check_rng.uniform(0.1, 0.9))), dict(step_size_up=0), dict(step_size_down=0),
+            dict(mode=("sawtooth", "triangle", "exp")[int(check_rng.integers(0, 3))]), dict(gamma=0.0)):
     try:
-        CyclicLR(**{**dict(max_factor=10.0), **bad})
-        raise AssertionError(f"CyclicLR({bad}) must be refused with a ValueError")
+        CyclicLR(**{"max_factor": _factor, **bad})
+        raise AssertionError("bad settings must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad), f"the error for CyclicLR({bad}) must name the argument; got: {err}"
+        assert any(name in str(err) for name in bad), "the error for a bad setting must name the argument"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -875,6 +1106,26 @@ for bad in (dict(max_factor=0.5), dict(step_size_up=0), dict(step_size_down=0), 
 # `num_bad_epochs`, `cooldown_counter`, `last_epoch`, `cuts`).
 #
 # ### Task `schedulers_plateau` (3 points): `ReduceLROnPlateau`
+#
+# **Checked when graded** (besides the tests below), for any patience,
+# factor, cooldown, threshold, min_lr, eps and initial lr, on metrics that
+# fall by more than the threshold and then stall for at least two cuts; each
+# rate after each metric compared with PyTorch's, to within a relative 1e-9:
+#
+# * a cut (the rate times factor) once the metric has not improved for more than patience epochs, and again after each further patience + 1
+# * after a cut, bad epochs during the cooldown do not count
+# * never below min_lr: a cut that would pass it stops at min_lr
+# * a group already below min_lr is not raised to it
+# * a cut of eps or less is skipped
+# * a cut too small for one group still applies to a larger one
+# * mode='min', threshold_mode='rel': better means metric < best · (1 − threshold)
+# * mode='min', threshold_mode='abs': better means metric < best − threshold
+# * mode='max', threshold_mode='rel': better means metric > best · (1 + threshold)
+# * mode='max', threshold_mode='abs': better means metric > best + threshold
+# * a NaN is never better
+# * a ReduceLROnPlateau loaded from a state_dict must continue exactly like the original
+# * bad settings must be refused with a ValueError (an unknown mode or threshold_mode, factor 1 or more, patience below 0, a fractional cooldown, min_lr below 0)
+# * the error for a bad setting must name the argument
 
 # %% nbgrader={"grade": false, "grade_id": "schedulers_plateau_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -988,49 +1239,109 @@ up = ReduceLROnPlateau(mode="max", patience=0, factor=0.5)
 got = _feed(up, (0.5, 0.6, 0.6, 0.7, 0.65))
 assert got == [1.0, 1.0, 0.5, 0.5, 0.25], f"mode='max', patience=0: expected [1.0, 1.0, 0.5, 0.5, 0.25]; got {got}"
 ### BEGIN HIDDEN TESTS
-cool = ReduceLROnPlateau(patience=0, cooldown=2, factor=0.5)
-assert _feed(cool, [1.0] * 7) == [1.0, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25], (
+# This student's own inputs, drawn per student: patience, cooldown, factor, thresholds, floors and
+# initial lrs, and metrics that fall by more than the threshold, then stall long enough for two cuts.
+def _replay(metrics, base, mode="min", factor=0.1, patience=10, threshold=1e-4, threshold_mode="rel",
+            cooldown=0, min_lr=0.0, eps=1e-8):
+    """PyTorch's ReduceLROnPlateau.step replayed: the rate of a group at ``base`` after each metric."""
+    best, bad, cooling, rate, rates = (math.inf if mode == "min" else -math.inf), 0, 0, base, []
+    for metric in metrics:
+        if mode == "min":
+            better = metric < (best * (1 - threshold) if threshold_mode == "rel" else best - threshold)
+        else:
+            better = metric > (best * (1 + threshold) if threshold_mode == "rel" else best + threshold)
+        best, bad = (metric, 0) if better else (best, bad + 1)
+        if cooling > 0:
+            cooling, bad = cooling - 1, 0
+        if bad > patience:
+            rate = max(rate * factor, min_lr) if rate - max(rate * factor, min_lr) > eps else rate
+            cooling, bad = cooldown, 0
+        rates.append(rate)
+    return np.array(rates)
+
+
+_patience, _cooldown = int(check_rng.integers(1, 4)), int(check_rng.integers(1, 4))
+_factor, _base = float(check_rng.uniform(0.2, 0.7)), float(check_rng.uniform(0.01, 1.0))
+_first = float(check_rng.uniform(1.0, 5.0))
+_falls = [float(m) for m in _first * np.cumprod(check_rng.uniform(0.5, 0.9, int(check_rng.integers(1, 4))))]
+_metrics = [_first, *_falls] + [_falls[-1]] * (3 * (_patience + _cooldown + 1))
+_settings = dict(factor=_factor, patience=_patience)
+assert np.allclose(np.array(_feed(ReduceLROnPlateau(**_settings), _metrics, _base)), _replay(_metrics, _base, **_settings),
+                   rtol=1e-9, atol=0), (
+    "a cut (the rate times factor) once the metric has not improved for more than patience epochs, "
+    "and again after each further patience + 1"
+)
+assert np.allclose(np.array(_feed(ReduceLROnPlateau(**_settings, cooldown=_cooldown), _metrics, _base)),
+                   _replay(_metrics, _base, **_settings, cooldown=_cooldown), rtol=1e-9, atol=0), (
     "after a cut, bad epochs during the cooldown do not count"
 )
-floor = ReduceLROnPlateau(patience=0, factor=0.1, min_lr=0.05)
-assert _feed(floor, [1.0] * 4) == [1.0, 0.1, 0.05, 0.05], "never below min_lr"
-assert floor.lr(0, 0.01) == 0.01, "a group already below min_lr is not raised to it"
-tiny = ReduceLROnPlateau(patience=0, factor=0.5)
-assert _feed(tiny, [1.0] * 3, base_lr=1e-8) == [1e-8, 1e-8, 1e-8], "cuts smaller than eps are skipped"
-assert tiny.lr(0, 1.0) == 0.25, "a cut too small for one group still applies to a larger one"
-rel = ReduceLROnPlateau(patience=0, threshold=0.1)
-assert _feed(rel, (1.0, 0.95, 0.8)) == [1.0, 0.1, 0.1], "0.95 is not 10% better than 1.0"
-absolute = ReduceLROnPlateau(patience=0, threshold=0.1, threshold_mode="abs")
-assert _feed(absolute, (5.0, 4.95, 4.8)) == [1.0, 0.1, 0.1], (
-    "mode='min', threshold_mode='abs': 4.95 is not 0.1 below 5.0, 4.8 is"
+_floor = _base * _factor**1.5
+_low = ReduceLROnPlateau(**_settings, min_lr=_floor)
+assert np.allclose(np.array(_feed(_low, _metrics, _base)), _replay(_metrics, _base, **_settings, min_lr=_floor), rtol=1e-9, atol=0), (
+    "never below min_lr: a cut that would pass it stops at min_lr"
 )
-absolute_max = ReduceLROnPlateau(mode="max", patience=0, threshold=0.1, threshold_mode="abs")
-assert _feed(absolute_max, (5.0, 5.05, 5.2)) == [1.0, 0.1, 0.1], (
-    "mode='max', threshold_mode='abs': 5.05 is not 0.1 above 5.0, 5.2 is"
+assert np.allclose(_low.lr(0, _floor / 2), _floor / 2, rtol=1e-9, atol=0), "a group already below min_lr is not raised to it"
+_eps = float(10 ** check_rng.uniform(-9, -6))
+_tiny = _eps * float(check_rng.uniform(0.5, 0.95)) / (1 - _factor)
+_fine = ReduceLROnPlateau(**_settings, eps=_eps)
+assert np.allclose(np.array(_feed(_fine, _metrics, _tiny)), _replay(_metrics, _tiny, **_settings, eps=_eps), rtol=1e-9, atol=0), (
+    "a cut of eps or less is skipped"
 )
-relative_max = ReduceLROnPlateau(mode="max", patience=0, threshold=0.1)
-assert _feed(relative_max, (1.0, 1.05, 1.2)) == [1.0, 0.1, 0.1], (
-    "mode='max', threshold_mode='rel': 1.05 is not 10% above 1.0, 1.2 is"
+assert np.allclose(_fine.lr(0, _base), _replay(_metrics, _base, **_settings, eps=_eps)[-1], rtol=1e-9, atol=0), (
+    "a cut too small for one group still applies to a larger one"
 )
-nan = ReduceLROnPlateau(patience=0)
-assert _feed(nan, (float("nan"), 1.0)) == [0.1, 0.1], "a NaN is never better"
-half = ReduceLROnPlateau(patience=1)
-_feed(half, (1.0, 2.0))
-saved = json.loads(json.dumps(half.state_dict()))
-resumed = ReduceLROnPlateau(mode="max")
-resumed.load_state_dict(saved)
-assert _feed(resumed, (2.0, 2.0, 2.0)) == _feed(half, (2.0, 2.0, 2.0)), (
+_threshold = float(check_rng.uniform(0.05, 0.2))
+_short, _long = float(check_rng.uniform(0.2, 0.8)), float(check_rng.uniform(1.2, 1.8))
+
+
+def _edge(mode, threshold_mode):
+    """A best metric, one that improves on it by less than the threshold, then one by more; the
+    settings (patience 0)."""
+    sign = -1 if mode == "min" else 1
+    metrics = [_first * (1 + sign * _threshold * k) if threshold_mode == "rel" else _first + sign * _threshold * k
+               for k in (0.0, _short, _long)]
+    return metrics, dict(mode=mode, threshold=_threshold, threshold_mode=threshold_mode, factor=_factor, patience=0)
+
+
+_edges, _kind = _edge("min", "rel")
+assert np.allclose(np.array(_feed(ReduceLROnPlateau(**_kind), _edges, _base)), _replay(_edges, _base, **_kind), rtol=1e-9, atol=0), (
+    "mode='min', threshold_mode='rel': better means metric < best · (1 − threshold)"
+)
+_edges, _kind = _edge("min", "abs")
+assert np.allclose(np.array(_feed(ReduceLROnPlateau(**_kind), _edges, _base)), _replay(_edges, _base, **_kind), rtol=1e-9, atol=0), (
+    "mode='min', threshold_mode='abs': better means metric < best − threshold"
+)
+_edges, _kind = _edge("max", "rel")
+assert np.allclose(np.array(_feed(ReduceLROnPlateau(**_kind), _edges, _base)), _replay(_edges, _base, **_kind), rtol=1e-9, atol=0), (
+    "mode='max', threshold_mode='rel': better means metric > best · (1 + threshold)"
+)
+_edges, _kind = _edge("max", "abs")
+assert np.allclose(np.array(_feed(ReduceLROnPlateau(**_kind), _edges, _base)), _replay(_edges, _base, **_kind), rtol=1e-9, atol=0), (
+    "mode='max', threshold_mode='abs': better means metric > best + threshold"
+)
+_nan = [float("nan"), _first, float("nan")]
+assert np.allclose(np.array(_feed(ReduceLROnPlateau(factor=_factor, patience=0), _nan, _base)),
+                   _replay(_nan, _base, factor=_factor, patience=0), rtol=1e-9, atol=0), (
+    "a NaN is never better"
+)
+_split = int(check_rng.integers(2, len(_metrics) - 2))
+_half = ReduceLROnPlateau(**_settings, cooldown=_cooldown)
+_feed(_half, _metrics[:_split], _base)
+_resumed = ReduceLROnPlateau(mode="max")
+_resumed.load_state_dict(json.loads(json.dumps(_half.state_dict())))
+assert np.allclose(np.array(_feed(_resumed, _metrics[_split:], _base)),
+                   _replay(_metrics, _base, **_settings, cooldown=_cooldown)[_split:], rtol=1e-9, atol=0), (
     "a ReduceLROnPlateau loaded from a state_dict must continue exactly like the original"
 )
-for bad in (dict(mode="lowest"), dict(factor=1.0), dict(patience=-1), dict(threshold_mode="relative"),
-            dict(cooldown=1.5), dict(min_lr=-1.0)):
+for bad in (dict(mode=("lowest", "minimum", "down")[int(check_rng.integers(0, 3))]),
+            dict(factor=1 + float(check_rng.uniform(0.0, 1.0))), dict(patience=-int(check_rng.integers(1, 5))),
+            dict(threshold_mode=("relative", "absolute")[int(check_rng.integers(0, 2))]),
+            dict(cooldown=_cooldown + 0.5), dict(min_lr=-_floor)):
     try:
         ReduceLROnPlateau(**bad)
-        raise AssertionError(f"ReduceLROnPlateau({bad}) must be refused with a ValueError")
+        raise AssertionError("bad settings must be refused with a ValueError")
     except ValueError as err:
-        assert any(name in str(err) for name in bad), (
-            f"the error for ReduceLROnPlateau({bad}) must name the argument; got: {err}"
-        )
+        assert any(name in str(err) for name in bad), "the error for a bad setting must name the argument"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -175,4 +175,22 @@ MUTANTS = [
         "            self.cooldown_counter = self.cooldown\n",
         "            self.cooldown_counter = 0\n",
     ),
+    # the warm-up ignores start_factor: it always ramps up from 0.
+    (
+        "schedulers_warmup",
+        "return base_lr * (self.start_factor + (1 - self.start_factor) * t / self.warmup_steps)",
+        "return base_lr * t / self.warmup_steps",
+    ),
+    # phase 1 of one-cycle ends at a whole step: pct_start * total_steps rounded, where PyTorch keeps the fraction.
+    (
+        "schedulers_onecycle",
+        "(float(self.pct_start * self.total_steps) - 1, initial, base_lr)",
+        "(float(round(self.pct_start * self.total_steps)) - 1, initial, base_lr)",
+    ),
+    # "better" written as "not worse": a NaN metric counts as an improvement.
+    (
+        "schedulers_plateau",
+        "return metric < self.best * (1.0 - self.threshold)",
+        "return not metric >= self.best * (1.0 - self.threshold)",
+    ),
 ]
