@@ -1203,6 +1203,24 @@ class Parameter(Tensor):
 # there (Python looks a name up when the method runs, so the order does not
 # matter). Everything else (`parameters()`, `zero_grad()`, `freeze()`,
 # `num_parameters()`, the `repr`) is given and built on them.
+#
+# **Checked when graded** (besides the tests below), on modules of sizes,
+# values and counts drawn for you:
+#
+# * assigning None to a parameter's name keeps the name, holding None
+# * a Module assigned to a parameter's name moves it: a name lives in one place
+# * a Parameter assigned to a sub-module's name moves it back: a name lives in one place
+# * a Parameter assigned to a plain attribute's name leaves __dict__ and is registered
+# * a tensor assigned to a buffer's name replaces the buffer
+# * None assigned to a buffer's name keeps the name, holding None
+# * assigning an int to a buffer's name must raise TypeError
+# * the TypeError should name the buffer
+# * assigning an int to a sub-module's name must raise TypeError
+# * the TypeError should name the sub-module
+# * None assigned to a sub-module's name keeps the name, holding None
+# * assigning a Parameter before super().__init__() must raise AttributeError
+# * the AttributeError should tell the author to call super().__init__()
+# * a plain attribute may be set before super().__init__()
 
 # %% nbgrader={"grade": false, "grade_id": "layers_module_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1496,58 +1514,72 @@ try:
 except TypeError as err:
     assert "weight" in str(err), f"the TypeError should name the attribute; got: {err}"
 ### BEGIN HIDDEN TESTS
-net.first.weight = None
-assert "weight" in net.first._parameters and net.first.weight is None, "assigning None to a parameter's name keeps the name, holding None"
-net.first.bias = _Affine(1, 1)
-assert "bias" not in net.first._parameters and "bias" in net.first._modules, (
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n_in, _n_out = int(check_rng.integers(2, 7)), int(check_rng.integers(2, 7))
+_layer = _Affine(_n_in, _n_out)
+_layer.weight = None
+assert list(_layer._parameters) == ["weight", "bias"] and _layer.weight is None, (
+    "assigning None to a parameter's name keeps the name, holding None"
+)
+_layer.bias = _Affine(_n_in, 1)
+assert [list(_layer._parameters), list(_layer._modules)] == [["weight"], ["bias"]], (
     "a Module assigned to a parameter's name moves it: a name lives in one place"
 )
-net.first.bias = Parameter(np.zeros(4, np.float32))
-assert "bias" in net.first._parameters and "bias" not in net.first._modules, (
+_bias = check_rng.standard_normal(_n_out).astype(np.float32)
+_layer.bias = Parameter(_bias)
+assert [list(_layer._parameters), list(_layer._modules)] == [["weight", "bias"], []] and np.array_equal(_layer.bias.numpy(), _bias), (
     "a Parameter assigned to a sub-module's name moves it back: a name lives in one place"
 )
-net.scale = Parameter([2.0])
-assert "scale" not in net.__dict__ and isinstance(net.scale, Parameter), (
+_net = _TwoLayers()
+_scale = check_rng.uniform(0.5, 3.0, 1)
+_net.scale = Parameter(_scale)
+assert [list(_net._parameters), "scale" in list(_net.__dict__)] == [["scale"], False] and np.array_equal(_net.scale.numpy(), _scale), (
     "a Parameter assigned to a plain attribute's name leaves __dict__ and is registered"
 )
-counter = Tensor(5)
-net.first.calls = counter
-assert net.first._buffers["calls"] is counter and "calls" not in net.first.__dict__, "a tensor assigned to a buffer's name replaces the buffer"
-net.first.calls = None
-assert "calls" in net.first._buffers and net.first.calls is None, "None assigned to a buffer's name keeps the name, holding None"
+_count = int(check_rng.integers(1, 1000))
+_counter = Tensor(_count)
+_layer.calls = _counter
+assert [list(_layer._buffers), _layer._buffers["calls"].item(), "calls" in list(_layer.__dict__)] == [["calls"], _count, False] and (
+    _layer._buffers["calls"] is _counter
+), "a tensor assigned to a buffer's name replaces the buffer"
+_layer.calls = None
+assert list(_layer._buffers) == ["calls"] and _layer.calls is None, "None assigned to a buffer's name keeps the name, holding None"
 try:
-    net.first.calls = 3
+    _layer.calls = int(check_rng.integers(1, 1000))
     raise AssertionError("assigning an int to a buffer's name must raise TypeError")
 except TypeError as err:
-    assert "calls" in str(err), f"the TypeError should name the buffer; got: {err}"
+    assert "calls" in str(err), "the TypeError should name the buffer"
 try:
-    net.second = 5
+    _net.second = int(check_rng.integers(1, 1000))
     raise AssertionError("assigning an int to a sub-module's name must raise TypeError")
 except TypeError as err:
-    assert "second" in str(err), f"the TypeError should name the sub-module; got: {err}"
-net.second = None
-assert "second" in net._modules and net.second is None, "None assigned to a sub-module's name keeps the name, holding None"
+    assert "second" in str(err), "the TypeError should name the sub-module"
+_net.second = None
+assert list(_net._modules) == ["first", "second"] and _net.second is None, (
+    "None assigned to a sub-module's name keeps the name, holding None"
+)
 
 
 class _Early(Module):
-    def __init__(self):
-        self.w = Parameter([1.0])
+    def __init__(self, value):
+        self.w = Parameter([value])
 
 
 try:
-    _Early()
+    _Early(float(check_rng.standard_normal()))
     raise AssertionError("assigning a Parameter before super().__init__() must raise AttributeError")
 except AttributeError as err:
-    assert "super().__init__()" in str(err), f"the AttributeError should tell the author to call super().__init__(); got: {err}"
+    assert "super().__init__()" in str(err), "the AttributeError should tell the author to call super().__init__()"
 
 
 class _PlainFirst(Module):
-    def __init__(self):
-        self.size = 3  # a plain attribute before the dicts exist: allowed
+    def __init__(self, size):
+        self.size = size  # a plain attribute before the dicts exist: allowed
         super().__init__()
 
 
-assert _PlainFirst().size == 3, "a plain attribute may be set before super().__init__()"
+_size = int(check_rng.integers(1, 100))
+assert _PlainFirst(_size).size == _size, "a plain attribute may be set before super().__init__()"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1571,6 +1603,20 @@ assert _PlainFirst().size == 3, "a plain attribute may be set before super().__i
 # 02) — a model is rarely deep enough to need it, but the order must be the
 # depth-first one: a module's own entries, then its first child's subtree,
 # then its second child's.
+#
+# **Checked when graded** (besides the tests below), on trees of a depth,
+# prefix and shared or missing entries drawn for you:
+#
+# * unfreeze() makes every parameter trainable again
+# * recurse=False lists only the module's own parameters, none of its sub-modules'
+# * a prefix goes in front of every qualified name
+# * depth first in registration order with dotted names
+# * a nested module's parameters are named through every level (inner.first.weight)
+# * a shared parameter is listed once
+# * a shared module is listed once
+# * named_modules(remove_duplicate=False) lists a shared module under each of its names
+# * None entries (parameters and sub-modules) are skipped
+# * a sub-module set to None is skipped
 
 # %% nbgrader={"grade": false, "grade_id": "layers_module_walk_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1619,34 +1665,54 @@ assert net.first.weight.grad is None and net.second.weight.grad is not None
 net.zero_grad()
 assert net.second.weight.grad is None
 ### BEGIN HIDDEN TESTS
-net.unfreeze()
-assert net.num_parameters(trainable_only=True) == net.num_parameters(), "unfreeze() makes every parameter trainable again"
-assert [n for n, _ in net.named_parameters(recurse=False)] == [], "recurse=False: only the module's own parameters (_TwoLayers has none)"
-assert [n for n, _ in net.first.named_parameters(recurse=False)] == ["weight", "bias"], "recurse=False lists the module's own parameters"
-assert [n for n, _ in net.named_parameters(prefix="model")] == ["model.first.weight", "model.first.bias", "model.second.weight", "model.second.bias"], (
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_net = _TwoLayers()
+(_net.first, _net.second)[int(check_rng.integers(0, 2))].freeze()
+_net.unfreeze()
+assert _net.num_parameters(trainable_only=True) == _net.num_parameters(), "unfreeze() makes every parameter trainable again"
+_net.scale = Parameter(check_rng.uniform(0.5, 2.0, 1))
+assert [n for n, _ in _net.named_parameters(recurse=False)] == ["scale"], (
+    "recurse=False lists only the module's own parameters, none of its sub-modules'"
+)
+# A chain of 1 to 3 _TwoLayers, each the `inner` of the one before, and a last layer.
+_depth = int(check_rng.integers(1, 4))
+_deep, _modules, _params = _TwoLayers(), ["", "first", "second"], []
+_at, _path = _deep, ""
+for _level in range(_depth):
+    _params += [_path + name for name in ("first.weight", "first.bias", "second.weight", "second.bias")]
+    _at.inner = _TwoLayers()
+    _at, _path = _at.inner, _path + "inner."
+    _modules += [_path[:-1], _path + "first", _path + "second"]
+_params += [_path + name for name in ("first.weight", "first.bias", "second.weight", "second.bias")]
+_deep.last = _Affine(2, 1)
+_modules, _params = _modules + ["last"], _params + ["last.weight", "last.bias"]
+_prefix = ("model", "net", "encoder", "backbone")[int(check_rng.integers(0, 4))]
+assert [n for n, _ in _deep.named_parameters(prefix=_prefix)] == [_prefix + "." + name for name in _params], (
     "a prefix goes in front of every qualified name"
 )
-deep = _TwoLayers()
-deep.inner = _TwoLayers()
-deep.last = _Affine(2, 1)
-expected = ["", "first", "second", "inner", "inner.first", "inner.second", "last"]
-assert [n for n, _ in deep.named_modules()] == expected, f"depth first in registration order with dotted names: expected {expected}"
-assert [n for n, _ in deep.named_parameters()][4:7] == ["inner.first.weight", "inner.first.bias", "inner.second.weight"], (
+assert [n for n, _ in _deep.named_modules()] == _modules, "depth first in registration order with dotted names"
+assert [n for n, _ in _deep.named_parameters()] == _params, (
     "a nested module's parameters are named through every level (inner.first.weight)"
 )
-shared = _TwoLayers()
-shared.second.weight = shared.first.weight  # tied (shapes differ, but the walk does not care)
-assert len(list(shared.parameters())) == 3, "a shared parameter is listed once"
-shared.third = shared.first
-assert [n for n, _ in shared.named_modules()] == ["", "first", "second"], "a shared module is listed once"
-assert [n for n, _ in shared.named_modules(remove_duplicate=False)] == ["", "first", "second", "third"], (
+_shared = _TwoLayers()
+_tied = ("weight", "bias")[int(check_rng.integers(0, 2))]
+setattr(_shared.second, _tied, getattr(_shared.first, _tied))  # tied (shapes differ, but the walk does not care)
+assert [n for n, _ in _shared.named_parameters()] == [
+    n for n in ("first.weight", "first.bias", "second.weight", "second.bias") if n != "second." + _tied
+], "a shared parameter is listed once"
+_shared.third = _shared.first
+assert [n for n, _ in _shared.named_modules()] == ["", "first", "second"], "a shared module is listed once"
+assert [n for n, _ in _shared.named_modules(remove_duplicate=False)] == ["", "first", "second", "third"], (
     "named_modules(remove_duplicate=False) lists a shared module under each of its names"
 )
-holes = _TwoLayers()
-holes.first.weight = None
-holes.second = None
-assert [n for n, _ in holes.named_parameters()] == ["first.bias"], "None entries (parameters and sub-modules) are skipped"
-assert [n for n, _ in holes.named_modules()] == ["", "first"], "a sub-module set to None is skipped"
+_holes = _TwoLayers()
+_gone = ("weight", "bias")[int(check_rng.integers(0, 2))]
+setattr(_holes.first, _gone, None)
+_holes.second = None
+assert [n for n, _ in _holes.named_parameters()] == [n for n in ("first.weight", "first.bias") if n != "first." + _gone], (
+    "None entries (parameters and sub-modules) are skipped"
+)
+assert [n for n, _ in _holes.named_modules()] == ["", "first"], "a sub-module set to None is skipped"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1654,10 +1720,18 @@ assert [n for n, _ in holes.named_modules()] == ["", "first"], "a sub-module set
 #
 # Some layers behave differently while training: dropout drops only then,
 # and BatchNorm uses the batch's statistics only then. `train(mode=True)`
-# (through `_train(module, mode)`) sets `training` to `mode` — a `bool` — on
-# this module and on every module below it, at any depth, and returns the
-# module it was called on, so that `model.eval()` can be chained. `eval()`
-# is `train(False)`.
+# (through `_train(module, mode)`) sets `training` to `bool(mode)` — always
+# a `bool`: `train(1)` sets True, not 1 — on this module and on every module
+# below it, at any depth, and returns the module it was called on, so that
+# `model.eval()` can be chained. `eval()` is `train(False)`.
+#
+# **Checked when graded** (besides the tests below), on a chain of modules
+# of a depth drawn for you:
+#
+# * eval() reaches every module below, at any depth
+# * train() on a sub-module changes that subtree only
+# * train(False) is eval(): every module below leaves training mode, and it returns the module
+# * training is a bool: train(1) (or any other nonzero integer) sets True
 
 # %% nbgrader={"grade": false, "grade_id": "layers_module_train_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1673,18 +1747,33 @@ def _train(module: Module, mode: bool = True) -> Module:
 # %% nbgrader={"grade": true, "grade_id": "layers_module_train", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 net = _TwoLayers()
 assert net.training and net.first.training
-assert net.eval() is net and not net.training and not net.first.training and not net.second.training
-assert net.train() is net and net.training and net.second.training
+assert [net.eval().training, net.first.training, net.second.training] == [False, False, False] and net.eval() is net
+assert [net.train().training, net.first.training, net.second.training] == [True, True, True] and net.train() is net
 ### BEGIN HIDDEN TESTS
-deep = _TwoLayers()
-deep.inner = _TwoLayers()
-deep.eval()
-assert not deep.inner.first.training and not deep.inner.training, "eval() reaches every module below, at any depth"
-deep.inner.train()
-assert deep.inner.first.training and not deep.training, "train() on a sub-module changes that subtree only"
-assert deep.train(False) is deep and not any(m.training for m in deep.modules()), "train(False) is eval()"
-deep.train(1)
-assert all(m.training is True for m in deep.modules()), "training is a bool: train(1) sets True"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+# A chain of 1 to 3 _TwoLayers, each the `inner` of the one before; _all lists every module, depth first.
+_depth = int(check_rng.integers(1, 4))
+_deep = _TwoLayers()
+_all, _at = [_deep, _deep.first, _deep.second], _deep
+for _level in range(_depth):
+    _at.inner = _TwoLayers()
+    _at = _at.inner
+    _all += [_at, _at.first, _at.second]
+_deep.eval()
+assert [m.training for m in _all] == [False] * len(_all), "eval() reaches every module below, at any depth"
+_k = int(check_rng.integers(1, _depth + 1))  # the k-th `inner`: its subtree is everything from _all[3k] on
+_all[3 * _k].train()
+assert [m.training for m in _all] == [False] * (3 * _k) + [True] * (len(_all) - 3 * _k), (
+    "train() on a sub-module changes that subtree only"
+)
+_returned = _deep.train(False)
+assert [m.training for m in _all] == [False] * len(_all) and _returned is _deep, (
+    "train(False) is eval(): every module below leaves training mode, and it returns the module"
+)
+_deep.train(int(check_rng.integers(1, 10)))
+assert [repr(m.training) for m in _all] == ["True"] * len(_all), (
+    "training is a bool: train(1) (or any other nonzero integer) sets True"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1700,6 +1789,20 @@ assert all(m.training is True for m in deep.modules()), "training is a bool: tra
 # the given `_is_device_spec` tells a device from anything else, and a first
 # argument that is neither a device nor a dtype is a `TypeError` naming it.
 # Work inside `no_grad()`. Return the module.
+#
+# **Checked when graded** (besides the tests below), with gradients,
+# dtypes, devices (`cpu:N`) and wrong arguments drawn for you:
+#
+# * every parameter is cast, in every sub-module, and a gradient keeps its values
+# * to('cpu:N') moves the parameter itself, not a copy
+# * buffers move with the parameters
+# * a parameter's .grad moves with it
+# * moving to a device keeps the dtype
+# * model.to(float32): a dtype as the first argument casts, the device stays
+# * to(device=..., dtype=...) does both
+# * a moved parameter still requires grad and is no graph node
+# * to() with a first argument that is neither a device nor a floating dtype (an int, an integer dtype) must raise TypeError
+# * the TypeError should name what was passed
 
 # %% nbgrader={"grade": false, "grade_id": "layers_module_to_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1738,23 +1841,35 @@ moved.first.weight.grad = Tensor(np.ones((4, 3), np.float32))
 assert moved.to(dtype="float64") is moved and moved.first.weight is w and w.dtype == np.float64
 assert w.grad.dtype == np.float64 and moved.first.calls.dtype == np.int64, "integer buffers keep their dtype"
 ### BEGIN HIDDEN TESTS
-assert moved.second.bias.dtype == np.float64, "every parameter is cast, in every sub-module"
-moved.to("cpu:1")
-assert w.device == as_device("cpu:1") and moved.first.weight is w, "to('cpu:1') moves the parameter itself, not a copy"
-assert moved.first.calls.device == as_device("cpu:1"), "buffers move with the parameters"
-assert w.grad.device == as_device("cpu:1"), "a parameter's .grad moves with it"
-assert w.dtype == np.float64, "moving to a device keeps the dtype"
-moved.to(float32)
-assert w.dtype == np.float32 and w.device == as_device("cpu:1"), "model.to(float32): a dtype as the first argument casts, the device stays"
-moved.to(device="cpu", dtype=float64)
-assert w.device == as_device("cpu") and w.dtype == np.float64, "to(device=..., dtype=...) does both"
-assert w.requires_grad and w._ctx is None, "a moved parameter still requires grad and is no graph node"
-for bad in (3, "int64"):
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_model = _TwoLayers()
+_w = _model.first.weight
+_g = check_rng.standard_normal((4, 3))
+_w.grad = Tensor(_g.astype(np.float32))
+_cast = ("float64", "float16")[int(check_rng.integers(0, 2))]
+_model.to(dtype=_cast)
+assert [str(p.dtype) for p in _model.parameters()] + [str(_w.grad.dtype)] == [_cast] * 5 and np.allclose(
+    _w.grad.numpy(), _g, atol=1e-2
+), "every parameter is cast, in every sub-module, and a gradient keeps its values"
+_device = f"cpu:{int(check_rng.integers(1, 4))}"
+_model.to(_device)
+assert str(_w.device) == _device and _model.first.weight is _w, "to('cpu:N') moves the parameter itself, not a copy"
+assert [str(b.device) for b in _model.buffers()] == [_device] * 2, "buffers move with the parameters"
+assert str(_w.grad.device) == _device, "a parameter's .grad moves with it"
+assert str(_w.dtype) == _cast, "moving to a device keeps the dtype"
+_model.to(float32)
+assert [str(_w.dtype), str(_w.device)] == ["float32", _device], "model.to(float32): a dtype as the first argument casts, the device stays"
+_model.to(device="cpu", dtype=float64)
+assert [str(_w.dtype), str(_w.device)] == ["float64", "cpu"], "to(device=..., dtype=...) does both"
+assert [_w.requires_grad, _w._ctx] == [True, None], "a moved parameter still requires grad and is no graph node"
+for _bad in (int(check_rng.integers(2, 100)), ("int64", "int32", "bool", "uint8")[int(check_rng.integers(0, 4))]):
     try:
-        moved.to(bad)
-        raise AssertionError(f"to({bad!r}) must raise TypeError")
+        _model.to(_bad)
+        raise AssertionError(
+            "to() with a first argument that is neither a device nor a floating dtype (an int, an integer dtype) must raise TypeError"
+        )
     except TypeError as err:
-        assert str(bad) in str(err), f"the TypeError should name what was passed; got: {err}"
+        assert _close_text(str(err), [_bad]), "the TypeError should name what was passed"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -141,6 +141,8 @@ MUTANTS = [
         "        m.training = bool(mode)\n    return module",
         "        m.training = bool(mode)\n    return None",
     ),
+    # training stored as given: train(1) leaves the flag 1, not True.
+    ("layers_module_train", "m.training = bool(mode)", "m.training = mode"),
     # integer buffers cast to the new dtype too.
     (
         "layers_module_to",
