@@ -209,6 +209,23 @@ RUNS_AS_IT_COMES: frozenset[str] = frozenset({
 #
 # The grade cell puts your policy in force by hand (`AutocastMode.policy =
 # policy`); the next task writes `autocast()`, which does that for you.
+#
+# **Checked when graded** (besides the tests below), for any op of each
+# rule, and shapes, values and integer dtypes drawn for you:
+#
+# * 'low': float64 is never cast down
+# * 'float32': float64 is never cast down
+# * "loss" is a float32 entry: losses compute in float32
+# * 'low': integer inputs are never cast, and the floating ones beside them are
+# * 'float32': integer inputs are never cast
+# * 'low': bool inputs are never cast
+# * already low: nothing to cast, the same tuple comes back
+# * only a float32 result is cast down
+# * an op not in the table: the result as it is
+# * an op not in the table: its inputs as they are
+# * a bfloat16 policy casts to bfloat16
+# * 'float32' casts bfloat16 up
+# * a low op hands on bfloat16 even though ml_dtypes' matmul gives float32
 
 # %% nbgrader={"grade": false, "grade_id": "amp_policy_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -271,10 +288,12 @@ i = Tensor(np.arange(3))
 p = AutocastPolicy(float16)
 ca, cb = p.cast_inputs("MatMul", (a, b))
 assert ca.dtype == float16 and cb.dtype == float16, "'low' casts float32 inputs to the autocast dtype"
-assert p.cast_inputs("MatMul", (a, i))[1] is i, "integer inputs are never cast"
+ci = p.cast_inputs("MatMul", (a, i))[1]
+assert ci.dtype == i.dtype and ci is i, "integer inputs are never cast"
 h = Tensor(np.ones(3, np.float16))
 assert p.cast_inputs("Sum", (h,))[0].dtype == float32, "'float32' casts float16 up"
-assert p.cast_inputs("ReLU", (h,))[0] is h, "an op not in the table runs as it comes"
+ch = p.cast_inputs("ReLU", (h,))[0]
+assert ch.dtype == h.dtype and ch is h, "an op not in the table runs as it comes"
 assert p.cast_output("MatMul", np.ones(2, np.float32)).dtype == float16, "a low op hands on the low dtype"
 assert p.cast_output("Sum", np.ones(2, np.float32)).dtype == float32, "a float32 op's result stays float32"
 AutocastMode.policy = p  # by hand, for now: autocast() (the next task) does this for you
@@ -287,22 +306,47 @@ assert y.dtype == float16 and s.dtype == float32, "with the policy in force: the
 y.sum().backward()
 assert a.grad.dtype == float32 and np.allclose(a.grad.numpy(), 2.0), "the gradient reaches float32 master weights"
 ### BEGIN HIDDEN TESTS
-assert p.cast_inputs("MatMul", (Tensor(np.ones(2)),))[0].dtype == float64, "'low': float64 is never cast down"
-assert p.cast_inputs("Sum", (Tensor(np.ones(2)),))[0].dtype == float64, "'float32': float64 is never cast down"
-assert p.cast_inputs("loss", (h,))[0].dtype == float32, "\"loss\" is a float32 entry: losses compute in float32"
-assert p.cast_inputs("Sum", (i,))[0] is i, "'float32': integer inputs are never cast"
-flags = Tensor(np.ones(2, bool))
-assert p.cast_inputs("MatMul", (flags,))[0] is flags, "'low': bool inputs are never cast"
-already = (h, h)
-assert p.cast_inputs("MatMul", already) is already, "already low: nothing to cast, the same tuple comes back"
-assert p.cast_output("MatMul", np.ones(2, np.float64)).dtype == float64, "only a float32 result is cast down"
-assert p.cast_output("ReLU", np.ones(2, np.float32)).dtype == float32, "an op not in the table: the result as it is"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_lows = sorted(op for op, rule in AUTOCAST_POLICY.items() if rule == "low")
+_rs_ups = sorted(op for op, rule in AUTOCAST_POLICY.items() if rule == "float32" and op != "loss")
+_rs_low = _rs_lows[int(check_rng.integers(len(_rs_lows)))]
+_rs_up = _rs_ups[int(check_rng.integers(len(_rs_ups)))]
+_rs_plain = sorted(RUNS_AS_IT_COMES)[int(check_rng.integers(len(RUNS_AS_IT_COMES)))]
+_rs_shape = tuple(int(n) for n in check_rng.integers(1, 5, size=int(check_rng.integers(1, 4))))
+_rs_x64 = Tensor(check_rng.standard_normal(_rs_shape))
+_rs_x32 = Tensor(check_rng.standard_normal(_rs_shape).astype(np.float32))
+_rs_x16 = Tensor(check_rng.standard_normal(_rs_shape).astype(np.float16))
+_rs_int = Tensor(check_rng.integers(-9, 10, _rs_shape).astype((np.int32, np.int64)[int(check_rng.integers(2))]))
+_rs_flags = Tensor(check_rng.random(_rs_shape) < 0.5)
+assert p.cast_inputs(_rs_low, (_rs_x64,))[0].dtype == float64, "'low': float64 is never cast down"
+assert p.cast_inputs(_rs_up, (_rs_x64,))[0].dtype == float64, "'float32': float64 is never cast down"
+assert p.cast_inputs("loss", (_rs_x16,))[0].dtype == float32, "\"loss\" is a float32 entry: losses compute in float32"
+_rs_mixed = p.cast_inputs(_rs_low, (_rs_int, _rs_x32))
+assert _rs_mixed[0].dtype == _rs_int.dtype and _rs_mixed[1].dtype == float16 and _rs_mixed[0] is _rs_int, (
+    "'low': integer inputs are never cast, and the floating ones beside them are")
+_rs_kept = p.cast_inputs(_rs_up, (_rs_int,))
+assert _rs_kept[0].dtype == _rs_int.dtype and _rs_kept[0] is _rs_int, "'float32': integer inputs are never cast"
+_rs_kept = p.cast_inputs(_rs_low, (_rs_flags,))
+assert _rs_kept[0].dtype == _rs_flags.dtype and _rs_kept[0] is _rs_flags, "'low': bool inputs are never cast"
+_rs_already = (_rs_x16,) * int(check_rng.integers(1, 4))
+_rs_kept = p.cast_inputs(_rs_low, _rs_already)
+assert _rs_kept[0].dtype == float16 and _rs_kept is _rs_already, (
+    "already low: nothing to cast, the same tuple comes back")
+assert p.cast_output(_rs_low, _rs_x64.numpy()).dtype == float64, "only a float32 result is cast down"
+assert p.cast_output(_rs_plain, _rs_x32.numpy()).dtype == float32, "an op not in the table: the result as it is"
+_rs_kept = p.cast_inputs(_rs_plain, (_rs_x32, _rs_x16))
+assert _rs_kept[0].dtype == float32 and _rs_kept[1].dtype == float16, "an op not in the table: its inputs as they are"
 if bfloat16 is not None:
     pb = AutocastPolicy(bfloat16)
-    assert pb.cast_inputs("MatMul", (a,))[0].dtype == bfloat16, "a bfloat16 policy casts to bfloat16"
+    assert pb.cast_inputs(_rs_low, (_rs_x32,))[0].dtype == bfloat16, "a bfloat16 policy casts to bfloat16"
+    _rs_xb = Tensor(check_rng.standard_normal(_rs_shape).astype(bfloat16))
+    assert pb.cast_inputs(_rs_up, (_rs_xb,))[0].dtype == float32, "'float32' casts bfloat16 up"
+    _rs_m, _rs_k, _rs_n = (int(n) for n in check_rng.integers(1, 6, 3))
+    _rs_u = Tensor(check_rng.standard_normal((_rs_m, _rs_k)).astype(np.float32))
+    _rs_v = Tensor(check_rng.standard_normal((_rs_k, _rs_n)).astype(np.float32))
     AutocastMode.policy = pb
     try:
-        z = a @ b
+        z = _rs_u @ _rs_v
     finally:
         AutocastMode.policy = None
     assert z.dtype == bfloat16, "a low op hands on bfloat16 even though ml_dtypes' matmul gives float32"
@@ -328,6 +372,22 @@ if bfloat16 is not None:
 #   keeps its name). Fresh, not `self`: the policy is per thread (module
 #   01), but the stack of remembered policies lives on the object, and a
 #   decorated function may be called by two threads at once.
+#
+# **Checked when graded** (besides the tests below), with shapes, values,
+# dtypes (as names or NumPy dtypes), nesting depths and errors drawn for you:
+#
+# * `enabled=False` switches autocast off inside
+# * leaving an inner context puts the outer context's policy back
+# * after nested contexts, autocast is off again
+# * the same object entered several times still nests
+# * the same object entered several times: off again after every exit
+# * an exception inside still restores the policy
+# * a NumPy dtype is accepted as well as its name
+# * `autocast` keeps `dtype` and `enabled`
+# * a function decorated with `enabled=False` runs with autocast off, even inside an autocast region
+# * `autocast` with any dtype but float16 or bfloat16 must be refused with a ValueError
+# * the error names the dtype argument
+# * `autocast('bfloat16')` runs the matmul in bfloat16
 
 # %% nbgrader={"grade": false, "grade_id": "amp_autocast_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -423,34 +483,62 @@ try:
 except ValueError as err:
     assert "dtype" in str(err), f"the error names the dtype argument; got {err}"
 ### BEGIN HIDDEN TESTS
-with autocast("float16"):
-    with autocast("float16", enabled=False):
-        assert (a @ b).dtype == float32, "enabled=False switches autocast off inside"
-    assert (a @ b).dtype == float16, "and the outer context is back"
-assert AutocastMode.policy is None, "after nested contexts, autocast is off again"
-ctx = autocast("float16")
-with ctx:
-    with ctx:
-        pass
-    assert (a @ b).dtype == float16, "the same object entered twice still nests"
-assert AutocastMode.policy is None, "the same object entered twice: off again after both exits"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_m, _rs_k, _rs_n = (int(n) for n in check_rng.integers(1, 6, 3))
+_rs_a = Tensor(check_rng.standard_normal((_rs_m, _rs_k)).astype(np.float32))
+_rs_b = Tensor(check_rng.standard_normal((_rs_k, _rs_n)).astype(np.float32))
+_rs_half = ("float16", np.float16, np.dtype("float16"))[int(check_rng.integers(3))]
+with autocast(_rs_half):
+    with autocast(_rs_half, enabled=False):
+        assert (_rs_a @ _rs_b).dtype == float32, "enabled=False switches autocast off inside"
+    assert (_rs_a @ _rs_b).dtype == float16, "leaving an inner context puts the outer context's policy back"
+assert (_rs_a @ _rs_b).dtype == float32, "after nested contexts, autocast is off again"
+_rs_ctx = autocast(_rs_half)
+_rs_depth = int(check_rng.integers(2, 5))
+for _ in range(_rs_depth):
+    _rs_ctx.__enter__()
+for _ in range(_rs_depth - 1):
+    _rs_ctx.__exit__(None, None, None)
+assert (_rs_a @ _rs_b).dtype == float16, "the same object entered several times still nests"
+_rs_ctx.__exit__(None, None, None)
+assert (_rs_a @ _rs_b).dtype == float32, "the same object entered several times: off again after every exit"
+_rs_raised = (KeyError, ValueError, RuntimeError)[int(check_rng.integers(3))]
+
+
+def _rs_raises_inside():
+    with autocast(_rs_half):
+        raise _rs_raised()
+
+
 try:
-    with autocast("float16"):
-        raise KeyError("boom")
-except KeyError:
+    _rs_raises_inside()
+except _rs_raised:
     pass
-assert AutocastMode.policy is None, "an exception inside still restores the policy"
-assert autocast(np.float16).dtype == float16, "a NumPy dtype is accepted as well as its name"
-off = autocast("float16", enabled=False)
-assert off.dtype == float16 and off.enabled is False, "autocast keeps dtype and enabled"
+assert (_rs_a @ _rs_b).dtype == float32, "an exception inside still restores the policy"
+_rs_np = (np.float16, np.dtype("float16"))[int(check_rng.integers(2))]
+assert autocast(_rs_np).dtype == float16, "a NumPy dtype is accepted as well as its name"
+_rs_on = bool(check_rng.integers(2))
+_rs_kept = autocast(_rs_half, enabled=_rs_on)
+assert (_rs_kept.dtype, _rs_kept.enabled) == (float16, _rs_on), "autocast keeps dtype and enabled"
+
+
+@autocast(_rs_half, enabled=False)
+def _rs_plain_matmul(u, v):
+    return u @ v
+
+
+with autocast(_rs_half):
+    assert _rs_plain_matmul(_rs_a, _rs_b).dtype == float32, (
+        "a function decorated with enabled=False runs with autocast off, even inside an autocast region")
+_rs_bad = ("float32", "float64", "int8", np.float32, np.float64, np.int16)[int(check_rng.integers(6))]
 try:
-    autocast(3)
-    raise AssertionError("autocast(3) must raise")
+    autocast(_rs_bad)
+    raise AssertionError("autocast with any dtype but float16 or bfloat16 must be refused with a ValueError")
 except ValueError as err:
     assert "dtype" in str(err), f"the error names the dtype argument; got {err}"
 if bfloat16 is not None:
-    with autocast("bfloat16"):
-        z = a @ b
+    with autocast(("bfloat16", bfloat16)[int(check_rng.integers(2))]):
+        z = _rs_a @ _rs_b
     assert z.dtype == bfloat16, "autocast('bfloat16') runs the matmul in bfloat16"
 ### END HIDDEN TESTS
 
@@ -565,6 +653,18 @@ print("float16, scaled  ", _scaled)
 # bool: reading it would make a GPU wait, once per parameter. Combine the
 # per-array checks with `xp.logical_or` (`xp.isfinite(g).all()` is a 0-d
 # array). With no gradients at all, return a 0-d False (NumPy).
+#
+# **Checked when graded** (besides the tests below), with scales (powers of
+# two), numbers and sizes of arrays, their values and where an inf or a NaN
+# sits drawn for you:
+#
+# * NaN is found
+# * any one array decides
+# * no gradients at all: a 0-d False
+# * a float16 gradient is unscaled in place and stays float16
+# * every gradient is unscaled, also after one with an inf
+# * finite gradients: a 0-d False, nothing found
+# * any gradients are multiplied by any inverse scale, in place
 
 # %% nbgrader={"grade": false, "grade_id": "amp_grad_scaler_unscale_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -591,23 +691,38 @@ assert g1.dtype == np.float32, "in place keeps float32"
 assert isinstance(found, np.ndarray) and found.shape == () and not bool(found), "a 0-d array, not a Python bool"
 assert bool(_unscale_grads([np.array([1.0, np.inf], np.float32)], 0.5)), "inf is found"
 ### BEGIN HIDDEN TESTS
-assert bool(_unscale_grads([np.array([1.0], np.float32), np.array([np.nan], np.float32)], 1.0)), "NaN is found"
-assert bool(_unscale_grads([np.array([np.inf], np.float32), np.array([1.0], np.float32)], 1.0)), "any one array decides"
-assert not bool(_unscale_grads([], 0.5)) and np.ndim(_unscale_grads([], 0.5)) == 0, (
-    "no gradients at all: a 0-d False")
-g3 = np.array([6.0e4], np.float16)
-_unscale_grads([g3], 1.0 / 65536)
-assert g3.dtype == np.float16 and abs(float(g3[0]) - 6.0e4 / 65536) < 1e-3, (
-    "a float16 gradient is unscaled in place and stays float16")
-g4 = np.array([1.0, 2.0], np.float32)
-_unscale_grads([np.array([np.inf], np.float32), g4], 0.5)
-assert g4.tolist() == [0.5, 1.0], "every gradient is unscaled, also after one with an inf"
 # This student's own inputs: check_rng is seeded from the course, the student and the task.
 _rs_scale = float(2.0 ** int(check_rng.integers(1, 16)))
-_rs_g = (check_rng.standard_normal(6) * _rs_scale).astype(np.float32)
-_rs_kept = _rs_g.copy()
-assert not bool(_unscale_grads([_rs_g], 1.0 / _rs_scale)), "finite gradients: nothing found"
-assert np.allclose(_rs_g, _rs_kept * np.float32(1.0 / _rs_scale)), "any gradients are multiplied by any inverse scale"
+_rs_count = int(check_rng.integers(2, 5))
+_rs_sizes = [int(n) for n in check_rng.integers(1, 6, _rs_count)]
+_rs_g = [(check_rng.standard_normal(n) * _rs_scale).astype(np.float32) for n in _rs_sizes]
+_rs_nan = [g.copy() for g in _rs_g]
+_rs_at = int(check_rng.integers(_rs_count))
+_rs_nan[_rs_at][int(check_rng.integers(_rs_sizes[_rs_at]))] = np.nan
+assert bool(_unscale_grads(_rs_nan, 1.0 / _rs_scale)), "NaN is found"
+_rs_inf = [g.copy() for g in _rs_g]
+_rs_at = int(check_rng.integers(_rs_count - 1))  # any array but the last
+_rs_inf[_rs_at][int(check_rng.integers(_rs_sizes[_rs_at]))] = np.inf * check_rng.choice([-1.0, 1.0])
+assert bool(_unscale_grads(_rs_inf, 1.0 / _rs_scale)), "any one array decides"
+_rs_none = _unscale_grads([], 1.0 / _rs_scale)
+assert isinstance(_rs_none, np.ndarray) and _rs_none.shape == () and not bool(_rs_none), (
+    "no gradients at all: a 0-d False")
+_rs_h = check_rng.uniform(8.0, 6.0e4, int(check_rng.integers(1, 6))).astype(np.float16)
+_rs_h_kept = _rs_h.copy()
+_unscale_grads([_rs_h], 1.0 / _rs_scale)
+assert _rs_h.dtype == np.float16 and np.allclose(_rs_h, _rs_h_kept.astype(np.float32) / _rs_scale, rtol=1e-3, atol=0), (
+    "a float16 gradient is unscaled in place and stays float16")
+_rs_inf = [g.copy() for g in _rs_g]
+_rs_inf[0][int(check_rng.integers(_rs_sizes[0]))] = np.inf
+_rs_kept = [g.copy() for g in _rs_inf[1:]]
+_unscale_grads(_rs_inf, 1.0 / _rs_scale)
+assert np.allclose(np.concatenate(_rs_inf[1:]), np.concatenate(_rs_kept) * np.float32(1.0 / _rs_scale)), (
+    "every gradient is unscaled, also after one with an inf")
+_rs_kept = [g.copy() for g in _rs_g]
+_rs_found = _unscale_grads(_rs_g, 1.0 / _rs_scale)
+assert _rs_found.shape == () and not bool(_rs_found), "finite gradients: a 0-d False, nothing found"
+assert np.allclose(np.concatenate(_rs_g), np.concatenate(_rs_kept) * np.float32(1.0 / _rs_scale)), (
+    "any gradients are multiplied by any inverse scale, in place")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -779,6 +894,18 @@ class GradScaler:
 #   `growth_interval` → `scale · growth_factor` and the tracker back to 0.
 #
 # `GradScaler` (given, above) calls it from `update()`.
+#
+# **Checked when graded** (besides the tests below), with scales, factors
+# (powers of two), growth intervals, trackers, weights, gradients, learning
+# rates and where the inf sits drawn for you:
+#
+# * an inf gradient skips the step: the weights stay as they were
+# * after a skipped step the scale is multiplied by `backoff_factor`
+# * after a back-off, the scale is multiplied by `growth_factor` at the `growth_interval`-th clean step, not before
+# * the clean steps used unscaled gradients
+# * the `growth_interval`-th clean step grows the scale by `growth_factor` and resets the tracker
+# * a clean step before `growth_interval` only counts
+# * inf or NaN: the scale times `backoff_factor` (not divided by `growth_factor`), the tracker 0
 
 # %% nbgrader={"grade": false, "grade_id": "amp_grad_scaler_update_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -803,23 +930,50 @@ w = Tensor(np.ones(2, np.float32), requires_grad=True)
 opt = SGD([w], lr=1.0)
 scaler = GradScaler(init_scale=4.0, growth_interval=2)
 scaler.scale((w * Tensor(np.array([np.inf, 1.0], np.float32))).sum()).backward()
-assert scaler.step(opt) is False and w.numpy().tolist() == [1.0, 1.0], "an inf gradient skips the step"
+stepped = scaler.step(opt)
+assert (stepped, w.numpy().tolist()) == (False, [1.0, 1.0]), "an inf gradient skips the step"
 scaler.update()
 assert scaler.get_scale() == 2.0 and scaler.skipped_steps == 1, "after a skipped step the scale is halved: 4 → 2"
 ### BEGIN HIDDEN TESTS
-for expected in (2.0, 4.0):
-    opt.zero_grad()
-    scaler.scale(w.sum()).backward()
-    assert scaler.step(opt) is True, "a clean step is taken"
-    scaler.update()
-    assert scaler.get_scale() == expected, (
-        f"growth_interval=2: after the back-off, two clean steps double the scale (expected {expected}, "
-        f"got {scaler.get_scale()})")
-assert w.numpy().tolist() == [-1.0, -1.0], "the clean steps used unscaled gradients"
-assert _update_scale(8.0, 1999, False, 2.0, 0.5, 2000) == (16.0, 0), "the 2000th clean step grows the scale"
-assert _update_scale(8.0, 1998, False, 2.0, 0.5, 2000) == (8.0, 1999), "the 1999th clean step only counts"
-assert _update_scale(8.0, 1, True, 2.0, 0.25, 2000) == (2.0, 0), "the back-off uses backoff_factor, not growth_factor"
-assert _update_scale(8.0, 2, False, 4.0, 0.25, 3) == (32.0, 0), "the growth uses growth_factor"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_backoff = float((0.5, 0.25, 0.125)[int(check_rng.integers(3))])
+_rs_growths = [g for g in (2.0, 4.0, 8.0) if g * _rs_backoff != 1.0]  # a back-off that undoes no growth
+_rs_growth = _rs_growths[int(check_rng.integers(len(_rs_growths)))]
+_rs_interval = int(check_rng.integers(2, 7))
+_rs_init = float(2.0 ** int(check_rng.integers(4, 17)))
+_rs_size, _rs_lr = int(check_rng.integers(1, 6)), float(check_rng.uniform(0.1, 1.0))
+_rs_w0 = check_rng.standard_normal(_rs_size).astype(np.float32)
+_rs_c = check_rng.standard_normal(_rs_size).astype(np.float32)
+_rs_w = Tensor(_rs_w0.copy(), requires_grad=True)
+_rs_opt = SGD([_rs_w], lr=_rs_lr)
+_rs_scaler = GradScaler(init_scale=_rs_init, growth_factor=_rs_growth, backoff_factor=_rs_backoff,
+                        growth_interval=_rs_interval)
+_rs_bad = _rs_c.copy()
+_rs_bad[int(check_rng.integers(_rs_size))] = np.inf
+_rs_scaler.scale((_rs_w * Tensor(_rs_bad)).sum()).backward()
+assert (_rs_scaler.step(_rs_opt), _rs_w.numpy().tolist()) == (False, _rs_w0.tolist()), (
+    "an inf gradient skips the step: the weights stay as they were")
+_rs_scaler.update()
+assert _rs_scaler.get_scale() == _rs_init * _rs_backoff, "after a skipped step the scale is multiplied by backoff_factor"
+for _rs_step in range(1, _rs_interval + 1):
+    _rs_opt.zero_grad()
+    _rs_scaler.scale((_rs_w * Tensor(_rs_c)).sum()).backward()
+    _rs_stepped = _rs_scaler.step(_rs_opt)
+    _rs_scaler.update()
+    assert (_rs_stepped, _rs_scaler.get_scale()) == (
+        True, _rs_init * _rs_backoff * (_rs_growth if _rs_step == _rs_interval else 1.0)), (
+        "after a back-off, the scale is multiplied by growth_factor at the growth_interval-th clean step, not before")
+assert np.allclose(_rs_w.numpy(), _rs_w0 - _rs_interval * _rs_lr * _rs_c, rtol=1e-5, atol=1e-5), (
+    "the clean steps used unscaled gradients")
+_rs_scale = float(2.0 ** int(check_rng.integers(0, 20)))
+_rs_count = int(check_rng.integers(0, _rs_interval - 1))
+assert _update_scale(_rs_scale, _rs_interval - 1, False, _rs_growth, _rs_backoff, _rs_interval) == (
+    _rs_scale * _rs_growth, 0), "the growth_interval-th clean step grows the scale by growth_factor and resets the tracker"
+assert _update_scale(_rs_scale, _rs_count, False, _rs_growth, _rs_backoff, _rs_interval) == (
+    _rs_scale, _rs_count + 1), "a clean step before growth_interval only counts"
+_rs_count = int(check_rng.integers(1, _rs_interval))
+assert _update_scale(_rs_scale, _rs_count, True, _rs_growth, _rs_backoff, _rs_interval) == (
+    _rs_scale * _rs_backoff, 0), "inf or NaN: the scale times backoff_factor (not divided by growth_factor), the tracker 0"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -27,6 +27,12 @@ MUTANTS = [
     ),
     # the output never cast: a low op hands on float32 after all.
     ("amp_policy", "return data.astype(self.dtype)", "return data"),
+    # 'float32' casts float16 up but leaves bfloat16 as it is (a hidden test catches it).
+    (
+        "amp_policy",
+        "wanted = [is_floating(t.dtype) and t.dtype.itemsize < 4 for t in inputs]",
+        "wanted = [t.dtype == float16 for t in inputs]",
+    ),
     # leaving a context switches autocast off, even inside an outer one (a hidden test catches it).
     (
         "amp_autocast",
@@ -47,6 +53,12 @@ MUTANTS = [
     ),
     # the decorator without functools.wraps: the function loses its name.
     ("amp_autocast", "        @functools.wraps(fn)\n        def wrapper", "        def wrapper"),
+    # the decorator forgets enabled=False: the function runs under autocast anyway (a hidden test catches it).
+    (
+        "amp_autocast",
+        "with autocast(self.dtype, self.enabled):",
+        "with autocast(self.dtype):",
+    ),
     # only strings accepted: autocast(np.float16) is refused (a hidden test catches it).
     (
         "amp_autocast",
@@ -77,6 +89,12 @@ MUTANTS = [
         "xp.logical_or(found, ~xp.isfinite(g).all(), out=found)",
         "xp.logical_or(found, xp.isinf(g).any(), out=found)",
     ),
+    # the loop stops at the first inf/NaN: the gradients after it stay scaled (a hidden test catches it).
+    (
+        "amp_grad_scaler_unscale",
+        "xp.logical_or(found, ~xp.isfinite(g).all(), out=found)",
+        "xp.logical_or(found, ~xp.isfinite(g).all(), out=found)\n        if found:\n            break",
+    ),
     # an overflow halves the scale but keeps counting towards growth.
     (
         "amp_grad_scaler_update",
@@ -88,6 +106,12 @@ MUTANTS = [
         "amp_grad_scaler_update",
         "if growth_tracker == growth_interval:",
         "if growth_tracker > growth_interval:",
+    ),
+    # growth one clean step early (a hidden test catches it).
+    (
+        "amp_grad_scaler_update",
+        "if growth_tracker == growth_interval:",
+        "if growth_tracker + 1 >= growth_interval:",
     ),
     # the tracker not reset after growing: the next growth comes at once.
     (
