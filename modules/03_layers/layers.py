@@ -1887,6 +1887,17 @@ for _bad in (int(check_rng.integers(2, 100)), ("int64", "int32", "bool", "uint8"
 #
 # `Module.state_dict` above is one line: it calls `_state_dict`, which you
 # write here.
+#
+# **Checked when graded** (besides the tests below), on models holding
+# values, counts, depths, prefixes and missing entries drawn for you:
+#
+# * state_dict() tensors are detached: no gradient, no graph
+# * a buffer keeps its dtype and value
+# * a buffer with persistent=False is left out
+# * None entries are left out
+# * nested modules' entries are named through every level (inner.first.weight)
+# * prefix goes in front of every name
+# * a module shared under two names appears under both
 
 # %% nbgrader={"grade": false, "grade_id": "layers_state_dict_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1910,23 +1921,45 @@ state = src.state_dict()
 assert list(state) == ["first.weight", "first.bias", "first.calls", "second.weight", "second.bias", "second.calls"]
 assert np.shares_memory(state["first.weight"].data, src.first.weight.data), "views of the module's arrays, no copies"
 ### BEGIN HIDDEN TESTS
-assert not state["first.weight"].requires_grad and state["first.weight"]._ctx is None, "state_dict() tensors are detached: no gradient, no graph"
-assert state["first.calls"].dtype == np.int64, "a buffer keeps its dtype"
-hidden = _Affine(1, 1)
-hidden.register_buffer("scratch", Tensor([1.0]), persistent=False)
-assert "scratch" not in hidden.state_dict() and "scratch" in dict(hidden.named_buffers()), "a buffer with persistent=False is left out"
-hidden.bias = None
-assert list(hidden.state_dict()) == ["weight", "calls"], "None entries are left out"
-nested = _TwoLayers()
-nested.inner = _TwoLayers()
-assert list(nested.state_dict())[6:9] == ["inner.first.weight", "inner.first.bias", "inner.first.calls"], (
-    "nested modules' entries are named through every level (inner.first.weight)"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_KEYS = ["weight", "bias", "calls"]  # each _Affine's entries, in order
+_src = _TwoLayers()
+_W = check_rng.standard_normal((4, 3)).astype(np.float32)
+_count = int(check_rng.integers(1, 1000))
+with no_grad():
+    _src.first.weight[...] = _W
+_src.first.calls = Tensor(_count)
+_state = _src.state_dict()
+assert [[t.requires_grad for t in _state.values()], [t._ctx for t in _state.values()]] == [[False] * 6, [None] * 6] and (
+    np.array_equal(_state["first.weight"].numpy(), _W)
+), "state_dict() tensors are detached: no gradient, no graph"
+assert [str(_state["first.calls"].dtype), _state["first.calls"].item()] == ["int64", _count], "a buffer keeps its dtype and value"
+_hidden = _Affine(int(check_rng.integers(1, 5)), int(check_rng.integers(1, 5)))
+_hidden.register_buffer("scratch", Tensor(check_rng.standard_normal(2)), persistent=False)
+assert [list(_hidden.state_dict()), [n for n, _ in _hidden.named_buffers()]] == [_KEYS, ["calls", "scratch"]], (
+    "a buffer with persistent=False is left out"
 )
-assert list(src.state_dict(prefix="model."))[0] == "model.first.weight", "prefix goes in front of every name"
-shared = _TwoLayers()
-shared.third = shared.first
-keys = shared.state_dict()
-assert "third.weight" in keys and "first.weight" in keys, "a module shared under two names appears under both"
+_gone = ("weight", "bias")[int(check_rng.integers(0, 2))]
+setattr(_hidden, _gone, None)
+assert list(_hidden.state_dict()) == [k for k in _KEYS if k != _gone], "None entries are left out"
+# A chain of 1 to 3 _TwoLayers, each the `inner` of the one before.
+_depth = int(check_rng.integers(1, 4))
+_nested, _keys, _path = _TwoLayers(), [], ""
+_at = _nested
+for _level in range(_depth):
+    _keys += [_path + part + "." + k for part in ("first", "second") for k in _KEYS]
+    _at.inner = _TwoLayers()
+    _at, _path = _at.inner, _path + "inner."
+_keys += [_path + part + "." + k for part in ("first", "second") for k in _KEYS]
+assert list(_nested.state_dict()) == _keys, "nested modules' entries are named through every level (inner.first.weight)"
+_prefix = ("model.", "net.", "encoder.", "module.")[int(check_rng.integers(0, 4))]
+assert list(_nested.state_dict(prefix=_prefix)) == [_prefix + k for k in _keys], "prefix goes in front of every name"
+_shared = _TwoLayers()
+_alias = ("third", "again", "copy")[int(check_rng.integers(0, 3))]
+setattr(_shared, _alias, _shared.first)
+assert list(_shared.state_dict()) == [part + "." + k for part in ("first", "second", _alias) for k in _KEYS], (
+    "a module shared under two names appears under both"
+)
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1948,6 +1981,18 @@ assert "third.weight" in keys and "first.weight" in keys, "a module shared under
 #
 # Return `IncompatibleKeys(missing_keys, unexpected_keys)` (both lists),
 # as PyTorch does, so that `strict=False` tells the caller what was skipped.
+#
+# **Checked when graded** (besides the tests below), with states of values,
+# missing, unexpected and misshapen keys drawn for you:
+#
+# * strict=False returns IncompatibleKeys(missing_keys, unexpected_keys): what the model has and the state lacks, and the other way round
+# * loading copies the values into the model's own arrays: changing the source afterwards must not change the model
+# * a shape mismatch must raise RuntimeError, with strict=True and with strict=False
+# * the error should name the key and both shapes
+# * nothing is copied when anything is wrong
+# * values are cast to the model's dtype (float64 into float32, any number into an int64 counter)
+# * the parameters stay the same objects
+# * a nested model loads by name
 
 # %% nbgrader={"grade": false, "grade_id": "layers_load_state_dict_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2008,40 +2053,63 @@ try:
 except RuntimeError as err:
     assert "second.bias" in str(err) and "extra.weight" in str(err), f"the error should name both keys; got: {err}"
 ### BEGIN HIDDEN TESTS
-result = dst.load_state_dict(bad, strict=False)
-assert result.missing_keys == ["second.bias"] and result.unexpected_keys == ["extra.weight"], (
-    f"strict=False returns IncompatibleKeys(missing_keys=['second.bias'], unexpected_keys=['extra.weight']); got {result}"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_keys = ["first.weight", "first.bias", "first.calls", "second.weight", "second.bias", "second.calls"]
+_shapes = [(4, 3), (4,), (), (2, 4), (2,), ()]
+_state = {}
+for _key, _shape in zip(_keys, _shapes):
+    _state[_key] = np.array(check_rng.integers(1, 1000)) if _key.endswith("calls") else check_rng.standard_normal(_shape).astype(np.float32)
+_dst = _TwoLayers()
+_keep = _dst.first.weight
+_missing = _keys[int(check_rng.integers(0, 6))]
+_extra = ("extra.weight", "head.bias", "third.weight")[int(check_rng.integers(0, 3))]
+_partial = {k: v for k, v in _state.items() if k != _missing}
+_partial[_extra] = check_rng.standard_normal(3)
+_result = _dst.load_state_dict(_partial, strict=False)
+assert [_result.missing_keys, _result.unexpected_keys] == [[_missing], [_extra]], (
+    "strict=False returns IncompatibleKeys(missing_keys, unexpected_keys): what the model has and the state lacks, and the other way round"
 )
+_source = Tensor(_state["first.weight"].copy())
+_dst.load_state_dict({**_state, "first.weight": _source})
 with no_grad():
-    src.first.weight[...] = 1.0
-assert np.array_equal(keep.numpy(), np.arange(12, dtype=np.float32).reshape(4, 3)), (
-    "loading copies the values: changing the source afterwards must not change the model"
+    _source[...] = 0.0
+assert np.array_equal(_dst.first.weight.numpy(), _state["first.weight"]), (
+    "loading copies the values into the model's own arrays: changing the source afterwards must not change the model"
 )
-wrong = dict(state)
-wrong["second.weight"] = np.zeros((3, 4), np.float32)
-before = dst.first.weight.numpy().copy()
-with no_grad():
-    src.first.weight[...] = 7.0
-wrong["first.weight"] = src.first.weight
-for strict in (True, False):
+_before = [p.numpy().copy() for p in _dst.parameters()]
+_wrong_key = ("first.weight", "first.bias", "second.weight", "second.bias")[int(check_rng.integers(0, 4))]
+_grow = int(check_rng.integers(1, 3))
+_right_shape = _state[_wrong_key].shape
+_wrong_shape = tuple(n + _grow for n in _right_shape)
+_wrong = {k: v + 1 for k, v in _state.items()}  # new values everywhere, and one key of the wrong shape
+_wrong[_wrong_key] = np.zeros(_wrong_shape, np.float32)
+for _strict in (True, False):
     try:
-        dst.load_state_dict(wrong, strict=strict)
-        raise AssertionError(f"a shape mismatch must raise RuntimeError (strict={strict})")
+        _dst.load_state_dict(_wrong, strict=_strict)
+        raise AssertionError("a shape mismatch must raise RuntimeError, with strict=True and with strict=False")
     except RuntimeError as err:
-        assert "second.weight" in str(err) and "(3, 4)" in str(err) and "(2, 4)" in str(err), (
-            f"the error should name the key and both shapes; got: {err}"
-        )
-assert np.array_equal(dst.first.weight.numpy(), before), "nothing is copied when anything is wrong"
-as64 = {k: np.asarray(v.numpy(), np.float64) for k, v in state.items()}
-dst.load_state_dict(as64)
-assert dst.first.weight.dtype == np.float32 and dst.first.calls.dtype == np.int64, "values are cast to the model's dtype"
-assert dst.first.weight is keep, "the parameters stay the same objects"
-nested = _TwoLayers()
-nested.inner = _TwoLayers()
-copy = _TwoLayers()
-copy.inner = _TwoLayers()
-copy.load_state_dict({k: v.numpy() for k, v in nested.state_dict().items()})
-assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(copy.parameters(), nested.parameters())), "a nested model loads by name"
+        assert _close_text(str(err), [_wrong_key, str(_wrong_shape), str(_right_shape)]), "the error should name the key and both shapes"
+assert np.array_equal(np.concatenate([p.numpy().ravel() for p in _dst.parameters()]), np.concatenate([b.ravel() for b in _before])), (
+    "nothing is copied when anything is wrong"
+)
+_dst.load_state_dict({k: np.asarray(v, np.float64) + 0.5 for k, v in _state.items()})
+assert [str(_dst.first.weight.dtype), str(_dst.first.calls.dtype), _dst.first.calls.item()] == [
+    "float32", "int64", int(_state["first.calls"])
+] and np.allclose(_dst.first.weight.numpy(), _state["first.weight"] + 0.5), (
+    "values are cast to the model's dtype (float64 into float32, any number into an int64 counter)"
+)
+assert np.allclose(_keep.numpy(), _state["first.weight"] + 0.5) and _dst.first.weight is _keep, "the parameters stay the same objects"
+_nested = _TwoLayers()
+_nested.inner = _TwoLayers()
+with no_grad():
+    for _p in _nested.parameters():
+        _p[...] = check_rng.standard_normal(_p.shape)
+_copy = _TwoLayers()
+_copy.inner = _TwoLayers()
+_copy.load_state_dict({k: v.numpy() for k, v in _nested.state_dict().items()})
+assert np.array_equal(
+    np.concatenate([p.numpy().ravel() for p in _copy.parameters()]), np.concatenate([p.numpy().ravel() for p in _nested.parameters()])
+), "a nested model loads by name"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2065,6 +2133,18 @@ assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(copy.parameters(
 # `tanh`; √2 for `relu`; √(2 / (1 + slope²)) for `leaky_relu` (slope =
 # `param`, default 0.01); 3/4 for `selu`. Anything else is a `ValueError`
 # naming it.
+#
+# **Checked when graded** (besides the tests below), with shapes, slopes
+# and names drawn for you:
+#
+# * a weight of shape (out, in, k₁, ...) has fan_in in·k₁⋯ and fan_out out·k₁⋯
+# * leaky_relu's default slope is 0.01: √(2 / 1.0001)
+# * leaky_relu with slope a: √(2 / (1 + a²))
+# * selu's gain is 3/4
+# * conv1d, conv2d, conv3d, the conv_transpose names, sigmoid, identity and linear have gain 1
+# * calculate_gain of an unknown nonlinearity must raise ValueError
+# * the ValueError should name the nonlinearity
+# * a tensor with one axis has no fans: ValueError
 
 # %% nbgrader={"grade": false, "grade_id": "layers_init_fans_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2108,20 +2188,31 @@ assert calculate_fan_in_and_fan_out(zeros(64, 32)) == (32, 64)
 assert calculate_fan_in_and_fan_out(zeros(16, 3, 5, 5)) == (75, 400)
 assert calculate_gain("relu") == math.sqrt(2) and calculate_gain("tanh") == 5 / 3 and calculate_gain("linear") == 1
 ### BEGIN HIDDEN TESTS
-assert calculate_fan_in_and_fan_out(zeros(8, 2, 3)) == (6, 24), "a (8, 2, 3) weight has fan_in 2·3 = 6 and fan_out 8·3 = 24"
-assert abs(calculate_gain("leaky_relu") - math.sqrt(2 / 1.0001)) < 1e-12, "leaky_relu's default slope is 0.01: √(2 / 1.0001)"
-assert abs(calculate_gain("leaky_relu", 0.2) - math.sqrt(2 / 1.04)) < 1e-12, "leaky_relu with slope 0.2: √(2 / 1.04)"
-assert calculate_gain("selu") == 0.75, "selu's gain is 3/4"
-assert calculate_gain("conv2d") == 1 and calculate_gain("sigmoid") == 1 and calculate_gain("identity") == 1, (
-    "conv*, sigmoid and identity have gain 1"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_out, _in = int(check_rng.integers(2, 20)), int(check_rng.integers(1, 10))
+_kernel = tuple(int(k) for k in check_rng.integers(2, 6, int(check_rng.integers(1, 3))))
+assert calculate_fan_in_and_fan_out(zeros((_out, _in) + _kernel)) == (_in * math.prod(_kernel), _out * math.prod(_kernel)), (
+    "a weight of shape (out, in, k₁, ...) has fan_in in·k₁⋯ and fan_out out·k₁⋯"
 )
+assert math.isclose(calculate_gain("leaky_relu"), math.sqrt(2 / 1.0001), rel_tol=1e-12), "leaky_relu's default slope is 0.01: √(2 / 1.0001)"
+_slope = round(float(check_rng.uniform(0.05, 0.5)), 3)
+assert math.isclose(calculate_gain("leaky_relu", _slope), math.sqrt(2 / (1 + _slope ** 2)), rel_tol=1e-12), (
+    "leaky_relu with slope a: √(2 / (1 + a²))"
+)
+assert calculate_gain("selu") == 0.75, "selu's gain is 3/4"
+_ones = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "sigmoid", "identity", "linear"]
+_order = check_rng.permutation(len(_ones))
+assert [calculate_gain(_ones[i]) for i in _order] == [1.0] * len(_ones), (
+    "conv1d, conv2d, conv3d, the conv_transpose names, sigmoid, identity and linear have gain 1"
+)
+_unknown = ("swish", "gelu", "mish", "softplus", "elu")[int(check_rng.integers(0, 5))]
 try:
-    calculate_gain("swish")
-    raise AssertionError("calculate_gain('swish') must raise ValueError")
+    calculate_gain(_unknown)
+    raise AssertionError("calculate_gain of an unknown nonlinearity must raise ValueError")
 except ValueError as err:
-    assert "swish" in str(err), f"the ValueError should name the nonlinearity; got: {err}"
+    assert _close_text(str(err), [_unknown]), "the ValueError should name the nonlinearity"
 try:
-    calculate_fan_in_and_fan_out(zeros(5))
+    calculate_fan_in_and_fan_out(zeros(int(check_rng.integers(1, 10))))
     raise AssertionError("a tensor with one axis has no fans: ValueError")
 except ValueError:
     pass
