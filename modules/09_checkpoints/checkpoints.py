@@ -268,6 +268,18 @@ def _little_endian(array: Any, name: str) -> np.ndarray:
 # empty arrays included; `_little_endian` gives each array in the byte order
 # and layout the file needs). Return the number of bytes written. The checks
 # of the arguments are given.
+#
+# **Checked when graded** (besides the tests below), with names, dtypes,
+# shapes, values, metadata and format versions drawn for you:
+#
+# * `write_safetensors` returns the number of bytes it wrote
+# * largest items first, then by name
+# * the checksum is the SHA-256 of `_canonical(index, metadata)` followed by the payload
+# * a big-endian array is stored little-endian
+# * a 0-d array has shape [] and its bytes
+# * a format version the caller set is kept
+# * `checksum=False`: no checksum and no format version
+# * every header is padded with spaces to a multiple of 8
 
 # %% nbgrader={"grade": false, "grade_id": "checkpoints_write_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -344,28 +356,53 @@ assert np.array_equal(np.frombuffer(payload[16:64], np.float32).reshape(3, 4), o
 assert header["__metadata__"]["epoch"] == "3" and header["__metadata__"][FORMAT_KEY] == FORMAT_VERSION, \
     "the metadata goes under __metadata__, with the format version added"
 ### BEGIN HIDDEN TESTS
-metadata = header["__metadata__"]
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_names = sorted({f"t{int(n)}" for n in check_rng.integers(10, 99, 6)})
+_rs_small = (np.int8, np.uint8, np.bool_)[int(check_rng.integers(3))]  # the first name: 1-byte items
+_rs_large = (np.float64, np.int64, np.uint64)[int(check_rng.integers(3))]  # the last name: 8-byte items
+_rs_other = (np.float32, np.float16, np.int16, np.int32, np.float64, np.int8)
+_rs_tensors = {}
+for _rs_i, _rs_name in enumerate(_rs_names):
+    _rs_dt = _rs_small if _rs_i == 0 else _rs_large if _rs_i == len(_rs_names) - 1 else \
+        _rs_other[int(check_rng.integers(len(_rs_other)))]
+    _rs_shape = tuple(int(s) for s in check_rng.integers(1, 4, size=int(check_rng.integers(0, 3))))
+    _rs_tensors[_rs_name] = (check_rng.standard_normal(_rs_shape) * 50).astype(_rs_dt)
+_rs_meta = {"epoch": str(int(check_rng.integers(1, 1000))), "note": "n" * int(check_rng.integers(0, 30))}
+_file = io.BytesIO()
+_rs_written = write_safetensors(_file, _rs_tensors, _rs_meta)
+_rs_raw = _file.getvalue()
+assert _rs_written == len(_rs_raw), "write_safetensors returns the number of bytes it wrote"
+header, payload = _parse(_rs_raw)
+metadata = header.get("__metadata__", {})
 index = {k: v for k, v in header.items() if k != "__metadata__"}
+_rs_order = sorted(index, key=lambda name: index[name]["data_offsets"])
+assert _rs_order == sorted(_rs_tensors, key=lambda name: (-_rs_tensors[name].dtype.itemsize, name)), \
+    "largest items first, then by name"
 assert metadata.get(CHECKSUM_KEY) == hashlib.sha256(_canonical(index, metadata) + payload).hexdigest(), \
     "the checksum is the SHA-256 of _canonical(index, metadata) followed by the payload"
+_rs_big = check_rng.integers(-1000, 1000, int(check_rng.integers(1, 6))).astype(">i4")
+_rs_half = np.float16(check_rng.uniform(-100, 100))
 _file = io.BytesIO()
-write_safetensors(_file, {"x": np.arange(3, dtype=">i4"), "s": np.float16(2.5)})
+write_safetensors(_file, {"x": _rs_big, "s": _rs_half})
 header, payload = _parse(_file.getvalue())
-assert header["x"]["dtype"] == "I32" and payload[:12] == np.arange(3, dtype="<i4").tobytes(), \
+assert header["x"]["dtype"] == "I32" and payload[:4 * _rs_big.size] == _rs_big.astype("<i4").tobytes(), \
     "a big-endian array is stored little-endian"
-assert header["s"]["shape"] == [] and payload[12:14] == np.float16(2.5).tobytes(), "a 0-d array has shape [] and its bytes"
+assert header["s"]["shape"] == [] and payload[4 * _rs_big.size:] == _rs_half.tobytes(), \
+    "a 0-d array has shape [] and its bytes"
+_rs_version = str(int(check_rng.integers(2, 100)))
 _file = io.BytesIO()
-write_safetensors(_file, {"x": np.zeros(2, np.float32)}, {FORMAT_KEY: "7"})
-assert _parse(_file.getvalue())[0]["__metadata__"][FORMAT_KEY] == "7", "a format version the caller set is kept"
+write_safetensors(_file, {"x": _rs_big}, {FORMAT_KEY: _rs_version})
+assert _parse(_file.getvalue())[0]["__metadata__"][FORMAT_KEY] == _rs_version, "a format version the caller set is kept"
 _file = io.BytesIO()
-write_safetensors(_file, {"x": np.zeros(2, np.float32)}, checksum=False)
-assert "__metadata__" not in _parse(_file.getvalue())[0], "checksum=False: no checksum and no format version"
+write_safetensors(_file, _rs_tensors, checksum=False)
+assert sorted(_parse(_file.getvalue())[0]) == sorted(_rs_tensors), "checksum=False: no checksum and no format version"
 lengths = []
-for i in range(8):
+_rs_from = int(check_rng.integers(0, 50))
+for i in range(_rs_from, _rs_from + 8):
     _file = io.BytesIO()
-    write_safetensors(_file, {"x": np.zeros(2, np.float32)}, {"note": "n" * i})
-    lengths.append(int.from_bytes(_file.getvalue()[:8], "little"))
-assert all(n % 8 == 0 for n in lengths), f"every header is padded with spaces to a multiple of 8; got lengths {lengths}"
+    write_safetensors(_file, {"x": _rs_big}, {"note": "n" * i})
+    lengths.append(int.from_bytes(_file.getvalue()[:8], "little") % 8)
+assert lengths == [0] * 8, "every header is padded with spaces to a multiple of 8"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -384,6 +421,19 @@ assert all(n % 8 == 0 for n in lengths), f"every header is padded with spaces to
 # the file. Say "truncated" when the payload is shorter than the header
 # promises. Every error is a `CheckpointError` naming `where` (the file)
 # and the tensor.
+#
+# **Checked when graded** (besides the tests below), with tensor names,
+# sizes, gaps, overlaps, lengths, trailing bytes, nesting depths and
+# damaged metadata drawn for you:
+#
+# * a file of fewer than 8 bytes is refused; the error names the file
+# * a header length beyond the file is refused
+# * each entry is checked with `_check_entry`: the error names the tensor and the bytes its shape needs
+# * a gap before a tensor is refused, naming the tensor
+# * overlapping tensors are refused
+# * bytes after the last tensor are refused, saying how many
+# * `__metadata__` must be a dict of strings to strings; anything else (`0`, `[]`, `""`, `{"k": 1}`, ...) must be refused
+# * a header that is not a JSON object (or nested too deep to parse) is refused with a CheckpointError
 
 # %% nbgrader={"grade": false, "grade_id": "checkpoints_header_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -445,21 +495,39 @@ assert index["a"]["data_offsets"] == [16, 64] and start == 8 + int.from_bytes(ra
     "payload_start: 8 + the header length"
 assert "truncated" in (_header_error(raw[:-5]) or ""), "a file cut short: a CheckpointError that says 'truncated'"
 ### BEGIN HIDDEN TESTS
-assert "damaged.safetensors" in (_header_error(raw[:5]) or ""), "a file of 5 bytes is refused; the error names the file"
-assert _header_error((2**40).to_bytes(8, "little") + b"{}") is not None, "a header length beyond the file is refused"
-error = _header_error(_with_header({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"\0" * 4)) or ""
-assert "'x'" in error and "8 bytes" in error, "each entry is checked with _check_entry"
-assert "'x'" in (_header_error(_with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}, b"\0" * 8)) or ""), \
-    "a gap before a tensor is refused, naming the tensor"
-overlap = {"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "y": {"dtype": "F32", "shape": [1], "data_offsets": [2, 6]}}
-assert _header_error(_with_header(overlap, b"\0" * 6)) is not None, "overlapping tensors are refused"
-assert "4 bytes" in (_header_error(_with_header({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}},
-                                                b"\0" * 4 + b"junk")) or ""), "bytes after the last tensor are refused"
-for bad in (0, [], {"k": 1}):
-    assert _header_error(_with_header({"__metadata__": bad})) is not None, \
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_name = f"w{int(check_rng.integers(10, 99))}"
+_rs_k = int(check_rng.integers(2, 9))
+assert "damaged.safetensors" in (_header_error(raw[:int(check_rng.integers(0, 8))]) or ""), \
+    "a file of fewer than 8 bytes is refused; the error names the file"
+_rs_len = int(check_rng.integers(len(raw), 2**40))
+assert "damaged.safetensors" in (_header_error(_rs_len.to_bytes(8, "little") + raw[8:]) or ""), \
+    "a header length beyond the file is refused"
+error = _header_error(_with_header({_rs_name: {"dtype": "F32", "shape": [_rs_k], "data_offsets": [0, 4 * _rs_k - 4]}},
+                                   b"\0" * (4 * _rs_k - 4))) or ""
+assert "damaged.safetensors" in error and f"'{_rs_name}'" in error and f"{4 * _rs_k} bytes" in error, \
+    "each entry is checked with _check_entry: the error names the tensor and the bytes its shape needs"
+_rs_gap = 4 * int(check_rng.integers(1, 4))
+error = _header_error(_with_header({_rs_name: {"dtype": "F32", "shape": [_rs_k], "data_offsets": [_rs_gap, _rs_gap + 4 * _rs_k]}},
+                                   b"\0" * (_rs_gap + 4 * _rs_k))) or ""
+assert "damaged.safetensors" in error and f"'{_rs_name}'" in error, "a gap before a tensor is refused, naming the tensor"
+_rs_cut = int(check_rng.integers(1, 4 * _rs_k))
+overlap = {"x": {"dtype": "F32", "shape": [_rs_k], "data_offsets": [0, 4 * _rs_k]},
+           "y": {"dtype": "F32", "shape": [_rs_k], "data_offsets": [_rs_cut, _rs_cut + 4 * _rs_k]}}
+assert "damaged.safetensors" in (_header_error(_with_header(overlap, b"\0" * (_rs_cut + 4 * _rs_k))) or ""), \
+    "overlapping tensors are refused"
+_rs_junk = int(check_rng.integers(1, 64))
+error = _header_error(_with_header({"x": {"dtype": "F32", "shape": [_rs_k], "data_offsets": [0, 4 * _rs_k]}},
+                                   b"\0" * (4 * _rs_k + _rs_junk))) or ""
+assert "damaged.safetensors" in error and f"{_rs_junk} bytes" in error, "bytes after the last tensor are refused, saying how many"
+_rs_falsy = [(0, [], "", 0.0, False)[int(i)] for i in check_rng.choice(5, 2, replace=False)]
+_rs_odd = ({"k": int(check_rng.integers(0, 9))}, {"k": ["v"]}, "text", [["k", "v"]])[int(check_rng.integers(4))]
+for bad in (*_rs_falsy, _rs_odd):
+    assert "damaged.safetensors" in (_header_error(_with_header({"__metadata__": bad})) or ""), \
         f"__metadata__ must be a dict of strings to strings; {bad!r} must be refused"
-for text in (b"[1, 2]", b"{not json", b"\xff\xfe", b"[" * 100_000):
-    assert _header_error(len(text).to_bytes(8, "little") + text) is not None, \
+_rs_deep = int(check_rng.integers(20_000, 120_000))
+for text in (b"[1, 2]", b"{not json", b"\xff\xfe", b"[" * _rs_deep, b'{"a": ' * _rs_deep):
+    assert "damaged.safetensors" in (_header_error(len(text).to_bytes(8, "little") + text) or ""), \
         "a header that is not a JSON object (or nested too deep to parse) is refused with a CheckpointError"
 ### END HIDDEN TESTS
 
@@ -476,6 +544,20 @@ for text in (b"[1, 2]", b"{not json", b"\xff\xfe", b"[" * 100_000):
 #
 # `save_file(path, tensors, metadata)` — `write_safetensors` through
 # `atomic_write` (the next task) — is given after the grade cell.
+#
+# **Checked when graded** (besides the tests below), with tensors, metadata
+# values, the bit flipped and where a file is cut drawn for you:
+#
+# * arrays read into a bytearray are writable
+# * any tensors come back bit for bit
+# * and with their shapes
+# * a flipped bit is refused: the checksum does not match
+# * the error names the file
+# * `verify=False` skips the checksum
+# * an edited metadata value is refused: the checksum
+# * a truncated file is refused
+# * a file without a checksum loads unchecked
+# * a file with tinyflo's format key but no checksum is damaged: refused
 
 # %% nbgrader={"grade": false, "grade_id": "checkpoints_read_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -526,43 +608,50 @@ for key, value in original.items():
     assert back[key].dtype == value.dtype and back[key].shape == value.shape and np.array_equal(back[key], value), \
         f"tensor {key!r} comes back with its dtype, shape and values"
 ### BEGIN HIDDEN TESTS
-assert back["a"].flags.writeable, "arrays read into a bytearray are writable"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_epoch = str(int(check_rng.integers(1, 500)))
+_rs_tensors = {f"t{i}": check_rng.standard_normal(tuple(int(s) for s in check_rng.integers(1, 5, size=i + 1))).astype(
+    (np.float32, np.float64, np.float16)[int(check_rng.integers(3))]) for i in range(int(check_rng.integers(2, 5)))}
+_rs_back, _ = _roundtrip(_rs_tensors, {"epoch": _rs_epoch})
+assert [a.flags.writeable for a in _rs_back.values()] == [True] * len(_rs_tensors), \
+    "arrays read into a bytearray are writable"
+assert [_rs_back[k].tobytes() for k in sorted(_rs_tensors)] == [_rs_tensors[k].tobytes() for k in sorted(_rs_tensors)], \
+    "any tensors come back bit for bit"
+assert [_rs_back[k].shape for k in sorted(_rs_back)] == [_rs_tensors[k].shape for k in sorted(_rs_tensors)], \
+    "and with their shapes"
 raw = (WORK / "roundtrip.safetensors").read_bytes()
 
 
 def _load_error(data, verify=True):
-    """The message of the CheckpointError load_file raises for a file of ``data``; None when it loads."""
+    """The message of the CheckpointError load_file raises for a file of ``data``; "" when it loads."""
     path = WORK / "damaged.safetensors"
     path.write_bytes(data)
     try:
         load_file(path, verify)
     except CheckpointError as err:
         return str(err)
-    return None
+    return ""
 
 
+_rs_payload = sum(a.nbytes for a in _rs_tensors.values())
 flipped = bytearray(raw)
-flipped[-10] ^= 1  # a bit of tensor "a"
-_flipped_error = _load_error(bytes(flipped)) or ""
+flipped[len(raw) - 1 - int(check_rng.integers(_rs_payload))] ^= 1 << int(check_rng.integers(8))  # a bit of a tensor
+_flipped_error = _load_error(bytes(flipped))
 assert "checksum" in _flipped_error, "a flipped bit is refused: the checksum does not match"
-assert str(WORK / "damaged.safetensors") in _flipped_error, "the error names the file"
-assert _load_error(bytes(flipped), verify=False) is None, "verify=False skips the checksum"
-edited = raw.replace(b'"epoch":"3"', b'"epoch":"4"')
-assert edited != raw and "checksum" in (_load_error(edited) or ""), "an edited metadata value is refused: the checksum"
-assert _load_error(raw[:-5]) is not None, "a truncated file is refused"
-text = json.dumps({"x": {"dtype": "I16", "shape": [2], "data_offsets": [0, 4]}}).encode()
-(WORK / "foreign.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + np.int16([5, -6]).tobytes())
+assert "damaged.safetensors" in _flipped_error, "the error names the file"
+assert _load_error(bytes(flipped), verify=False) == "", "verify=False skips the checksum"
+edited = raw.replace(f'"epoch":"{_rs_epoch}"'.encode(), f'"epoch":"{int(_rs_epoch) ^ 1}"'.encode())  # as long
+assert "checksum" in _load_error(edited), "an edited metadata value is refused: the checksum"
+assert "damaged.safetensors" in _load_error(raw[:-int(check_rng.integers(1, _rs_payload))]), "a truncated file is refused"
+_rs_ints = check_rng.integers(-30000, 30000, int(check_rng.integers(1, 6))).astype(np.int16)
+text = json.dumps({"x": {"dtype": "I16", "shape": [_rs_ints.size], "data_offsets": [0, _rs_ints.nbytes]}}).encode()
+(WORK / "foreign.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + _rs_ints.tobytes())
 foreign, foreign_meta = load_file(WORK / "foreign.safetensors")
-assert foreign["x"].tolist() == [5, -6] and CHECKSUM_KEY not in foreign_meta, "a file without a checksum loads unchecked"
-text = json.dumps({"x": {"dtype": "I16", "shape": [2], "data_offsets": [0, 4]}, "__metadata__": {FORMAT_KEY: "1"}}).encode()
-assert "checksum" in (_load_error(len(text).to_bytes(8, "little") + text + b"\0" * 4) or ""), \
+assert foreign["x"].tolist() == _rs_ints.tolist() and sorted(foreign_meta) == [], "a file without a checksum loads unchecked"
+text = json.dumps({"x": {"dtype": "I16", "shape": [_rs_ints.size], "data_offsets": [0, _rs_ints.nbytes]},
+                   "__metadata__": {FORMAT_KEY: "1"}}).encode()
+assert "checksum" in _load_error(len(text).to_bytes(8, "little") + text + _rs_ints.tobytes()), \
     "a file with tinyflo's format key but no checksum is damaged: refused"
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
-_rs_tensors = {f"t{i}": check_rng.standard_normal(tuple(int(s) for s in check_rng.integers(1, 5, size=i + 1))).astype(np.float32)
-               for i in range(3)}
-_rs_back, _ = _roundtrip(_rs_tensors)
-assert all(np.array_equal(_rs_back[k], v) for k, v in _rs_tensors.items()), "any tensors come back bit for bit"
-assert [_rs_back[k].shape for k in sorted(_rs_back)] == [_rs_tensors[k].shape for k in sorted(_rs_tensors)], "and with their shapes"
 ### END HIDDEN TESTS
 
 # %%
