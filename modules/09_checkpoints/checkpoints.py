@@ -692,6 +692,15 @@ def save_file(path: str | os.PathLike, tensors: Mapping[str, Any], metadata: Map
 # raises — `write` itself included — remove the temporary file and let the
 # exception through: the old file stays as it was. Return `path` as a
 # `Path`.
+#
+# **Checked when graded** (besides the tests below), with the file's name
+# and its old and new bytes drawn for you:
+#
+# * the new content is in place
+# * fsync the data before the rename
+# * the temporary file lives next to the target
+# * fsync the folder after the rename
+# * a successful write leaves no temporary file
 
 # %%
 #| export
@@ -765,21 +774,27 @@ assert sorted(p.name for p in target.parent.iterdir()) == ["model.bin"], "and no
 ### BEGIN HIDDEN TESTS
 import stat
 
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_target = target.parent / f"run-{int(check_rng.integers(100, 999))}.bin"
+_rs_old, _rs_new = check_rng.bytes(int(check_rng.integers(1, 64))), check_rng.bytes(int(check_rng.integers(1, 64)))
+atomic_write(_rs_target, lambda f: f.write(_rs_old))
 events = []
 real_fsync, real_replace = os.fsync, os.replace
 os.fsync = lambda fd: (events.append(("fsync", stat.S_ISDIR(os.fstat(fd).st_mode))), real_fsync(fd))[1]
-os.replace = lambda a, b: (events.append(("replace", Path(a).parent == Path(b).parent, Path(a).name.startswith(".model.bin"))), real_replace(a, b))[1]
+os.replace = lambda a, b: (events.append(("replace", Path(a).parent == Path(b).parent,
+                                          Path(a).name.startswith(f".{Path(b).name}"))), real_replace(a, b))[1]
 try:
-    atomic_write(target, lambda f: f.write(b"new"))
+    atomic_write(_rs_target, lambda f: f.write(_rs_new))
 finally:
     os.fsync, os.replace = real_fsync, real_replace
-assert target.read_bytes() == b"new", "the new content is in place"
+assert _rs_target.read_bytes() == _rs_new, "the new content is in place"
 kinds = [e[0] for e in events]
-assert "fsync" in kinds and "replace" in kinds and kinds.index("fsync") < kinds.index("replace"), \
-    "fsync the data before the rename"
-assert events[kinds.index("replace")][1:] == (True, True), "the temporary file lives next to the target"
-assert ("fsync", True) in events[kinds.index("replace"):], "fsync the folder after the rename"
-assert sorted(p.name for p in target.parent.iterdir()) == ["model.bin"], "a successful write leaves no temporary file"
+_rs_at = kinds.index("replace") if "replace" in kinds else len(kinds)
+assert events[:_rs_at].count(("fsync", False)) >= 1, "fsync the data before the rename"
+assert [e[1:] for e in events if e[0] == "replace"] == [(True, True)], "the temporary file lives next to the target"
+assert ("fsync", True) in events[_rs_at:], "fsync the folder after the rename"
+assert sorted(p.name for p in target.parent.iterdir()) == sorted(["model.bin", _rs_target.name]), \
+    "a successful write leaves no temporary file"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1575,6 +1590,15 @@ print(f"{_params:,} parameters = {_params * 4 / 2**20:.2f} MiB; with Adam's two 
 # `mode="min"`, largest for `"max"`; a metric that is `None` or NaN never
 # counts as best), and every entry whose step is a multiple of
 # `keep_every` — each rule only when its argument is not `None`.
+#
+# **Checked when graded** (besides the tests below), with metrics, steps,
+# counts and where a metric is missing drawn for you:
+#
+# * a NaN metric never counts as best
+# * a missing metric (None) never counts as best; `keep_last=None` keeps no last ones
+# * `mode='max'`: the largest metrics are best
+# * `keep_last` larger than the history keeps all
+# * `keep_every` looks at the step, not at the position
 
 # %% nbgrader={"grade": false, "grade_id": "checkpoints_retention_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1610,13 +1634,32 @@ assert _steps(retained(history, keep_last=1, keep_best=2)) == [2, 4, 6], "keep_b
 assert _steps(retained(history, keep_last=1, keep_best=1, mode="max")) == [6], "mode='max': the largest metric is best"
 assert _steps(retained(history, keep_last=1, keep_every=3)) == [3, 6], "keep_every=3: every step that is a multiple of 3"
 ### BEGIN HIDDEN TESTS
-assert _steps(retained(_entries([1.0, float("nan"), 2.0]), keep_last=1, keep_best=2)) == [1, 3], \
-    "a NaN metric never counts as best"
-assert _steps(retained(_entries([1.0, None, 2.0]), keep_last=None, keep_best=2)) == [1, 3], \
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_rs_n = int(check_rng.integers(6, 12))
+_rs_metrics = [float(m) for m in check_rng.permutation(_rs_n) + 1.0]
+_rs_holes = check_rng.choice(_rs_n - 1, 2, replace=False)  # never the last
+_rs_best = int(check_rng.integers(2, 5))
+_rs_nan = [float(m) for m in np.cumsum(check_rng.uniform(0.1, 2.0, _rs_n))]  # rising: the first ones are the best
+_rs_nan[int(check_rng.integers(1, _rs_best))] = float("nan")  # among them
+assert _steps(retained(_entries(_rs_nan), keep_last=1, keep_best=_rs_best)) == \
+    sorted({_rs_n} | {s for s, m in zip(range(1, _rs_n + 1), _rs_nan) if m == m and
+                      sorted(x for x in _rs_nan if x == x).index(m) < _rs_best}), "a NaN metric never counts as best"
+_rs_none = list(_rs_metrics)
+_rs_none[int(_rs_holes[1])] = None
+assert _steps(retained(_entries(_rs_none), keep_last=None, keep_best=_rs_best)) == \
+    sorted(s for s, m in zip(range(1, _rs_n + 1), _rs_none) if m is not None and
+           sorted(x for x in _rs_none if x is not None).index(m) < _rs_best), \
     "a missing metric (None) never counts as best; keep_last=None keeps no last ones"
-assert _steps(retained(history, keep_last=10)) == [1, 2, 3, 4, 5, 6], "keep_last larger than the history keeps all"
-assert _steps(retained([{"step": 4, "metric": 2.0}, {"step": 8, "metric": 1.0}, {"step": 9, "metric": 3.0}],
-                       keep_last=None, keep_every=4)) == [4, 8], "keep_every looks at the step, not at the position"
+assert _steps(retained(_entries(_rs_metrics), keep_last=_rs_best, keep_best=_rs_best, mode="max")) == \
+    sorted(set(range(_rs_n - _rs_best + 1, _rs_n + 1)) | {s for s, m in zip(range(1, _rs_n + 1), _rs_metrics)
+                                                           if m > _rs_n - _rs_best}), \
+    "mode='max': the largest metrics are best"
+assert _steps(retained(_entries(_rs_metrics), keep_last=_rs_n + int(check_rng.integers(0, 5)))) == \
+    list(range(1, _rs_n + 1)), "keep_last larger than the history keeps all"
+_rs_every = int(check_rng.integers(2, 5))
+_rs_at = sorted(int(s) for s in check_rng.choice(np.arange(1, 60), _rs_n, replace=False))
+assert _steps(retained([{"step": s, "metric": 1.0} for s in _rs_at], keep_last=None, keep_every=_rs_every)) == \
+    [s for s in _rs_at if s % _rs_every == 0], "keep_every looks at the step, not at the position"
 ### END HIDDEN TESTS
 
 # %% [markdown]
