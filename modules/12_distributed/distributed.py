@@ -259,6 +259,17 @@ def _chunk_bounds(size: int, n: int) -> list[int]:
 # holds the complete sum of chunk (r + 1) mod N; its other chunks hold
 # partial sums, which the all-gather will overwrite. One rank has nothing to
 # send.
+#
+# **Checked when graded** (besides the tests below), on float32 buffers of
+# your own drawn values and on rings of any size: 3 to 6 ranks with chunks of
+# unequal sizes, 3 to 6 ranks with a buffer smaller than the ring, and 2 ranks
+# with an odd size (sums compared to within 1e-5):
+#
+# * the buffers keep their dtype (float32)
+# * rank r must hold the full sum of chunk (r + 1) mod N
+# * each rank sends every chunk but the one it finishes: the buffer's bytes less that chunk's
+# * one rank: nothing to send
+# * one rank: nothing changes
 
 # %% nbgrader={"grade": false, "grade_id": "distributed_reduce_scatter_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -288,22 +299,27 @@ for _r in range(4):
         f"after the reduce-scatter, rank {_r} must hold the full sum of chunk {_c}")
 assert _sent == [3 * 16] * 4, f"each rank sends 3 chunks of 2 float64 numbers (48 bytes); got {_sent}"
 ### BEGIN HIDDEN TESTS
-_rng = np.random.default_rng(0)
-for _n, _size in [(2, 7), (3, 2), (3, 7), (5, 13), (6, 1)]:
-    _bufs = [_rng.standard_normal(_size).astype(np.float32) for _ in range(_n)]
+# This student's own inputs, drawn per student: three rings (uneven chunks; a buffer smaller than
+# the ring; two ranks and an odd size), their float32 buffers, and one rank's buffer.
+_uneven, _small = int(check_rng.integers(3, 7)), int(check_rng.integers(3, 7))
+_cases = [(_uneven, _uneven * int(check_rng.integers(1, 4)) + int(check_rng.integers(1, _uneven))),
+          (_small, int(check_rng.integers(1, _small))), (2, 2 * int(check_rng.integers(1, 6)) + 1)]
+for _n, _size in _cases:
+    _bufs = [check_rng.standard_normal(_size).astype(np.float32) for _ in range(_n)]
     _want = np.sum([b.astype(np.float64) for b in _bufs], axis=0)
     _bounds = [_size * c // _n for c in range(_n + 1)]
+    _finished = [slice(_bounds[(r + 1) % _n], _bounds[(r + 1) % _n + 1]) for r in range(_n)]  # rank r's chunk (r + 1) mod N
     _sent = ring_reduce_scatter(_bufs, [as_device(f"cpu:{r}") for r in range(_n)])
-    assert all(b.dtype == np.float32 for b in _bufs), "the buffers keep their dtype (float32)"
-    assert all(np.allclose(_bufs[r][_bounds[(r + 1) % _n]:_bounds[(r + 1) % _n + 1]],
-                           _want[_bounds[(r + 1) % _n]:_bounds[(r + 1) % _n + 1]], rtol=1e-5, atol=1e-5)
-               for r in range(_n)), (
-        f"{_n} ranks, buffers of {_size}: rank r must hold the full sum of chunk (r + 1) mod {_n}")
-    assert _sent == [(_size - (_bounds[(r + 1) % _n + 1] - _bounds[(r + 1) % _n])) * 4 for r in range(_n)], (
-        f"{_n} ranks, buffers of {_size}: each rank sends every chunk but the one it finishes; got {_sent} bytes")
-_one = np.ones(3)
-assert ring_reduce_scatter([_one], [as_device("cpu")]) == [0] and np.array_equal(_one, np.ones(3)), (
-    "one rank: nothing to send, nothing changes")
+    assert [str(b.dtype) for b in _bufs] == ["float32"] * _n, "the buffers keep their dtype (float32)"
+    assert np.allclose(np.concatenate([_bufs[r][_finished[r]] for r in range(_n)]),
+                       np.concatenate([_want[_finished[r]] for r in range(_n)]), rtol=1e-5, atol=1e-5), (
+        "rank r must hold the full sum of chunk (r + 1) mod N")
+    assert _sent == [4 * (_size - (_finished[r].stop - _finished[r].start)) for r in range(_n)], (
+        "each rank sends every chunk but the one it finishes: the buffer's bytes less that chunk's")
+_one = check_rng.standard_normal(int(check_rng.integers(1, 9)))
+_kept = _one.copy()
+assert ring_reduce_scatter([_one], [as_device("cpu")]) == [0], "one rank: nothing to send"
+assert np.array_equal(_one, _kept), "one rank: nothing changes"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -316,6 +332,16 @@ assert ring_reduce_scatter([_one], [as_device("cpu")]) == [0] and np.array_equal
 # returns the bytes each rank sent. Then `ring_all_reduce(buffers, devices)`:
 # the two phases one after the other, returning the bytes each rank sent in
 # both.
+#
+# **Checked when graded** (besides the tests below), on float32 buffers of
+# your own drawn values and on rings of any size: 3 to 6 ranks with chunks of
+# unequal sizes, 3 to 6 ranks with a buffer smaller than the ring, 2 ranks
+# with an odd size, and one rank (sums compared to within 1e-5):
+#
+# * the buffers stay float32
+# * every rank must end with the sum
+# * every rank must end with the same bytes: the largest difference between two ranks is 0
+# * each rank sends every chunk but one in each phase: twice the buffer's bytes less chunks (r + 1) mod N and (r + 2) mod N
 
 # %% nbgrader={"grade": false, "grade_id": "distributed_ring_all_reduce_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -359,25 +385,23 @@ _sent = ring_all_reduce(_bufs, _devs)
 assert all(np.array_equal(b, np.arange(8) * 10.0) for b in _bufs), "every rank ends with the sum 0, 10, 20, ..., 70"
 assert _sent == [2 * 3 * 16] * 4, f"2(N-1) chunks of 2 float64 each: 96 bytes per rank; got {_sent}"
 ### BEGIN HIDDEN TESTS
-_rng = np.random.default_rng(0)
-for _n, _size in [(1, 5), (2, 7), (3, 2), (5, 13), (6, 1)]:
-    _bufs = [_rng.standard_normal(_size).astype(np.float32) for _ in range(_n)]
+# This student's own inputs, drawn per student: four rings (uneven chunks; a buffer smaller than
+# the ring; two ranks and an odd size; one rank) and their float32 buffers.
+_uneven, _small = int(check_rng.integers(3, 7)), int(check_rng.integers(3, 7))
+_cases = [(_uneven, _uneven * int(check_rng.integers(1, 4)) + int(check_rng.integers(1, _uneven))),
+          (_small, int(check_rng.integers(1, _small))), (2, 2 * int(check_rng.integers(1, 6)) + 1),
+          (1, int(check_rng.integers(1, 9)))]
+for _n, _size in _cases:
+    _bufs = [check_rng.standard_normal(_size).astype(np.float32) for _ in range(_n)]
     _want = np.sum([b.astype(np.float64) for b in _bufs], axis=0)
+    _width = [_size * (c + 1) // _n - _size * c // _n for c in range(_n)]  # each chunk's size
     _sent = ring_all_reduce(_bufs, [as_device(f"cpu:{r}") for r in range(_n)])
-    assert all(np.allclose(b, _want, rtol=1e-5, atol=1e-5) and b.dtype == np.float32 for b in _bufs), (
-        f"{_n} ranks, buffers of {_size} float32 numbers: every rank must end with the sum, still float32")
-    assert all(np.array_equal(b, _bufs[0]) for b in _bufs), (
-        f"{_n} ranks, buffers of {_size}: every rank must end with the same bytes")
-    assert sum(_sent) == 2 * (_n - 1) * _bufs[0].nbytes, (
-        f"{_n} ranks, buffers of {_size} float32 numbers: the ranks must send 2(N-1) × {_bufs[0].nbytes} bytes "
-        f"together; they sent {_sent}")
-assert ring_all_reduce([np.ones(3)], [as_device("cpu")]) == [0], "one rank: nothing to send"
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
-_rs_size = int(check_rng.integers(4, 12))
-_rs_bufs = [check_rng.standard_normal(_rs_size) for _ in range(4)]
-_rs_sum = _rs_bufs[0] + _rs_bufs[1] + _rs_bufs[2] + _rs_bufs[3]
-ring_all_reduce(_rs_bufs, _devs)
-assert np.allclose(np.stack(_rs_bufs), np.stack([_rs_sum] * 4)), "every rank ends with the sum of random buffers"
+    assert [str(b.dtype) for b in _bufs] == ["float32"] * _n, "the buffers stay float32"
+    assert np.allclose(np.stack(_bufs), np.stack([_want] * _n), rtol=1e-5, atol=1e-5), "every rank must end with the sum"
+    assert float(np.ptp(np.stack(_bufs), axis=0).max()) == 0.0, (
+        "every rank must end with the same bytes: the largest difference between two ranks is 0")
+    assert _sent == [4 * (2 * _size - _width[(r + 1) % _n] - _width[(r + 2) % _n]) for r in range(_n)], (
+        "each rank sends every chunk but one in each phase: twice the buffer's bytes less chunks (r + 1) mod N and (r + 2) mod N")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -681,6 +705,14 @@ print("plain average:     ", sum(g for g, _ in _parts) / 4)
 # contiguous shard of n samples, in rank order, covering 0..n, sizes
 # differing by at most one (the first `n % world_size` ranks take one more).
 # A batch smaller than the world leaves some shards empty.
+#
+# **Checked when graded** (besides the tests below), for your own drawn
+# batch sizes and world sizes:
+#
+# * the first n % world_size ranks take one more sample: (start, stop) in rank order, covering 0..n
+# * a batch smaller than the world: one sample each for the first n ranks, empty shards (n, n) after them
+# * one rank takes the whole batch
+# * for any n (0 included) and world_size: the same shards, exactly
 
 # %% nbgrader={"grade": false, "grade_id": "distributed_shard_bounds_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -701,15 +733,29 @@ def shard_bounds(n: int, world_size: int) -> list[tuple[int, int]]:
 assert shard_bounds(10, 4) == [(0, 3), (3, 6), (6, 8), (8, 10)], "10 samples on 4 ranks: shards of 3, 3, 2, 2"
 assert shard_bounds(8, 2) == [(0, 4), (4, 8)], "8 samples on 2 ranks: shards of 4 and 4"
 ### BEGIN HIDDEN TESTS
-assert shard_bounds(3, 5) == [(0, 1), (1, 2), (2, 3), (3, 3), (3, 3)], (
-    "3 samples on 5 ranks: one sample each for ranks 0-2, empty shards (3, 3) for ranks 3 and 4")
-assert shard_bounds(7, 1) == [(0, 7)], "one rank takes the whole batch"
-for _n in range(0, 12):
-    for _w in range(1, 6):
-        _sizes = [b - a for a, b in shard_bounds(_n, _w)]
-        assert sum(_sizes) == _n and max(_sizes) - min(_sizes) <= 1 and _sizes == sorted(_sizes, reverse=True), (
-            f"{_n} samples on {_w} ranks: shards must cover every sample, differ by at most one, larger ones first; "
-            f"got sizes {_sizes}")
+# This student's own inputs, drawn per student: a batch that leaves a remainder, a batch smaller
+# than the world, one rank's batch, and a dozen more batch and world sizes.
+def _shards(n, world_size):
+    """The shards the task asks for, from the sizes: n // world_size, one more for the first n % world_size."""
+    sizes = n // world_size + (np.arange(world_size) < n % world_size)
+    stops = np.cumsum(sizes)
+    return [(int(a), int(b)) for a, b in zip(stops - sizes, stops)]
+
+
+_w = int(check_rng.integers(3, 9))
+_n = _w * int(check_rng.integers(1, 6)) + int(check_rng.integers(1, _w - 1))
+assert shard_bounds(_n, _w) == _shards(_n, _w), (
+    "the first n % world_size ranks take one more sample: (start, stop) in rank order, covering 0..n")
+_w = int(check_rng.integers(3, 9))
+_n = int(check_rng.integers(1, _w))
+assert shard_bounds(_n, _w) == _shards(_n, _w), (
+    "a batch smaller than the world: one sample each for the first n ranks, empty shards (n, n) after them")
+_n = int(check_rng.integers(1, 50))
+assert shard_bounds(_n, 1) == [(0, _n)], "one rank takes the whole batch"
+_pairs = [(0, int(check_rng.integers(1, 9)))] + [
+    (int(check_rng.integers(0, 40)), int(check_rng.integers(1, 9))) for _ in range(12)]
+assert [shard_bounds(n, w) for n, w in _pairs] == [_shards(n, w) for n, w in _pairs], (
+    "for any n (0 included) and world_size: the same shards, exactly")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -724,6 +770,16 @@ for _n in range(0, 12):
 # unpack: every such parameter's `.grad` becomes a tensor on its device
 # holding its slice of the sum (a view of the buffer is fine). The weights
 # n_r / B are already in the gradients (step 1 above).
+#
+# **Checked when graded** (besides the test below), on 2 to 4 local ranks
+# with your own drawn parameter shapes and gradients:
+#
+# * every replica's gradients become the sum over the replicas
+# * one all_reduce call, op='sum', of one flat buffer per rank holding every gradient
+# * every gradient lives on its replica's device
+# * a parameter without a gradient contributes zeros, and gets the sum too
+# * float32 parameters: a float32 buffer, float32 gradients
+# * a parameter that requires no gradient is left out: it gets no .grad
 
 # %% nbgrader={"grade": false, "grade_id": "distributed_data_parallel_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -771,26 +827,65 @@ all_reduce_gradients(_g2, _ps)
 assert all(np.array_equal(a.grad.numpy(), np.full((2, 2), 3.0)) and np.array_equal(b.grad.numpy(), np.full(3, 30.0))
            for a, b in _ps), "every replica's gradients become the sum over the replicas: 1 + 2 and 10 + 20"
 ### BEGIN HIDDEN TESTS
-assert all(a.grad.device is a.device and b.grad.device is b.device for a, b in _ps), (
+# This student's own inputs, drawn per student: the world size, three parameter shapes, every
+# rank's gradients, and which rank lacks which gradient (never the last parameter).
+class _Recorded(LocalGroup):
+    """For these checks: a local group that records the op and the buffer shapes of each all_reduce."""
+
+    def __init__(self, world_size):
+        super().__init__(world_size)
+        self.calls = []
+
+    def all_reduce(self, arrays, op="sum"):
+        self.calls.append((op, [tuple(a.shape) for a in arrays]))
+        super().all_reduce(arrays, op)
+
+
+_n = int(check_rng.integers(2, 5))
+_shapes = [tuple(int(d) for d in check_rng.integers(1, 4, int(check_rng.integers(1, 3)))) for _ in range(3)]
+_size = sum(int(np.prod(s)) for s in _shapes)
+_group = _Recorded(_n)
+_ps = [[Tensor(np.zeros(s), device=d, requires_grad=True) for s in _shapes] for d in _group.devices]
+_grads = [[check_rng.standard_normal(s) for s in _shapes] for _ in range(_n)]
+for _params, _given in zip(_ps, _grads):
+    for _p, _g in zip(_params, _given):
+        _p.grad = Tensor(_g, device=_p.device)
+all_reduce_gradients(_group, _ps)
+_sum = np.concatenate([np.sum([g[k] for g in _grads], axis=0).ravel() for k in range(3)])
+assert np.allclose(np.concatenate([p.grad.numpy().ravel() for ps in _ps for p in ps]), np.tile(_sum, _n)), (
+    "every replica's gradients become the sum over the replicas")
+assert _group.calls == [("sum", [(_size,)] * _n)], (
+    "one all_reduce call, op='sum', of one flat buffer per rank holding every gradient")
+assert [str(p.grad.device) for ps in _ps for p in ps] == [str(p.device) for ps in _ps for p in ps], (
     "every gradient lives on its replica's device")
-_ps[1][0].grad = None  # a replica without samples contributes zeros
-_ps[0][0].grad = Tensor(np.full((2, 2), 5.0), device=_ps[0][0].device)
-_g2.bytes_sent = [0, 0]
-all_reduce_gradients(_g2, _ps)
-assert all(np.array_equal(a.grad.numpy(), np.full((2, 2), 5.0)) for a, _ in _ps), (
+_empty_rank, _empty = int(check_rng.integers(0, _n)), int(check_rng.integers(0, 2))
+for _params, _given in zip(_ps, _grads):
+    for _p, _g in zip(_params, _given):
+        _p.grad = Tensor(_g, device=_p.device)
+_ps[_empty_rank][_empty].grad = None  # a replica that saw no samples
+all_reduce_gradients(_group, _ps)
+_sum = np.concatenate([np.sum([g[k] for r, g in enumerate(_grads) if (r, k) != (_empty_rank, _empty)], axis=0).ravel()
+                       for k in range(3)])
+assert np.allclose(np.concatenate([p.grad.numpy().ravel() for ps in _ps for p in ps]), np.tile(_sum, _n)), (
     "a parameter without a gradient contributes zeros, and gets the sum too")
-assert _g2.bytes_sent == [7 * 8, 7 * 8], "one all-reduce of one 7-number float64 buffer"
-_p32 = [[Tensor(np.ones(4, np.float32), device=d, requires_grad=True)] for d in _g2.devices]
-for (_p,) in _p32:
-    _p.grad = Tensor(np.ones(4, np.float32), device=_p.device)
-all_reduce_gradients(_g2, _p32)
-assert all(p.grad.dtype == np.float32 and np.array_equal(p.grad.numpy(), [2, 2, 2, 2]) for (p,) in _p32), (
+_p32 = [[Tensor(np.zeros(s, np.float32), device=d, requires_grad=True) for s in _shapes] for d in _group.devices]
+for _params, _given in zip(_p32, _grads):
+    for _p, _g in zip(_params, _given):
+        _p.grad = Tensor(_g.astype(np.float32), device=_p.device)
+all_reduce_gradients(_group, _p32)
+_sum = np.concatenate([np.sum([g[k] for g in _grads], axis=0).ravel() for k in range(3)])
+assert [str(p.grad.dtype) for ps in _p32 for p in ps] == ["float32"] * (3 * _n) and np.allclose(
+    np.concatenate([p.grad.numpy().ravel() for ps in _p32 for p in ps]), np.tile(_sum, _n), rtol=1e-5, atol=1e-5), (
     "float32 parameters: a float32 buffer, float32 gradients")
-_frozen = [[Tensor(np.ones(2), device=d, requires_grad=True), Tensor(np.ones(3), device=d)] for d in _g2.devices]
-for _p, _ in _frozen:
-    _p.grad = Tensor(np.ones(2), device=_p.device)
-all_reduce_gradients(_g2, _frozen)
-assert all(f.grad is None and np.array_equal(p.grad.numpy(), [2, 2]) for p, f in _frozen), (
+_frozen = int(check_rng.integers(0, 3))
+_mixed = [[Tensor(np.zeros(s), device=d, requires_grad=k != _frozen) for k, s in enumerate(_shapes)]
+          for d in _group.devices]
+for _params, _given in zip(_mixed, _grads):
+    for _k, (_p, _g) in enumerate(zip(_params, _given)):
+        if _k != _frozen:
+            _p.grad = Tensor(_g, device=_p.device)
+all_reduce_gradients(_group, _mixed)
+assert [ps[_frozen].grad is None for ps in _mixed] == [True] * _n, (
     "a parameter that requires no gradient is left out: it gets no .grad")
 ### END HIDDEN TESTS
 
@@ -1214,6 +1309,16 @@ print("same parameters:", all(np.allclose(a.numpy(), b.numpy(), rtol=1e-12, atol
 # buffer on its device, all-reduce it once (sum), and write the result back
 # into every tensor **in place** (`t.data[...] = ...`: optimizers and
 # replicas hold these very arrays).
+#
+# **Checked when graded** (besides the tests below), on 2 to 4 local ranks
+# with your own drawn tensor shapes, values and weights (unequal, summing
+# to 1):
+#
+# * every rank ends with the weighted sum of every tensor: Σ_r w_r · t_r
+# * in place: the array every tensor held before holds the result (t.data[...] = ...)
+# * in place: every tensor keeps its array, not only the first
+# * one all_reduce call, op='sum', of one flat buffer per rank holding every tensor
+# * float32 tensors of different sizes stay float32, each written back from its own slice
 
 # %% nbgrader={"grade": false, "grade_id": "distributed_local_sgd_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1243,18 +1348,44 @@ _held = [t.data for t in _ts[0]]
 average_parameters(_g2, _ts, [0.5, 0.5])
 assert all(np.array_equal(a.numpy(), [2.5, 2.5, 2.5]) and np.array_equal(b.numpy(), np.full((2, 2), 5.0)) for a, b in _ts), (
     "weights 0.5 and 0.5: every rank ends with the mean, (1 + 4) / 2 and (0 + 10) / 2")
-assert _ts[0][0].data is _held[0], "in place: the optimizer holds these arrays"
+assert np.array_equal(_held[0], [2.5, 2.5, 2.5]) and _ts[0][0].data is _held[0], "in place: the optimizer holds these arrays"
 ### BEGIN HIDDEN TESTS
-assert _ts[0][1].data is _held[1], "in place: every tensor keeps its array, not only the first"
-_ts = [[Tensor(np.full(2, float(r)), device=d)] for r, d in enumerate(_g2.devices)]
-average_parameters(_g2, _ts, [0.25, 0.75])
-assert all(np.array_equal(a.numpy(), [0.75, 0.75]) for (a,) in _ts), (
-    "weights 0.25 and 0.75: rank values 0 and 1 average to 0.75")
-_g2.bytes_sent = [0, 0]
-_ts = [[Tensor(np.ones(3, np.float32), device=d), Tensor(np.ones(5, np.float32), device=d)] for d in _g2.devices]
-average_parameters(_g2, _ts, [0.5, 0.5])
-assert _g2.bytes_sent == [32, 32], "one all-reduce of one 8-number float32 buffer"
-assert all(t.dtype == np.float32 and np.array_equal(t.numpy(), np.ones(t.shape)) for ts in _ts for t in ts), (
+# This student's own inputs, drawn per student: the world size, three tensor shapes, every rank's
+# values and the ranks' weights.
+class _Recorded(LocalGroup):
+    """For these checks: a local group that records the op and the buffer shapes of each all_reduce."""
+
+    def __init__(self, world_size):
+        super().__init__(world_size)
+        self.calls = []
+
+    def all_reduce(self, arrays, op="sum"):
+        self.calls.append((op, [tuple(a.shape) for a in arrays]))
+        super().all_reduce(arrays, op)
+
+
+_n = int(check_rng.integers(2, 5))
+_shapes = [tuple(int(d) for d in check_rng.integers(1, 4, int(check_rng.integers(1, 3)))) for _ in range(3)]
+_size = sum(int(np.prod(s)) for s in _shapes)
+_group = _Recorded(_n)
+_values = [[check_rng.standard_normal(s) for s in _shapes] for _ in range(_n)]
+_weights = [float(w) for w in check_rng.dirichlet(np.ones(_n))]
+_ts = [[Tensor(v.copy(), device=d) for v in values] for values, d in zip(_values, _group.devices)]
+_held = [t.data for ts in _ts for t in ts]
+average_parameters(_group, _ts, _weights)
+_mean = np.concatenate([np.sum([w * v[k] for w, v in zip(_weights, _values)], axis=0).ravel() for k in range(3)])
+assert np.allclose(np.concatenate([t.numpy().ravel() for ts in _ts for t in ts]), np.tile(_mean, _n)), (
+    "every rank ends with the weighted sum of every tensor: Σ_r w_r · t_r")
+assert np.allclose(np.concatenate([h.ravel() for h in _held]), np.tile(_mean, _n)), (
+    "in place: the array every tensor held before holds the result (t.data[...] = ...)")
+assert [t.data is h for t, h in zip([t for ts in _ts for t in ts], _held)] == [True] * (3 * _n), (
+    "in place: every tensor keeps its array, not only the first")
+assert _group.calls == [("sum", [(_size,)] * _n)], (
+    "one all_reduce call, op='sum', of one flat buffer per rank holding every tensor")
+_t32 = [[Tensor(v.astype(np.float32), device=d) for v in values] for values, d in zip(_values, _group.devices)]
+average_parameters(_group, _t32, _weights)
+assert [str(t.dtype) for ts in _t32 for t in ts] == ["float32"] * (3 * _n) and np.allclose(
+    np.concatenate([t.numpy().ravel() for ts in _t32 for t in ts]), np.tile(_mean, _n), rtol=1e-5, atol=1e-5), (
     "float32 tensors of different sizes stay float32, each written back from its own slice")
 ### END HIDDEN TESTS
 
@@ -1365,6 +1496,16 @@ def _check_el_che(owner: str, anchor: Any, max_steps: Any, step_seconds: Any = N
 
 # %% [markdown]
 # ### Task `distributed_el_che` (2 points): the plan of a round
+#
+# **Checked when graded** (besides the tests below), for your own drawn
+# anchor, max_steps and step times (no rank's exact share of steps within
+# 0.1 of a half, so rounding has one answer), the ranks in any order:
+#
+# * the slowest rank takes anchor steps, every other rank round(anchor · slowest / its seconds per step): to the nearest integer, not down or up
+# * a rank fast enough for more than max_steps takes max_steps
+# * one rank: the slowest and the fastest, it takes the anchor
+# * a NumPy array of times works too
+# * the plan holds Python ints
 
 # %% nbgrader={"grade": false, "grade_id": "distributed_el_che_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1383,17 +1524,31 @@ assert el_che_plan([0.01, 0.03], anchor=4, max_steps=64) == [12, 4], (
 assert el_che_plan([0.02, 0.02, 0.02], anchor=3, max_steps=10) == [3, 3, 3], "equally fast ranks all take the anchor"
 assert el_che_plan([0.001, 0.1], anchor=4, max_steps=64) == [64, 4], "a rank 100 times faster is capped at max_steps"
 ### BEGIN HIDDEN TESTS
-_plan = el_che_plan([1.0, 0.6], anchor=4, max_steps=64)
-assert _plan == [4, 7], f"4 × 1.0 / 0.6 = 6.67 steps round to 7 (not 6); got {_plan}"
-_plan = el_che_plan([1.0, 0.95], anchor=4, max_steps=64)
-assert _plan == [4, 4], f"4 × 1.0 / 0.95 = 4.2 steps round to 4 (not 5); got {_plan}"
-_plan = el_che_plan([0.5], anchor=6, max_steps=6)
-assert _plan == [6], f"one rank: the slowest and the fastest, it takes the anchor; got {_plan}"
-_plan = el_che_plan([0.3, 0.1, 0.2, 0.05], anchor=2, max_steps=10)
-assert _plan == [2, 6, 3, 10], f"times 0.3, 0.1, 0.2, 0.05 with anchor 2 and max_steps 10 give [2, 6, 3, 10]; got {_plan}"
-_plan = el_che_plan(np.array([0.004, 0.002]), anchor=5, max_steps=64)
-assert _plan == [5, 10] and all(type(k) is int for k in _plan), (
-    f"a NumPy array of times works too, and the plan holds Python ints; got {_plan!r}")
+# This student's own inputs, drawn per student: the anchor, max_steps, the slowest time, and each
+# other rank's exact share of steps: one that rounds up, one that rounds down, one past max_steps.
+_anchor = int(check_rng.integers(2, 7))
+_max = 5 * _anchor + int(check_rng.integers(0, 4))
+_slowest = float(check_rng.uniform(0.01, 0.1))
+_shares = [_anchor + int(check_rng.integers(1, 3 * _anchor)) + float(check_rng.uniform(0.6, 0.9)),  # rounds up
+           _anchor + int(check_rng.integers(1, 3 * _anchor)) + float(check_rng.uniform(0.1, 0.4)),  # rounds down
+           _max + float(check_rng.uniform(1.6, 20.0))]  # past max_steps
+_order = [int(i) for i in check_rng.permutation(3)]
+_times = [_slowest if i == 2 else _anchor * _slowest / _shares[i] for i in _order]  # the slowest and two faster ranks
+_plan = el_che_plan(_times, anchor=_anchor, max_steps=_max)
+assert _plan == [_anchor if i == 2 else round(_shares[i]) for i in _order], (
+    "the slowest rank takes anchor steps, every other rank round(anchor · slowest / its seconds per step): "
+    "to the nearest integer, not down or up")
+_order = [int(i) for i in check_rng.permutation(4)]
+_times = [_slowest if i == 3 else _anchor * _slowest / _shares[i] for i in _order]
+_expected = [_anchor if i == 3 else min(_max, round(_shares[i])) for i in _order]
+assert el_che_plan(_times, anchor=_anchor, max_steps=_max) == _expected, (
+    "a rank fast enough for more than max_steps takes max_steps")
+_one = int(check_rng.integers(1, 9))
+assert el_che_plan([float(check_rng.uniform(0.001, 1.0))], anchor=_one, max_steps=_one + int(check_rng.integers(0, 5))) == [
+    _one], "one rank: the slowest and the fastest, it takes the anchor"
+_plan = el_che_plan(np.array(_times), anchor=_anchor, max_steps=_max)
+assert _plan == _expected, "a NumPy array of times works too"
+assert [type(k).__name__ for k in _plan] == ["int"] * 4, "the plan holds Python ints"
 ### END HIDDEN TESTS
 
 # %% [markdown]

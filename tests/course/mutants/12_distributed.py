@@ -137,4 +137,17 @@ MUTANTS = [
         "return [min(max_steps, round(anchor * slowest / t)) for t in step_seconds]",
         "return [min(max_steps, round(anchor * t / slowest)) for t in step_seconds]",
     ),
+    # a replica without a gradient keeps none: it never gets the sum the others got.
+    (
+        "distributed_data_parallel",
+        "            p.grad = Tensor._wrap(flat[offset:offset + p.data.size].reshape(p.shape), dev)\n",
+        "            if p.grad is not None:\n"
+        "                p.grad = Tensor._wrap(flat[offset:offset + p.data.size].reshape(p.shape), dev)\n",
+    ),
+    # the weights ignored: the replicas' plain mean, right only when every rank saw as many samples.
+    (
+        "distributed_local_sgd",
+        "        flat *= flat.dtype.type(weight)\n",
+        "        flat *= flat.dtype.type(1 / len(tensor_lists))\n",
+    ),
 ]
