@@ -2239,6 +2239,30 @@ except ValueError:
 # dtype and device, so `manual_seed` reproduces it), and returns the tensor.
 # The given `_fill_` and `_draw` do the writing and the drawing. The
 # trailing underscore is PyTorch's mark for "changes its argument".
+#
+# The draw is fixed, so that `manual_seed` gives the same values as the
+# reference, bit for bit (the last test below compares them): each call
+# draws once, with the given `_draw`, and writes exactly
+# `a + (b − a) * _draw("uniform", t)` (`uniform_(t, a, b)`) or
+# `mean + std * _draw("normal", t)` (`normal_(t, mean, std)`), with `a`,
+# `b`, `mean` and `std` Python floats, so the arithmetic runs in the
+# tensor's dtype; the Kaiming and Xavier initializers and
+# `fan_in_uniform_` call `uniform_(t, −bound, bound)` or
+# `normal_(t, 0, std)`.
+#
+# **Checked when graded** (besides the tests below), on tensors of shapes,
+# gains, bounds, means and deviations drawn for you:
+#
+# * xavier_uniform_(w, gain=g) must fill U(−b, b) with b = g·√(6/(fan_in + fan_out))
+# * xavier_normal_ must have std √(2/(fan_in + fan_out))
+# * kaiming_normal_(mode='fan_out', nonlinearity='relu') divides by fan_out: std √(2/fan_out)
+# * kaiming_uniform_(nonlinearity='relu') must fill U(−√(6/fan_in), √(6/fan_in)): std √(2/fan_in)
+# * uniform_(t, a, b) must fill U(a, b): every value in [a, b), the mean (a + b)/2
+# * normal_(t, mean, std) must have that mean and std
+# * fan_in_uniform_(t, n) must fill U(−1/√n, 1/√n)
+# * an initializer changes the parameter in place and returns it, still a trainable float32 leaf
+# * an initializer keeps the tensor's dtype
+# * ones_ and zeros_ fill in place
 
 # %% nbgrader={"grade": false, "grade_id": "layers_init_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2365,31 +2389,51 @@ first = xavier_uniform_(zeros(8, 4)).numpy()
 manual_seed(3)
 assert np.array_equal(xavier_uniform_(zeros(8, 4)).numpy(), first), "manual_seed reproduces an init"
 ### BEGIN HIDDEN TESTS
-xavier_uniform_(w, gain=2.0)
-bound = 2 * math.sqrt(6 / 900)
-assert np.abs(w.numpy()).max() <= bound and np.abs(w.numpy()).max() > 0.99 * bound, (
-    "xavier_uniform_(w, gain=2) on (400, 500) must fill U(−b, b) with b = 2·√(6/900)"
+# This student's own inputs: check_rng is seeded from the course, the student and the task. A
+# (rows, cols) weight has fan_in = cols and fan_out = rows; with 40,000 values or more, each
+# statistic below lies well within its tolerance.
+_rows, _cols = int(check_rng.integers(200, 500)), int(check_rng.integers(200, 500))
+_w = zeros(_rows, _cols)
+_gain = round(float(check_rng.uniform(1.5, 3.0)), 2)
+xavier_uniform_(_w, gain=_gain)
+_bound = _gain * math.sqrt(6 / (_rows + _cols))
+assert np.allclose(np.abs(_w.numpy()).max(), _bound, rtol=0.01, atol=0) and np.abs(_w.numpy()).max() / _bound <= 1 + 1e-6, (
+    "xavier_uniform_(w, gain=g) must fill U(−b, b) with b = g·√(6/(fan_in + fan_out))"
 )
-xavier_normal_(w)
-assert abs(w.numpy().std() - math.sqrt(2 / 900)) < 2e-3, "xavier_normal_ on (400, 500) must have std √(2/900)"
-kaiming_normal_(w, mode="fan_out", nonlinearity="relu")
-assert abs(w.numpy().std() - math.sqrt(2 / 400)) < 2e-3, "kaiming_normal_(mode='fan_out') on (400, 500) divides by fan_out = 400"
-kaiming_uniform_(w, nonlinearity="relu")
-assert abs(w.numpy().std() - math.sqrt(2 / 500)) < 2e-3 and np.abs(w.numpy()).max() <= math.sqrt(6 / 500), (
-    "kaiming_uniform_(nonlinearity='relu') on (400, 500) must fill U(−√(6/500), √(6/500))"
+xavier_normal_(_w)
+assert np.allclose(_w.numpy().std(), math.sqrt(2 / (_rows + _cols)), rtol=0.03, atol=0), (
+    "xavier_normal_ must have std √(2/(fan_in + fan_out))"
 )
-u = uniform_(zeros(20000), -3.0, 1.0).numpy()
-assert u.min() >= -3 and u.max() < 1 and abs(u.mean() + 1) < 0.05, "uniform_(t, -3, 1) must fill U(−3, 1)"
-n = normal_(zeros(20000), 2.0, 0.5).numpy()
-assert abs(n.mean() - 2) < 0.02 and abs(n.std() - 0.5) < 0.02, "normal_(t, 2, 0.5) must have mean 2 and std 0.5"
-b = fan_in_uniform_(zeros(5000), 25).numpy()
-assert np.abs(b).max() <= 0.2 and np.abs(b).max() > 0.19, "fan_in_uniform_(t, 25) must fill U(−1/5, 1/5)"
-p = Parameter(np.zeros((3, 3), np.float32))
-assert kaiming_uniform_(p) is p and p.requires_grad and p._ctx is None and p.dtype == np.float32, (
+kaiming_normal_(_w, mode="fan_out", nonlinearity="relu")
+assert np.allclose(_w.numpy().std(), math.sqrt(2 / _rows), rtol=0.03, atol=0), (
+    "kaiming_normal_(mode='fan_out', nonlinearity='relu') divides by fan_out: std √(2/fan_out)"
+)
+kaiming_uniform_(_w, nonlinearity="relu")
+assert np.allclose([_w.numpy().std(), np.abs(_w.numpy()).max()], [math.sqrt(2 / _cols), math.sqrt(6 / _cols)], rtol=0.03, atol=0) and (
+    np.abs(_w.numpy()).max() / math.sqrt(6 / _cols) <= 1 + 1e-6
+), "kaiming_uniform_(nonlinearity='relu') must fill U(−√(6/fan_in), √(6/fan_in)): std √(2/fan_in)"
+_lo = round(float(check_rng.uniform(-5.0, 0.0)), 2)
+_hi = round(_lo + float(check_rng.uniform(0.5, 5.0)), 2)
+_u = uniform_(zeros(50000), _lo, _hi).numpy()
+assert np.allclose([_u.min(), _u.max(), _u.mean()], [_lo, _hi, (_lo + _hi) / 2], rtol=0, atol=0.03 * (_hi - _lo)) and [
+    bool(_u.min() >= _lo), bool(_u.max() < _hi)
+] == [True, True], "uniform_(t, a, b) must fill U(a, b): every value in [a, b), the mean (a + b)/2"
+_mean, _std = round(float(check_rng.uniform(-3.0, 3.0)), 2), round(float(check_rng.uniform(0.2, 2.0)), 2)
+_z = normal_(zeros(50000), _mean, _std).numpy()
+assert np.allclose([_z.mean(), _z.std()], [_mean, _std], rtol=0, atol=0.03 * _std), "normal_(t, mean, std) must have that mean and std"
+_n_fan = int(check_rng.integers(4, 400))
+_f = fan_in_uniform_(zeros(5000), _n_fan).numpy()
+assert np.allclose(np.abs(_f).max(), 1 / math.sqrt(_n_fan), rtol=0.01, atol=0) and np.abs(_f).max() * math.sqrt(_n_fan) <= 1 + 1e-6, (
+    "fan_in_uniform_(t, n) must fill U(−1/√n, 1/√n)"
+)
+_p = Parameter(np.zeros((int(check_rng.integers(2, 9)), int(check_rng.integers(2, 9))), np.float32))
+_returned = kaiming_uniform_(_p)
+assert [str(_p.dtype), _p.requires_grad, _p._ctx, bool(np.abs(_p.numpy()).max() > 0)] == ["float32", True, None, True] and _returned is _p, (
     "an initializer changes the parameter in place and returns it, still a trainable float32 leaf"
 )
-assert normal_(zeros(4, dtype=float64)).dtype == np.float64, "an initializer keeps the tensor's dtype"
-assert ones_(zeros(2)).tolist() == [1, 1] and zeros_(p).numpy().sum() == 0, "ones_ and zeros_ fill in place"
+assert str(normal_(zeros(int(check_rng.integers(2, 9)), dtype=float64)).dtype) == "float64", "an initializer keeps the tensor's dtype"
+_k = int(check_rng.integers(2, 9))
+assert [ones_(zeros(_k)).tolist(), float(zeros_(_p).numpy().sum())] == [[1.0] * _k, 0.0], "ones_ and zeros_ fill in place"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2401,7 +2445,21 @@ assert ones_(zeros(2)).tolist() == [1, 1] and zeros_(p).numpy().sum() == 0, "one
 # each column multiplied by the sign of R's diagonal (without this fix Q is
 # not uniformly distributed). Then QᵀQ = gain²·I (or QQᵀ for a wide one).
 # A tensor with fewer than two axes is a `ValueError`. For a float16 tensor,
-# decompose in float32 (NumPy's `qr` has no float16) and round back.
+# decompose in float32 (NumPy's `qr` has no float16) and round back. Draw the
+# normal matrix from tinyflo's generator (`_draw("normal", t, (rows, cols))`),
+# so that `manual_seed` reproduces the result.
+#
+# **Checked when graded** (besides the tests below), on shapes, gains and a
+# seed drawn for you:
+#
+# * a wide (r, a, b) tensor with a·b > r gets r orthonormal rows of a·b
+# * a tall (rows, cols) tensor with gain g has orthogonal columns of length g: QᵀQ = g²·I
+# * orthogonal_ fills the parameter in place and returns it, still a trainable float32 leaf
+# * orthogonal_ keeps the tensor's dtype
+# * a float16 tensor is decomposed in float32 and rounded back: float16, orthogonal to float16's precision
+# * the entries of a random orthogonal matrix average to 0 (its diagonal too, over 1000 draws): multiply Q's columns by the signs of R's diagonal
+# * manual_seed reproduces orthogonal_: the same seed, the same matrix (draw with _draw, from tinyflo's generator)
+# * orthogonal_ of a tensor with one axis must raise ValueError
 
 # %% nbgrader={"grade": false, "grade_id": "layers_orthogonal_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2432,24 +2490,46 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 q = orthogonal_(zeros(30, 20), gain=2.0).numpy()
 assert np.allclose(q.T @ q, 4 * np.eye(20), atol=1e-4)
 ### BEGIN HIDDEN TESTS
-wide = orthogonal_(zeros(5, 3, 4)).numpy().reshape(5, 12)
-assert np.allclose(wide @ wide.T, np.eye(5), atol=1e-5), "a wide (5, 3, 4) tensor gets 5 orthonormal rows of 12"
-p = Parameter(np.zeros((3, 3), np.float32))
-assert orthogonal_(p) is p and p.requires_grad and p._ctx is None and p.dtype == np.float32, (
-    "orthogonal_ fills the parameter in place and returns it, still a trainable float32 leaf"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_r = int(check_rng.integers(2, 6))
+_a, _b = int(check_rng.integers(2, 5)), int(check_rng.integers(_r, _r + 4))  # a·b ≥ 2r: wide
+_wide = orthogonal_(zeros(_r, _a, _b)).numpy().reshape(_r, _a * _b)
+assert np.allclose(_wide @ _wide.T, np.eye(_r), atol=1e-5), "a wide (r, a, b) tensor with a·b > r gets r orthonormal rows of a·b"
+_cols = int(check_rng.integers(2, 8))
+_rows = _cols + int(check_rng.integers(1, 8))
+_gain = round(float(check_rng.uniform(0.5, 3.0)), 2)
+_tall = orthogonal_(zeros(_rows, _cols), gain=_gain).numpy()
+assert np.allclose(_tall.T @ _tall, _gain ** 2 * np.eye(_cols), atol=1e-4), (
+    "a tall (rows, cols) tensor with gain g has orthogonal columns of length g: QᵀQ = g²·I"
 )
-assert orthogonal_(zeros(6, 4, dtype=float64)).dtype == np.float64, "orthogonal_ keeps the tensor's dtype"
-manual_seed(0)
-firsts = np.array([orthogonal_(zeros(4, 4, dtype=float64)).numpy()[0, 0] for _ in range(1000)])
-assert abs(firsts.mean()) < 0.07, (
-    f"the entries of a random orthogonal matrix average to 0, got {firsts.mean():.3f}: multiply Q's columns by the signs of R's diagonal"
+_k = int(check_rng.integers(2, 7))
+_p = Parameter(np.zeros((_k, _k), np.float32))
+_returned = orthogonal_(_p)
+assert np.allclose(_p.numpy().T @ _p.numpy(), np.eye(_k), atol=1e-5) and [str(_p.dtype), _p.requires_grad, _p._ctx] == [
+    "float32", True, None
+] and _returned is _p, "orthogonal_ fills the parameter in place and returns it, still a trainable float32 leaf"
+assert str(orthogonal_(zeros(_rows, _cols, dtype=float64)).dtype) == "float64", "orthogonal_ keeps the tensor's dtype"
+_half = orthogonal_(zeros(_rows, _cols, dtype=float16))
+assert str(_half.dtype) == "float16" and np.allclose(
+    _half.numpy().astype(np.float32).T @ _half.numpy().astype(np.float32), np.eye(_cols), atol=1e-2
+), "a float16 tensor is decomposed in float32 and rounded back: float16, orthogonal to float16's precision"
+# With the sign fix Q is uniformly distributed: the mean of its diagonal over 1000 draws is 0 within
+# about 0.01; without it, numpy's Q has a diagonal whose mean is about −0.2.
+manual_seed(int(check_rng.integers(0, 2**31)))
+_n = int(check_rng.integers(4, 7))
+_diagonals = np.array([np.diag(orthogonal_(zeros(_n, _n, dtype=float64)).numpy()).mean() for _ in range(1000)])
+assert abs(float(_diagonals.mean())) < 0.07, (
+    "the entries of a random orthogonal matrix average to 0 (its diagonal too, over 1000 draws): multiply Q's columns by the signs of R's diagonal"
 )
-manual_seed(1)
-a = orthogonal_(zeros(4, 3)).numpy()
-manual_seed(1)
-assert np.array_equal(orthogonal_(zeros(4, 3)).numpy(), a), "manual_seed reproduces orthogonal_ (draw with randn)"
+_seed = int(check_rng.integers(0, 2**31))
+manual_seed(_seed)
+_first = orthogonal_(zeros(_rows, _cols)).numpy()
+manual_seed(_seed)
+assert float(np.abs(orthogonal_(zeros(_rows, _cols)).numpy() - _first).max()) == 0.0, (
+    "manual_seed reproduces orthogonal_: the same seed, the same matrix (draw with _draw, from tinyflo's generator)"
+)
 try:
-    orthogonal_(zeros(5))
+    orthogonal_(zeros(int(check_rng.integers(1, 10))))
     raise AssertionError("orthogonal_ of a tensor with one axis must raise ValueError")
 except ValueError:
     pass
@@ -2462,7 +2542,20 @@ except ValueError:
 # where any outside [a, b] (in absolute units, as in PyTorch) are **drawn
 # again** until all are inside — clamping them would pile mass on the
 # edges. An empty interval (a ≥ b) is a `ValueError`; so is one so unlikely
-# that 1000 rounds of redrawing do not fill it.
+# that 1000 rounds of redrawing do not fill it. Draw from tinyflo's
+# generator (`_draw`), as the other initializers do.
+#
+# **Checked when graded** (besides the tests below), with means, deviations
+# and intervals drawn for you (an interval of N(μ, σ²) four or more σ away
+# from 0):
+#
+# * samples outside [a, b] are drawn again, not clamped onto the edges
+# * a and b are absolute bounds: every sample of N(μ, σ²) cut to [a, b] lies in [a, b]
+# * N(μ, σ²) cut to [a, b] has the truncated normal's mean and std (redrawn samples come from N(μ, σ²) too)
+# * the defaults cut N(0, 1) to [−2, 2]: mean 0 and std 0.880
+# * trunc_normal_ fills the parameter in place and returns it
+# * trunc_normal_ with a > b must raise ValueError
+# * an interval too unlikely to fill in 1000 rounds of redrawing (40σ or more away from the mean) must raise ValueError
 
 # %% nbgrader={"grade": false, "grade_id": "layers_trunc_normal_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2490,24 +2583,51 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
 t = trunc_normal_(zeros(20000), std=1.0, a=-1.0, b=1.5).numpy()
 assert t.min() >= -1.0 and t.max() <= 1.5 and (t > 1.4).mean() > 0.01
 ### BEGIN HIDDEN TESTS
-assert (t == -1.0).sum() + (t == 1.5).sum() == 0, "samples outside [a, b] are drawn again, not clamped onto the edges"
-t = trunc_normal_(zeros(50000), mean=0.0, std=1.0).numpy()
-phi2 = math.exp(-2) / math.sqrt(2 * math.pi)
-expected_std = math.sqrt(1 - 2 * 2 * phi2 / math.erf(2 / math.sqrt(2)))
-assert abs(t.std() - expected_std) < 0.02 and np.abs(t).max() <= 2, (
-    f"N(0, 1) cut to [−2, 2] has std {expected_std:.3f}; got {t.std():.3f}"
+# This student's own inputs: check_rng is seeded from the course, the student and the task. The
+# interval [a, b] = [μ − c₁σ, μ + c₂σ] (bounds rounded to quarters, exact in float32) holds 24% to
+# 68% of N(μ, σ²), and lies four or more σ away from 0.
+_sigma = round(float(check_rng.uniform(1.5, 3.0)), 2)
+_mu = float((-1, 1)[int(check_rng.integers(0, 2))] * round(float(check_rng.uniform(5.0, 7.0)) * _sigma, 2))
+_lo = round(4 * (_mu - float(check_rng.uniform(0.3, 1.0)) * _sigma)) / 4
+_hi = round(4 * (_mu + float(check_rng.uniform(0.3, 1.0)) * _sigma)) / 4
+_s = trunc_normal_(zeros(50000), mean=_mu, std=_sigma, a=_lo, b=_hi).numpy()
+# Clamped, a third or more of the samples would sit exactly on an edge; drawn again, almost none do.
+assert int(np.sum((_s == np.float32(_lo)) | (_s == np.float32(_hi)))) < 10, (
+    "samples outside [a, b] are drawn again, not clamped onto the edges"
 )
-shifted = trunc_normal_(zeros(20000), mean=5.0, std=2.0, a=4.0, b=6.0).numpy()
-assert shifted.min() >= 4.0 and shifted.max() <= 6.0 and abs(shifted.mean() - 5.0) < 0.03, (
-    "a and b are absolute bounds: N(5, 2²) cut to [4, 6] has mean 5"
+assert float(np.abs(_s - np.clip(_s, _lo, _hi)).max()) == 0.0, (
+    "a and b are absolute bounds: every sample of N(μ, σ²) cut to [a, b] lies in [a, b]"
 )
-p = Parameter(np.zeros(10, np.float32))
-assert trunc_normal_(p, std=0.02, a=-0.04, b=0.04) is p and p.dtype == np.float32 and p.requires_grad, (
+_alpha, _beta = (_lo - _mu) / _sigma, (_hi - _mu) / _sigma
+_phi_a, _phi_b = math.exp(-_alpha ** 2 / 2) / math.sqrt(2 * math.pi), math.exp(-_beta ** 2 / 2) / math.sqrt(2 * math.pi)
+_mass = (math.erf(_beta / math.sqrt(2)) - math.erf(_alpha / math.sqrt(2))) / 2
+_shift = (_phi_a - _phi_b) / _mass
+_std = _sigma * math.sqrt(1 + (_alpha * _phi_a - _beta * _phi_b) / _mass - _shift ** 2)
+assert np.allclose([_s.mean(), _s.std()], [_mu + _sigma * _shift, _std], rtol=0, atol=0.03 * _sigma), (
+    "N(μ, σ²) cut to [a, b] has the truncated normal's mean and std (redrawn samples come from N(μ, σ²) too)"
+)
+_d = trunc_normal_(zeros(int(check_rng.integers(40000, 60000)))).numpy()
+assert np.allclose([_d.mean(), _d.std(), np.abs(_d).max() <= 2], [0.0, 0.8796, True], rtol=0, atol=0.02), (
+    "the defaults cut N(0, 1) to [−2, 2]: mean 0 and std 0.880"
+)
+_p = Parameter(np.zeros(int(check_rng.integers(5, 20)), np.float32))
+_width = round(float(check_rng.uniform(0.01, 0.1)), 3)
+_returned = trunc_normal_(_p, std=_width, a=-2 * _width, b=2 * _width)
+assert [str(_p.dtype), _p.requires_grad, bool(np.abs(_p.numpy()).max() > 0)] == ["float32", True, True] and _returned is _p, (
     "trunc_normal_ fills the parameter in place and returns it"
 )
+_top = round(float(check_rng.uniform(-2.0, 2.0)), 2)
 try:
-    trunc_normal_(zeros(3), a=1.0, b=-1.0)
+    trunc_normal_(zeros(3), a=_top, b=_top - round(float(check_rng.uniform(0.1, 2.0)), 2))
     raise AssertionError("trunc_normal_ with a > b must raise ValueError")
+except ValueError:
+    pass
+_far = float(check_rng.integers(40, 100))
+try:
+    trunc_normal_(zeros(10), a=_far, b=_far + 1)
+    raise AssertionError(
+        "an interval too unlikely to fill in 1000 rounds of redrawing (40σ or more away from the mean) must raise ValueError"
+    )
 except ValueError:
     pass
 ### END HIDDEN TESTS

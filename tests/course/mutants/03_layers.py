@@ -237,6 +237,12 @@ MUTANTS = [
     ("layers_orthogonal", "    if rows < cols:\n        flat = flat.T\n", ""),
     # the gain forgotten.
     ("layers_orthogonal", "(gain * q).reshape(tensor.shape)", "q.reshape(tensor.shape)"),
+    # the normal matrix drawn from a generator of its own: manual_seed does not reproduce it.
+    (
+        "layers_orthogonal",
+        'flat = _draw("normal", tensor, (rows, cols))',
+        "flat = np.random.default_rng().standard_normal((rows, cols)).astype(tensor.dtype)",
+    ),
     # samples outside [a, b] clamped onto the edges instead of drawn again.
     (
         "layers_trunc_normal",
