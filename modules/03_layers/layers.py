@@ -2663,6 +2663,29 @@ except ValueError:
 # for a transposed weight loops in C without BLAS and took 57–190 ms where
 # the same numbers as one (768, 128) @ (128, out) product take about 1 ms.
 # Reshaping a contiguous x to (rows, in) is free.
+#
+# `reset_parameters` draws the weight first and then the bias, one
+# `kaiming_uniform_` and one `fan_in_uniform_` call (each one draw, as the
+# initializer task fixed it), so that after `manual_seed` a layer holds the
+# reference's values bit for bit: the tests below compare the output with
+# the reference layer's.
+#
+# **Checked when graded** (besides the tests below), with sizes, inputs,
+# weights and a seed drawn for you:
+#
+# * Linear(bias=False) has bias None and only a weight
+# * without a bias, y = x Wᵀ
+# * repr of Linear(i, o, bias=False) must be Linear(in_features=i, out_features=o, bias=False)
+# * the weight is U(−1/√in, 1/√in): kaiming_uniform_(a=√5)
+# * the weight's std is 1/√(3·in)
+# * the bias is U(−1/√in, 1/√in)
+# * an input of shape (d₁, d₂, in) gives (d₁, d₂, out)
+# * a batched input gives the same rows as a 2-D one: x Wᵀ + b on every row
+# * LinearFn's gradients for x, W and b (3-D input) must match central differences
+# * LinearFn without a bias must have correct gradients
+# * Linear must be one LinearFn node in the graph
+# * manual_seed reproduces Linear's initialisation: the same seed, the same weight and bias
+# * y = x Wᵀ + b for any x, W and b
 
 # %% nbgrader={"grade": false, "grade_id": "layers_linear_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2765,39 +2788,58 @@ try:
 except ShapeError as err:
     assert "(32, 785)" in str(err) and "784" in str(err), f"the ShapeError should name the input's shape and in_features; got: {err}"
 ### BEGIN HIDDEN TESTS
-nobias = Linear(4, 2, bias=False)
-assert nobias.bias is None and [n for n, _ in nobias.named_parameters()] == ["weight"], "Linear(bias=False) has bias None and only a weight"
-assert np.allclose(nobias(Tensor(X)).numpy(), X @ nobias.weight.numpy().T, atol=1e-5), "without a bias, y = x Wᵀ"
-assert repr(nobias).endswith("bias=False)"), f"repr of Linear(4, 2, bias=False) must end with bias=False); got {repr(nobias)}"
-big = Linear(1000, 400)
-assert abs(np.abs(big.weight.numpy()).max() - 1 / math.sqrt(1000)) < 1e-3, "the weight is U(−1/√in, 1/√in): kaiming_uniform_(a=√5)"
-assert abs(big.weight.numpy().std() - 1 / math.sqrt(3000)) < 1e-3, "the weight's std is 1/√(3·in)"
-assert abs(np.abs(big.bias.numpy()).max() - 1 / math.sqrt(1000)) < 3e-3, "the bias is U(−1/√in, 1/√in)"
-batched = layer(Tensor(np.ones((5, 2, 4), np.float32)))
-assert batched.shape == (5, 2, 3), f"an input of shape (5, 2, 4) gives (5, 2, 3); got {batched.shape}"
-assert np.allclose(batched.numpy()[4, 1], layer(Tensor(np.ones((1, 4), np.float32))).numpy()[0], atol=1e-6), (
-    "a batched input gives the same rows as a 2-D one"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_in, _out = int(check_rng.integers(2, 8)), int(check_rng.integers(2, 8))
+_X = check_rng.standard_normal((int(check_rng.integers(2, 7)), _in)).astype(np.float32)
+_nobias = Linear(_in, _out, bias=False)
+assert [n for n, _ in _nobias.named_parameters()] == ["weight"] and _nobias.bias is None, "Linear(bias=False) has bias None and only a weight"
+assert np.allclose(_nobias(Tensor(_X)).numpy(), _X @ _nobias.weight.numpy().T, atol=1e-5), "without a bias, y = x Wᵀ"
+assert repr(_nobias) == f"Linear(in_features={_in}, out_features={_out}, bias=False)", (
+    "repr of Linear(i, o, bias=False) must be Linear(in_features=i, out_features=o, bias=False)"
 )
-x3 = Tensor(np.random.default_rng(0).standard_normal((2, 3, 4)), requires_grad=True)
-w3 = Tensor(np.random.default_rng(1).standard_normal((5, 4)), requires_grad=True)
-b3 = Tensor(np.random.default_rng(2).standard_normal(5), requires_grad=True)
-assert gradcheck(lambda a, w, b: LinearFn.apply(a, w, b), x3, w3, b3), "LinearFn's gradients for x, W and b (3-D input) must match central differences"
-assert gradcheck(lambda a, w: LinearFn.apply(a, w), Tensor(np.ones((3, 4)), requires_grad=True), w3), (
+# 150,000 weights or more and 300 biases or more: each statistic lies well within its tolerance.
+_big_in, _big_out = int(check_rng.integers(500, 1500)), int(check_rng.integers(300, 500))
+_big = Linear(_big_in, _big_out)
+_bound = 1 / math.sqrt(_big_in)
+assert np.allclose(np.abs(_big.weight.numpy()).max(), _bound, rtol=0.01, atol=0) and (
+    np.abs(_big.weight.numpy()).max() / _bound <= 1 + 1e-6
+), "the weight is U(−1/√in, 1/√in): kaiming_uniform_(a=√5)"
+assert np.allclose(_big.weight.numpy().std(), 1 / math.sqrt(3 * _big_in), rtol=0.03, atol=0), "the weight's std is 1/√(3·in)"
+assert np.allclose(np.abs(_big.bias.numpy()).max(), _bound, rtol=0.1, atol=0) and (
+    np.abs(_big.bias.numpy()).max() / _bound <= 1 + 1e-6
+), "the bias is U(−1/√in, 1/√in)"
+_lead = (int(check_rng.integers(2, 6)), int(check_rng.integers(2, 4)))
+_X3 = check_rng.standard_normal(_lead + (_in,)).astype(np.float32)
+_layer = Linear(_in, _out)
+_batched = _layer(Tensor(_X3))
+assert _batched.shape == _lead + (_out,), "an input of shape (d₁, d₂, in) gives (d₁, d₂, out)"
+assert np.allclose(_batched.numpy(), _X3 @ _layer.weight.numpy().T + _layer.bias.numpy(), atol=1e-5), (
+    "a batched input gives the same rows as a 2-D one: x Wᵀ + b on every row"
+)
+_x3 = Tensor(check_rng.standard_normal(_lead + (_in,)), requires_grad=True)
+_w3 = Tensor(check_rng.standard_normal((_out, _in)), requires_grad=True)
+_b3 = Tensor(check_rng.standard_normal(_out), requires_grad=True)
+assert gradcheck(lambda a, w, b: LinearFn.apply(a, w, b), _x3, _w3, _b3), (
+    "LinearFn's gradients for x, W and b (3-D input) must match central differences"
+)
+assert gradcheck(lambda a, w: LinearFn.apply(a, w), Tensor(check_rng.standard_normal((_lead[0], _in)), requires_grad=True), _w3), (
     "LinearFn without a bias must have correct gradients"
 )
-assert isinstance(layer(Tensor(X))._ctx, LinearFn), "Linear must be one LinearFn node in the graph"
-manual_seed(4)
-a = Linear(3, 3).weight.numpy()
-manual_seed(4)
-assert np.array_equal(Linear(3, 3).weight.numpy(), a), "manual_seed reproduces Linear's initialisation"
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
-_rs_x = check_rng.standard_normal((5, 4)).astype(np.float32)
-_rs_w = check_rng.standard_normal((3, 4)).astype(np.float32)
-_rs_b = check_rng.standard_normal(3).astype(np.float32)
-_rs_lin = Linear(4, 3)
-_rs_lin.weight.data[...] = _rs_w
-_rs_lin.bias.data[...] = _rs_b
-assert np.allclose(_rs_lin(Tensor(_rs_x)).numpy(), _rs_x @ _rs_w.T + _rs_b, atol=1e-5), "y = x Wᵀ + b for any x, W and b"
+assert isinstance(_layer(Tensor(_X))._ctx, LinearFn), "Linear must be one LinearFn node in the graph"
+_seed = int(check_rng.integers(0, 2**31))
+manual_seed(_seed)
+_first = Linear(_in, _out)
+manual_seed(_seed)
+_again = Linear(_in, _out)
+assert float(np.abs(_again.weight.numpy() - _first.weight.numpy()).max() + np.abs(_again.bias.numpy() - _first.bias.numpy()).max()) == 0.0, (
+    "manual_seed reproduces Linear's initialisation: the same seed, the same weight and bias"
+)
+_rs_w = check_rng.standard_normal((_out, _in)).astype(np.float32)
+_rs_b = check_rng.standard_normal(_out).astype(np.float32)
+with no_grad():
+    _layer.weight[...] = _rs_w
+    _layer.bias[...] = _rs_b
+assert np.allclose(_layer(Tensor(_X)).numpy(), _X @ _rs_w.T + _rs_b, atol=1e-5), "y = x Wᵀ + b for any x, W and b"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2817,6 +2859,21 @@ assert np.allclose(_rs_lin(Tensor(_rs_x)).numpy(), _rs_x @ _rs_w.T + _rs_b, atol
 # On a GPU the range check would cost a wait for the device (see the
 # systems corner): there the given first line hands the lookup to
 # `_lookup_without_reading`, written after this task.
+#
+# Initialise the weight with one `normal_(weight)` call, so that after
+# `manual_seed` it holds the reference's values bit for bit (the tests below
+# compare rows with the reference layer's).
+#
+# **Checked when graded** (besides the tests below), with sizes, tables and
+# indices drawn for you:
+#
+# * a list of k indices is accepted and gives shape (k, embedding_dim)
+# * a NumPy array of indices picks those rows
+# * the weight starts as N(0, 1)
+# * repr must be Embedding(num_embeddings, embedding_dim)
+# * the table is one parameter called weight
+# * out-of-range indices (num_embeddings itself, or negative) must raise IndexError, and floating ones TypeError
+# * the error should name the layer as Embedding(num_embeddings, embedding_dim)
 
 # %% nbgrader={"grade": false, "grade_id": "layers_embedding_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2863,18 +2920,30 @@ assert out.shape == (2, 2, 3) and np.allclose(out.numpy()[1, 1], emb.weight.nump
 out.sum().backward()
 assert np.allclose(emb.weight.grad.numpy()[:, 0], [0, 2, 1, 0, 0, 0, 0, 0, 0, 1]), "gradient into the used rows"
 ### BEGIN HIDDEN TESTS
-e2 = Embedding(5, 2)
-assert e2([0, 4]).shape == (2, 2), "a list of indices is accepted: 2 indices give shape (2, 2)"
-assert np.allclose(e2(np.array([3, 0])).numpy(), e2.weight.numpy()[[3, 0]]), "a NumPy array of indices picks those rows"
-assert abs(Embedding(200, 50).weight.numpy().std() - 1) < 0.05, "the weight starts as N(0, 1)"
-assert repr(e2) == "Embedding(5, 2)", f"repr must be Embedding(5, 2); got {repr(e2)}"
-assert [n for n, _ in e2.named_parameters()] == ["weight"], "the table is one parameter called weight"
-for bad, kind in ((Tensor([5]), IndexError), (Tensor([-1]), IndexError), (Tensor([1.0]), TypeError)):
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_n, _d = int(check_rng.integers(3, 12)), int(check_rng.integers(2, 6))
+_e = Embedding(_n, _d)
+_table = check_rng.standard_normal((_n, _d)).astype(np.float32)
+with no_grad():
+    _e.weight[...] = _table
+_k = int(check_rng.integers(1, 8))
+assert _e(check_rng.integers(0, _n, _k).tolist()).shape == (_k, _d), "a list of k indices is accepted and gives shape (k, embedding_dim)"
+_picks = check_rng.integers(0, _n, (int(check_rng.integers(1, 4)), int(check_rng.integers(1, 4))))
+assert np.allclose(_e(_picks).numpy(), _table[_picks]), "a NumPy array of indices picks those rows"
+# 10,000 values or more: the sample's mean and std lie within 0.02 of N(0, 1)'s
+_start = Embedding(int(check_rng.integers(200, 400)), int(check_rng.integers(50, 80))).weight.numpy()
+assert np.allclose([_start.mean(), _start.std()], [0.0, 1.0], rtol=0, atol=0.05), "the weight starts as N(0, 1)"
+assert repr(_e) == f"Embedding({_n}, {_d})", "repr must be Embedding(num_embeddings, embedding_dim)"
+assert [n for n, _ in _e.named_parameters()] == ["weight"], "the table is one parameter called weight"
+_negative = -int(check_rng.integers(1, _n + 1))
+for _bad, _kind in ((Tensor([_n]), IndexError), (Tensor([_negative]), IndexError), (Tensor([float(check_rng.integers(0, _n))]), TypeError)):
     try:
-        e2(bad)
-        raise AssertionError(f"indices {bad.tolist()} must raise {kind.__name__}")
-    except kind as err:
-        assert "Embedding(5, 2)" in str(err), f"the {kind.__name__} should name the layer as Embedding(5, 2); got: {err}"
+        _e(_bad)
+        raise AssertionError(
+            "out-of-range indices (num_embeddings itself, or negative) must raise IndexError, and floating ones TypeError"
+        )
+    except _kind as err:
+        assert _close_text(str(err), [f"Embedding({_n}, {_d})"]), "the error should name the layer as Embedding(num_embeddings, embedding_dim)"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -3153,14 +3222,31 @@ print(f"{_mlp.num_parameters():,} parameters:", [name for name, _ in _mlp.named_
 # input itself. p = 1 zeroes everything. (The given first lines refuse a
 # p outside [0, 1].)
 #
-# The mask must come from tinyflo's seeded generator — draw it with `rand`
-# (module 01) on the input's device — so that `manual_seed` reproduces it;
-# then multiply by it as a constant tensor, so that the gradient flows
-# through exactly the kept elements, scaled the same way. Keep the input's
-# dtype.
+# The mask must come from tinyflo's seeded generator, drawn one way, so that
+# `manual_seed` reproduces the reference's mask bit for bit (the tests below
+# compare with it): per call, draw once `u = rand(x.shape, device=x.device)`
+# (`rand` of module 01, float32 whatever x's dtype), keep the elements where
+# `u < 1 − p` (a Python float), and multiply `x` by the constant tensor
+# `keep.astype(x.dtype) * x.dtype.type(1 / (1 − p))`, so that the gradient
+# flows through exactly the kept elements, scaled the same way. Keep the
+# input's dtype.
 #
 # `dropout(x, p=0.5, training=True)` is the function; `Dropout(p)` the
 # module, which passes its own `training` flag.
+#
+# **Checked when graded** (besides the tests below), with inputs, p and a
+# seed drawn for you:
+#
+# * dropout(x, training=False) returns x itself
+# * p = 1 zeroes everything
+# * Dropout(p) in training zeroes a fraction p of the elements, each on its own
+# * the kept elements are scaled by 1/(1 − p)
+# * manual_seed reproduces Dropout's mask: the same seed, the same mask (draw it with rand)
+# * the next call draws a new mask
+# * dropout with p outside [0, 1] must raise ValueError
+# * the ValueError should name p
+# * dropout keeps float64
+# * repr must be Dropout(p=…), with the module's p
 
 # %% nbgrader={"grade": false, "grade_id": "layers_dropout_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -3209,26 +3295,39 @@ assert np.array_equal(dropout(all_ones, 0.3).numpy(), out.numpy()), "manual_seed
 out.sum().backward()
 assert np.array_equal(all_ones.grad.numpy(), out.numpy()), "the gradient flows through the kept elements"
 layer = Dropout(0.5)
-assert layer.eval()(all_ones) is all_ones and dropout(all_ones, 0.0) is all_ones
+assert np.array_equal(layer.eval()(all_ones).numpy(), all_ones.numpy()) and layer.eval()(all_ones) is all_ones and dropout(all_ones, 0.0) is all_ones
 ### BEGIN HIDDEN TESTS
-assert dropout(all_ones, 0.5, training=False) is all_ones, "dropout(x, training=False) returns x itself"
-assert np.all(dropout(all_ones, 1.0).numpy() == 0), "p = 1 zeroes everything"
-layer.train()
-y = layer(all_ones).numpy()
-assert abs((y == 0).mean() - 0.5) < 0.02 and set(np.unique(y)) <= {0.0, 2.0}, "Dropout(0.5) in training keeps about half, scaled to 2"
-manual_seed(7)
-a = layer(all_ones).numpy()
-manual_seed(7)
-assert np.array_equal(layer(all_ones).numpy(), a), "manual_seed reproduces Dropout's mask (draw it with rand)"
-assert not np.array_equal(layer(all_ones).numpy(), a), "the next call draws a new mask"
-for bad in (-0.1, 1.5):
+# This student's own inputs: check_rng is seeded from the course, the student and the task. With
+# 40,000 elements or more, the fraction dropped lies within 0.01 of p.
+_p = round(float(check_rng.uniform(0.2, 0.8)), 2)
+_X = check_rng.uniform(0.5, 2.0, (int(check_rng.integers(200, 300)), int(check_rng.integers(200, 300)))).astype(np.float32)
+_x = Tensor(_X, requires_grad=True)
+assert np.array_equal(dropout(_x, _p, training=False).numpy(), _X) and dropout(_x, _p, training=False) is _x, (
+    "dropout(x, training=False) returns x itself"
+)
+assert float(np.abs(dropout(_x, 1.0).numpy()).max()) == 0.0, "p = 1 zeroes everything"
+_layer = Dropout(_p)
+_layer.train()
+_y = _layer(_x).numpy()
+assert np.allclose((_y == 0).mean(), _p, rtol=0, atol=0.02), "Dropout(p) in training zeroes a fraction p of the elements, each on its own"
+assert np.allclose((_y / _X)[_y != 0], 1 / (1 - _p), rtol=1e-5, atol=0), "the kept elements are scaled by 1/(1 − p)"
+_seed = int(check_rng.integers(0, 2**31))
+manual_seed(_seed)
+_first = _layer(_x).numpy()
+manual_seed(_seed)
+assert float(np.abs(_layer(_x).numpy() - _first).max()) == 0.0, (
+    "manual_seed reproduces Dropout's mask: the same seed, the same mask (draw it with rand)"
+)
+assert float(np.abs(_layer(_x).numpy() - _first).max()) > 0, "the next call draws a new mask"
+for _bad in (-round(float(check_rng.uniform(0.01, 1.0)), 2), round(float(check_rng.uniform(1.01, 3.0)), 2)):
     try:
-        dropout(all_ones, bad)
-        raise AssertionError(f"dropout with p = {bad} must raise ValueError")
+        dropout(_x, _bad)
+        raise AssertionError("dropout with p outside [0, 1] must raise ValueError")
     except ValueError as err:
-        assert str(bad) in str(err), f"the ValueError should name p; got: {err}"
-assert dropout(Tensor(np.ones(4, np.float64)), 0.5).dtype == np.float64, "dropout keeps float64"
-assert repr(Dropout(0.2)) == "Dropout(p=0.2)", f"repr must be Dropout(p=0.2); got {repr(Dropout(0.2))}"
+        assert _close_text(str(err), [_bad]), "the ValueError should name p"
+assert str(dropout(Tensor(check_rng.standard_normal(int(check_rng.integers(2, 20)))), _p).dtype) == "float64", "dropout keeps float64"
+_p2 = round(float(check_rng.uniform(0.05, 0.95)), 2)
+assert repr(Dropout(_p2)) == f"Dropout(p={_p2})", "repr must be Dropout(p=…), with the module's p"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -321,6 +321,13 @@ MUTANTS = [
         "mask = rand(x.shape, device=x.device).data < keep",
         "mask = np.random.random_sample(x.shape) < keep",
     ),
+    # the mask kept where u >= p: a fair coin too, but not the draw the task states, so manual_seed
+    # gives another mask than the reference's.
+    (
+        "layers_dropout",
+        "mask = rand(x.shape, device=x.device).data < keep",
+        "mask = rand(x.shape, device=x.device).data >= p",
+    ),
     # LayerNorm's variance unbiased (÷ (n − 1)).
     (
         "layers_layer_norm",
