@@ -143,12 +143,13 @@ def _inputs(shapes, seed, positive, device, layout):
     """Float64 inputs away from kinks (|x| >= 0.2) and ties; the first one laid out as asked."""
     rng = np.random.default_rng(seed)
     tensors = []
+    # distinct magnitudes at least 1e-3 apart, across all the inputs: max, sorting and where(a > b)
+    # never meet a near-tie that the finite difference (a step of 1e-6) would cross
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    grid = rng.permutation(np.linspace(0.2, 2.0, 1801))[: sum(sizes)] + rng.uniform(0.0, 1e-4, sum(sizes))
+    starts = np.cumsum([0, *sizes])
     for i, shape in enumerate(shapes):
-        # distinct magnitudes at least 1e-3 apart: max and sorting ops never meet a near-tie that the
-        # finite difference (a step of 1e-6) would cross
-        size = int(np.prod(shape))
-        grid = rng.permutation(np.linspace(0.2, 2.0, 1801))[:size] + rng.uniform(0.0, 1e-4, size)
-        magnitude = grid.reshape(shape)
+        magnitude = grid[starts[i] : starts[i + 1]].reshape(shape)
         values = magnitude if positive else magnitude * rng.choice([-1.0, 1.0], size=shape)
         if i == 0 and layout == "transposed" and sum(n > 1 for n in shape) >= 2:
             values = np.ascontiguousarray(values.T).T  # same values, a non-contiguous view
