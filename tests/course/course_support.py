@@ -286,21 +286,18 @@ def _submissions(module: Module, root: Path) -> tuple[dict[str, Path | None], st
         MUTANT_TASKS[(module.slug, student)] = mutant.task
     if not mutants:
         error = f"no seeded mutant for {module.slug}: add one to tests/course/mutants.py"
-    for task, notebook in given_pasted(module).items():
-        student = f"{GIVEN}{task}"
-        files[student] = root / f"{student}.ipynb"
-        write_notebook(notebook, files[student])
-        MUTANT_TASKS[(module.slug, student)] = task
+    files[GIVEN] = root / f"{GIVEN}.ipynb"
+    write_notebook(given_pasted(module), files[GIVEN])
     return files, error
 
 
-GIVEN = "given_in_"  # a blank release with every given cell pasted into one task's code cell
+GIVEN = "given_in_every_task"  # the blank release with every given cell pasted into each task's code
 
 
-def given_pasted(module: Module) -> dict[str, Any]:
-    """For each task, the blank release with every given code cell of the release pasted into the
-    task's first code cell (each run on its own, its errors ignored): what the release gives
-    must not solve any task while it is open."""
+def given_pasted(module: Module) -> Any:
+    """The blank release with every given code cell of the release pasted into each task's first
+    code cell (each given cell run on its own, its errors ignored): what the release gives must
+    not solve any task while it is open. One notebook graded once: each task's points are its own."""
     release = student_notebook(grading_notebook(module), module.name)
     given = [
         cell.source for cell in release.cells
@@ -314,18 +311,11 @@ def given_pasted(module: Module) -> dict[str, Any]:
         "    except Exception:",
         "        pass",
     ])
-    pasted = {}
     for cell in release.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
         meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and not meta.get("grade") and grade_id.endswith("_code"):
-            task = grade_id[: -len("_code")]
-            notebook = copy.deepcopy(release)
-            for target in notebook.cells:
-                if target.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
-                    target.source = paste
-            pasted[task] = notebook
-    return pasted
+        if meta.get("solution") and not meta.get("grade") and meta.get("grade_id", "").endswith("_code"):
+            cell.source = paste
+    return release
 
 
 def _instructor_pipeline(
