@@ -3352,6 +3352,21 @@ assert repr(Dropout(_p2)) == f"Dropout(p={_p2})", "repr must be Dropout(p=…), 
 # trailing axes are not `normalized_shape` is a `ShapeError` naming both:
 # `LayerNorm((4,)) got input of shape (6, 5); expected (..., 4)`.
 # The variance is the biased one (divide by n).
+#
+# **Checked when graded** (besides the tests below), with shapes, inputs,
+# γ and β drawn for you:
+#
+# * LayerNorm keeps float32
+# * LayerNorm((a, b)) normalises each example over its last two axes together
+# * LayerNorm((a, b)) must have correct gradients
+# * the output is scaled by weight (γ) and shifted by bias (β)
+# * eps is added to the variance, inside the square root (rows of values about 10⁻³ apart)
+# * elementwise_affine=False: no weight, no bias
+# * elementwise_affine=False still normalises
+# * a float16 input is normalised in float32 and handed back as float16
+# * float16 with values of ±300 to ±1000 must normalise without overflow
+# * LayerNorm(k) on an input whose last axis is not k must raise ShapeError
+# * the ShapeError should name the input's shape
 
 # %% nbgrader={"grade": false, "grade_id": "layers_layer_norm_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -3407,38 +3422,53 @@ assert [n for n, _ in ln.named_parameters()] == ["weight", "bias"] and ln.weight
 x64 = Tensor(X.astype(np.float64), requires_grad=True)
 assert gradcheck(lambda t: LayerNorm(4).to(float64)(t), x64)
 ### BEGIN HIDDEN TESTS
-assert ln(Tensor(X)).dtype == np.float32, "LayerNorm keeps float32"
-X4 = rng.standard_normal((3, 2, 2)).astype(np.float32)
-flat = X4.reshape(3, 4)
-ref = (flat - flat.mean(1, keepdims=True)) / np.sqrt(flat.var(1, keepdims=True) + 1e-5)
-assert np.allclose(LayerNorm((2, 2))(Tensor(X4)).numpy(), ref.reshape(3, 2, 2), atol=1e-5), (
-    "LayerNorm((2, 2)) normalises each example over its last two axes together"
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+def _normed(x, axes, eps=1e-5):
+    """(x − mean) / √(var + eps) over ``axes``, in NumPy: what LayerNorm must give."""
+    centered = x - x.mean(axis=axes, keepdims=True)
+    return centered / np.sqrt((centered ** 2).mean(axis=axes, keepdims=True) + eps)
+
+
+_n, _w = int(check_rng.integers(2, 7)), int(check_rng.integers(3, 8))
+_X = (check_rng.standard_normal((_n, _w)) * check_rng.uniform(0.5, 4.0) + check_rng.uniform(-3.0, 3.0)).astype(np.float32)
+assert str(LayerNorm(_w)(Tensor(_X)).dtype) == "float32", "LayerNorm keeps float32"
+_a, _b = int(check_rng.integers(2, 4)), int(check_rng.integers(2, 4))
+_X4 = check_rng.standard_normal((_n, _a, _b)).astype(np.float32)
+assert np.allclose(LayerNorm((_a, _b))(Tensor(_X4)).numpy(), _normed(_X4, (1, 2)), atol=1e-5), (
+    "LayerNorm((a, b)) normalises each example over its last two axes together"
 )
-assert gradcheck(lambda t: LayerNorm((2, 2)).to(float64)(t.reshape(3, 2, 2, 2)), x64), "LayerNorm((2, 2)) must have correct gradients"
-affine = LayerNorm(4)
+_x64 = Tensor(check_rng.standard_normal((2, _a, _b)), requires_grad=True)
+assert gradcheck(lambda t: LayerNorm((_a, _b)).to(float64)(t), _x64), "LayerNorm((a, b)) must have correct gradients"
+_gamma, _beta = check_rng.uniform(0.5, 3.0, _w).astype(np.float32), check_rng.standard_normal(_w).astype(np.float32)
+_affine = LayerNorm(_w)
 with no_grad():
-    affine.weight[...] = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
-    affine.bias[...] = np.array([0.0, -1.0, 1.0, 0.5], np.float32)
-assert np.allclose(affine(Tensor(X)).numpy(), y * np.array([1, 2, 3, 4]) + np.array([0, -1, 1, 0.5]), atol=1e-4), (
+    _affine.weight[...] = _gamma
+    _affine.bias[...] = _beta
+assert np.allclose(_affine(Tensor(_X)).numpy(), _normed(_X, 1) * _gamma + _beta, atol=1e-4), (
     "the output is scaled by weight (γ) and shifted by bias (β)"
 )
-tiny = (np.arange(8, dtype=np.float32) * 1e-3).reshape(2, 4)
-tiny_ref = (tiny - tiny.mean(1, keepdims=True)) / np.sqrt(tiny.var(1, keepdims=True) + 1e-5)
-assert np.allclose(LayerNorm(4)(Tensor(tiny)).numpy(), tiny_ref, atol=1e-4), "eps is added to the variance, inside the square root"
-lnx = LayerNorm(4, elementwise_affine=False)
-assert list(lnx.parameters()) == [] and lnx.weight is None, "elementwise_affine=False: no weight, no bias"
-assert np.allclose(lnx(Tensor(X)).numpy(), y, atol=1e-5), "elementwise_affine=False still normalises"
-half = Tensor((rng.standard_normal((2, 4)) * 600).astype(np.float16))
-h = LayerNorm(4)(half)
-expected = (half.numpy().astype(np.float32) - half.numpy().astype(np.float32).mean(1, keepdims=True))
-expected /= np.sqrt(expected.var(1, keepdims=True) + 1e-5)
-assert h.dtype == np.float16 and np.all(np.isfinite(h.numpy())), "a float16 input is normalised in float32 and handed back as float16"
-assert np.allclose(h.numpy().astype(np.float32), expected, atol=1e-2), "float16 with values of ±600 must normalise without overflow"
+_tiny = (check_rng.permutation(_w) * 1e-3 + check_rng.uniform(-1.0, 1.0, (_n, 1))).astype(np.float32)
+assert np.allclose(LayerNorm(_w)(Tensor(_tiny)).numpy(), _normed(_tiny.astype(np.float64), 1), atol=1e-3), (
+    "eps is added to the variance, inside the square root (rows of values about 10⁻³ apart)"
+)
+_plain = LayerNorm(_w, elementwise_affine=False)
+assert [n for n, _ in _plain.named_parameters()] == [] and _plain.weight is None, "elementwise_affine=False: no weight, no bias"
+assert np.allclose(_plain(Tensor(_X)).numpy(), _normed(_X, 1), atol=1e-5), "elementwise_affine=False still normalises"
+# every row holds values of both signs, 300 to 1000 in size: some |x − mean| passes 256, whose square overflows float16
+_signs = np.resize([1.0, -1.0], _w)
+_H = np.stack([check_rng.permutation(_signs) for _ in range(_n)]) * check_rng.uniform(300.0, 1000.0, (_n, _w))
+_half = Tensor(_H.astype(np.float16))
+_h = LayerNorm(_w)(_half)
+assert str(_h.dtype) == "float16" and np.all(np.isfinite(_h.numpy())), "a float16 input is normalised in float32 and handed back as float16"
+assert np.allclose(_h.numpy().astype(np.float32), _normed(_H.astype(np.float16).astype(np.float32), 1), atol=1e-2), (
+    "float16 with values of ±300 to ±1000 must normalise without overflow"
+)
+_k = _w + int(check_rng.integers(1, 4))
 try:
-    LayerNorm(5)(Tensor(X))
-    raise AssertionError("LayerNorm(5) on an input of shape (6, 4) must raise ShapeError")
+    LayerNorm(_k)(Tensor(_X))
+    raise AssertionError("LayerNorm(k) on an input whose last axis is not k must raise ShapeError")
 except ShapeError as err:
-    assert "got input of shape" in str(err) and "(6, 4)" in str(err), f"the ShapeError should name the input's shape; got: {err}"
+    assert _close_text(str(err), ["got input of shape", str(_X.shape)]), "the ShapeError should name the input's shape"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -3630,6 +3660,22 @@ LayerNorm.forward = _fused_layer_norm_forward
 # γ and β are `weight` and `bias` of shape (C,), reshaped to broadcast along
 # axis 1. The running buffers are updated in place, keeping their dtype.
 # As for LayerNorm, a float16 input is normalised in float32.
+#
+# **Checked when graded** (besides the tests below), with sizes, batches,
+# momentum, γ and β drawn for you:
+#
+# * step t: an (N, C, L) input is normalised per channel over axes 0 and 2, then scaled by γ and shifted by β
+# * with momentum m, running_mean after the batches is (1 − m) · running + m · batch mean, batch after batch
+# * with momentum m, running_var after the batches is (1 − m) · running + m · unbiased batch variance, batch after batch
+# * the buffers keep their dtypes
+# * every training batch is counted
+# * momentum=None averages all batches so far: running_mean and running_var
+# * BatchNorm1d in training must have correct gradients
+# * an input that is not (N, C) or (N, C, L) with C = num_features must raise ShapeError
+# * the ShapeError should name the input's shape
+# * training on one value per channel must raise ValueError
+# * in eval mode a batch of one is fine: (x − running_mean) / √(running_var + eps)
+# * a float16 input is normalised in float32 and handed back as float16
 
 # %% nbgrader={"grade": false, "grade_id": "layers_batch_norm_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -3707,40 +3753,69 @@ y = bn(Tensor(X)).numpy()
 assert np.allclose(y, (X - bn.running_mean.numpy()) / np.sqrt(bn.running_var.numpy() + 1e-5), atol=1e-5)
 assert bn.num_batches_tracked.item() == 1, "evaluation does not update the statistics"
 ### BEGIN HIDDEN TESTS
-X3 = rng.standard_normal((5, 3, 7)).astype(np.float32)
-bn3 = BatchNorm1d(3, momentum=0.5)
+# This student's own inputs: check_rng is seeded from the course, the student and the task.
+_C, _N, _L = int(check_rng.integers(2, 6)), int(check_rng.integers(3, 8)), int(check_rng.integers(2, 6))
+_m = round(float(check_rng.uniform(0.2, 0.8)), 2)
+_steps = int(check_rng.integers(2, 5))
+_gamma, _beta = check_rng.uniform(0.5, 3.0, _C).astype(np.float32), check_rng.standard_normal(_C).astype(np.float32)
+_bn = BatchNorm1d(_C, momentum=_m)
 with no_grad():
-    bn3.weight[...] = np.array([1.0, 2.0, 3.0], np.float32)
-    bn3.bias[...] = np.array([0.0, -1.0, 1.0], np.float32)
-rm, rv = np.zeros(3), np.ones(3)
-for step in range(3):
-    batch = X3 + step
-    y = bn3(Tensor(batch)).numpy()
-    m, v = batch.mean((0, 2)), batch.var((0, 2))
-    ref = (batch - m[None, :, None]) / np.sqrt(v[None, :, None] + 1e-5) * np.array([1, 2, 3])[None, :, None] + np.array([0, -1, 1])[None, :, None]
-    assert np.allclose(y, ref, atol=1e-4), f"step {step}: an (N, C, L) input is normalised per channel over axes 0 and 2, then scaled by γ and shifted by β"
-    rm, rv = 0.5 * rm + 0.5 * m, 0.5 * rv + 0.5 * batch.var((0, 2), ddof=1)
-assert np.allclose(bn3.running_mean.numpy(), rm, atol=1e-5), "momentum=0.5: running_mean after 3 batches"
-assert np.allclose(bn3.running_var.numpy(), rv, atol=1e-5), "momentum=0.5: running_var (unbiased) after 3 batches"
-assert bn3.running_mean.dtype == np.float32 and bn3.num_batches_tracked.dtype == np.int64, "the buffers keep their dtypes"
-assert bn3.num_batches_tracked.item() == 3, "three training batches are counted"
-avg = BatchNorm1d(4, momentum=None)
-avg(Tensor(X))
-avg(Tensor(X * 2))
-assert np.allclose(avg.running_mean.numpy(), (X.mean(0) + 2 * X.mean(0)) / 2, atol=1e-5), "momentum=None averages all batches so far"
-assert gradcheck(lambda t: BatchNorm1d(4).to(float64)(t), x64), "BatchNorm1d in training must have correct gradients"
-for bad in (lambda: BatchNorm1d(5)(Tensor(X)), lambda: BatchNorm1d(4)(Tensor(np.ones(4, np.float32)))):
+    _bn.weight[...] = _gamma
+    _bn.bias[...] = _beta
+_rm, _rv = np.zeros(_C), np.ones(_C)
+for _step in range(_steps):
+    _batch = (check_rng.standard_normal((_N, _C, _L)) * check_rng.uniform(0.5, 3.0) + check_rng.uniform(-2.0, 2.0)).astype(np.float32)
+    _y = _bn(Tensor(_batch)).numpy()
+    _mean, _var = _batch.mean(axis=(0, 2)), _batch.var(axis=(0, 2))
+    _expected = (_batch - _mean[None, :, None]) / np.sqrt(_var[None, :, None] + 1e-5) * _gamma[None, :, None] + _beta[None, :, None]
+    assert np.allclose(_y, _expected, atol=1e-4), (
+        f"step {_step}: an (N, C, L) input is normalised per channel over axes 0 and 2, then scaled by γ and shifted by β"
+    )
+    _rm, _rv = (1 - _m) * _rm + _m * _mean, (1 - _m) * _rv + _m * _batch.var(axis=(0, 2), ddof=1)
+assert np.allclose(_bn.running_mean.numpy(), _rm, atol=1e-5), (
+    "with momentum m, running_mean after the batches is (1 − m) · running + m · batch mean, batch after batch"
+)
+assert np.allclose(_bn.running_var.numpy(), _rv, atol=1e-5), (
+    "with momentum m, running_var after the batches is (1 − m) · running + m · unbiased batch variance, batch after batch"
+)
+assert [str(_bn.running_mean.dtype), str(_bn.running_var.dtype), str(_bn.num_batches_tracked.dtype)] == ["float32", "float32", "int64"], (
+    "the buffers keep their dtypes"
+)
+assert _bn.num_batches_tracked.item() == _steps, "every training batch is counted"
+_avg = BatchNorm1d(_C, momentum=None)
+_means, _vars = [], []
+for _step in range(_steps):
+    _batch = (check_rng.standard_normal((_N, _C)) * check_rng.uniform(0.5, 3.0) + check_rng.uniform(-2.0, 2.0)).astype(np.float32)
+    _avg(Tensor(_batch))
+    _means.append(_batch.mean(axis=0))
+    _vars.append(_batch.var(axis=0, ddof=1))
+assert np.allclose([_avg.running_mean.numpy(), _avg.running_var.numpy()], [np.mean(_means, axis=0), np.mean(_vars, axis=0)], atol=1e-5), (
+    "momentum=None averages all batches so far: running_mean and running_var"
+)
+_x64 = Tensor(check_rng.standard_normal((_N, _C)), requires_grad=True)
+assert gradcheck(lambda t: BatchNorm1d(_C).to(float64)(t), _x64), "BatchNorm1d in training must have correct gradients"
+_X2 = check_rng.standard_normal((_N, _C)).astype(np.float32)
+_wrong_c = _C + int(check_rng.integers(1, 4))
+for _bad, _shape in ((lambda: BatchNorm1d(_wrong_c)(Tensor(_X2)), _X2.shape), (lambda: BatchNorm1d(_C)(Tensor(_X2[0])), _X2[0].shape)):
     try:
-        bad()
+        _bad()
         raise AssertionError("an input that is not (N, C) or (N, C, L) with C = num_features must raise ShapeError")
     except ShapeError as err:
-        assert "got input of shape" in str(err), f"the ShapeError should name the input's shape; got: {err}"
+        assert _close_text(str(err), ["got input of shape", str(_shape)]), "the ShapeError should name the input's shape"
 try:
-    BatchNorm1d(4)(Tensor(np.ones((1, 4), np.float32)))
+    BatchNorm1d(_C)(Tensor(_X2[:1]))
     raise AssertionError("training on one value per channel must raise ValueError")
 except ValueError:
     pass
-assert BatchNorm1d(4).eval()(Tensor(np.ones((1, 4), np.float32))).shape == (1, 4), "in eval mode a batch of one is fine"
+assert np.allclose(BatchNorm1d(_C).eval()(Tensor(_X2[:1])).numpy(), _X2[:1] / np.sqrt(1 + 1e-5), atol=1e-6), (
+    "in eval mode a batch of one is fine: (x − running_mean) / √(running_var + eps)"
+)
+_H = (check_rng.standard_normal((_N, _C)) * 600).astype(np.float16)
+_h = BatchNorm1d(_C)(Tensor(_H))
+_H32 = _H.astype(np.float32)
+assert str(_h.dtype) == "float16" and np.allclose(
+    _h.numpy().astype(np.float32), (_H32 - _H32.mean(axis=0)) / np.sqrt(_H32.var(axis=0) + 1e-5), atol=1e-2
+), "a float16 input is normalised in float32 and handed back as float16"
 ### END HIDDEN TESTS
 
 # %% [markdown]
