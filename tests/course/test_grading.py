@@ -714,3 +714,17 @@ def test_what_a_submission_can_carry_out_of_the_sandbox_is_its_own_draw(tmp_path
     ada = carried("ada")
     assert ada.startswith("Seen") and ada == carried("ada"), "the same notebook draws the same again"
     assert carried("bo") != ada and carried("ada", "# handed in again") != ada
+
+
+def test_a_statistical_check_after_a_seed_does_not_speak_of_the_reference_draw(tmp_path, monkeypatch):
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    source = NOISE.replace(
+        "assert np.allclose(noise(3), np.random.default_rng(0).random(3) * 0 + noise_ref), \"the draws of np.random.rand\"",
+        "assert abs(float(noise(4000).mean()) - 0.5) < 0.05, \"uniform on [0, 1): the mean is near 0.5\"",
+    )
+    module, tree = _one_module(tmp_path, source)
+    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
+    zeros = _with_code(instructor_notebook(module), "noise_code", "def noise(n):\n    return np.zeros(n, np.float32)")
+    error = grade(zeros, module, tree, timeout=30).cells[0].error
+    assert error.startswith("check 2 of 2 of task `noise`: uniform on [0, 1): the mean is near 0.5") and (
+        "seeded draw" not in error), error

@@ -354,6 +354,15 @@ def _is_array(value: Any) -> bool:
     return isinstance(value, (np.ndarray, np.generic))
 
 
+def _against_the_reference(check: Check, wrong: list[Any], expected: list[Any] | None, helpers: Helpers) -> bool:
+    """Whether the failing part of a check compares the student's values with ones the reference's
+    run made (not literals, not the student's own second run)."""
+    if expected is None:
+        return False
+    part = _failing_part(check.condition, check, wrong, expected, helpers)
+    return any(not check.operands[i].student and not check.operands[i].literal for i in _indices(part))
+
+
 def _what_it_gave(check: Check, wrong: list[Any] | None, expected: list[Any] | None,
                   helpers: Helpers, values_shown: bool) -> str:
     """For a failed check, from the record that failed it: the part of the check that does not
@@ -558,7 +567,7 @@ def score(
                 failure = f"{_label(check, task.checks)}: {check.message}"
                 gave = _what_it_gave(check, wrong, wanted, helpers, task.draws)
                 failure += f" ({gave})" if gave else ""
-                if check.after_seed and wrong is not None:
+                if check.after_seed and wrong and _against_the_reference(check, wrong, wanted, helpers):
                     failure += f" [{SEEDED_NOTE}]"
                 break
         stopped = _why_task_failed(outcome, named, timeout, deleted)

@@ -105,6 +105,7 @@ class Operand:
     student: bool  # recorded from the student's run (else only the reference's is used)
     evaluated: bool  # evaluated in the student's run at all (an expected side with side effects)
     text: str = ""  # a visible check's student operand as written (shown beside a wrong value); "" else
+    literal: bool = False  # constants only (see _Names.is_literal): the same in every run
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,8 @@ class _Builder:
         else:
             evaluated = not is_pure(expr)  # its side effects still happen in the student's run
         self.exprs.append(expr)
-        self.operands.append(Operand(mode, student, evaluated, ast.unparse(expr) if student else ""))
+        self.operands.append(Operand(mode, student, evaluated, ast.unparse(expr) if student else "",
+                                     self.names.is_literal(expr)))
         return len(self.exprs) - 1
 
     def truth(self, node: ast.expr) -> tuple:
