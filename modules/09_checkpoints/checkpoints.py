@@ -975,6 +975,27 @@ def _assign(target: Tensor, values: np.ndarray) -> None:
 #    only in the file and only in the model (or says the module classes
 #    differ, when the names agree) and suggests `strict=False`.
 #
+# **Checked when graded** (besides the tests below), on models whose layer
+# sizes, seeds and file values are drawn for you:
+#
+# * a different structure must raise in strict mode
+# * the structure error lists the names only in the model and suggests strict=False
+# * strict=False loads the names in both
+# * missing: the names only in the model
+# * nothing skipped when the file's names are all in the model
+# * strict=False copies what it loads
+# * skipped: the names only in the file
+# * the first layer loads, nothing is missing
+# * freeze_loaded freezes what was loaded
+# * the same names with other module classes is another structure
+# * the error says the module classes differ
+# * the dtype is not part of the structure; values are converted
+# * the converted values are the file's
+# * a file from another framework (no tinyflo state) loads by its tensor names
+# * a file from another framework is not verified: it has no checksum
+# * its values are the file's
+# * a transposed tensor must not load into a weight, though their sizes agree: expected a ShapeError
+#
 # `load_checkpoint` (given, after the grade cell) decodes the state once,
 # calls it, checks the optimizer (module 06's `validate_state_dict`, the
 # very checks `load_state_dict` makes), the scheduler and, for a trainer,
@@ -1278,44 +1299,68 @@ except ShapeError as err:
         f"the ShapeError names the key and both shapes; got {err}"
 assert not np.array_equal(other[0].weight.numpy(), source[0].weight.numpy()), "nothing copied on an error"
 ### BEGIN HIDDEN TESTS
-bigger = Sequential(Linear(4, 8), ReLU(), Linear(8, 3), ReLU(), Linear(3, 2))
+# This student's own models: layer sizes drawn distinct (so a transposed weight never fits), seeds and
+# the values of a file from another framework.
+_i, _h, _o, _x = (int(v) for v in check_rng.choice(np.arange(2, 10), size=4, replace=False))
+_seed = int(check_rng.integers(0, 1000))
+
+
+def _layers(seed, *sizes, between=ReLU):
+    tinyflo.manual_seed(seed)
+    parts = []
+    for a, b in zip(sizes, sizes[1:]):
+        parts += [Linear(a, b), between()]
+    return Sequential(*parts[:-1])
+
+
+_source = _layers(_seed, _i, _h, _o)
+_path = save_checkpoint(WORK / "drawn.safetensors", _source)
+bigger = _layers(_seed + 1, _i, _h, _o, _x)
 try:
-    load_checkpoint(path, bigger)
+    load_checkpoint(_path, bigger)
     raise AssertionError("a different structure must raise in strict mode")
 except CheckpointError as err:
-    assert "4.weight" in str(err) and "strict=False" in str(err), \
-        f"the structure error lists the names only in the model and suggests strict=False; got {err}"
-partial = load_checkpoint(path, bigger, strict=False)
+    _said = str(err)
+assert "4.weight" in _said and "strict=False" in _said, \
+    "the structure error lists the names only in the model and suggests strict=False"
+partial = load_checkpoint(_path, bigger, strict=False)
 assert partial.loaded == ("0.weight", "0.bias", "2.weight", "2.bias"), "strict=False loads the names in both"
-assert partial.missing == ("4.weight", "4.bias") and partial.skipped == (), "missing: the names only in the model"
-assert np.array_equal(bigger[2].weight.numpy(), source[2].weight.numpy()), "strict=False copies what it loads"
-smaller = Sequential(Linear(4, 8))
-cut = load_checkpoint(path, smaller, strict=False)
-assert cut.loaded == ("0.weight", "0.bias") and cut.skipped == ("2.weight", "2.bias") and cut.missing == (), \
-    "skipped: the names only in the file"
+assert partial.missing == ("4.weight", "4.bias"), "missing: the names only in the model"
+assert partial.skipped == (), "nothing skipped when the file's names are all in the model"
+assert np.array_equal(bigger[2].weight.numpy(), _source[2].weight.numpy()), "strict=False copies what it loads"
+smaller = _layers(_seed + 2, _i, _h)
+cut = load_checkpoint(_path, smaller, strict=False)
+assert cut.skipped == ("2.weight", "2.bias"), "skipped: the names only in the file"
+assert cut.loaded == ("0.weight", "0.bias") and cut.missing == (), "the first layer loads, nothing is missing"
 cut.freeze_loaded(smaller)
-assert not smaller[0].weight.requires_grad, "freeze_loaded freezes what was loaded"
-swapped = Sequential(Linear(4, 8), Dropout(0.1), Linear(8, 3))
+assert [p.requires_grad for p in smaller.parameters()] == [False, False], "freeze_loaded freezes what was loaded"
+swapped = _layers(_seed + 3, _i, _h, _o, between=lambda: Dropout(0.1))
 try:
-    load_checkpoint(path, swapped)
+    load_checkpoint(_path, swapped)
     raise AssertionError("the same names with other module classes is another structure")
 except CheckpointError as err:
-    assert "class" in str(err), f"the error says the module classes differ; got {err}"
-half = _net(3).to(dtype="float16")
-load_checkpoint(path, half)
+    _said = str(err)
+assert "class" in _said, "the error says the module classes differ"
+half = _layers(_seed + 4, _i, _h, _o).to(dtype="float16")
+load_checkpoint(_path, half)
 assert half[0].weight.dtype == np.float16, "the dtype is not part of the structure; values are converted"
+assert np.allclose(half[0].weight.numpy(), _source[0].weight.numpy(), atol=1e-2), "the converted values are the file's"
+_values = check_rng.standard_normal((_h, _i)).astype(np.float32)
 plain = WORK / "plain.safetensors"
 with open(plain, "wb") as f:
-    write_safetensors(f, {"0.weight": np.ones((8, 4), np.float32), "0.bias": np.zeros(8, np.float32)}, checksum=False)
-foreign_report = load_checkpoint(plain, Sequential(Linear(4, 8)))
-assert foreign_report.loaded == ("0.weight", "0.bias") and not foreign_report.verified, \
+    write_safetensors(f, {"0.weight": _values, "0.bias": np.zeros(_h, np.float32)}, checksum=False)
+_foreign = Sequential(Linear(_i, _h))
+foreign_report = load_checkpoint(plain, _foreign)
+assert foreign_report.loaded == ("0.weight", "0.bias"), \
     "a file from another framework (no tinyflo state) loads by its tensor names"
+assert not foreign_report.verified, "a file from another framework is not verified: it has no checksum"
+assert np.array_equal(_foreign[0].weight.numpy(), _values), "its values are the file's"
 transposed = WORK / "transposed.safetensors"
 with open(transposed, "wb") as f:
-    write_safetensors(f, {"0.weight": np.ones((4, 8), np.float32), "0.bias": np.zeros(8, np.float32)})
+    write_safetensors(f, {"0.weight": _values.T.copy(), "0.bias": np.zeros(_h, np.float32)})
 try:
-    load_checkpoint(transposed, Sequential(Linear(4, 8)), strict=False)
-    raise AssertionError("a (4, 8) tensor must not load into an (8, 4) weight, though their sizes agree: "
+    load_checkpoint(transposed, Sequential(Linear(_i, _h)), strict=False)
+    raise AssertionError("a transposed tensor must not load into a weight, though their sizes agree: "
                          "expected a ShapeError")
 except ShapeError:
     pass
