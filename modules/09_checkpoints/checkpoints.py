@@ -1435,6 +1435,16 @@ print("tinyflo's generator goes on where it was saved:", np.array_equal(tinyflo.
 #   loader's state: into `train_loader` if given, else into
 #   `trainer.train_loader` if it has one, else kept in
 #   `trainer.pending_loader_state` for the next `train_epoch`.
+#
+# **Checked when graded** (besides the tests below), with seeds and a
+# GradScaler state drawn for you:
+#
+# * the optimizer state is the same as without a stop: the largest difference is 0
+# * no train_loader given and none known to the trainer: the loader's state waits in trainer.pending_loader_state
+# * without train_loader=, the trainer's own loader (trainer.train_loader) gets the state
+# * a trainer's GradScaler state (trainer.scaler) is saved and restored
+# * a saved GradScaler state and a trainer without a scaler: expected a CheckpointError
+# * the error must name the scaler
 
 # %% nbgrader={"grade": false, "grade_id": "checkpoints_resume_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1512,14 +1522,19 @@ for a, b in zip(straight.model.parameters(), second.model.parameters()):
     assert np.array_equal(a.numpy(), b.numpy()), "resume must be exact, bit for bit"
 assert straight.history["train_loss"] == second.history["train_loss"], "the loss history goes on as without a stop"
 ### BEGIN HIDDEN TESTS
+# This student's own seeds and GradScaler state.
+_seed = int(check_rng.integers(2, 1000))
+_scale = float(2.0 ** int(check_rng.integers(3, 15)))
+_growth = [int(v) for v in check_rng.integers(0, 50, 2)]
 sa, sb = straight.optimizer.state_dict()["state"], second.optimizer.state_dict()["state"]
-assert all(np.array_equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i]), "the optimizer state is the same as without a stop"
-third, third_loader = _run(seed=7)
+_gap = max(float(np.max(np.abs(np.asarray(sa[i][k], float) - np.asarray(sb[i][k], float)))) for i in sa for k in sa[i])
+assert _gap == 0.0, "the optimizer state is the same as without a stop: the largest difference is 0"
+third, third_loader = _run(seed=_seed)
 load_checkpoint(resume_path, trainer=third)
-assert third.pending_loader_state is not None, \
+assert third.pending_loader_state == first_loader.state_dict(), \
     "no train_loader given and none known to the trainer: the loader's state waits in trainer.pending_loader_state"
 third.pending_loader_state = None
-_, loader_only = _run(seed=9)
+_, loader_only = _run(seed=_seed + 1)
 third.train_loader = loader_only
 load_checkpoint(resume_path, trainer=third)
 assert loader_only.rng.state_dict() == first_loader.rng.state_dict(), \
@@ -1527,8 +1542,8 @@ assert loader_only.rng.state_dict() == first_loader.rng.state_dict(), \
 
 
 class _Scaler:
-    def __init__(self, scale=65536.0):
-        self.scale, self.growth = scale, np.array([1, 2], np.int32)
+    def __init__(self, scale=65536.0, growth=(0, 0)):
+        self.scale, self.growth = scale, np.array(growth, np.int32)
 
     def state_dict(self):
         return {"scale": self.scale, "growth_tracker": self.growth}
@@ -1542,21 +1557,22 @@ class _Scaling(Precision):  # a precision plug-in that keeps a scaler (module 11
 
 
 first.precision = _Scaling()
-first.scaler = _Scaler(1024.0)
+first.scaler = _Scaler(_scale, _growth)
 scaled_path = save_checkpoint(WORK / "scaled.safetensors", trainer=first)
-fourth, _ = _run(seed=3)
+fourth, _ = _run(seed=_seed + 2)
 fourth.precision = _Scaling()
 fourth.scaler = _Scaler()
 load_checkpoint(scaled_path, trainer=fourth)
-assert fourth.scaler.scale == 1024.0 and fourth.scaler.growth.tolist() == [1, 2], \
+assert [float(fourth.scaler.scale), *fourth.scaler.growth.tolist()] == [_scale, *_growth], \
     "a trainer's GradScaler state (trainer.scaler) is saved and restored"
-fifth, _ = _run(seed=3)
+fifth, _ = _run(seed=_seed + 3)
 scaled_tensors, scaled_state, _ = read_checkpoint(scaled_path)
 try:
     _restore_training_state(fifth, _decode(scaled_state, scaled_tensors, str(scaled_path)))
     raise AssertionError("a saved GradScaler state and a trainer without a scaler: expected a CheckpointError")
 except CheckpointError as err:
-    assert "scaler" in str(err), f"the error must name the scaler; got {err}"
+    _said = str(err)
+assert "scaler" in _said, "the error must name the scaler"
 ### END HIDDEN TESTS
 
 # %% [markdown]
