@@ -212,6 +212,15 @@ print("3×3, stride 2, padding 1 on 7:", conv_output_size(7, 3, 2, 1), "; dilati
 # the view happens to be contiguous — a 1×1 kernel, stride 1, no padding,
 # C = 1 — the reshape is free and `im2col` returns a *view of its input*.
 # Treat its result as read-only.
+#
+# **Checked when graded** (besides the tests below), on an image and
+# geometries drawn for you:
+#
+# * im2col gives the windows copied one by one, for any kernel, stride, padding and dilation
+# * a kernel, stride and dilation given as (height, width) pairs: each axis uses its own
+# * padding (0, p) pads the width only
+# * a kernel larger than the padded input must raise a `ShapeError`
+# * the error names the input's shape
 
 # %% nbgrader={"grade": false, "grade_id": "conv_im2col_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -261,27 +270,42 @@ assert cols.shape == (2 * 3 * 6, 3 * 2 * 3), "(N·OH·OW, C·KH·KW) with stride
 padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
 assert np.array_equal(cols[7], padded[0, :, 2:4, 1:4].ravel()), "row (n=0, oh=1, ow=1); columns (c, kh, kw)"
 ### BEGIN HIDDEN TESTS
-def _loops(x, kh, kw, s, p, d):
+# This student's own image and geometries: sizes, kernels, strides, paddings and dilations drawn.
+_n, _c = (int(v) for v in check_rng.integers(1, 4, 2))
+_h, _w = (int(v) for v in check_rng.integers(5, 9, 2))
+_x = check_rng.standard_normal((_n, _c, _h, _w))
+
+
+def _loops(x, kh, kw, sh, sw, ph, pw, dh, dw):
     n, c, h, w = x.shape
-    xp_ = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
-    oh, ow = (h + 2 * p - d * (kh - 1) - 1) // s + 1, (w + 2 * p - d * (kw - 1) - 1) // s + 1
-    rows = [xp_[b, :, i * s:i * s + d * (kh - 1) + 1:d, j * s:j * s + d * (kw - 1) + 1:d].ravel()
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    rows = [xp_[b, :, i * sh:i * sh + dh * (kh - 1) + 1:dh, j * sw:j * sw + dw * (kw - 1) + 1:dw].ravel()
             for b in range(n) for i in range(oh) for j in range(ow)]
     return np.array(rows)
-for kh, kw, s, p, d in ((3, 3, 1, 0, 1), (2, 3, 2, 1, 1), (3, 2, 1, 2, 2), (1, 1, 3, 0, 1)):
-    assert np.array_equal(im2col(x, (kh, kw), s, p, d), _loops(x, kh, kw, s, p, d)), (
-        f"im2col with kernel ({kh}, {kw}), stride {s}, padding {p}, dilation {d} differs from the windows "
-        "copied one by one")
-assert np.array_equal(im2col(x, 3, stride=(1, 2), dilation=(2, 1)),
-                      np.array([x[b, :, 0:5:2, j:j + 3].ravel() for b in range(2) for j in (0, 2)])), (
-    "stride (1, 2) and dilation (2, 1): height and width each use their own")
-assert np.array_equal(im2col(x, 3, padding=(0, 1)), im2col(np.pad(x, ((0, 0), (0, 0), (0, 0), (1, 1))), 3)), (
-    "padding (0, 1) pads the width only")
+
+
+_square = [(3, 1, 0, 1)] + [tuple(int(v) for v in (check_rng.integers(1, 4), check_rng.integers(1, 4),
+                                                   check_rng.integers(0, 3), check_rng.integers(1, 3)))
+                            for _ in range(3)]
+for _k, _s, _p, _d in _square:
+    assert np.array_equal(im2col(_x, _k, _s, _p, _d), _loops(_x, _k, _k, _s, _s, _p, _p, _d, _d)), (
+        "im2col gives the windows copied one by one, for any kernel, stride, padding and dilation")
+_kh, _kw = (int(v) for v in check_rng.permutation([2, 3])[:2])
+_sh, _sw = (int(v) for v in check_rng.permutation([1, 2]))
+_dh, _dw = (int(v) for v in check_rng.permutation([1, 2]))
+assert np.array_equal(im2col(_x, (_kh, _kw), stride=(_sh, _sw), dilation=(_dh, _dw)),
+                      _loops(_x, _kh, _kw, _sh, _sw, 0, 0, _dh, _dw)), (
+    "a kernel, stride and dilation given as (height, width) pairs: each axis uses its own")
+_pw = int(check_rng.integers(1, 3))
+assert np.array_equal(im2col(_x, 3, padding=(0, _pw)), _loops(_x, 3, 3, 1, 1, 0, _pw, 1, 1)), (
+    "padding (0, p) pads the width only")
 try:
-    im2col(x, 9)
-    raise AssertionError("a kernel larger than the padded input must raise")
+    im2col(_x, max(_h, _w) + 1)
+    raise AssertionError("a kernel larger than the padded input must raise a ShapeError")
 except ShapeError as err:
-    assert "(2, 3, 5, 6)" in str(err), f"the error names the input's shape (2, 3, 5, 6); got {err}"
+    _said = str(err)
+assert str(_x.shape) in _said, "the error names the input's shape"
 ### END HIDDEN TESTS
 
 # %% [markdown]
