@@ -328,6 +328,15 @@ assert str(_x.shape) in _said, "the error names the input's shape"
 #   dilation=1)` — the public function: `im2col`'s (N·OH·OW, C·KH·KW)
 #   layout back into windows, folded. Columns of the wrong shape for that
 #   input are a `ShapeError` that says which shape was expected.
+#
+# **Checked when graded** (besides the tests below), on shapes, geometries
+# and columns drawn for you:
+#
+# * col2im adds each window's values back where they came from, and cuts the padding off (windows that overlap, windows that tile the image, any geometry)
+# * float16 columns fold into float16
+# * the result has the input's shape
+# * columns of the wrong shape must raise a `ShapeError`
+# * the error names the expected shape of the columns
 
 # %% nbgrader={"grade": false, "grade_id": "conv_col2im_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -383,19 +392,47 @@ assert np.isclose((im2col(x, (2, 3), stride=(2, 1), padding=1) * c).sum(),
                   (x * col2im(c, x.shape, (2, 3), stride=(2, 1), padding=1)).sum()), (
     "col2im is the adjoint of im2col: <im2col(x), c> == <x, col2im(c)>")
 ### BEGIN HIDDEN TESTS
-for kh, kw, s, p, d in ((3, 3, 1, 0, 1), (2, 3, 2, 1, 1), (3, 2, 1, 2, 2), (1, 1, 3, 0, 1), (2, 2, 2, 0, 1),
-                        (2, 2, 2, 1, 1)):
-    c = rng.standard_normal(im2col(x, (kh, kw), s, p, d).shape)
-    assert np.isclose((im2col(x, (kh, kw), s, p, d) * c).sum(), (x * col2im(c, x.shape, (kh, kw), s, p, d)).sum()), (
-        f"col2im with kernel ({kh}, {kw}), stride {s}, padding {p}, dilation {d} is not the adjoint of im2col: "
-        "each window's value must be added where it came from, and the padding cut off")
-assert col2im(np.ones((4, 9), np.float16), (1, 1, 4, 4), 3).dtype == np.float16, "float16 columns fold into float16"
-assert col2im(np.ones((4, 9)), (1, 1, 4, 4), 3).shape == (1, 1, 4, 4), "the result has the input's shape"
+# This student's own shapes and geometries (the first always overlaps its windows) and columns, drawn.
+_n, _c = (int(v) for v in check_rng.integers(1, 4, 2))
+_h, _w = (int(v) for v in check_rng.integers(5, 9, 2))
+_shape = (_n, _c, _h, _w)
+
+
+def _folded_by_loops(cols, kh, kw, sh, sw, ph, pw, dh, dw):
+    out = np.zeros((_n, _c, _h + 2 * ph, _w + 2 * pw))
+    oh, ow = (_h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (_w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    row = 0
+    for b in range(_n):
+        for i in range(oh):
+            for j in range(ow):
+                out[b, :, i * sh:i * sh + dh * (kh - 1) + 1:dh, j * sw:j * sw + dw * (kw - 1) + 1:dw] += \
+                    cols[row].reshape(_c, kh, kw)
+                row += 1
+    return out[:, :, ph:ph + _h, pw:pw + _w]
+
+
+# windows that overlap, windows that tile the image (stride = kernel, with and without padding), any
+_tile_h, _tile_w = (int(v) for v in check_rng.integers(2, 4, 2))
+_geometries = [(3, 2, 1, 1, 0, 1, 1, 1), (_tile_h, _tile_w, _tile_h, _tile_w, 0, 0, 1, 1),
+               (_tile_h, _tile_w, _tile_h, _tile_w, 1, 1, 1, 1)] + [
+    tuple(int(v) for v in (*check_rng.integers(1, 4, 2), *check_rng.integers(1, 3, 2), *check_rng.integers(0, 2, 2),
+                           *check_rng.integers(1, 3, 2)))
+    for _ in range(3)]
+for _kh, _kw, _sh, _sw, _ph, _pw, _dh, _dw in _geometries:
+    _rows = im2col(np.zeros(_shape), (_kh, _kw), (_sh, _sw), (_ph, _pw), (_dh, _dw)).shape[0]
+    _cols = check_rng.standard_normal((_rows, _c * _kh * _kw))
+    assert np.allclose(col2im(_cols, _shape, (_kh, _kw), (_sh, _sw), (_ph, _pw), (_dh, _dw)),
+                       _folded_by_loops(_cols, _kh, _kw, _sh, _sw, _ph, _pw, _dh, _dw)), (
+        "col2im adds each window's values back where they came from, and cuts the padding off")
+_cols = check_rng.standard_normal(((_h - 2) * (_w - 2) * _n, _c * 9))
+assert col2im(_cols.astype(np.float16), _shape, 3).dtype == np.float16, "float16 columns fold into float16"
+assert col2im(_cols, _shape, 3).shape == _shape, "the result has the input's shape"
 try:
-    col2im(np.ones((5, 9)), (1, 1, 4, 4), 3)
-    raise AssertionError("columns of the wrong shape must raise")
+    col2im(np.ones((_cols.shape[0] + 1, _c * 9)), _shape, 3)
+    raise AssertionError("columns of the wrong shape must raise a ShapeError")
 except ShapeError as err:
-    assert "(4, 9)" in str(err), f"the error names the expected shape (4, 9); got {err}"
+    _said = str(err)
+assert str(_cols.shape) in _said, "the error names the expected shape of the columns"
 ### END HIDDEN TESTS
 
 # %% [markdown]
