@@ -354,26 +354,22 @@ def _is_array(value: Any) -> bool:
     return isinstance(value, (np.ndarray, np.generic))
 
 
-def _against_the_reference(check: Check, wrong: list[Any], expected: list[Any] | None, helpers: Helpers) -> bool:
+def _against_the_reference(check: Check, part: tuple) -> bool:
     """Whether the failing part of a check compares the student's values with ones the reference's
     run made (not literals, not the student's own second run)."""
-    if expected is None:
-        return False
-    part = _failing_part(check.condition, check, wrong, expected, helpers)
     return any(not check.operands[i].student and not check.operands[i].literal for i in _indices(part))
 
 
-def _what_it_gave(check: Check, wrong: list[Any] | None, expected: list[Any] | None,
-                  helpers: Helpers, values_shown: bool) -> str:
+def _what_it_gave(check: Check, part: tuple | None, wrong: list[Any] | None, expected: list[Any] | None,
+                  values_shown: bool) -> str:
     """For a failed check, from the record that failed it: the part of the check that does not
-    hold, what the student's code gave there and what was expected (`your code gave
+    hold (`part`), what the student's code gave there and what was expected (`your code gave
     `square(3)` = 6 (int64); expected 9`). A hidden check shows values only where
     `values_shown` (its task draws this submission's own inputs) and never its code."""
     if check.kind == "reached":
         return "your code raised no error there" if check.must_raise and wrong is not None else ""
-    if wrong is None or expected is None or (check.hidden and not values_shown):
+    if part is None or (check.hidden and not values_shown):
         return ""
-    part = _failing_part(check.condition, check, wrong, expected, helpers)
     indices = _indices(part)
     mine = [i for i in indices if check.operands[i].student and check.operands[i].mode == VALUE]
     theirs = [i for i in indices if not check.operands[i].student and check.operands[i].mode == VALUE]
@@ -565,9 +561,11 @@ def score(
                 )
             if not holds:
                 failure = f"{_label(check, task.checks)}: {check.message}"
-                gave = _what_it_gave(check, wrong, wanted, helpers, task.draws)
+                part = (_failing_part(check.condition, check, wrong, wanted, helpers)
+                        if wrong and wanted is not None else None)
+                gave = _what_it_gave(check, part, wrong, wanted, task.draws)
                 failure += f" ({gave})" if gave else ""
-                if check.after_seed and wrong and _against_the_reference(check, wrong, wanted, helpers):
+                if check.after_seed and part is not None and _against_the_reference(check, part):
                     failure += f" [{SEEDED_NOTE}]"
                 break
         stopped = _why_task_failed(outcome, named, timeout, deleted)
