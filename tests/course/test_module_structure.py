@@ -10,14 +10,16 @@ Static rules over modules/, checked without running a notebook:
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
+from course_support import NOT_YET_AUDITED
 from mutants import MIN_PER_TASK, MUTANTS
 
 from tinyflo.course.checks import parse_checks, split_hidden
-from tinyflo.course.rules import module_rules, rules_table
+from tinyflo.course.rules import module_rules, rules_table, tasks
 from tinyflo.course.source import Cell, Module, discover_modules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,15 +33,7 @@ def _points(value: float) -> str:
 
 def _tasks(module: Module) -> list[tuple[Cell, list[Cell], list[Cell]]]:
     """(grade cell, solution cells, cells since the previous grade cell) per task, in order."""
-    tasks, since = [], []
-    for cell in module.cells():
-        if cell.is_grade:
-            solutions = [c for c in since if c.nbgrader.get("solution")]
-            tasks.append((cell, solutions, since))
-            since = []
-        else:
-            since.append(cell)
-    return tasks
+    return [(grade, [c for c in since if c.nbgrader.get("solution")], since) for grade, since in tasks(module)]
 
 
 @pytest.fixture(params=MODULES, ids=lambda module: module.slug)
@@ -139,12 +133,6 @@ def test_every_mutant_matches_its_module_once(module):
     assert not wrong, f"tests/course/mutants/{module.slug}.py:\n" + "\n".join(wrong)
 
 
-# Modules whose tasks are not yet held to the two rules below (issue: feedback that teaches).
-# A module leaves this list when every one of its tasks keeps both; the list only shrinks.
-NOT_YET_AUDITED = {
-    "01_tensor",
-    "08_training", "10_convolutions",
-}
 
 
 def test_the_list_of_modules_not_yet_audited_names_only_modules():
@@ -218,11 +206,11 @@ def test_no_given_cell_of_a_release_redefines_what_a_task_asks_for(module):
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or meta.get("grade"):
             continue
-        names = _bound_names(cell.source)
+        names, patched = _bindings(cell.source)
         if meta.get("solution"):
             asked.update(dict.fromkeys(names, meta.get("grade_id")))
         else:
-            patched = _patched_names(cell.source) - PATCHES_THAT_REPLACE_NOTHING.get(module.slug, set())
+            patched -= PATCHES_THAT_REPLACE_NOTHING.get(module.slug, set())
             found |= {name for name in names | patched if name in asked}
     assert not found, (
         f"{module.relpath()}: given cells of the release bind again {sorted(found)}, which "
@@ -230,38 +218,25 @@ def test_no_given_cell_of_a_release_redefines_what_a_task_asks_for(module):
     )
 
 
-def _bound_names(source: str) -> set[str]:
-    import ast
-
+def _bindings(source: str) -> tuple[set[str], set[str]]:
+    """The names a cell's top level binds (`def`, `class`, `name = ...`), and those whose
+    attributes it assigns (`LayerNorm.forward = ...`)."""
     try:
         body = ast.parse(source).body
     except SyntaxError:
-        return set()
-    names = set()
+        return set(), set()
+    names, patched = set(), set()
     for node in body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
-            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
-    return names
-
-
-def _patched_names(source: str) -> set[str]:
-    """Names whose attributes a cell's top level assigns (`LayerNorm.forward = ...`)."""
-    import ast
-
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
-        return set()
-    names = set()
-    for node in body:
-        if isinstance(node, ast.Assign):
             for target in node.targets:
                 for item in (target.elts if isinstance(target, ast.Tuple) else [target]):
-                    if isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name):
-                        names.add(item.value.id)
-    return names
+                    if isinstance(item, ast.Name) and item is target:
+                        names.add(item.id)
+                    elif isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name):
+                        patched.add(item.value.id)
+    return names, patched
 
 
 def test_a_withheld_cell_follows_the_task_it_is_a_fast_form_of_and_reaches_no_release(module):
