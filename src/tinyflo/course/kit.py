@@ -78,8 +78,7 @@ def stub_source(module: Module, delivered: bool = False) -> str:
 
 def withheld_tasks(module: Module) -> list[str]:
     """The tasks of `module` whose fast forms the course withholds until they are closed."""
-    return list(dict.fromkeys(task for cell in instructor_notebook(module).cells
-                              if (task := withheld_task(cell)) is not None))
+    return list(dict.fromkeys(task for cell in module.cells() if (task := withheld_task(cell)) is not None))
 
 
 def _copy_handwritten(target: Path) -> None:

@@ -240,7 +240,7 @@ GIVEN_AFTER = "given_after"  # a cell's `tinyflo` metadata: withheld until that 
 def withheld_task(cell: Any) -> str | None:
     """The task a cell is a fast form of, when the course withholds it until that task is closed
     (`# %% tinyflo={"given_after": "conv_conv2d"}`): it could stand in for the student's code."""
-    task = (cell.get("metadata") or {}).get("tinyflo", {}).get(GIVEN_AFTER)
+    task = (getattr(cell, "metadata", None) or {}).get("tinyflo", {}).get(GIVEN_AFTER)
     return task if isinstance(task, str) and task else None
 
 
