@@ -79,6 +79,7 @@ RUN = textwrap.dedent("""
     from tinyflo.core.optim import Adam
     from tinyflo.core.schedulers import CosineAnnealing, ReduceLROnPlateau, Warmup
     from tinyflo.core.training import Trainer
+    from training_support import SavesAt  # tests/: the loader that checkpoints a trainer mid-run
 
     mode, out, flat, plateau = sys.argv[1], Path(sys.argv[2]), "flat" in sys.argv[3], "plateau" in sys.argv[3]
     ACC = 2 if plateau else 1  # the plateau case: accumulation, and a schedule fed by the epoch's mean loss
@@ -100,26 +101,6 @@ RUN = textwrap.dedent("""
                        verbosity="quiet"), loader
 
 
-    class StopsAt:
-        # a loader that saves and dies when the trainer reaches step STOP (between two batches)
-        def __init__(self, loader, trainer):
-            self.loader, self.trainer = loader, trainer
-
-        def __len__(self):
-            return len(self.loader)
-
-        def state_dict(self):
-            return self.loader.state_dict()
-
-        def __iter__(self):
-            batches = iter(self.loader)
-            for _ in range(len(self.loader)):
-                if self.trainer.step == STOP:
-                    self.trainer.save_checkpoint(out / "mid_epoch.safetensors")
-                    raise SystemExit(0)
-                yield next(batches)
-
-
     if mode == "straight":
         trainer, loader = build(0)
         trainer.fit(loader, epochs=N + M, accumulation_steps=ACC)
@@ -136,7 +117,9 @@ RUN = textwrap.dedent("""
         trainer.save_checkpoint(out / "resumed.safetensors")
     elif mode == "interrupted":
         trainer, loader = build(0)
-        trainer.fit(StopsAt(loader, trainer), epochs=N + M, accumulation_steps=ACC)
+        # saves and dies when the trainer reaches step STOP (between two batches)
+        trainer.fit(SavesAt(loader, trainer, STOP, out / "mid_epoch.safetensors", then=SystemExit),
+                    epochs=N + M, accumulation_steps=ACC)
     elif mode == "resume_mid_epoch":
         trainer, loader = build(42)
         trainer.load_checkpoint(out / "mid_epoch.safetensors", train_loader=loader)
@@ -147,7 +130,9 @@ RUN = textwrap.dedent("""
 
 def _run(mode: str, out: Path, variant: str) -> None:
     result = subprocess.run([sys.executable, "-c", RUN, mode, str(out), variant],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))})
     assert result.returncode == 0, result.stderr
 
 
