@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from tinyflo.course.checks import is_check, split_hidden
-from tinyflo.course.runner import RNG
+from tinyflo.course.scenarios import draws_inputs
 from tinyflo.course.source import Cell, Module
 
 # Where a message goes on to show a value ("…; got: {err}"), the rule ends.
@@ -96,7 +96,7 @@ def module_rules(module: Module) -> list[Rule]:
         if parts is None:
             continue
         region = parts[1]
-        draws = re.search(rf"\b{RNG}\b", region) is not None
+        draws = draws_inputs(region)
         prose = [
             line
             for cell in before

@@ -791,10 +791,13 @@ def build_task(
     ]
     binds = frozenset(top_level_names(tree) - set(PARAMETERS))
     parts = split_hidden(source) if hidden else None
-    draws = parts is not None and any(
-        isinstance(node, ast.Name) and node.id == RNG for node in ast.walk(ast.parse(parts[1]))
-    )
-    return TaskScenario(task, ast.unparse(student), ast.unparse(reference), checks, binds, draws)
+    return TaskScenario(task, ast.unparse(student), ast.unparse(reference), checks, binds,
+                        parts is not None and draws_inputs(parts[1]))
+
+
+def draws_inputs(region: str) -> bool:
+    """Whether a hidden region draws its inputs from `check_rng` (seeded per submission)."""
+    return any(isinstance(node, ast.Name) and node.id == RNG for node in ast.walk(ast.parse(region)))
 
 
 # Scopes a scenario may leave behind in the notebook's namespace (a function, a lambda, a class),
