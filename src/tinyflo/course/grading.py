@@ -367,7 +367,7 @@ def _what_it_gave(check: Check, part: tuple | None, wrong: list[Any] | None, exp
     `square(3)` = 6 (int64); expected 9`). A hidden check shows values only where
     `values_shown` (its task draws this submission's own inputs) and never its code."""
     if check.kind == "reached":
-        return "your code raised no error there" if check.must_raise and wrong is not None else ""
+        return "your code raised no error there" if check.must_raise else ""  # it was reached: it failed
     if part is None or (check.hidden and not values_shown):
         return ""
     indices = _indices(part)
@@ -406,8 +406,7 @@ def _check_holds(
     and the reference's values of the first record that fails it (None when there is no such
     record)."""
     if check.kind == "reached":
-        same = student.reached.get(check.id, 0) == reference.reached.get(check.id, 0)
-        return same, None if same else [], None
+        return student.reached.get(check.id, 0) == reference.reached.get(check.id, 0), None, None
     theirs = student.observations.get(check.id, [])
     ours = reference.observations.get(check.id, [])
     expected = [reference_values(check, raw) for raw in ours]
