@@ -107,6 +107,117 @@ def _close(x, y, tol=1e-6):
 check_rng = np.random.default_rng(0)
 
 # %% [markdown]
+# ## Dtypes, and the float64 trap
+#
+# tinyflo's dtypes are NumPy's dtype objects. float32 is the default for
+# everything a network computes: it is what GPUs are fast at, and it halves
+# memory next to float64.
+#
+# NumPy has a habit that silently turns float32 work into float64 work:
+# integer true division (`np.arange(3) / 2` is float64) and mixing an integer
+# array with a float (`int64 + float32` is float64). A framework must not
+# drift: **float32 in gives float32 out**, Python scalars included. The rule:
+#
+# * floating ⊕ floating → the wider of the two (float16 ⊕ float32 → float32);
+# * floating ⊕ integer or bool → the floating one (int64 ⊕ float32 → float32);
+# * integer ⊕ integer → the wider integer; bool ⊕ bool → bool;
+# * a Python scalar takes the tensor's dtype, except that a Python float meets
+#   an integer tensor as float32 (`arange(3) * 0.5` is float32).
+
+# %%
+#| export
+float16 = np.dtype("float16")
+float32 = np.dtype("float32")
+float64 = np.dtype("float64")
+int32 = np.dtype("int32")
+int64 = np.dtype("int64")
+uint8 = np.dtype("uint8")
+bool_ = np.dtype("bool")
+
+default_float = float32
+
+try:  # bfloat16 on NumPy comes from ml_dtypes (module 11 uses it), when installed
+    import ml_dtypes
+
+    bfloat16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    bfloat16 = None
+
+_DTYPE_NAMES = {
+    "float16": float16, "half": float16,
+    "float32": float32, "float": float32,
+    "float64": float64, "double": float64,
+    "int32": int32, "int": int32,
+    "int64": int64, "long": int64,
+    "uint8": uint8,
+    "bool": bool_,
+}
+if bfloat16 is not None:
+    _DTYPE_NAMES["bfloat16"] = bfloat16
+SUPPORTED_DTYPES = frozenset(_DTYPE_NAMES.values())
+
+
+def as_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
+    """Turn a dtype name, NumPy dtype or scalar type into one of tinyflo's dtypes."""
+    if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
+        return _DTYPE_NAMES[dtype]
+    if dtype is float or dtype is int or dtype is bool:  # Python's types mean tinyflo's defaults
+        return {float: default_float, int: int64, bool: bool_}[dtype]
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved in SUPPORTED_DTYPES and dtype is not None:
+        return resolved
+    names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
+    raise TypeError(f"{argument}: expected one of {names}; got {brief(dtype)}")
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """True for float16/32/64 (and other floating dtypes later modules add)."""
+    return dtype.kind == "f" or dtype == bfloat16
+
+
+# %% [markdown]
+# ### Task `tensor_dtypes` (1 point): `promote_types(a, b)`
+
+# %% nbgrader={"grade": false, "grade_id": "tensor_dtypes_code", "locked": false, "schema_version": 3, "solution": true}
+#| export
+@functools.cache
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """The dtype of ``a ⊕ b`` for tensors: never drifts to float64 on its own."""
+    ### BEGIN SOLUTION
+    if a == b:
+        return a
+    if is_floating(a) and is_floating(b):
+        return np.promote_types(a, b)
+    if is_floating(a):
+        return a
+    if is_floating(b):
+        return b
+    return np.promote_types(a, b)
+    ### END SOLUTION
+
+
+# %%
+print(promote_types(float32, int64), promote_types(float16, float32), promote_types(int32, int64))
+
+# %% nbgrader={"grade": true, "grade_id": "tensor_dtypes", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert promote_types(float32, float32) == float32, "float32 with float32 must stay float32"
+assert promote_types(float32, int64) == float32, "an integer must not widen a float32 to float64"
+assert promote_types(int64, float16) == float16, "an integer with float16 must give float16"
+assert promote_types(float16, float32) == float32, "float16 with float32 must give the wider float32"
+### BEGIN HIDDEN TESTS
+assert promote_types(bool_, bool_) == bool_, "bool with bool must stay bool"
+assert promote_types(int32, int64) == int64, "int32 with int64 must give the wider int64"
+assert promote_types(bool_, int32) == int32, "bool with int32 must give int32"
+assert promote_types(float64, float32) == float64, "float64 with float32 must give float64: the user chose float64"
+assert promote_types(uint8, float32) == float32, "uint8 with float32 must give float32"
+assert promote_types(int64, float32) == float32, "the order must not matter: int64 with float32 gives float32"
+assert promote_types(float32, float16) == float32, "the order must not matter: float32 with float16 gives float32"
+### END HIDDEN TESTS
+
+# %% [markdown]
 # ## Devices: one array namespace per place
 #
 # A `Device` names where an array lives and which library computes on it:
@@ -323,117 +434,6 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
     with dst:
         return dst.xp.asarray(array)
 
-
-# %% [markdown]
-# ## Dtypes, and the float64 trap
-#
-# tinyflo's dtypes are NumPy's dtype objects. float32 is the default for
-# everything a network computes: it is what GPUs are fast at, and it halves
-# memory next to float64.
-#
-# NumPy has a habit that silently turns float32 work into float64 work:
-# integer true division (`np.arange(3) / 2` is float64) and mixing an integer
-# array with a float (`int64 + float32` is float64). A framework must not
-# drift: **float32 in gives float32 out**, Python scalars included. The rule:
-#
-# * floating ⊕ floating → the wider of the two (float16 ⊕ float32 → float32);
-# * floating ⊕ integer or bool → the floating one (int64 ⊕ float32 → float32);
-# * integer ⊕ integer → the wider integer; bool ⊕ bool → bool;
-# * a Python scalar takes the tensor's dtype, except that a Python float meets
-#   an integer tensor as float32 (`arange(3) * 0.5` is float32).
-
-# %%
-#| export
-float16 = np.dtype("float16")
-float32 = np.dtype("float32")
-float64 = np.dtype("float64")
-int32 = np.dtype("int32")
-int64 = np.dtype("int64")
-uint8 = np.dtype("uint8")
-bool_ = np.dtype("bool")
-
-default_float = float32
-
-try:  # bfloat16 on NumPy comes from ml_dtypes (module 11 uses it), when installed
-    import ml_dtypes
-
-    bfloat16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:
-    bfloat16 = None
-
-_DTYPE_NAMES = {
-    "float16": float16, "half": float16,
-    "float32": float32, "float": float32,
-    "float64": float64, "double": float64,
-    "int32": int32, "int": int32,
-    "int64": int64, "long": int64,
-    "uint8": uint8,
-    "bool": bool_,
-}
-if bfloat16 is not None:
-    _DTYPE_NAMES["bfloat16"] = bfloat16
-SUPPORTED_DTYPES = frozenset(_DTYPE_NAMES.values())
-
-
-def as_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
-    """Turn a dtype name, NumPy dtype or scalar type into one of tinyflo's dtypes."""
-    if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
-        return _DTYPE_NAMES[dtype]
-    if dtype is float or dtype is int or dtype is bool:  # Python's types mean tinyflo's defaults
-        return {float: default_float, int: int64, bool: bool_}[dtype]
-    try:
-        resolved = np.dtype(dtype)
-    except TypeError:
-        resolved = None
-    if resolved in SUPPORTED_DTYPES and dtype is not None:
-        return resolved
-    names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
-    raise TypeError(f"{argument}: expected one of {names}; got {brief(dtype)}")
-
-
-def is_floating(dtype: np.dtype) -> bool:
-    """True for float16/32/64 (and other floating dtypes later modules add)."""
-    return dtype.kind == "f" or dtype == bfloat16
-
-
-# %% [markdown]
-# ### Task `tensor_dtypes` (1 point): `promote_types(a, b)`
-
-# %% nbgrader={"grade": false, "grade_id": "tensor_dtypes_code", "locked": false, "schema_version": 3, "solution": true}
-#| export
-@functools.cache
-def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
-    """The dtype of ``a ⊕ b`` for tensors: never drifts to float64 on its own."""
-    ### BEGIN SOLUTION
-    if a == b:
-        return a
-    if is_floating(a) and is_floating(b):
-        return np.promote_types(a, b)
-    if is_floating(a):
-        return a
-    if is_floating(b):
-        return b
-    return np.promote_types(a, b)
-    ### END SOLUTION
-
-
-# %%
-print(promote_types(float32, int64), promote_types(float16, float32), promote_types(int32, int64))
-
-# %% nbgrader={"grade": true, "grade_id": "tensor_dtypes", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-assert promote_types(float32, float32) == float32, "float32 with float32 must stay float32"
-assert promote_types(float32, int64) == float32, "an integer must not widen a float32 to float64"
-assert promote_types(int64, float16) == float16, "an integer with float16 must give float16"
-assert promote_types(float16, float32) == float32, "float16 with float32 must give the wider float32"
-### BEGIN HIDDEN TESTS
-assert promote_types(bool_, bool_) == bool_, "bool with bool must stay bool"
-assert promote_types(int32, int64) == int64, "int32 with int64 must give the wider int64"
-assert promote_types(bool_, int32) == int32, "bool with int32 must give int32"
-assert promote_types(float64, float32) == float64, "float64 with float32 must give float64: the user chose float64"
-assert promote_types(uint8, float32) == float32, "uint8 with float32 must give float32"
-assert promote_types(int64, float32) == float32, "the order must not matter: int64 with float32 gives float32"
-assert promote_types(float32, float16) == float32, "the order must not matter: float32 with float16 gives float32"
-### END HIDDEN TESTS
 
 # %% [markdown]
 # ## The Tensor

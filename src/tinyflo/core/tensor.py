@@ -15,6 +15,72 @@ import numpy as np
 from tinyflo import environment
 
 
+float16 = np.dtype("float16")
+float32 = np.dtype("float32")
+float64 = np.dtype("float64")
+int32 = np.dtype("int32")
+int64 = np.dtype("int64")
+uint8 = np.dtype("uint8")
+bool_ = np.dtype("bool")
+
+default_float = float32
+
+try:  # bfloat16 on NumPy comes from ml_dtypes (module 11 uses it), when installed
+    import ml_dtypes
+
+    bfloat16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:
+    bfloat16 = None
+
+_DTYPE_NAMES = {
+    "float16": float16, "half": float16,
+    "float32": float32, "float": float32,
+    "float64": float64, "double": float64,
+    "int32": int32, "int": int32,
+    "int64": int64, "long": int64,
+    "uint8": uint8,
+    "bool": bool_,
+}
+if bfloat16 is not None:
+    _DTYPE_NAMES["bfloat16"] = bfloat16
+SUPPORTED_DTYPES = frozenset(_DTYPE_NAMES.values())
+
+
+def as_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
+    """Turn a dtype name, NumPy dtype or scalar type into one of tinyflo's dtypes."""
+    if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
+        return _DTYPE_NAMES[dtype]
+    if dtype is float or dtype is int or dtype is bool:  # Python's types mean tinyflo's defaults
+        return {float: default_float, int: int64, bool: bool_}[dtype]
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved in SUPPORTED_DTYPES and dtype is not None:
+        return resolved
+    names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
+    raise TypeError(f"{argument}: expected one of {names}; got {brief(dtype)}")
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """True for float16/32/64 (and other floating dtypes later modules add)."""
+    return dtype.kind == "f" or dtype == bfloat16
+
+
+@functools.cache
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """The dtype of ``a ⊕ b`` for tensors: never drifts to float64 on its own."""
+    if a == b:
+        return a
+    if is_floating(a) and is_floating(b):
+        return np.promote_types(a, b)
+    if is_floating(a):
+        return a
+    if is_floating(b):
+        return b
+    return np.promote_types(a, b)
+
+
 @functools.cache
 def _cupy():
     """The cupy module when CuPy imports and sees a GPU, else None (the test stand-in when asked for)."""
@@ -203,72 +269,6 @@ def _move(array: Any, src: Device, dst: Device) -> Any:
         return to_host(array, copy=True)
     with dst:
         return dst.xp.asarray(array)
-
-
-float16 = np.dtype("float16")
-float32 = np.dtype("float32")
-float64 = np.dtype("float64")
-int32 = np.dtype("int32")
-int64 = np.dtype("int64")
-uint8 = np.dtype("uint8")
-bool_ = np.dtype("bool")
-
-default_float = float32
-
-try:  # bfloat16 on NumPy comes from ml_dtypes (module 11 uses it), when installed
-    import ml_dtypes
-
-    bfloat16 = np.dtype(ml_dtypes.bfloat16)
-except ImportError:
-    bfloat16 = None
-
-_DTYPE_NAMES = {
-    "float16": float16, "half": float16,
-    "float32": float32, "float": float32,
-    "float64": float64, "double": float64,
-    "int32": int32, "int": int32,
-    "int64": int64, "long": int64,
-    "uint8": uint8,
-    "bool": bool_,
-}
-if bfloat16 is not None:
-    _DTYPE_NAMES["bfloat16"] = bfloat16
-SUPPORTED_DTYPES = frozenset(_DTYPE_NAMES.values())
-
-
-def as_dtype(dtype: Any, argument: str = "dtype") -> np.dtype:
-    """Turn a dtype name, NumPy dtype or scalar type into one of tinyflo's dtypes."""
-    if isinstance(dtype, str) and dtype in _DTYPE_NAMES:
-        return _DTYPE_NAMES[dtype]
-    if dtype is float or dtype is int or dtype is bool:  # Python's types mean tinyflo's defaults
-        return {float: default_float, int: int64, bool: bool_}[dtype]
-    try:
-        resolved = np.dtype(dtype)
-    except TypeError:
-        resolved = None
-    if resolved in SUPPORTED_DTYPES and dtype is not None:
-        return resolved
-    names = ", ".join(sorted({d.name for d in SUPPORTED_DTYPES}))
-    raise TypeError(f"{argument}: expected one of {names}; got {brief(dtype)}")
-
-
-def is_floating(dtype: np.dtype) -> bool:
-    """True for float16/32/64 (and other floating dtypes later modules add)."""
-    return dtype.kind == "f" or dtype == bfloat16
-
-
-@functools.cache
-def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
-    """The dtype of ``a ⊕ b`` for tensors: never drifts to float64 on its own."""
-    if a == b:
-        return a
-    if is_floating(a) and is_floating(b):
-        return np.promote_types(a, b)
-    if is_floating(a):
-        return a
-    if is_floating(b):
-        return b
-    return np.promote_types(a, b)
 
 
 class Tensor:
