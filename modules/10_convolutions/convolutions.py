@@ -480,13 +480,34 @@ assert str(_cols.shape) in _said, "the error names the expected shape of the col
 #   data batch, and its gradient would be a whole fold.
 #
 # `conv2d` checks its arguments before it builds anything, with errors for
-# people: input and weight must be 4-d; C must equal weight.shape[1] ·
-# groups; OC must be divisible by groups; the bias must have shape (OC,);
+# people: input and weight must be 4-d, C must equal weight.shape[1] ·
+# groups and the bias must have shape (OC,) (a `ShapeError` naming the
+# shapes); OC must be divisible by groups (a `ValueError` naming groups);
 # the kernel must fit the padded input (`_geometry` does that); groups must
 # be an int, and input, weight and bias must have the same dtype (`TypeError`:
 # a float64 bias on float32 weights would otherwise be cast down silently).
 # Use explicit sizes in the reshapes, never −1: with a batch of N = 0 images
 # there are M = 0 rows, and `reshape(0, G, -1)` cannot work out the −1.
+#
+# **Checked when graded** (besides the tests below), on images, groups,
+# geometries, weights, biases and output gradients drawn for you:
+#
+# * conv2d gives the definition's sums, with and without a bias, for any stride, padding, dilation and groups (ints or (height, width) pairs)
+# * the input's gradient: each output's gradient times its filter, added back where its window came from
+# * the weight's gradient: the output gradient times the windows, summed over positions and over the images of the batch
+# * the bias's gradient: the output gradient summed over positions and over the images of the batch
+# * the input gradient of a data batch (requires_grad=False) is not computed: needs_input_grad says so
+# * with an input that needs no gradient, the weight still gets its gradient
+# * a bias of another dtype than the weight must raise a `TypeError`
+# * the error names the bias
+# * an input of another dtype than the weight must raise a `TypeError`
+# * the error names both dtypes
+# * an input whose channels are not weight.shape[1] · groups must raise a `ShapeError`
+# * the error names the input's shape
+# * output channels that groups does not divide must raise a `ValueError`
+# * the error names groups
+# * a kernel larger than the padded input must raise a `ShapeError`
+# * a batch of zero images gives zero output images
 
 # %% nbgrader={"grade": false, "grade_id": "conv_conv2d_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -607,21 +628,86 @@ assert gradcheck(lambda x, w, b: conv2d(x, w, b), x64, w64, b64), "the gradients
 assert gradcheck(lambda x, w, b: conv2d(x, w, b, stride=2, padding=1), x64, w64, b64), (
     "the gradients with stride 2 and padding 1")
 ### BEGIN HIDDEN TESTS
-X2, W2, B2 = rng.standard_normal((2, 4, 7, 6)), rng.standard_normal((6, 2, 3, 2)), rng.standard_normal(6)
-for kw in ({"groups": 2}, {"dilation": 2}, {"stride": 3, "padding": 2}, {"groups": 2, "stride": 2, "dilation": 2, "padding": 1}):
-    args = [kw.get(k, v) for k, v in (("stride", 1), ("padding", 0), ("dilation", 1), ("groups", 1))]
-    w_ = W2 if kw.get("groups") == 2 else rng.standard_normal((6, 4, 3, 2))
-    got = conv2d(Tensor(X2), Tensor(w_), Tensor(B2), **kw).numpy()
-    assert np.allclose(got, conv2d_loops(X2, w_, B2, *args)), f"conv2d with {kw} differs from the definition"
-xs, ws, bs = (Tensor(a, requires_grad=True) for a in (X2[:1, :, :5, :5], W2[:4], B2[:4]))
-assert gradcheck(lambda x, w, b: conv2d(x, w, b, stride=2, groups=2), xs, ws, bs), (
-    "the gradients with stride 2 and 2 groups")
-assert gradcheck(lambda x, w: conv2d(x, w, dilation=2, padding=1, groups=2), xs, ws), (
-    "the gradients with dilation 2, padding 1 and 2 groups")
-assert gradcheck(lambda x, w: conv2d(x, w, stride=(2, 1), padding=(0, 1), groups=2), xs, ws), (
-    "the gradients with stride (2, 1) and padding (0, 1)")
-xn = Tensor(X[:1, :, :5, :4])
-wn = Tensor(W[:2], requires_grad=True)
+# This student's own inputs: sizes, groups, geometries, weights, biases and output gradients, drawn.
+def _conv_loops(x, w, b, stride, padding, dilation):
+    """conv2d's definition, one output number at a time, for (height, width) pairs."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    groups = c // cg
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, oc, oh, ow))
+    for o in range(oc):
+        g = o // (oc // groups)
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp_[:, g * cg:(g + 1) * cg, i * sh:i * sh + dh * (kh - 1) + 1:dh,
+                            j * sw:j * sw + dw * (kw - 1) + 1:dw]
+                out[:, o, i, j] = (patch * w[o]).sum(axis=(1, 2, 3)) + (0 if b is None else b[o])
+    return out
+
+
+def _conv_grads_loops(x, w, grad, stride, padding, dilation):
+    """The gradients of sum(conv2d(x, w, b) · grad) for the input, the weight and the bias, by the same loops."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    groups = c // cg
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    gx, gw = np.zeros_like(xp_), np.zeros_like(w)
+    for o in range(oc):
+        g = o // (oc // groups)
+        for i in range(grad.shape[2]):
+            for j in range(grad.shape[3]):
+                rows, cols = slice(i * sh, i * sh + dh * (kh - 1) + 1, dh), slice(j * sw, j * sw + dw * (kw - 1) + 1, dw)
+                gx[:, g * cg:(g + 1) * cg, rows, cols] += grad[:, o, i, j][:, None, None, None] * w[o]
+                gw[o] += np.tensordot(grad[:, o, i, j], xp_[:, g * cg:(g + 1) * cg, rows, cols], axes=1)
+    return gx[:, :, ph:ph + h, pw:pw + wd], gw, grad.sum(axis=(0, 2, 3))
+
+
+_N, _G = int(check_rng.integers(2, 4)), int(check_rng.integers(2, 4))
+_CG, _OCG = (int(v) for v in check_rng.integers(1, 3, 2))
+_C, _OC = _G * _CG, _G * _OCG
+_H, _W = (int(v) for v in check_rng.integers(5, 9, 2))
+_x = check_rng.standard_normal((_N, _C, _H, _W))
+# (kernel, stride, padding, dilation, groups) as conv2d takes them: ints, pairs, one group or _G; no bias in the second
+_geometries = [
+    (int(check_rng.integers(1, 4)), 1, 0, 1, 1),
+    (int(check_rng.integers(2, 4)), int(check_rng.integers(2, 4)), int(check_rng.integers(0, 3)), 1, _G),
+    (2, 1, 1, 2, _G),
+    (tuple(int(v) for v in check_rng.permutation([2, 3])), tuple(int(v) for v in check_rng.permutation([1, 2])),
+     tuple(int(v) for v in check_rng.permutation([0, 1])), tuple(int(v) for v in check_rng.permutation([1, 2])), _G),
+]
+
+
+def _two(v):
+    return (v, v) if isinstance(v, int) else v
+
+
+for _case, (_k, _s, _p, _d, _g) in enumerate(_geometries):
+    _w = check_rng.standard_normal((_OC, _C // _g, *_two(_k)))
+    _b = None if _case == 1 else check_rng.standard_normal(_OC)
+    assert np.allclose(conv2d(Tensor(_x), Tensor(_w), None if _b is None else Tensor(_b), _s, _p, _d, _g).numpy(),
+                       _conv_loops(_x, _w, _b, _two(_s), _two(_p), _two(_d))), (
+        "conv2d gives the definition's sums, with and without a bias, for any stride, padding, dilation and groups "
+        "(ints or (height, width) pairs)")
+# the gradients, for one geometry with a stride of 2, padding, dilation 2 and groups; an output gradient drawn
+_k, _s, _p, _d = ((3, 2), (2, int(check_rng.integers(1, 3))), (1, int(check_rng.integers(0, 2))),
+                  tuple(int(v) for v in check_rng.permutation([1, 2])))
+_w, _b = check_rng.standard_normal((_OC, _CG, *_k)), check_rng.standard_normal(_OC)
+_out_hw = tuple(conv_output_size(*args) for args in zip((_H, _W), _k, _s, _p, _d))
+_grad_out = check_rng.standard_normal((_N, _OC, *_out_hw))
+_gx, _gw, _gb = _conv_grads_loops(_x, _w, _grad_out, _s, _p, _d)
+_xt, _wt, _bt = (Tensor(a, requires_grad=True) for a in (_x, _w, _b))
+(conv2d(_xt, _wt, _bt, _s, _p, _d, _G) * Tensor(_grad_out)).sum().backward()
+assert np.allclose(_xt.grad.numpy(), _gx), (
+    "the input's gradient: each output's gradient times its filter, added back where its window came from")
+assert np.allclose(_wt.grad.numpy(), _gw), (
+    "the weight's gradient: the output gradient times the windows, summed over positions and over the images of the batch")
+assert np.allclose(_bt.grad.numpy(), _gb), (
+    "the bias's gradient: the output gradient summed over positions and over the images of the batch")
+_xn, _wn = Tensor(_x), Tensor(_w, requires_grad=True)
 _col2im, _fold_ = col2im, _fold
 class _InputGradient(BaseException):
     """Raised where the input's gradient would be computed: past `except Exception`."""
@@ -629,49 +715,51 @@ def col2im(*args, **kwargs):
     raise _InputGradient()
 _fold = col2im
 try:
-    conv2d(xn, wn).sum().backward()
-    _input_gradient = False
+    (conv2d(_xn, _wn, None, _s, _p, _d, _G) * Tensor(_grad_out)).sum().backward()
+    _input_gradient = "not computed"
 except _InputGradient:
-    _input_gradient = True
+    _input_gradient = "computed"
 finally:
     col2im, _fold = _col2im, _fold_
-assert not _input_gradient, "the input gradient of a data batch (requires_grad=False) must not be computed"
-assert wn.grad is not None and xn.grad is None, "only the weight's gradient, when the input needs none"
-xb = Tensor(X[:, :, :4, :4])
-assert gradcheck(lambda w, b: conv2d(xb, w, b), Tensor(W[:2], requires_grad=True), Tensor(B[:2], requires_grad=True)), (
-    "the weight and bias gradients add up over the images of a batch")
+assert _input_gradient == "not computed", (
+    "the input gradient of a data batch (requires_grad=False) is not computed: needs_input_grad says so")
+assert np.allclose(_wn.grad.numpy(), _gw), "with an input that needs no gradient, the weight still gets its gradient"
+_weight_dtype, _other_dtype = (np.float32, np.float64)[::1 if check_rng.integers(2) else -1]
 try:
-    conv2d(Tensor(X2), Tensor(W2), Tensor(B2.astype(np.float32)), groups=2)
-    raise AssertionError("a float32 bias with float64 weights must raise")
+    conv2d(Tensor(_x.astype(_weight_dtype)), Tensor(_w.astype(_weight_dtype)), Tensor(_b.astype(_other_dtype)),
+           groups=_G)
+    raise AssertionError("a bias of another dtype than the weight must raise a TypeError")
 except TypeError as err:
-    assert "bias" in str(err), f"the error names the bias; got {err}"
+    _said = str(err)
+assert "bias" in _said, "the error names the bias"
 try:
-    conv2d(Tensor(X2.astype(np.float32)), Tensor(W2), groups=2)
-    raise AssertionError("a float32 input with float64 weights must raise")
+    conv2d(Tensor(_x.astype(_other_dtype)), Tensor(_w.astype(_weight_dtype)), groups=_G)
+    raise AssertionError("an input of another dtype than the weight must raise a TypeError")
 except TypeError as err:
-    assert "float32" in str(err) and "float64" in str(err), f"the error names both dtypes; got {err}"
+    _said = str(err)
+assert [np.dtype(_other_dtype).name in _said, np.dtype(_weight_dtype).name in _said] == [True, True], (
+    "the error names both dtypes")
+_x_wrong = check_rng.standard_normal((_N, _C + int(check_rng.integers(1, 3)), _H, _W))
 try:
-    conv2d(Tensor(X2), Tensor(W2))
-    raise AssertionError("4 input channels for a weight that expects 2 must raise")
+    conv2d(Tensor(_x_wrong), Tensor(_w), groups=_G)
+    raise AssertionError("an input whose channels are not weight.shape[1] · groups must raise a ShapeError")
 except ShapeError as err:
-    assert "(2, 4, 7, 6)" in str(err), f"the error names the input's shape; got {err}"
+    _said = str(err)
+assert str(_x_wrong.shape) in _said, "the error names the input's shape"
 try:
-    conv2d(Tensor(X2), Tensor(W2[:5]), groups=2)
-    raise AssertionError("5 output channels cannot be split into 2 groups")
+    conv2d(Tensor(_x), Tensor(check_rng.standard_normal((_OC + int(check_rng.integers(1, _G)), _CG, 2, 2))), groups=_G)
+    raise AssertionError("output channels that groups does not divide must raise a ValueError")
 except ValueError as err:
-    assert "groups" in str(err), f"the error names groups; got {err}"
+    _said = str(err)
+assert "groups" in _said, "the error names groups"
 try:
-    conv2d(Tensor(X2), Tensor(rng.standard_normal((2, 4, 9, 2))))
-    raise AssertionError("a kernel larger than the input must raise")
+    conv2d(Tensor(_x), Tensor(check_rng.standard_normal((_OC, _CG, _H + 3, 2))), padding=1, groups=_G)
+    raise AssertionError("a kernel larger than the padded input must raise a ShapeError")
 except ShapeError as err:
-    assert "(2, 4, 7, 6)" in str(err), f"the error names the input's shape; got {err}"
-assert conv2d(Tensor(np.zeros((0, 4, 7, 6))), Tensor(W2), groups=2).shape == (0, 6, 5, 5), (
-    "a batch of zero images gives zero outputs")
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
-_rs_x = check_rng.standard_normal((1, 2, int(check_rng.integers(4, 8)), int(check_rng.integers(4, 8))))
-_rs_w, _rs_bias = check_rng.standard_normal((3, 2, 3, 3)), check_rng.standard_normal(3)
-assert np.allclose(conv2d(Tensor(_rs_x), Tensor(_rs_w), Tensor(_rs_bias), padding=1).numpy(),
-                   conv2d_loops(_rs_x, _rs_w, _rs_bias, 1, 1)), "conv2d agrees with the definition on random inputs"
+    _said = str(err)
+assert str(_x.shape) in _said, "the error names the input's shape"
+assert conv2d(Tensor(_x[:0]), Tensor(_w), None, _s, _p, _d, _G).shape == (0, _OC, *_out_hw), (
+    "a batch of zero images gives zero output images")
 ### END HIDDEN TESTS
 
 # %% [markdown] tinyflo={"given_after": "conv_conv2d"}

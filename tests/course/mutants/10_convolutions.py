@@ -63,6 +63,20 @@ MUTANTS = [
         "cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, groups, k, oh * ow)",
         "cols = win.reshape(n, groups, k, oh * ow)",
     ),
+    # backward folds the input's gradient even for a data batch that needs none (a hidden test catches it).
+    (
+        "conv_conv2d",
+        "        if needs[0]:\n            (kh, kw), c = self.geometry[0], self.x_shape[1]",
+        "        if True:\n            (kh, kw), c = self.geometry[0], self.x_shape[1]",
+    ),
+    # the bias's dtype not checked: a float32 bias is silently mixed with float64 weights (a hidden test catches it).
+    (
+        "conv_conv2d",
+        "if bias is not None and bias.dtype != weight.dtype:",
+        "if False:",
+    ),
+    # groups that do not divide the output channels not checked: NumPy's reshape error, which names no groups.
+    ("conv_conv2d", "if groups < 1 or weight.shape[0] % groups:", "if groups < 1:"),
     # kaiming_uniform_ with its default a=0: weights √15 times too wide for PyTorch's default.
     (
         "conv_conv2d_layer",
