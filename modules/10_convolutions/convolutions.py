@@ -979,6 +979,26 @@ print("largest difference, batch-last vs per image (output, input, weight, bias 
 # `Conv2d(1, 6, 5) got input of shape (32, 3, 28, 28); expected (N, 1, H, W)`.
 # An integer input is converted to the weight's dtype; a floating input of
 # another dtype is a `TypeError`, as for `Linear`.
+#
+# **Checked when graded** (besides the tests below), on channels, groups,
+# kernels, strides, paddings, dilations, seeds, weights and inputs drawn
+# for you:
+#
+# * kaiming_uniform_(a=√5): the weight is uniform in ±1/√fan_in, fan_in = C/groups·KH·KW
+# * the bias is uniform in ±1/√fan_in, fan_in = C/groups·KH·KW
+# * bias=False: the layer has a weight and no bias
+# * the weight has shape (OC, C/groups, KH, KW)
+# * the layer keeps kernel_size, stride, padding and dilation as (height, width) pairs
+# * the layer computes conv2d with its own weight, bias, stride, padding, dilation and groups
+# * an integer input becomes the weight's dtype
+# * an input that is not (N, C, H, W) with C = in_channels must raise a `ShapeError`
+# * the error names the layer, the input's shape and what was expected
+# * in_channels or out_channels that groups does not divide must raise a `ValueError`
+# * the error names groups
+# * in_channels, out_channels or groups that is not a positive int must raise a `ValueError`
+# * the error names that argument
+# * a floating input of another dtype than the weights must raise a `TypeError`
+# * the error names the input's dtype
 
 # %% nbgrader={"grade": false, "grade_id": "conv_conv2d_layer_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1064,32 +1084,91 @@ except ShapeError as err:
     assert str(err) == "Conv2d(1, 6, 5) got input of shape (32, 3, 28, 28); expected (N, 1, H, W)", (
         f"the error names the layer, the input's shape and what was expected; got {err}")
 ### BEGIN HIDDEN TESTS
-assert np.abs(layer.bias.numpy()).max() <= bound and np.abs(layer.bias.numpy()).max() > 0.5 * bound, (
-    "the bias is uniform in ±1/√fan_in")
-g = Conv2d(4, 6, (3, 2), stride=2, padding=1, groups=2, bias=False)
-assert g.weight.shape == (6, 2, 3, 2) and g.bias is None, "bias=False: no bias; groups=2: 2 input channels per filter"
-assert g(randn(1, 4, 8, 8)).shape == (1, 6, 4, 5), "the layer passes stride, padding and groups to conv2d"
-dilated = Conv2d(1, 1, 3, dilation=2, bias=False)
-assert dilated.dilation == (2, 2) and dilated(randn(1, 1, 7, 7)).shape == (1, 1, 3, 3), (
-    "the layer passes its dilation to conv2d")
-assert Conv2d(2, 2, 3, dtype=float64)(Tensor(np.ones((1, 2, 3, 3), np.int64))).dtype == np.float64, (
+# This student's own layers: channels, groups, kernel, stride, padding, dilation, seed, weights and inputs, drawn.
+def _layer_loops(x, w, b, stride, padding, dilation):
+    """conv2d's definition, one output number at a time, for (height, width) pairs."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    groups = c // cg
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, oc, oh, ow))
+    for o in range(oc):
+        g = o // (oc // groups)
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp_[:, g * cg:(g + 1) * cg, i * sh:i * sh + dh * (kh - 1) + 1:dh,
+                            j * sw:j * sw + dw * (kw - 1) + 1:dw]
+                out[:, o, i, j] = (patch * w[o]).sum(axis=(1, 2, 3)) + (0 if b is None else b[o])
+    return out
+
+
+_G = int(check_rng.integers(2, 4))
+_C, _OC = _G * int(check_rng.integers(1, 3)), _G * int(check_rng.integers(1, 3))
+_k = tuple(int(v) for v in check_rng.integers(2, 4, 2))
+_fan_in = _C // _G * _k[0] * _k[1]
+manual_seed(int(check_rng.integers(0, 2**31)))
+_big = Conv2d(_C, _G * 32, _k, groups=_G)  # 32 filters per group: enough values to see the bounds
+assert 0.9 < np.abs(_big.weight.numpy()).max() * math.sqrt(_fan_in) <= 1 + 1e-6, (
+    "kaiming_uniform_(a=√5): the weight is uniform in ±1/√fan_in, fan_in = C/groups·KH·KW")
+assert 0.5 < np.abs(_big.bias.numpy()).max() * math.sqrt(_fan_in) <= 1 + 1e-6, (
+    "the bias is uniform in ±1/√fan_in, fan_in = C/groups·KH·KW")
+assert [name for name, _ in Conv2d(_C, _OC, _k, groups=_G, bias=False).named_parameters()] == ["weight"], (
+    "bias=False: the layer has a weight and no bias")
+# stride, padding and dilation as (height, width) pairs, each with one axis off its default
+_s = tuple(int(v) for v in check_rng.permutation([2, int(check_rng.integers(1, 3))]))
+_p = tuple(int(v) for v in check_rng.permutation([1, int(check_rng.integers(0, 2))]))
+_d = tuple(int(v) for v in check_rng.permutation([2, int(check_rng.integers(1, 3))]))
+_layer = Conv2d(_C, _OC, _k, stride=_s, padding=_p, dilation=_d, groups=_G)
+assert _layer.weight.shape == (_OC, _C // _G, *_k), "the weight has shape (OC, C/groups, KH, KW)"
+assert [_layer.kernel_size, _layer.stride, _layer.padding, _layer.dilation] == [_k, _s, _p, _d], (
+    "the layer keeps kernel_size, stride, padding and dilation as (height, width) pairs")
+_w, _b = check_rng.standard_normal((_OC, _C // _G, *_k)), check_rng.standard_normal(_OC)
+_layer.weight.data[...] = _w
+_layer.bias.data[...] = _b
+_x = check_rng.standard_normal((int(check_rng.integers(1, 3)), _C, *(int(v) for v in check_rng.integers(5, 9, 2))))
+assert np.allclose(_layer(Tensor(_x.astype(np.float32))).numpy(), _layer_loops(_x, _w, _b, _s, _p, _d), atol=1e-4), (
+    "the layer computes conv2d with its own weight, bias, stride, padding, dilation and groups")
+_dtype = (float32, float64)[int(check_rng.integers(2))]
+_ints = check_rng.integers(-5, 6, (1, _C, 5, 5))
+assert str(Conv2d(_C, _OC, 2, groups=_G, dtype=_dtype)(Tensor(_ints)).dtype) == str(np.dtype(_dtype)), (
     "an integer input becomes the weight's dtype")
-for bad in (lambda: Conv2d(3, 6, 3, groups=2), lambda: Conv2d(4, 3, 3, groups=2)):
-    try:
-        bad()
-        raise AssertionError("channels not divisible by groups must raise")
-    except ValueError as err:
-        assert "groups" in str(err), f"the error names groups; got {err}"
+_bad_shape = ((2, _C + int(check_rng.integers(1, 3)), 6, 6), (_C, 6, 6))[int(check_rng.integers(2))]
 try:
-    Conv2d(0, 2, 3)
-    raise AssertionError("in_channels=0 must raise")
+    _layer(Tensor(np.zeros(_bad_shape, np.float32)))
+    raise AssertionError("an input that is not (N, C, H, W) with C = in_channels must raise a ShapeError")
+except ShapeError as err:
+    _said = str(err)
+_kname = _k[0] if _k[0] == _k[1] else _k
+assert _said == f"Conv2d({_C}, {_OC}, {_kname}) got input of shape {_bad_shape}; expected (N, {_C}, H, W)", (
+    "the error names the layer, the input's shape and what was expected")
+_a, _o = _G * int(check_rng.integers(1, 3)), _G * int(check_rng.integers(1, 3))
+_channels = ((_a + 1, _o), (_a, _o + 1))[int(check_rng.integers(2))]
+try:
+    Conv2d(*_channels, 3, groups=_G)
+    raise AssertionError("in_channels or out_channels that groups does not divide must raise a ValueError")
 except ValueError as err:
-    assert "in_channels" in str(err), f"the error names in_channels; got {err}"
+    _said = str(err)
+assert "groups" in _said, "the error names groups"
+_which = int(check_rng.integers(3))
+_args = [_C, _OC, 3, 1, 0, 1, 1]
+_args[(0, 1, 6)[_which]] = -int(check_rng.integers(0, 3))
 try:
-    Conv2d(1, 2, 3)(randn(1, 1, 4, 4).to(dtype=float64))
-    raise AssertionError("a float64 input to float32 weights must raise")
+    Conv2d(*_args)
+    raise AssertionError("in_channels, out_channels or groups that is not a positive int must raise a ValueError")
+except ValueError as err:
+    _said = str(err)
+assert ("in_channels", "out_channels", "groups")[_which] in _said, "the error names that argument"
+_weights_dtype = (float32, float64)[int(check_rng.integers(2))]
+_input_dtype = [d for d in (np.float16, np.float32, np.float64) if np.dtype(d) != np.dtype(_weights_dtype)][
+    int(check_rng.integers(2))]
+try:
+    Conv2d(_C, _OC, 2, groups=_G, dtype=_weights_dtype)(Tensor(_x.astype(_input_dtype)))
+    raise AssertionError("a floating input of another dtype than the weights must raise a TypeError")
 except TypeError as err:
-    assert "float64" in str(err), f"the error names the input's dtype; got {err}"
+    _said = str(err)
+assert np.dtype(_input_dtype).name in _said, "the error names the input's dtype"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -101,6 +101,11 @@ MUTANTS = [
         "return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)",
         "return conv2d(x, self.weight, self.bias, self.stride, self.padding, groups=self.groups)",
     ),
+    # an integer input not converted: it reaches conv2d as integers, a dtype mismatch (a hidden test catches it).
+    ("conv_conv2d_layer", "            if not is_floating(x.dtype):\n                x = x.to(dtype=self.weight.dtype)\n            elif",
+     "            if False:\n                pass\n            elif"),
+    # bias=False ignored: the layer always makes a bias (a hidden test catches it).
+    ("conv_conv2d_layer", "        if bias:\n            self.bias = Parameter(", "        if True:\n            self.bias = Parameter("),
     # max pooling sends the gradient to every element of the window, not to its maximum.
     (
         "conv_max_pool",
