@@ -1235,6 +1235,21 @@ def _pool_geometry(op: str, x: Tensor, kernel_size: Any, stride: Any, padding: A
 # KH·KW-times-the-output array to fill and then copy. Pad floating inputs
 # with −∞ and integer ones with their smallest value; a bool input is a
 # `TypeError`.
+#
+# **Checked when graded** (besides the tests below), on sizes, geometries,
+# values (distinct, except where ties are built into every window) and
+# output gradients drawn for you:
+#
+# * max_pool2d gives each window's largest value, for any kernel, stride, padding and dilation (stride None: the kernel size)
+# * each window's gradient goes to its largest value, added up where windows overlap, for any kernel, stride, padding and dilation
+# * padding never wins: windows of negative numbers keep their largest real value
+# * integer inputs stay integer
+# * integer inputs are padded with their smallest value: windows of negative integers keep their largest real value
+# * a tie sends each window's gradient to one element only: the window's first maximum, in row-major order (windows that tile the image, windows that overlap)
+# * padding above half the kernel must raise a `ValueError`
+# * the error names the padding
+# * a bool input must raise a `TypeError`
+# * the error names the bool input
 
 # %% nbgrader={"grade": false, "grade_id": "conv_max_pool_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1317,37 +1332,110 @@ x64 = Tensor(rng.standard_normal((2, 2, 5, 5)), requires_grad=True)
 assert gradcheck(lambda t: max_pool2d(t, 3, stride=2, padding=1), x64), "the gradient with stride 2 and padding 1"
 assert MaxPool2d(2)(img).shape == (1, 1, 2, 2), "the layer calls max_pool2d"
 ### BEGIN HIDDEN TESTS
-X = rng.standard_normal((2, 3, 7, 6))
-t = Tensor(X)
-got = max_pool2d(t, (3, 2), stride=(2, 1), padding=1).numpy()
-padded = np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
-ref = np.array([[padded[:, :, i * 2:i * 2 + 3, j:j + 2].max(axis=(2, 3)) for j in range(7)] for i in range(4)])
-assert np.allclose(got, ref.transpose(2, 3, 0, 1)), "kernel (3, 2), stride (2, 1), padding 1: wrong maxima"
-got = max_pool2d(t, 2, stride=1, dilation=2).numpy()
-assert np.allclose(got, np.maximum.reduce([X[:, :, a:a + 5, b:b + 4] for a in (0, 2) for b in (0, 2)])), (
-    "dilation 2: the taps of a window are two pixels apart")
-assert gradcheck(lambda t: max_pool2d(t, 2, stride=1, dilation=2), x64), "the gradient with dilation 2"
-negative = -np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
-assert max_pool2d(Tensor(negative), 3, 1, 1).numpy()[0, 0, 0].tolist() == [-1, -1, -2, -3], (
+# This student's own inputs: sizes, geometries, values (distinct, so no ties, except where a check is about
+# ties, which are built into every window) and output gradients, drawn.
+def _max_loops(x, kernel, stride, padding, dilation, fill):
+    """Each window's largest value, one window at a time, the input padded with fill."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c, h, w = x.shape
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, c, oh, ow), x.dtype)
+    for i in range(oh):
+        for j in range(ow):
+            out[:, :, i, j] = xp_[:, :, i * sh:i * sh + dh * (kh - 1) + 1:dh, j * sw:j * sw + dw * (kw - 1) + 1:dw].max(
+                axis=(2, 3))
+    return out
+
+
+def _max_grad_loops(x, grad, kernel, stride, padding, dilation):
+    """Each window's gradient added to its first maximum (row-major order), one window at a time."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c, h, w = x.shape
+    xp_ = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-np.inf)
+    gx = np.zeros(xp_.shape)
+    for b in range(n):
+        for ch in range(c):
+            for i in range(grad.shape[2]):
+                for j in range(grad.shape[3]):
+                    window = xp_[b, ch, i * sh:i * sh + dh * (kh - 1) + 1:dh, j * sw:j * sw + dw * (kw - 1) + 1:dw]
+                    r, q = divmod(int(np.argmax(window)), kw)
+                    gx[b, ch, i * sh + r * dh, j * sw + q * dw] += grad[b, ch, i, j]
+    return gx[:, :, ph:ph + h, pw:pw + w]
+
+
+def _as_pair(v):
+    return (v, v) if isinstance(v, int) else v
+
+
+_N, _C = (int(v) for v in check_rng.integers(1, 3, 2))
+_H, _W = (int(v) for v in check_rng.integers(5, 9, 2))
+_count = _N * _C * _H * _W
+_x = (check_rng.permutation(_count) - _count // 2).reshape(_N, _C, _H, _W) / 4  # distinct, both signs: no ties
+# (kernel, stride, padding, dilation) as max_pool2d takes them, padding at most half the kernel
+_k3 = int(check_rng.integers(2, 4))
+_geometries = [
+    (_k3, None, _k3 // 2, 1),
+    (tuple(int(v) for v in check_rng.permutation([2, 3])), tuple(int(v) for v in check_rng.permutation([1, 2])),
+     tuple(int(v) for v in check_rng.permutation([0, 1])), 1),
+    (2, int(check_rng.integers(1, 3)), int(check_rng.integers(0, 2)), 2),
+    (3, 1, 1, tuple(int(v) for v in check_rng.permutation([1, 2]))),
+]
+for _k, _s, _p, _d in _geometries:
+    assert np.array_equal(max_pool2d(Tensor(_x), _k, _s, _p, _d).numpy(),
+                          _max_loops(_x, _as_pair(_k), _as_pair(_k if _s is None else _s), _as_pair(_p), _as_pair(_d),
+                                     -np.inf)), (
+        "max_pool2d gives each window's largest value, for any kernel, stride, padding and dilation "
+        "(stride None: the kernel size)")
+for _k, _s, _p, _d in _geometries[2:]:  # overlapping windows, padding, dilation
+    _xt = Tensor(_x, requires_grad=True)
+    _out = max_pool2d(_xt, _k, _s, _p, _d)
+    _g = check_rng.standard_normal(_out.shape)
+    (_out * Tensor(_g)).sum().backward()
+    assert np.allclose(_xt.grad.numpy(), _max_grad_loops(_x, _g, _as_pair(_k), _as_pair(_s), _as_pair(_p), _as_pair(_d))), (
+        "each window's gradient goes to its largest value, added up where windows overlap, for any kernel, stride, "
+        "padding and dilation")
+_negative = -(check_rng.permutation(_count) + 1).reshape(_N, _C, _H, _W).astype(np.float32)
+assert np.array_equal(max_pool2d(Tensor(_negative), 3, 1, 1).numpy(),
+                      _max_loops(_negative, (3, 3), (1, 1), (1, 1), (1, 1), -np.inf)), (
     "padding never wins: windows of negative numbers keep their largest real value")
-ints = Tensor(-np.arange(1, 17, dtype=np.int32).reshape(1, 1, 4, 4))
-pooled = max_pool2d(ints, 3, 1, 1)
-assert pooled.dtype == np.int32 and pooled.numpy()[0, 0, 0].tolist() == [-1, -1, -2, -3], (
-    "integer inputs stay integer, padded with their smallest value")
-tie = Tensor(np.ones((1, 1, 2, 2)), requires_grad=True)
-max_pool2d(tie, 2).sum().backward()
-assert tie.grad.numpy().sum() == 1, "a tie sends the gradient to one element"
-assert tie.grad.numpy()[0, 0, 0, 0] == 1, "a tie sends the gradient to the first maximum of the window"
+_int_dtype = (np.int32, np.int64)[int(check_rng.integers(2))]
+_pooled = max_pool2d(Tensor(_negative.astype(_int_dtype)), 3, 1, 1)
+assert str(_pooled.dtype) == np.dtype(_int_dtype).name, "integer inputs stay integer"
+assert np.array_equal(_pooled.numpy(), _max_loops(_negative.astype(_int_dtype), (3, 3), (1, 1), (1, 1), (1, 1),
+                                                  np.iinfo(_int_dtype).min)), (
+    "integer inputs are padded with their smallest value: windows of negative integers keep their largest real value")
+# ties by construction: small integers, and the value 5 at two places of every window of a tiling
+_tk = int(check_rng.integers(2, 4))
+_th, _tw = _tk * int(check_rng.integers(2, 4)), _tk * int(check_rng.integers(2, 4))
+_tied = check_rng.integers(0, 4, (_N, _C, _th, _tw)).astype(np.float64)
+for _b in range(_N):
+    for _c in range(_C):
+        for _i in range(0, _th, _tk):
+            for _j in range(0, _tw, _tk):
+                for _pos in check_rng.choice(_tk * _tk, 2, replace=False):
+                    _tied[_b, _c, _i + _pos // _tk, _j + _pos % _tk] = 5.0
+for _s in (_tk, 1):  # windows that tile the image, windows that overlap
+    _xt = Tensor(_tied, requires_grad=True)
+    _out = max_pool2d(_xt, _tk, _s)
+    _g = check_rng.standard_normal(_out.shape)
+    (_out * Tensor(_g)).sum().backward()
+    assert np.allclose(_xt.grad.numpy(), _max_grad_loops(_tied, _g, (_tk, _tk), (_s, _s), (0, 0), (1, 1))), (
+        "a tie sends each window's gradient to one element only: the window's first maximum, in row-major order "
+        "(windows that tile the image, windows that overlap)")
+_k = int(check_rng.integers(2, 5))
 try:
-    max_pool2d(t, 2, padding=2)
-    raise AssertionError("padding above half the kernel must raise")
+    max_pool2d(Tensor(_x), _k, padding=_k // 2 + 1)
+    raise AssertionError("padding above half the kernel must raise a ValueError")
 except ValueError as err:
-    assert "padding" in str(err), f"the error names the padding; got {err}"
+    _said = str(err)
+assert "padding" in _said, "the error names the padding"
 try:
-    max_pool2d(Tensor(np.ones((1, 1, 4, 4), bool)), 2)
-    raise AssertionError("a bool input must raise")
+    max_pool2d(Tensor(_x > 0), 2)
+    raise AssertionError("a bool input must raise a TypeError")
 except TypeError as err:
-    assert "bool" in str(err), f"the error names the bool input; got {err}"
+    _said = str(err)
+assert "bool" in _said, "the error names the bool input"
 ### END HIDDEN TESTS
 
 # %% [markdown] tinyflo={"given_after": "conv_max_pool"}

@@ -122,6 +122,28 @@ MUTANTS = [
         "fill = -xp.inf if is_floating(x.dtype) else xp.iinfo(x.dtype).min",
         "fill = 0",
     ),
+    # backward walks the kernel rows bottom up: a tie goes to a later maximum (a hidden test with ties catches it).
+    (
+        "conv_max_pool",
+        "        for i in range(kh):  # in window order, so a tie goes to the first maximum\n            for j in range(kw):\n"
+        "                first = (win[..., i, j] == out) & ~taken",
+        "        for i in reversed(range(kh)):\n            for j in range(kw):\n"
+        "                first = (win[..., i, j] == out) & ~taken",
+    ),
+    # the dilation forgotten in backward's columns: a dilated window's gradient lands on its neighbours.
+    (
+        "conv_max_pool",
+        "cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)",
+        "cols = slice(j, j + sw * (ow - 1) + 1, sw)",
+    ),
+    # integers padded with -inf too: NumPy cannot put -inf in an integer array (a hidden test catches it).
+    (
+        "conv_max_pool",
+        "fill = -xp.inf if is_floating(x.dtype) else xp.iinfo(x.dtype).min",
+        "fill = -xp.inf",
+    ),
+    # a bool input not refused: it pools as if it were numbers (a hidden test catches it).
+    ("conv_max_pool", "if x.dtype == np.bool_:", "if False:"),
     # count_include_pad=False ignored (a hidden test catches it).
     ("conv_avg_pool", "if count_include_pad or padding == (0, 0):", "if True:"),
     # float16 windows summed in float16: large sums overflow to inf (a hidden test catches it).
