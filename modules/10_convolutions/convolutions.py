@@ -1567,6 +1567,20 @@ print("tiling backward equals the general one:", np.array_equal(*_grads[:2]), np
 # divisor, spread over its window with `_fold`. Sum float16 windows in
 # float32 (`dtype=` of `sum`) and cast the result back. Integer inputs are
 # averaged as float32 (`x._floating()`).
+#
+# **Checked when graded** (besides the tests below), on sizes, geometries,
+# values, output gradients and float16 windows drawn for you:
+#
+# * avg_pool2d gives each window's mean, padded zeros counted, for any kernel, stride and padding (stride None: the kernel size)
+# * count_include_pad=False: each window's sum divided by the number of real pixels in it
+# * the gradient: each output's gradient over its divisor, added to every pixel of its window (count_include_pad True and False)
+# * float16 in, float16 out
+# * float16 windows give their means to float16's precision
+# * float16 windows are summed in float32: the mean of k² equal values is that value, though their float16 sum overflows
+# * an integer input is averaged as float32
+# * an integer input's window means are not rounded
+# * padding above half the kernel must raise a `ValueError`
+# * the error names the padding
 
 # %% nbgrader={"grade": false, "grade_id": "conv_avg_pool_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1633,26 +1647,93 @@ x64 = Tensor(rng.standard_normal((2, 2, 5, 5)), requires_grad=True)
 assert gradcheck(lambda t: avg_pool2d(t, 3, stride=2, padding=1), x64), "the gradient with stride 2 and padding 1"
 assert AvgPool2d(3, 1)(img).shape == (1, 1, 2, 2), "the layer calls avg_pool2d"
 ### BEGIN HIDDEN TESTS
-X = rng.standard_normal((2, 3, 7, 6))
-got = avg_pool2d(Tensor(X), (3, 2), stride=(2, 1), padding=1).numpy()
-padded = np.pad(X, ((0, 0), (0, 0), (1, 1), (1, 1)))
-ref = np.array([[padded[:, :, i * 2:i * 2 + 3, j:j + 2].mean(axis=(2, 3)) for j in range(7)] for i in range(4)])
-assert np.allclose(got, ref.transpose(2, 3, 0, 1)), "kernel (3, 2), stride (2, 1), padding 1: wrong means"
-ones = Tensor(np.ones((1, 1, 4, 4), np.float32))
-assert np.allclose(avg_pool2d(ones, 3, 2, 1).numpy()[0, 0], [[4 / 9, 6 / 9], [6 / 9, 1]]), (
-    "count_include_pad=True: padded zeros count in the mean")
-assert np.allclose(avg_pool2d(ones, 3, 2, 1, count_include_pad=False).numpy(), 1), (
-    "count_include_pad=False: padding does not count")
-assert gradcheck(lambda t: avg_pool2d(t, 3, stride=2, padding=1, count_include_pad=False), x64), (
-    "the gradient with count_include_pad=False")
-assert avg_pool2d(Tensor(X.astype(np.float16)), 2).dtype == np.float16, "float16 in, float16 out"
-assert avg_pool2d(Tensor(np.full((1, 1, 64, 64), 2049, np.float16)), 64).item() == 2048, (
-    "float16 windows are summed in float32: a float16 sum of 4096 values of 2049 overflows")
+# This student's own inputs: sizes, geometries, values, output gradients and float16 windows, drawn.
+def _avg_loops(x, kernel, stride, padding, count_include_pad):
+    """Each window's sum over its divisor (the kernel's area, or the real pixels in it), one window at a time."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    n, c, h, w = x.shape
+    xp_ = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    real = np.pad(np.ones((h, w)), ((ph, ph), (pw, pw)))
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            rows, cols = slice(i * sh, i * sh + kh), slice(j * sw, j * sw + kw)
+            divisor = kh * kw if count_include_pad else real[rows, cols].sum()
+            out[:, :, i, j] = xp_[:, :, rows, cols].sum(axis=(2, 3)) / divisor
+    return out
+
+
+def _avg_grad_loops(grad, shape, kernel, stride, padding, count_include_pad):
+    """Each output's gradient over its window's divisor, added to every pixel of the window, one window at a time."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    n, c, h, w = shape
+    real = np.pad(np.ones((h, w)), ((ph, ph), (pw, pw)))
+    gx = np.zeros((n, c, h + 2 * ph, w + 2 * pw))
+    for i in range(grad.shape[2]):
+        for j in range(grad.shape[3]):
+            rows, cols = slice(i * sh, i * sh + kh), slice(j * sw, j * sw + kw)
+            divisor = kh * kw if count_include_pad else real[rows, cols].sum()
+            gx[:, :, rows, cols] += (grad[:, :, i, j] / divisor)[:, :, None, None]
+    return gx[:, :, ph:ph + h, pw:pw + w]
+
+
+def _as_pair(v):
+    return (v, v) if isinstance(v, int) else v
+
+
+_N, _C = (int(v) for v in check_rng.integers(1, 3, 2))
+_H, _W = (int(v) for v in check_rng.integers(5, 9, 2))
+_x = check_rng.standard_normal((_N, _C, _H, _W))
+# (kernel, stride, padding) as avg_pool2d takes them; each pads at least one axis, by at most half the kernel
+_k3 = int(check_rng.integers(2, 4))
+_geometries = [
+    (_k3, None, _k3 // 2),
+    (tuple(int(v) for v in check_rng.permutation([2, 3])), tuple(int(v) for v in check_rng.permutation([1, 2])),
+     tuple(int(v) for v in check_rng.permutation([0, 1]))),
+    (3, int(check_rng.integers(1, 3)), 1),
+]
+for _k, _s, _p in _geometries:
+    assert np.allclose(avg_pool2d(Tensor(_x), _k, _s, _p).numpy(),
+                       _avg_loops(_x, _as_pair(_k), _as_pair(_k if _s is None else _s), _as_pair(_p), True)), (
+        "avg_pool2d gives each window's mean, padded zeros counted, for any kernel, stride and padding "
+        "(stride None: the kernel size)")
+for _k, _s, _p in _geometries:
+    assert np.allclose(avg_pool2d(Tensor(_x), _k, _s, _p, count_include_pad=False).numpy(),
+                       _avg_loops(_x, _as_pair(_k), _as_pair(_k if _s is None else _s), _as_pair(_p), False)), (
+        "count_include_pad=False: each window's sum divided by the number of real pixels in it")
+_k, _s, _p = _geometries[2]
+for _counted in (True, False):
+    _xt = Tensor(_x, requires_grad=True)
+    _out = avg_pool2d(_xt, _k, _s, _p, _counted)
+    _g = check_rng.standard_normal(_out.shape)
+    (_out * Tensor(_g)).sum().backward()
+    assert np.allclose(_xt.grad.numpy(), _avg_grad_loops(_g, _x.shape, (3, 3), (_s, _s), (1, 1), _counted)), (
+        "the gradient: each output's gradient over its divisor, added to every pixel of its window "
+        "(count_include_pad True and False)")
+_half = avg_pool2d(Tensor(_x.astype(np.float16)), _k3, 1)
+assert str(_half.dtype) == "float16", "float16 in, float16 out"
+assert np.allclose(_half.numpy().astype(np.float64),
+                   _avg_loops(_x.astype(np.float16), (_k3, _k3), (1, 1), (0, 0), True), atol=1e-2), (
+    "float16 windows give their means to float16's precision")
+# k² equal float16 values whose float16 sum overflows (above 65504); their mean is exact in float32
+_k16, _v = int(check_rng.integers(16, 33)), np.float16(check_rng.uniform(300, 3000))
+assert np.array_equal(avg_pool2d(Tensor(np.full((1, 1, _k16, _k16), _v, np.float16)), _k16).numpy(),
+                      np.full((1, 1, 1, 1), _v, np.float16)), (
+    "float16 windows are summed in float32: the mean of k² equal values is that value, though their float16 sum overflows")
+_int_dtype = (np.int32, np.int64)[int(check_rng.integers(2))]
+_ints = check_rng.integers(-50, 50, (_N, _C, _H, _W)).astype(_int_dtype)
+_pooled = avg_pool2d(Tensor(_ints), 2, 1)
+assert str(_pooled.dtype) == "float32", "an integer input is averaged as float32"
+assert np.allclose(_pooled.numpy(), _avg_loops(_ints, (2, 2), (1, 1), (0, 0), True), atol=1e-5), (
+    "an integer input's window means are not rounded")
+_k = int(check_rng.integers(2, 5))
 try:
-    avg_pool2d(Tensor(X), 3, padding=2)
-    raise AssertionError("padding above half the kernel must raise")
+    avg_pool2d(Tensor(_x), _k, padding=_k // 2 + 1)
+    raise AssertionError("padding above half the kernel must raise a ValueError")
 except ValueError as err:
-    assert "padding" in str(err), f"the error names the padding; got {err}"
+    _said = str(err)
+assert "padding" in _said, "the error names the padding"
 ### END HIDDEN TESTS
 
 # %% [markdown]

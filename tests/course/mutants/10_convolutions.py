@@ -154,6 +154,21 @@ MUTANTS = [
         "share = (grad / self.divisor).astype(grad.dtype, copy=False)",
         "share = grad",
     ),
+    # an integer input averaged as integers: truncated means, an integer result (a hidden test catches it).
+    ("conv_avg_pool", "AvgPool2dFn.apply(x._floating(),", "AvgPool2dFn.apply(x,"),
+    # backward divides by the kernel's area even where padding does not count (a hidden test catches it).
+    (
+        "conv_avg_pool",
+        "share = (grad / self.divisor).astype(grad.dtype, copy=False)",
+        "share = (grad / (self.geometry[0][0] * self.geometry[0][1])).astype(grad.dtype, copy=False)",
+    ),
+    # conv2d's geometry check instead of pooling's: padding above half the kernel goes through (a hidden test catches it).
+    (
+        "conv_avg_pool",
+        'kernel, stride, padding, _ = _pool_geometry("avg_pool2d", x, kernel_size, stride, padding)',
+        'kernel, stride, padding, _ = _geometry("avg_pool2d", x.shape, kernel_size, '
+        "kernel_size if stride is None else stride, padding, 1)",
+    ),
     # the window ends rounded down instead of up: overlapping windows lose their last row.
     (
         "conv_adaptive_avg_pool",
