@@ -1749,7 +1749,22 @@ assert "padding" in _said, "the error names the padding"
 # composition of module 01's `matmul`, so no new backward. When the sizes
 # divide, use `avg_pool2d` with kernel = stride = H/OH. `output_size` is an
 # int or a pair; `None` in the pair keeps that axis's size (the given
-# `_output_size_pair` reads it).
+# `_output_size_pair` reads it). An output size of 0 or less is a
+# `ValueError` naming `output_size`.
+#
+# **Checked when graded** (besides the tests below), on sizes, output sizes
+# (that do not divide the input's, that divide it, larger), values and
+# output gradients drawn for you:
+#
+# * output (i, j) averages rows ⌊i·H/OH⌋ to ⌈(i+1)·H/OH⌉ (exclusive) and columns ⌊j·W/OW⌋ to ⌈(j+1)·W/OW⌉: windows that differ in size and overlap
+# * output size 1 is the mean over the whole image
+# * sizes that divide: (H/OH) × (W/OW) blocks are averaged
+# * None keeps that axis's size
+# * float32 in, float32 out
+# * an output larger than the input works too, with the same rule
+# * the gradient: each output's gradient shared equally by the pixels of its window
+# * an output_size of 0 or less must raise a `ValueError`
+# * the error names output_size
 
 # %% nbgrader={"grade": false, "grade_id": "conv_adaptive_avg_pool_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1820,26 +1835,67 @@ x64 = Tensor(rng.standard_normal((2, 2, 5, 5)), requires_grad=True)
 assert gradcheck(lambda t: adaptive_avg_pool2d(t, (3, 2)), x64), "the gradient of a (3, 2) output"
 assert AdaptiveAvgPool2d(1)(img).shape == (1, 1, 1, 1), "the layer calls adaptive_avg_pool2d"
 ### BEGIN HIDDEN TESTS
-A = rng.standard_normal((1, 2, 7, 5))
-got = adaptive_avg_pool2d(Tensor(A), (3, 4)).numpy()
-for i in range(3):
-    for j in range(4):
-        r0, r1, c0, c1 = (i * 7) // 3, -((-(i + 1) * 7) // 3), (j * 5) // 4, -((-(j + 1) * 5) // 4)
-        assert np.allclose(got[:, :, i, j], A[:, :, r0:r1, c0:c1].mean(axis=(2, 3))), (
-            f"output ({i}, {j}) of 7×5 → 3×4 must average rows {r0}:{r1} and columns {c0}:{c1}")
-assert np.allclose(adaptive_avg_pool2d(Tensor(A), 1).numpy()[..., 0, 0], A.mean(axis=(2, 3))), (
+# This student's own inputs: sizes, output sizes (that do not divide, that divide, larger), values and output
+# gradients, drawn.
+def _adaptive_loops(x, oh, ow):
+    """PyTorch's rule, one output at a time: rows ⌊i·H/OH⌋ to ⌈(i+1)·H/OH⌉ (exclusive), columns likewise, averaged."""
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            r0, r1, c0, c1 = (i * h) // oh, -((-(i + 1) * h) // oh), (j * w) // ow, -((-(j + 1) * w) // ow)
+            out[:, :, i, j] = x[:, :, r0:r1, c0:c1].astype(np.float64).mean(axis=(2, 3))
+    return out
+
+
+def _adaptive_grad_loops(grad, shape):
+    """Each output's gradient shared equally by the pixels of its window, one window at a time."""
+    n, c, h, w = shape
+    oh, ow = grad.shape[2:]
+    gx = np.zeros(shape)
+    for i in range(oh):
+        for j in range(ow):
+            r0, r1, c0, c1 = (i * h) // oh, -((-(i + 1) * h) // oh), (j * w) // ow, -((-(j + 1) * w) // ow)
+            gx[:, :, r0:r1, c0:c1] += grad[:, :, i, j][:, :, None, None] / ((r1 - r0) * (c1 - c0))
+    return gx
+
+
+_N, _C = (int(v) for v in check_rng.integers(1, 3, 2))
+_H, _W = (int(v) for v in check_rng.integers(5, 10, 2))
+_x = check_rng.standard_normal((_N, _C, _H, _W))
+_oh = int(check_rng.choice([o for o in range(2, _H) if _H % o]))  # output sizes that do not divide the input's
+_ow = int(check_rng.choice([o for o in range(2, _W) if _W % o]))
+assert np.allclose(adaptive_avg_pool2d(Tensor(_x), (_oh, _ow)).numpy(), _adaptive_loops(_x, _oh, _ow)), (
+    "output (i, j) averages rows ⌊i·H/OH⌋ to ⌈(i+1)·H/OH⌉ (exclusive) and columns ⌊j·W/OW⌋ to ⌈(j+1)·W/OW⌉: "
+    "windows that differ in size and overlap")
+assert np.allclose(adaptive_avg_pool2d(Tensor(_x), 1).numpy(), _x.mean(axis=(2, 3), keepdims=True)), (
     "output size 1 is the mean over the whole image")
-assert np.allclose(adaptive_avg_pool2d(Tensor(A[:, :, :6, :4]), (3, 2)).numpy(),
-                   A[:, :, :6, :4].reshape(1, 2, 3, 2, 2, 2).mean(axis=(3, 5))), (
-    "sizes that divide: 6×4 → 3×2 averages 2×2 blocks")
-assert adaptive_avg_pool2d(Tensor(A), (None, 2)).shape == (1, 2, 7, 2), "None keeps that axis's size"
-assert adaptive_avg_pool2d(Tensor(A.astype(np.float32)), 3).dtype == np.float32, "float32 in, float32 out"
-assert adaptive_avg_pool2d(Tensor(A), (8, 9)).shape == (1, 2, 8, 9), "an output larger than the input works too"
+_oh2, _a = (int(v) for v in check_rng.permutation([2, 3, 4])[:2])  # a block of a rows, a ≠ OH
+_ow2, _b = (int(v) for v in check_rng.permutation([2, 3, 4])[:2])
+_xd = check_rng.standard_normal((_N, _C, _oh2 * _a, _ow2 * _b))
+assert np.allclose(adaptive_avg_pool2d(Tensor(_xd), (_oh2, _ow2)).numpy(),
+                   _xd.reshape(_N, _C, _oh2, _a, _ow2, _b).mean(axis=(3, 5))), (
+    "sizes that divide: (H/OH) × (W/OW) blocks are averaged")
+_size, _kept = ((None, _ow), (_H, _ow)) if check_rng.integers(2) else ((_oh, None), (_oh, _W))
+assert np.allclose(adaptive_avg_pool2d(Tensor(_x), _size).numpy(), _adaptive_loops(_x, *_kept)), (
+    "None keeps that axis's size")
+_single = adaptive_avg_pool2d(Tensor(_x.astype(np.float32)), (_oh, _ow))
+assert str(_single.dtype) == "float32", "float32 in, float32 out"
+_big = max(_H, _W) + int(check_rng.integers(1, 4))
+assert np.allclose(adaptive_avg_pool2d(Tensor(_x), _big).numpy(), _adaptive_loops(_x, _big, _big)), (
+    "an output larger than the input works too, with the same rule")
+_xt = Tensor(_x, requires_grad=True)
+_g = check_rng.standard_normal((_N, _C, _oh, _ow))
+(adaptive_avg_pool2d(_xt, (_oh, _ow)) * Tensor(_g)).sum().backward()
+assert np.allclose(_xt.grad.numpy(), _adaptive_grad_loops(_g, _x.shape)), (
+    "the gradient: each output's gradient shared equally by the pixels of its window")
+_bad = (-int(check_rng.integers(0, 2)), _ow) if check_rng.integers(2) else (_oh, -int(check_rng.integers(0, 2)))
 try:
-    adaptive_avg_pool2d(Tensor(A), 0)
-    raise AssertionError("output_size 0 must raise")
+    adaptive_avg_pool2d(Tensor(_x), _bad)
+    raise AssertionError("an output_size of 0 or less must raise a ValueError")
 except ValueError as err:
-    assert "output_size" in str(err), f"the error names output_size; got {err}"
+    _said = str(err)
+assert "output_size" in _said, "the error names output_size"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -187,6 +187,14 @@ MUTANTS = [
         "return avg_pool2d(x, (h // oh, w // ow))",
         "return avg_pool2d(x, (oh, ow))",
     ),
+    # the window starts rounded up instead of down: overlapping windows lose their first row (a hidden test catches it).
+    (
+        "conv_adaptive_avg_pool",
+        "start, end = (i * size) // out, -((-(i + 1) * size) // out)",
+        "start, end = -((-i * size) // out), -((-(i + 1) * size) // out)",
+    ),
+    # avg_pool2d when either axis divides: the other axis's window is cut short (a hidden test with None catches it).
+    ("conv_adaptive_avg_pool", "if h % oh == 0 and w % ow == 0:", "if h % oh == 0 or w % ow == 0:"),
     # BatchNorm2d reshapes NCHW as if it were channels-last: statistics over mixed-up channels.
     (
         "conv_batchnorm",
