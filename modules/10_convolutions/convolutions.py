@@ -1919,6 +1919,28 @@ assert "output_size" in _said, "the error names output_size"
 # `ShapeError`: `BatchNorm2d(4) got input of shape (6, 4); expected
 # (N, 4, H, W)`. In training mode, fewer than two values per channel
 # (N·H·W < 2) is a `ValueError` naming `BatchNorm2d`.
+#
+# **Checked when graded** (besides the tests below), on sizes, momentum,
+# eps, γ, β, batches and output gradients drawn for you:
+#
+# * batch t: each channel is normalised over (N, H, W) with the biased variance and eps, then scaled by γ and shifted by β
+# * with momentum m, running_mean after the batches is (1 − m) · running + m · the batch's channel means, batch after batch
+# * with momentum m, running_var after the batches is (1 − m) · running + m · the batch's unbiased channel variances over (N, H, W), batch after batch
+# * every training batch is counted
+# * eval mode normalises with the running statistics, then scales by γ and shifts by β
+# * eval mode does not count a batch
+# * eval mode leaves the running statistics alone
+# * evaluation works on one value per channel
+# * affine=False: no weight and no bias
+# * training on one image works: it has H·W values per channel
+# * an input that is not (N, C, H, W) with C = num_features must raise a `ShapeError`
+# * the error names the layer, the input's shape and what was expected
+# * training on one value per channel must raise a `ValueError`
+# * the error names BatchNorm2d
+# * the repr names BatchNorm2d and its channels
+# * the input's gradient: γ/σ · (g − mean(g) − x̂ · mean(g · x̂)), means per channel over (N, H, W)
+# * the weight's gradient: Σ g · x̂ per channel over (N, H, W)
+# * the bias's gradient: Σ g per channel over (N, H, W)
 
 # %% nbgrader={"grade": false, "grade_id": "conv_batchnorm_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1953,35 +1975,94 @@ assert np.allclose(bn.running_var.numpy(), 0.9 + 0.1 * X.var(axis=(0, 2, 3), ddo
 x64 = Tensor(X[:2, :, :3, :3].astype(np.float64), requires_grad=True)
 assert gradcheck(lambda t: BatchNorm2d(3).to(dtype=float64)(t), x64), "the gradient with respect to the input"
 ### BEGIN HIDDEN TESTS
-bn.eval()
-y = bn(Tensor(X)).numpy()
-rm, rv = bn.running_mean.numpy()[None, :, None, None], bn.running_var.numpy()[None, :, None, None]
-assert np.allclose(y, (X - rm) / np.sqrt(rv + 1e-5), atol=1e-5), "eval mode normalises with the running statistics"
-assert bn.num_batches_tracked.item() == 1, "eval mode does not count a batch"
-assert bn(Tensor(X[:1, :, :1, :1])).shape == (1, 3, 1, 1), "evaluation works on one value per channel"
-bn2 = BatchNorm2d(3, momentum=0.5, affine=False)
-assert list(bn2.parameters()) == [], "affine=False: no weight and no bias"
-bn2(Tensor(X))
-bn2(Tensor(X * 2))
-assert np.allclose(bn2.running_mean.numpy(), 0.25 * m.ravel() + 0.5 * 2 * m.ravel(), atol=1e-5), (
-    "momentum=0.5: the running mean moves half-way to each batch's mean")
-one = BatchNorm2d(3)(Tensor(X[:1]))
-assert one.shape == (1, 3, 5, 6), "training on one image works: it has 30 values per channel"
-for bad in (Tensor(np.ones((6, 3), np.float32)), Tensor(np.ones((2, 4, 3, 3), np.float32))):
+# This student's own inputs: sizes, momentum, eps, γ, β, batches and output gradients, drawn.
+_C, _N = int(check_rng.integers(2, 5)), int(check_rng.integers(2, 4))
+_H, _W = (int(v) for v in check_rng.integers(2, 5, 2))
+_m = round(float(check_rng.uniform(0.2, 0.8)), 2)
+_eps = float(10.0 ** -int(check_rng.integers(1, 6)))
+_steps = int(check_rng.integers(2, 4))
+_gamma, _beta = check_rng.uniform(0.5, 3.0, _C), check_rng.standard_normal(_C)
+_shape = (1, _C, 1, 1)
+
+
+def _scaled(z, scale, offset):
+    """Images z whose channels get their own scale and offset, as float32."""
+    return (z * scale[None, :, None, None] + offset[None, :, None, None]).astype(np.float32)
+
+
+_bn = BatchNorm2d(_C, eps=_eps, momentum=_m)
+_bn.weight.data[...] = _gamma
+_bn.bias.data[...] = _beta
+_rm, _rv = np.zeros(_C), np.ones(_C)
+for _step in range(_steps):
+    _batch = _scaled(check_rng.standard_normal((_N, _C, _H, _W)),
+                     check_rng.uniform(0.5, 3.0, _C), check_rng.uniform(-2.0, 2.0, _C))
+    _mean, _var = _batch.mean(axis=(0, 2, 3), dtype=np.float64), _batch.var(axis=(0, 2, 3), dtype=np.float64)
+    _expected = ((_batch - _mean.reshape(_shape)) / np.sqrt(_var.reshape(_shape) + _eps) * _gamma.reshape(_shape)
+                 + _beta.reshape(_shape))
+    assert np.allclose(_bn(Tensor(_batch)).numpy(), _expected, atol=1e-4), (
+        f"batch {_step}: each channel is normalised over (N, H, W) with the biased variance and eps, then scaled by γ "
+        "and shifted by β")
+    _rm = (1 - _m) * _rm + _m * _mean
+    _rv = (1 - _m) * _rv + _m * _batch.var(axis=(0, 2, 3), ddof=1, dtype=np.float64)
+assert np.allclose(_bn.running_mean.numpy(), _rm, atol=1e-5), (
+    "with momentum m, running_mean after the batches is (1 − m) · running + m · the batch's channel means, batch after batch")
+assert np.allclose(_bn.running_var.numpy(), _rv, atol=1e-5), (
+    "with momentum m, running_var after the batches is (1 − m) · running + m · the batch's unbiased channel variances "
+    "over (N, H, W), batch after batch")
+assert _bn.num_batches_tracked.item() == _steps, "every training batch is counted"
+_bn.eval()
+_e = _scaled(check_rng.standard_normal((_N, _C, _H, _W)),
+             check_rng.uniform(0.5, 3.0, _C), check_rng.uniform(-2.0, 2.0, _C))
+_normalised = (_e - _rm.reshape(_shape)) / np.sqrt(_rv.reshape(_shape) + _eps) * _gamma.reshape(_shape) + _beta.reshape(_shape)
+assert np.allclose(_bn(Tensor(_e)).numpy(), _normalised, atol=1e-4), (
+    "eval mode normalises with the running statistics, then scales by γ and shifts by β")
+assert _bn.num_batches_tracked.item() == _steps, "eval mode does not count a batch"
+assert np.allclose(_bn.running_mean.numpy(), _rm, atol=1e-5), "eval mode leaves the running statistics alone"
+assert np.allclose(_bn(Tensor(_e[:1, :, :1, :1])).numpy(), _normalised[:1, :, :1, :1], atol=1e-4), (
+    "evaluation works on one value per channel")
+assert [name for name, _ in BatchNorm2d(_C, affine=False).named_parameters()] == [], "affine=False: no weight and no bias"
+_one = _scaled(check_rng.standard_normal((1, _C, _H, _W)),
+               check_rng.uniform(0.5, 3.0, _C), check_rng.uniform(-2.0, 2.0, _C))
+_one_mean, _one_var = _one.mean(axis=(0, 2, 3), dtype=np.float64), _one.var(axis=(0, 2, 3), dtype=np.float64)
+assert np.allclose(BatchNorm2d(_C, eps=_eps)(Tensor(_one)).numpy(),
+                   (_one - _one_mean.reshape(_shape)) / np.sqrt(_one_var.reshape(_shape) + _eps), atol=1e-4), (
+    "training on one image works: it has H·W values per channel")
+_bad_shapes = [(_N, _C + int(check_rng.integers(1, 3)), _H, _W), (_N, _C), (_N, _C, _H * _W)]
+for _index in check_rng.permutation(3):
+    _bad = _bad_shapes[int(_index)]
     try:
-        BatchNorm2d(3)(bad)
-        raise AssertionError("a wrong shape must raise")
+        BatchNorm2d(_C)(Tensor(np.ones(_bad, np.float32)))
+        raise AssertionError("an input that is not (N, C, H, W) with C = num_features must raise a ShapeError")
     except ShapeError as err:
-        assert str(bad.shape) in str(err) and "(N, 3, H, W)" in str(err), (
-            f"the error names the input's shape and (N, 3, H, W); got {err}")
+        _said = str(err)
+    assert _said == f"BatchNorm2d({_C}) got input of shape {_bad}; expected (N, {_C}, H, W)", (
+        "the error names the layer, the input's shape and what was expected")
 try:
-    BatchNorm2d(3)(Tensor(np.ones((1, 3, 1, 1), np.float32)))
-    raise AssertionError("training on one value per channel must raise")
+    BatchNorm2d(_C)(Tensor(_one[:, :, :1, :1]))
+    raise AssertionError("training on one value per channel must raise a ValueError")
 except ValueError as err:
-    assert "BatchNorm2d" in str(err), f"the error names BatchNorm2d; got {err}"
-assert repr(BatchNorm2d(3)).startswith("BatchNorm2d(3"), "the repr names BatchNorm2d"
-bnw = BatchNorm2d(3).to(dtype=float64)
-assert gradcheck(lambda t, w, b: bnw(t), x64, bnw.weight, bnw.bias), "the gradients of input, weight and bias"
+    _said = str(err)
+assert "BatchNorm2d" in _said, "the error names BatchNorm2d"
+assert repr(BatchNorm2d(_C)).startswith(f"BatchNorm2d({_C}"), "the repr names BatchNorm2d and its channels"
+# the gradients in float64, by the closed form: x̂ = (x − mean) / σ, σ = √(var + eps), per channel over (N, H, W)
+_x64 = _scaled(check_rng.standard_normal((_N, _C, _H, _W)),
+               check_rng.uniform(0.5, 3.0, _C), check_rng.uniform(-2.0, 2.0, _C)).astype(np.float64)
+_g = check_rng.standard_normal(_x64.shape)
+_mu, _sigma = _x64.mean(axis=(0, 2, 3), keepdims=True), np.sqrt(_x64.var(axis=(0, 2, 3), keepdims=True) + _eps)
+_xhat = (_x64 - _mu) / _sigma
+_gx = _gamma.reshape(_shape) / _sigma * (_g - _g.mean(axis=(0, 2, 3), keepdims=True)
+                                         - _xhat * (_g * _xhat).mean(axis=(0, 2, 3), keepdims=True))
+_bnw = BatchNorm2d(_C, eps=_eps).to(dtype=float64)
+_bnw.weight.data[...] = _gamma
+_bnw.bias.data[...] = _beta
+_xt = Tensor(_x64, requires_grad=True)
+(_bnw(_xt) * Tensor(_g)).sum().backward()
+assert np.allclose(_xt.grad.numpy(), _gx), (
+    "the input's gradient: γ/σ · (g − mean(g) − x̂ · mean(g · x̂)), means per channel over (N, H, W)")
+assert np.allclose(_bnw.weight.grad.numpy(), (_g * _xhat).sum(axis=(0, 2, 3))), (
+    "the weight's gradient: Σ g · x̂ per channel over (N, H, W)")
+assert np.allclose(_bnw.bias.grad.numpy(), _g.sum(axis=(0, 2, 3))), "the bias's gradient: Σ g per channel over (N, H, W)"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -207,4 +207,6 @@ MUTANTS = [
     ("conv_batchnorm", "if self.training and n * h * w < 2:", "if self.training and n < 2:"),
     # the channel count not checked: BatchNorm1d's error, which names neither BatchNorm2d nor (N, C, H, W).
     ("conv_batchnorm", "if x.ndim != 4 or x.shape[1] != c:", "if x.ndim != 4:"),
+    # only the channels checked: a 2-d or 3-d input fails on unpacking its shape, not with a ShapeError.
+    ("conv_batchnorm", "if x.ndim != 4 or x.shape[1] != c:", "if x.shape[1] != c:"),
 ]
