@@ -186,6 +186,22 @@ def _check_loader(loader: Any, name: str, epochs: int = 1, check_empty: bool = F
 # what follows. Keep each gradient's dtype.
 #
 # ### Task `training_clip` (3 points): clipping gradients by norm and by value
+#
+# **Checked when graded** (besides the tests below), on gradients (how
+# many, their shapes and values), limits, an order p and an inf drawn for you:
+#
+# * clip_grad_norm returns the total norm of all gradients, for any gradients
+# * above max_norm, every gradient is scaled by max_norm / (norm + 1e-6)
+# * clipping keeps float32
+# * gradients under max_norm are left alone
+# * norm_type=inf: the norm is the largest absolute entry over all gradients
+# * norm_type=1: the sum of absolute values
+# * norm_type=p: (sum of |g|**p) ** (1/p) over all gradients together
+# * one tensor (not in a list) works too, scaled by max_norm / (its norm + 1e-6)
+# * parameters without a gradient are skipped (none at all: norm 0)
+# * an inf gradient with error_if_nonfinite=True must raise a RuntimeError
+# * the error names the norm (inf)
+# * clip_grad_value clamps every element to [-clip_value, clip_value], in place
 
 # %% nbgrader={"grade": false, "grade_id": "training_clip_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -282,32 +298,62 @@ v = _with_grads([-3.0, 0.5, 2.0])
 clip_grad_value(v, 1.0)
 assert np.allclose(v[0].grad.numpy(), [-1.0, 0.5, 1.0]), "clip_grad_value clamps each element, in place"
 ### BEGIN HIDDEN TESTS
-assert p.grad.dtype == np.float32 and norm.dtype == np.float32, "clipping keeps float32"
-r, s = _with_grads([1.0, -7.0], [2.0])
-assert abs(clip_grad_norm([r, s], 100.0, norm_type=math.inf).item() - 7.0) < 1e-6, (
-    "norm_type=inf: the norm is the largest absolute entry over all gradients")
-t = _with_grads([1.0, -2.0, 2.0])
-assert abs(clip_grad_norm(t, 100.0, norm_type=1).item() - 5.0) < 1e-5, "norm_type=1: the sum of absolute values"
-w3 = _with_grads([1.0, 2.0], [2.0])
-assert abs(clip_grad_norm(w3, 100.0, norm_type=3).item() - 17.0 ** (1 / 3)) < 1e-5, (
-    "norm_type=3: (sum of |g|**3) ** (1/3) over all gradients together")
-u = _with_grads([3.0, 4.0])
-clip_grad_norm(u[0], 2.5)
-assert np.allclose(u[0].grad.numpy(), [1.5, 2.0], atol=1e-5), "one tensor works too, scaled by 2.5 / (5 + 1e-6)"
-no_grad_param = Tensor([1.0], requires_grad=True)
-assert clip_grad_norm([no_grad_param], 1.0).item() == 0.0, "parameters without a gradient are skipped"
-bad = _with_grads([np.inf, 1.0])
-try:
-    clip_grad_norm(bad, 1.0, error_if_nonfinite=True)
-    raise AssertionError("a non-finite norm must raise when asked to")
-except RuntimeError as err:
-    assert "inf" in str(err), f"the error names the norm (inf); got {err}"
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
-_rs_g1 = (check_rng.standard_normal(3) * 4).astype(np.float32)
-_rs_g2 = (check_rng.standard_normal((2, 2)) * 4).astype(np.float32)
-_rs_total = float(np.sqrt((_rs_g1.astype(np.float64) ** 2).sum() + (_rs_g2.astype(np.float64) ** 2).sum()))
-assert math.isclose(clip_grad_norm(_with_grads(_rs_g1, _rs_g2), 1e9).item(), _rs_total, rel_tol=1e-4), (
+# This student's own gradients: how many, their shapes and values, max_norm, the order p and where an inf sits.
+_rs_g = [(check_rng.standard_normal(tuple(int(v) for v in check_rng.integers(1, 5, int(check_rng.integers(1, 3)))))
+          * check_rng.uniform(0.5, 3)).astype(np.float32) for _ in range(int(check_rng.integers(2, 5)))]
+_rs_g[0].flat[0] = check_rng.choice([-1, 1]) * check_rng.uniform(2, 4)  # every p-norm's sum is above 2
+_rs_64 = np.concatenate([g.astype(np.float64).ravel() for g in _rs_g])
+_rs_total = float(np.sqrt((_rs_64 ** 2).sum()))
+
+
+def _rs_flat(params):
+    return np.concatenate([q.grad.numpy().ravel() for q in params])
+
+
+assert math.isclose(clip_grad_norm(_with_grads(*_rs_g), 1e9).item(), _rs_total, rel_tol=1e-5), (
     "clip_grad_norm returns the total norm of all gradients, for any gradients")
+_rs_max = _rs_total * check_rng.uniform(0.1, 0.8)
+_rs_clipped = _with_grads(*_rs_g)
+_rs_norm = clip_grad_norm(_rs_clipped, _rs_max)
+assert np.allclose(_rs_flat(_rs_clipped), _rs_64 * (_rs_max / (_rs_total + 1e-6)), rtol=1e-5, atol=1e-7), (
+    "above max_norm, every gradient is scaled by max_norm / (norm + 1e-6)")
+assert [str(q.grad.dtype) for q in _rs_clipped] + [str(_rs_norm.dtype)] == ["float32"] * (len(_rs_g) + 1), (
+    "clipping keeps float32")
+_rs_under = _with_grads(*_rs_g)
+clip_grad_norm(_rs_under, _rs_total * check_rng.uniform(1.2, 3))
+assert np.array_equal(_rs_flat(_rs_under), _rs_64.astype(np.float32)), "gradients under max_norm are left alone"
+assert math.isclose(clip_grad_norm(_with_grads(*_rs_g), 1e9, norm_type=math.inf).item(), float(np.abs(_rs_64).max()),
+                    rel_tol=1e-6), "norm_type=inf: the norm is the largest absolute entry over all gradients"
+assert math.isclose(clip_grad_norm(_with_grads(*_rs_g), 1e9, norm_type=1).item(), float(np.abs(_rs_64).sum()),
+                    rel_tol=1e-5), "norm_type=1: the sum of absolute values"
+_rs_p = float(check_rng.choice([1.5, 3.0, 4.0]))
+assert math.isclose(clip_grad_norm(_with_grads(*_rs_g), 1e9, norm_type=_rs_p).item(),
+                    float((np.abs(_rs_64) ** _rs_p).sum() ** (1 / _rs_p)), rel_tol=1e-4), (
+    "norm_type=p: (sum of |g|**p) ** (1/p) over all gradients together")
+_rs_one = _with_grads(_rs_g[-1])[0]
+_rs_one_norm = float(np.sqrt((_rs_g[-1].astype(np.float64) ** 2).sum()))
+_rs_one_max = _rs_one_norm * check_rng.uniform(0.1, 0.8)
+clip_grad_norm(_rs_one, _rs_one_max)
+assert np.allclose(_rs_one.grad.numpy(), _rs_g[-1] * (_rs_one_max / (_rs_one_norm + 1e-6)), rtol=1e-5, atol=1e-7), (
+    "one tensor (not in a list) works too, scaled by max_norm / (its norm + 1e-6)")
+_rs_mixed = _with_grads(*_rs_g)
+_rs_mixed.insert(int(check_rng.integers(0, len(_rs_mixed) + 1)), Tensor(np.ones(3, np.float32), requires_grad=True))
+assert np.allclose([clip_grad_norm(_rs_mixed, 1e9).item(), clip_grad_norm([Tensor([1.0], requires_grad=True)], 1.0).item()],
+                   [_rs_total, 0.0], rtol=1e-5, atol=0), "parameters without a gradient are skipped (none at all: norm 0)"
+_rs_bad = [g.copy() for g in _rs_g]
+_rs_at = int(check_rng.integers(0, len(_rs_bad)))
+_rs_bad[_rs_at].flat[int(check_rng.integers(0, _rs_bad[_rs_at].size))] = check_rng.choice([-np.inf, np.inf])
+try:
+    clip_grad_norm(_with_grads(*_rs_bad), _rs_max, error_if_nonfinite=True)
+    raise AssertionError("an inf gradient with error_if_nonfinite=True must raise a RuntimeError")
+except RuntimeError as err:
+    _rs_said = str(err)
+assert "inf" in _rs_said, f"the error names the norm (inf); got: {_rs_said}"
+_rs_cv = float(np.abs(_rs_64).max() * check_rng.uniform(0.2, 0.7))
+_rs_valued = _with_grads(*_rs_g)
+clip_grad_value(_rs_valued, _rs_cv)
+assert np.array_equal(_rs_flat(_rs_valued), np.clip(_rs_64.astype(np.float32), np.float32(-_rs_cv), np.float32(_rs_cv))), (
+    "clip_grad_value clamps every element to [-clip_value, clip_value], in place")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -334,6 +380,21 @@ assert math.isclose(clip_grad_norm(_with_grads(_rs_g1, _rs_g2), 1e9).item(), _rs
 # out of every computation.
 #
 # ### Task `training_trend` (2 points): reading a training curve
+#
+# **Checked when graded** (besides the tests below), on curves, n and
+# tolerances drawn for you (and where nan values sit):
+#
+# * slope(n) is the least-squares slope, not (last - first) / (n - 1)
+# * slope(n) uses only the last n values
+# * the slope of fewer than two values is 0
+# * improving(n): the slope of the last n values points down for mode='min', up for mode='max'
+# * the latest of no values is nan
+# * nan values are left out: latest and mean(n) are those of the other values
+# * n values or fewer: not enough history to call it stalled
+# * mode='min': an improvement of less than tol × |best| counts as stalled, a larger one does not
+# * mode='max': the best is the largest, and the tolerance is relative
+# * fewer than n values never converged
+# * the tolerance is relative to |the mean|, not absolute
 
 # %% nbgrader={"grade": false, "grade_id": "training_trend_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -424,26 +485,73 @@ print(_t, "slope(3) =", round(_t.slope(3), 4), " improving:", _t.improving(3),
 # %% nbgrader={"grade": true, "grade_id": "training_trend", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 t = Trend([5.0, 4.0, 3.0, 2.0])
 assert t.latest == 2.0 and t.mean(2) == 2.5 and abs(t.slope(4) + 1.0) < 1e-12, "latest, mean(2) and slope(4) of 5, 4, 3, 2"
-assert t.improving(3) and not Trend([1.0, 2.0, 3.0]).improving(3), "mode='min': improving means going down"
-assert Trend([1.0, 2.0, 3.0], mode="max").improving(3), "mode='max': improving means going up"
-assert Trend([1.0, 0.5, 0.6, 0.55]).stalled(2) and not Trend([1.0, 0.5, 0.6, 0.4]).stalled(2), (
+assert [t.improving(3), Trend([1.0, 2.0, 3.0]).improving(3)] == [True, False], "mode='min': improving means going down"
+assert [Trend([1.0, 2.0, 3.0], mode="max").improving(3)] == [True], "mode='max': improving means going up"
+assert [Trend([1.0, 0.5, 0.6, 0.55]).stalled(2), Trend([1.0, 0.5, 0.6, 0.4]).stalled(2)] == [True, False], (
     "stalled: the best of the last n does not beat the best before them")
-assert Trend([0.5, 0.3, 0.3001, 0.2999]).converged(3, tol=1e-2) and not t.converged(2, tol=1e-2), (
+assert [Trend([0.5, 0.3, 0.3001, 0.2999]).converged(3, tol=1e-2), t.converged(2, tol=1e-2)] == [True, False], (
     "converged: the last n values lie within tol × |their mean|")
 ### BEGIN HIDDEN TESTS
-assert abs(Trend([0.0, 3.0, 1.0, 2.0]).slope(4) - 0.4) < 1e-12, "least squares, not (last - first) / (n - 1)"
-assert abs(Trend([3.0, 1.0, 2.0, 0.0]).slope(2) + 2.0) < 1e-12, "only the last n values"
-assert Trend([1.0]).slope(5) == 0.0, "the slope of fewer than two values is 0"
-assert math.isnan(Trend([]).latest), "the latest of no values is nan"
-assert Trend([1.0, float("nan"), 0.5]).latest == 0.5 and Trend([1.0, float("nan"), 0.5]).mean(2) == 0.75, (
-    "nan values are left out")
-assert not Trend([1.0, 0.9]).stalled(2), "not enough history to call it stalled"
-assert Trend([1.0, 0.5, 0.499]).stalled(1, tol=0.01) and not Trend([1.0, 0.5, 0.4]).stalled(1, tol=0.01), (
-    "mode='min': an improvement of less than tol × |best| counts as stalled")
-assert Trend([0.5, 0.9, 0.95], mode="max").stalled(1, tol=0.1) and not Trend([0.5, 0.9, 0.95], mode="max").stalled(1), (
+# This student's own curves: lengths, values, n, tolerances and where nan values sit drawn.
+_n = int(check_rng.integers(4, 7))
+_y = check_rng.standard_normal(_n + int(check_rng.integers(2, 5)))
+
+
+def _ls_slope(values):
+    i = np.arange(len(values), dtype=np.float64)
+    return float(((i - i.mean()) * (values - values.mean())).sum() / ((i - i.mean()) ** 2).sum())
+
+
+assert math.isclose(Trend(_y[-_n:]).slope(_n), _ls_slope(_y[-_n:]), rel_tol=1e-9, abs_tol=1e-12), (
+    "slope(n) is the least-squares slope, not (last - first) / (n - 1)")
+assert math.isclose(Trend(_y).slope(_n), _ls_slope(_y[-_n:]), rel_tol=1e-9, abs_tol=1e-12), (
+    "slope(n) uses only the last n values")
+assert [Trend(_y[:1]).slope(_n), Trend([]).slope(_n)] == [0.0, 0.0], "the slope of fewer than two values is 0"
+_up = np.cumsum(check_rng.uniform(0.1, 1.0, _n))
+assert [Trend(-_up).improving(_n), Trend(_up).improving(_n), Trend(_up, mode="max").improving(_n),
+        Trend(-_up, mode="max").improving(_n)] == [True, False, True, False], (
+    "improving(n): the slope of the last n values points down for mode='min', up for mode='max'")
+assert math.isnan(Trend([math.nan] * int(check_rng.integers(0, 3))).latest), "the latest of no values is nan"
+_with_nan = list(_y)
+for _at in sorted(check_rng.choice(len(_y) + 1, 2, replace=False), reverse=True):
+    _with_nan.insert(int(_at), math.nan)
+assert np.allclose([Trend(_with_nan).latest, Trend(_with_nan).mean(_n)], [_y[-1], _y[-_n:].mean()], rtol=1e-12, atol=0), (
+    "nan values are left out: latest and mean(n) are those of the other values")
+assert [Trend(_y[:_n]).stalled(_n), Trend(_y[:_n - 1]).stalled(_n)] == [False, False], (
+    "n values or fewer: not enough history to call it stalled")
+_tol = float(check_rng.uniform(0.02, 0.2))
+_best = float(check_rng.uniform(0.2, 0.3))  # tol × |best| is far below tol: a relative tolerance is not an absolute one
+_before = list(_best + check_rng.uniform(0.1, 1.0, 3))
+_before.insert(int(check_rng.integers(0, 4)), _best)
+_k = int(check_rng.integers(1, 4))
+_above = check_rng.uniform(0.05, 0.5, _k - 1)
+
+
+def _recent(best_new, side):
+    return list(best_new + _above * side) + [best_new]
+
+
+_slight = _best - float(check_rng.uniform(0.2, 0.8)) * _tol * _best
+_large = _best - float(check_rng.uniform(1.5, 3.0)) * _tol * _best
+assert [Trend(_before + _recent(_slight, 1)).stalled(_k, tol=_tol),
+        Trend(_before + _recent(_large, 1)).stalled(_k, tol=_tol)] == [True, False], (
+    "mode='min': an improvement of less than tol × |best| counts as stalled, a larger one does not")
+_top = [-v for v in _before]
+_slight, _large = -_slight, -_large  # the same curves upside down: for mode='max' the best is the largest
+assert [Trend(_top + _recent(_slight, -1), mode="max").stalled(_k, tol=_tol),
+        Trend(_top + _recent(_large, -1), mode="max").stalled(_k, tol=_tol)] == [True, False], (
     "mode='max': the best is the largest, and the tolerance is relative")
-assert not Trend([0.3, 0.3]).converged(3), "fewer than n values"
-assert Trend([100.0, 100.5]).converged(2, tol=0.01), "the tolerance is relative to |the mean|, not absolute"
+assert [Trend([float(_y[0])] * (_n - 1)).converged(_n, tol=1.0), Trend([]).converged(_n, tol=1.0)] == [False, False], (
+    "fewer than n values never converged")
+_level = float(check_rng.uniform(20, 200))  # tol × |mean| is far above tol
+_spread = check_rng.uniform(0, 1, _n)
+_spread = (_spread - _spread.min()) / (_spread.max() - _spread.min())  # a range of exactly 1
+_f = float(check_rng.uniform(0.3, 0.8))
+_far = float(check_rng.uniform(1.6, 2.5))
+assert [Trend(_level + _f * _tol * _level * _spread).converged(_n, tol=_tol),
+        Trend(-_level - _f * _tol * _level * _spread).converged(_n, tol=_tol),
+        Trend(_level + _far * _tol * _level * _spread).converged(_n, tol=_tol)] == [True, True, False], (
+    "the tolerance is relative to |the mean|, not absolute")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1678,6 +1786,16 @@ X, Y = rng.standard_normal((30, 4)), rng.integers(0, 3, 30)
 # is the mean loss per sample as a Python float — one read, with
 # `trainer.read(...)`. A checkpoint taken in the middle of an epoch saves
 # the sums (`state_dict()`), and the resumed epoch starts from them.
+#
+# **Checked when graded** (besides the tests below), on groups (how many,
+# their loss sums, samples and batches) and a mid-epoch checkpoint drawn for you:
+#
+# * the sum stays a float32 array between reads
+# * add() counts the samples, and each batch of a group of several
+# * mean(): the sum of the groups' loss sums over all their samples
+# * mean() reads once, through trainer.read
+# * a resumed RunningLoss goes on counting from the saved one
+# * a resumed sum goes on from the saved one
 
 # %% nbgrader={"grade": false, "grade_id": "training_running_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1727,17 +1845,34 @@ running = RunningLoss()
 running.add(np.asarray(3.0, np.float32), 4)
 running.add(np.asarray(1.0, np.float32), 2)
 counter = _CountingTrainer()
-assert abs(running.mean(counter) - 4.0 / 6) < 1e-6, "the mean per sample: the sum of the groups' sums over all samples"
+assert math.isclose(running.mean(counter), 4.0 / 6, rel_tol=1e-6), (
+    "the mean per sample: the sum of the groups' sums over all samples")
 assert counter.reads == 1, "mean() reads once, through trainer.read"
 ### BEGIN HIDDEN TESTS
-assert getattr(running.total, "dtype", None) == np.float32, "the sum stays a float32 array between reads"
-assert running.samples == 6 and running.batches == 2, "add() counts the samples and the batches"
-running.add(np.asarray(2.0, np.float32), 3, batches=3)
-assert running.batches == 5 and running.samples == 9, "a group of three batches counts three"
-assert abs(running.mean(counter) - 6.0 / 9) < 1e-6, "the mean after a third group"
-resumed = RunningLoss(running.state_dict())
-resumed.add(np.asarray(1.0, np.float32), 1)
-assert abs(resumed.mean(counter) - 0.7) < 1e-6, "a resumed sum goes on from the saved one"
+# This student's own groups: how many, their loss sums, samples and batches drawn.
+_g = int(check_rng.integers(3, 7))
+_sums = check_rng.uniform(0.5, 5.0, _g).astype(np.float32)
+_samples = [int(v) for v in check_rng.integers(5, 33, _g)]
+_batches = [int(v) for v in check_rng.integers(1, 5, _g)]
+_batches[int(check_rng.integers(0, _g))] = int(check_rng.integers(2, 5))  # a group of several batches
+_cut = int(check_rng.integers(1, _g))  # a checkpoint after this many groups
+_running = RunningLoss()
+for _i in range(_cut):
+    _running.add(np.asarray(_sums[_i], np.float32), _samples[_i], _batches[_i])
+assert str(getattr(_running.total, "dtype", None)) == "float32", "the sum stays a float32 array between reads"
+assert [_running.samples, _running.batches] == [sum(_samples[:_cut]), sum(_batches[:_cut])], (
+    "add() counts the samples, and each batch of a group of several")
+_counter = _CountingTrainer()
+assert math.isclose(_running.mean(_counter), float(_sums[:_cut].astype(np.float64).sum()) / sum(_samples[:_cut]),
+                    rel_tol=1e-6), "mean(): the sum of the groups' loss sums over all their samples"
+assert _counter.reads == 1, "mean() reads once, through trainer.read"
+_resumed = RunningLoss(_running.state_dict())
+for _i in range(_cut, _g):
+    _resumed.add(np.asarray(_sums[_i], np.float32), _samples[_i], _batches[_i])
+assert [_resumed.samples, _resumed.batches] == [sum(_samples), sum(_batches)], (
+    "a resumed RunningLoss goes on counting from the saved one")
+assert math.isclose(_resumed.mean(_counter), float(_sums.astype(np.float64).sum()) / sum(_samples), rel_tol=1e-6), (
+    "a resumed sum goes on from the saved one")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1810,6 +1945,18 @@ def zero_grads_unless(params: Iterable[Tensor], finite: Any) -> None:
 
 # %% [markdown]
 # ### Task `training_guard` (3 points): no non-finite number reaches the weights
+#
+# **Checked when graded** (besides the tests below), on gradients, losses,
+# step numbers and bad steps (nan, inf or −inf, in the loss or in one
+# gradient entry) drawn for you:
+#
+# * nan_check='step': a finite loss with a non-finite gradient must raise a FloatingPointError
+# * the error names the step
+# * when the precision plug-in skips overflowed steps itself, a finite loss with a non-finite gradient passes
+# * a plug-in that skips overflowed gradients does not make a non-finite loss fine
+# * nan_check='interval': first_bad is -1 until a step is not finite, then that first bad step, kept through later bad steps
+# * a bad step's gradients are zeroed, whether its loss or one of its gradients is not finite
+# * finite steps' gradients are left alone, also after a bad step
 
 # %% nbgrader={"grade": false, "grade_id": "training_guard_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1843,43 +1990,86 @@ try:
     t_g.guard(np.asarray(np.nan), norms)
     raise AssertionError("a NaN loss must raise with nan_check='step'")
 except FloatingPointError as err:
-    assert "step 0" in str(err) and "not taken" in str(err), f"the error names the step and says it was not taken; got {err}"
+    said = str(err)
+assert "step 0" in said and "not taken" in said, f"the error names the step and says it was not taken; got: {said}"
 assert all((p.grad.numpy() == 1).all() for p in m_g.parameters()), "nan_check='step' changes no gradient"
 ### BEGIN HIDDEN TESTS
-first = next(iter(m_g.parameters()))
-first.grad.data[0] = np.inf
+# This student's own steps: gradients, losses, step numbers, which steps go bad, how (nan, inf or -inf,
+# in the loss or in a gradient) and where.
+_bad_values = [math.nan, math.inf, -math.inf]
+
+
+def _set_grads(model, arrays, where=None, value=math.nan):
+    """Give ``model`` these gradients (one entry made ``value`` when ``where`` = (parameter, index)); the guard's norms."""
+    for i, (q, g) in enumerate(zip(model.parameters(), arrays)):
+        g = g.copy()
+        if where is not None and where[0] == i:
+            g.flat[where[1]] = value
+        q.grad = Tensor(g)
+    return [_squared_norm(list(model.parameters()))]
+
+
+def _flat_grads(model):
+    return np.concatenate([q.grad.numpy().ravel() for q in model.parameters()])
+
+
+_m = _tiny_model()
+_shapes = [q.shape for q in _m.parameters()]
+
+
+def _draw_where(i, at):
+    return int(i), int(at) % int(np.prod(_shapes[int(i)]))
+
+
+_gd = [check_rng.standard_normal(shape) for shape in _shapes]
+_where = _draw_where(check_rng.integers(0, len(_shapes)), check_rng.integers(0, 1000))
+_value = _bad_values[int(check_rng.integers(0, 3))]
+_t = _trainer(_m, nan_check="step")
+_t.step = int(check_rng.integers(0, 50))
 try:
-    t_g.guard(np.asarray(1.0), [clip_grad_norm(m_g.parameters(), math.inf)])
-    raise AssertionError("a finite loss with a non-finite gradient must raise with nan_check='step'")
-except FloatingPointError:
-    pass
-t_g.precision.skips_nonfinite = True
-t_g.guard(np.asarray(1.0), [clip_grad_norm(m_g.parameters(), math.inf)])
+    _t.guard(np.asarray(check_rng.uniform(0.1, 3.0)), _set_grads(_m, _gd, _where, _value))
+    raise AssertionError("nan_check='step': a finite loss with a non-finite gradient must raise a FloatingPointError")
+except FloatingPointError as err:
+    _said = str(err)
+assert f"at step {_t.step} (" in _said, f"the error names the step; got: {_said}"
+_t.precision.skips_nonfinite = True
+assert _t.guard(np.asarray(check_rng.uniform(0.1, 3.0)), _set_grads(_m, _gd, _where, _value)) is None, (
+    "when the precision plug-in skips overflowed steps itself, a finite loss with a non-finite gradient passes")
 try:
-    t_g.guard(np.asarray(np.inf), norms)
+    _t.guard(np.asarray(_bad_values[int(check_rng.integers(0, 3))]), _set_grads(_m, _gd))
     raise AssertionError("a plug-in that skips overflowed gradients does not make a non-finite loss fine")
 except FloatingPointError:
     pass
-m_i = _tiny_model()
-t_i = _trainer(m_i, nan_check="interval", log_every=None)
-norms_i = _with_grads(m_i)
-t_i.guard(np.asarray(1.0), norms_i)
-assert int(t_i.first_bad) == -1, "nan_check='interval': first_bad is -1 while every step is finite"
-assert all((p.grad.numpy() == 1).all() for p in m_i.parameters()), "finite gradients are left alone"
-t_i.step = 4
-t_i.guard(np.asarray(np.nan), norms_i)
-assert int(t_i.first_bad) == 4, "nan_check='interval': first_bad remembers the step that was not finite"
-assert all((p.grad.numpy() == 0).all() for p in m_i.parameters()), "a bad step's gradients are zeroed"
-norms_i = _with_grads(m_i)
-next(iter(m_i.parameters())).grad.data[1] = np.nan
-t_i.step = 6
-t_i.guard(np.asarray(1.0), [clip_grad_norm(m_i.parameters(), math.inf)])
-assert int(t_i.first_bad) == 4, "the first bad step is kept"
-assert all((p.grad.numpy() == 0).all() for p in m_i.parameters()), "a NaN gradient with a finite loss is zeroed too"
-t_i.step = 7
-_with_grads(m_i)
-t_i.guard(np.asarray(1.0), _with_grads(m_i))
-assert all((p.grad.numpy() == 1).all() for p in m_i.parameters()), "only a bad step's gradients are zeroed"
+# nan_check='interval': a run of steps, two of them bad (one by its loss, one by a gradient, in a drawn order).
+_steps = int(check_rng.integers(5, 10))
+_first = int(check_rng.integers(1, _steps - 2))
+_second = int(check_rng.integers(_first + 1, _steps - 1))
+_by_loss = int(check_rng.integers(0, 2))  # which of the two bad steps has the non-finite loss
+_start = int(check_rng.integers(0, 100))
+_mi = _tiny_model()
+_ti = _trainer(_mi, nan_check="interval", log_every=None)
+_seen, _after, _expected = [], [], []
+for _s in range(_steps):
+    _gs = [check_rng.standard_normal(shape) for shape in _shapes]
+    _loss = float(check_rng.uniform(0.1, 3.0))
+    _bad = _s in (_first, _second)
+    _in_loss = _bad and (_s == _first) == (_by_loss == 0)
+    _at = _draw_where(check_rng.integers(0, len(_shapes)), check_rng.integers(0, 1000))
+    _v = _bad_values[int(check_rng.integers(0, 3))]
+    if _in_loss:
+        _loss = _v
+    _ti.step = _start + _s
+    _ti.guard(np.asarray(_loss), _set_grads(_mi, _gs, _at if _bad and not _in_loss else None, _v))
+    _seen.append(int(_ti.first_bad))
+    _after.append(_flat_grads(_mi))
+    _expected.append(np.zeros(sum(g.size for g in _gs)) if _bad else np.concatenate([g.ravel() for g in _gs]))
+assert _seen == [-1] * _first + [_start + _first] * (_steps - _first), (
+    "nan_check='interval': first_bad is -1 until a step is not finite, then that first bad step, kept through later bad steps")
+assert np.array_equal(np.stack([_after[_first], _after[_second]]), np.stack([_expected[_first], _expected[_second]])), (
+    "a bad step's gradients are zeroed, whether its loss or one of its gradients is not finite")
+_good = [_s for _s in range(_steps) if _s not in (_first, _second)]
+assert np.array_equal(np.stack([_after[_s] for _s in _good]), np.stack([_expected[_s] for _s in _good])), (
+    "finite steps' gradients are left alone, also after a bad step")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1925,6 +2115,19 @@ def restore_snapshot(self: Trainer) -> None:
 
 # %% [markdown]
 # ### Task `training_rollback` (2 points): the interval check
+#
+# **Checked when graded** (besides the tests below), on a model, how far its
+# parameters move, step numbers and a first bad step drawn for you:
+#
+# * the first check (nothing recorded yet) takes a snapshot
+# * a clean check raises nothing and keeps the step count
+# * check_guard must raise after a bad step
+# * the error names the first bad step
+# * a clean check takes a new snapshot: the rollback goes to it, not to the start
+# * the step count is rolled back to the last clean check
+# * after a rollback no bad step is pending: the next check raises nothing
+# * check_guard must raise when the first bad step is step 0
+# * step 0 is a step like any other
 
 # %% nbgrader={"grade": false, "grade_id": "training_rollback_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1948,50 +2151,59 @@ def _move(model, by):
             p.data += by
 
 
+def _flat_params(model):
+    return np.concatenate([q.numpy().ravel() for q in model.parameters()])
+
+
 m_r = _tiny_model()
 t_r = _trainer(m_r, nan_check="interval", log_every=None)
 t_r.check_guard()
-start = _params_of(m_r)
+start = _flat_params(m_r)
 _move(m_r, 1.0)
 t_r.step, t_r.first_bad = 3, np.asarray(2)
 try:
     t_r.check_guard()
     raise AssertionError("check_guard must raise after a bad step")
 except FloatingPointError as err:
-    assert "step 2" in str(err) and "rolled back" in str(err), f"the error names the bad step and the rollback; got {err}"
-assert all(np.array_equal(a, b) for a, b in zip(start, _params_of(m_r))), "the parameters are rolled back to the last check"
+    said = str(err)
+assert "step 2" in said and "rolled back" in said, f"the error names the bad step and the rollback; got: {said}"
+assert np.array_equal(_flat_params(m_r), start), "the parameters are rolled back to the last check"
 assert t_r.step == 0, "the step count is rolled back too"
 ### BEGIN HIDDEN TESTS
-m_r2 = _tiny_model()
-t_r2 = _trainer(m_r2, nan_check="interval", log_every=None)
-t_r2.check_guard()
-_move(m_r2, 1.0)
-t_r2.step, t_r2.first_bad = 2, np.asarray(-1)
-t_r2.check_guard()
-after_clean = _params_of(m_r2)
-assert t_r2.step == 2, "a clean check raises nothing and changes nothing"
-_move(m_r2, 5.0)
-t_r2.step, t_r2.first_bad = 4, np.asarray(3)
+# This student's own run: the model's seed, how far the parameters move, the step numbers and the first bad step.
+
+_m = _tiny_model(seed=int(check_rng.integers(1, 1000)))
+_t = _trainer(_m, nan_check="interval", log_every=None)
+_t.check_guard()
+assert isinstance(_t.snapshot, dict), "the first check (nothing recorded yet) takes a snapshot"
+_move(_m, float(check_rng.uniform(0.5, 2.0)))
+_clean_step = int(check_rng.integers(1, 30))
+_t.step, _t.first_bad = _clean_step, np.asarray(-1)
+_t.check_guard()
+_after_clean = _flat_params(_m)
+assert _t.step == _clean_step, "a clean check raises nothing and keeps the step count"
+_move(_m, float(check_rng.uniform(0.5, 2.0)))
+_later = int(check_rng.integers(2, 30))
+_bad = _clean_step + int(check_rng.integers(1, _later))
+_t.step, _t.first_bad = _clean_step + _later, np.asarray(_bad)
 try:
-    t_r2.check_guard()
+    _t.check_guard()
     raise AssertionError("check_guard must raise after a bad step")
 except FloatingPointError as err:
-    assert "step 3" in str(err), f"the error names the first bad step; got {err}"
-assert all(np.array_equal(a, b) for a, b in zip(after_clean, _params_of(m_r2))) and t_r2.step == 2, (
+    _said = str(err)
+assert f"at step {_bad} (" in _said, f"the error names the first bad step; got: {_said}"
+assert np.array_equal(_flat_params(_m), _after_clean), (
     "a clean check takes a new snapshot: the rollback goes to it, not to the start")
-assert t_r2.first_bad is None or int(t_r2.first_bad) < 0, "after a rollback no bad step is pending"
-t_r2.check_guard()
-_move(m_r2, 2.0)
-t_r2.step, t_r2.first_bad = 3, np.asarray(0)
+assert _t.step == _clean_step, "the step count is rolled back to the last clean check"
+assert _t.check_guard() is None, "after a rollback no bad step is pending: the next check raises nothing"
+_move(_m, float(check_rng.uniform(0.5, 2.0)))
+_t.step, _t.first_bad = _clean_step + int(check_rng.integers(1, 30)), np.asarray(0)
 try:
-    t_r2.check_guard()
+    _t.check_guard()
     raise AssertionError("check_guard must raise when the first bad step is step 0")
 except FloatingPointError as err:
-    assert "step 0" in str(err), f"step 0 is a step like any other; got {err}"
-fresh = _tiny_model()
-t_f = _trainer(fresh, nan_check="interval", log_every=None)
-t_f.check_guard()
-assert t_f.snapshot is not None, "the first check (nothing recorded yet) takes a snapshot"
+    _said = str(err)
+assert "at step 0 (" in _said, f"step 0 is a step like any other; got: {_said}"
 ### END HIDDEN TESTS
 
 # %% [markdown]

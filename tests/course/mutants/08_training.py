@@ -17,6 +17,12 @@ MUTANTS = [
         "g.data.clip(-clip_value, clip_value, out=g.data)",
         "g.data.clip(-clip_value, clip_value)",
     ),
+    # clip_grad_value clamps from above only: large negative gradients pass.
+    (
+        "training_clip",
+        "g.data.clip(-clip_value, clip_value, out=g.data)",
+        "np.minimum(g.data, clip_value, out=g.data)",
+    ),
     # error_if_nonfinite looks for NaN only: an infinite norm passes (a hidden test catches it).
     (
         "training_clip",
@@ -38,6 +44,14 @@ MUTANTS = [
         "training_trend",
         "return float(last.max() - last.min()) <= tol * abs(float(last.mean()))",
         "return float(last.max() - last.min()) <= tol",
+    ),
+    # stalled with an absolute tolerance for mode='max' (a hidden test catches it).
+    ("training_trend", "return not new > best + tol * abs(best)", "return not new > best + tol"),
+    # converged against the mean itself: a negative curve never converges (a hidden test catches it).
+    (
+        "training_trend",
+        "return float(last.max() - last.min()) <= tol * abs(float(last.mean()))",
+        "return float(last.max() - last.min()) <= tol * float(last.mean())",
     ),
     # the step's loss without the accumulation weight: k batches step on k times the mean gradient.
     (
@@ -101,6 +115,8 @@ MUTANTS = [
         "    for params in self.strategy.param_lists:\n        zero_grads_unless(params, finite)\n",
         "",
     ),
+    # the mask inverted: finite steps lose their gradients, bad ones keep their NaN (a hidden test catches it).
+    ("training_guard", "        zero_grads_unless(params, finite)\n", "        zero_grads_unless(params, ~finite)\n"),
     # the scaler's skip is ignored: overflowed float16 gradients raise instead of being skipped.
     ("training_guard", "    if not self.precision.skips_nonfinite:\n", "    if True:\n"),
     # a bad step is found but nothing is rolled back.
