@@ -1758,6 +1758,11 @@ def _params_of(model):
     return [p.numpy().copy() for p in model.parameters()]
 
 
+def _flat_params(model):
+    """Every parameter of ``model``, one after the other, as one flat array (a copy)."""
+    return np.concatenate([p.numpy().ravel() for p in model.parameters()])
+
+
 def _same(a, b, tol=1e-12):
     """Whether two models' parameters (as `_params_of` gives them) agree to within ``tol``."""
     return len(a) == len(b) and all(np.allclose(x, y, rtol=tol, atol=tol) for x, y in zip(a, b))
@@ -2151,10 +2156,6 @@ def _move(model, by):
             p.data += by
 
 
-def _flat_params(model):
-    return np.concatenate([q.numpy().ravel() for q in model.parameters()])
-
-
 m_r = _tiny_model()
 t_r = _trainer(m_r, nan_check="interval", log_every=None)
 t_r.check_guard()
@@ -2228,6 +2229,23 @@ assert "at step 0 (" in _said, f"step 0 is a step like any other; got: {_said}"
 # for this step), `self.optimizer_step(loss_sum)` (the plug-ins' gradient
 # hooks, the guard above, clipping when `grad_clip_norm` is set, the step)
 # and `self.step += 1`.
+#
+# **Checked when graded** (besides the tests below), on a model, data,
+# groups of batches (each group's last batch shorter), learning rates, a
+# schedule's rates, a clipping limit and where a NaN sits drawn for you,
+# against the rule done by hand with tinyflo's layers and loss:
+#
+# * the loss sum stays a device array (no graph, no read)
+# * each group's loss sum: each batch's mean loss times its size, added up
+# * each group starts from zero gradients: one step on the gradient of the group's mean loss
+# * one step per group
+# * the schedule is applied once before each step t, with t = the steps taken
+# * step t runs at the rate the schedule sets for t: schedule() comes before the step
+# * the step goes through optimizer_step: with grad_clip_norm, each group's gradient is clipped before its step
+# * a NaN loss must raise a FloatingPointError through the guard
+# * the guard runs before the step: a refused step changes no weight
+# * the step count only moves after the guard let the step through
+# * nan_check='interval': a finite loss with non-finite gradients never reaches the weights (they stay as they were)
 
 # %% nbgrader={"grade": false, "grade_id": "training_step_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2269,71 +2287,116 @@ big, acc = _tiny_model(), _tiny_model()
 t_big, t_acc = _trainer(big), _trainer(acc)
 sum_big = t_big.train_step(_pairs(X, Y, 0, 30))
 sum_acc = t_acc.train_step(_pairs(X, Y, 0, 8, 16, 24, 30))
-assert _same(_params_of(big), _params_of(acc)), "batches of 8, 8, 8 and 6 accumulated must give the update of one batch of 30"
+assert np.allclose(_flat_params(acc), _flat_params(big), rtol=1e-12, atol=1e-12), (
+    "batches of 8, 8, 8 and 6 accumulated must give the update of one batch of 30")
 assert t_acc.step == 1, "one group of batches is one optimizer step"
-assert abs(float(sum_acc) - float(sum_big)) < 1e-10, "the loss sum: each batch's mean loss times its size"
+assert math.isclose(float(sum_acc), float(sum_big), rel_tol=1e-11), "the loss sum: each batch's mean loss times its size"
 ### BEGIN HIDDEN TESTS
-assert hasattr(sum_acc, "dtype") and not isinstance(sum_acc, Tensor), "the loss sum stays a device array (no graph, no read)"
-reference = _tiny_model()
-ref_opt = SGD(reference.parameters(), lr=0.1)
-for lo, hi in ((0, 12), (12, 24)):
-    ref_opt.zero_grad()
-    cross_entropy(reference(Tensor(X[lo:hi])), Tensor(Y[lo:hi])).backward()
-    ref_opt.step()
-twice = _tiny_model()
-t_twice = _trainer(twice)
-t_twice.train_step(_pairs(X, Y, 0, 4, 8, 12), 0)
-t_twice.train_step(_pairs(X, Y, 12, 16, 20, 24), 3)
-assert _same(_params_of(twice), _params_of(reference)) and t_twice.step == 2, "each group starts from zero gradients: one step on its mean loss"
+# This student's own data and groups: the model's seed, batch sizes (each group's last batch shorter),
+# how many groups, learning rates, a schedule's rates, a clipping limit and where a NaN sits.
+_seed = int(check_rng.integers(1, 1000))
+_groups = []  # per group, its batches' sizes
+for _ in range(int(check_rng.integers(2, 4))):
+    _b = int(check_rng.integers(3, 8))
+    _groups.append([_b] * int(check_rng.integers(1, 4)) + [_b - int(check_rng.integers(1, _b))])
+_n = sum(map(sum, _groups))
+_X, _Y = check_rng.standard_normal((_n, 4)), check_rng.integers(0, 3, _n)
+_bounds, _at = [], 0  # per group, its batches' (start, stop) rows
+for _sizes in _groups:
+    _bounds.append([(_at + sum(_sizes[:j]), _at + sum(_sizes[:j + 1])) for j in range(len(_sizes))])
+    _at += sum(_sizes)
+
+
+def _batches_of(bounds, X=None):
+    X = _X if X is None else X
+    return [(Tensor(X[lo:hi]), Tensor(_Y[lo:hi])) for lo, hi in bounds]
+
+
+def _replay(rates, clip=None, X=None):
+    """The rule by hand, on tinyflo's own layers and loss: per group, the gradient of its mean loss
+    (clipped to norm ``clip``), then p -= rates[t] · gradient. The weights after, and each group's loss sum."""
+    X = _X if X is None else X
+    model, sums = _tiny_model(_seed), []
+    for t, bounds in enumerate(_bounds[:len(rates)]):
+        rows = slice(bounds[0][0], bounds[-1][1])
+        for q in model.parameters():
+            q.grad = None
+        loss = cross_entropy(model(Tensor(X[rows])), Tensor(_Y[rows]))
+        loss.backward()
+        sums.append(loss.item() * (bounds[-1][1] - bounds[0][0]))
+        norm = math.sqrt(sum(float((q.grad.numpy() ** 2).sum()) for q in model.parameters()))
+        factor = 1.0 if clip is None else min(clip / (norm + 1e-6), 1.0)
+        with tinyflo.no_grad():
+            for q in model.parameters():
+                q.data -= rates[t] * factor * q.grad.data
+    return _flat_params(model), sums
+
+
+_lr = float(check_rng.uniform(0.05, 0.5))
+_m = _tiny_model(_seed)
+_t = _trainer(_m, lr=_lr)
+_first, _sums = 0, []
+for _bounds_g in _bounds:
+    _sums.append(_t.train_step(_batches_of(_bounds_g), _first))
+    _first += len(_bounds_g)
+_want, _want_sums = _replay([_lr] * len(_bounds))
+assert [hasattr(_sums[-1], "dtype"), isinstance(_sums[-1], Tensor)] == [True, False], (
+    "the loss sum stays a device array (no graph, no read)")
+assert np.allclose([float(v) for v in _sums], _want_sums, rtol=1e-10, atol=0), (
+    "each group's loss sum: each batch's mean loss times its size, added up")
+assert np.allclose(_flat_params(_m), _want, rtol=1e-9, atol=1e-12), (
+    "each group starts from zero gradients: one step on the gradient of the group's mean loss")
+assert _t.step == len(_bounds), "one step per group"
 
 
 class _Recorder:
-    def __init__(self):
-        self.seen = []
+    def __init__(self, rates):
+        self.seen, self.rates = [], rates
 
     def apply(self, optimizer, t):
         self.seen.append(t)
         for group in optimizer.param_groups:
-            group["lr"] = 0.1 / (t + 1)
+            group["lr"] = self.rates[t]
 
 
-sched = _Recorder()
-m_s = _tiny_model()
-opt_s = SGD(m_s.parameters(), lr=1.0)
-t_s = Trainer(m_s, opt_s, cross_entropy, scheduler=sched, scheduler_interval="step", verbosity="quiet")
-for i in range(3):
-    t_s.train_step(_pairs(X, Y, 10 * i, 10 * i + 10), i)
-assert sched.seen == [0, 1, 2] and abs(opt_s.param_groups[0]["lr"] - 0.1 / 3) < 1e-12, "the schedule before step t"
-
-
-class _FrozenFirst:
-    def apply(self, optimizer, t):
-        for group in optimizer.param_groups:
-            group["lr"] = 0.0 if t == 0 else 0.1
-
-
-m_z = _tiny_model()
-t_z = Trainer(m_z, SGD(m_z.parameters(), lr=1.0), cross_entropy, scheduler=_FrozenFirst(), scheduler_interval="step",
+_table = [float(v) for v in check_rng.uniform(0.05, 0.5, len(_bounds))]
+_sched = _Recorder(_table)
+_ms = _tiny_model(_seed)
+_ts = Trainer(_ms, SGD(_ms.parameters(), lr=1.0), cross_entropy, scheduler=_sched, scheduler_interval="step",
               verbosity="quiet")
-t_z.train_step(_pairs(X, Y, 0, 10))
-assert _same(_params_of(m_z), _params_of(_tiny_model())), "step t runs at the rate the schedule sets for t: schedule() comes before the step"
-clipped = _tiny_model()
-_trainer(clipped, lr=0.0, grad_clip_norm=1e-3).train_step(_pairs(X, Y, 0, 30))
-total = math.sqrt(sum(float((p.grad.numpy() ** 2).sum()) for p in clipped.parameters()))
-assert total <= 1e-3 * (1 + 1e-6), "the step goes through optimizer_step (it clips before the step)"
-Xn = X.copy()
-Xn[13] = np.nan
-m_n = _tiny_model()
-t_n = _trainer(m_n)
-t_n.train_step(_pairs(Xn, Y, 0, 10))
-after_good = _params_of(m_n)
+_first = 0
+for _bounds_g in _bounds:
+    _ts.train_step(_batches_of(_bounds_g), _first)
+    _first += len(_bounds_g)
+assert _sched.seen == list(range(len(_bounds))), "the schedule is applied once before each step t, with t = the steps taken"
+assert np.allclose(_flat_params(_ms), _replay(_table)[0], rtol=1e-9, atol=1e-12), (
+    "step t runs at the rate the schedule sets for t: schedule() comes before the step")
+_mc = _tiny_model(_seed)
+_clip = float(check_rng.uniform(0.01, 0.1))
+_first = 0
+_tc = _trainer(_mc, lr=_lr, grad_clip_norm=_clip)
+for _bounds_g in _bounds:
+    _tc.train_step(_batches_of(_bounds_g), _first)
+    _first += len(_bounds_g)
+assert np.allclose(_flat_params(_mc), _replay([_lr] * len(_bounds), clip=_clip)[0], rtol=1e-9, atol=1e-12), (
+    "the step goes through optimizer_step: with grad_clip_norm, each group's gradient is clipped before its step")
+_ok = int(check_rng.integers(1, len(_bounds)))  # groups stepped before the bad one
+_Xn = _X.copy()
+_Xn[int(check_rng.integers(_bounds[_ok][0][0], _bounds[_ok][-1][1])), int(check_rng.integers(0, 4))] = math.nan
+_mn = _tiny_model(_seed)
+_tn = _trainer(_mn, lr=_lr)
+_first = 0
+for _bounds_g in _bounds[:_ok]:
+    _tn.train_step(_batches_of(_bounds_g, _Xn), _first)
+    _first += len(_bounds_g)
 try:
-    t_n.train_step(_pairs(Xn, Y, 10, 20), 1)
-    raise AssertionError("a NaN loss must raise through the guard")
+    _tn.train_step(_batches_of(_bounds[_ok], _Xn), _first)
+    raise AssertionError("a NaN loss must raise a FloatingPointError through the guard")
 except FloatingPointError:
     pass
-assert t_n.step == 1 and all(np.array_equal(a, b) for a, b in zip(after_good, _params_of(m_n))), (
-    "the guard runs before the step, and the step count only moves after it")
+assert np.allclose(_flat_params(_mn), _replay([_lr] * _ok)[0], rtol=1e-9, atol=1e-12), (
+    "the guard runs before the step: a refused step changes no weight")
+assert _tn.step == _ok, "the step count only moves after the guard let the step through"
 
 
 class _Sqrt(Module):
@@ -2345,12 +2408,15 @@ class _Sqrt(Module):
         return ((self.inner(x) - self.inner(x)) ** 2).sum(axis=1, keepdims=True) ** 0.5  # d sqrt(0) = inf
 
 
-sq = _Sqrt()
-t_sq = Trainer(sq, SGD(sq.parameters(), lr=0.1, momentum=0.9), mse_loss, verbosity="quiet", nan_check="interval",
-               log_every=None)
+tinyflo.manual_seed(_seed)
+_sq = _Sqrt()
+_before = _flat_params(_sq)
+_t_sq = Trainer(_sq, SGD(_sq.parameters(), lr=_lr, momentum=float(check_rng.uniform(0.5, 0.95))), mse_loss,
+                verbosity="quiet", nan_check="interval", log_every=None)
 with np.errstate(divide="ignore", invalid="ignore"):  # the infinite slope is the point
-    t_sq.train_step(_pairs(X, X[:, :1], 0, 10))
-assert all(np.isfinite(p).all() for p in _params_of(sq)), "a finite loss with NaN gradients never reaches the weights"
+    _t_sq.train_step([(Tensor(_X[lo:hi]), Tensor(_X[lo:hi, :1])) for lo, hi in _bounds[0]], 0)
+assert np.array_equal(_flat_params(_sq), _before), (
+    "nan_check='interval': a finite loss with non-finite gradients never reaches the weights (they stay as they were)")
 ### END HIDDEN TESTS
 
 
@@ -2456,6 +2522,28 @@ def lr_columns(self: Trainer) -> dict[str, float]:
 
 # %% [markdown]
 # ### Task `training_epoch` (3 points): one epoch, as TinyTorch's loop calls it
+#
+# **Checked when graded** (besides the tests below), on a model, data,
+# batch sizes (the last batch short), accumulation steps (the last group
+# short), learning rates, a schedule's decay, where a NaN sits and which
+# batch has mismatched shapes drawn for you, against the rule done by hand
+# with tinyflo's layers and loss:
+#
+# * batches in groups of accumulation_steps: one step per group, the short last group stepped too
+# * each group is one step on the group's mean loss
+# * train_epoch returns the mean over samples, not over batches
+# * an empty loader must raise
+# * an epoch without batches is not counted
+# * train_epoch by hand: the epoch counts, so an epoch schedule moves on
+# * one history row per epoch
+# * nan_check='interval' must raise at the end of the epoch
+# * nan_check='interval': the error names the first bad step
+# * rolled back to the start of the epoch: the weights
+# * rolled back to the start of the epoch: the step count, and the epoch not counted
+# * mismatched shapes must raise a ShapeError
+# * the error names the batch
+# * end_epoch runs also when the epoch raised
+# * train_epoch puts the model in training mode
 
 # %% nbgrader={"grade": false, "grade_id": "training_epoch_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2493,59 +2581,102 @@ big, acc = _tiny_model(), _tiny_model()
 loss_big = _trainer(big).train_epoch(DataLoader(TensorDataset(X, Y), batch_size=30))
 t_acc = _trainer(acc)
 loss_acc = t_acc.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=8), accumulation_steps=4)
-assert isinstance(loss_acc, float) and abs(loss_acc - loss_big) < 1e-12, "the mean loss per sample of the epoch"
-assert _same(_params_of(big), _params_of(acc)), "batches of 8, 8, 8 and 6 with accumulation_steps=4 are one step on all 30"
-assert t_acc.step == 1 and t_acc.epoch == 1, "one step, one epoch"
-assert t_acc.history["train_loss"] == [loss_acc] and t_acc.history["lr"] == [0.1], "the epoch's row in the history"
+assert isinstance(loss_acc, float), "train_epoch returns the mean loss as a Python float"
+assert math.isclose(loss_acc, loss_big, rel_tol=1e-12), "the mean loss per sample of the epoch"
+assert np.allclose(_flat_params(acc), _flat_params(big), rtol=1e-12, atol=1e-12), (
+    "batches of 8, 8, 8 and 6 with accumulation_steps=4 are one step on all 30")
+assert [t_acc.step, t_acc.epoch] == [1, 1], "one step, one epoch"
+assert [t_acc.history["train_loss"], t_acc.history["lr"]] == [[loss_acc], [0.1]], "the epoch's row in the history"
 try:
     t_acc.train_epoch([])
     raise AssertionError("an empty loader must raise")
 except ValueError as err:
-    assert "no batches" in str(err), f"the error says the loader yielded no batches; got {err}"
+    said = str(err)
+assert "no batches" in said, f"the error says the loader yielded no batches; got: {said}"
 ### BEGIN HIDDEN TESTS
-assert t_acc.epoch == 1, "an epoch without batches is not counted"
-assert abs(_trainer(_tiny_model(), lr=0.0).train_epoch(DataLoader(TensorDataset(X, Y), batch_size=7)) - loss_big) < 1e-12, (
-    "the mean over samples, not over batches")
-groups = _tiny_model()
-t3 = _trainer(groups)
-t3.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=4), accumulation_steps=3)
-assert t3.step == 3, "8 batches in groups of 3: 3 steps, the short last group stepped too"
-reference = _tiny_model()
-ref_opt = SGD(reference.parameters(), lr=0.1)
-for lo, hi in ((0, 12), (12, 24), (24, 30)):
-    ref_opt.zero_grad()
-    cross_entropy(reference(Tensor(X[lo:hi])), Tensor(Y[lo:hi])).backward()
-    ref_opt.step()
-assert _same(_params_of(groups), _params_of(reference)), "each group is one step on the group's mean loss"
-halving = _tiny_model()
-t_h = Trainer(halving, SGD(halving.parameters(), lr=0.1), cross_entropy, scheduler=StepLR(step_size=1, gamma=0.5),
-              verbosity="quiet")
-for _ in range(3):
-    t_h.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
-assert t_h.epoch == 3 and [round(v, 6) for v in t_h.history["lr"]] == [0.1, 0.05, 0.025], (
-    "train_epoch by hand: the epoch counts, so an epoch schedule moves on")
-assert len(t_h.history["train_loss"]) == 3, "one history row per epoch"
-nan_model = _tiny_model()
-Xn = X.copy()
-Xn[13] = np.nan
-ti = Trainer(nan_model, SGD(nan_model.parameters(), lr=0.1), cross_entropy, verbosity="quiet", nan_check="interval",
-             log_every=100)
+# This student's own epoch: the model's seed, data, batch size (the last batch short), accumulation steps
+# (the last group short), learning rate, a schedule's decay, where a NaN sits, which batch has mismatched shapes.
+_seed = int(check_rng.integers(1, 1000))
+_lr = float(check_rng.uniform(0.05, 0.5))
+_bs, _k = int(check_rng.integers(2, 7)), int(check_rng.integers(2, 5))
+_nb = int(check_rng.integers(2, 4)) * _k + int(check_rng.integers(1, _k))  # batches: the last group has fewer than k
+_n = (_nb - 1) * _bs + int(check_rng.integers(1, _bs))  # the last batch has fewer than _bs samples
+_X, _Y = check_rng.standard_normal((_n, 4)), check_rng.integers(0, 3, _n)
+_steps = -(-_nb // _k)
+
+
+def _by_hand(model, X, rates):
+    """The rule by hand on tinyflo's layers and loss: for each group of k batches, p -= rate · the gradient of
+    the group's mean loss. The mean loss per sample over the groups, each measured before its step."""
+    total = 0.0
+    for t, rate in enumerate(rates):
+        rows = slice(t * _k * _bs, min((t + 1) * _k * _bs, _n))
+        for q in model.parameters():
+            q.grad = None
+        loss = cross_entropy(model(Tensor(X[rows])), Tensor(_Y[rows]))
+        loss.backward()
+        total += loss.item() * len(_Y[rows])
+        with tinyflo.no_grad():
+            for q in model.parameters():
+                q.data -= rate * q.grad.data
+    return total / _n
+
+
+_m = _tiny_model(_seed)
+_t = _trainer(_m, lr=_lr)
+_loss = _t.train_epoch(DataLoader(TensorDataset(_X, _Y), batch_size=_bs), accumulation_steps=_k)
+_ref = _tiny_model(_seed)
+_ref_loss = _by_hand(_ref, _X, [_lr] * _steps)
+assert _t.step == _steps, "batches in groups of accumulation_steps: one step per group, the short last group stepped too"
+assert np.allclose(_flat_params(_m), _flat_params(_ref), rtol=1e-9, atol=1e-12), (
+    "each group is one step on the group's mean loss")
+assert math.isclose(_loss, _ref_loss, rel_tol=1e-10), "train_epoch returns the mean over samples, not over batches"
 try:
-    ti.train_epoch(DataLoader(TensorDataset(Xn, Y), batch_size=10))
+    _t.train_epoch([])
+    raise AssertionError("an empty loader must raise")
+except ValueError:
+    pass
+assert [_t.epoch, _t.step, len(_t.history["train_loss"])] == [1, _steps, 1], "an epoch without batches is not counted"
+_epochs = int(check_rng.integers(2, 5))
+_gamma = float(check_rng.uniform(0.3, 0.9))
+_mh = _tiny_model(_seed)
+_th = Trainer(_mh, SGD(_mh.parameters(), lr=_lr), cross_entropy, scheduler=StepLR(step_size=1, gamma=_gamma),
+              verbosity="quiet")
+for _ in range(_epochs):
+    _th.train_epoch(DataLoader(TensorDataset(_X, _Y), batch_size=_bs))
+assert np.allclose(_th.history["lr"], [_lr * _gamma ** e for e in range(_epochs)], rtol=1e-12, atol=0), (
+    "train_epoch by hand: the epoch counts, so an epoch schedule moves on")
+assert [_th.epoch, len(_th.history["train_loss"])] == [_epochs, _epochs], "one history row per epoch"
+_bad_row = int(check_rng.integers(0, _n))
+_Xn = _X.copy()
+_Xn[_bad_row, int(check_rng.integers(0, 4))] = math.nan
+_mi = _tiny_model(_seed)
+_ti = Trainer(_mi, SGD(_mi.parameters(), lr=_lr), cross_entropy, verbosity="quiet", nan_check="interval", log_every=None)
+_ti.train_epoch(DataLoader(TensorDataset(_X, _Y), batch_size=_bs), accumulation_steps=_k)
+_after_first = _flat_params(_mi)
+try:
+    _ti.train_epoch(DataLoader(TensorDataset(_Xn, _Y), batch_size=_bs), accumulation_steps=_k)
     raise AssertionError("nan_check='interval' must raise at the end of the epoch")
 except FloatingPointError as err:
-    assert "step 1" in str(err), f"nan_check='interval': the error names the first bad step; got {err}"
-assert _same(_params_of(nan_model), _params_of(_tiny_model())) and ti.step == 0 and ti.epoch == 0, "rolled back to the start of the epoch"
+    _said = str(err)
+assert f"at step {_steps + _bad_row // _bs // _k} (" in _said, (
+    f"nan_check='interval': the error names the first bad step; got: {_said}")
+assert np.array_equal(_flat_params(_mi), _after_first), "rolled back to the start of the epoch: the weights"
+assert [_ti.step, _ti.epoch] == [_steps, 1], "rolled back to the start of the epoch: the step count, and the epoch not counted"
+_sizes = [int(v) for v in check_rng.integers(2, 6, int(check_rng.integers(2, 5)))]
+_j = int(check_rng.integers(0, len(_sizes)))
+_wrong = [(Tensor(_X[:b]), Tensor(_Y[:b - 1 if i == _j else b])) for i, b in enumerate(_sizes)]
 try:
-    t_acc.train_epoch([(Tensor(X[:5]), Tensor(Y[:4]))])
-    raise AssertionError("mismatched shapes must raise")
+    _t.train_epoch(_wrong)
+    raise AssertionError("mismatched shapes must raise a ShapeError")
 except ShapeError as err:
-    assert "batch 0" in str(err), f"the error names the batch; got {err}"
-assert t_acc.running is None, "end_epoch runs also when the epoch raised"
-mode_model = _tiny_model()
-mode_model.eval()
-_trainer(mode_model).train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
-assert mode_model.training, "train_epoch puts the model in training mode"
+    _said = str(err)
+assert f"batch {_j} " in _said, f"the error names the batch; got: {_said}"
+assert _t.running is None, "end_epoch runs also when the epoch raised"
+_me = _tiny_model(_seed)
+_me.eval()
+_trainer(_me, lr=_lr).train_epoch(DataLoader(TensorDataset(_X, _Y), batch_size=_bs))
+assert [_me.training] == [True], "train_epoch puts the model in training mode"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2581,6 +2712,22 @@ def _hits(out: Tensor | None, y: Tensor) -> Any:
 
 # %% [markdown]
 # ### Task `training_evaluate` (2 points): loss and accuracy without a graph
+#
+# **Checked when graded** (besides the tests below), on a model, data,
+# batch sizes (the last batch short), a dropout rate, one-hot and
+# probability targets and the number of epochs drawn for you, against the
+# loss and accuracy of all samples at once:
+#
+# * evaluate gives the mean loss per sample and the accuracy of the model in eval mode (dropout off)
+# * evaluate puts the model back in the mode it was in
+# * evaluate computes no gradients
+# * evaluate runs inside no_grad(): the outputs carry no graph
+# * a regression (one output per sample, not class scores): its loss, and accuracy nan
+# * one-hot or probability targets: the accuracy of their largest entry's class
+# * before the first epoch (trainer.epoch is 0) evaluate records nothing
+# * evaluate records its loss and accuracy in the epoch's row
+# * an empty loader must raise a ValueError
+# * the error says the loader yielded no batches
 
 # %% nbgrader={"grade": false, "grade_id": "training_evaluate_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2629,48 +2776,111 @@ loss, accuracy = trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=7))
 with tinyflo.no_grad():
     logits = model(Tensor(X))
 expected = cross_entropy(logits, Tensor(Y)).item()
-assert abs(loss - expected) < 1e-10, "the mean loss per sample over all batches"
-assert abs(accuracy - float((logits.numpy().argmax(1) == Y).mean())) < 1e-12, "the share of samples whose largest output is the target"
-assert model.training, "the model is back in training mode"
+assert math.isclose(loss, expected, rel_tol=1e-10), "the mean loss per sample over all batches"
+assert math.isclose(accuracy, float((logits.numpy().argmax(1) == Y).mean()), rel_tol=1e-12), (
+    "the share of samples whose largest output is the target")
+assert [model.training] == [True], "the model is back in training mode"
 ### BEGIN HIDDEN TESTS
-dropped = Sequential(Linear(4, 8), Dropout(0.9), Linear(8, 3)).to(dtype="float64")
-t_drop = _trainer(dropped)
-first = t_drop.evaluate(DataLoader(TensorDataset(X, Y), batch_size=10))
-assert first == t_drop.evaluate(DataLoader(TensorDataset(X, Y), batch_size=10)), "eval mode: dropout is off"
-model.eval()
-trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=7))
-assert not model.training, "a model in eval mode stays in eval mode"
-model.train()
-assert all(p.grad is None for p in model.parameters()), "evaluate computes no gradients"
-graphs = []
+# This student's own evaluation: the model's seed, data, batch size (the last batch short), a dropout rate,
+# one-hot and probability targets, how many epochs, which empty loader.
+_seed = int(check_rng.integers(1, 1000))
+_bs = int(check_rng.integers(3, 9))
+_n = int(check_rng.integers(3, 7)) * _bs + int(check_rng.integers(1, _bs))
+_X, _Y = check_rng.standard_normal((_n, 4)), check_rng.integers(0, 3, _n)
 
 
-def _recording_loss(outputs, targets):
-    graphs.append(outputs.requires_grad)
-    return cross_entropy(outputs, targets)
+def _loader(targets=None):
+    return DataLoader(TensorDataset(_X, _Y if targets is None else targets), batch_size=_bs)
 
 
-Trainer(model, SGD(model.parameters(), lr=0.1), _recording_loss, verbosity="quiet").evaluate(
-    DataLoader(TensorDataset(X, Y), batch_size=10))
-assert graphs and not any(graphs), "evaluate runs inside no_grad(): the outputs carry no graph"
-reg = Sequential(Linear(4, 1)).to(dtype="float64")
-reg_loss, reg_acc = Trainer(reg, SGD(reg.parameters(), lr=0.1), mse_loss, verbosity="quiet").evaluate(
-    DataLoader(TensorDataset(X, X[:, :1]), batch_size=8))
-assert math.isnan(reg_acc) and reg_loss > 0, "no accuracy for a regression"
-one_hot = np.eye(3)[Y]
-soft = _tiny_model()
-soft_loss, soft_acc = Trainer(soft, SGD(soft.parameters(), lr=0.1), cross_entropy, verbosity="quiet").evaluate(
-    DataLoader(TensorDataset(X, one_hot), batch_size=8))
-assert abs(soft_acc - accuracy) < 1e-12, "one-hot targets: the accuracy of their classes"
-trainer.train_epoch(DataLoader(TensorDataset(X, Y), batch_size=10))
-val = trainer.evaluate(DataLoader(TensorDataset(X, Y), batch_size=10))
-assert trainer.history["val_loss"] == [val[0]] and trainer.history["val_acc"] == [val[1]], (
+def _measured(model, targets, loss_fn=cross_entropy):
+    """The loss over all samples at once and the accuracy, in eval mode without a graph (the model's mode kept)."""
+    was = model.training
+    model.eval()
+    with tinyflo.no_grad():
+        out = model(Tensor(_X))
+    model.train(was)
+    return loss_fn(out, Tensor(targets)).item(), float((out.numpy().argmax(1) == _Y).mean())
+
+
+tinyflo.manual_seed(_seed)
+_dropped = Sequential(Linear(4, 16), Dropout(float(check_rng.uniform(0.3, 0.7))), Linear(16, 3)).to(dtype="float64")
+_want = _measured(_dropped, _Y)
+assert np.allclose(_trainer(_dropped).evaluate(_loader()), _want, rtol=1e-10, atol=0), (
+    "evaluate gives the mean loss per sample and the accuracy of the model in eval mode (dropout off)")
+_m = _tiny_model(_seed)
+_t = _trainer(_m)
+
+
+def _modes_after(trainer, model, modes):
+    """The model's mode after an evaluate that began in each of ``modes``."""
+    after = []
+    for mode in modes:
+        model.train(mode)
+        trainer.evaluate(_loader())
+        after.append(model.training)
+    return after
+
+
+_order = [bool(v) for v in check_rng.permutation([True, False])]
+assert _modes_after(_t, _m, _order) == _order, "evaluate puts the model back in the mode it was in"
+assert [q.grad for q in _m.parameters()] == [None] * len(_params_of(_m)), "evaluate computes no gradients"
+
+
+class _RecordingLoss:
+    """cross_entropy that notes, for each batch, whether the outputs carry a graph."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, outputs, targets):
+        self.graphs.append(outputs.requires_grad)
+        return cross_entropy(outputs, targets)
+
+
+_recording = _RecordingLoss()
+Trainer(_m, SGD(_m.parameters(), lr=0.1), _recording, verbosity="quiet").evaluate(_loader())
+assert _recording.graphs == [False] * -(-_n // _bs), "evaluate runs inside no_grad(): the outputs carry no graph"
+tinyflo.manual_seed(_seed)
+_reg = Sequential(Linear(4, 1)).to(dtype="float64")
+_reg_target = _X[:, :1] * float(check_rng.uniform(0.5, 2.0))
+assert np.allclose(Trainer(_reg, SGD(_reg.parameters(), lr=0.1), mse_loss, verbosity="quiet").evaluate(_loader(_reg_target)),
+                   [_measured(_reg, _reg_target, mse_loss)[0], math.nan], rtol=1e-10, atol=0, equal_nan=True), (
+    "a regression (one output per sample, not class scores): its loss, and accuracy nan")
+_one_hot = np.eye(3)[_Y]
+_probs = check_rng.uniform(0, 1, (_n, 3))
+_probs[np.arange(_n), _Y] += 1.0  # each row's largest probability is at its class
+_probs /= _probs.sum(axis=1, keepdims=True)
+_soft = _tiny_model(_seed)
+_t_soft = _trainer(_soft)
+assert np.allclose([_t_soft.evaluate(_loader(_one_hot)), _t_soft.evaluate(_loader(_probs))],
+                   [_measured(_soft, _one_hot), _measured(_soft, _probs)], rtol=1e-10, atol=0), (
+    "one-hot or probability targets: the accuracy of their largest entry's class")
+_te = _trainer(_tiny_model(_seed))
+_te.evaluate(_loader())
+assert [k for k in ("val_loss", "val_acc") if k in _te.history] == [], (
+    "before the first epoch (trainer.epoch is 0) evaluate records nothing")
+
+
+def _epochs_evaluated(trainer, epochs):
+    """Train ``epochs`` epochs, evaluating after each: what each evaluate returned."""
+    results = []
+    for _ in range(epochs):
+        trainer.train_epoch(_loader())
+        results.append(trainer.evaluate(_loader()))
+    return results
+
+
+_results = _epochs_evaluated(_te, int(check_rng.integers(1, 4)))
+assert [_te.history["val_loss"], _te.history["val_acc"]] == [[r[0] for r in _results], [r[1] for r in _results]], (
     "evaluate records its loss and accuracy in the epoch's row")
+_empty = [[], iter(())][int(check_rng.integers(0, 2))]
 try:
-    trainer.evaluate([])
-    raise AssertionError("an empty loader must raise")
+    _te.evaluate(_empty)
+    raise AssertionError("an empty loader must raise a ValueError")
 except ValueError as err:
-    assert "no batches" in str(err), f"the error says the loader yielded no batches; got {err}"
+    _said = str(err)
+assert "no batches" in _said, f"the error says the loader yielded no batches; got: {_said}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2689,6 +2899,19 @@ except ValueError as err:
 #
 # `_metric(trainer, monitor, owner)` reads the metric's latest value and
 # `_better(value, best, mode, min_delta)` compares (given).
+#
+# **Checked when graded** (besides the tests below), on metric curves
+# (improvements, plateaus shorter than the patience, improvements smaller
+# than min_delta), patience, min_delta, weights that move every epoch, k
+# and the number of epochs drawn for you:
+#
+# * EarlyStopping stops after patience epochs in a row without an improvement by more than min_delta; each improvement starts the wait again
+# * mode='max': an improvement goes up by more than min_delta
+# * BestModel(mode='max') keeps the highest and its epoch
+# * BestModel keeps a copy of the best epoch's weights, not a view of the live weights
+# * restore loads the best weights into a model
+# * BestModel() (mode='min') keeps the lowest val_loss and its epoch
+# * CheckpointEvery(k, fn) calls fn after epochs k, 2k, 3k, ...
 
 # %%
 #| export
@@ -2828,29 +3051,106 @@ best = BestModel()
 fake_best = _FakeTrainer([0.9, 0.3, 0.5]).run(best)
 assert best.best == 0.3 and best.best_epoch == 2, "BestModel keeps the best val_loss and its epoch"
 ### BEGIN HIDDEN TESTS
-some = next(iter(best.state))
-kept = best.state[some].numpy().copy()
-with tinyflo.no_grad():
-    for p in fake_best.model.parameters():
-        p.data[...] = 7.0
-assert np.array_equal(best.state[some].numpy(), kept), "BestModel keeps a copy, not a view of the live weights"
-fresh = _tiny_model(seed=5)
-best.restore(fresh)
-assert np.array_equal(fresh.state_dict()[some].numpy(), kept), "restore loads the best weights into a model"
-acc_stop = EarlyStopping(monitor="val_acc", patience=1, mode="max", min_delta=0.5)
-fake_acc = _FakeTrainer([0.5, 0.6, 0.9], key="val_acc").run(acc_stop)
-assert fake_acc.epoch == 2, "mode='max' with min_delta=0.5: 0.6 is no improvement on 0.5; stop after patience 1"
-late = EarlyStopping(patience=3)
-assert _FakeTrainer([3, 2, 2.5, 2.5, 1.0, 1.5, 1.5, 1.5, 0.1]).run(late).epoch == 8, (
-    "the wait starts again after each improvement")
-tiny = EarlyStopping(patience=1, min_delta=0.1)
-assert _FakeTrainer([1.0, 0.95, 0.5]).run(tiny).epoch == 2, "an improvement smaller than min_delta does not count"
-maxed = BestModel(monitor="val_acc", mode="max")
-_FakeTrainer([0.2, 0.8, 0.5], key="val_acc").run(maxed)
-assert maxed.best == 0.8 and maxed.best_epoch == 2, "BestModel(mode='max') keeps the highest"
-every3 = []
-_FakeTrainer(range(7)).run(CheckpointEvery(3, lambda t: every3.append(t.epoch)))
-assert every3 == [3, 6], "CheckpointEvery(3, fn) after epochs 3 and 6"
+# This student's own runs: metric curves (improvements, plateaus shorter than the patience, improvements
+# smaller than min_delta), patience, min_delta, how the weights move, k and the number of epochs.
+
+
+def _stop_epoch(values, patience, min_delta, mode):
+    """The rule by hand: the epoch after which EarlyStopping stops (the last epoch if it never does)."""
+    best, wait = math.nan, 0
+    for epoch, value in enumerate(values, 1):
+        if math.isnan(best) or (value < best - min_delta if mode == "min" else value > best + min_delta):
+            best, wait = value, 0
+        else:
+            wait += 1
+            if wait >= patience:
+                return epoch
+    return len(values)
+
+
+_patience = int(check_rng.integers(2, 5))
+_delta = float(check_rng.uniform(0.01, 0.1))
+_curve = [float(check_rng.uniform(1.0, 2.0))]
+_best = _curve[0]
+for _ in range(int(check_rng.integers(2, 4))):  # plateaus shorter than the patience, each ended by an improvement
+    _curve.append(_best - float(check_rng.uniform(0.1, 0.8)) * _delta)  # better, but by less than min_delta
+    _curve += [_best + float(v) for v in check_rng.uniform(0.01, 0.5, _patience - 2)]
+    _best -= float(check_rng.uniform(1.5, 3.0)) * _delta
+    _curve.append(_best)
+_curve.append(_best - float(check_rng.uniform(0.1, 0.8)) * _delta)
+_curve += [_best + float(v) for v in check_rng.uniform(0.01, 0.5, _patience - 1)]  # the plateau that stops it
+_curve += [_best - float(v) for v in check_rng.uniform(1.0, 2.0, int(check_rng.integers(1, 4)))]
+_stop = _stop_epoch(_curve, _patience, _delta, "min")
+_stopper = EarlyStopping(patience=_patience, min_delta=_delta)
+assert [_FakeTrainer(_curve).run(_stopper).epoch, _stopper.stopped_epoch] == [_stop, _stop], (
+    "EarlyStopping stops after patience epochs in a row without an improvement by more than min_delta; "
+    "each improvement starts the wait again")
+_up = [-v for v in _curve]
+_stopper_max = EarlyStopping(monitor="val_acc", patience=_patience, min_delta=_delta, mode="max")
+assert [_FakeTrainer(_up, key="val_acc").run(_stopper_max).epoch, _stopper_max.stopped_epoch] == [_stop, _stop], (
+    "mode='max': an improvement goes up by more than min_delta")
+
+
+class _MovingTrainer(_FakeTrainer):
+    """A fake run whose weights move: in epoch e every weight is its first value plus shifts[e - 1]."""
+
+    def __init__(self, values, shifts, key="val_loss"):
+        super().__init__(values, key)
+        self.start, self.shifts = _params_of(self.model), shifts
+
+    def run(self, *callbacks):
+        for epoch, (value, shift) in enumerate(zip(self.values, self.shifts), 1):
+            with tinyflo.no_grad():
+                for q, first in zip(self.model.parameters(), self.start):
+                    q.data[...] = first + shift
+            self.epoch = epoch
+            self.history.record(epoch, {self.key: value})
+            for cb in callbacks:
+                cb.on_epoch_end(self)
+        return self
+
+
+def _flat_state(state):
+    return np.concatenate([np.asarray(v.numpy() if isinstance(v, Tensor) else v).ravel() for v in state.values()])
+
+
+_epochs = int(check_rng.integers(4, 8))
+_scores = [float(v) for v in check_rng.permutation(_epochs)]  # distinct values
+_best_at = int(check_rng.integers(0, _epochs - 1))  # the best epoch is not the last
+_top = int(np.argmax(_scores))
+_scores[_top], _scores[_best_at] = _scores[_best_at], _scores[_top]
+_shifts = [float(v) for v in check_rng.uniform(-1, 1, _epochs)]
+_keeper = BestModel(monitor="val_acc", mode="max")
+_moving = _MovingTrainer(_scores, _shifts, key="val_acc").run(_keeper)
+_first = np.concatenate([q.ravel() for q in _moving.start])
+assert [_keeper.best, _keeper.best_epoch] == [max(_scores), _best_at + 1], "BestModel(mode='max') keeps the highest and its epoch"
+assert np.allclose(_flat_state(_keeper.state), _first + _shifts[_best_at], rtol=0, atol=1e-12), (
+    "BestModel keeps a copy of the best epoch's weights, not a view of the live weights")
+_fresh = _tiny_model(seed=int(check_rng.integers(1, 1000)))
+_keeper.restore(_fresh)
+assert np.allclose(_flat_params(_fresh), _first + _shifts[_best_at], rtol=0, atol=1e-12), (
+    "restore loads the best weights into a model")
+_lowest = BestModel()
+_FakeTrainer(_scores).run(_lowest)
+assert [_lowest.best, _lowest.best_epoch] == [min(_scores), _scores.index(min(_scores)) + 1], (
+    "BestModel() (mode='min') keeps the lowest val_loss and its epoch")
+
+
+class _Calls:
+    """A fn for CheckpointEvery: notes the epoch of each call."""
+
+    def __init__(self):
+        self.epochs = []
+
+    def __call__(self, trainer):
+        self.epochs.append(trainer.epoch)
+
+
+_k = int(check_rng.integers(2, 5))
+_every = _Calls()
+_runs = int(check_rng.integers(2 * _k, 4 * _k))
+_FakeTrainer(range(_runs)).run(CheckpointEvery(_k, _every))
+assert _every.epochs == list(range(_k, _runs + 1, _k)), "CheckpointEvery(k, fn) calls fn after epochs k, 2k, 3k, ..."
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2940,6 +3240,18 @@ def start_fit(self: Trainer, train_loader: Iterable, val_loader: Iterable | None
 # verbosity is at least normal; call every callback's `on_epoch_end(self)`;
 # stop early when a callback set `self.stop_training`. Call `on_train_end`
 # after the last epoch and return the history.
+#
+# **Checked when graded** (besides the tests below), on a model, data,
+# batch sizes, learning rates, the epochs of each fit, the epoch a callback
+# stops at and a patience drawn for you, against training by hand with
+# tinyflo's layers and loss:
+#
+# * fit trains epochs epochs, evaluating the val_loader after each: the history's val_loss is the loss after each epoch
+# * on_train_begin, on_epoch_end after every epoch, on_train_end; a callback's stop_training ends fit after that epoch
+# * without a val_loader, the history has no validation columns
+# * fit resets stop_training and calls on_train_begin each time; its epochs go on from the trainer's
+# * each epoch's line is epoch e of the epoch the call ends at, e going on from the trainer's epoch
+# * lr=0: the val_loss never improves after epoch 1, so EarlyStopping(patience=p) stops fit after epoch 1 + p
 
 # %% nbgrader={"grade": false, "grade_id": "training_fit_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2998,36 +3310,98 @@ t_more.fit(train_loader, epochs=3)
 assert shown == [(1, 2), (2, 2), (3, 5), (4, 5), (5, 5)] and len(t_more.history["train_loss"]) == 5, (
     f"a second fit goes on from the trainer's epoch: epochs 3 to 5 of 5, and the history grows; shown: {shown}")
 ### BEGIN HIDDEN TESTS
-t_stop = _trainer(_tiny_model(), lr=0.0)
-stopper = EarlyStopping(monitor="val_loss", patience=2)
-t_stop.fit(train_loader, val_loader, epochs=10, callbacks=[stopper])
-assert t_stop.epoch == 3, "lr=0: no improvement after epoch 1, patience 2 stops after epoch 3"
-stopper_again = EarlyStopping(monitor="train_loss", patience=1)
-t_stop.fit(val_loader, epochs=10, callbacks=[stopper_again])  # not shuffled: lr=0 gives the very same loss
-assert t_stop.epoch == 5, "fit resets stop_training and calls on_train_begin each time"
-no_val = _trainer(_tiny_model())
-h = no_val.fit(train_loader, epochs=2)
-assert "val_loss" not in h and "val_acc" not in h and len(h["train_loss"]) == 2, (
-    "without a val_loader, the history has no validation columns")
+# This student's own runs: the model's seed, data, batch size, learning rate, epochs of each fit, the epoch a
+# callback stops at, the patience.
+_seed = int(check_rng.integers(1, 1000))
+_lr = float(check_rng.uniform(0.05, 0.5))
+_bs = int(check_rng.integers(4, 11))
+_n = int(check_rng.integers(2, 5)) * _bs + int(check_rng.integers(1, _bs))
+_X, _Y = check_rng.standard_normal((_n, 4)), check_rng.integers(0, 3, _n)
+_Xv, _Yv = check_rng.standard_normal((_n, 4)), check_rng.integers(0, 3, _n)
+_train = DataLoader(TensorDataset(_X, _Y), batch_size=_bs)
+_val = DataLoader(TensorDataset(_Xv, _Yv), batch_size=_bs)
 
 
-class _Ends(Callback):
-    def __init__(self):
-        self.events = []
+def _val_losses(epochs):
+    """The rule by hand on tinyflo's layers and loss: a step per batch, then the loss on all validation samples."""
+    model, losses = _tiny_model(_seed), []
+    for _ in range(epochs):
+        for lo in range(0, _n, _bs):
+            for q in model.parameters():
+                q.grad = None
+            cross_entropy(model(Tensor(_X[lo:lo + _bs])), Tensor(_Y[lo:lo + _bs])).backward()
+            with tinyflo.no_grad():
+                for q in model.parameters():
+                    q.data -= _lr * q.grad.data
+        with tinyflo.no_grad():
+            losses.append(cross_entropy(model(Tensor(_Xv)), Tensor(_Yv)).item())
+    return losses
+
+
+class _Events(Callback):
+    """Notes every hook call; asks to stop after epoch ``stop_at`` (None: never)."""
+
+    def __init__(self, stop_at=None):
+        self.events, self.stop_at = [], stop_at
 
     def on_train_begin(self, trainer):
         self.events.append("begin")
 
     def on_epoch_end(self, trainer):
         self.events.append(trainer.epoch)
+        if trainer.epoch == self.stop_at:
+            trainer.stop_training = True
 
     def on_train_end(self, trainer):
         self.events.append("end")
 
 
-ends = _Ends()
-_trainer(_tiny_model()).fit(train_loader, epochs=2, callbacks=[ends])
-assert ends.events == ["begin", 1, 2, "end"], f"begin, each epoch, end; got {ends.events}"
+_epochs = int(check_rng.integers(2, 5))
+_t = _trainer(_tiny_model(_seed), lr=_lr)
+_history = _t.fit(_train, _val, epochs=_epochs)
+assert np.allclose(_history["val_loss"], _val_losses(_epochs), rtol=1e-9, atol=0), (
+    "fit trains epochs epochs, evaluating the val_loader after each: the history's val_loss is the loss after each epoch")
+_stop_at = int(check_rng.integers(1, 4))
+_asked = _stop_at + int(check_rng.integers(1, 4))
+_first = _Events(stop_at=_stop_at)
+_ts = _trainer(_tiny_model(_seed), lr=_lr)
+_ts.fit(_train, epochs=_asked, callbacks=[_first])
+assert _first.events == ["begin", *range(1, _stop_at + 1), "end"], (
+    "on_train_begin, on_epoch_end after every epoch, on_train_end; a callback's stop_training ends fit after that epoch")
+assert sorted(k for k in _ts.history if k.startswith("val_")) == [], (
+    "without a val_loader, the history has no validation columns")
+_more = int(check_rng.integers(2, 5))
+_second = _Events()
+_ts.fit(_train, epochs=_more, callbacks=[_second])
+assert _second.events == ["begin", *range(_stop_at + 1, _stop_at + _more + 1), "end"], (
+    "fit resets stop_training and calls on_train_begin each time; its epochs go on from the trainer's")
+
+
+class _Lines:
+    """Stands in for trainer.epoch_line: notes (e, epochs) of each line fit asks for."""
+
+    def __init__(self):
+        self.shown = []
+
+    def __call__(self, e, epochs=None, eta=None):
+        self.shown.append((e, epochs))
+        return ""
+
+
+_a, _b = int(check_rng.integers(1, 4)), int(check_rng.integers(1, 4))
+_lines = _Lines()
+_ml = _tiny_model(_seed)
+_tl = Trainer(_ml, SGD(_ml.parameters(), lr=_lr), cross_entropy, verbosity="normal")
+_tl.epoch_line = _lines
+with contextlib.redirect_stdout(io.StringIO()):  # the lines are noted, not shown
+    _tl.fit(_train, epochs=_a)
+    _tl.fit(_train, epochs=_b)
+assert _lines.shown == [(e, _a) for e in range(1, _a + 1)] + [(e, _a + _b) for e in range(_a + 1, _a + _b + 1)], (
+    "each epoch's line is epoch e of the epoch the call ends at, e going on from the trainer's epoch")
+_patience = int(check_rng.integers(1, 4))
+_t0 = _trainer(_tiny_model(_seed), lr=0.0)
+_t0.fit(_train, _val, epochs=_patience + int(check_rng.integers(3, 6)), callbacks=[EarlyStopping(patience=_patience)])
+assert _t0.epoch == 1 + _patience, "lr=0: the val_loss never improves after epoch 1, so EarlyStopping(patience=p) stops fit after epoch 1 + p"
 ### END HIDDEN TESTS
 
 # %% [markdown]

@@ -75,6 +75,8 @@ MUTANTS = [
         "    self.schedule()\n    self.optimizer_step(total)",
         "    self.optimizer_step(total)\n    self.schedule()",
     ),
+    # the optimizer stepped directly: no guard, no clipping (hidden tests catch it).
+    ("training_step", "    self.optimizer_step(total)\n    self.step += 1", "    self.optimizer.step()\n    self.step += 1"),
     # every add overwrites the sum: the mean is of the last group only.
     (
         "training_running",
@@ -147,6 +149,19 @@ MUTANTS = [
 """,
         "",
     ),
+    # batches counted as samples: the epoch's loss is the mean of the groups' sums over the batches.
+    (
+        "training_epoch",
+        "running.add(total, sum(y.shape[0] for _, y in group), len(group))",
+        "running.add(total, len(group), len(group))",
+    ),
+    # no check at the end of the epoch: a bad step after the last log interval goes unreported (a hidden test catches it).
+    (
+        "training_epoch",
+        '        raise ValueError("train_epoch: the loader yielded no batches; there is nothing to train on")\n'
+        '    if self.nan_check == "interval":\n        self.check_guard()\n',
+        '        raise ValueError("train_epoch: the loader yielded no batches; there is nothing to train on")\n',
+    ),
     # the bookkeeping is skipped when a batch raises: the progress bar and the running loss stay open.
     (
         "training_epoch",
@@ -171,6 +186,8 @@ MUTANTS = [
         "        self.strategy.train(was_training)",
         "        self.strategy.train(False)",
     ),
+    # the model always put back into training mode, even one that was in eval mode (a hidden test catches it).
+    ("training_evaluate", "        self.strategy.train(was_training)", "        self.strategy.train(True)"),
     # evaluation builds a graph: no no_grad() around the forward passes.
     (
         "training_evaluate",
@@ -208,6 +225,12 @@ MUTANTS = [
         "training_callbacks",
         "            self.best, self.wait = value, 0",
         "            self.best = value",
+    ),
+    # min_delta ignored: any improvement, however small, starts the wait again (a hidden test catches it).
+    (
+        "training_callbacks",
+        "if _better(value, self.best, self.mode, self.min_delta):",
+        "if _better(value, self.best, self.mode):",
     ),
     # fit never validates.
     (
