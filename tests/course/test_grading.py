@@ -690,6 +690,55 @@ def test_a_call_that_had_to_raise_and_a_value_of_the_wrong_type_are_named(tmp_pa
     assert listed.endswith("b's gradient is an array (your code gave a `list`)"), listed
 
 
+def test_an_error_text_that_lacks_a_word_the_rule_asks_for_is_shown(tmp_path, monkeypatch):
+    """`part in said`, both drawn or read from the run: the check is decided where the objects
+    are, and the text is shown when it is a str (never an object of the submission's own, whose
+    `__contains__` or repr is its code)."""
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    source = SUBTRACT.replace(
+        "### END HIDDEN TESTS",
+        "try:\n    sub_grads('x' * len(g))\n    raise AssertionError(\"a text gradient must raise TypeError\")\n"
+        "except TypeError as err:\n    said = err.args[0]\n"
+        "assert str(len(g)) in said, \"the error names the text's length\"\n"
+        "### END HIDDEN TESTS",
+    ).replace(
+        "    return np.asarray(g), -np.asarray(g)\n    ### END",
+        "    if isinstance(g, str):\n        raise TypeError(f'a gradient is a number or an array; got text of length {len(g)}')\n"
+        "    return np.asarray(g), -np.asarray(g)\n    ### END",
+    )
+    module, tree = _one_module(tmp_path, source)
+    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
+
+    def graded(raised: str) -> str:
+        code = (f"def sub_grads(g):\n    if isinstance(g, str):\n        raise TypeError({raised})\n"
+                "    return np.asarray(g), -np.asarray(g)\n")
+        submission = _with_code(instructor_notebook(module), "sub_grads_code", code)
+        return grade(submission, module, tree, timeout=30, student="ada", key="k").cells[0].error
+
+    assert graded("'no gradient for text'").endswith(
+        "the error names the text's length (your code gave 'no gradient for text')"), graded("'no'")
+    # an object of the submission's own in place of the text: the verdict, and no value of it
+    odd = graded("type('Said', (str,), {'__contains__': lambda self, part: False})('a length of 3')")
+    assert odd.endswith("the error names the text's length"), odd
+
+
+def test_an_identity_check_shows_what_came(tmp_path, monkeypatch):
+    """`x is None` (x a name or its attribute): decided where the object is; the verdict shows
+    what x was."""
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    source = SUBTRACT.replace(
+        "### END HIDDEN TESTS",
+        "first, second = sub_grads(g)\nassert second.base is None, \"b's gradient is an array of its own\"\n"
+        "### END HIDDEN TESTS",
+    )
+    module, tree = _one_module(tmp_path, source)
+    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
+    code = "def sub_grads(g):\n    return np.asarray(g), (-np.asarray(g))[:]\n"
+    submission = _with_code(instructor_notebook(module), "sub_grads_code", code)
+    error = grade(submission, module, tree, timeout=30, student="ada", key="k").cells[0].error
+    assert "b's gradient is an array of its own (your code gave array([" in error, error
+
+
 def test_what_a_submission_can_carry_out_of_the_sandbox_is_its_own_draw(tmp_path, monkeypatch):
     """A submission that smuggles a hidden input out (here in the name of the exception it
     raises, which the feedback shows) learns the input drawn for itself: another student's

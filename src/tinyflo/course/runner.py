@@ -415,6 +415,8 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
         if mode == "classes":
             classes = value if _type(value) is _tuple else (value,)
             return {"classes": [qualname(c) for c in classes if _isinstance(c, _type)]}
+        if mode == "text":
+            return value_of(value) if _type(value) is _str else None
         return value_of(value)
 
     def check(check_id, *values):

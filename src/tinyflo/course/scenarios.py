@@ -95,6 +95,7 @@ GRADCHECK = "gradcheck"  # module 02's, as later modules import it
 SEEDERS = frozenset({"manual_seed", "set_rng_state", "Rng", "fork", "seed"})
 COMPARATOR_PREFIX = "_close"  # a helper `_close(actual, expected)`: like np.allclose
 VALUE, TYPE, CLASSES, TRUTH, DISCARD = "value", "type", "classes", "truth", "discard"
+TEXT = "text"  # a value shown only when it is a str (an error's text read by `in`); else None
 
 
 @dataclass(frozen=True)
@@ -294,14 +295,14 @@ class _Builder:
     def compare(self, node: ast.Compare) -> tuple:
         ops = node.ops
         if any(isinstance(op, (ast.Is, ast.IsNot)) for op in ops):
-            return self.truth(node)
+            return self._identity(node) or self.truth(node)
         items = [node.left, *node.comparators]
         literal = [self.names.is_literal(item) for item in items]
         for position, op in enumerate(ops):
             if not isinstance(op, ast.Eq) and not literal[position] and not literal[position + 1]:
                 # Two of the student's values against each other (`frozen not in opt.state`,
                 # `first < second`): decided where the objects are, as a truth value.
-                return self.truth(node)
+                return self._membership(node) or self.truth(node)
         if len(ops) == 1 and isinstance(ops[0], ast.Eq) and literal[0] and not literal[1]:
             items.reverse()  # `3 == len(x)`: the student's value is the second
             literal.reverse()
@@ -322,6 +323,37 @@ class _Builder:
             name = type(op).__name__
             links.append(("atom", name, [indices[position], indices[position + 1]], {}))
         return links[0] if len(links) == 1 else ("and", links)
+
+    def _identity(self, node: ast.Compare) -> tuple | None:
+        """`x is None` (or `is not`, or True/False), where `x` is a name or its attribute: decided
+        as a truth value where the object is, with `x` recorded to be shown (`your code gave
+        True`); None for any other identity check."""
+        if len(node.ops) != 1:
+            return None
+        sides = [node.left, node.comparators[0]]
+        singletons = [isinstance(side, ast.Constant) and side.value in (None, True, False) for side in sides]
+        if singletons.count(True) != 1:
+            return None
+        other = sides[singletons.index(False)]
+        if not _plain_reference(other):
+            return None  # evaluating it again could run the submission's code twice
+        truth = self.truth(node)
+        if truth[:2] != ("atom", "truth"):
+            return None
+        return ("atom", "truth", truth[2], {"shown": self.add(other, VALUE, True)})
+
+    def _membership(self, node: ast.Compare) -> tuple | None:
+        """`part in said`, where `said` is a name: decided as a truth value where the objects
+        are, with the name's value recorded to be shown when it is a str (an error's text that
+        lacks a word the rule asks for); None for any other comparison."""
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return None
+        if not _plain_reference(node.comparators[0]):
+            return None  # evaluating it again could run the submission's code twice
+        truth = self.truth(node)
+        if truth[:2] != ("atom", "truth"):
+            return None
+        return ("atom", "truth", truth[2], {"shown": self.add(node.comparators[0], TEXT, True)})
 
     def call(self, node: ast.Call) -> tuple:
         name = _dotted(node.func)
@@ -390,6 +422,14 @@ class _Builder:
             argument = self.add(node.args[0], VALUE, False)
             return ("atom", node.func.attr, [receiver, argument], {})
         return self.truth(node)
+
+
+def _plain_reference(node: ast.expr) -> bool:
+    """A name, or a name's attributes (`said`, `d._ctx`): an operand that can be read a second
+    time to be shown, with no call or index of the submission's to run again."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 # Calls that need the object itself (its identity, type, attributes, text or memory), not a

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.course.scenarios import CLASSES, TRUTH, TYPE, Check
+from tinyflo.course.scenarios import CLASSES, TEXT, TRUTH, TYPE, Check
 
 try:  # bfloat16 and friends, when the course uses them
     import ml_dtypes  # noqa: F401
@@ -322,6 +322,8 @@ def student_values(check: Check, raw: list[Any]) -> list[Any]:
             raise BadValue("a truth value must be true or false")
         if mode == TYPE and not isinstance(decoded, TypeInfo):
             raise BadValue("a type must be a list of class names")
+        if mode == TEXT and not (decoded is None or isinstance(decoded, str)):
+            raise BadValue("a text must be a str or nothing")
         values[index] = decoded
     return values
 
