@@ -103,6 +103,11 @@ def _close(x, y, tol=1e-6):
     return np.allclose(np.asarray(x), np.asarray(y), atol=tol)
 
 
+def _close_text(message, words):
+    """Whether an error's message names each of ``words``: how the grade cells read an error's text."""
+    return all(str(word) in message for word in words)
+
+
 # Random inputs of the hidden checks: grading seeds check_rng per student and task.
 check_rng = np.random.default_rng(0)
 
@@ -120,7 +125,8 @@ check_rng = np.random.default_rng(0)
 #
 # * floating ⊕ floating → the wider of the two (float16 ⊕ float32 → float32);
 # * floating ⊕ integer or bool → the floating one (int64 ⊕ float32 → float32);
-# * integer ⊕ integer → the wider integer; bool ⊕ bool → bool;
+# * integer ⊕ integer → the wider integer (uint8 ⊕ int32 → int32);
+# * bool ⊕ integer → the integer; bool ⊕ bool → bool;
 # * a Python scalar takes the tensor's dtype, except that a Python float meets
 #   an integer tensor as float32 (`arange(3) * 0.5` is float32).
 
@@ -180,6 +186,21 @@ def is_floating(dtype: np.dtype) -> bool:
 
 # %% [markdown]
 # ### Task `tensor_dtypes` (1 point): `promote_types(a, b)`
+#
+# `promote_types(a, b)` gives the dtype of `a ⊕ b` for two tensors of
+# dtypes `a` and `b`, by the rule above (the Python scalar case is handled
+# elsewhere). NumPy's `np.promote_types` is right for two floats or two
+# integers, but not when a float meets an integer.
+#
+# **Checked when graded** (besides the tests below), on every pair of
+# float16, float32, float64, uint8, int32, int64 and bool, both ways round,
+# in an order drawn for you:
+#
+# * a dtype with itself gives that dtype
+# * floating ⊕ floating gives the wider of the two, in either order
+# * floating ⊕ integer or bool gives the floating one, in either order
+# * integer ⊕ integer gives the wider integer, in either order
+# * bool ⊕ integer gives the integer, in either order
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_dtypes_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -208,13 +229,46 @@ assert promote_types(float32, int64) == float32, "an integer must not widen a fl
 assert promote_types(int64, float16) == float16, "an integer with float16 must give float16"
 assert promote_types(float16, float32) == float32, "float16 with float32 must give the wider float32"
 ### BEGIN HIDDEN TESTS
-assert promote_types(bool_, bool_) == bool_, "bool with bool must stay bool"
-assert promote_types(int32, int64) == int64, "int32 with int64 must give the wider int64"
-assert promote_types(bool_, int32) == int32, "bool with int32 must give int32"
-assert promote_types(float64, float32) == float64, "float64 with float32 must give float64: the user chose float64"
-assert promote_types(uint8, float32) == float32, "uint8 with float32 must give float32"
-assert promote_types(int64, float32) == float32, "the order must not matter: int64 with float32 gives float32"
-assert promote_types(float32, float16) == float32, "the order must not matter: float32 with float16 gives float32"
+# This student's own order: every pair of dtypes, both ways round, in an order drawn per student,
+# each compared with a replay of the rule.
+def _promoted(a, b):
+    """The rule, replayed: the dtype of a ⊕ b."""
+    if a == b:
+        return a
+    if a.kind == "f" and b.kind == "f":
+        return a if a.itemsize > b.itemsize else b
+    if a.kind == "f" or b.kind == "f":
+        return a if a.kind == "f" else b
+    if a.kind == "b" or b.kind == "b":
+        return b if a.kind == "b" else a
+    return a if a.itemsize > b.itemsize else b
+
+
+_floats, _ints = [float16, float32, float64], [uint8, int32, int64]
+_kinds = {
+    "same": [(d, d) for d in _floats + _ints + [bool_]],
+    "floats": [(a, b) for a in _floats for b in _floats if a != b],
+    "mixed": [p for a in _floats for b in _ints + [bool_] for p in ((a, b), (b, a))],
+    "ints": [(a, b) for a in _ints for b in _ints if a != b],
+    "bools": [p for b in _ints for p in ((bool_, b), (b, bool_))],
+}
+_drawn = {kind: [pairs[i] for i in check_rng.permutation(len(pairs))] for kind, pairs in _kinds.items()}
+# Each check shows the pair it tried with the dtype given: {"int32 ⊕ int64": dtype('int64')}.
+for _a, _b in _drawn["same"]:
+    _case = f"{_a} ⊕ {_b}"
+    assert {_case: promote_types(_a, _b)} == {_case: _promoted(_a, _b)}, "a dtype with itself gives that dtype"
+for _a, _b in _drawn["floats"]:
+    _case = f"{_a} ⊕ {_b}"
+    assert {_case: promote_types(_a, _b)} == {_case: _promoted(_a, _b)}, "floating ⊕ floating gives the wider of the two, in either order"
+for _a, _b in _drawn["mixed"]:
+    _case = f"{_a} ⊕ {_b}"
+    assert {_case: promote_types(_a, _b)} == {_case: _promoted(_a, _b)}, "floating ⊕ integer or bool gives the floating one, in either order"
+for _a, _b in _drawn["ints"]:
+    _case = f"{_a} ⊕ {_b}"
+    assert {_case: promote_types(_a, _b)} == {_case: _promoted(_a, _b)}, "integer ⊕ integer gives the wider integer, in either order"
+for _a, _b in _drawn["bools"]:
+    _case = f"{_a} ⊕ {_b}"
+    assert {_case: promote_types(_a, _b)} == {_case: _promoted(_a, _b)}, "bool ⊕ integer gives the integer, in either order"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -839,6 +893,24 @@ def set_backward_engine(engine: Callable[..., None]) -> None:
 #   not numbers (a string, None, a complex number) is a `TypeError` that names
 #   what came: `tensor: expected numbers, (nested lists of) numbers or an
 #   array; got str 'abc'`.
+#
+# **Checked when graded** (besides the tests below), on nested lists of a
+# shape, and floats, ints, bools and a dtype, drawn for you:
+#
+# * the result must be a NumPy array
+# * Python floats become float32, at any depth of nesting
+# * nested lists keep their shape and values
+# * a Python float becomes a 0-d float32 array
+# * Python ints become int64, their values kept
+# * Python bools stay bool
+# * ints mixed with floats give float32
+# * a dtype that is given wins, whatever the data
+# * with dtype float64, floats keep all their digits: convert NumPy's array, not the float32 default
+# * bools converted to int64 on request become 1 and 0
+# * a ragged list must raise a TypeError
+# * the error for a ragged list must say the data must be rectangular
+# * data that is not numbers (None, a complex number, strings) must raise a TypeError
+# * the error names the type of what came
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_python_data_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -879,22 +951,49 @@ try:
 except TypeError as err:
     assert "str" in str(err), f"the error must name the type that came (str); got: {err}"
 ### BEGIN HIDDEN TESTS
-assert _from_python(3.5, None).shape == () and _from_python(3.5, None).dtype == float32, "a Python float becomes a 0-d float32 array"
-assert _from_python([1, 2.5], None).dtype == float32, "ints mixed with floats must give float32"
-assert isinstance(_from_python([1.0], None), np.ndarray), "the result must be a NumPy array"
-assert _from_python([0.1], float64)[0] == 0.1, "with dtype float64, 0.1 must keep all its digits: convert NumPy's array, not the float32 default"
-assert _from_python([[True, False]], int64).tolist() == [[1, 0]], "bools converted to int64 on request become 1 and 0"
+# This student's own data: nested lists of a drawn shape holding drawn floats, ints and bools.
+_shape = tuple(int(n) for n in check_rng.integers(1, 4, int(check_rng.integers(1, 4))))
+_floats = np.round(check_rng.uniform(-100, 100, _shape), 3)
+_ints = check_rng.integers(-10**12, 10**12, _shape)
+_bools = check_rng.integers(0, 2, _shape).astype(bool)
+_got = _from_python(_floats.tolist(), None)
+assert isinstance(_got, np.ndarray), "the result must be a NumPy array"
+assert _got.dtype == float32, "Python floats become float32, at any depth of nesting"
+assert np.array_equal(_got, _floats.astype(np.float32)), "nested lists keep their shape and values"
+_x = float(np.round(check_rng.uniform(-10, 10), 3))
+_got = _from_python(_x, None)
+assert (_got.shape, _got.dtype) == ((), float32), "a Python float becomes a 0-d float32 array"
+_got = _from_python(_ints.tolist(), None)
+assert _got.dtype == int64 and np.array_equal(_got, _ints), "Python ints become int64, their values kept"
+assert _from_python(_bools.tolist(), None).dtype == bool_, "Python bools stay bool"
+_mixed = [int(v) if k else float(v) for v, k in zip(check_rng.integers(-50, 50, 6), check_rng.permutation([0, 1] * 3))]
+_got = _from_python(_mixed, None)
+assert _got.dtype == float32 and np.array_equal(_got, np.array(_mixed, np.float32)), "ints mixed with floats give float32"
+_dtypes = [float16, float32, float64, uint8, int32, int64, bool_]
+_dt = _dtypes[int(check_rng.integers(len(_dtypes)))]
+_data = [np.round(check_rng.uniform(0, 100, _shape), 1), check_rng.integers(0, 100, _shape), _bools][int(check_rng.integers(3))]
+_got = _from_python(_data.tolist(), _dt)
+assert _got.dtype == _dt and np.array_equal(_got, _data.astype(_dt)), "a dtype that is given wins, whatever the data"
+# Floats of one to two with a last bit that float32 has no room for: float32 would round it away.
+_digits = [float(np.float32(v)) + 2.0 ** -30 for v in check_rng.uniform(1, 2, int(check_rng.integers(2, 5)))]
+assert _from_python(_digits, float64).tolist() == _digits, (
+    "with dtype float64, floats keep all their digits: convert NumPy's array, not the float32 default")
+assert np.array_equal(_from_python(_bools.tolist(), int64), _bools.astype(np.int64)), "bools converted to int64 on request become 1 and 0"
+_long, _short = (int(n) for n in check_rng.permutation([1, 2, 3, 4])[:2])
+_ragged = [check_rng.integers(0, 9, _long).tolist(), check_rng.integers(0, 9, _short).tolist()][::int(check_rng.choice([1, -1]))]
 try:
-    _from_python([[1, 2], [3]], None)
+    _from_python(_ragged, None)
     raise AssertionError("a ragged list must raise a TypeError")
 except TypeError as err:
     assert "rectangular" in str(err), f"the error for a ragged list must say the data must be rectangular; got: {err}"
-for bad in (None, 1 + 2j, ["a", "b"]):
+_word = str(check_rng.choice(["abc", "seven", "x", "1.5e"]))
+_bad_data = [None, complex(*check_rng.integers(1, 9, 2)), [_word, _word], _word]
+for _i in check_rng.permutation(len(_bad_data)):
     try:
-        _from_python(bad, None)
-        raise AssertionError(f"{bad!r} is not numbers: _from_python must raise a TypeError")
-    except TypeError:
-        pass
+        _from_python(_bad_data[_i], None)
+        raise AssertionError("data that is not numbers (None, a complex number, strings) must raise a TypeError")
+    except TypeError as err:
+        assert type(_bad_data[_i]).__name__ in str(err), f"the error names the type of what came; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -916,6 +1015,21 @@ for bad in (None, 1 + 2j, ["a", "b"]):
 #   supported ones; with a `dtype`, the array is converted to it;
 # * last, the array goes from the device it is on to `device`:
 #   `_move(array, source, device)` (given, with the devices) does that.
+#
+# **Checked when graded** (besides the tests below), on a shape, values and
+# dtypes drawn for you:
+#
+# * Tensor(array) keeps the array's values, shape and dtype
+# * Tensor(array) must copy the array, not share it
+# * Tensor(tensor) must copy the tensor's array
+# * Tensor(tensor, dtype) converts the copy, not the original
+# * a NumPy scalar is an array too: its dtype is kept
+# * a given dtype converts the array to it, even one of the same kind (float64 to float32)
+# * a Python float becomes a 0-d float32 tensor (through _from_python)
+# * an array of a dtype tinyflo does not support (int16, uint32, ...) must raise a TypeError
+# * the error names the unsupported dtype
+# * a ragged list must raise a TypeError
+# * Python data goes through _from_python, whose error says rectangular
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_creation_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -955,24 +1069,48 @@ try:
 except TypeError as err:
     assert "complex64" in str(err), f"the error must name the dtype that came; got: {err}"
 ### BEGIN HIDDEN TESTS
-src = Tensor([1.0, 2.0])
-copy = Tensor(src)
-copy.data[0] = 99
-assert src.data[0] == 1.0, "Tensor(tensor) must copy the tensor's array"
-assert Tensor(src, dtype="float16").dtype == float16 and src.dtype == float32, "Tensor(tensor, dtype) converts the copy, not the original"
-assert Tensor(np.float64(2.5)).dtype == float64 and Tensor(np.float64(2.5)).shape == (), "a NumPy scalar is an array too: its float64 is kept"
-assert Tensor(np.arange(3, dtype=np.int8), dtype="int64").tolist() == [0, 1, 2], "with a dtype given, an int8 array converts to it"
-assert Tensor(3.5).shape == () and Tensor(3.5).dtype == float32, "Tensor(3.5) is a 0-d float32 tensor"
+# This student's own arrays: a shape, values, dtypes and unsupported dtypes drawn per student.
+_shape = tuple(int(n) for n in check_rng.integers(1, 4, int(check_rng.integers(1, 4))))
+_kept = [float16, float64, uint8, int32, bool_][int(check_rng.integers(5))]
+_src = (check_rng.uniform(1, 100, _shape)).astype(_kept)
+_before = _src.copy()
+_t = Tensor(_src)
+assert _t.dtype == _kept and np.array_equal(_t.data, _before), "Tensor(array) keeps the array's values, shape and dtype"
+_t.data[...] = 0
+assert np.array_equal(_src, _before), "Tensor(array) must copy the array, not share it"
+_orig = Tensor(check_rng.standard_normal(_shape).astype(np.float32))
+_before = _orig.data.copy()
+Tensor(_orig).data[...] = 0
+assert np.array_equal(_orig.data, _before), "Tensor(tensor) must copy the tensor's array"
+_to = [float16, float64, int64][int(check_rng.integers(3))]
+_copy = Tensor(_orig, dtype=_to)
+assert (_copy.dtype, _orig.dtype) == (_to, float32), "Tensor(tensor, dtype) converts the copy, not the original"
+_scalar_type = [np.float64, np.float16, np.int32][int(check_rng.integers(3))]
+_scalar = _scalar_type(check_rng.integers(1, 100))
+_t = Tensor(_scalar)
+assert (_t.shape, _t.dtype) == ((), np.dtype(_scalar_type)), "a NumPy scalar is an array too: its dtype is kept"
+# Each pair keeps the kind (float to float, integer to integer): converting only across kinds is not enough.
+_pairs = [(np.float64, float32), (np.float32, float16), (np.float16, float64), (np.int32, int64), (np.int64, int32), (np.int16, int64), (np.int8, int32)]
+_from, _into = _pairs[int(check_rng.integers(len(_pairs)))]
+_src = check_rng.integers(0, 100, _shape).astype(_from)
+assert np.array_equal(Tensor(_src, dtype=_into).data, _src.astype(_into)) and Tensor(_src, dtype=_into).dtype == _into, (
+    "a given dtype converts the array to it, even one of the same kind (float64 to float32)")
+_x = float(np.round(check_rng.uniform(-10, 10), 2))
+_t = Tensor(_x)
+assert (_t.shape, _t.dtype) == ((), float32), "a Python float becomes a 0-d float32 tensor (through _from_python)"
+_unsupported = [np.int16, np.uint16, np.uint32, np.uint64][int(check_rng.integers(4))]
+_name = np.dtype(_unsupported).name
 try:
-    Tensor(np.zeros(2, np.int8))
-    raise AssertionError("int8 is not a tinyflo dtype: Tensor(int8 array) must raise a TypeError")
+    Tensor(np.zeros(_shape, _unsupported))
+    raise AssertionError("an array of a dtype tinyflo does not support (int16, uint32, ...) must raise a TypeError")
 except TypeError as err:
-    assert "int8" in str(err), f"the error must name the unsupported dtype int8; got: {err}"
+    assert _name in str(err), f"the error names the unsupported dtype; got: {err}"
+_long, _short = (int(n) for n in check_rng.permutation([1, 2, 3, 4])[:2])
 try:
-    Tensor([[1, 2], [3]])
+    Tensor([list(range(_long)), list(range(_short))])
     raise AssertionError("a ragged list must raise a TypeError")
 except TypeError as err:
-    assert "rectangular" in str(err), f"Python data must go through _from_python; got: {err}"
+    assert "rectangular" in str(err), f"Python data goes through _from_python, whose error says rectangular; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1347,7 +1485,8 @@ assert zeros_like(first).tolist() == [0, 0, 0] and ones_like(first).dtype == flo
 # `apply` is also the one place that guarantees an op never mixes devices:
 # every input must be on the first input's device, or it raises a
 # `DeviceError` that names the op and lists each input's device and shape —
-# `mul: inputs are on different devices: cpu (2,), cpu:1 (2,)`.
+# `mul: inputs are on different devices: cpu (2,), cpu:1 (2,)`. The op's
+# name is its class name in lower case (`mul` for `Mul`).
 #
 # And it is where shape errors become readable. NumPy says
 # `operands could not be broadcast together with shapes (2,3) (4,)`, without
@@ -1390,6 +1529,38 @@ AutocastMode = _AutocastState()
 
 # %% [markdown]
 # ### Task `tensor_function` (3 points): `Function.apply`
+#
+# Write `apply` as the section above describes. Grading drives it with small
+# test ops of its own, such as `Mix`, whose forward adds its inputs and
+# multiplies the sum by a keyword parameter `factor`.
+#
+# **Checked when graded** (besides the tests below), on inputs, shapes,
+# flags, devices and error texts drawn for you:
+#
+# * apply returns a Tensor
+# * apply returns forward's array, keyword parameters passed on
+# * the output records its node (out._ctx, an instance of the op) and requires a gradient
+# * fn.inputs is a tuple of the input tensors, in order
+# * fn.needs_input_grad is a tuple of bools, one per input
+# * forward receives the inputs' arrays, not the tensors
+# * no node when no input needs a gradient
+# * nothing is recorded while GradMode.enabled is False
+# * a 0-d result is a 0-d array, not a NumPy scalar
+# * the output lives on the inputs' device
+# * an op that sets fn.out_device gets its output there
+# * an op that declares no out_device gets its output on the inputs' device
+# * apply must refuse inputs on different devices with a DeviceError
+# * the device error starts with the op's name (mix for Mix)
+# * the device error lists each input's device and shape
+# * shapes that do not broadcast must raise a ShapeError
+# * the shape error starts with the op's name
+# * the shape error lists the input shapes
+# * a ShapeError raised by an op must come out of apply
+# * a ShapeError an op raised itself comes out of apply as it is
+# * a ValueError raised by an op must come out of apply
+# * a ValueError that is not about shapes comes out of apply unchanged
+# * an error other than a ValueError must come out of apply
+# * an error other than a ValueError comes out of apply unchanged, even when it mentions shapes
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_function_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1471,7 +1642,7 @@ assert isinstance(c, Tensor) and _close(c.data, [3, 8]), "apply must return forw
 assert isinstance(c._ctx, Scale) and c._ctx.inputs[0] is a and c._ctx.inputs[1] is b, "the output must record its node, which keeps the input tensors"
 assert c._ctx.needs_input_grad == (True, False) and c.requires_grad, "the node says which inputs need a gradient, and the output requires one"
 d = Scale.apply(b, b)
-assert d._ctx is None and not d.requires_grad, "no node when no input needs a gradient"
+assert d.requires_grad is False and d._ctx is None, "no node when no input needs a gradient"
 assert _close(Scale.apply(a, b, factor=2.0).data, [6, 16]), "keyword parameters must reach forward"
 try:
     Scale.apply(Tensor([1.0]), Tensor([1.0], device="cpu:1"))
@@ -1479,18 +1650,17 @@ try:
 except DeviceError as err:
     assert "cpu:1" in str(err), f"the error must list the inputs' devices; got: {err}"
 ### BEGIN HIDDEN TESTS
-assert isinstance(c._ctx.inputs, tuple) and isinstance(c._ctx.needs_input_grad, tuple), "inputs and needs_input_grad must be tuples, one entry per input"
-assert all(isinstance(x, np.ndarray) for x in c._ctx.seen), "forward must receive the inputs' arrays, not the tensors"
-GradMode.enabled = False
-try:
-    e = Scale.apply(a, b)
-finally:
-    GradMode.enabled = True
-assert e._ctx is None and not e.requires_grad, "nothing is recorded while GradMode.enabled is False"
-s = Scale.apply(Tensor(2.0, requires_grad=True), Tensor(3.0))
-assert isinstance(s.data, np.ndarray) and s.shape == (), "a 0-d result must be a 0-d array, not a NumPy scalar"
-x1, y1 = Tensor([1.0, 2.0], device="cpu:1"), Tensor([3.0, 4.0], device="cpu:1")
-assert Scale.apply(x1, y1).device is x1.device, "the output must live on the inputs' device"
+# This student's own inputs: how many, their shapes and values, which need a gradient, the keyword
+# parameter, the virtual devices and the errors' texts, all drawn per student.
+class Mix(Function):
+    """A test op, out = (x₁ + x₂ + ...) · factor: enough to drive apply (no backward needed)."""
+
+    def forward(self, *arrays, factor=1.0):
+        self.seen = arrays
+        out = arrays[0]
+        for x in arrays[1:]:
+            out = out + x
+        return out * factor
 
 
 class Declares(Function):
@@ -1501,20 +1671,6 @@ class Declares(Function):
         return a.copy()
 
 
-assert Declares.apply(a, device=x1.device).device is x1.device, "an op that sets fn.out_device gets its output there"
-assert Declares.apply(x1).device is x1.device, "an op that declares no out_device gets its output on the inputs' device"
-try:
-    Scale.apply(Tensor([1.0, 2.0]), x1)
-    raise AssertionError("apply must refuse inputs on different devices")
-except DeviceError as err:
-    assert str(err).startswith("scale") and "(2,)" in str(err), f"the device error must start with the op's name and list each input's device and shape; got: {err}"
-try:
-    Scale.apply(Tensor(np.ones((2, 3), np.float32)), Tensor(np.ones((4,), np.float32)))
-    raise AssertionError("shapes that do not broadcast must raise a ShapeError")
-except ShapeError as err:
-    assert str(err).startswith("scale") and "(2, 3)" in str(err) and "(4,)" in str(err), f"the shape error must start with the op's name and list the input shapes; got: {err}"
-
-
 class Raises(Function):
     """A test op that raises the error it is given."""
 
@@ -1522,16 +1678,79 @@ class Raises(Function):
         raise error
 
 
+_k = int(check_rng.integers(2, 5))
+_shape = tuple(int(n) for n in check_rng.integers(1, 4, int(check_rng.integers(1, 3))))
+_vals = [check_rng.standard_normal(_shape).astype(np.float32) for _ in range(_k)]
+_flags = [bool(f) for f in check_rng.integers(0, 2, _k)]
+_flags[int(check_rng.integers(_k))] = True  # at least one input needs a gradient
+_factor = float(check_rng.choice([-1, 1]) * check_rng.uniform(1.5, 3.0))
+_ts = [Tensor(v, requires_grad=f) for v, f in zip(_vals, _flags)]
+_out = Mix.apply(*_ts, factor=_factor)
+assert isinstance(_out, Tensor), "apply returns a Tensor"
+assert _close(_out.data, sum(_vals) * _factor, 1e-5), "apply returns forward's array, keyword parameters passed on"
+assert (type(_out._ctx).__name__, _out.requires_grad) == ("Mix", True), (
+    "the output records its node (out._ctx, an instance of the op) and requires a gradient")
+assert (type(_out._ctx.inputs).__name__, [x is t for x, t in zip(_out._ctx.inputs, _ts)]) == ("tuple", [True] * _k), (
+    "fn.inputs is a tuple of the input tensors, in order")
+assert _out._ctx.needs_input_grad == tuple(_flags), "fn.needs_input_grad is a tuple of bools, one per input"
+assert [type(x).__name__ for x in _out._ctx.seen] == ["ndarray"] * _k, "forward receives the inputs' arrays, not the tensors"
+_plain = Mix.apply(*[Tensor(v) for v in _vals], factor=_factor)
+assert _plain.requires_grad is False and _plain._ctx is None, "no node when no input needs a gradient"
+GradMode.enabled = False
 try:
-    Raises.apply(a, error=ShapeError("raises: shapes (2,) and (3,) differ"))
+    _off = Mix.apply(*_ts, factor=_factor)
+finally:
+    GradMode.enabled = True
+assert _off.requires_grad is False and _off._ctx is None, "nothing is recorded while GradMode.enabled is False"
+_zero_d = Mix.apply(Tensor(float(_vals[0].flat[0])), Tensor(float(_vals[1].flat[0]), requires_grad=True), factor=_factor)
+assert isinstance(_zero_d.data, np.ndarray) and _zero_d.shape == (), "a 0-d result is a 0-d array, not a NumPy scalar"
+_here, _there = (f"cpu:{int(i)}" for i in check_rng.permutation([1, 2, 3])[:2])
+_on = [Tensor(v, device=_here) for v in _vals]
+assert str(Mix.apply(*_on).device) == _here, "the output lives on the inputs' device"
+assert str(Declares.apply(_ts[0], device=as_device(_there)).device) == _there, "an op that sets fn.out_device gets its output there"
+assert str(Declares.apply(_on[0]).device) == _here, "an op that declares no out_device gets its output on the inputs' device"
+_shapes = [tuple(int(n) for n in check_rng.integers(1, 5, i + 1)) for i in range(_k)]
+_apart = [Tensor(np.zeros(s, np.float32), device=_here) for s in _shapes]
+_moved = int(check_rng.integers(_k))
+_apart[_moved] = Tensor(np.zeros(_shapes[_moved], np.float32), device=_there)
+try:
+    Mix.apply(*_apart)
+    raise AssertionError("apply must refuse inputs on different devices with a DeviceError")
+except DeviceError as err:
+    _said = str(err)
+assert _said.startswith("mix"), "the device error starts with the op's name (mix for Mix)"
+assert _close_text(_said, [_here, _there] + [str(s) for s in _shapes]), (
+    f"the device error lists each input's device and shape; got: {_said}")
+_n = int(check_rng.integers(2, 5))
+_p = int(check_rng.choice([p for p in range(2, 6) if p != _n]))
+_m = int(check_rng.integers(1, 4))
+try:
+    Mix.apply(Tensor(np.ones((_m, _n), np.float32)), Tensor(np.ones((_p,), np.float32)))
+    raise AssertionError("shapes that do not broadcast must raise a ShapeError")
+except ShapeError as err:
+    _said = str(err)
+assert _said.startswith("mix"), "the shape error starts with the op's name"
+assert _close_text(_said, [str((_m, _n)), str((_p,))]), f"the shape error lists the input shapes; got: {_said}"
+_text = f"raises: shapes ({_n},) and ({_p},) differ"
+try:
+    Raises.apply(_ts[0], error=ShapeError(_text))
     raise AssertionError("a ShapeError raised by an op must come out of apply")
 except ShapeError as err:
-    assert str(err) == "raises: shapes (2,) and (3,) differ", f"a ShapeError an op raised itself must be kept as it is; got: {err}"
+    assert str(err) == _text, "a ShapeError an op raised itself comes out of apply as it is"
+_text = str(check_rng.choice(["negative values are not allowed", "the factor must be finite", "empty input"]))
 try:
-    Raises.apply(a, error=ValueError("negative values are not allowed"))
+    Raises.apply(_ts[0], error=ValueError(_text))
     raise AssertionError("a ValueError raised by an op must come out of apply")
 except ValueError as err:
-    assert not isinstance(err, ShapeError), "a ValueError that is not about shapes must stay a plain ValueError"
+    assert (type(err).__name__, str(err)) == ("ValueError", _text), "a ValueError that is not about shapes comes out of apply unchanged"
+_kind = [TypeError, RuntimeError, ZeroDivisionError][int(check_rng.integers(3))]
+_text = f"raises: cannot read the shape {_shape}"
+try:
+    Raises.apply(_ts[0], error=_kind(_text))
+    raise AssertionError("an error other than a ValueError must come out of apply")
+except _kind as err:
+    assert (type(err).__name__, str(err)) == (_kind.__name__, _text), (
+        "an error other than a ValueError comes out of apply unchanged, even when it mentions shapes")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1574,6 +1793,23 @@ class To(Function):
 # ### Task `tensor_arithmetic` (1 point): `+`, `-` and negation
 #
 # `Add`, `Sub` and `Neg`: the table's first, second and last rows.
+# `backward` returns each gradient in the output's shape, even for an input
+# that was broadcast: module 02's engine sums it down.
+#
+# **Checked when graded** (besides the tests below), on shapes, values and
+# an upstream gradient drawn for you, one operand broadcast over the other:
+#
+# * a + b adds, broadcasting the smaller operand
+# * a - b subtracts b from a
+# * -a negates every element
+# * the gradients of a + b are grad for both inputs, in the output's shape
+# * the gradients of a - b are grad for a and -grad for b, in the output's shape
+# * the gradient of -a is -grad
+# * s - a for a Python number s subtracts a from s and keeps float32
+# * float16 + float32 gives float32, in either order
+# * int64 arithmetic with a Python int stays int64
+# * adding tensors on different devices must raise a DeviceError
+# * the error must name both devices
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_arithmetic_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1623,17 +1859,39 @@ assert _close((-a).data, [[-1, -2], [-3, -4]]), "-a must negate every element"
 ga, gb = (a - b)._ctx.backward(g)
 assert _close(ga, g) and _close(gb, -g), "the gradients of a - b are grad for a and -grad for b"
 ### BEGIN HIDDEN TESTS
-ga, gb = (a + b)._ctx.backward(g)
-assert _close(ga, g) and _close(gb, g), "the gradients of a + b are grad for both inputs"
-assert _close((-a)._ctx.backward(g), -g), "the gradient of -a is -grad"
-assert (2 - a).dtype == float32 and _close((2 - a).data, [[1, 0], [-1, -2]]), "2 - a must subtract a from 2 and keep float32"
-assert (Tensor([1.0], dtype="float16") + Tensor([1.0])).dtype == float32, "float16 + float32 must give float32"
-assert (Tensor([1, 2]) + 1).dtype == int64 and (Tensor([1, 2]) - 1).tolist() == [0, 1], "int64 arithmetic with a Python int stays int64"
+# This student's own inputs: shapes, values and the upstream gradient drawn per student. One operand
+# is broadcast over the other (a missing leading axis or an axis of size 1), and which one is drawn.
+_m, _n = (int(v) for v in check_rng.integers(2, 5, 2))
+_small_shape = [(_n,), (1, _n), (_m, 1)][int(check_rng.integers(3))]
+_big = check_rng.standard_normal((_m, _n)).astype(np.float32)
+_small = check_rng.standard_normal(_small_shape).astype(np.float32)
+_A, _B = (_big, _small) if check_rng.integers(2) else (_small, _big)
+_G = check_rng.standard_normal((_m, _n)).astype(np.float32)
+_a, _b = Tensor(_A, requires_grad=True), Tensor(_B, requires_grad=True)
+assert _close((_a + _b).data, _A + _B), "a + b adds, broadcasting the smaller operand"
+assert _close((_a - _b).data, _A - _B), "a - b subtracts b from a"
+assert _close((-_a).data, -_A), "-a negates every element"
+_ga, _gb = (_a + _b)._ctx.backward(_G)
+assert _close(_ga, _G) and _close(_gb, _G), "the gradients of a + b are grad for both inputs, in the output's shape"
+_ga, _gb = (_a - _b)._ctx.backward(_G)
+assert _close(_ga, _G) and _close(_gb, -_G), "the gradients of a - b are grad for a and -grad for b, in the output's shape"
+_Ga = check_rng.standard_normal(_A.shape).astype(np.float32)
+assert _close((-_a)._ctx.backward(_Ga), -_Ga), "the gradient of -a is -grad"
+_s = float(np.round(check_rng.uniform(-5, 5), 2))
+assert (_s - _a).dtype == float32 and _close((_s - _a).data, np.float32(_s) - _A), (
+    "s - a for a Python number s subtracts a from s and keeps float32")
+_h, _f = Tensor(_A.astype(np.float16)), Tensor(_B)
+assert ((_h + _f).dtype, (_f + _h).dtype) == (float32, float32), "float16 + float32 gives float32, in either order"
+_I = check_rng.integers(-100, 100, _big.shape)
+_k = int(check_rng.integers(1, 50))
+assert (Tensor(_I) + _k).dtype == int64 and np.array_equal((Tensor(_I) - _k).data, _I - _k), (
+    "int64 arithmetic with a Python int stays int64")
+_here, _there = (f"cpu:{int(i)}" for i in check_rng.permutation([1, 2, 3])[:2])
 try:
-    Tensor([1.0]) + Tensor([1.0], device="cpu:1")
+    Tensor(_A, device=_here) + Tensor(_B, device=_there)
     raise AssertionError("adding tensors on different devices must raise a DeviceError")
 except DeviceError as err:
-    assert "cpu:1" in str(err), f"the error must name both devices; got: {err}"
+    assert _close_text(str(err), (_here, _there)), f"the error must name both devices; got: {err}"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1641,7 +1899,23 @@ except DeviceError as err:
 #
 # `Mul` and `Div`, the table's third and fourth rows. Each saves what its
 # backward needs with `save_for_backward`; `Div` can save its output and
-# write −grad · a / b² as −(grad / b) · out.
+# write −grad · a / b² as −(grad / b) · out. As for `+`, each gradient comes
+# back in the output's shape.
+#
+# **Checked when graded** (besides the tests below), on shapes, values and
+# an upstream gradient drawn for you, one operand broadcast over the other:
+#
+# * a * b multiplies, broadcasting the smaller operand
+# * a / b divides a by b
+# * the gradients of a * b are grad * b for a and grad * a for b
+# * the gradient of a / b for a is grad / b
+# * the gradient of a / b for b is -grad * a / b**2
+# * the gradients of a / b must stay float32
+# * Python numbers keep float32, on either side of * and /
+# * s / b for a Python number s divides s by b
+# * true division of integers gives float32, not float64
+# * int64 times a Python int stays int64; int64 times a Python float gives float32
+# * for 0-d inputs too, the gradients of a * b are grad * b and grad * a
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_mul_div_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1700,14 +1974,39 @@ ga, gb = (a / b)._ctx.backward(g)
 assert _close(ga, g / b.data), "the gradient of a / b for a is grad / b"
 assert _close(gb, -g * a.data / b.data ** 2), "the gradient of a / b for b is -grad * a / b**2"
 ### BEGIN HIDDEN TESTS
-assert ga.dtype == float32 and gb.dtype == float32, "the gradients of a / b must stay float32"
-assert (a * 2.5).dtype == float32 and (2 / a).dtype == float32, "Python scalars must keep float32"
-assert _close((2 / a).data, 2 / a.data), "2 / a must divide 2 by a"
-i = Tensor([1, 2, 3])
-assert (i / 2).dtype == float32 and _close((i / 2).data, [0.5, 1, 1.5]), "true division of integers gives float32, not float64"
-assert (i * 2).dtype == int64 and (i * 0.5).dtype == float32, "int64 * 2 stays int64; int64 * 0.5 gives float32"
-gs = (Tensor(3.0, requires_grad=True) * Tensor(4.0, requires_grad=True))._ctx.backward(np.float32(2.0))
-assert _close(gs[0], 8) and _close(gs[1], 6), "for 0-d inputs 3 and 4 and grad 2, the gradients of a * b are 8 and 6"
+# This student's own inputs: shapes, values and the upstream gradient drawn per student. One operand
+# is broadcast over the other, and which one is drawn; every divisor b has 1.25 ≤ |b| ≤ 3 (far from
+# 0, and from ±1, where b and 1/b would agree).
+_m, _n = (int(v) for v in check_rng.integers(2, 5, 2))
+_small_shape = [(_n,), (1, _n), (_m, 1)][int(check_rng.integers(3))]
+_shapes = [(_m, _n), _small_shape][::int(check_rng.choice([1, -1]))]
+_A = check_rng.standard_normal(_shapes[0]).astype(np.float32)
+_B = (check_rng.choice([-1, 1], _shapes[1]) * check_rng.uniform(1.25, 3, _shapes[1])).astype(np.float32)
+_G = check_rng.standard_normal((_m, _n)).astype(np.float32)
+_a, _b = Tensor(_A, requires_grad=True), Tensor(_B, requires_grad=True)
+assert _close((_a * _b).data, _A * _B), "a * b multiplies, broadcasting the smaller operand"
+assert _close((_a / _b).data, _A / _B), "a / b divides a by b"
+_ga, _gb = (_a * _b)._ctx.backward(_G)
+assert _close(_ga, _G * _B) and _close(_gb, _G * _A), "the gradients of a * b are grad * b for a and grad * a for b"
+_ga, _gb = (_a / _b)._ctx.backward(_G)
+assert _close(_ga, _G / _B, 1e-5), "the gradient of a / b for a is grad / b"
+assert _close(_gb, -_G * _A / _B ** 2, 1e-5), "the gradient of a / b for b is -grad * a / b**2"
+assert (_ga.dtype, _gb.dtype) == (float32, float32), "the gradients of a / b must stay float32"
+_s = float(np.round(check_rng.choice([-1, 1]) * check_rng.uniform(0.5, 5), 2))
+assert ((_a * _s).dtype, (_s * _a).dtype, (_a / _s).dtype, (_s / _b).dtype) == (float32,) * 4, (
+    "Python numbers keep float32, on either side of * and /")
+assert _close((_s / _b).data, np.float32(_s) / _B, 1e-5), "s / b for a Python number s divides s by b"
+_I = check_rng.integers(-100, 100, (_m, _n))
+_k = int(check_rng.choice([-1, 1]) * check_rng.integers(2, 9))
+assert (Tensor(_I) / _k).dtype == float32 and _close((Tensor(_I) / _k).data, _I / _k, 1e-5), (
+    "true division of integers gives float32, not float64")
+_x = float(np.round(check_rng.uniform(0.1, 0.9), 2))
+assert ((Tensor(_I) * _k).dtype, (Tensor(_I) * _x).dtype) == (int64, float32), (
+    "int64 times a Python int stays int64; int64 times a Python float gives float32")
+_p, _q, _g0 = (float(np.round(v, 2)) for v in check_rng.choice([-1, 1], 3) * check_rng.uniform(1.25, 3, 3))
+_g0d = (Tensor(_p, requires_grad=True) * Tensor(_q, requires_grad=True))._ctx.backward(np.float32(_g0))
+assert _close(_g0d[0], _g0 * _q, 1e-5) and _close(_g0d[1], _g0 * _p, 1e-5), (
+    "for 0-d inputs too, the gradients of a * b are grad * b and grad * a")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1716,7 +2015,23 @@ assert _close(gs[0], 8) and _close(gs[1], 6), "for 0-d inputs 3 and 4 and grad 2
 # `Pow`, the table's fifth row. Compute each gradient only when its input
 # needs one (`self.needs_input_grad`), and return None for the other: for
 # `x ** 2` the exponent needs none, and `ln x` would be wasted work (and NaN
-# for negative x).
+# for negative x). A Python number on either side of `**` becomes a constant
+# tensor that needs no gradient.
+#
+# **Checked when graded** (besides the tests below), on shapes, bases of
+# both signs, exponents and an upstream gradient drawn for you:
+#
+# * a ** p for a Python number p raises every element to the power p
+# * the gradient of a ** p for a is grad * p * a ** (p - 1)
+# * the exponent p needs no gradient: return None for it
+# * a ** b for tensors raises each a to its b, broadcasting
+# * a ** b: the gradient for a is grad * b * a ** (b - 1)
+# * a ** b: the gradient for b is grad * a ** b * ln a
+# * the gradients of a ** b must stay float32
+# * s ** a for a Python number s raises s to the power a, in float32
+# * the base s needs no gradient: return None for it
+# * the gradient of s ** a for a is grad * s ** a * ln s
+# * an int64 tensor to a Python int power stays int64
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_pow_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1745,17 +2060,38 @@ ga, ge = (a ** 3)._ctx.backward(g)
 assert _close(ga, g * 3 * a.data ** 2), "the gradient of a ** 3 for a is grad * 3 * a ** 2"
 assert ge is None, "the exponent 3 needs no gradient: return None for it"
 ### BEGIN HIDDEN TESTS
-e = Tensor(3.0, requires_grad=True)
-gp, ge = (Tensor(2.0) ** e)._ctx.backward(np.float32(1.5))
-assert _close(ge, 1.5 * 8 * np.log(2.0), 1e-5), "the gradient of 2 ** e for e is grad * 2 ** e * ln 2"
-assert gp is None, "the base 2.0 needs no gradient: return None for it"
-assert (2 ** a).dtype == float32 and _close((2 ** a).data, 2 ** a.data), "2 ** a must raise 2 to the power a, in float32"
-b = Tensor([2.0, 0.5], requires_grad=True)
-ga, gb = (a ** b)._ctx.backward(g)
-assert _close(ga, g * b.data * a.data ** (b.data - 1), 1e-5), "a ** b: the gradient for a is grad * b * a ** (b - 1)"
-assert _close(gb, g * a.data ** b.data * np.log(a.data), 1e-5), "a ** b: the gradient for b is grad * a ** b * ln a"
-assert ga.dtype == float32 and gb.dtype == float32, "the gradients of a ** b must stay float32"
-assert (Tensor([1, 2]) ** 2).dtype == int64, "an int64 tensor squared stays int64"
+# This student's own inputs: shapes, bases, exponents and upstream gradients drawn per student. Every
+# base a has 0.3 ≤ |a| ≤ 0.8 or 1.25 ≤ |a| ≤ 2.2 (far from 0 and 1, below e, so ln a is far from
+# 0 and 1), every upstream gradient 1.5 ≤ |grad| ≤ 3 (far from 1).
+_m, _n = (int(v) for v in check_rng.integers(2, 5, 2))
+_sizes = np.where(check_rng.integers(0, 2, (_m, _n)) == 1, check_rng.uniform(0.3, 0.8, (_m, _n)), check_rng.uniform(1.25, 2.2, (_m, _n)))
+_signs = check_rng.choice([-1, 1], (_m, _n))
+_G = (check_rng.choice([-1, 1], (_m, _n)) * check_rng.uniform(1.5, 3, (_m, _n))).astype(np.float32)
+_A = (_signs * _sizes).astype(np.float32)  # both signs: a whole exponent needs no ln a
+_p = int(check_rng.integers(2, 5))
+_a = Tensor(_A, requires_grad=True)
+assert _close((_a ** _p).data, _A.astype(np.float64) ** _p, 1e-5), "a ** p for a Python number p raises every element to the power p"
+_ga, _ge = (_a ** _p)._ctx.backward(_G)
+assert _close(_ga, _G * _p * _A.astype(np.float64) ** (_p - 1), 1e-5), "the gradient of a ** p for a is grad * p * a ** (p - 1)"
+assert _ge is None, "the exponent p needs no gradient: return None for it"
+_P = _sizes.astype(np.float32)  # positive bases, for a tensor exponent
+_E = check_rng.uniform(0.5, 2.5, [(_n,), (_m, _n)][int(check_rng.integers(2))]).astype(np.float32)
+_pa, _e = Tensor(_P, requires_grad=True), Tensor(_E, requires_grad=True)
+assert _close((_pa ** _e).data, _P.astype(np.float64) ** _E, 1e-5), "a ** b for tensors raises each a to its b, broadcasting"
+_ga, _gb = (_pa ** _e)._ctx.backward(_G)
+assert _close(_ga, _G * _E * _P.astype(np.float64) ** (_E - 1), 1e-5), "a ** b: the gradient for a is grad * b * a ** (b - 1)"
+assert _close(_gb, _G * _P.astype(np.float64) ** _E * np.log(_P), 1e-5), "a ** b: the gradient for b is grad * a ** b * ln a"
+assert (_ga.dtype, _gb.dtype) == (float32, float32), "the gradients of a ** b must stay float32"
+_s = float(np.round(check_rng.uniform(1.25, 2.2), 2))
+assert (_s ** _pa).dtype == float32 and _close((_s ** _pa).data, _s ** _P.astype(np.float64), 1e-5), (
+    "s ** a for a Python number s raises s to the power a, in float32")
+_gs, _gb = (_s ** _pa)._ctx.backward(_G)
+assert _gs is None, "the base s needs no gradient: return None for it"
+assert _close(_gb, _G * _s ** _P.astype(np.float64) * np.log(_s), 1e-5), "the gradient of s ** a for a is grad * s ** a * ln s"
+_I = check_rng.integers(-9, 10, (_m, _n))
+_k = int(check_rng.integers(2, 4))
+assert (Tensor(_I) ** _k).dtype == int64 and np.array_equal((Tensor(_I) ** _k).data, _I ** _k), (
+    "an int64 tensor to a Python int power stays int64")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1767,7 +2103,22 @@ assert (Tensor([1, 2]) ** 2).dtype == int64, "an int64 tensor squared stays int6
 # ### Task `tensor_exp_log` (1 point): `exp`, `log`, `sqrt`
 #
 # d exp(a) = exp(a) and d √a = 1 / (2√a), both in terms of the output;
-# d log(a) = 1 / a needs the input.
+# d log(a) = 1 / a needs the input. `Tensor.exp`, `log` and `sqrt` (given)
+# turn an integer tensor into float32 before your op sees it; a float16
+# tensor stays float16.
+#
+# **Checked when graded** (besides the tests below), on a shape, values and
+# an upstream gradient drawn for you:
+#
+# * exp matches np.exp
+# * the gradient of exp(a) is grad * exp(a)
+# * log matches np.log
+# * the gradient of log(a) is grad / a
+# * sqrt matches np.sqrt
+# * the gradient of sqrt(a) is grad / (2 sqrt(a))
+# * exp, log and sqrt: float32 in, float32 out, gradient included
+# * exp, log and sqrt of an int64 tensor give float32
+# * float16 in, float16 out, gradients included
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_exp_log_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1823,13 +2174,36 @@ assert _close(x.exp()._ctx.backward(g), g * np.exp(x.data), 1e-5), "the gradient
 assert _close(x.log().data, np.log(x.data)), "log must match np.log"
 assert _close(x.log()._ctx.backward(g), g / x.data), "the gradient of log(a) is grad / a"
 ### BEGIN HIDDEN TESTS
-assert _close(x.sqrt().data, [0.5, 1, 2]), "sqrt must match np.sqrt"
-assert _close(x.sqrt()._ctx.backward(g), g / (2 * np.sqrt(x.data))), "the gradient of sqrt(a) is grad / (2 sqrt(a))"
-for op in ("exp", "log", "sqrt"):
-    assert getattr(x, op)().dtype == float32 and getattr(x, op)()._ctx.backward(g).dtype == float32, f"{op} must keep float32, gradient included"
-assert Tensor([1, 2]).exp().dtype == float32, "exp of an integer tensor is float32"
-h = Tensor([1.0, 2.0], dtype="float16", requires_grad=True)
-assert h.exp().dtype == float16 and h.log()._ctx.backward(np.ones(2, np.float16)).dtype == float16, "float16 in, float16 out, gradients included"
+# This student's own inputs: a shape, values and an upstream gradient drawn per student. exp takes
+# any value in [-3, 3]; log and sqrt positive ones, with 0.2 ≤ a ≤ 0.8 or 1.25 ≤ a ≤ 5 (far from 0,
+# and from 1, where a and 1/a would agree).
+_shape = tuple(int(n) for n in check_rng.integers(1, 5, int(check_rng.integers(1, 4))))
+_X = check_rng.uniform(-3, 3, _shape).astype(np.float32)
+_P = np.where(check_rng.integers(0, 2, _shape) == 1, check_rng.uniform(0.2, 0.8, _shape), check_rng.uniform(1.25, 5, _shape)).astype(np.float32)
+_G = check_rng.standard_normal(_shape).astype(np.float32)
+_x, _p = Tensor(_X, requires_grad=True), Tensor(_P, requires_grad=True)
+assert _close(_x.exp().data, np.exp(_X.astype(np.float64)), 1e-5), "exp matches np.exp"
+assert _close(_x.exp()._ctx.backward(_G), _G * np.exp(_X.astype(np.float64)), 1e-5), "the gradient of exp(a) is grad * exp(a)"
+assert _close(_p.log().data, np.log(_P.astype(np.float64)), 1e-5), "log matches np.log"
+assert _close(_p.log()._ctx.backward(_G), _G / _P.astype(np.float64), 1e-5), "the gradient of log(a) is grad / a"
+assert _close(_p.sqrt().data, np.sqrt(_P.astype(np.float64)), 1e-5), "sqrt matches np.sqrt"
+assert _close(_p.sqrt()._ctx.backward(_G), _G / (2 * np.sqrt(_P.astype(np.float64))), 1e-5), (
+    "the gradient of sqrt(a) is grad / (2 sqrt(a))")
+_ops = [("exp", "log", "sqrt")[int(i)] for i in check_rng.permutation(3)]
+for _op in _ops:
+    _out = getattr(_p, _op)()
+    assert {_op: (_out.dtype, _out._ctx.backward(_G).dtype)} == {_op: (float32, float32)}, (
+        "exp, log and sqrt: float32 in, float32 out, gradient included")
+_I = check_rng.integers(1, 9, _shape)
+for _op in _ops:
+    _out = getattr(Tensor(_I), _op)()
+    assert {_op: _out.dtype} == {_op: float32} and _close(_out.data, getattr(np, _op)(_I.astype(np.float64)), 1e-5), (
+        "exp, log and sqrt of an int64 tensor give float32")
+_h = Tensor(_P.astype(np.float16), requires_grad=True)
+for _op in _ops:
+    _out = getattr(_h, _op)()
+    assert {_op: (_out.dtype, _out._ctx.backward(_G.astype(np.float16)).dtype)} == {_op: (float16, float16)}, (
+        "float16 in, float16 out, gradients included")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1841,6 +2215,16 @@ assert h.exp().dtype == float16 and h.log()._ctx.backward(np.ones(2, np.float16)
 # `sigmoid` must be *stable*: `1 / (1 + exp(-a))` overflows for a = −1000.
 # Compute `e = exp(-|a|)`, which never overflows, and use `1 / (1 + e)` where
 # a ≥ 0 and `e / (1 + e)` where a < 0.
+#
+# **Checked when graded** (besides the tests below), on a shape, values,
+# large values of both signs and an upstream gradient drawn for you:
+#
+# * tanh matches np.tanh
+# * the gradient of tanh(a) is grad * (1 - tanh(a)**2)
+# * sigmoid(a) is 1 / (1 + exp(-a))
+# * the gradient of sigmoid(a) is grad * sigmoid(a) * (1 - sigmoid(a))
+# * tanh and sigmoid keep float32, gradients included
+# * sigmoid must not overflow for large |a|, and must give 0 and 1 there
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_tanh_sigmoid_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1886,12 +2270,27 @@ with np.errstate(over="raise"):  # here an overflow is an error, not a warning
     big = Tensor([-1000.0, 1000.0]).sigmoid()
 assert _close(big.data, [0, 1]), "sigmoid(-1000) is 0 and sigmoid(1000) is 1"
 ### BEGIN HIDDEN TESTS
-assert _close(x.sigmoid()._ctx.backward(g), g * s * (1 - s)), "the gradient of sigmoid(a) is grad * sigmoid(a) * (1 - sigmoid(a))"
-assert x.tanh().dtype == float32 and x.sigmoid().dtype == float32, "tanh and sigmoid must keep float32"
-assert x.sigmoid()._ctx.backward(g).dtype == float32, "the gradient of sigmoid must stay float32"
-with np.errstate(over="raise"):
-    far = Tensor([-100.0, -30.0, 30.0, 100.0]).sigmoid().data
-assert _close(far, [0, 0, 1, 1]), "sigmoid must not overflow for large |a|, and must give 0 and 1 there"
+# This student's own inputs: a shape, values and an upstream gradient drawn per student. Every a has
+# 0.3 ≤ |a| ≤ 3 (both signs, away from 0 where tanh and sigmoid look symmetric), every upstream
+# gradient 1.5 ≤ |grad| ≤ 3 (far from 1); the large values have 100 ≤ |a| ≤ 1000, both signs.
+_shape = tuple(int(n) for n in check_rng.integers(1, 5, int(check_rng.integers(1, 4))))
+_X = (check_rng.choice([-1, 1], _shape) * check_rng.uniform(0.3, 3, _shape)).astype(np.float32)
+_G = (check_rng.choice([-1, 1], _shape) * check_rng.uniform(1.5, 3, _shape)).astype(np.float32)
+_T, _S = np.tanh(_X.astype(np.float64)), 1 / (1 + np.exp(-_X.astype(np.float64)))
+_x = Tensor(_X, requires_grad=True)
+assert _close(_x.tanh().data, _T, 1e-5), "tanh matches np.tanh"
+assert _close(_x.tanh()._ctx.backward(_G), _G * (1 - _T ** 2), 1e-5), "the gradient of tanh(a) is grad * (1 - tanh(a)**2)"
+assert _close(_x.sigmoid().data, _S, 1e-5), "sigmoid(a) is 1 / (1 + exp(-a))"
+assert _close(_x.sigmoid()._ctx.backward(_G), _G * _S * (1 - _S), 1e-5), (
+    "the gradient of sigmoid(a) is grad * sigmoid(a) * (1 - sigmoid(a))")
+_outs = {"tanh": _x.tanh(), "sigmoid": _x.sigmoid()}
+assert {k: (o.dtype, o._ctx.backward(_G).dtype) for k, o in _outs.items()} == {"tanh": (float32, float32), "sigmoid": (float32, float32)}, (
+    "tanh and sigmoid keep float32, gradients included")
+_k = int(check_rng.integers(2, 7))
+_far = (check_rng.permutation(np.resize([-1.0, 1.0], _k)) * check_rng.uniform(100, 1000, _k)).astype(np.float32)
+with np.errstate(over="raise"):  # an overflow is an error here, not a warning
+    _big = Tensor(_far).sigmoid().data
+assert _close(_big, (_far > 0).astype(np.float32)), "sigmoid must not overflow for large |a|, and must give 0 and 1 there"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1900,6 +2299,17 @@ assert _close(far, [0, 0, 1, 1]), "sigmoid must not overflow for large |a|, and 
 # Both are piecewise linear, so their derivatives are masks: relu passes the
 # gradient where a > 0, abs multiplies it by the sign of a. At a = 0 both
 # give 0, as in PyTorch.
+#
+# **Checked when graded** (besides the tests below), on a shape, values
+# (exact zeros among them) and an upstream gradient drawn for you:
+#
+# * relu(a) is max(a, 0)
+# * relu passes the gradient only where a > 0: 0 at a = 0
+# * abs(a) is |a|
+# * the gradient of |a| is grad * sign(a), and 0 at a = 0
+# * relu keeps float32, gradient included
+# * the gradient of abs stays float32
+# * relu of an int64 tensor stays int64
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_relu_abs_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -1938,10 +2348,25 @@ assert _close(x.relu().data, [0, 0, 0, 0.5, 2]), "relu(a) is max(a, 0)"
 assert _close(x.relu()._ctx.backward(g), [0, 0, 0, 4, 5]), "relu passes the gradient only where a > 0"
 assert _close(abs(x).data, [2, 0.5, 0, 0.5, 2]), "abs(a) is |a|"
 ### BEGIN HIDDEN TESTS
-assert _close(x.abs()._ctx.backward(g), [-1, -2, 0, 4, 5]), "the gradient of |a| is grad * sign(a), and 0 at a = 0"
-assert x.relu().dtype == float32 and x.relu()._ctx.backward(g).dtype == float32, "relu must keep float32, gradient included"
-assert x.abs()._ctx.backward(g).dtype == float32, "the gradient of abs must stay float32"
-assert Tensor([-1, 2]).relu().tolist() == [0, 2] and Tensor([-1, 2]).relu().dtype == int64, "relu of an int64 tensor stays int64"
+# This student's own inputs: a shape, values and an upstream gradient drawn per student. Every a has
+# 0.2 ≤ |a| ≤ 3, except one or two exact 0s (the kink, where both gradients are 0); at least one a
+# of each sign, all at drawn places; every upstream gradient 1.5 ≤ |grad| ≤ 3 (far from ±1).
+_shape = tuple(int(n) for n in check_rng.integers(2, 5, int(check_rng.integers(0, 3)))) + (int(check_rng.integers(3, 6)),)
+_size = int(np.prod(_shape))
+_zeros = min(int(check_rng.integers(1, 3)), _size - 2)
+_signs = np.concatenate([np.zeros(_zeros), [1.0, -1.0], check_rng.choice([-1.0, 1.0], _size - _zeros - 2)])
+_X = (check_rng.permutation(_signs) * check_rng.uniform(0.2, 3, _size)).reshape(_shape).astype(np.float32)
+_G = (check_rng.choice([-1, 1], _shape) * check_rng.uniform(1.5, 3, _shape)).astype(np.float32)
+_x = Tensor(_X, requires_grad=True)
+assert _close(_x.relu().data, np.maximum(_X, 0)), "relu(a) is max(a, 0)"
+assert _close(_x.relu()._ctx.backward(_G), _G * (_X > 0)), "relu passes the gradient only where a > 0: 0 at a = 0"
+assert _close(_x.abs().data, np.abs(_X)), "abs(a) is |a|"
+assert _close(_x.abs()._ctx.backward(_G), _G * np.sign(_X)), "the gradient of |a| is grad * sign(a), and 0 at a = 0"
+assert (_x.relu().dtype, _x.relu()._ctx.backward(_G).dtype) == (float32, float32), "relu keeps float32, gradient included"
+assert _x.abs()._ctx.backward(_G).dtype == float32, "the gradient of abs stays float32"
+_I = check_rng.integers(-9, 10, _shape)
+assert Tensor(_I).relu().dtype == int64 and np.array_equal(Tensor(_I).relu().data, np.maximum(_I, 0)), (
+    "relu of an int64 tensor stays int64")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -1960,13 +2385,39 @@ assert Tensor([-1, 2]).relu().tolist() == [0, 2] and Tensor([-1, 2]).relu().dtyp
 # respect to a batch of input data is a fifth of an MLP's training FLOPs, and
 # nobody needs it. Handle the vector cases by giving them their matrix shape
 # in backward, then dropping it again. Batch axes that were broadcast are
-# summed back by the engine.
+# summed back by the engine: return each gradient as the product gives it,
+# batch axes included.
 #
 # Shapes that do not fit must give an error a person can act on:
 # `matmul: shapes (32, 785) and (784, 10) do not fit: the last axis of the
 # first (785) must equal the first of the last two of the second (784)`.
 # A 0-d operand is a `ShapeError` too:
 # `matmul: both operands need at least one axis; got shapes () and (2,)`.
+#
+# **Checked when graded** (besides the tests below), on sizes (all different,
+# so that a missing transpose shows), matrices, vectors and output gradients
+# drawn for you:
+#
+# * a @ b of an (m, k) and a (k, n) matrix is their matrix product
+# * the gradient of a @ b with respect to a is grad @ bᵀ
+# * the gradient of a @ b with respect to b is aᵀ @ grad
+# * a batch of matrices times one matrix multiplies each matrix of the batch
+# * a batch times one matrix: the batch's gradient is grad @ bᵀ for each matrix
+# * a batch times one matrix: the matrix's gradient keeps the batch axis, aᵀ @ grad for each matrix (the engine sums it back)
+# * one matrix times a batch of matrices: the inner size is the second-last axis of the second
+# * one matrix times a batch: the matrix's gradient keeps the batch axis, grad @ bᵀ for each matrix
+# * one matrix times a batch: the batch's gradient is aᵀ @ grad for each matrix
+# * matrix @ vector gives a vector
+# * matrix @ vector: the matrix's gradient is the outer product of grad and the vector
+# * matrix @ vector: the vector's gradient is a vector, the matrix transposed @ grad
+# * vector @ matrix gives a vector
+# * vector @ matrix: the vector's gradient is a vector, the matrix @ grad
+# * vector @ matrix: the matrix's gradient is the outer product of the vector and grad
+# * an input that needs no gradient gets None: compute only the gradients needs_input_grad asks for
+# * shapes that do not fit must raise a `ShapeError`
+# * the error names both shapes
+# * a 0-d operand must raise a `ShapeError`
+# * the error says that matmul needs at least one axis
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_matmul_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2020,33 +2471,68 @@ try:
 except ShapeError as err:
     assert "785" in str(err) and "784" in str(err), f"the error must name both sizes that differ; got: {err}"
 ### BEGIN HIDDEN TESTS
-batch = Tensor(np.ones((5, 2, 3), np.float32), requires_grad=True)
-out = batch @ b
-assert out.shape == (5, 2, 4), "a batch of matrices times one matrix keeps the batch axis"
-ga, gb = out._ctx.backward(np.ones((5, 2, 4), np.float32))
-assert ga.shape == (5, 2, 3) and gb.shape == (5, 3, 4), "batched gradients keep the batch axis (the engine sums it back)"
-stacked = Tensor(np.ones((5, 3, 4), np.float32))
-assert (a @ stacked).shape == (5, 2, 4), "one matrix times a batch of matrices: the inner size is the second-last axis of the second"
-v = Tensor(np.array([1.0, 2.0, 3.0], np.float32), requires_grad=True)
-mv = Tensor(B.T.copy(), requires_grad=True) @ v
-assert mv.shape == (4,) and _close(mv.data, B.T @ v.data), "matrix @ vector gives a vector"
-gm, gv = mv._ctx.backward(np.ones(4, np.float32))
-assert gm.shape == (4, 3) and gv.shape == (3,) and _close(gv, B @ np.ones(4)), "matrix @ vector: the vector's gradient is a vector"
-vm = v @ b
-gv2, gb2 = vm._ctx.backward(np.ones(4, np.float32))
-assert gv2.shape == (3,) and gb2.shape == (3, 4) and _close(gb2, np.outer(v.data, np.ones(4))), "vector @ matrix: the gradients have the inputs' shapes"
-g_data, g_weight = (Tensor(A) @ b)._ctx.backward(G)
-assert g_data is None and _close(g_weight, A.T @ G), "no gradient (and no matmul) for an input that needs none"
+# This student's own inputs: four different sizes from 2 to 6 (a missing transpose, or an axis taken
+# for another, shows as a wrong shape or a shape error), float32 matrices, vectors and gradients.
+_B, _m, _k, _n = (int(v) for v in check_rng.permutation([2, 3, 4, 5, 6])[:4])
+_A = check_rng.standard_normal((_m, _k)).astype(np.float32)
+_W = check_rng.standard_normal((_k, _n)).astype(np.float32)
+_G = check_rng.standard_normal((_m, _n)).astype(np.float32)
+_out = Tensor(_A, requires_grad=True) @ Tensor(_W, requires_grad=True)
+assert _out.shape == (_m, _n) and _close(_out.numpy(), _A @ _W, 1e-5), "a @ b of an (m, k) and a (k, n) matrix is their matrix product"
+_ga, _gw = _out._ctx.backward(_G)
+assert _ga.shape == (_m, _k) and _close(_ga, _G @ _W.T, 1e-5), "the gradient of a @ b with respect to a is grad @ bᵀ"
+assert _gw.shape == (_k, _n) and _close(_gw, _A.T @ _G, 1e-5), "the gradient of a @ b with respect to b is aᵀ @ grad"
+_X = check_rng.standard_normal((_B, _m, _k)).astype(np.float32)
+_GB = check_rng.standard_normal((_B, _m, _n)).astype(np.float32)
+_out = Tensor(_X, requires_grad=True) @ Tensor(_W, requires_grad=True)
+assert _out.shape == (_B, _m, _n) and _close(_out.numpy(), _X @ _W, 1e-5), "a batch of matrices times one matrix multiplies each matrix of the batch"
+_gx, _gw = _out._ctx.backward(_GB)
+assert _gx.shape == (_B, _m, _k) and _close(_gx, _GB @ _W.T, 1e-5), "a batch times one matrix: the batch's gradient is grad @ bᵀ for each matrix"
+assert _gw.shape == (_B, _k, _n) and _close(_gw, _X.transpose(0, 2, 1) @ _GB, 1e-5), (
+    "a batch times one matrix: the matrix's gradient keeps the batch axis, aᵀ @ grad for each matrix (the engine sums it back)")
+_Y = check_rng.standard_normal((_B, _k, _n)).astype(np.float32)
+_out = Tensor(_A, requires_grad=True) @ Tensor(_Y, requires_grad=True)
+assert _out.shape == (_B, _m, _n) and _close(_out.numpy(), _A @ _Y, 1e-5), (
+    "one matrix times a batch of matrices: the inner size is the second-last axis of the second")
+_ga, _gy = _out._ctx.backward(_GB)
+assert _ga.shape == (_B, _m, _k) and _close(_ga, _GB @ _Y.transpose(0, 2, 1), 1e-5), (
+    "one matrix times a batch: the matrix's gradient keeps the batch axis, grad @ bᵀ for each matrix")
+assert _gy.shape == (_B, _k, _n) and _close(_gy, _A.T @ _GB, 1e-5), "one matrix times a batch: the batch's gradient is aᵀ @ grad for each matrix"
+_M = check_rng.standard_normal((_n, _k)).astype(np.float32)
+_v = check_rng.standard_normal(_k).astype(np.float32)
+_g = check_rng.standard_normal(_n).astype(np.float32)
+_out = Tensor(_M, requires_grad=True) @ Tensor(_v, requires_grad=True)
+assert _out.shape == (_n,) and _close(_out.numpy(), _M @ _v, 1e-5), "matrix @ vector gives a vector"
+_gm, _gv = _out._ctx.backward(_g)
+assert _gm.shape == (_n, _k) and _close(_gm, np.outer(_g, _v), 1e-5), "matrix @ vector: the matrix's gradient is the outer product of grad and the vector"
+assert _gv.shape == (_k,) and _close(_gv, _M.T @ _g, 1e-5), "matrix @ vector: the vector's gradient is a vector, the matrix transposed @ grad"
+_out = Tensor(_v, requires_grad=True) @ Tensor(_W, requires_grad=True)
+assert _out.shape == (_n,) and _close(_out.numpy(), _v @ _W, 1e-5), "vector @ matrix gives a vector"
+_gv, _gw = _out._ctx.backward(_g)
+assert _gv.shape == (_k,) and _close(_gv, _W @ _g, 1e-5), "vector @ matrix: the vector's gradient is a vector, the matrix @ grad"
+assert _gw.shape == (_k, _n) and _close(_gw, np.outer(_v, _g), 1e-5), "vector @ matrix: the matrix's gradient is the outer product of the vector and grad"
+# Each input in turn needs no gradient: its gradient is None, the other one's is still right.
+_none, _gw = (Tensor(_A) @ Tensor(_W, requires_grad=True))._ctx.backward(_G)
+assert [_none] == [None] and _close(_gw, _A.T @ _G, 1e-5), (
+    "an input that needs no gradient gets None: compute only the gradients needs_input_grad asks for")
+_ga, _none = (Tensor(_A, requires_grad=True) @ Tensor(_W))._ctx.backward(_G)
+assert [_none] == [None] and _close(_ga, _G @ _W.T, 1e-5), (
+    "an input that needs no gradient gets None: compute only the gradients needs_input_grad asks for")
+_extra = int(check_rng.integers(1, 3))
 try:
-    Tensor(2.0) @ Tensor(np.ones(2, np.float32))
+    Tensor(_A) @ Tensor(np.ones((_k + _extra, _n), np.float32))
+    raise AssertionError("shapes that do not fit must raise a ShapeError")
+except ShapeError as err:
+    _said = str(err)
+assert _close_text(_said, (str((_m, _k)), str((_k + _extra, _n)))), "the error names both shapes"
+_scalar, _vector = Tensor(np.array(_g[0])), Tensor(_v)
+_pair = (_scalar, _vector) if check_rng.integers(2) else (_vector, _scalar)
+try:
+    _pair[0] @ _pair[1]
     raise AssertionError("a 0-d operand must raise a ShapeError")
 except ShapeError as err:
-    assert "axis" in str(err), f"the error must say that matmul needs at least one axis; got: {err}"
-# This student's own inputs: check_rng is seeded from the course, the student and the task.
-_rs_m, _rs_k, _rs_n = (int(v) for v in check_rng.integers(2, 6, size=3))
-_rs_a = check_rng.standard_normal((_rs_m, _rs_k)).astype(np.float32)
-_rs_b = check_rng.standard_normal((_rs_k, _rs_n)).astype(np.float32)
-assert _close((Tensor(_rs_a) @ Tensor(_rs_b)).numpy(), _rs_a @ _rs_b, 1e-4), "a @ b must match NumPy's matmul on random matrices"
+    _said = str(err)
+assert "axis" in _said, "the error says that matmul needs at least one axis"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2076,6 +2562,23 @@ def _keepdims_shape(shape: tuple[int, ...], axis: tuple[int, ...] | None) -> tup
 # * backward: every input element contributed once, so each gets the
 #   output's gradient. Give `grad` back its reduced axes (size 1) and
 #   broadcast it to the input's shape.
+#
+# Integer and bool tensors sum to int64, as NumPy counts them.
+#
+# **Checked when graded** (besides the tests below), on a 3-d tensor whose
+# sizes (all different), whole-number values, axes and output gradients are
+# drawn for you:
+#
+# * sum() adds every element into a 0-d tensor
+# * sum over any one axis, negative or not, adds along it
+# * sum over a tuple of axes adds along each of them
+# * keepdims=True keeps each reduced axis with size 1
+# * the gradient of a sum over one axis gives each element the gradient of the sum it went into
+# * the gradient of a sum over a tuple of axes gives each element the gradient of the sum it went into
+# * the gradient of a keepdims sum gives each element the gradient of the sum it went into
+# * the gradient of sum() goes to every element
+# * a float16 sum of n ones (n from 2,100 to 4,000) must add up in float32 and give n, rounded to float16
+# * integer and bool sums count in int64
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_sum_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2103,14 +2606,41 @@ assert _close(x.sum(axis=0).data, [5, 7, 9]), "sum(axis=0) adds the rows"
 assert x.sum(axis=1, keepdims=True).shape == (2, 1), "keepdims=True keeps the reduced axis with size 1"
 assert _close(x.sum(axis=1)._ctx.backward(np.array([1.0, 2.0], np.float32)), [[1, 1, 1], [2, 2, 2]]), "each element gets the gradient of the sum it went into"
 ### BEGIN HIDDEN TESTS
-assert _close(x.sum(axis=(0, 1)).data, 21) and _close(x.sum(axis=-1).data, [9, 12]), "sum over a tuple of axes, and over a negative axis"
-g0 = x.sum(axis=0, keepdims=True)._ctx.backward(np.array([[1.0, 2.0, 3.0]], np.float32))
-assert _close(g0, [[1, 2, 3], [1, 2, 3]]), "the gradient of a keepdims sum over axis 0 goes to every row"
-gall = x.sum()._ctx.backward(np.float32(2.0))
-assert gall.shape == (2, 3) and _close(gall, np.full((2, 3), 2.0)), "the gradient of a full sum goes to every element"
-h = Tensor(np.ones((3000, 2), np.float16)).sum(axis=0)
-assert h.dtype == float16 and _close(h.data, [3000, 3000]), f"a float16 sum of 3000 ones must add up in float32 and give 3000; got {h.data}"
-assert Tensor([1, 2, 3]).sum().dtype == int64 and Tensor([True, True]).sum().item() == 2, "integer and bool sums count in int64"
+# This student's own tensor: three different sizes from 2 to 5 (a gradient given back along the wrong
+# axis shows as a wrong shape) and whole numbers from -9 to 9, so that every sum is exact.
+_shape = tuple(int(v) for v in check_rng.permutation([2, 3, 4, 5])[:3])
+_X = check_rng.integers(-9, 10, _shape).astype(np.float32)
+_x = Tensor(_X, requires_grad=True)
+assert _x.sum().shape == () and np.array_equal(_x.sum().numpy(), _X.sum()), "sum() adds every element into a 0-d tensor"
+for _axis in check_rng.permutation(6) - 3:
+    assert np.array_equal(_x.sum(axis=int(_axis)).numpy(), _X.sum(axis=int(_axis))), "sum over any one axis, negative or not, adds along it"
+_pair = tuple(sorted(int(a) for a in check_rng.choice(3, 2, replace=False)))
+assert np.array_equal(_x.sum(axis=_pair).numpy(), _X.sum(axis=_pair)), "sum over a tuple of axes adds along each of them"
+_axis = int(check_rng.integers(3))
+assert np.array_equal(_x.sum(axis=_axis, keepdims=True).numpy(), _X.sum(axis=_axis, keepdims=True)), (
+    "keepdims=True keeps each reduced axis with size 1")
+# An axis that is not the first: a gradient broadcast back without its reduced axis does not line up.
+_axis = int(check_rng.choice([1, 2, -1, -2]))
+_G = check_rng.integers(-9, 10, _X.sum(axis=_axis).shape).astype(np.float32)
+assert np.array_equal(_x.sum(axis=_axis)._ctx.backward(_G), np.broadcast_to(np.expand_dims(_G, _axis), _shape)), (
+    "the gradient of a sum over one axis gives each element the gradient of the sum it went into")
+_G = check_rng.integers(-9, 10, _X.sum(axis=_pair).shape).astype(np.float32)
+assert np.array_equal(_x.sum(axis=_pair)._ctx.backward(_G), np.broadcast_to(np.expand_dims(_G, _pair), _shape)), (
+    "the gradient of a sum over a tuple of axes gives each element the gradient of the sum it went into")
+_G = check_rng.integers(-9, 10, _X.sum(axis=_pair, keepdims=True).shape).astype(np.float32)
+assert np.array_equal(_x.sum(axis=_pair, keepdims=True)._ctx.backward(_G), np.broadcast_to(_G, _shape)), (
+    "the gradient of a keepdims sum gives each element the gradient of the sum it went into")
+_g = np.float32(check_rng.integers(1, 10))
+assert np.array_equal(_x.sum()._ctx.backward(_g), np.full(_shape, _g)), "the gradient of sum() goes to every element"
+_count, _cols = int(check_rng.integers(2100, 4001)), int(check_rng.integers(2, 5))
+_h = Tensor(np.ones((_count, _cols), np.float16)).sum(axis=0)
+assert _h.dtype == float16 and np.array_equal(_h.numpy(), np.full(_cols, _count, np.float32).astype(np.float16)), (
+    "a float16 sum of n ones (n from 2,100 to 4,000) must add up in float32 and give n, rounded to float16")
+_I = check_rng.integers(-50, 50, _shape)
+_flags = check_rng.integers(0, 2, _shape).astype(bool)
+assert (Tensor(_I).sum(axis=_axis).dtype, Tensor(_flags).sum().dtype) == (int64, int64) and (
+    np.array_equal(Tensor(_I).sum(axis=_axis).numpy(), _I.sum(axis=_axis))) and Tensor(_flags).sum().item() == int(_flags.sum()), (
+    "integer and bool sums count in int64")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2122,6 +2652,24 @@ assert Tensor([1, 2, 3]).sum().dtype == int64 and Tensor([True, True]).sum().ite
 # `axis=None`). `correction=1` (the unbiased estimate, PyTorch's default)
 # divides by n − 1, `correction=0` by n. `Tensor.mean` and `Tensor.var`
 # (given) call these, in float32 for float16 input.
+#
+# In `var`, take the mean with `keepdims=True`: then x − mean broadcasts
+# whichever axes were reduced (without it, only a reduction over the first
+# axes lines up).
+#
+# **Checked when graded** (besides the tests below), on a 3-d float32 tensor
+# whose sizes (all different), values and axes are drawn for you:
+#
+# * mean() averages every element
+# * mean over any one axis, negative or not, averages along it
+# * mean over a tuple of axes divides by the number of elements reduced
+# * var over any one axis divides by n - 1 by default (correction=1)
+# * var(correction=0) divides by n
+# * var over a tuple of axes: n is the number of elements reduced
+# * var() over every element
+# * keepdims=True keeps the reduced axes with size 1, for mean and var
+# * the mean of an integer tensor is float32
+# * mean and var are built from ops, so their result records the graph (requires_grad)
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_mean_var_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2151,13 +2699,34 @@ assert _close(x.mean().data, 3.5) and x.mean().dtype == float32, "mean() average
 assert _close(x.mean(axis=1).data, [3, 4]), "mean(axis=1) averages each row"
 assert _close(x.var(axis=1).data, X.var(axis=1, ddof=1)), "var divides by n - 1 by default (correction=1)"
 ### BEGIN HIDDEN TESTS
-assert _close(x.var(axis=0, correction=0).data, X.var(axis=0)), "var(correction=0) divides by n"
-assert _close(x.var().data, X.var(ddof=1)), "var() over every element"
-assert x.mean(axis=0, keepdims=True).shape == (1, 3) and x.var(axis=1, keepdims=True).shape == (2, 1), "keepdims keeps the reduced axis with size 1"
-assert _close(x.mean(axis=(0, 1)).data, 3.5) and _close(x.mean(axis=-1).data, [3, 4]), "mean over a tuple of axes, and over a negative axis"
-assert Tensor([1, 2, 4]).mean().dtype == float32, "the mean of integers is float32"
-m = x.mean(axis=1)
-assert m._ctx is not None and m.requires_grad, "mean must be built from ops, so it records the graph"
+# This student's own tensor: three different sizes from 2 to 5 (a count taken from the wrong axis, or
+# a mean that does not broadcast back, shows) and float32 values, compared with NumPy's in float64.
+_shape = tuple(int(v) for v in check_rng.permutation([2, 3, 4, 5])[:3])
+_X = check_rng.standard_normal(_shape).astype(np.float32)
+_X64 = _X.astype(np.float64)
+_x = Tensor(_X, requires_grad=True)
+assert _x.mean().shape == () and _close(_x.mean().numpy(), _X64.mean(), 1e-5), "mean() averages every element"
+for _axis in check_rng.permutation(6) - 3:
+    assert _close(_x.mean(axis=int(_axis)).numpy(), _X64.mean(axis=int(_axis)), 1e-5), "mean over any one axis, negative or not, averages along it"
+_pair = tuple(sorted(int(a) for a in check_rng.choice(3, 2, replace=False)))
+assert _close(_x.mean(axis=_pair).numpy(), _X64.mean(axis=_pair), 1e-5), "mean over a tuple of axes divides by the number of elements reduced"
+for _axis in check_rng.permutation(6) - 3:
+    assert _close(_x.var(axis=int(_axis)).numpy(), _X64.var(axis=int(_axis), ddof=1), 1e-5), (
+        "var over any one axis divides by n - 1 by default (correction=1)")
+_axis = int(check_rng.integers(3))
+assert _close(_x.var(axis=_axis, correction=0).numpy(), _X64.var(axis=_axis), 1e-5), "var(correction=0) divides by n"
+_correction = int(check_rng.integers(2))
+assert _close(_x.var(axis=_pair, correction=_correction).numpy(), _X64.var(axis=_pair, ddof=_correction), 1e-5), (
+    "var over a tuple of axes: n is the number of elements reduced")
+assert _x.var().shape == () and _close(_x.var().numpy(), _X64.var(ddof=1), 1e-5), "var() over every element"
+assert (_x.mean(axis=_pair, keepdims=True).shape, _x.var(axis=_axis, keepdims=True).shape) == (
+    _X.mean(axis=_pair, keepdims=True).shape, _X.var(axis=_axis, keepdims=True).shape), (
+    "keepdims=True keeps the reduced axes with size 1, for mean and var")
+_I = check_rng.integers(-50, 50, _shape)
+assert Tensor(_I).mean(axis=_axis).dtype == float32 and _close(Tensor(_I).mean(axis=_axis).numpy(), _I.mean(axis=_axis), 1e-5), (
+    "the mean of an integer tensor is float32")
+assert [_x.mean(axis=_axis).requires_grad, _x.var(axis=_pair).requires_grad] == [True, True], (
+    "mean and var are built from ops, so their result records the graph (requires_grad)")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2170,6 +2739,23 @@ assert m._ctx is not None and m.requires_grad, "mean must be built from ops, so 
 #   ties in the array's dtype (see the note on dtypes above).
 #
 # `min` is given: min(x) = −max(−x).
+#
+# **Checked when graded** (besides the tests below), on a 3-d float32 tensor
+# whose sizes (all different), values (no two equal), axes and output
+# gradients are drawn for you, and on tensors with ties built in:
+#
+# * max over any one axis, negative or not, takes the largest along it
+# * max over a tuple of axes takes the largest of each slice
+# * max() over every element is 0-d
+# * keepdims=True keeps the reduced axes with size 1
+# * only the maximum of each slice gets the gradient
+# * the gradient of a keepdims max goes to each slice's maximum
+# * ties share the gradient equally within each slice, not over the whole tensor
+# * ties of max() share the gradient equally
+# * the gradient of max must stay float32: count the ties in the array's dtype
+# * min, built on max, takes the smallest along the axis
+# * the max of an empty tensor must raise a ShapeError
+# * the error says the tensor is empty and names its shape
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_max_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2201,19 +2787,58 @@ assert _close(x.max(axis=1)._ctx.backward(np.array([1.0, 2.0], np.float32)), [[0
 tie = Tensor([2.0, 7.0, 7.0], requires_grad=True)
 assert _close(tie.max()._ctx.backward(np.float32(1.0)), [0, 0.5, 0.5]), "ties share the gradient equally"
 ### BEGIN HIDDEN TESTS
-assert tie.max()._ctx.backward(np.float32(1.0)).dtype == float32, "the gradient of max must stay float32: count the ties in the array's dtype"
-assert x.max(axis=0, keepdims=True).shape == (1, 3) and x.max().shape == (), "keepdims keeps the reduced axis; max() is 0-d"
-gk = x.max(axis=0, keepdims=True)._ctx.backward(np.array([[1.0, 2.0, 3.0]], np.float32))
-assert _close(gk, [[0, 2, 0], [1, 0, 3]]), "the gradient of a keepdims max goes to each column's maximum"
-rows = Tensor([[1.0, 1.0], [3.0, 2.0]], requires_grad=True)
-gr = rows.max(axis=1)._ctx.backward(np.array([4.0, 1.0], np.float32))
-assert _close(gr, [[2, 2], [1, 0]]), "ties are shared within each row, not over the whole tensor"
-assert _close(x.min(axis=0).data, [1, 2, 3]), "min, built on max, takes the smallest of each column"
+# This student's own tensor: three different sizes from 2 to 5 and whole numbers, no two equal (so
+# each slice has one maximum), with gradients from 1 to 9 (none 0, so a misplaced one shows).
+_shape = tuple(int(v) for v in check_rng.permutation([2, 3, 4, 5])[:3])
+_size = int(np.prod(_shape))
+_X = (check_rng.permutation(_size) - _size // 2).reshape(_shape).astype(np.float32)
+_x = Tensor(_X, requires_grad=True)
+for _axis in check_rng.permutation(6) - 3:
+    assert np.array_equal(_x.max(axis=int(_axis)).numpy(), _X.max(axis=int(_axis))), "max over any one axis, negative or not, takes the largest along it"
+_pair = tuple(sorted(int(a) for a in check_rng.choice(3, 2, replace=False)))
+assert np.array_equal(_x.max(axis=_pair).numpy(), _X.max(axis=_pair)), "max over a tuple of axes takes the largest of each slice"
+assert _x.max().shape == () and np.array_equal(_x.max().numpy(), _X.max()), "max() over every element is 0-d"
+_axis = int(check_rng.integers(3))
+assert np.array_equal(_x.max(axis=_pair, keepdims=True).numpy(), _X.max(axis=_pair, keepdims=True)), (
+    "keepdims=True keeps the reduced axes with size 1")
+_G = check_rng.integers(1, 10, _X.max(axis=_axis).shape).astype(np.float32)
+_wins = _X == _X.max(axis=_axis, keepdims=True)
+assert np.array_equal(_x.max(axis=_axis)._ctx.backward(_G), np.expand_dims(_G, _axis) * _wins), (
+    "only the maximum of each slice gets the gradient")
+_G = check_rng.integers(1, 10, _X.max(axis=_pair, keepdims=True).shape).astype(np.float32)
+_wins = _X == _X.max(axis=_pair, keepdims=True)
+assert np.array_equal(_x.max(axis=_pair, keepdims=True)._ctx.backward(_G), _G * _wins), (
+    "the gradient of a keepdims max goes to each slice's maximum")
+# Ties built in: an (r, c) matrix of different whole numbers, each row's maximum then copied to a drawn
+# number of places (one row at least two), reduced along its rows or, transposed, along its columns.
+_r, _c = (int(v) for v in check_rng.permutation([3, 4, 5])[:2])
+_T = (check_rng.permutation(_r * _c) - _r * _c // 2).reshape(_r, _c).astype(np.float32)
+_ties = check_rng.integers(1, _c + 1, _r)
+_ties[int(check_rng.integers(_r))] = int(check_rng.integers(2, _c + 1))
+for _row, _t in zip(_T, _ties):
+    _row[check_rng.permutation(_c)[:_t]] = _row.max()
+_axis = int(check_rng.integers(2))
+_T = _T if _axis == 1 else _T.T.copy()
+_G = check_rng.integers(1, 10, _T.max(axis=_axis).shape).astype(np.float32)
+_wins = _T == _T.max(axis=_axis, keepdims=True)
+_gt = Tensor(_T, requires_grad=True).max(axis=_axis)._ctx.backward(_G)
+assert _gt.shape == _T.shape and _close(_gt, np.expand_dims(_G, _axis) * _wins / _wins.sum(axis=_axis, keepdims=True)), (
+    "ties share the gradient equally within each slice, not over the whole tensor")
+_V = (check_rng.permutation(_c + 2) - 2).astype(np.float32)
+_V[check_rng.permutation(_c + 2)[:int(check_rng.integers(2, _c + 1))]] = _V.max()
+_g = np.float32(check_rng.integers(1, 10))
+assert _close(Tensor(_V, requires_grad=True).max()._ctx.backward(_g), _g * (_V == _V.max()) / np.sum(_V == _V.max())), (
+    "ties of max() share the gradient equally")
+assert _gt.dtype == float32, "the gradient of max must stay float32: count the ties in the array's dtype"
+_axis = int(check_rng.integers(-3, 3))
+assert np.array_equal(_x.min(axis=_axis).numpy(), _X.min(axis=_axis)), "min, built on max, takes the smallest along the axis"
+_empty = [(0, _c), (_c, 0), (0,)][int(check_rng.integers(3))]
 try:
-    Tensor(np.zeros(0, np.float32)).max()
+    Tensor(np.zeros(_empty, np.float32)).max()
     raise AssertionError("the max of an empty tensor must raise a ShapeError")
 except ShapeError as err:
-    assert "empty" in str(err), f"the error must say the tensor is empty; got: {err}"
+    _said = str(err)
+assert _close_text(_said, ("empty", str(_empty))), "the error says the tensor is empty and names its shape"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2256,6 +2881,24 @@ assert x.argmax(axis=1).tolist() == [1, 2] and x.argmax(axis=1).dtype == int64 a
 #
 # `flatten`, `squeeze`, `unsqueeze`, `transpose` and `.T` (given, in the
 # class) are built on these.
+#
+# **Checked when graded** (besides the tests below), on a 3-d tensor whose
+# sizes (all different), values, target shapes, permutations and output
+# gradients are drawn for you:
+#
+# * reshape keeps the order of the elements
+# * the gradient of a reshape is reshaped back to the input's shape
+# * reshape(-1) and flatten give every element in order
+# * permute moves the axes as asked
+# * the gradient of a permute goes back through the inverse permutation
+# * the gradient of x.T is transposed back
+# * unsqueeze and squeeze add and remove an axis of size 1
+# * expand repeats along the axes of size 1 and adds leading axes
+# * the backward of Expand returns the gradient unchanged (the engine sums it back)
+# * a shape with another number of elements must raise a ShapeError
+# * the reshape error names the input's shape and its number of elements
+# * a shape that expand cannot reach must raise a ShapeError
+# * the expand error names the input's shape
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_views_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2315,23 +2958,53 @@ G = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
 assert _close(p._ctx.backward(G), G.transpose(1, 2, 0)), "the gradient of a permute goes back through the inverse permutation"
 assert x.expand(4, 2, 3).shape == (4, 2, 3), "expand(4, 2, 3) adds a leading axis of 4"
 ### BEGIN HIDDEN TESTS
-assert _close(x.reshape(-1).data, np.arange(6)) and x.flatten().shape == (6,), "reshape(-1) and flatten give all 6 elements in order"
-assert x.T.shape == (3, 2) and _close(x.T.data, X.T) and _close(x.T._ctx.backward(X.T.copy()), X), "the gradient of x.T is transposed back"
-assert x.unsqueeze(0).shape == (1, 2, 3) and x.unsqueeze(0).squeeze(0).shape == (2, 3), "unsqueeze and squeeze add and remove an axis of size 1"
-e = Tensor([[1.0], [2.0]], requires_grad=True).expand(2, 3)
-assert _close(e.data, [[1, 1, 1], [2, 2, 2]]), "expand repeats along the axes of size 1"
-ge = e._ctx.backward(np.arange(6, dtype=np.float32).reshape(2, 3))
-assert ge.shape == (2, 3) and _close(ge, np.arange(6).reshape(2, 3)), "the backward of Expand returns the gradient unchanged (the engine sums it back)"
+# This student's own tensor: three different sizes from 2 to 5 (an axis put in the wrong place shows
+# as a wrong shape), whole numbers, a target shape, a permutation (a 3-cycle, which is not its own
+# inverse) and gradients, all drawn.
+_shape = tuple(int(v) for v in check_rng.permutation([2, 3, 4, 5])[:3])
+_s0, _s1, _s2 = _shape
+_size = _s0 * _s1 * _s2
+_X = check_rng.integers(-9, 10, _shape).astype(np.float32)
+_x = Tensor(_X, requires_grad=True)
+_target = [(_s0 * _s1, _s2), (_s0, _s1 * _s2), (_s2, _s0 * _s1), (_s1, -1), (_size,)][int(check_rng.integers(5))]
+_r = _x.reshape(*_target)
+assert np.array_equal(_r.numpy(), _X.reshape(_target)), "reshape keeps the order of the elements"
+_G = check_rng.integers(-9, 10, _X.reshape(_target).shape).astype(np.float32)
+assert np.array_equal(_r._ctx.backward(_G), _G.reshape(_shape)), "the gradient of a reshape is reshaped back to the input's shape"
+assert np.array_equal(_x.reshape(-1).numpy(), _X.ravel()) and np.array_equal(_x.flatten().numpy(), _X.ravel()), (
+    "reshape(-1) and flatten give every element in order")
+_perm = [(1, 2, 0), (2, 0, 1)][int(check_rng.integers(2))]
+_p = _x.permute(*_perm)
+assert np.array_equal(_p.numpy(), _X.transpose(_perm)), "permute moves the axes as asked"
+_G = check_rng.integers(-9, 10, _X.transpose(_perm).shape).astype(np.float32)
+assert np.array_equal(_p._ctx.backward(_G), _G.transpose(np.argsort(_perm))), "the gradient of a permute goes back through the inverse permutation"
+_G = check_rng.integers(-9, 10, _X.T.shape).astype(np.float32)
+assert np.array_equal(_x.T.numpy(), _X.T) and np.array_equal(_x.T._ctx.backward(_G), _G.T), "the gradient of x.T is transposed back"
+_at = int(check_rng.integers(4))
+assert (_x.unsqueeze(_at).shape, _x.unsqueeze(_at).squeeze(_at).shape) == (np.expand_dims(_X, _at).shape, _shape), (
+    "unsqueeze and squeeze add and remove an axis of size 1")
+_one = int(check_rng.integers(3))
+_small = tuple(1 if i == _one else n for i, n in enumerate(_shape))
+_E = check_rng.integers(-9, 10, _small).astype(np.float32)
+_to = (int(check_rng.integers(2, 4)),) + _shape
+_e = Tensor(_E, requires_grad=True).expand(*_to)
+assert np.array_equal(_e.numpy(), np.broadcast_to(_E, _to)), "expand repeats along the axes of size 1 and adds leading axes"
+_G = check_rng.integers(-9, 10, _to).astype(np.float32)
+assert np.array_equal(_e._ctx.backward(_G), _G), "the backward of Expand returns the gradient unchanged (the engine sums it back)"
 try:
-    x.reshape(4, 2)
-    raise AssertionError("reshape(4, 2) of 6 elements must raise a ShapeError")
+    _x.reshape(_s2 + 1, _s0 * _s1)
+    raise AssertionError("a shape with another number of elements must raise a ShapeError")
 except ShapeError as err:
-    assert "(2, 3)" in str(err) and "6 elements" in str(err), f"the reshape error must name the input's shape and its number of elements; got: {err}"
+    _said = str(err)
+assert _close_text(_said, (str(_shape), f"{_size} elements")), (
+    "the reshape error names the input's shape and its number of elements")
+_bump = int(check_rng.integers(3))
 try:
-    x.expand(4, 3)
-    raise AssertionError("expanding (2, 3) to (4, 3) must raise a ShapeError")
+    _x.expand(*(n + 1 if i == _bump else n for i, n in enumerate(_shape)))
+    raise AssertionError("a shape that expand cannot reach must raise a ShapeError")
 except ShapeError as err:
-    assert "(2, 3)" in str(err), f"the expand error must name the input's shape; got: {err}"
+    _said = str(err)
+assert _close_text(_said, (str(_shape),)), "the expand error names the input's shape"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2369,6 +3042,24 @@ def _scatter_add(target: Any, index: Any, values: Any) -> None:
 
 # %% [markdown]
 # ### Task `tensor_indexing` (1 point): `x[index]`
+#
+# Write `GetItem` as described above: forward picks, backward puts the
+# gradient back where the picks came from.
+#
+# **Checked when graded** (besides the tests below), on a 3-d float32 tensor
+# whose sizes (all different), values, indices (repeats built in) and output
+# gradients are drawn for you:
+#
+# * integers (negative ones too) and slices pick like NumPy
+# * the gradient goes back to the picked places, zeros elsewhere
+# * x[i, j, k] is a 0-d tensor
+# * a bool mask picks the elements where it is true
+# * the gradient of a bool mask goes back to the places where it is true
+# * repeated picks add up
+# * repeated picks along the last axis add up too
+# * the gradient of an index must keep the input's dtype
+# * an index past the end must raise a ShapeError
+# * the error names getitem and the shape
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_indexing_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2401,16 +3092,48 @@ assert _close(x[1]._ctx.backward(np.array([1.0, 2.0, 3.0], np.float32)), [[0, 0,
 picked = x[np.array([0, 0, 1])]
 assert _close(picked._ctx.backward(np.ones((3, 3), np.float32)), [[2, 2, 2], [1, 1, 1]]), "repeated picks add up"
 ### BEGIN HIDDEN TESTS
-assert _close(x[Tensor(X > 2)].data, [3, 4, 5]), "a bool mask picks the elements where it is true"
-gm = x[:, [2, 2]]._ctx.backward(np.ones((2, 2), np.float32))
-assert _close(gm, [[0, 0, 2], [0, 0, 2]]), "repeated picks along the last axis add up too"
-assert x[1]._ctx.backward(np.ones(3, np.float32)).dtype == float32, "the gradient of an index must keep the input's dtype"
-assert _close(x[1, 2].data, 5) and x[1, 2].shape == (), "x[1, 2] is a 0-d tensor"
+# This student's own tensor: three different sizes from 2 to 5, whole numbers, indices and gradients
+# drawn; the integer-array indices hold more picks than the axis has places, so some place repeats.
+_shape = tuple(int(v) for v in check_rng.permutation([2, 3, 4, 5])[:3])
+_s0, _s1, _s2 = _shape
+_X = check_rng.integers(-9, 10, _shape).astype(np.float32)
+_x = Tensor(_X, requires_grad=True)
+_lo = int(check_rng.integers(0, _s1 - 1))
+_index = (int(check_rng.integers(_s0)), slice(_lo, int(check_rng.integers(_lo + 1, _s1 + 1))), int(check_rng.integers(-_s2, 0)))
+_picked = _x[_index]
+assert np.array_equal(_picked.numpy(), _X[_index]), "integers (negative ones too) and slices pick like NumPy"
+_G = check_rng.integers(1, 10, _X[_index].shape).astype(np.float32)
+_full = np.zeros_like(_X)
+_full[_index] = _G
+assert np.array_equal(_picked._ctx.backward(_G), _full), "the gradient goes back to the picked places, zeros elsewhere"
+_at = tuple(int(v) for v in check_rng.integers(0, _shape))
+assert _x[_at].shape == () and np.array_equal(_x[_at].numpy(), _X[_at]), "x[i, j, k] is a 0-d tensor"
+_mask = check_rng.permutation(np.resize([True, False], _X.size)).reshape(_shape)
+_masked = _x[Tensor(_mask)]
+assert np.array_equal(_masked.numpy(), _X[_mask]), "a bool mask picks the elements where it is true"
+_G = check_rng.integers(1, 10, int(_mask.sum())).astype(np.float32)
+_full = np.zeros_like(_X)
+_full[_mask] = _G
+assert np.array_equal(_masked._ctx.backward(_G), _full), "the gradient of a bool mask goes back to the places where it is true"
+_rows = check_rng.integers(0, _s0, _s0 + 2)
+_G = check_rng.integers(1, 10, (_s0 + 2, _s1, _s2)).astype(np.float32)
+_full = np.zeros_like(_X)
+np.add.at(_full, _rows, _G)
+assert np.array_equal(_x[_rows]._ctx.backward(_G), _full), "repeated picks add up"
+_cols = check_rng.integers(0, _s2, _s2 + 2)
+_G = check_rng.integers(1, 10, (_s0, _s1, _s2 + 2)).astype(np.float32)
+_full = np.zeros_like(_X)
+np.add.at(_full, (slice(None), slice(None), _cols), _G)
+assert np.array_equal(_x[:, :, _cols]._ctx.backward(_G), _full), "repeated picks along the last axis add up too"
+_G = check_rng.integers(1, 10, _X[_index].shape).astype(np.float32)
+assert _x[_index]._ctx.backward(_G).dtype == float32, "the gradient of an index must keep the input's dtype"
+_past = _s0 + int(check_rng.integers(0, 3))
 try:
-    x[5]
-    raise AssertionError("x[5] of a tensor with 2 rows must raise a ShapeError")
+    _x[_past]
+    raise AssertionError("an index past the end must raise a ShapeError")
 except ShapeError as err:
-    assert "getitem" in str(err) and "(2, 3)" in str(err), f"the error must name getitem and the shape; got: {err}"
+    _said = str(err)
+assert _close_text(_said, ("getitem", str(_shape))), "the error names getitem and the shape"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2474,6 +3197,18 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 # %% [markdown]
 # ### Task `tensor_cat_stack` (1 point): `Cat` and `Stack`
+#
+# Write `Cat` and `Stack` as described above. Both get `axis` already
+# non-negative.
+#
+# **Checked when graded** (besides the tests below), on three or four pieces
+# whose sizes along the joined axis (all different), values, axes and output
+# gradients are drawn for you:
+#
+# * cat joins along any axis, negative or not
+# * the gradient of cat is cut back into pieces the sizes of the inputs, in order, along the joined axis
+# * stack joins along a new axis at any position, negative or not
+# * stack gives each input its slice of the gradient along the new axis
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_cat_stack_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2515,16 +3250,31 @@ zero = Tensor(np.zeros((2, 3), np.float32), requires_grad=True)
 s = stack([x, zero], axis=0)
 assert s.shape == (2, 2, 3) and _close(s.data[0], X), "stack joins along a new axis"
 ### BEGIN HIDDEN TESTS
-g1, g2 = s._ctx.backward(np.stack([np.ones((2, 3)), 2 * np.ones((2, 3))]).astype(np.float32))
-assert g1.shape == (2, 3) and _close(g1, 1) and _close(g2, 2), "stack along axis 0 gives each input its slice of the gradient"
-parts = [Tensor(np.zeros((2, n), np.float32), requires_grad=True) for n in (1, 3, 2)]
-grads = cat(parts, axis=1)._ctx.backward(np.arange(12, dtype=np.float32).reshape(2, 6))
-assert [g.shape for g in grads] == [(2, 1), (2, 3), (2, 2)], f"pieces of widths 1, 3 and 2 must get gradients of those widths; got {[g.shape for g in grads]}"
-assert _close(grads[1], [[1, 2, 3], [7, 8, 9]]), "each piece of a cat along axis 1 gets its own columns of the gradient"
-st = stack([x, zero], axis=-1)
-assert st.shape == (2, 3, 2) and _close(st.data[..., 0], X), "stack along the last axis"
-ga, gb = st._ctx.backward(np.stack([np.ones((2, 3)), 2 * np.ones((2, 3))], axis=-1).astype(np.float32))
-assert ga.shape == (2, 3) and _close(ga, 1) and _close(gb, 2), "stack along the last axis gives each input its slice of the gradient"
+# This student's own pieces: three or four of them, of different sizes from 1 to 5 along the joined
+# axis (a cut at the wrong place shows), the other sizes drawn, whole numbers; every axis is tried,
+# in a drawn order, each written negative or not.
+_rest = [int(v) for v in check_rng.permutation([2, 3, 4])[:2]]
+_count = int(check_rng.integers(3, 5))
+for _axis in (int(a) for a in check_rng.permutation(6) - 3):
+    _widths = [int(w) for w in check_rng.permutation([1, 2, 3, 4, 5])[:_count]]
+    _pieces = [check_rng.integers(-9, 10, _rest[:_axis % 3] + [_w] + _rest[_axis % 3:]).astype(np.float32) for _w in _widths]
+    _out = cat([Tensor(p, requires_grad=True) for p in _pieces], axis=_axis)
+    assert np.array_equal(_out.numpy(), np.concatenate(_pieces, axis=_axis)), "cat joins along any axis, negative or not"
+    _G = check_rng.integers(-9, 10, np.concatenate(_pieces, axis=_axis).shape).astype(np.float32)
+    _grads = _out._ctx.backward(_G)
+    assert [g.shape for g in _grads] == [p.shape for p in _pieces], (
+        "the gradient of cat is cut back into pieces the sizes of the inputs, in order, along the joined axis")
+    assert [g.tolist() for g in _grads] == [p.tolist() for p in np.split(_G, np.cumsum(_widths)[:-1], axis=_axis)], (
+        "the gradient of cat is cut back into pieces the sizes of the inputs, in order, along the joined axis")
+for _axis in (int(a) for a in check_rng.permutation(6) - 3):
+    _pieces = [check_rng.integers(-9, 10, _rest).astype(np.float32) for _ in range(_count)]
+    _out = stack([Tensor(p, requires_grad=True) for p in _pieces], axis=_axis)
+    assert np.array_equal(_out.numpy(), np.stack(_pieces, axis=_axis)), "stack joins along a new axis at any position, negative or not"
+    _G = check_rng.integers(-9, 10, np.stack(_pieces, axis=_axis).shape).astype(np.float32)
+    _grads = _out._ctx.backward(_G)
+    assert [g.shape for g in _grads] == [p.shape for p in _pieces], "stack gives each input its slice of the gradient along the new axis"
+    assert [g.tolist() for g in _grads] == [np.take(_G, i, axis=_axis).tolist() for i in range(_count)], (
+        "stack gives each input its slice of the gradient along the new axis")
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2636,6 +3386,19 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
 
 # %% [markdown]
 # ### Task `tensor_where` (1 point): `where`
+#
+# Write `Where` as described above. Multiply by the bool mask and by its
+# complement (`~mask`), so that the gradients stay float32.
+#
+# **Checked when graded** (besides the tests below), on a condition (true
+# and false both in it), values and output gradients drawn for you:
+#
+# * where picks from a where the condition holds, from b elsewhere
+# * the gradient goes to a where the condition holds, to b elsewhere
+# * the gradients of where must stay float32
+# * where with a Python number for a keeps float32
+# * where broadcasts the condition with a and b
+# * comparisons give bool tensors, elementwise
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_where_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2660,13 +3423,27 @@ assert _close(w.data, [1, 0, 3]), "where picks from a where the condition holds,
 ga, gb = w._ctx.backward(np.array([1.0, 2.0, 3.0], np.float32))
 assert _close(ga, [1, 0, 3]) and _close(gb, [0, 2, 0]), "the gradient goes to a where the condition holds, to b elsewhere"
 ### BEGIN HIDDEN TESTS
-assert ga.dtype == float32 and gb.dtype == float32, "the gradients of where must stay float32"
-w2 = where(Tensor([True, False]), 1.0, Tensor([1.0, -2.0]))
-assert _close(w2.data, [1, -2]) and w2.dtype == float32, "where with a Python number for a keeps float32"
-m = where(Tensor([[True], [False]]), Tensor([1.0, 2.0, 3.0]), 0.0)
-assert m.shape == (2, 3) and _close(m.data, [[1, 2, 3], [0, 0, 0]]), "where broadcasts the condition with a and b"
-assert (a == a).tolist() == [True] * 3 and (a != 1.0).tolist() == [False, True, True], "comparisons give bool tensors"
-assert (a <= -2.0).tolist() == [False, True, False] and (a > 0).dtype == bool_, "comparisons give bool tensors"
+# This student's own inputs: a shape of two different sizes, a condition with as many true places as
+# false ones (give or take one) in a drawn order, float32 values and whole-number gradients.
+_shape = tuple(int(v) for v in check_rng.permutation([2, 3, 4, 5])[:2])
+_cond = check_rng.permutation(np.resize([True, False], _shape[0] * _shape[1])).reshape(_shape)
+_A = check_rng.standard_normal(_shape).astype(np.float32)
+_Bv = check_rng.standard_normal(_shape).astype(np.float32)
+_a, _b = Tensor(_A, requires_grad=True), Tensor(_Bv, requires_grad=True)
+_w = where(Tensor(_cond), _a, _b)
+assert np.array_equal(_w.numpy(), np.where(_cond, _A, _Bv)), "where picks from a where the condition holds, from b elsewhere"
+_G = check_rng.integers(1, 10, _shape).astype(np.float32)
+_ga, _gb = _w._ctx.backward(_G)
+assert np.array_equal(_ga, _G * _cond) and np.array_equal(_gb, _G * ~_cond), "the gradient goes to a where the condition holds, to b elsewhere"
+assert (_ga.dtype, _gb.dtype) == (float32, float32), "the gradients of where must stay float32"
+_c = float(np.round(check_rng.uniform(-5, 5), 2))
+_w = where(Tensor(_cond), _c, _b)
+assert _w.dtype == float32 and np.array_equal(_w.numpy(), np.where(_cond, np.float32(_c), _Bv)), "where with a Python number for a keeps float32"
+_column = _cond[:, :1]
+_w = where(Tensor(_column), Tensor(_A[0]), _c)
+assert _w.shape == _shape and np.array_equal(_w.numpy(), np.where(_column, _A[0], np.float32(_c))), "where broadcasts the condition with a and b"
+assert [(_a > _b).dtype, (_a <= _b).dtype] == [bool_, bool_] and [(_a > _b).tolist(), (_a <= _b).tolist()] == [
+    (_A > _Bv).tolist(), (_A <= _Bv).tolist()], "comparisons give bool tensors, elementwise"
 ### END HIDDEN TESTS
 
 # %% [markdown]
@@ -2674,9 +3451,22 @@ assert (a <= -2.0).tolist() == [False, True, False] and (a > 0).dtype == bool_, 
 #
 # `Clip` limits values to [low, high]; either may be None, for no limit on
 # that side (`Tensor.clip` is given). Convert the limits to the array's dtype
-# first, so that float32 stays float32. The gradient flows only where the
-# value was within the limits — a value exactly at a limit counts as within,
-# as in PyTorch.
+# first, so that float32 stays float32 (a NumPy float64 limit would otherwise
+# turn the result into float64). The gradient flows only where the value was
+# within the limits — a value exactly at a limit counts as within, as in
+# PyTorch.
+#
+# **Checked when graded** (besides the tests below), on limits, values (some
+# exactly at each limit) and output gradients drawn for you:
+#
+# * clip(min, max) limits the values to [min, max]
+# * the gradient flows where the value was within the limits, a limit itself included
+# * with only a lower limit, clip raises the values below it to it
+# * with only a lower limit, the gradient stops only below it
+# * with only an upper limit, clip lowers the values above it to it
+# * with only an upper limit, the gradient stops only above it
+# * clip must keep float32, gradient included, even for NumPy float64 limits
+# * clip works on integer tensors, which stay integer
 
 # %% nbgrader={"grade": false, "grade_id": "tensor_clip_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -2709,11 +3499,30 @@ c = a.clip(-1.0, 2.0)
 assert _close(c.data, [1, -1, 2, 2, -1]), "clip(-1, 2) limits the values to [-1, 2]"
 assert _close(c._ctx.backward(g), [1, 0, 0, 4, 5]), "the gradient flows where the value was within the limits (a limit itself counts as within)"
 ### BEGIN HIDDEN TESTS
-assert _close(a.clip(min=0.0).data, [1, 0, 3, 2, 0]) and _close(a.clip(max=0.0).data, [0, -2, 0, 0, -1]), "clip with one limit only"
-assert _close(a.clip(min=-1.0)._ctx.backward(g), [1, 0, 3, 4, 5]), "with only a lower limit, the gradient stops only below it"
-assert _close(a.clip(max=2.0)._ctx.backward(g), [1, 2, 0, 4, 5]), "with only an upper limit, the gradient stops only above it"
-assert a.clip(0.0, 1.0).dtype == float32 and a.clip(0.0, 1.0)._ctx.backward(g).dtype == float32, "clip must keep float32, gradient included"
-assert Tensor([1, 5, 9]).clip(2, 6).tolist() == [2, 5, 6], "clip works on integer tensors"
+# This student's own limits and values: halves, each limit itself among the values, values below,
+# between and above the limits, in a drawn order, and whole-number gradients (none 0).
+_low, _high = -float(check_rng.integers(1, 5)) / 2, float(check_rng.integers(1, 5)) / 2
+_n = int(check_rng.integers(8, 13))
+_drawn = check_rng.integers(int(2 * _low) - 4, int(2 * _high) + 5, _n - 4) / 2
+_X = check_rng.permutation(np.concatenate([[_low, _high, _low - 1, _high + 1], _drawn])).astype(np.float32)
+_x = Tensor(_X, requires_grad=True)
+_G = check_rng.integers(1, 10, _n).astype(np.float32)
+_c = _x.clip(_low, _high)
+assert np.array_equal(_c.numpy(), np.clip(_X, np.float32(_low), np.float32(_high))), "clip(min, max) limits the values to [min, max]"
+assert np.array_equal(_c._ctx.backward(_G), _G * ((_X >= _low) & (_X <= _high))), (
+    "the gradient flows where the value was within the limits, a limit itself included")
+_c = _x.clip(min=_low)
+assert np.array_equal(_c.numpy(), np.maximum(_X, np.float32(_low))), "with only a lower limit, clip raises the values below it to it"
+assert np.array_equal(_c._ctx.backward(_G), _G * (_X >= _low)), "with only a lower limit, the gradient stops only below it"
+_c = _x.clip(max=_high)
+assert np.array_equal(_c.numpy(), np.minimum(_X, np.float32(_high))), "with only an upper limit, clip lowers the values above it to it"
+assert np.array_equal(_c._ctx.backward(_G), _G * (_X <= _high)), "with only an upper limit, the gradient stops only above it"
+_c = _x.clip(np.float64(_low), np.float64(_high))
+assert (_c.dtype, _c._ctx.backward(_G).dtype) == (float32, float32), "clip must keep float32, gradient included, even for NumPy float64 limits"
+_I = check_rng.integers(-10, 11, _n)
+_lo, _hi = int(check_rng.integers(-6, -1)), int(check_rng.integers(1, 6))
+assert Tensor(_I).clip(_lo, _hi).dtype == int64 and Tensor(_I).clip(_lo, _hi).tolist() == np.clip(_I, _lo, _hi).tolist(), (
+    "clip works on integer tensors, which stay integer")
 ### END HIDDEN TESTS
 
 # %% [markdown]

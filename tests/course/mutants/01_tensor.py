@@ -21,6 +21,12 @@ MUTANTS = [
     ),
     # only the first operand is checked for being floating: int64 with float16 drifts to float64.
     ("tensor_dtypes", "    if is_floating(b):\n        return b\n", ""),
+    # integers compared by width alone: bool with uint8 (one byte each) stays bool.
+    (
+        "tensor_dtypes",
+        "        return b\n    return np.promote_types(a, b)",
+        "        return b\n    return a if a.itemsize >= b.itemsize else b",
+    ),
     # Python floats left as NumPy's float64.
     (
         "tensor_python_data",
@@ -40,6 +46,12 @@ MUTANTS = [
         "tensor_python_data",
         "    except ValueError as err:  # NumPy refuses ragged lists",
         "    except TypeError as err:  # NumPy refuses ragged lists",
+    ),
+    # the error for data that is not numbers shows the data but not its type.
+    (
+        "tensor_python_data",
+        'f"got {type(data).__name__} {data!r:.60}"',
+        'f"got {data!r:.60}"',
     ),
     # a NumPy array shared instead of copied.
     ("tensor_creation", 'np.array(data, order="K")', "np.asarray(data)"),
@@ -85,6 +97,14 @@ MUTANTS = [
     ),
     # an op's own ShapeError rewrapped with the generic message.
     ("tensor_function", "        except ShapeError:\n            raise\n", ""),
+    # the node keeps its inputs in a list, not the tuple the engine expects.
+    (
+        "tensor_function",
+        "fn.inputs, fn.needs_input_grad = inputs, needs",
+        "fn.inputs, fn.needs_input_grad = list(inputs), needs",
+    ),
+    # every error that mentions shapes rewrapped as a ShapeError, a TypeError too.
+    ("tensor_function", "        except ValueError as err:\n            if", "        except Exception as err:\n            if"),
     # keyword parameters dropped on the way to forward.
     ("tensor_function", "data = fn.forward(*arrays, **params)", "data = fn.forward(*arrays)"),
     # the device an op declares for its output ignored: To's result would claim the old device.
@@ -95,6 +115,8 @@ MUTANTS = [
     ("tensor_arithmetic", "return a - b", "return b - a"),
     # d(-a)/da = -1: the gradient passed through unchanged.
     ("tensor_arithmetic", "return -grad", "return grad"),
+    # Add sums b's gradient down itself, over the first axis, as if b were always broadcast that way.
+    ("tensor_arithmetic", "        return grad, grad\n", "        return grad, grad.sum(axis=0)\n"),
     # d(a/b)/db = -a/b**2: the sign of the divisor's gradient flipped.
     ("tensor_mul_div", "return grad_a, -grad_a * out", "return grad_a, grad_a * out"),
     # d(a*b): each input gets its own value instead of the other's.
@@ -113,6 +135,12 @@ MUTANTS = [
     ),
     # the incoming gradient forgotten: the chain rule's factor alone.
     ("tensor_pow", "grad_a = grad * b * a ** (b - 1)", "grad_a = b * a ** (b - 1)"),
+    # the base's gradient always computed, even for a constant base (2 ** x).
+    (
+        "tensor_pow",
+        "grad * b * a ** (b - 1) if self.needs_input_grad[0] else None",
+        "grad * b * a ** (b - 1)",
+    ),
     # d log(a) = 1/a, written as a product.
     ("tensor_exp_log", "return grad / a", "return grad * a"),
     # d sqrt(a) = 1/(2 sqrt a): the 2 forgotten.
@@ -159,6 +187,14 @@ MUTANTS = [
     ),
     # the inner size of a batched second operand read from its first axis.
     ("tensor_matmul", "k_b = b.shape[0] if b.ndim == 1 else b.shape[-2]", "k_b = b.shape[0]"),
+    # a vector's gradient left as the (k, 1) column of its matrix shape.
+    ("tensor_matmul", "            grad_b = grad_b[..., 0] if b.ndim == 1 else grad_b\n", ""),
+    # a 0-d operand not refused: it reaches the shape test, whose IndexError is not a ShapeError.
+    (
+        "tensor_matmul",
+        '        if a.ndim == 0 or b.ndim == 0:\n            raise ShapeError(f"matmul: both operands need at least one axis; got shapes {a.shape} and {b.shape}")\n',
+        "",
+    ),
     # float16 summed in float16: stalls at 2048.
     (
         "tensor_sum",
@@ -182,6 +218,12 @@ MUTANTS = [
         "tensor_mean_var",
         "centered = x - x.mean(axes, keepdims=True)",
         "centered = x - x.mean(axes)",
+    ),
+    # mean computed on the raw array: right values, but no graph for the gradient to flow through.
+    (
+        "tensor_mean_var",
+        "return x.sum(axes, keepdims) / count",
+        "return Tensor._wrap(x.data.sum(axis=axes, keepdims=keepdims) / count, x._device)",
     ),
     # ties at the maximum each take the whole gradient.
     (
@@ -219,6 +261,18 @@ MUTANTS = [
     ),
     # expand sums its gradient itself, over the wrong axis (the engine does it right).
     ("tensor_views", "        return grad\n", "        return grad.sum(axis=0)\n"),
+    # a shape that does not fit escapes as NumPy's ValueError.
+    (
+        "tensor_views",
+        '        try:\n            return a.reshape(shape)\n        except ValueError:\n            raise ShapeError(f"reshape: cannot reshape shape {tuple(a.shape)} ({a.size} elements) into {shape}") from None\n',
+        "        return a.reshape(shape)\n",
+    ),
+    # the expand error names only the target shape.
+    (
+        "tensor_views",
+        'raise ShapeError(f"expand: cannot expand shape {tuple(a.shape)} to {shape}") from None',
+        'raise ShapeError(f"expand: cannot expand to {shape}") from None',
+    ),
     # repeated picks overwrite instead of adding up.
     (
         "tensor_indexing",
@@ -251,6 +305,12 @@ MUTANTS = [
     ),
     # stack's gradient always cut along axis 0.
     ("tensor_cat_stack", "tuple(self.xp.moveaxis(grad, self.axis, 0))", "tuple(grad)"),
+    # stack's gradient cut into slices that keep the stacked axis, of size 1.
+    (
+        "tensor_cat_stack",
+        "tuple(self.xp.moveaxis(grad, self.axis, 0))",
+        "tuple(self.xp.split(grad, grad.shape[self.axis], axis=self.axis))",
+    ),
     # where's gradients sent to the wrong inputs.
     (
         "tensor_where",
@@ -270,5 +330,11 @@ MUTANTS = [
         "tensor_clip",
         "        if self.high is not None:\n            inside &= a <= self.high\n",
         "        inside &= a <= self.high\n",
+    ),
+    # the limits used as they come: NumPy float64 limits turn a float32 tensor into float64.
+    (
+        "tensor_clip",
+        "        low = None if low is None else a.dtype.type(low)\n        high = None if high is None else a.dtype.type(high)\n",
+        "",
     ),
 ]
