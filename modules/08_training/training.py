@@ -2899,19 +2899,6 @@ assert "no batches" in _said, f"the error says the loader yielded no batches; go
 #
 # `_metric(trainer, monitor, owner)` reads the metric's latest value and
 # `_better(value, best, mode, min_delta)` compares (given).
-#
-# **Checked when graded** (besides the tests below), on metric curves
-# (improvements, plateaus shorter than the patience, improvements smaller
-# than min_delta), patience, min_delta, weights that move every epoch, k
-# and the number of epochs drawn for you:
-#
-# * EarlyStopping stops after patience epochs in a row without an improvement by more than min_delta; each improvement starts the wait again
-# * mode='max': an improvement goes up by more than min_delta
-# * BestModel(mode='max') keeps the highest and its epoch
-# * BestModel keeps a copy of the best epoch's weights, not a view of the live weights
-# * restore loads the best weights into a model
-# * BestModel() (mode='min') keeps the lowest val_loss and its epoch
-# * CheckpointEvery(k, fn) calls fn after epochs k, 2k, 3k, ...
 
 # %%
 #| export
@@ -2953,6 +2940,19 @@ def _metric(trainer: Trainer, monitor: str, owner: str) -> float:
 
 # %% [markdown]
 # ### Task `training_callbacks` (2 points): early stopping, the best model, periodic saves
+#
+# **Checked when graded** (besides the tests below), on metric curves
+# (improvements, plateaus shorter than the patience, improvements smaller
+# than min_delta), patience, min_delta, weights that move every epoch, k
+# and the number of epochs drawn for you:
+#
+# * EarlyStopping stops after patience epochs in a row without an improvement by more than min_delta; each improvement starts the wait again
+# * mode='max': an improvement goes up by more than min_delta
+# * BestModel(mode='max') keeps the highest and its epoch
+# * BestModel keeps a copy of the best epoch's weights, not a view of the live weights
+# * restore loads the best weights into a model
+# * BestModel() (mode='min') keeps the lowest val_loss and its epoch
+# * CheckpointEvery(k, fn) calls fn after epochs k, 2k, 3k, ...
 
 # %% nbgrader={"grade": false, "grade_id": "training_callbacks_code", "locked": false, "schema_version": 3, "solution": true}
 #| export
@@ -3246,7 +3246,7 @@ def start_fit(self: Trainer, train_loader: Iterable, val_loader: Iterable | None
 # stops at and a patience drawn for you, against training by hand with
 # tinyflo's layers and loss:
 #
-# * fit trains epochs epochs, evaluating the val_loader after each: the history's val_loss is the loss after each epoch
+# * fit trains the given number of epochs, evaluating the val_loader after each: the history's val_loss is the loss after each epoch
 # * on_train_begin, on_epoch_end after every epoch, on_train_end; a callback's stop_training ends fit after that epoch
 # * without a val_loader, the history has no validation columns
 # * fit resets stop_training and calls on_train_begin each time; its epochs go on from the trainer's
@@ -3360,7 +3360,7 @@ _epochs = int(check_rng.integers(2, 5))
 _t = _trainer(_tiny_model(_seed), lr=_lr)
 _history = _t.fit(_train, _val, epochs=_epochs)
 assert np.allclose(_history["val_loss"], _val_losses(_epochs), rtol=1e-9, atol=0), (
-    "fit trains epochs epochs, evaluating the val_loader after each: the history's val_loss is the loss after each epoch")
+    "fit trains the given number of epochs, evaluating the val_loader after each: the history's val_loss is the loss after each epoch")
 _stop_at = int(check_rng.integers(1, 4))
 _asked = _stop_at + int(check_rng.integers(1, 4))
 _first = _Events(stop_at=_stop_at)
