@@ -495,6 +495,29 @@ def _one_module(tmp_path, source: str):
     return module, cached_tree([module], module)
 
 
+@pytest.mark.parametrize("filled", [
+    "signs = []\nfor v in g:\n    signs.append(float(sub_grads(v)[1]))\n",
+    "signs = [0.0, 0.0, 0.0]\nfor i, v in enumerate(g):\n    signs[i] = float(sub_grads(v)[1])\n",
+    "signs = []\nkept = signs\nfor v in g:\n    kept += [float(sub_grads(v)[1])]\n",
+    "signs = []\nlist.extend(signs, [float(sub_grads(v)[1]) for v in g])\n",
+], ids=["append", "item", "alias", "passed"])
+def test_a_container_the_scenario_fills_is_the_students_value(tmp_path, monkeypatch, filled):
+    """A name bound to `[]` and filled from the student's code afterwards is the student's
+    value, not a constant: the check compares what the student's run put in it with what the
+    reference's run put in it (a wrong submission loses the check's points)."""
+    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
+    hidden = SUBTRACT[SUBTRACT.index("### BEGIN HIDDEN TESTS"):SUBTRACT.index("### END HIDDEN TESTS")]
+    source = SUBTRACT.replace(hidden, "### BEGIN HIDDEN TESTS\ng = check_rng.standard_normal(3)\n" + filled
+                              + "assert signs == [float(-v) for v in g], \"b's gradient is -g, value by value\"\n")
+    module, tree = _one_module(tmp_path, source)
+    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
+    wrong = "def sub_grads(g):\n    return np.asarray(g), -np.abs(np.asarray(g))\n"  # right for g = 1 only
+    for student in ("ada", "bob", "cy"):
+        result = grade(_with_code(instructor_notebook(module), "sub_grads_code", wrong), module, tree,
+                       timeout=30, student=student, key="k")
+        assert not result.full_marks and "value by value" in result.cells[0].error, result.cells[0].error
+
+
 def test_a_failed_compound_check_shows_the_part_that_fails_with_both_values_and_shapes(tmp_path, monkeypatch):
     """`assert ga_ok and gb_ok`: the message shows gb when gb is wrong (not the right ga), with
     what was expected; a hidden check of a task that draws the submission's own inputs shows

@@ -181,12 +181,13 @@ class _Names:
             elif isinstance(node, ast.NamedExpr):
                 bound.setdefault(node.target.id, []).append(None)
         self.bound = frozenset(bound)
+        changing = _changed_after_binding(tree, bound)
         self.literal: set[str] = set()
         changed = True
         while changed:  # a literal may be built from other literals
             changed = False
             for name, values in bound.items():
-                if name in self.literal or None in values:
+                if name in self.literal or name in changing or None in values:
                     continue
                 if all(self.is_literal(value) for value in values):
                     self.literal.add(name)
@@ -204,6 +205,82 @@ class _Names:
             elif isinstance(inner, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield)):
                 return False
         return True
+
+
+def _changed_after_binding(tree: ast.AST, bound: dict[str, list[ast.AST | None]]) -> set[str]:
+    """Names whose value may change after they are bound (`seen = []` then `seen.append(...)`):
+    such a name holds what the code put in it, not what its binding says, so it is no literal.
+
+    A name bound to something mutable (a list, dict or set display, a comprehension, a call's
+    result) changes where it receives a method call, has an item or attribute stored or deleted,
+    or is handed to a call or stored in an object (whose code may change it); and every name
+    bound to it, or to a value built from it, changes with it (an alias)."""
+    def names_in(node: ast.AST | None) -> set[str]:
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
+
+    mutable: set[str] = set()
+    grown = True
+    while grown:  # `kept = seen`: an alias of a mutable value is mutable too
+        grown = False
+        for name, values in bound.items():
+            if name not in mutable and any(
+                value is not None and (_may_be_mutable(value) or names_in(value) & mutable) for value in values
+            ):
+                mutable.add(name)
+                grown = True
+    changing: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AugAssign):  # `seen += [x]` extends the list in place
+            changing |= names_in(node.target)
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and node.func.attr not in _READS_ONLY and not is_pure(node):
+                changing |= names_in(node.func.value)  # x.append(...): the receiver
+            if not is_pure(node):  # the code called may change what it is handed
+                for argument in [*node.args, *(k.value for k in node.keywords)]:
+                    changing |= names_in(argument)
+            elif (_dotted(node.func) or "").rsplit(".", 1)[-1] in _WRITES_ITS_FIRST and node.args:
+                changing |= names_in(node.args[0])  # np.copyto(seen, ...)
+            for keyword in node.keywords:
+                if keyword.arg == "out":  # np.add(a, b, out=seen)
+                    changing |= names_in(keyword.value)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            changing |= names_in(node.value)
+        elif isinstance(node, ast.Assign) and not all(isinstance(t, ast.Name) for t in node.targets):
+            changing |= names_in(node.value)  # stored in an object: `box.held = x`
+    changing &= mutable
+    aliases = True
+    while aliases:  # `kept = seen`: a change to either is a change to both
+        aliases = False
+        for name, values in bound.items():
+            sources = set().union(*(names_in(value) for value in values)) & mutable
+            if name in changing and not sources <= changing:
+                changing |= sources
+                aliases = True
+            if sources & changing and name not in changing and name in mutable:
+                changing.add(name)
+                aliases = True
+    return changing
+
+
+# Methods of arrays, lists and dicts that change nothing in their receiver.
+_READS_ONLY = frozenset({
+    "copy", "sum", "mean", "std", "var", "max", "min", "argmax", "argmin", "prod", "cumsum", "all", "any",
+    "reshape", "ravel", "flatten", "transpose", "squeeze", "astype", "tolist", "item", "round", "clip", "dot",
+    "nonzero", "count", "index", "keys", "values", "items", "get", "startswith", "endswith", "split", "join",
+    "format", "lower", "upper", "strip",
+})
+# NumPy's functions that write into their first argument.
+_WRITES_ITS_FIRST = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis", "shuffle"})
+
+
+def _may_be_mutable(node: ast.AST) -> bool:
+    """Whether a binding's value may be an object that can change: anything but constants,
+    names, and tuples and operators of those."""
+    return any(
+        isinstance(inner, (ast.List, ast.Dict, ast.Set, ast.Call, ast.ListComp, ast.DictComp, ast.SetComp,
+                           ast.Subscript, ast.Attribute))
+        for inner in ast.walk(node)
+    )
 
 
 def is_pure(node: ast.AST) -> bool:
@@ -911,6 +988,8 @@ def _droppable(tree: ast.AST, found: dict[tuple, _Found], elsewhere: frozenset[s
             and id(node) not in skipped_nodes
         ):
             reads[node.id] = reads.get(node.id, 0) + 1
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            reads[node.target.id] = reads.get(node.target.id, 0) + 1  # `kept += [x]` reads kept
     dropped: set[tuple] = set()
     for node in ast.walk(tree):
         if (
