@@ -181,12 +181,6 @@ MUTANT_TASKS: dict[tuple[str, str], str] = {}
 MUTATION_ROWS = "mutation_rows"  # (module, task, mutants, killed)
 CHEAT_ROWS = "cheat_rows"  # (module, cheat, points: the higher grader)
 
-# Modules whose tasks are not yet held to the audit (tests/course/test_module_structure.py: every rule
-# a hidden check enforces stated in its task, every task drawing the student's own inputs; the
-# grading proofs: every seeded mistake told what its code gave). A module leaves this list when
-# every one of its tasks keeps all three; the list only shrinks.
-NOT_YET_AUDITED = {"08_training"}
-
 CHEATS = ("delegate", "import", "read_source", "delete_setup", "edit_tests", "print_checks")
 # Cheats the student loop (`module test`) need not grade too: it runs the same engine as
 # nbgrader's step, which grades every cheat; the loop keeps delegating and reading the source.

@@ -18,7 +18,6 @@ from course_support import (
     GIVEN,
     LOOP_CHEATS,
     MUTATION_ROWS,
-    NOT_YET_AUDITED,
     ModuleProof,
     Outcome,
     grade_module,
@@ -122,10 +121,9 @@ def _seeded_mutants_lose_points(proof, record_property):
 
 
 def _each_mutant_is_told_what_its_code_gave(proof, record_property):
-    """In an audited module (its hidden checks draw each submission's own inputs), every seeded
-    mistake's message names what the code gave there, or what it raised: a student can act on
-    it. (Modules not yet audited show values for visible checks only.)"""
-    if proof.module.slug in NOT_YET_AUDITED or proof.module.slug == "00_demo":
+    """Every seeded mistake's message names what the code gave there, or what it raised (hidden
+    checks too: each draws the submission's own inputs): a student can act on it."""
+    if proof.module.slug == "00_demo":
         return
     told = ("your code gave", "your code raised", "your code in cell", "ran past", "was stopped")
     silent = []

@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 
 import pytest
-from course_support import NOT_YET_AUDITED
 from mutants import MIN_PER_TASK, MUTANTS
 
 from tinyflo.course.checks import parse_checks, split_hidden
@@ -135,16 +134,10 @@ def test_every_mutant_matches_its_module_once(module):
 
 
 
-def test_the_list_of_modules_not_yet_audited_names_only_modules():
-    assert NOT_YET_AUDITED <= {module.slug for module in MODULES}
-
-
 def test_every_rule_a_hidden_check_enforces_is_stated_in_its_tasks_text(module):
     """A hidden check is fair only when the task said what it checks: each hidden check's
     message is a rule, and a line of the task's text (since the previous grade cell) states
     it, its words in order (tinyflo.course.rules)."""
-    if module.slug in NOT_YET_AUDITED:
-        pytest.skip(f"{module.slug} is not audited yet")
     unstated = [
         f"task `{rule.task}`, hidden check {rule.number}: {rule.rule!r}"
         for rule in module_rules(module)
@@ -160,8 +153,6 @@ def test_every_hidden_check_draws_this_students_inputs(module):
     """What one student learns about their hidden inputs helps nobody else: every task's
     hidden region draws its inputs from `check_rng`, which grading seeds from the course's
     key, the student, the submission and the task."""
-    if module.slug in NOT_YET_AUDITED:
-        pytest.skip(f"{module.slug} is not audited yet")
     fixed = sorted({rule.task for rule in module_rules(module) if not rule.draws})
     assert not fixed, f"{module.relpath()}: tasks whose hidden checks draw no input from check_rng: {fixed}"
 
