@@ -685,31 +685,43 @@ def test_a_failed_check_after_a_seeded_draw_says_a_draw_made_otherwise_differs(t
     assert wrong_size.startswith("check 1 of 2") and "seeded draw" not in wrong_size, wrong_size
 
 
-def test_a_call_that_had_to_raise_and_a_value_of_the_wrong_type_are_named(tmp_path, monkeypatch):
+def _subtract_with(tmp_path, monkeypatch, hidden: str, text_error: str = ""):
+    """SUBTRACT with `hidden` checks at the end of its hidden region and, given `text_error` (an
+    f-string's body), a reference sub_grads that raises TypeError(text_error) for a text; the
+    reference graded first, with full marks. Returns the module and its grading tree."""
     monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
-    source = SUBTRACT.replace(
-        "### END HIDDEN TESTS",
-        "try:\n    sub_grads('x')\n    raise AssertionError(\"a text gradient must raise TypeError\")\n"
-        "except TypeError:\n    pass\n"
-        "assert isinstance(sub_grads(g)[1], np.ndarray), \"b's gradient is an array\"\n"
-        "### END HIDDEN TESTS",
-    ).replace(
-        "    return np.asarray(g), -np.asarray(g)\n    ### END",
-        "    if isinstance(g, str):\n        raise TypeError('a gradient is a number or an array')\n"
-        "    return np.asarray(g), -np.asarray(g)\n    ### END",
-    )
+    source = SUBTRACT.replace("### END HIDDEN TESTS", hidden + "### END HIDDEN TESTS")
+    if text_error:
+        source = source.replace(
+            "    return np.asarray(g), -np.asarray(g)\n    ### END",
+            f"    if isinstance(g, str):\n        raise TypeError(f'{text_error}')\n"
+            "    return np.asarray(g), -np.asarray(g)\n    ### END",
+        )
     module, tree = _one_module(tmp_path, source)
     assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
+    return module, tree
 
-    def graded(code: str) -> str:
-        submission = _with_code(instructor_notebook(module), "sub_grads_code", code)
-        return grade(submission, module, tree, timeout=30, student="ada", key="k").cells[0].error
 
-    quiet = graded("def sub_grads(g):\n    g = np.asarray(g, dtype=float) if not isinstance(g, str) else np.zeros(1)\n"
-                   "    return g, -g\n")
+def _error_of(module, tree, code: str) -> str:
+    """The message of the first task when `code` is appended to the task's code cell."""
+    submission = _with_code(instructor_notebook(module), "sub_grads_code", code)
+    return grade(submission, module, tree, timeout=30, student="ada", key="k").cells[0].error
+
+
+def test_a_call_that_had_to_raise_and_a_value_of_the_wrong_type_are_named(tmp_path, monkeypatch):
+    module, tree = _subtract_with(
+        tmp_path, monkeypatch,
+        "try:\n    sub_grads('x')\n    raise AssertionError(\"a text gradient must raise TypeError\")\n"
+        "except TypeError:\n    pass\n"
+        "assert isinstance(sub_grads(g)[1], np.ndarray), \"b's gradient is an array\"\n",
+        text_error="a gradient is a number or an array",
+    )
+    quiet = _error_of(module, tree, "def sub_grads(g):\n"
+                      "    g = np.asarray(g, dtype=float) if not isinstance(g, str) else np.zeros(1)\n"
+                      "    return g, -g\n")
     assert quiet.endswith("a text gradient must raise TypeError (your code raised no error there)"), quiet
-    listed = graded("def sub_grads(g):\n    if isinstance(g, str):\n        raise TypeError('no')\n"
-                    "    return np.asarray(g), list(-np.asarray(g))\n")
+    listed = _error_of(module, tree, "def sub_grads(g):\n    if isinstance(g, str):\n        raise TypeError('no')\n"
+                       "    return np.asarray(g), list(-np.asarray(g))\n")
     assert listed.endswith("b's gradient is an array (your code gave a `list`)"), listed
 
 
@@ -717,29 +729,20 @@ def test_an_error_text_that_lacks_a_word_the_rule_asks_for_is_shown(tmp_path, mo
     """`part in said`, both drawn or read from the run: the check is decided where the objects
     are, and the text is shown when it is a str (never an object of the submission's own, whose
     `__contains__` or repr is its code)."""
-    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
-    source = SUBTRACT.replace(
-        "### END HIDDEN TESTS",
+    module, tree = _subtract_with(
+        tmp_path, monkeypatch,
         "try:\n    sub_grads('x' * len(g))\n    raise AssertionError(\"a text gradient must raise TypeError\")\n"
         "except TypeError as err:\n    said = err.args[0]\n"
-        "assert str(len(g)) in said, \"the error names the text's length\"\n"
-        "### END HIDDEN TESTS",
-    ).replace(
-        "    return np.asarray(g), -np.asarray(g)\n    ### END",
-        "    if isinstance(g, str):\n        raise TypeError(f'a gradient is a number or an array; got text of length {len(g)}')\n"
-        "    return np.asarray(g), -np.asarray(g)\n    ### END",
+        "assert str(len(g)) in said, \"the error names the text's length\"\n",
+        text_error="a gradient is a number or an array; got text of length {len(g)}",
     )
-    module, tree = _one_module(tmp_path, source)
-    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
 
     def graded(raised: str) -> str:
-        code = (f"def sub_grads(g):\n    if isinstance(g, str):\n        raise TypeError({raised})\n"
-                "    return np.asarray(g), -np.asarray(g)\n")
-        submission = _with_code(instructor_notebook(module), "sub_grads_code", code)
-        return grade(submission, module, tree, timeout=30, student="ada", key="k").cells[0].error
+        return _error_of(module, tree, f"def sub_grads(g):\n    if isinstance(g, str):\n        raise TypeError({raised})\n"
+                         "    return np.asarray(g), -np.asarray(g)\n")
 
-    assert graded("'no gradient for text'").endswith(
-        "the error names the text's length (your code gave 'no gradient for text')"), graded("'no'")
+    plain = graded("'no gradient for text'")
+    assert plain.endswith("the error names the text's length (your code gave 'no gradient for text')"), plain
     # an object of the submission's own in place of the text: the verdict, and no value of it
     odd = graded("type('Said', (str,), {'__contains__': lambda self, part: False})('a length of 3')")
     assert odd.endswith("the error names the text's length"), odd
@@ -748,17 +751,11 @@ def test_an_error_text_that_lacks_a_word_the_rule_asks_for_is_shown(tmp_path, mo
 def test_an_identity_check_shows_what_came(tmp_path, monkeypatch):
     """`x is None` (x a name or its attribute): decided where the object is; the verdict shows
     what x was."""
-    monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
-    source = SUBTRACT.replace(
-        "### END HIDDEN TESTS",
-        "first, second = sub_grads(g)\nassert second.base is None, \"b's gradient is an array of its own\"\n"
-        "### END HIDDEN TESTS",
+    module, tree = _subtract_with(
+        tmp_path, monkeypatch,
+        "first, second = sub_grads(g)\nassert second.base is None, \"b's gradient is an array of its own\"\n",
     )
-    module, tree = _one_module(tmp_path, source)
-    assert grade(instructor_notebook(module), module, tree, timeout=30).full_marks
-    code = "def sub_grads(g):\n    return np.asarray(g), (-np.asarray(g))[:]\n"
-    submission = _with_code(instructor_notebook(module), "sub_grads_code", code)
-    error = grade(submission, module, tree, timeout=30, student="ada", key="k").cells[0].error
+    error = _error_of(module, tree, "def sub_grads(g):\n    return np.asarray(g), (-np.asarray(g))[:]\n")
     assert "b's gradient is an array of its own (your code gave array([" in error, error
 
 
