@@ -211,6 +211,17 @@ def test_canvas_download_places_each_students_notebook(course, tmp_path):
     _assert_only_written(root, before, set(placed))
 
 
+def test_canvas_marks_late_in_lower_case_as_it_writes_it_today(course, tmp_path):
+    root, folder, _ = course
+    submitted = _reset(course)
+    name = "liddellalice_late_1001_9001_demo.ipynb"
+    archive = _zip(tmp_path / "submissions.zip", [(name, _notebook("alice"))])
+    code, out = _collect(course, archive)
+    assert code == 0, out
+    assert (submitted / "alice" / SLUG / NOTEBOOK).read_bytes() == _notebook("alice")
+    assert f"placed {name!r} as submitted/alice/{SLUG}/{NOTEBOOK} (late, says Canvas)" in out
+
+
 def test_moodle_download_places_each_students_notebook(course, tmp_path):
     root, folder, _ = course
     submitted = _reset(course)
@@ -236,7 +247,8 @@ def test_moodle_download_places_each_students_notebook(course, tmp_path):
     for (name, data), student in zip(notebooks.items(), ("alice", "bob", "zoe")):
         assert (submitted / student / SLUG / NOTEBOOK).read_bytes() == data, student
         assert f"placed {name!r} as submitted/{student}/{SLUG}/{NOTEBOOK}" in out
-    assert "(named 'my work.ipynb' by the student)" in out
+    assert "(named 'my work.ipynb' by the student; Moodle participant 502, matched by name only)" in out
+    assert "(Moodle participant 501, matched by name only)" in out  # no id the roster has: said
     assert _left_out(out) == [
         "left out: 'Alice Liddell_501_assignsubmission_onlinetext_onlinetext.html': "
         "not a notebook (.ipynb)"
@@ -264,6 +276,44 @@ def test_moodle_download_in_folders_places_each_students_notebook(course, tmp_pa
     for name, student in zip(list(notebooks)[:3], ("alice", "bob", "erin")):
         assert (submitted / student / SLUG / NOTEBOOK).read_bytes() == notebooks[name], student
     _assert_only_written(root, before, {"alice", "bob", "erin"})
+
+
+def test_moodle_41_download_in_folders_places_each_students_notebook(course, tmp_path):
+    """Moodle 4.1 and later name the folder without a trailing underscore
+    (<full name>_<participant id>_assignsubmission_file/), in folders by default; an online
+    text's folder and a file that carries a folder's name are left out, each with a line."""
+    root, folder, _ = course
+    submitted = _reset(course)
+    notebooks = {
+        "Alice Liddell_501_assignsubmission_file/demo.ipynb": _notebook("alice"),
+        "Bob Builder_502_assignsubmission_file/work/my demo.ipynb": _notebook("bob"),
+    }
+    folders = [("Alice Liddell_501_assignsubmission_file/", b""), ("Bob Builder_502_assignsubmission_file/", b"")]
+    others = [
+        ("Alice Liddell_501_assignsubmission_onlinetext/onlinetext.html", b"<p>see the notebook</p>"),
+        ("Erin Ochoa_507_assignsubmission_file", _notebook("erin")),
+    ]
+    archive = _zip(tmp_path / "moodle-41.zip", [*folders, *notebooks.items(), *others])
+    before = _files(root)
+    code, out = _collect(course, archive)
+    assert code == 1, out
+    for name, student in zip(notebooks, ("alice", "bob")):
+        assert (submitted / student / SLUG / NOTEBOOK).read_bytes() == notebooks[name], student
+        assert f"placed {name!r} as submitted/{student}/{SLUG}/{NOTEBOOK}" in out
+    assert "(named 'my demo.ipynb' by the student; Moodle participant 502, matched by name only)" in out
+    assert _left_out(out) == [
+        "left out: 'Alice Liddell_501_assignsubmission_onlinetext/onlinetext.html': not a notebook (.ipynb)",
+        "left out: 'Erin Ochoa_507_assignsubmission_file': not a notebook (.ipynb)",
+    ]
+    _assert_only_written(root, before, {"alice", "bob"})
+
+
+def test_a_file_named_as_a_moodle_folder_is_no_ones_submission():
+    """The folder's name alone, on a notebook, names no file the student gave: left out."""
+    roster = {"erin": {"first_name": "Erin", "last_name": "Ochoa"}}
+    placed, left_out = lms_zip.plan({"00001.ipynb": "Erin Ochoa_507_assignsubmission_file"}, roster, "demo.ipynb")
+    assert not placed
+    assert left_out == ["'Erin Ochoa_507_assignsubmission_file': a Moodle submission folder's name on a file"]
 
 
 BIG = bytes(16 * 1024 * 1024 + 1)  # one byte over the notebook limit: a few kB once deflated

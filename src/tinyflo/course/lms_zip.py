@@ -58,15 +58,18 @@ MANIFEST = "manifest.json"  # in downloaded/<module>/, beside extracted/ (which 
 DECISIONS = "decisions.json"
 SHOWN_NAME = 160  # characters of a name in the zip shown in a line
 
-# Canvas: <sortable name>_[LATE_]<user id>_<file id>_<file name>, the name lower case with only
-# word characters. Both the name and the file name are the student's, so every place where
-# `_[LATE_]<digits>_<digits>_` occurs is a way to read it (see _canvas_owner).
-CANVAS_IDS = re.compile(r"(?=_(?:(?P<late>LATE)_)?(?P<user>[0-9]+)_[0-9]+_(?P<file>.+))", re.S)
-# Moodle: <full name>_<participant id>_assignsubmission_file_ and then the file name, or with
-# "download submissions in folders" a folder of that name holding the files. Moodle turns the
-# underscores of a name into spaces, so the name ends at the first underscore.
+# Canvas: <sortable name>_[late_]<user id>_<file id>_<file name>, the name lower case with only
+# word characters (Canvas writes `late`, older exports `LATE`). Both the name and the file name are
+# the student's, so every place where `_[late_]<digits>_<digits>_` occurs is a way to read it (see
+# _canvas_owner).
+CANVAS_IDS = re.compile(r"(?=_(?:(?P<late>[Ll][Aa][Tt][Ee])_)?(?P<user>[0-9]+)_[0-9]+_(?P<file>.+))", re.S)
+# Moodle: <full name>_<participant id>_assignsubmission_file_ and then the file name; or, with
+# "download submissions in folders" (the default since Moodle 3.1), a folder holding the files,
+# named <full name>_<participant id>_assignsubmission_file (Moodle 4.1 on, mod/assign's
+# downloader) or with a trailing underscore (before). Moodle turns the underscores of a name into
+# spaces, so the name ends at the first underscore.
 MOODLE = re.compile(
-    r"(?P<name>[^_]+)_(?P<participant>[0-9]+)_assignsubmission_file_(?P<file>.*)", re.S
+    r"(?P<name>[^_]+)_(?P<participant>[0-9]+)_assignsubmission_file(?:_(?P<file>.*))?", re.S
 )
 RESUBMITTED = re.compile(
     r"-[0-9]+(?=\.ipynb\Z)", re.I
@@ -285,6 +288,8 @@ def _moodle_owner(parts: list[str], depth: int, match: re.Match, roster: Roster)
     if not students:
         blind = " (blind marking hides who sent it)" if _folded(name) == "participant" else ""
         return f"no roster student is named {name!r}{blind}"
+    if depth == len(parts) - 1 and match["file"] is None:
+        return "a Moodle submission folder's name on a file"
     filename = match["file"] if depth == len(parts) - 1 else parts[-1]
     return Placed(
         students[0], "", "", filename, sender=f"Moodle participant {match['participant']}"
@@ -515,6 +520,8 @@ def collect_zip(course_dir: Path, module: Module, archive: Path) -> int:
             [f"named {chosen.filename!r} by the student"] if chosen.filename != target.name else []
         )
         notes += ["late, says Canvas"] if chosen.late else []
+        if chosen.sender.startswith("Moodle"):  # Moodle's download carries no id the roster has
+            notes += [f"{chosen.sender}, matched by name only"]
         print(
             f"placed {_shown(chosen.original)} as {target}"
             + (f" ({'; '.join(notes)})" if notes else "")
