@@ -690,6 +690,9 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--csv", type=path_arg, metavar="FILE", help="also write the table as CSV")
             sub.add_argument("--format", choices=LMS_FORMATS,
                              help="write --csv as that LMS's gradebook import: its id columns, a column per module")
+            sub.add_argument("--ids-are-logins", action="store_true",
+                             help="with --format: every student id here is the student's login in the LMS, "
+                                  "so rows the roster gives no LMS identity are matched by it")
         if action == "roster":
             sub.add_argument("file", type=path_arg, metavar="FILE",
                              help="CSV with a header: id (as in submitted/), first_name, last_name, email, lms_user_id")

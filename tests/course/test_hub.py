@@ -16,6 +16,7 @@ without them, a failure with TINYFLO_REQUIRE_HUB=1 (as in CI).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import pwd
@@ -361,6 +362,11 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
     try:
         semester = time.monotonic()  # from here, the module's round: out, in, graded, back
         hub.spawn([site.users[s] for s in students])
+        roster = site.home("instructor") / "students.csv"  # as the guide has it: ids are the Unix logins
+        roster.write_text("id,first_name,last_name,email,lms_user_id\n" + "".join(
+            f"{site.users[s]},{s.capitalize()},Student,{s}@example.edu,{900 + n}\n" for n, s in enumerate(students)))
+        shutil.chown(roster, instructor)
+        assert "3 students in the gradebook's roster" in _course(site, "roster", str(roster))
         out = _course(site, "release", "01")  # while the students' servers start
         assert "in the exchange: 01_tensor" in out, out
         mark("released")
@@ -397,7 +403,10 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
         out = _course(site, "feedback", "01")
         assert "feedback of 01_tensor in the exchange" in out, out
         _course(site, "report", "--format", "canvas", "--csv", "grades.csv")
-        assert MODULE.slug in (site.home("instructor") / "grades.csv").read_text()
+        canvas = list(csv.DictReader((site.home("instructor") / "grades.csv").open()))[1:]  # after Points Possible
+        assert {row["SIS Login ID"]: (row["ID"], row[MODULE.slug]) for row in canvas} == {
+            site.users[s]: (str(900 + n), scores[site.users[s]].split("/")[0]) for n, s in enumerate(students)
+        }, canvas  # every graded student reaches Canvas by their Canvas id, with their points
         mark("feedback")
 
         _pry(site, site.exchange / "tinyflo" / "feedback")

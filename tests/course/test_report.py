@@ -6,22 +6,38 @@ from tinyflo.course import instructor
 from tinyflo.course.instructor import Score
 
 
-def test_an_lms_import_names_the_students_the_roster_gives_no_identity_there(tmp_path, monkeypatch, capsys):
+def test_an_lms_import_is_refused_while_the_roster_gives_a_graded_student_no_identity_there(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """A row whose LMS id column is empty reaches no one's grade in the LMS: the import is refused,
+    naming the students who lack one and how to add it, and nothing is written; unless every id here
+    is the student's login there (--ids-are-logins)."""
+    import pytest
+
+    from tinyflo.course.source import CourseError
+
     # the gradebook as autograde leaves it (tests/course/test_lms.py reads a real one): no roster yet
     scores = [Score(student, "00_demo", points, 5.0, {}) for student, points in (("alice", 5.0), ("bob", 0.0))]
     monkeypatch.setattr(instructor, "gradebook_scores", lambda course_dir, left_out=None: scores)
     monkeypatch.setattr(instructor, "students", lambda course_dir: {})
-    instructor.report(tmp_path, tmp_path / "canvas.csv", "canvas")
-    assert (
-        "note: the roster has no Canvas user id for 2 of 2 graded students (alice, bob): their rows carry only "
-        "their id here (SIS Login ID), which Canvas matches only if it is their login there; "
-        f"`tinyflo course roster FILE --dir {tmp_path}` adds them\n") in capsys.readouterr().out
-    instructor.report(tmp_path, tmp_path / "rows.csv")
-    assert "note:" not in capsys.readouterr().out, "a row per task names the student by their id: nothing to match"
+    with pytest.raises(CourseError) as refused:
+        instructor.report(tmp_path, tmp_path / "canvas.csv", "canvas")
+    assert str(refused.value) == (
+        "--format canvas: the roster has no Canvas user id for 2 of 2 graded students (alice, bob), so Canvas "
+        "could match their rows only by their id here (SIS Login ID); add a lms_user_id column with "
+        f"`tinyflo course roster FILE --dir {tmp_path}`, or, where every id here is the student's login in "
+        "Canvas, give --ids-are-logins")
+    assert not (tmp_path / "canvas.csv").exists()
+    instructor.report(tmp_path, tmp_path / "canvas.csv", "canvas", logins=True)
+    assert (tmp_path / "canvas.csv").read_text().splitlines()[2].startswith("alice,,,alice,"), "matched by login"
+    instructor.report(tmp_path, tmp_path / "rows.csv")  # a row per task names the student by their id
+    with pytest.raises(CourseError, match="--ids-are-logins says how an LMS's import matches its rows"):
+        instructor.report(tmp_path, tmp_path / "rows.csv", logins=True)
     roster = {"alice": {"email": "alice@example.edu", "lms_user_id": ""}, "bob": {"email": None}}
     monkeypatch.setattr(instructor, "students", lambda course_dir: roster)
-    instructor.report(tmp_path, tmp_path / "moodle.csv", "moodle")
-    assert "no email for 1 of 2 graded students (bob): their rows carry only their id here (Username)" \
-        in capsys.readouterr().out
-    instructor.report(tmp_path, tmp_path / "canvas.csv", "canvas")
-    assert "no Canvas user id for 2 of 2" in capsys.readouterr().out, "an empty id is none"
+    with pytest.raises(CourseError, match=r"no email for 1 of 2 graded students \(bob\), so Moodle could match"):
+        instructor.report(tmp_path, tmp_path / "moodle.csv", "moodle")
+    with pytest.raises(CourseError, match="no Canvas user id for 2 of 2"):  # an empty id is none
+        instructor.report(tmp_path, tmp_path / "canvas.csv", "canvas")
+    roster["bob"]["email"] = "bob@example.edu"
+    instructor.report(tmp_path, tmp_path / "gradescope.csv", "gradescope")
+    assert "bob@example.edu" in (tmp_path / "gradescope.csv").read_text()

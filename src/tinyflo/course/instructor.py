@@ -696,7 +696,8 @@ def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str
         rows.append(["Username", "Email address", "First name", "Last name", *modules])
     else:  # gradescope: matched by Email or SID
         rows.append(["Name", "SID", "Email", *modules])
-    for student, info in sorted(students.items()):
+    for student in sorted(set(students) | {s.student for s in scores}):  # graded ones off the roster too
+        info = students.get(student) or {}
         marks = [points.get((student, m), "") for m in modules]
         first, last, email, lms_id = (info.get(k) or "" for k in ("first_name", "last_name", "email", "lms_user_id"))
         if lms == "canvas":
@@ -714,16 +715,21 @@ LMS_MATCH = {"canvas": ("lms_user_id", "Canvas user id", "SIS Login ID"), "moodl
              "gradescope": ("email", "email", "SID")}
 
 
-def _say_unmatched(graded: list[str], roster: dict[str, dict[str, str]], lms: str, course_dir: Path) -> None:
-    """One line naming the graded students the roster gives no LMS identity (``LMS_MATCH``): their rows
-    carry only their id here, which the LMS matches only where it is their login there."""
+def _unmatched(graded: list[str], roster: dict[str, dict[str, str]], lms: str, course_dir: Path,
+               logins: bool) -> None:
+    """CourseError naming the graded students the roster gives no LMS identity (``LMS_MATCH``): their rows
+    would carry only their id here, which the LMS matches only where it is their login there; unless
+    ``logins`` (the instructor says every id here is the student's login in the LMS)."""
     field, what, column = LMS_MATCH[lms]
     bare = [student for student in graded if not (roster.get(student) or {}).get(field)]
-    if bare:
+    if bare and not logins:
         shown = ", ".join(bare[:5]) + (f" and {len(bare) - 5} more" if len(bare) > 5 else "")
-        print(f"note: the roster has no {what} for {len(bare)} of {len(graded)} graded students ({shown}): their "
-              f"rows carry only their id here ({column}), which {lms.capitalize()} matches only if it is their "
-              f"login there; `{course_command('roster FILE', course_dir)}` adds them")
+        raise CourseError(
+            f"--format {lms}: the roster has no {what} for {len(bare)} of {len(graded)} graded students "
+            f"({shown}), so {lms.capitalize()} could match their rows only by their id here ({column}); add "
+            f"a {field} column with `{course_command('roster FILE', course_dir)}`, or, where every id here "
+            f"is the student's login in {lms.capitalize()}, give --ids-are-logins"
+        )
 
 
 # What makes a spreadsheet read a cell as a formula: its first character (OWASP's list). A cell of
@@ -741,11 +747,15 @@ def spreadsheet_text(cell: str) -> str:
     return "'" + cell
 
 
-def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = None) -> list[Score]:
+def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = None,
+           logins: bool = False) -> list[Score]:
     """Print points per student and module; optionally write one CSV row per grade cell, or (``lms``) the
-    gradebook import of Canvas, Moodle or Gradescope."""
+    gradebook import of Canvas, Moodle or Gradescope (refused while a graded student has no identity
+    there, unless ``logins``: every id here is the student's login in the LMS)."""
     if lms is not None and csv_path is None:
         raise CourseError(f"--format {lms} says how to write the CSV: give the file with --csv FILE")
+    if logins and lms is None:
+        raise CourseError("--ids-are-logins says how an LMS's import matches its rows: give --format too")
     left_out: list[str] = []
     scores = gradebook_scores(course_dir, left_out)
     for line in left_out:
@@ -775,7 +785,7 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
         if lms is not None:
             roster = students(course_dir)
             table = _lms_rows(scores, roster, lms)
-            _say_unmatched(graded, roster, lms, course_dir)
+            _unmatched(graded, roster, lms, course_dir, logins)
         else:
             table = [["student", "module", "grade_id", "points", "max_points"]]
             for s in scores:
@@ -869,7 +879,7 @@ def run(args: argparse.Namespace) -> int:
         compare_submissions(course_dir, modules, args.module, args.threshold,
                             Path(args.out).expanduser().resolve() if args.out else None)
     else:
-        report(course_dir, Path(args.csv) if args.csv else None, args.format)
+        report(course_dir, Path(args.csv) if args.csv else None, args.format, args.ids_are_logins)
     return 0
 
 
