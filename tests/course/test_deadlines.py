@@ -38,7 +38,7 @@ def _read(tmp_path: Path, text: str) -> Semester:
         ("[deadlines\n", "not valid TOML (Expected ']'"),
         (
             "deadline = 1\n",
-            "deadline: expected exchange, [deadlines], [extensions.<student>] or [late] "
+            "deadline: expected exchange, [deadlines], [extensions.<student>], [late] or [titles] "
             "at the top level; got an unknown key",
         ),
         ('[deadline]\n"00" = 1\n', "[deadline]: expected exchange, [deadlines]"),
@@ -101,6 +101,14 @@ def _read(tmp_path: Path, text: str) -> Semester:
             "[late] grace: expected only penalty in [late]; got an unknown key",
         ),
         ('late = "zero"\n', "[late]: expected a table [late] of penalty = ...; got 'zero'"),
+        ('[titles]\n"00" = 4521\n', "[titles] '00': expected the assignment's title in the LMS, in quotes, on one "
+                                     "line of at most 255 characters (e.g. \"Module 1: Tensor (4521)\"); got 4521"),
+        ('[titles]\n"00" = "Lab\\nOne"\n', "[titles] '00': expected the assignment's title in the LMS"),
+        ('[titles]\n"00" = "  "\n', "got '  '"),
+        ('[titles]\n"00" = "Lab 1"\ndemo = "Lab 2"\n', "[titles] 'demo': expected each module once, each with a "
+                                                       "title of its own; got a repeat"),
+        ('[titles]\n"07" = "Lab 7"\n', "[titles] '07': no module '07'"),
+        ('titles = "Lab 1"\n', "[titles]: expected a table [titles] of module = \"title in the LMS\"; got 'Lab 1'"),
     ],
 )
 def test_each_mistake_is_one_line_naming_the_file_and_key(tmp_path, text, message):
@@ -112,7 +120,7 @@ def test_each_mistake_is_one_line_naming_the_file_and_key(tmp_path, text, messag
 
 
 def test_no_file_is_an_empty_semester(tmp_path):
-    assert read_semester(tmp_path, MODULES) == Semester(None, {}, {}, "none")
+    assert read_semester(tmp_path, MODULES) == Semester(None, {}, {}, "none", {})
     assert read_penalty(tmp_path / COURSE_FILE) == "none"
 
 
@@ -269,6 +277,7 @@ def semester_course(tmp_path_factory):
         "canvas",
         "--csv",
         str(course.parent / "canvas.csv"),
+        "--ids-are-logins",  # no roster: each id here is the student's Canvas login
         *common,
     )
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id=COURSE_ID) as gradebook:
@@ -317,7 +326,7 @@ def test_autograde_puts_due_dates_and_extensions_in_the_gradebook(semester_cours
     ) in seen["autograde"][1]
 
 
-def test_report_shows_points_after_the_penalty_and_how_late(semester_course):
+def test_report_shows_points_after_the_penalty_how_late_and_which_extension_applied(semester_course):
     course, _, seen = semester_course
     code, out = seen["report"]
     assert code == 0, out
@@ -325,7 +334,7 @@ def test_report_shows_points_after_the_penalty_and_how_late(semester_course):
         "student  00_demo",
         "alice        5/5",
         "bob          3/5 (late 1 d 2 h: -2)",
-        "carol        5/5",
+        "carol        5/5 (extended to 2026-09-16T23:59-04:00)",  # submitted late, within her own date
         "dave         0/5 (late 5 d: -5)",
     ]
     with open(course.parent / "cells.csv", newline="") as handle:

@@ -38,7 +38,7 @@ def test_the_semesters_commands_are_the_ones_the_tests_run():
         assert f'"{action}"' in tests, f"no test runs `tinyflo course {action}` ({line})"
     hub = (REPO / "tests" / "course" / "test_hub.py").read_text()
     for words in (["release", "01"], ["collect", "01"], ["autograde", "01", "--jobs", "3"], ["feedback", "01"],
-                  ["report", "--format", "canvas", "--csv", "grades.csv"], ["hub", "--env"], ["build"]):
+                  ["report", "--format", "canvas", "--csv", "grades.csv"], ["hub", "--env"], ["build"], ["roster"]):
         shown = "tinyflo course " + " ".join(words)
         assert any(line.startswith(shown) for line in _commands()), f"the guide does not show `{shown}`"
         assert ", ".join(f'"{w}"' for w in words) in hub, f"the hub test does not run `{shown}`"

@@ -35,7 +35,13 @@ from tinyflo.course.nbgrader_run import (
 )
 from tinyflo.course.notebooks import require, write_notebook
 from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE, bwrap_works
-from tinyflo.course.semester import COURSE_FILE, apply_semester, read_semester, write_template
+from tinyflo.course.semester import (
+    COURSE_FILE,
+    Semester,
+    apply_semester,
+    read_semester,
+    write_template,
+)
 from tinyflo.course.source import (
     NOTEBOOK_LIMIT,
     VALID_ID,
@@ -682,20 +688,23 @@ def roster(course_dir: Path, csv_path: Path) -> int:
     return len(rows)
 
 
-def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str) -> list[list[str]]:
+def _lms_rows(scores: list[Score], students: dict[str, dict[str, str]], lms: str,
+              titles: dict[str, str] | None = None) -> list[list[str]]:
     """The CSV rows of ``lms``'s gradebook import (one of LMS_FORMATS): its identity columns and a column per
-    module in a header, (Canvas) the points possible, a row per student."""
+    module (headed by its title there, course.toml's [titles], else its slug) in a header, (Canvas) the
+    points possible, a row per student."""
     modules = sorted({s.module for s in scores})
+    headers = [(titles or {}).get(m, m) for m in modules]
     points = {(s.student, s.module): f"{s.final:g}" for s in scores}  # after any late penalty
     most = {s.module: f"{s.max_points:g}" for s in scores}
     rows = []
     if lms == "canvas":  # Student, ID, SIS User ID, SIS Login ID, Section; new columns become assignments
-        rows.append(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *modules])
+        rows.append(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *headers])
         rows.append(["Points Possible", "", "", "", "", *(most[m] for m in modules)])
     elif lms == "moodle":  # matched on import by "Username" or "Email address" (Moodle asks which)
-        rows.append(["Username", "Email address", "First name", "Last name", *modules])
+        rows.append(["Username", "Email address", "First name", "Last name", *headers])
     else:  # gradescope: matched by Email or SID
-        rows.append(["Name", "SID", "Email", *modules])
+        rows.append(["Name", "SID", "Email", *headers])
     for student in sorted(set(students) | {s.student for s in scores}):  # graded ones off the roster too
         info = students.get(student) or {}
         marks = [points.get((student, m), "") for m in modules]
@@ -732,6 +741,12 @@ def _unmatched(graded: list[str], roster: dict[str, dict[str, str]], lms: str, c
         )
 
 
+def _extension_note(score: Score, semester: Semester) -> str:
+    """`(extended to 2026-09-16T23:59-04:00) ` when course.toml gives the student their own due date."""
+    due = semester.extensions.get((score.student, score.module))
+    return f"(extended to {due.isoformat(timespec='minutes')}) " if due else ""
+
+
 # What makes a spreadsheet read a cell as a formula: its first character (OWASP's list). A cell of
 # the gradebook's CSVs holds a roster name, an email or an id that students chose.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
@@ -748,7 +763,7 @@ def spreadsheet_text(cell: str) -> str:
 
 
 def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = None,
-           logins: bool = False) -> list[Score]:
+           logins: bool = False, modules: list[Module] | None = None) -> list[Score]:
     """Print points per student and module; optionally write one CSV row per grade cell, or (``lms``) the
     gradebook import of Canvas, Moodle or Gradescope (refused while a graded student has no identity
     there, unless ``logins``: every id here is the student's login in the LMS)."""
@@ -762,10 +777,11 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
         print(f"left out: {line}", file=sys.stderr)
     if not scores:
         raise CourseError(f"the gradebook of {course_dir} has no graded submissions yet")
-    modules = sorted({s.module for s in scores})
+    semester = read_semester(course_dir, modules) if modules is not None else Semester()
     graded = sorted({s.student for s in scores})
-    table = {(s.student, s.module): (f"{s.final:g}/{s.max_points:g}", s.late_note())
+    table = {(s.student, s.module): (f"{s.final:g}/{s.max_points:g}", _extension_note(s, semester) + s.late_note())
              for s in scores}  # fmt: skip
+    modules = sorted({s.module for s in scores})
     width = max([len("student"), *map(len, graded)])
     # Points right-aligned under their module; how late, when late, after them.
     aligned = {m: max([len(m), 7, *(len(p) for (_, of), (p, _) in table.items() if of == m)])
@@ -784,7 +800,7 @@ def report(course_dir: Path, csv_path: Path | None = None, lms: str | None = Non
             raise CourseError(f"--csv: the folder {folder} does not exist")
         if lms is not None:
             roster = students(course_dir)
-            table = _lms_rows(scores, roster, lms)
+            table = _lms_rows(scores, roster, lms, semester.titles)
             _unmatched(graded, roster, lms, course_dir, logins)
         else:
             table = [["student", "module", "grade_id", "points", "max_points"]]
@@ -879,7 +895,7 @@ def run(args: argparse.Namespace) -> int:
         compare_submissions(course_dir, modules, args.module, args.threshold,
                             Path(args.out).expanduser().resolve() if args.out else None)
     else:
-        report(course_dir, Path(args.csv) if args.csv else None, args.format, args.ids_are_logins)
+        report(course_dir, Path(args.csv) if args.csv else None, args.format, args.ids_are_logins, modules)
     return 0
 
 

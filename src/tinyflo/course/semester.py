@@ -44,6 +44,7 @@ class Semester:
     deadlines: dict[str, datetime] = field(default_factory=dict)
     extensions: dict[tuple[str, str], datetime] = field(default_factory=dict)
     late: str = "none"  # "none", "zero" or "N% per day", as normalised by `read_penalty`
+    titles: dict[str, str] = field(default_factory=dict)  # module slug -> its assignment's title in the LMS
 
 
 def _load(path: Path) -> dict:
@@ -108,16 +109,21 @@ def read_penalty(course_file: Path) -> str:
     return _penalty(course_file, _load(course_file).get("late", {}))
 
 
+def _slug(path: Path, where: str, spec: str, modules: list[Module]) -> str:
+    """The slug of the module a key of course.toml names, by any of its aliases."""
+    try:
+        return resolve_module(modules, spec).slug
+    except CourseError as error:
+        raise CourseError(f"{path}: {where}: {error}") from None
+
+
 def _modules_table(path: Path, key: str, table: dict, modules: list[Module]) -> dict[str, datetime]:
     """A table of module = due date, keyed by each module's slug."""
     dates: dict[str, datetime] = {}
     given: dict[str, str] = {}
     for spec, value in table.items():
         where = f"{key} {spec!r}"
-        try:
-            slug = resolve_module(modules, spec).slug
-        except CourseError as error:
-            raise CourseError(f"{path}: {where}: {error}") from None
+        slug = _slug(path, where, spec, modules)
         if slug in dates:
             raise _fail(path, where, f"each module once in {key}", f"{slug} as {given[slug]!r} too")
         dates[slug], given[slug] = _due(path, where, value), spec
@@ -128,11 +134,11 @@ def read_semester(course_dir: Path, modules: list[Module]) -> Semester:
     """The course's course.toml, checked; an empty Semester when there is none."""
     path = course_dir / COURSE_FILE
     data = _load(path)
-    known = ("exchange", "deadlines", "extensions", "late")
+    known = ("exchange", "deadlines", "extensions", "late", "titles")
     for key, value in data.items():
         if key not in known:
             shown = f"[{key}]" if isinstance(value, dict) else key
-            top = "exchange, [deadlines], [extensions.<student>] or [late]"
+            top = "exchange, [deadlines], [extensions.<student>], [late] or [titles]"
             raise _fail(path, shown, f"{top} at the top level", "an unknown key")
     exchange = data.get("exchange")
     if exchange is not None and not (isinstance(exchange, str) and Path(exchange).is_absolute()):
@@ -184,7 +190,23 @@ def read_semester(course_dir: Path, modules: list[Module]) -> Semester:
         deadlines,
         extensions,
         _penalty(path, data.get("late", {})),
+        _titles(path, _table(path, "[titles]", data.get("titles", {}), "module = \"title in the LMS\""), modules),
     )
+
+
+def _titles(path: Path, table: dict, modules: list[Module]) -> dict[str, str]:
+    """[titles]: each module's assignment title in the LMS's gradebook, one line, each title once."""
+    titles: dict[str, str] = {}
+    for spec, title in table.items():
+        where = f"[titles] {spec!r}"
+        slug = _slug(path, where, spec, modules)
+        if not isinstance(title, str) or not title.strip() or not title.isprintable() or len(title) > 255:
+            raise _fail(path, where, "the assignment's title in the LMS, in quotes, on one line of at most "
+                        "255 characters (e.g. \"Module 1: Tensor (4521)\")", repr(title)[:80])
+        if slug in titles or title.strip() in titles.values():
+            raise _fail(path, where, "each module once, each with a title of its own", "a repeat")
+        titles[slug] = title.strip()
+    return titles
 
 
 def late_points(penalty: str, score: float, seconds_late: float) -> float | None:
@@ -258,7 +280,7 @@ def write_template(course_dir: Path, modules: list[Module]) -> Path | None:
     path = course_dir / COURSE_FILE
     example = modules[0].slug if modules else "01_tensor"
     text = f"""\
-# The semester, read by `tinyflo course` release, collect and autograde; yours to edit
+# The semester, read by `tinyflo course` release, collect, autograde and report; yours to edit
 # (`tinyflo course build` never rewrites it). Dates are TOML date-times with their UTC offset.
 
 # nbgrader's exchange on a JupyterHub (an absolute path):
@@ -274,6 +296,9 @@ def write_template(course_dir: Path, modules: list[Module]) -> Path | None:
 [late]  # a submission is late when its timestamp.txt is after the student's due date
 # "none", "zero", or "N% per day" (of the points earned, per day or part of a day late)
 penalty = "none"
+
+[titles]  # a module = its assignment's title in the LMS, heading its column in `report --format`
+# "{example}" = "Module 1: Tensor (4521)"
 """
     try:
         with path.open("x", encoding="utf-8") as handle:
