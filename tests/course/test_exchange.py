@@ -14,7 +14,7 @@ import json
 import os
 import pwd
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -91,8 +91,10 @@ def collected(tmp_path_factory):
         # sys, in daemon's name, newer than daemon's own
         "forged": _plant(box, "daemon", "sys", {NOTEBOOK: _notebook("sys, as daemon")},
                          datetime(2099, 1, 1, tzinfo=timezone.utc)),
-        # nobody: a folder made today with a time long past in its name
+        # nobody: a folder made today with a time long past in its name; lp: a minute before its copy
         "backdated": _plant(box, "nobody", "nobody", {NOTEBOOK: _notebook("late")}, LONG_AGO),
+        "a minute back": _plant(box, "lp", "lp", {NOTEBOOK: _notebook("just late")},
+                                datetime.now(timezone.utc) - timedelta(seconds=60)),
         # links to the instructor's files: the whole folder, the notebook, a second name of it
         "folder link": box / f"mail+{SLUG}+{_stamp(datetime.now(timezone.utc))}+x",
         "notebook link": _plant(box, "news", "news", {}),
@@ -124,7 +126,7 @@ def collected(tmp_path_factory):
 
 def test_each_students_own_newest_submission_is_collected_with_its_feedback_key(collected):
     course, _, code, out, _ = collected
-    assert code == 1 and "collected 00_demo: 3 submissions (bin, daemon, nobody)" in out, out
+    assert code == 1 and "collected 00_demo: 4 submissions (bin, daemon, lp, nobody)" in out, out
     taken = course / "submitted" / "daemon" / SLUG
     assert (taken / NOTEBOOK).read_bytes() == _notebook("new")
     assert (taken / "submission_secret.txt").read_bytes() == b"b" * 128
@@ -149,7 +151,7 @@ def test_links_to_the_instructors_files_are_never_followed(collected):
     assert f"left out 00_demo: {planted['folder link'].name!r}: not a folder (a link or a file)" in out, out
     for case in ("notebook link", "hard link"):
         assert f"left out 00_demo: {planted[case].name!r}: its demo.ipynb is not a regular file" in out, out
-    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["bin", "daemon", "nobody"]
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["bin", "daemon", "lp", "nobody"]
 
 
 def test_fifos_oversized_notebooks_and_odd_names_are_left_out_without_waiting(collected):
@@ -163,8 +165,16 @@ def test_fifos_oversized_notebooks_and_odd_names_are_left_out_without_waiting(co
 
 
 def test_a_backdated_submission_counts_from_when_its_files_were_written(collected):
-    course, _, _, out, _ = collected
-    assert "nobody, 00_demo: its name says it was submitted at 2026-01-01 00:00:00 UTC" in out, out
-    written = (course / "submitted" / "nobody" / SLUG / "timestamp.txt").read_text()
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    assert written.startswith(today), written
+    """The time in a submission's name is its student's to write; when its files last changed is
+    the kernel's: that is taken, and where the two disagree by more than a copy's seconds a line
+    says so (a minute back as much as a year)."""
+    course, planted, _, out, _ = collected
+    assert ("nobody, 00_demo: its name says it was submitted at 2026-01-01 00:00:00 UTC, its files were last "
+            "written at ") in out, out
+    for student, case in (("nobody", "backdated"), ("lp", "a minute back"), ("daemon", "new")):
+        written = (course / "submitted" / student / SLUG / "timestamp.txt").read_text()
+        changed = max(path.stat().st_ctime for path in [planted[case], *planted[case].iterdir()])
+        taken = datetime.strptime(written, "%Y-%m-%d %H:%M:%S.%f UTC").replace(tzinfo=timezone.utc)
+        assert abs(taken.timestamp() - changed) < 1e-3, (student, written)
+    assert "lp, 00_demo: its name says it was submitted at" in out, out
+    assert "daemon, 00_demo: its name says" not in out, "an honest submission: its name and its files agree"

@@ -39,7 +39,9 @@ from tinyflo.course.source import NOTEBOOK_LIMIT, VALID_ID, CourseError, Module,
 MARK = "tinyflo-collect: "  # the lines of OwnedCollect that `collect_exchange` passes on
 SECRET = "submission_secret.txt"
 SECRET_LIMIT = 4096  # bytes
-COPY_SLACK = 120  # seconds a submission's files may be changed after the time in its name (the copy)
+# Seconds between the time nbgrader's submit puts in a submission's name (as it starts) and the last
+# change to its files (as its copy ends): within them the two agree, and nothing is said.
+COPY_SECONDS = 2
 
 
 class OwnedCollect(ExchangeCollect):
@@ -119,7 +121,9 @@ class OwnedCollect(ExchangeCollect):
 
     def do_copy(self, src: str, dest: str, log=None) -> None:
         """The module's notebooks and the feedback key of the submission folder `src`, into `dest`,
-        and its time as nbgrader's timestamp.txt (the one in its name, or when its files last changed)."""
+        and its time as nbgrader's timestamp.txt: when its folder and files last changed (their
+        status-change time, which the kernel sets and no user can set back), not the time in its
+        name, which its student wrote; said in a line where the two disagree."""
         released = self.notebooks
         name = os.path.basename(src)
         student, claimed = self.chosen[name]["username"], self.chosen[name]["timestamp"]
@@ -160,14 +164,13 @@ class OwnedCollect(ExchangeCollect):
         if others:
             shown = ", ".join(map(repr, others[:3])) + (" ..." if len(others) > 3 else "")
             self._say(f"{student}, {self.coursedir.assignment_id}: only the notebook is taken, not {shown}")
-        when = claimed
-        last_change = datetime.fromtimestamp(changed, timezone.utc).replace(tzinfo=None)
-        if (last_change - claimed).total_seconds() > COPY_SLACK:
-            when = last_change
+        when = datetime.fromtimestamp(changed, timezone.utc).replace(tzinfo=None)
+        if abs((when - claimed).total_seconds()) > COPY_SECONDS:
             self._say(f"{student}, {self.coursedir.assignment_id}: its name says it was submitted at {claimed} "
-                      f"UTC, its files were changed at {last_change:%Y-%m-%d %H:%M:%S} UTC: the later is taken")
+                      f"UTC, its files were last written at {when:%Y-%m-%d %H:%M:%S} UTC, which no one can set "
+                      "back: that time is taken")
         os.makedirs(dest)
-        for filename, data in [*files.items(), ("timestamp.txt", f"{when} UTC".encode())]:
+        for filename, data in [*files.items(), ("timestamp.txt", f"{when:%Y-%m-%d %H:%M:%S.%f} UTC".encode())]:
             fd = os.open(os.path.join(dest, filename), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
