@@ -491,6 +491,32 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
     args[args.index("--env") + 1] = str(open_env)
     code, out = call_cli(*args)
     assert code == 2 and f"--env: root runs the hub from {open_env}, and {open_env / 'bin'} can be written" in out, out
+    # an environment whose Python or packages the students cannot reach: their servers would never start
+    top = Path(tempfile.mkdtemp(dir="/tmp"))  # not under pytest's own folder, which is closed to others
+    try:
+        os.chmod(top, 0o755)
+        closed_env = top / "home-of-root" / "hub"
+        (closed_env / "bin").mkdir(parents=True)
+        (closed_env / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+        (closed_env / "bin" / "python3").write_text("#!/bin/sh\n")
+        for folder in (closed_env, closed_env / "bin", closed_env / "lib", closed_env / "lib" / "python3.11",
+                       closed_env / "lib" / "python3.11" / "site-packages"):
+            os.chmod(folder, 0o755)
+        os.chmod(closed_env / "bin" / "python3", 0o755)
+        os.chmod(top / "home-of-root", 0o700)
+        args[args.index("--env") + 1] = str(closed_env)
+        code, out = call_cli(*args)
+        assert code == 2 and len(out.strip().splitlines()) == 1, out
+        assert (f"--env: each student's JupyterLab runs from {closed_env} as the student, and {top / 'home-of-root'} "
+                "(mode 700) lets no student enter it: their servers would not start (the hub answers HTTP 500)") in out
+        os.chmod(top / "home-of-root", 0o711)  # enterable, not listable: enough
+        os.chmod(closed_env / "bin" / "python3", 0o700)
+        code, out = call_cli(*args)
+        assert code == 2 and f"{closed_env / 'bin' / 'python3'} (mode 700) cannot be run by a student" in out, out
+        os.chmod(closed_env / "bin" / "python3", 0o755)
+        assert call_cli(*args)[0] == 0
+    finally:
+        shutil.rmtree(top)
     for bad, said in ((["--env", "opt/hub"], "--env: an absolute path without control characters expected, got 'opt/hub'"),
                       (["--env", "/opt/hub\nimport os"], "--env: an absolute path without control characters expected"),
                       (["--instructor", "prof; rm"], "--instructor: a Unix user or group name expected, got 'prof; rm'")):

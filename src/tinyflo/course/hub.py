@@ -12,7 +12,9 @@ Two files, for the administrator to put in place (the instructor guide's "A seme
 
 from __future__ import annotations
 
+import grp
 import json
+import stat
 from pathlib import Path
 
 from tinyflo.core.checkpoints import atomic_write
@@ -71,6 +73,39 @@ def open_to_others(env: Path) -> Path | None:
     return None
 
 
+def closed_to_students(env: Path, group: str) -> str:
+    """What keeps a student's JupyterLab from starting out of the hub's environment ('' when
+    nothing): the hub starts it as the student, who must enter every folder above its Python (the
+    interpreter a virtual environment links to, and its standard library) and its packages, and run
+    the interpreter. A member of `group` passes by the group's bits where the folder is the group's,
+    by the others' bits elsewhere. Only what exists is looked at."""
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        gid = None
+    places = [(env / "bin" / "python3").resolve(), *sorted(env.glob("lib/python*/site-packages"))]
+    settings = env / "pyvenv.cfg"  # a virtual environment: its interpreter's own prefix too
+    if settings.is_file():
+        home = next((line.split("=", 1)[1].strip() for line in settings.read_text().splitlines()
+                     if line.split("=", 1)[0].strip() == "home"), "")
+        if home:
+            places += sorted(Path(home).resolve().parent.glob("lib/python3*"))
+    for place in places:
+        if not place.exists():
+            continue
+        for folder in [*reversed(place.parents), *([place] if place.is_dir() else [])]:
+            info = folder.stat()
+            bit = stat.S_IXGRP if info.st_gid == gid else stat.S_IXOTH
+            if not info.st_mode & bit:
+                return f"{folder} (mode {stat.S_IMODE(info.st_mode):o}) lets no student enter it"
+        if place.is_file():
+            info = place.stat()
+            bits = (stat.S_IRGRP | stat.S_IXGRP) if info.st_gid == gid else (stat.S_IROTH | stat.S_IXOTH)
+            if info.st_mode & bits != bits:
+                return f"{place} (mode {stat.S_IMODE(info.st_mode):o}) cannot be run by a student"
+    return ""
+
+
 def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, group: str,
                      config_dir: Path, state: Path) -> list[Path]:
     """Write the hub's two files into `out`; their paths."""
@@ -86,6 +121,11 @@ def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, grou
         raise CourseError(f"--env: root runs the hub from {env}, and {folder} can be written by a user other than "
                           f"root, who would become root; expected it root's alone: chown -R root: {env} && "
                           f"chmod -R go-w {env}")
+    if closed := closed_to_students(env, group):
+        raise CourseError(f"--env: each student's JupyterLab runs from {env} as the student, and {closed}: their "
+                          "servers would not start (the hub answers HTTP 500); expected every folder above the "
+                          "environment's Python and packages enterable by the students (chmod o+x), or the "
+                          "environment made with a Python installed where they can reach it (e.g. under /opt)")
     for name, text in ((HUB_CONFIG, render_hub_config(env, instructor, group, state, config_dir)),
                        (USER_CONFIG, render_user_config(exchange))):
         atomic_write(out / name, lambda handle, text=text: handle.write(text.encode("utf-8")))
