@@ -709,8 +709,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="root's folder for the hub's database and cookie secret (default: /var/lib/jupyterhub)")
         if action == "similarity":
             sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
-            sub.add_argument("--threshold", type=_share, default=SIMILAR, metavar="F",
-                             help=f"write a side-by-side page for each pair at least this alike, 0 to 1 (default {SIMILAR})")
+            sub.add_argument("--threshold", type=_share, metavar="F",
+                             help="write a side-by-side page for each pair at least this alike, 0 to 1 (default: "
+                                  f"the class's outliers, or {SIMILAR} with fewer than 10 pairs)")
             sub.add_argument("--out", type=path_arg, metavar="DIR",
                              help="folder for the pages (default: DIR/similarity/MODULE in the course folder)")
         _modules_option(sub)

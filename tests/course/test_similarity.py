@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from bs4 import BeautifulSoup
@@ -333,19 +334,25 @@ def _notebook(*codes: str, tasks: tuple[str, ...] = ("tensor_ops",), given: str 
         _cell("tests", "assert True", solution=False, grade=True, locked=True, grade_id=tasks[0], points=1)]}
 
 
-def test_course_similarity_ranks_writes_a_page_per_alike_pair_and_says_what_it_left_out(tmp_path):
+def _similarity_of(tmp_path: Path, codes: dict[str, str], spec: str = "1") -> tuple[Path, subprocess.CompletedProcess]:
+    """A course whose module 01 release holds STUBS and each student's submission holds their code;
+    `tinyflo course similarity` run on it (it must succeed). The course folder and the run."""
     course = tmp_path / "course"
     (course / "release" / "01_tensor").mkdir(parents=True)
     (course / "release" / "01_tensor" / "tensor.ipynb").write_text(json.dumps(_notebook(STUBS)))
-    codes = {"ada": HONEST["ada"], "bo": HONEST["bo"], "eve": PLANTED["eve"][1]}
     for student, code in codes.items():
         folder = course / "submitted" / student / "01_tensor"
         folder.mkdir(parents=True)
         (folder / "tensor.ipynb").write_text(json.dumps(_notebook(code)))
     (course / "submitted" / "zed" / "01_tensor").mkdir(parents=True)  # no notebook in it
-    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "course", "similarity", "1", "--dir", str(course)],
+    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "course", "similarity", spec, "--dir", str(course)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    return course, done
+
+
+def test_course_similarity_ranks_writes_a_page_per_alike_pair_and_says_what_it_left_out(tmp_path):
+    course, done = _similarity_of(tmp_path, {"ada": HONEST["ada"], "bo": HONEST["bo"], "eve": PLANTED["eve"][1]})
     lines = done.stdout.splitlines()
     assert lines[0].startswith("ada and eve") and lines[0].endswith("alike  (page written)"), lines
     assert "left out: student zed, 01_tensor: no tensor.ipynb (the folder is empty)" in done.stderr
@@ -356,10 +363,29 @@ def test_course_similarity_ranks_writes_a_page_per_alike_pair_and_says_what_it_l
     assert "<h2>task tensor_ops</h2>" in page and "_check_shape" not in page
     assert "The course's given code (3 cells, the same in every submission) is left out." in page
     index = (pages / "index.html").read_text()
-    assert "ada--eve.html" in index and "3 submissions, 3 pairs." in index and "at least 50% alike has a page" in index
+    assert "ada--eve.html" in index and "3 submissions, 3 pairs." in index
+    assert "Each pair at least 50% alike (a fixed share: 3 pairs are too few to stand out from) has a page" in index
     assert not (pages / "ada--bo.html").exists(), "an honest pair gets no page"
-    assert lines[-1] == (f"3 pairs compared; 1 at least 50% alike, each with a page side by side: "
-                         f"{pages / 'index.html'}")
+    assert lines[-1] == ("3 pairs compared; 1 at least 50% alike (a fixed share: 3 pairs are too few to stand out "
+                         f"from), each with a page side by side: {pages / 'index.html'}")
+
+
+def test_a_class_flags_its_own_outliers_and_every_flagged_pair_has_a_page(tmp_path):
+    """Without --threshold, the pairs that stand out from the class's own scores (Tukey's upper
+    fence) are flagged, each with a page: a copy only half kept (hal's, 56% alike) is flagged as well
+    as the whole ones, where a fixed 50% or 60% would pass over some; no honest pair is."""
+    from tinyflo.course.similarity import class_flag
+
+    course, done = _similarity_of(tmp_path, HONEST | {copier: code for copier, (_, code) in PLANTED.items()})
+    pages = course / "similarity" / "01_tensor"
+    written = {frozenset(page.stem.split("--")) for page in pages.glob("*--*.html")}
+    assert written == {frozenset((copier, source)) for copier, (source, _) in PLANTED.items()}, written
+    assert "\n28 pairs compared; 4 more than 34% alike " in done.stdout, done.stdout
+    assert "(the class's outliers: above the third quartile of every pair's score" in done.stdout, done.stdout
+    # the fence: Q3 + 1.5 (Q3 - Q1); a pair on it is not above it
+    flag = class_flag([0.1] * 5 + [0.2] * 5 + [0.35])
+    assert flag.threshold > 0.35 and flag.how.startswith("more than 35% alike"), flag
+    assert class_flag([0.9] * 9).threshold == 0.5, "fewer than ten pairs: the fixed share"
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -392,17 +418,9 @@ def test_own_code_ignores_what_is_not_a_notebooks_code():
 
 
 def test_a_pair_page_shows_a_students_markup_as_text_and_odd_folder_names_are_left_out(tmp_path):
-    course = tmp_path / "course"
-    (course / "release" / "01_tensor").mkdir(parents=True)
-    (course / "release" / "01_tensor" / "tensor.ipynb").write_text(json.dumps(_notebook(STUBS)))
     planted = HONEST["ada"] + '\nNOTE = "</pre><script>alert(1)</script>"\n'
-    for student, code in {"ada": HONEST["ada"], "mallory": planted, "bo": HONEST["bo"], "x y": HONEST["cy"]}.items():
-        folder = course / "submitted" / student / "01_tensor"
-        folder.mkdir(parents=True)
-        (folder / "tensor.ipynb").write_text(json.dumps(_notebook(code)))
-    done = subprocess.run([sys.executable, "-m", "tinyflo.cli", "course", "similarity", "01", "--dir", str(course)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    course, done = _similarity_of(
+        tmp_path, {"ada": HONEST["ada"], "mallory": planted, "bo": HONEST["bo"], "x y": HONEST["cy"]}, "01")
     assert "left out: student 'x y', 01_tensor: a student's folder is named by their id" in done.stderr
     page = (course / "similarity" / "01_tensor" / "ada--mallory.html").read_text()
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -957,7 +957,7 @@ def write_hub(course_dir: Path, modules: list[Module], args: argparse.Namespace)
 SHOWN_PAIRS = 20  # the most alike pairs printed; the index page lists them all
 
 
-def compare_submissions(course_dir: Path, modules: list[Module], spec: str, threshold: float,
+def compare_submissions(course_dir: Path, modules: list[Module], spec: str, threshold: float | None,
                         out: Path | None) -> None:
     """`tinyflo course similarity MODULE`: the pairs of submissions ranked by how alike the students' own code is."""
     from tinyflo.course.similarity import similarity
@@ -971,12 +971,12 @@ def compare_submissions(course_dir: Path, modules: list[Module], spec: str, thre
     for line in refused.values():
         print(f"left out: {line}", file=sys.stderr)
     folder = out if out is not None else course_dir / "similarity" / module.slug
-    pairs = similarity(course_dir, module.slug, module.name, submitted[module.slug], folder, threshold)
+    pairs, flag = similarity(course_dir, module.slug, module.name, submitted[module.slug], folder, threshold)
     width = max(len(p.first) + len(p.second) + 5 for p in pairs[:SHOWN_PAIRS])
     for pair in pairs[:SHOWN_PAIRS]:
         names = f"{pair.first} and {pair.second}"
-        mark = "  (page written)" if pair.similarity >= threshold else ""
+        mark = "  (page written)" if pair.similarity >= flag.threshold else ""
         print(f"{names:<{width}} {pair.similarity:>5.0%} alike{mark}")
-    above = sum(p.similarity >= threshold for p in pairs)
-    print(f"{len(pairs)} pairs compared; {above} at least {threshold:.0%} alike, each with a page side by side: "
+    above = sum(p.similarity >= flag.threshold for p in pairs)
+    print(f"{len(pairs)} pairs compared; {above} {flag.how}, each with a page side by side: "
           f"{folder / 'index.html'}")

@@ -217,10 +217,36 @@ def pair_page(pair: Pair, parts: dict[str, list[Part]], module: str, stubs: dict
             f"<div class='row names'>{names}</div>" + "".join(rows) + "</body></html>\n")
 
 
+FEW_PAIRS = 10  # below this many pairs a class has no spread to stand out from: SIMILAR flags
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Which pairs get a page: those at least `threshold` alike; `how` says where it comes from."""
+
+    threshold: float
+    how: str
+
+
+def class_flag(scores: list[float]) -> Flag:
+    """The class's own outliers: pairs above Tukey's upper fence (the third quartile plus 1.5 times
+    the spread between the quartiles) of every pair's score, where honest pairs gather; with fewer
+    than FEW_PAIRS pairs, a fixed SIMILAR."""
+    if len(scores) < FEW_PAIRS:
+        return Flag(SIMILAR, f"at least {SIMILAR:.0%} alike (a fixed share: {len(scores)} pairs are too few to "
+                             "stand out from)")
+    first, third = np.percentile(scores, [25, 75])
+    fence = float(third + 1.5 * (third - first))
+    above = float(np.nextafter(fence, np.inf))  # above the fence, not on it
+    return Flag(above, f"more than {fence:.0%} alike (the class's outliers: above the third quartile of "
+                       f"every pair's score, {third:.0%}, by 1.5 times the spread between the quartiles)")
+
+
 def similarity(course_dir: Path, module_slug: str, notebook_name: str, students: list[str], out: Path,
-               threshold: float = SIMILAR) -> list[Pair]:
-    """Rank the pairs of ``students``' submissions of one module; write a page per pair at least ``threshold``
-    alike, and an index, into the folder ``out``."""
+               threshold: float | None = None) -> tuple[list[Pair], Flag]:
+    """Rank the pairs of ``students``' submissions of one module; write a page per pair the flag marks
+    (``threshold`` alike or more, or by default the class's outliers: `class_flag`), and an index,
+    into the folder ``out``."""
     release = course_dir / "release" / module_slug / f"{notebook_name}.ipynb"
     if not release.is_file():
         raise CourseError(f"{module_slug} is not released yet ({release} is missing): its stubs are what "
@@ -232,11 +258,13 @@ def similarity(course_dir: Path, module_slug: str, notebook_name: str, students:
              for s in students}
     pairs = rank_pairs({student: joined(own) for student, own in parts.items()}, own_code(given, given))
     stubs = _by_label(own_parts(given, given))
+    flag = (class_flag([p.similarity for p in pairs]) if threshold is None
+            else Flag(threshold, f"at least {threshold:.0%} alike (--threshold)"))
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for pair in pairs:
         page = None
-        if pair.similarity >= threshold:
+        if pair.similarity >= flag.threshold:
             page = f"{pair.first}--{pair.second}.html"
             text = pair_page(pair, parts, module_slug, stubs, len(given_cells(given)))
             atomic_write(out / page, lambda handle, text=text: handle.write(text.encode("utf-8")))
@@ -248,9 +276,9 @@ def similarity(course_dir: Path, module_slug: str, notebook_name: str, students:
              f"</title></head><body><h1>{module}: pairs of submissions, the most alike first</h1>"
              f"<p>{len(students)} submissions, {len(pairs)} pairs. How alike two are: the larger share of either "
              "one's own code (their solution cells and the cells they added) that the other has too, after names "
-             f"are replaced and comments removed. Each pair at least {threshold:.0%} alike has a page, its code "
+             f"are replaced and comments removed. Each pair {html.escape(flag.how)} has a page, its code "
              "side by side. A high score is a reason to look, not a verdict: short tasks with one natural "
              "solution are alike in honest submissions too.</p><table><tr><th>student</th><th>student</th><th>alike</th><th></th></tr>"
              + "".join(rows) + "</table></body></html>\n")
     atomic_write(out / "index.html", lambda handle: handle.write(index.encode("utf-8")))
-    return pairs
+    return pairs, flag
