@@ -91,6 +91,8 @@ MISUSE = [
     (["course", "report", "--format", "excel"], "argument --format: invalid choice: 'excel' (choose from 'canvas', "
      "'moodle', 'gradescope') (see tinyflo course report --help)"),
     (["course", "roster"], "the following arguments are required: FILE (see tinyflo course roster --help)"),
+    (["course", "hub", "--env", "/opt/hub", "--instructor", "prof", "--group", "students", "--idle-minutes", "1h"],
+     "argument --idle-minutes: expected a whole number of minutes >= 0, got '1h' (see tinyflo course hub --help)"),
     # milestone
     (["milestone", "run", "99"], "no milestone called '99'; the milestones are 01_perceptron, 02_xor, 03_mlp, "),
     (["milestone", "run", "lenet-9"], "no milestone called 'lenet-9'; the milestones are 01_perceptron, "),

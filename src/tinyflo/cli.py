@@ -541,6 +541,13 @@ def _share(text: str) -> float:
     return value
 
 
+def _minutes(text: str) -> int:
+    """A whole number of minutes >= 0, for argparse."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of minutes >= 0, got {text!r}")
+    return int(text)
+
+
 def _count(text: str) -> int:
     """A whole number >= 1, for argparse."""
     try:
@@ -707,6 +714,9 @@ def build_parser() -> argparse.ArgumentParser:
                              help="root's folder the hub's configuration is installed into (default: /etc/jupyterhub)")
             sub.add_argument("--state", type=path_arg, default="/var/lib/jupyterhub", metavar="DIR",
                              help="root's folder for the hub's database and cookie secret (default: /var/lib/jupyterhub)")
+            sub.add_argument("--idle-minutes", type=_minutes, default=60, metavar="N",
+                             help="stop a student's JupyterLab after N minutes without activity, with "
+                                  "jupyterhub-idle-culler in the hub's environment (default 60; 0: never)")
         if action == "similarity":
             sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
             sub.add_argument("--threshold", type=_share, metavar="F",

@@ -21,6 +21,7 @@ import json
 import os
 import pwd
 import secrets
+import shlex
 import shutil
 import socket
 import stat
@@ -34,6 +35,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 from course_support import FIXTURE_MODULES, MUTANTS, REPO, apply_mutant, call_cli, secret_lines
 from traitlets.config import Config
@@ -165,6 +167,9 @@ def _hub_environment(site: Site) -> Path:
     for folder, dirs, files in os.walk(env):  # readable by every user, as an installed environment is
         for name in dirs + files:
             os.chmod(Path(folder) / name, 0o755 if name in dirs or name == launcher.name else 0o644)
+    python = env / "bin" / "python3"  # this environment's Python, as a virtual environment has it: the idle culler
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
     return env
 
 
@@ -194,8 +199,9 @@ class Hub:
             f"c.JupyterHub.hub_port = {hub_port}\n"
             f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{api_port}'\n"
             "c.Spawner.start_timeout = c.Spawner.http_timeout = 180\n"
-            f"c.JupyterHub.services = [{{'name': 'semester-test', 'api_token': {self.token!r}}}]\n"
-            "c.JupyterHub.load_roles = [{'name': 'semester-test', 'services': ['semester-test'],\n"
+            "# and this test's own service, beside the hub's (its idle culler)\n"
+            f"c.JupyterHub.services = [*c.JupyterHub.services, {{'name': 'semester-test', 'api_token': {self.token!r}}}]\n"
+            "c.JupyterHub.load_roles = [*c.JupyterHub.load_roles, {'name': 'semester-test', 'services': ['semester-test'],\n"
             "    'scopes': ['admin:users', 'admin:servers', 'tokens', 'access:servers']}]\n"
         )
         env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -358,6 +364,13 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
     for target in (config_dir / "jupyterhub_config.py", config_dir / "extra.py", state / "jupyterhub.sqlite"):
         tried = _as(site, "instructor", "sh", "-c", f"echo 'import os' >> '{target}'")
         assert tried.returncode != 0, f"the instructor wrote {target}"
+    for _ in range(50):  # the hub starts its services as it comes up
+        culler = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+                  if "jupyterhub_idle_culler" in (p.info["cmdline"] or [])]
+        if culler:
+            break
+        time.sleep(0.2)
+    assert culler and "--timeout=3600" in culler[0], culler  # the hub runs its idle culler, an hour's patience
     mark("hub up")
     try:
         semester = time.monotonic()  # from here, the module's round: out, in, graded, back
@@ -483,6 +496,16 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
     assert hub_config.JupyterHub.db_url == "sqlite:////var/lib/jupyterhub/jupyterhub.sqlite"
     assert hub_config.JupyterHub.cookie_secret_file == "/var/lib/jupyterhub/jupyterhub_cookie_secret"
     assert user_config.ExchangeFactory.submit == "tinyflo.course.exchange.OwnSubmit"
+    # an idle student's server is stopped after an hour, by a service with only the rights it needs
+    assert hub_config.JupyterHub.services == [{"name": "idle-culler", "command": [
+        "/opt/tinyflo-hub/bin/python3", "-m", "jupyterhub_idle_culler", "--timeout=3600"]}]
+    assert hub_config.JupyterHub.load_roles == [{"name": "idle-culler", "services": ["idle-culler"], "scopes": [
+        "list:users", "read:users:activity", "read:servers", "delete:servers"]}]
+    code, out = call_cli(*hub, "--idle-minutes", "0")
+    assert code == 0, out
+    exec_config = Config()
+    exec((tmp_path / "hub" / "jupyterhub_config.py").read_text(), {"get_config": lambda: exec_config})
+    assert "services" not in exec_config.JupyterHub, "--idle-minutes 0: no culler"
     # a hub environment another user could write to would make them root
     open_env = tmp_path / "env"
     (open_env / "bin").mkdir(parents=True)
@@ -515,6 +538,12 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
         assert code == 2 and f"{closed_env / 'bin' / 'python3'} (mode 700) cannot be run by a student" in out, out
         os.chmod(closed_env / "bin" / "python3", 0o755)
         assert call_cli(*args)[0] == 0
+        # a Python that cannot import the idle culler: the hub would start without it, said in a line
+        (closed_env / "bin" / "python3").write_text("#!/bin/sh\nexit 1\n")
+        code, out = call_cli(*args)
+        assert code == 2 and (f"--idle-minutes: the hub's environment {closed_env} has no jupyterhub-idle-culler"
+                              in out), out
+        assert call_cli(*args, "--idle-minutes", "0")[0] == 0
     finally:
         shutil.rmtree(top)
     for bad, said in ((["--env", "opt/hub"], "--env: an absolute path without control characters expected, got 'opt/hub'"),

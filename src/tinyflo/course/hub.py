@@ -15,6 +15,7 @@ from __future__ import annotations
 import grp
 import json
 import stat
+import subprocess
 from pathlib import Path
 
 from tinyflo.core.checkpoints import atomic_write
@@ -25,9 +26,18 @@ HUB_CONFIG = "jupyterhub_config.py"
 USER_CONFIG = "nbgrader_config.py"  # for <env>/etc/jupyter/
 
 
-def render_hub_config(env: Path, instructor: str, group: str, state: Path, config_dir: Path) -> str:
+def render_hub_config(env: Path, instructor: str, group: str, state: Path, config_dir: Path,
+                      idle_minutes: int = 60) -> str:
     """jupyterhub_config.py for the course (see the module docstring)."""
     singleuser = env / "bin" / "jupyterhub-singleuser"
+    culler = (
+        f"\n# A student's JupyterLab left idle {idle_minutes} minutes is stopped (its memory freed; their files\n"
+        "# stay): jupyterhub-idle-culler, a service of the hub's, with only the rights it needs.\n"
+        'c.JupyterHub.load_roles = [{"name": "idle-culler", "services": ["idle-culler"], "scopes": [\n'
+        '    "list:users", "read:users:activity", "read:servers", "delete:servers"]}]\n'
+        f'c.JupyterHub.services = [{{"name": "idle-culler", "command": [{json.dumps(str(env / "bin" / "python3"))}, '
+        f'"-m", "jupyterhub_idle_culler", "--timeout={idle_minutes * 60}"]}}]\n'
+    ) if idle_minutes else ""
     return (
         "# JupyterHub for the tinyflo course, written by `tinyflo course hub`. As root:\n"
         f"#   {env / 'bin' / 'jupyterhub'} -f {config_dir / HUB_CONFIG}\n"
@@ -48,6 +58,7 @@ def render_hub_config(env: Path, instructor: str, group: str, state: Path, confi
         "# The hub's own state in root's folder: no other user may read or write it.\n"
         f"c.JupyterHub.db_url = {json.dumps('sqlite:///' + str(state / 'jupyterhub.sqlite'))}\n"
         f"c.JupyterHub.cookie_secret_file = {json.dumps(str(state / 'jupyterhub_cookie_secret'))}\n"
+        + culler
     )
 
 
@@ -107,7 +118,7 @@ def closed_to_students(env: Path, group: str) -> str:
 
 
 def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, group: str,
-                     config_dir: Path, state: Path) -> list[Path]:
+                     config_dir: Path, state: Path, idle_minutes: int = 60) -> list[Path]:
     """Write the hub's two files into `out`; their paths."""
     for option, value in (("--env", env), ("--exchange", exchange), ("--out", out),
                           ("--config-dir", config_dir), ("--state", state)):
@@ -126,7 +137,13 @@ def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, grou
                           "servers would not start (the hub answers HTTP 500); expected every folder above the "
                           "environment's Python and packages enterable by the students (chmod o+x), or the "
                           "environment made with a Python installed where they can reach it (e.g. under /opt)")
-    for name, text in ((HUB_CONFIG, render_hub_config(env, instructor, group, state, config_dir)),
+    python = env / "bin" / "python3"
+    if idle_minutes and python.exists() and subprocess.run(
+            [str(python), "-c", "import jupyterhub_idle_culler"], capture_output=True, timeout=60).returncode:
+        raise CourseError(f"--idle-minutes: the hub's environment {env} has no jupyterhub-idle-culler, which stops "
+                          f"idle servers: install it there ({env / 'bin' / 'pip'} install jupyterhub-idle-culler), "
+                          "or give --idle-minutes 0")
+    for name, text in ((HUB_CONFIG, render_hub_config(env, instructor, group, state, config_dir, idle_minutes)),
                        (USER_CONFIG, render_user_config(exchange))):
         atomic_write(out / name, lambda handle, text=text: handle.write(text.encode("utf-8")))
         written.append(out / name)

@@ -939,7 +939,8 @@ def write_hub(course_dir: Path, modules: list[Module], args: argparse.Namespace)
     out = make_folder(Path(args.out), "--out")
     env = Path(args.env).expanduser()
     config_dir, state = Path(args.config_dir).expanduser(), Path(args.state).expanduser()
-    for path in write_hub_config(out, env, exchange, args.instructor, args.group, config_dir, state):
+    for path in write_hub_config(out, env, exchange, args.instructor, args.group, config_dir, state,
+                                 args.idle_minutes):
         print(f"wrote {path}")
     # The course's own folder in the exchange is made for the instructor first: one a student made
     # there before the first release would stop it ("You don't own the directory"). What root runs
