@@ -386,6 +386,14 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
         tokens = hub.ready([site.users[s] for s in students])
         labs = {s: Lab(hub, site.users[s], tokens[site.users[s]]) for s in students}
         mark("servers up")
+        # each student's JupyterLab before a kernel starts: what sizing a hub (the guide's table) rests on
+        uids = {pwd.getpwnam(site.users[s]).pw_uid: s for s in students}
+        resident = dict.fromkeys(students, 0)
+        for process in psutil.process_iter(["uids", "memory_info"]):
+            if process.info["uids"] and process.info["uids"].real in uids and process.info["memory_info"]:
+                resident[uids[process.info["uids"].real]] += process.info["memory_info"].rss
+        assert all(resident.values()), resident
+        print("servers' resident memory: " + ", ".join(f"{s} {rss / 2**20:.0f} MiB" for s, rss in resident.items()))
         for student, lab in labs.items():
             lab.assignments("fetch")
             notebook = _handed_in(student, tmp_path)
