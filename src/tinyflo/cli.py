@@ -689,6 +689,9 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("module", nargs="?", help="one module (default: all; --zip needs one)")
             sub.add_argument("--zip", type=path_arg, metavar="FILE",
                              help="a Canvas or Moodle submissions download of MODULE, instead of the exchange")
+            sub.add_argument("--worksheet", type=path_arg, metavar="CSV",
+                             help="with a Moodle --zip: Moodle's grading worksheet of the assignment, so each "
+                                  "file is matched by its sender's email, not by the name they show")
         if action == "autograde":
             _grading_options(sub)
             sub.add_argument("--jobs", type=_count, default=1, metavar="N",

@@ -308,6 +308,42 @@ def test_moodle_41_download_in_folders_places_each_students_notebook(course, tmp
     _assert_only_written(root, before, {"alice", "bob"})
 
 
+def test_moodles_grading_worksheet_places_each_file_by_its_senders_email(course, tmp_path):
+    """A name is all Moodle's download says of who sent a file, and a student may change theirs:
+    ivy, renamed "Carol Danvers", is placed as the absent carol by the name alone (said in the line).
+    With the grading worksheet, each participant's email decides: ivy's file is ivy's."""
+    root, folder, _ = course
+    submitted = _reset(course)
+    notebooks = {
+        "Alice Liddell_501_assignsubmission_file/demo.ipynb": _notebook("alice"),
+        "Carol Danvers_601_assignsubmission_file/demo.ipynb": _notebook("ivy, as carol"),
+        "Jay Bird_701_assignsubmission_file/demo.ipynb": _notebook("jay, not in the worksheet"),
+    }
+    archive = _zip(tmp_path / "moodle.zip", list(notebooks.items()))
+    code, out = _collect(course, archive)
+    assert "as submitted/carol/00_demo/demo.ipynb (Moodle participant 601, matched by name only)" in out, out
+    worksheet = tmp_path / "worksheet.csv"
+    worksheet.write_text("\ufeffIdentifier,Full name,Email address,Status,Grade\n"  # Moodle writes a BOM
+                         "Participant 501,Alice Liddell,alice@example.edu,Submitted,\n"
+                         "Participant 601,Carol Danvers,IVY@example.edu,Submitted,\n", encoding="utf-8")
+    submitted = _reset(course)
+    code, out = call_cli("course", "collect", "0", "--zip", str(archive), "--worksheet", str(worksheet), *course[2])
+    assert code == 1, out
+    assert (submitted / "ivy" / SLUG / NOTEBOOK).read_bytes() == _notebook("ivy, as carol")
+    assert not (submitted / "carol").exists(), "the name shown in the download decides nothing"
+    assert ("as submitted/ivy/00_demo/demo.ipynb (Moodle participant 601 (IVY@example.edu), matched by email)"
+            in out), out
+    assert "(Moodle participant 501 (alice@example.edu), matched by email)" in out, out
+    assert _left_out(out) == ["left out: 'Jay Bird_701_assignsubmission_file/demo.ipynb': Moodle participant 701 "
+                              "is not in the grading worksheet"]
+    worksheet.write_text("Name,Grade\nAlice,5\n")
+    code, out = call_cli("course", "collect", "0", "--zip", str(archive), "--worksheet", str(worksheet), *course[2])
+    assert code == 2 and ("--worksheet: expected Moodle's grading worksheet, with Identifier and Email address "
+                          "columns;") in out, out
+    code, out = call_cli("course", "collect", "0", "--worksheet", str(worksheet), *course[2])
+    assert code == 2 and "--worksheet: Moodle's grading worksheet goes with its download: give --zip too" in out
+
+
 def test_a_file_named_as_a_moodle_folder_is_no_ones_submission():
     """The folder's name alone, on a notebook, names no file the student gave: left out."""
     roster = {"erin": {"first_name": "Erin", "last_name": "Ochoa"}}

@@ -871,7 +871,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"next: hand out {kit}; put each submission in {course_dir}/submitted/<student>/<module>/"
                   f"<name>.ipynb, then run `{course_command('autograde', course_dir)}`")
     elif args.action == "collect":
-        left_out = collect(course_dir, modules, args.module, Path(args.zip).expanduser() if args.zip else None)
+        left_out = collect(course_dir, modules, args.module, Path(args.zip).expanduser() if args.zip else None,
+                           Path(args.worksheet).expanduser() if args.worksheet else None)
         print(f"next: `{course_command('autograde', course_dir)}`")
         return 1 if left_out else 0
     elif args.action == "feedback":
@@ -909,19 +910,22 @@ def _returning(course_dir: Path, modules: list[Module]) -> str:
             "e.g. through the LMS")
 
 
-def collect(course_dir: Path, modules: list[Module], spec: str | None, archive: Path | None) -> int:
+def collect(course_dir: Path, modules: list[Module], spec: str | None, archive: Path | None,
+            worksheet: Path | None = None) -> int:
     """`tinyflo course collect`: submissions into submitted/<student>/<module>/, from nbgrader's exchange or
     (``archive``) an LMS's download of one module; the number of submissions or files left out (each said
     in one line)."""
     _, chosen = _selected(modules, spec)
     _require_built(course_dir, chosen)
+    if worksheet is not None and archive is None:
+        raise CourseError("--worksheet: Moodle's grading worksheet goes with its download: give --zip too")
     if archive is not None:
         if spec is None:
             raise CourseError("--zip: name the module the download holds, e.g. "
                               f"`{course_command(f'collect 01 --zip {shlex.quote(str(archive))}', course_dir)}`")
         from tinyflo.course.lms_zip import collect_zip
 
-        return collect_zip(course_dir, chosen[0], archive)
+        return collect_zip(course_dir, chosen[0], archive, worksheet)
     from tinyflo.course.exchange import collect_exchange
 
     return collect_exchange(course_dir, modules, chosen)

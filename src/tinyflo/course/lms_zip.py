@@ -19,6 +19,8 @@ own `zip_collect`, with the two plugins of this file in place of nbgrader's, whi
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import lzma
 import os
@@ -56,6 +58,8 @@ MEMBER_LIMIT = 10_000  # files in the zip
 ARCHIVES = (".zip", ".gz", ".tgz", ".tar", ".bz2", ".xz", ".7z", ".rar")
 MANIFEST = "manifest.json"  # in downloaded/<module>/, beside extracted/ (which nbgrader walks)
 DECISIONS = "decisions.json"
+WORKSHEET = "worksheet.json"  # beside them: Moodle participant id -> email, from its grading worksheet
+PARTICIPANT = re.compile(r"Participant ([0-9]+)")  # the worksheet's Identifier column
 SHOWN_NAME = 160  # characters of a name in the zip shown in a line
 
 # Canvas: <sortable name>_[late_]<user id>_<file id>_<file name>, the name lower case with only
@@ -251,6 +255,7 @@ class Placed:
     filename: str  # the name the student gave it
     late: bool = False  # marked late by Canvas
     sender: str = ""  # the LMS's id of who sent it: Canvas user id or Moodle participant id
+    by_name: bool = False  # a Moodle file matched by the name shown in the download alone
 
 
 def _folded(name: str) -> str:
@@ -265,11 +270,14 @@ class Roster:
     by_user_id: dict[str, list[str]]  # lms_user_id -> roster ids
     by_name: dict[str, list[str]]  # folded "first last" -> roster ids
     canvas_name: dict[str, str]  # roster id -> "lastfirst", as Canvas writes it in a file name
+    by_email: dict[str, list[str]]  # email, case folded -> roster ids
 
     @classmethod
     def of(cls, students: dict[str, dict[str, str]]) -> Roster:
-        roster = cls(defaultdict(list), defaultdict(list), {})
+        roster = cls(defaultdict(list), defaultdict(list), {}, defaultdict(list))
         for student, info in sorted(students.items()):
+            if email := (info.get("email") or "").strip().casefold():
+                roster.by_email[email].append(student)
             first, last = info.get("first_name") or "", info.get("last_name") or ""
             if lms_id := (info.get("lms_user_id") or "").strip():
                 roster.by_user_id[lms_id].append(student)
@@ -279,8 +287,24 @@ class Roster:
         return roster
 
 
-def _moodle_owner(parts: list[str], depth: int, match: re.Match, roster: Roster) -> Placed | str:
-    """The student a Moodle name is of, or why it cannot be told."""
+def _moodle_owner(parts: list[str], depth: int, match: re.Match, roster: Roster,
+                  emails: dict[str, str] | None = None) -> Placed | str:
+    """The student a Moodle name is of, or why it cannot be told: by the sender's email in the
+    grading worksheet (`emails`: participant id -> email) when there is one, else by the name the
+    download shows, which its student may have changed."""
+    if depth == len(parts) - 1 and match["file"] is None:
+        return "a Moodle submission folder's name on a file"
+    filename = match["file"] if depth == len(parts) - 1 else parts[-1]
+    participant = match["participant"]
+    if emails is not None:
+        if participant not in emails:
+            return f"Moodle participant {participant} is not in the grading worksheet"
+        email = emails[participant]
+        students = roster.by_email.get(email.casefold(), [])
+        if len(students) != 1:
+            return (f"Moodle participant {participant}'s email {email!r} (the grading worksheet's) is "
+                    + (f"the roster's email of {', '.join(students)}" if students else "no roster student's"))
+        return Placed(students[0], "", "", filename, sender=f"Moodle participant {participant} ({email})")
     name = " ".join(match["name"].split())
     students = roster.by_name.get(_folded(name), [])
     if len(students) > 1:
@@ -288,12 +312,7 @@ def _moodle_owner(parts: list[str], depth: int, match: re.Match, roster: Roster)
     if not students:
         blind = " (blind marking hides who sent it)" if _folded(name) == "participant" else ""
         return f"no roster student is named {name!r}{blind}"
-    if depth == len(parts) - 1 and match["file"] is None:
-        return "a Moodle submission folder's name on a file"
-    filename = match["file"] if depth == len(parts) - 1 else parts[-1]
-    return Placed(
-        students[0], "", "", filename, sender=f"Moodle participant {match['participant']}"
-    )
+    return Placed(students[0], "", "", filename, sender=f"Moodle participant {participant}", by_name=True)
 
 
 def _canvas_owner(base: str, roster: Roster) -> Placed | str:
@@ -332,21 +351,22 @@ def _canvas_owner(base: str, roster: Roster) -> Placed | str:
     )
 
 
-def _owner(original: str, roster: Roster) -> Placed | str:
+def _owner(original: str, roster: Roster, emails: dict[str, str] | None = None) -> Placed | str:
     """Whose file `original` is (the Placed's file and original not yet filled in), or why it
     cannot be told. A name with Moodle's mark is read only as Moodle's: the first folder or file
     name in the shape of Moodle's is the one Moodle made, what follows is the student's."""
     parts = original.split("/")
     for depth, part in enumerate(parts):
         if match := MOODLE.fullmatch(part):
-            return _moodle_owner(parts, depth, match, roster)
+            return _moodle_owner(parts, depth, match, roster, emails)
     if "_assignsubmission_" in original:
         return "not a file submission of Moodle's (assignsubmission_file)"
     return _canvas_owner(parts[-1], roster)
 
 
 def plan(
-    files: dict[str, str], students: dict[str, dict[str, str]], notebook: str
+    files: dict[str, str], students: dict[str, dict[str, str]], notebook: str,
+    emails: dict[str, str] | None = None,
 ) -> tuple[list[Placed], list[str]]:
     """Each student's notebook among the extracted `files` (extracted name -> name in the zip),
     and a line for every file or student left out.
@@ -359,7 +379,7 @@ def plan(
     found: dict[str, list[Placed]] = defaultdict(list)
     left_out = []
     for file, original in sorted(files.items()):
-        owner = _owner(original, roster)
+        owner = _owner(original, roster, emails)
         if isinstance(owner, str):
             left_out.append(f"{_shown(original)}: {owner}")
         elif not VALID_ID.match(owner.student):
@@ -411,7 +431,8 @@ class LmsCollector(plugins.FileNameCollectorPlugin):
         folder = extracted.parent
         manifest = Manifest.read(folder / MANIFEST)
         coursedir = self.parent.coursedir
-        placed, left_out = plan(manifest.files, students(Path(coursedir.root)), self.notebook)
+        emails = json.loads((folder / WORKSHEET).read_text(encoding="utf-8")) if (folder / WORKSHEET).is_file() else None
+        placed, left_out = plan(manifest.files, students(Path(coursedir.root)), self.notebook, emails)
         root = Path(coursedir.root)
         for chosen in list(placed):  # what autograde would refuse is refused here, where the file is named
             try:
@@ -465,10 +486,32 @@ def _roster(course_dir: Path) -> None:
     )
 
 
-def collect_zip(course_dir: Path, module: Module, archive: Path) -> int:
-    """Place each student's notebook from an LMS download of `module` in submitted/; the number
-    of files and students left out, each said in one line."""
+def read_worksheet(path: Path) -> dict[str, str]:
+    """Moodle's grading worksheet (Grading actions → Download grading worksheet): participant id
+    -> email, from its Identifier ("Participant 123") and Email address columns."""
+    try:
+        text = read_regular(path, ARCHIVE_LIMIT).decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CourseError(f"--worksheet: cannot read {path} ({getattr(error, 'strerror', None) or error})") from None
+    rows = list(csv.DictReader(io.StringIO(text)))
+    header = list(rows[0]) if rows else []
+    if not {"Identifier", "Email address"} <= set(header):
+        raise CourseError(f"--worksheet: expected Moodle's grading worksheet, with Identifier and Email address "
+                          f"columns; {path} has {header or 'no rows'}")
+    emails = {}
+    for row in rows:
+        found = PARTICIPANT.fullmatch((row.get("Identifier") or "").strip())
+        if found and (row.get("Email address") or "").strip():
+            emails[found.group(1)] = row["Email address"].strip()
+    return emails
+
+
+def collect_zip(course_dir: Path, module: Module, archive: Path, worksheet: Path | None = None) -> int:
+    """Place each student's notebook from an LMS download of `module` in submitted/ (a Moodle
+    download's files by their senders' emails in `worksheet`, when given); the number of files and
+    students left out, each said in one line."""
     _roster(course_dir)
+    emails = read_worksheet(worksheet) if worksheet is not None else None
     expected = "--zip: expected a zip file (Canvas's or Moodle's download of all submissions)"
     try:
         data = read_regular(archive, ARCHIVE_LIMIT)
@@ -481,10 +524,12 @@ def collect_zip(course_dir: Path, module: Module, archive: Path) -> int:
     try:  # nbgrader's folders for this module: the download alone in archive/, no earlier results
         if os.path.lexists(work / "archive"):
             shutil.rmtree(work / "archive")
-        for name in (MANIFEST, DECISIONS):
+        for name in (MANIFEST, DECISIONS, WORKSHEET):
             (work / name).unlink(missing_ok=True)
         (work / "archive").mkdir(parents=True)
         (work / "archive" / "download.zip").write_bytes(data)
+        if emails is not None:
+            (work / WORKSHEET).write_text(json.dumps(emails), encoding="utf-8")
     except OSError as error:
         raise CourseError(f"--zip: cannot prepare {work}: {error.strerror or error}") from None
     nbgrader(
@@ -520,8 +565,8 @@ def collect_zip(course_dir: Path, module: Module, archive: Path) -> int:
             [f"named {chosen.filename!r} by the student"] if chosen.filename != target.name else []
         )
         notes += ["late, says Canvas"] if chosen.late else []
-        if chosen.sender.startswith("Moodle"):  # Moodle's download carries no id the roster has
-            notes += [f"{chosen.sender}, matched by name only"]
+        if chosen.sender.startswith("Moodle"):  # the download's name alone, or the worksheet's email
+            notes += [f"{chosen.sender}, matched by name only" if chosen.by_name else f"{chosen.sender}, matched by email"]
         print(
             f"placed {_shown(chosen.original)} as {target}"
             + (f" ({'; '.join(notes)})" if notes else "")
