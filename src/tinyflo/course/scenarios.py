@@ -413,7 +413,7 @@ class _Builder:
             return None
         other = sides[singletons.index(False)]
         if not _plain_reference(other):
-            return None  # evaluating it again could run the submission's code twice
+            return None  # evaluating it again could run a call of the submission's twice
         truth = self.truth(node)
         if truth[:2] != ("atom", "truth"):
             return None
@@ -426,7 +426,7 @@ class _Builder:
         if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)):
             return None
         if not _plain_reference(node.comparators[0]):
-            return None  # evaluating it again could run the submission's code twice
+            return None  # evaluating it again could run a call of the submission's twice
         truth = self.truth(node)
         if truth[:2] != ("atom", "truth"):
             return None
@@ -502,8 +502,9 @@ class _Builder:
 
 
 def _plain_reference(node: ast.expr) -> bool:
-    """A name, or a name's attributes (`said`, `d._ctx`): an operand that can be read a second
-    time to be shown, with no call or index of the submission's to run again."""
+    """A name, or a name's attributes (`said`, `d._ctx`): an operand read a second time to be
+    shown, with no call or index to run again (an attribute the submission made a property runs
+    twice, which can change only what that submission's own checks see)."""
     while isinstance(node, ast.Attribute):
         node = node.value
     return isinstance(node, ast.Name)
