@@ -218,14 +218,13 @@ def _changed_after_binding(tree: ast.AST, bound: dict[str, list[ast.AST | None]]
     def names_in(node: ast.AST | None) -> set[str]:
         return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
 
-    mutable: set[str] = set()
+    reads = {name: set().union(*map(names_in, values)) for name, values in bound.items()}  # what each is built from
+    mutable = {name for name, values in bound.items() if any(v is not None and _may_be_mutable(v) for v in values)}
     grown = True
     while grown:  # `kept = seen`: an alias of a mutable value is mutable too
         grown = False
-        for name, values in bound.items():
-            if name not in mutable and any(
-                value is not None and (_may_be_mutable(value) or names_in(value) & mutable) for value in values
-            ):
+        for name in bound:
+            if name not in mutable and reads[name] & mutable:
                 mutable.add(name)
                 grown = True
     changing: set[str] = set()
@@ -251,8 +250,8 @@ def _changed_after_binding(tree: ast.AST, bound: dict[str, list[ast.AST | None]]
     aliases = True
     while aliases:  # `kept = seen`: a change to either is a change to both
         aliases = False
-        for name, values in bound.items():
-            sources = set().union(*(names_in(value) for value in values)) & mutable
+        for name in bound:
+            sources = reads[name] & mutable
             if name in changing and not sources <= changing:
                 changing |= sources
                 aliases = True
@@ -402,35 +401,34 @@ class _Builder:
         return links[0] if len(links) == 1 else ("and", links)
 
     def _identity(self, node: ast.Compare) -> tuple | None:
-        """`x is None` (or `is not`, or True/False), where `x` is a name or its attribute: decided
-        as a truth value where the object is, with `x` recorded to be shown (`your code gave
-        True`); None for any other identity check."""
+        """`x is None` (or `is not`, or True/False): `x` shown (`your code gave True`); None for
+        any other identity check (see `_truth_showing`)."""
         if len(node.ops) != 1:
             return None
         sides = [node.left, node.comparators[0]]
         singletons = [isinstance(side, ast.Constant) and side.value in (None, True, False) for side in sides]
         if singletons.count(True) != 1:
             return None
-        other = sides[singletons.index(False)]
-        if not _plain_reference(other):
-            return None  # evaluating it again could run a call of the submission's twice
-        truth = self.truth(node)
-        if truth[:2] != ("atom", "truth"):
-            return None
-        return ("atom", "truth", truth[2], {"shown": self.add(other, VALUE, True)})
+        return self._truth_showing(node, sides[singletons.index(False)], VALUE)
 
     def _membership(self, node: ast.Compare) -> tuple | None:
-        """`part in said`, where `said` is a name: decided as a truth value where the objects
-        are, with the name's value recorded to be shown when it is a str (an error's text that
-        lacks a word the rule asks for); None for any other comparison."""
+        """`part in said`: `said` shown when it is a str (an error's text that lacks a word the
+        rule asks for); None for any other comparison (see `_truth_showing`)."""
         if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)):
             return None
-        if not _plain_reference(node.comparators[0]):
-            return None  # evaluating it again could run a call of the submission's twice
+        return self._truth_showing(node, node.comparators[0], TEXT)
+
+    def _truth_showing(self, node: ast.Compare, shown: ast.expr, mode: str) -> tuple | None:
+        """`node` decided as a truth value where the objects are, with `shown` (a name or its
+        attribute) also recorded in `mode`, for the message; None where `shown` is no plain
+        reference (evaluating it again could run a call of the submission's twice) or the
+        condition is not one truth value."""
+        if not _plain_reference(shown):
+            return None
         truth = self.truth(node)
         if truth[:2] != ("atom", "truth"):
             return None
-        return ("atom", "truth", truth[2], {"shown": self.add(node.comparators[0], TEXT, True)})
+        return ("atom", "truth", truth[2], {"shown": self.add(shown, mode, True)})
 
     def call(self, node: ast.Call) -> tuple:
         name = _dotted(node.func)
