@@ -375,11 +375,11 @@ def _what_it_gave(check: Check, part: tuple | None, wrong: list[Any] | None, exp
     mine = [i for i in indices if check.operands[i].student and check.operands[i].mode == VALUE]
     theirs = [i for i in indices if not check.operands[i].student and check.operands[i].mode == VALUE]
     kinds = [i for i in indices if check.operands[i].mode == TYPE and isinstance(wrong[i], TypeInfo)]
-    if not mine and kinds:  # isinstance(x, C), x is None: what x is
+    if not mine and kinds:  # isinstance(x, C): what x is
         kind = wrong[kinds[0]].mro[0].rsplit('.', 1)[-1]
         return "your code gave None" if kind == "NoneType" else f"your code gave a `{kind}`"
-    if not mine:  # `part in said`: the text that lacks the part
-        mine = [i for i in indices if check.operands[i].mode == TEXT and isinstance(wrong[i], str)]
+    # `part in said`: the text that lacks the part
+    mine = mine or [i for i in indices if check.operands[i].mode == TEXT and isinstance(wrong[i], str)]
     if not mine:
         return ""
     def shown(index: int) -> str:
