@@ -677,6 +677,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("similarity", "pairs of submissions of one module, ranked by how alike the students' own code is"),
         ("roster", "the students' names, emails and LMS ids from a CSV (nbgrader db student import)"),
         ("hub", "the configuration of a JupyterHub serving the course with nbgrader's exchange"),
+        ("gradescope", "one module as a Gradescope autograder zip: Gradescope's machines grade with tinyflo's engine"),
     ):
         sub = course_commands.add_parser(action, help=summary)
         sub.add_argument(
@@ -720,6 +721,18 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--idle-minutes", type=_minutes, default=60, metavar="N",
                              help="stop a student's JupyterLab after N minutes without activity, with "
                                   "jupyterhub-idle-culler in the hub's environment (default 60; 0: never)")
+            sub.add_argument("--memory", default="1G", metavar="SIZE",
+                             help="the most memory each user's JupyterLab and kernels may hold, e.g. 1G or 512M "
+                                  "(default 1G; 0: no limit); with --cpus, needs systemd and "
+                                  "jupyterhub-systemdspawner in the hub's environment")
+            sub.add_argument("--cpus", default="1", metavar="N",
+                             help="the CPUs' worth of time each user's JupyterLab and kernels may use, e.g. 1 or "
+                                  "0.5 (default 1; 0: no limit)")
+        if action == "gradescope":
+            sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
+            sub.add_argument("--out", type=path_arg, metavar="FILE",
+                             help="the zip to write (default: DIR/gradescope/MODULE.zip in the course folder)")
+            _timeout_option(sub)
         if action == "similarity":
             sub.add_argument("module", help="module number or name: 1, 01, 01_tensor or tensor")
             sub.add_argument("--threshold", type=_share, metavar="F",
@@ -832,11 +845,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _grading_options(parser: argparse.ArgumentParser) -> None:
+def _timeout_option(parser: argparse.ArgumentParser) -> None:
     from tinyflo.course.grading import DEFAULT_TIMEOUT
 
     parser.add_argument("--timeout", type=_count, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"time limit per cell (default {DEFAULT_TIMEOUT} s; a course cell may ask for more)")
+
+
+def _grading_options(parser: argparse.ArgumentParser) -> None:
+    _timeout_option(parser)
     parser.add_argument("--no-sandbox", dest="sandboxed", action="store_false",
                         help="grade without bubblewrap: the notebook's code runs unconfined and grades can be "
                              "faked (a self-check, never for credit)")

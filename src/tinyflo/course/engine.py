@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyflo.course.runner import MAX_LINE, SHOWN_MESSAGE
-from tinyflo.course.sandbox import Limits, runner_command
+from tinyflo.course.sandbox import CONTAINER, Limits, kill_leftovers, runner_command
 
 GRACE = 3.0  # seconds past a cell's limit before the grader kills the runner itself
 MAX_RESTARTS = 20
@@ -167,7 +167,7 @@ def run_job(
     job: dict,
     tree: Path,
     limits: Limits,
-    sandboxed: bool = True,
+    sandboxed: bool | str = True,
     slot: int = 0,
 ) -> RunRecord:
     """Run `job` (see tinyflo.course.runner) until every cell ran, was stopped or the budget
@@ -219,7 +219,7 @@ def _one_run(
     job: dict,
     tree: Path,
     limits: Limits,
-    sandboxed: bool,
+    sandboxed: bool | str,
     slot: int,
     record: RunRecord,
     budget_end: float,
@@ -229,7 +229,7 @@ def _one_run(
     where the code looped, whether it finished the job)."""
     read_end, write_end = os.pipe()
     with tempfile.TemporaryDirectory(prefix="tinyflo-run-") as scratch:
-        argv, env, cwd = runner_command(tree, write_end, limits, slot, sandboxed)
+        argv, env, cwd = runner_command(tree, write_end, limits, slot, sandboxed, scratch)
         process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -237,7 +237,7 @@ def _one_run(
             stderr=subprocess.DEVNULL,
             pass_fds=(write_end,),
             env=env or None,
-            cwd=scratch if not sandboxed else cwd,
+            cwd=cwd if sandboxed is True else scratch,
             start_new_session=True,
         )
         os.close(write_end)
@@ -328,6 +328,8 @@ def _one_run(
                         record.reached[check] = record.reached.get(check, 0) + 1
         finally:
             _kill(process)
+            if sandboxed == CONTAINER:
+                kill_leftovers(slot)  # no pid namespace ends what it left behind in a session of its own
             reader.close()
             feeder.join(1)
         if current is not None and record.cells[current].timeout is not None and looped is None:

@@ -79,7 +79,7 @@ class GradeReport:
     """Scores of every grade cell of one notebook, in notebook order."""
 
     cells: tuple[CellScore, ...]
-    sandboxed: bool = True
+    sandboxed: bool | str = True  # False: graded unconfined, not for credit
 
     @property
     def points(self) -> float:
@@ -595,7 +595,7 @@ def grade(
     module: Module,
     tree: Path,
     timeout: int = DEFAULT_TIMEOUT,
-    sandboxed: bool = True,
+    sandboxed: bool | str = True,
     hidden: bool = True,
     student: str = "",
     key: str = VISIBLE_SEED,
@@ -625,11 +625,11 @@ def grade(
     if through is not None:
         last = next(i for i, cell in enumerate(named) if cell.task == through)
         job["cells"], named = job["cells"][: last + 1], named[: last + 1]
-    record = run_job(job, tree, limits, sandboxed, slot)
-    if reference_record is None:
+    if reference_record is None:  # first: no code of the student's has run yet in this slot
         reference_record = reference_run(
             module, reference_tree or tree, timeout, hidden, seeds, limits, sandboxed, slot
         )
+    record = run_job(job, tree, limits, sandboxed, slot)
     points = {
         _nbgrader(c)["grade_id"]: float(_nbgrader(c).get("points", 0))
         for c in source.cells
@@ -675,7 +675,7 @@ def reference_run(
     hidden: bool,
     seeds: dict[str, int],
     limits: Limits,
-    sandboxed: bool = True,
+    sandboxed: bool | str = True,
     slot: int = 0,
 ) -> RunRecord:
     """The reference's run of the module's scenarios with the given seeds."""

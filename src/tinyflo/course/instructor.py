@@ -892,6 +892,9 @@ def run(args: argparse.Namespace) -> int:
               f"`{course_command('report', course_dir)} --format canvas --csv FILE` use their names and ids")
     elif args.action == "hub":
         write_hub(course_dir, modules, args)
+    elif args.action == "gradescope":
+        write_gradescope(course_dir, modules, args.module, args.timeout,
+                         Path(args.out).expanduser().resolve() if args.out else None)
     elif args.action == "similarity":
         compare_submissions(course_dir, modules, args.module, args.threshold,
                             Path(args.out).expanduser().resolve() if args.out else None)
@@ -944,7 +947,7 @@ def write_hub(course_dir: Path, modules: list[Module], args: argparse.Namespace)
     env = Path(args.env).expanduser()
     config_dir, state = Path(args.config_dir).expanduser(), Path(args.state).expanduser()
     for path in write_hub_config(out, env, exchange, args.instructor, args.group, config_dir, state,
-                                 args.idle_minutes):
+                                 args.idle_minutes, args.memory, args.cpus):
         print(f"wrote {path}")
     # The course's own folder in the exchange is made for the instructor first: one a student made
     # there before the first release would stop it ("You don't own the directory"). What root runs
@@ -960,6 +963,20 @@ def write_hub(course_dir: Path, modules: list[Module], args: argparse.Namespace)
 
 
 SHOWN_PAIRS = 20  # the most alike pairs printed; the index page lists them all
+
+
+def write_gradescope(course_dir: Path, modules: list[Module], spec: str, timeout: int, out: Path | None) -> None:
+    """`tinyflo course gradescope`: the module's Gradescope autograder zip (tinyflo.course.gradescope)."""
+    from tinyflo.course.gradescope import export_autograder
+
+    _, chosen = _selected(modules, spec)
+    _require_built(course_dir, chosen)
+    module = chosen[0]
+    out = out or course_dir / "gradescope" / f"{module.slug}.zip"
+    key = (course_dir / GRADING_DIR / KEY_NAME).read_text(encoding="utf-8").strip()
+    export_autograder(module, modules, key, timeout, out)
+    print(f"wrote {out}: upload it as the autograder of the Gradescope assignment for {module.slug} "
+          "(it holds the solutions and the course key: keep it to yourself)")
 
 
 def compare_submissions(course_dir: Path, modules: list[Module], spec: str, threshold: float | None,

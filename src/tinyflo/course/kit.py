@@ -167,6 +167,8 @@ def build_tree(
     if secret is None:
         secret = earlier is reference_source
     _compile(package, [dotted for dotted, _ in produced if dotted not in hollowed] if secret else [])
+    for path in [target, *target.rglob("*")]:  # read by the sandbox's uid, whatever modes it was copied from
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
     return target
 
 
@@ -319,7 +321,8 @@ def _entry_points() -> str:
     return text or "[console_scripts]\ntinyflo = tinyflo.cli:main\n"
 
 
-def write_wheel(out: Path, package: Path, version: str) -> Path:
+def write_wheel(out: Path, package: Path, version: str,
+                summary: str = "tinyflo, the course kit: every graded part left for you to write") -> Path:
     """Pack `package` (a tinyflo/ folder) into a pure-Python wheel (PEP 427) in `out`.
 
     The format is a zip with a .dist-info folder; writing it directly needs no build tool
@@ -340,7 +343,7 @@ def write_wheel(out: Path, package: Path, version: str) -> Path:
                 "Metadata-Version: 2.1",
                 "Name: tinyflo",
                 f"Version: {version}",
-                "Summary: tinyflo, the course kit: every graded part left for you to write",
+                f"Summary: {summary}",
                 "Requires-Python: >=3.10",
                 *requires,
             ]

@@ -17,12 +17,19 @@ It runs as an unprivileged uid (one per grading slot, when the grader is root), 
 on memory, processes, file size and open files, and it gets its job on standard input and
 sends results on one pipe; what it prints goes nowhere. Without bwrap it runs unsandboxed
 only when asked (`--no-sandbox`): the same limits and pipe, not for credit.
+
+Where a disposable container is the sandbox and bwrap cannot run inside it (a Gradescope
+autograder, tinyflo.course.gradescope), `sandboxed=CONTAINER` runs the runner without bwrap but
+as the slot's unprivileged uid, in a working folder of its own, with the same limits; the
+grader (root) first closes to that uid everything it must not read, and every process the uid
+left behind is killed after each run (`kill_leftovers`).
 """
 
 from __future__ import annotations
 
 import ast
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -41,6 +48,7 @@ SLOT_VARIABLE = "TINYFLO_GRADING_SLOT"  # which grading slot (and uid) an nbgrad
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 RESULTS_FD = 3  # the runner's results pipe
 SLOT_UID_BASE = 1_990_000_000  # uids the grader (as root) runs slots as: unused by any account
+CONTAINER = "container"  # `sandboxed=CONTAINER`: no bwrap; the container is the sandbox (module docstring)
 # Passed through to the runner: locale, time zone, and the GPU's settings.
 _KEPT_VARIABLES = ("CUDA_", "NVIDIA_", "CUPY_", "LANG", "LC_", "TZ")
 
@@ -234,10 +242,11 @@ def _namespaces() -> list[str]:
 
 
 # Runs first inside the sandbox (as `python -I -S -c`): the limits, the results pipe on fd 3,
-# then, when the grader is root, the slot's own unprivileged uid; then the runner.
-_SHIM = rf"""
-import os, resource, sys
-limits, uid, fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+# then, when the grader is root, the slot's own unprivileged uid (its working folders given to
+# it first), no_new_privs and, in a container (`confine`), Landlock's rules; then the runner.
+_SHIM = r"""
+import ctypes, json, os, resource, struct, sys
+limits, uid, fd, folders, confine = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 for name, value in zip(("AS", "NPROC", "FSIZE", "NOFILE", "CORE"), map(int, limits.split(","))):
     resource.setrlimit(getattr(resource, "RLIMIT_" + name), (value, value))
 if fd != 3:
@@ -245,18 +254,63 @@ if fd != 3:
     os.close(fd)
 os.set_inheritable(3, True)
 if os.geteuid() == 0 and uid:
-    for folder in ("/tmp", "{WORKDIR}"):
+    for folder in folders.split(os.pathsep):
         os.chown(folder, uid, uid)
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
-try:
-    import ctypes
-    ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no setuid program elevates
-except Exception:
-    pass
-os.execv(sys.argv[4], sys.argv[4:])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: no setuid program elevates
+if confine:
+    # Landlock: files only beneath the folders given (none of /proc, /sys, /root, /home, the
+    # grader's own), no TCP, no signal or abstract socket outside. Any step failing ends here.
+    def call(*args):
+        result = libc.syscall(*map(ctypes.c_long, args))
+        if result < 0:
+            os._exit(70)
+        return result
+    spec = json.loads(confine)
+    abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1))
+    if abi < 1:
+        os._exit(70)
+    every = (1 << 13) - 1 | (1 << 13 if abi >= 2 else 0) | (1 << 14 if abi >= 3 else 0) | (1 << 15 if abi >= 5 else 0)
+    attr = ctypes.create_string_buffer(struct.pack("QQQ", every, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0))
+    ruleset = call(444, ctypes.addressof(attr), 8 if abi < 4 else 16 if abi < 6 else 24, 0)
+    for rights, paths in ((1 | 4 | 8, spec["read"]), (2 | 4 | 8, spec["devices"]), (every, spec["write"])):
+        for path in paths:
+            try:
+                parent = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, parent))
+            call(445, ruleset, 1, ctypes.addressof(rule), 0)
+            os.close(parent)
+    call(446, ruleset, 0)
+    os.close(ruleset)
+os.execv(sys.argv[6], sys.argv[6:])
 """
+
+
+@cache
+def landlock_abi() -> int:
+    """The version of Landlock this kernel lets a process confine itself with (0: none)."""
+    try:
+        import ctypes
+
+        abi = ctypes.CDLL(None, use_errno=True).syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1))
+    except (OSError, AttributeError):
+        return 0
+    return max(abi, 0)
+
+
+def _confinement(tree: Path, workdir: str) -> str:
+    """Landlock's folders for a container's run: read the system, Python and the tree; write its
+    working folder and /tmp; use /dev's devices. Nothing else."""
+    python = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    python.add(Path(sys.executable).resolve().parent.parent)
+    read = ["/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+            *sorted(map(str, python)), str(tree)]
+    return json.dumps({"read": read, "devices": ["/dev"], "write": ["/tmp", workdir]})
 
 
 def runner_environment() -> dict[str, str]:
@@ -290,26 +344,40 @@ def runner_environment() -> dict[str, str]:
     return env
 
 
+def slot_uid(slot: int) -> int:
+    """The unprivileged uid a grader running as root runs grading slot `slot` as."""
+    return SLOT_UID_BASE + slot
+
+
 def runner_command(
-    tree: Path, fd: int, limits: Limits, slot: int = 0, sandboxed: bool = True
+    tree: Path, fd: int, limits: Limits, slot: int = 0, sandboxed: bool | str = True, workdir: str = ""
 ) -> tuple[list[str], dict[str, str], str]:
     """The command, environment and working folder that run tinyflo.course.runner on `tree`.
 
     The runner reads its job on standard input and writes results on `fd` (fd 3 inside).
+    `sandboxed`: True (bwrap), False (unconfined, `--no-sandbox`) or CONTAINER (see the module
+    docstring), which runs it in `workdir`, a folder of the grader's made for this run.
     """
     rlimits = ",".join(
         str(v) for v in (limits.memory, limits.processes, limits.file_size, limits.open_files, 0)
     )
     python = sys.executable
 
-    def launch(package: str, uid: int) -> list[str]:
-        # The shim (limits, fd 3, uid), then the runner on the grading tree's package.
+    def launch(package: str, uid: int, folders: str, confine: str = "") -> list[str]:
+        # The shim (limits, fd 3, uid, Landlock), then the runner on the grading tree's package.
         runner = f"{package}/tinyflo/course/runner.py"
-        return [python, "-I", "-S", "-c", _SHIM, rlimits, str(uid), str(fd), python, "-s",
+        return [python, "-I", "-S", "-c", _SHIM, rlimits, str(uid), str(fd), folders, confine, python, "-s",
                 runner, package]  # fmt: skip
 
+    if sandboxed == CONTAINER:
+        if os.geteuid() != 0 or not workdir:
+            raise SandboxError("a container's grader runs the code as an unprivileged uid: it must run as root")
+        if not landlock_abi():
+            raise SandboxError("this kernel has no Landlock: without bwrap, nothing would keep the code from /proc")
+        env = runner_environment() | {"HOME": workdir}
+        return launch(str(tree / PACKAGE_DIR), slot_uid(slot), workdir, _confinement(tree, workdir)), env, workdir
     if not sandboxed:
-        return launch(str(tree / PACKAGE_DIR), 0), runner_environment(), str(tree)
+        return launch(str(tree / PACKAGE_DIR), 0, ""), runner_environment(), str(tree)
     problem = bwrap_works()
     if problem:
         raise SandboxError(problem)
@@ -324,6 +392,17 @@ def runner_command(
     for key, value in sorted(env.items()):
         argv += ["--setenv", key, value]
     argv += filesystem_arguments(tree, limits)
-    uid = SLOT_UID_BASE + slot if os.geteuid() == 0 else 0
-    argv += ["--chdir", WORKDIR, "--", *launch(f"{SANDBOX_ROOT}/{PACKAGE_DIR}", uid)]
+    uid = slot_uid(slot) if os.geteuid() == 0 else 0
+    argv += ["--chdir", WORKDIR, "--", *launch(f"{SANDBOX_ROOT}/{PACKAGE_DIR}", uid, f"/tmp{os.pathsep}{WORKDIR}")]
     return argv, {}, "/"
+
+
+_KILL_ALL = "import os, sys; uid = int(sys.argv[1]); os.setgroups([]); os.setgid(uid); os.setuid(uid); os.kill(-1, 9)"
+
+
+def kill_leftovers(slot: int) -> None:
+    """Kill every process the slot's uid still runs (a run's code may have left some behind,
+    in a session of their own): from a process that takes that uid, kill(-1) reaches them all."""
+    if os.geteuid() == 0:
+        subprocess.run([sys.executable, "-I", "-S", "-c", _KILL_ALL, str(slot_uid(slot))],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
