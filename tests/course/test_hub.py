@@ -1,22 +1,32 @@
 """A semester's module on a real JupyterHub: real Unix users, nbgrader's real exchange, tinyflo's commands.
 
-An instructor and three students are made as Unix users; the hub is configured by `tinyflo course hub`
-(its file used as written, the test adding only its ports, start time limits and an API token), logs
-them in with PAM and runs each student's JupyterLab as that student, from a hub environment made as the
-instructor guide says (this test's own, with the student kit installed under a prefix of its own). Module 01 goes out with `tinyflo course release`; each
-student fetches and submits from their own JupyterLab (the reference, the blank release, one with a
-bug) through nbgrader's Assignments API, as the Assignments tab does; the instructor collects, grades
-and returns feedback with `tinyflo course collect / autograde / feedback`; each student fetches their
-own page. One student tries to read the others' work and to hand in a submission in another's name.
-Chromium logs in as a student and finds module 01 in the Assignments tab.
+An instructor and three students are made as Unix users. Root sets the hub up with the instructor
+guide's commands as written: a new virtual environment and one `pip install` of JupyterHub, its idle
+culler and spawner and the student kit, from the package index; the files `tinyflo course hub` wrote,
+installed with the steps it printed; the hub started with the command it printed. The test changes
+only paths (a folder of its own for /opt, /etc and /var), adds the hub's ports and start time limits,
+and serves without per-user limits (`--memory 0 --cpus 0`): those are systemd's, and the machines
+this runs on boot without it, so the limits `course hub` writes for a machine with systemd are read
+by the environment's own SystemdSpawner, not enforced.
 
-Needs root (it makes the users), JupyterHub, configurable-http-proxy (npm) and bubblewrap; skipped
-without them, a failure with TINYFLO_REQUIRE_HUB=1 (as in CI).
+Each student logs in through the hub's login form with their Unix password (PAM), starts their
+JupyterLab and acts only through the cookies their session gets, as their browser would; no one acts
+with an admin's token. Module 01 goes out with `tinyflo course release`; each student fetches and
+submits from their own JupyterLab (the reference, the blank release, one with a bug) through
+nbgrader's Assignments API, as the Assignments tab does; the instructor collects, grades and returns
+feedback with `tinyflo course collect / autograde / feedback`; each student fetches their own page.
+One student tries to read the others' work and to hand in a submission in another's name. Chromium
+logs in as a student and finds module 01 in the Assignments tab.
+
+Needs root (it makes the users), python3 and the package index (the hub's environment),
+configurable-http-proxy (npm) and bubblewrap; skipped without them, a failure with
+TINYFLO_REQUIRE_HUB=1 (as in CI).
 """
 
 from __future__ import annotations
 
 import csv
+import http.cookiejar
 import json
 import os
 import pwd
@@ -32,6 +42,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +51,7 @@ import pytest
 from course_support import FIXTURE_MODULES, MUTANTS, REPO, apply_mutant, call_cli, secret_lines
 from traitlets.config import Config
 
+from tinyflo.course import hub as course_hub
 from tinyflo.course.kit import build_student_kit
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
 from tinyflo.course.sandbox import bwrap_works
@@ -52,6 +64,8 @@ MODULE = next(m for m in MODULES if m.slug == "01_tensor")
 ASSIGNMENT = {"course_id": "tinyflo", "assignment_id": MODULE.slug}
 PASSWORD = secrets.token_urlsafe(12)
 BIN = Path(sys.executable).parent
+# Root's commands run without this test's virtual environment on PATH, as on a machine that has none.
+ROOT_PATH = os.pathsep.join(p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if Path(p) != BIN)
 
 
 def _missing() -> str | None:
@@ -63,10 +77,8 @@ def _missing() -> str | None:
             return f"no {tool} on PATH"
     if shutil.which("configurable-http-proxy") is None:
         return "no configurable-http-proxy on PATH (npm install -g configurable-http-proxy)"
-    try:
-        import jupyterhub  # noqa: F401
-    except ImportError:
-        return "jupyterhub is not installed (pip install jupyterhub)"
+    if shutil.which("python3", path=ROOT_PATH) is None:
+        return "no python3 on PATH to make the hub's environment with"
     return bwrap_works() or None
 
 
@@ -143,34 +155,37 @@ def _course(site: Site, *args: str, code: int = 0) -> str:
     return done.stdout + done.stderr
 
 
+def _as_root(*command: str) -> None:
+    """`command` run as root, as the guide has the administrator run it; its output shown if it fails."""
+    done = subprocess.run(command, env=dict(os.environ, PATH=ROOT_PATH), capture_output=True, text=True,
+                          timeout=400)
+    assert done.returncode == 0, f"{shlex.join(command)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
 def _hub_environment(site: Site) -> Path:
-    """The hub's environment, as the guide has the administrator make it: JupyterLab, nbgrader and
-    JupyterHub (this test's own environment) with the student kit installed (under a prefix of its
-    own, so this environment's tinyflo is untouched; its jupyterhub-singleuser puts the kit first)."""
+    """The hub's environment, made word for word as the guide has root make it: a new virtual
+    environment, then one pip install of JupyterHub, its idle culler and spawner, and the student
+    kit with its course extra (JupyterLab, nbgrader), from the package index."""
     env = site.root / "env"
     kit = build_student_kit(site.root / "kit", [MODULE])  # the module this semester has released
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--prefix", str(env),
-                    "--ignore-installed", str(kit)], check=True)
-    site_packages = next(env.glob("lib/python3*/site-packages"))
-    launcher = env / "bin" / "jupyterhub-singleuser"
-    launcher.parent.mkdir(exist_ok=True)
-    launcher.write_text(
-        f"#!{sys.executable}\n"
-        "import os, sys\n"
-        f"sys.path.insert(0, {str(site_packages)!r})\n"
-        f"os.environ['PYTHONPATH'] = {str(site_packages)!r}  # the kernels' too\n"
-        f"os.environ['JUPYTER_CONFIG_PATH'] = {str(env / 'etc' / 'jupyter')!r}\n"
-        "from jupyterhub.singleuser import main\n"
-        "sys.exit(main())\n"
-    )
-    launcher.chmod(0o755)
-    for folder, dirs, files in os.walk(env):  # readable by every user, as an installed environment is
-        for name in dirs + files:
-            os.chmod(Path(folder) / name, 0o755 if name in dirs or name == launcher.name else 0o644)
-    python = env / "bin" / "python3"  # this environment's Python, as a virtual environment has it: the idle culler
-    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
-    python.chmod(0o755)
+    _as_root("python3", "-m", "venv", "--upgrade-deps", str(env))
+    _as_root(str(env / "bin" / "pip"), "install", "jupyterhub", "jupyterhub-idle-culler",
+             "jupyterhub-systemdspawner", f"{kit}[course]")
     return env
+
+
+# What the environment's own SystemdSpawner makes of a configuration with per-user limits.
+SPAWNER_READS = """
+import json, logging, sys, types
+from jupyterhub.app import JupyterHub
+from traitlets.config.loader import PyFileConfigLoader
+logging.basicConfig()  # a setting the spawner does not know is said on stderr
+config = PyFileConfigLoader(sys.argv[1]).load_config()
+spawner = JupyterHub(config=config).spawner_class(config=config, user=types.SimpleNamespace(name=sys.argv[2], id=1))
+print(json.dumps({"class": type(spawner).__name__, "mem_limit": spawner.mem_limit, "cpu_limit": spawner.cpu_limit,
+                  "dynamic_users": spawner.dynamic_users, "cmd": spawner.cmd,
+                  "user": spawner._expand_user_vars(spawner.username_template)}))
+"""
 
 
 def _free_ports(count: int) -> list[int]:
@@ -184,65 +199,27 @@ def _free_ports(count: int) -> list[int]:
 
 
 class Hub:
-    """A running JupyterHub and its REST API (an admin service token)."""
+    """A running JupyterHub, started as root with the command `course hub` printed; the test adds
+    only its ports and patience for servers starting on a busy machine."""
 
-    def __init__(self, config: Path, log: Path) -> None:
+    def __init__(self, command: list[str], log: Path) -> None:
         self.port, hub_port, api_port = _free_ports(3)
-        self.token = secrets.token_hex(16)
         self.url = f"http://127.0.0.1:{self.port}"
-        test_config = config.with_name("test_config.py")
-        test_config.write_text(
-            f"load_subconfig({str(config)!r})  # the hub's configuration as `tinyflo course hub` wrote it\n"
-            "c = get_config()  # noqa: F821\n"
-            "# this test's ports and its API token\n"
-            f"c.JupyterHub.ip = '127.0.0.1'\nc.JupyterHub.port = {self.port}\n"
-            f"c.JupyterHub.hub_port = {hub_port}\n"
-            f"c.ConfigurableHTTPProxy.api_url = 'http://127.0.0.1:{api_port}'\n"
-            "c.Spawner.start_timeout = c.Spawner.http_timeout = 180\n"
-            "# and this test's own service, beside the hub's (its idle culler)\n"
-            f"c.JupyterHub.services = [*c.JupyterHub.services, {{'name': 'semester-test', 'api_token': {self.token!r}}}]\n"
-            "c.JupyterHub.load_roles = [*c.JupyterHub.load_roles, {'name': 'semester-test', 'services': ['semester-test'],\n"
-            "    'scopes': ['admin:users', 'admin:servers', 'tokens', 'access:servers']}]\n"
-        )
-        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-        self.process = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(test_config)],
-                                        cwd=config.parent, env=env, stdout=log.open("w"),
-                                        stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [*command, "--ip=127.0.0.1", f"--port={self.port}", f"--JupyterHub.hub_port={hub_port}",
+             f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{api_port}", "--Spawner.start_timeout=180",
+             "--Spawner.http_timeout=180"],
+            cwd=log.parent, env=dict(os.environ, PATH=ROOT_PATH), stdout=log.open("w"), stderr=subprocess.STDOUT)
         self.log = log
         deadline = time.monotonic() + 90
         while True:
-            try:
-                self.api("GET", "/")
+            try:  # the hub's API says its version to anyone
+                urllib.request.urlopen(f"{self.url}/hub/api/", timeout=10).close()
                 return
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"the hub did not start:\n{log.read_text()[-3000:]}") from None
                 time.sleep(0.3)
-
-    def api(self, method: str, path: str, data: dict | None = None) -> dict | None:
-        request = urllib.request.Request(
-            f"{self.url}/hub/api{path}", method=method, headers={"Authorization": f"token {self.token}"},
-            data=None if data is None else json.dumps(data).encode(),
-        )
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            body = reply.read()
-        return json.loads(body) if body else None
-
-    def spawn(self, names: list[str]) -> None:
-        """Each user's JupyterLab starting (as that user); `ready` waits for them."""
-        for name in names:
-            self.api("POST", f"/users/{name}")
-            self.api("POST", f"/users/{name}/server", {})
-
-    def ready(self, names: list[str]) -> dict[str, str]:
-        """Once each user's JupyterLab is up, a token for each, to act as them."""
-        deadline = time.monotonic() + 180
-        for name in names:
-            while not (self.api("GET", f"/users/{name}")["servers"].get("") or {}).get("ready"):
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"{name}'s server did not start:\n{self.log.read_text()[-3000:]}")
-                time.sleep(0.5)
-        return {name: self.api("POST", f"/users/{name}/tokens", {"expires_in": 3600})["token"] for name in names}
 
     def stop(self) -> None:
         self.process.terminate()
@@ -252,17 +229,48 @@ class Hub:
             self.process.kill()
 
 
-class Lab:
-    """One student's JupyterLab, through the hub, as that student."""
+class Student:
+    """One student at the hub, as their browser is: logged in with their Unix password through the
+    hub's login form, then acting only through the cookies the hub and their own JupyterLab set."""
 
-    def __init__(self, hub: Hub, name: str, token: str) -> None:
-        self.base, self.token = f"{hub.url}/user/{name}", token
+    def __init__(self, hub: Hub, name: str) -> None:
+        self.hub, self.name = hub, name
+        self.cookies = http.cookiejar.CookieJar()
+        self.browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.cookies))
+
+    def request(self, method: str, path: str, body: bytes | None = None, kind: str = "application/json") -> bytes:
+        """`path` on the hub, with this student's cookies and, as their pages send it, the _xsrf
+        token the page set for that path."""
+        headers = {"Content-Type": kind}
+        tokens = sorted((c for c in self.cookies if c.name == "_xsrf" and path.startswith(c.path)),
+                        key=lambda c: len(c.path))
+        if tokens:
+            headers["X-XSRFToken"] = tokens[-1].value
+        request = urllib.request.Request(f"{self.hub.url}{path}", method=method, data=body, headers=headers)
+        with self.browser.open(request, timeout=120) as reply:
+            return reply.read()
+
+    def log_in(self) -> None:
+        """The hub's login page, its form sent with their password, then Start My Server."""
+        self.request("GET", "/hub/login")
+        form = {"username": self.name, "password": PASSWORD,
+                "_xsrf": next(c.value for c in self.cookies if c.name == "_xsrf")}
+        self.request("POST", "/hub/login?next=/hub/home", urllib.parse.urlencode(form).encode(),
+                     "application/x-www-form-urlencoded")
+        assert any(c.name == "jupyterhub-hub-login" for c in self.cookies), f"{self.name} was not logged in"
+        self.request("POST", f"/hub/api/users/{self.name}/server", b"{}")
+
+    def open_lab(self, deadline: float) -> None:
+        """Once their JupyterLab is up, open it: the hub's OAuth hands it their session."""
+        while not (json.loads(self.request("GET", "/hub/api/user"))["servers"].get("") or {}).get("ready"):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}'s server did not start:\n{self.hub.log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        self.request("GET", f"/user/{self.name}/lab")
 
     def call(self, method: str, path: str, body: bytes | None = None, kind: str = "application/json"):
-        request = urllib.request.Request(f"{self.base}{urllib.parse.quote(path)}", method=method, data=body,
-                                         headers={"Authorization": f"token {self.token}", "Content-Type": kind})
-        with urllib.request.urlopen(request, timeout=120) as reply:
-            return json.loads(reply.read())
+        """`path` in their JupyterLab."""
+        return json.loads(self.request(method, f"/user/{self.name}{urllib.parse.quote(path)}", body, kind))
 
     def assignments(self, action: str) -> dict:
         """fetch, submit or fetch_feedback of module 01, as the Assignments tab asks for it."""
@@ -327,54 +335,74 @@ def _pry(site: Site, *paths: Path, **forge: str) -> str:
     return done.stdout
 
 
-def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_own(site, browser, tmp_path):
+def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_own(site, browser, tmp_path,
+                                                                                   monkeypatch):
     started = time.monotonic()
 
     def mark(step: str) -> None:
         print(f"{time.monotonic() - started:6.1f} s  {step}")
     students = ["ada", "ben", "cy"]
     instructor = site.users["instructor"]
-    # The administrator, once: the hub's environment and its configuration, then the steps it prints.
-    _course(site, "build")
-    # the instructor's home is open (755), as useradd makes it: the course folder is made closed
-    assert stat.S_IMODE(site.course.stat().st_mode) == 0o700
-    mark("built")
+    # The administrator, once: the hub's environment (while the instructor builds the course), the
+    # hub's configuration, then the steps it prints.
+    with ThreadPoolExecutor(1) as pool:
+        making = pool.submit(_hub_environment, site)
+        _course(site, "build")
+        # the instructor's home is open (755), as useradd makes it: the course folder is made closed
+        assert stat.S_IMODE(site.course.stat().st_mode) == 0o700
+        mark("built")
+        env = making.result()
+    mark("hub environment")
     (site.course / "course.toml").write_text(f'exchange = "{site.exchange}"\n')
     shutil.chown(site.course / "course.toml", instructor)
-    env = _hub_environment(site)
-    mark("hub environment")
     hub_dir = site.home("instructor") / "hub"  # written by the instructor, installed by root
     config_dir, state = site.root / "etc-jupyterhub", site.root / "var-jupyterhub"  # root's, as /etc and /var
+    # The per-user limits, as `course hub` writes them on a machine booted with systemd, read by the
+    # environment's own SystemdSpawner (this machine has no systemd to start a server in a unit).
+    monkeypatch.setattr(course_hub, "runs_systemd", lambda: True)
+    (site.root / "limited").mkdir()
+    limited = course_hub.write_hub_config(site.root / "limited", env, site.exchange, instructor, site.group,
+                                          config_dir, state)[0]
+    done = subprocess.run([str(env / "bin" / "python3"), "-c", SPAWNER_READS, str(limited), site.users["ada"]],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "not recognized" not in done.stderr, done.stdout + done.stderr
+    assert json.loads(done.stdout) == {
+        "class": "SystemdSpawner", "mem_limit": 2**30, "cpu_limit": 1.0, "dynamic_users": False,
+        "cmd": [str(env / "bin" / "jupyterhub-singleuser")], "user": site.users["ada"]}, done.stdout
+    # the hub itself serves without limits, as on a machine without systemd
     done = _as(site, "instructor", str(BIN / "tinyflo"), "course", "hub", "--env", str(env), "--instructor",
                instructor, "--group", site.group, "--out", str(hub_dir), "--config-dir", str(config_dir),
-               "--state", str(state), "--dir", str(site.course), "--modules", str(REPO / "modules"))
+               "--state", str(state), "--memory", "0", "--cpus", "0", "--dir", str(site.course),
+               "--modules", str(REPO / "modules"))
     assert done.returncode == 0, done.stdout + done.stderr
     steps = [line.strip() for line in done.stdout.splitlines() if line.startswith("  ")]
     assert steps[0] == f"install -d -m 1777 {site.exchange}", done.stdout
-    assert steps[-1].endswith(f"jupyterhub -f {config_dir / 'jupyterhub_config.py'}"), done.stdout
+    assert steps[-1] == f"{env / 'bin' / 'jupyterhub'} -f {config_dir / 'jupyterhub_config.py'}", done.stdout
     for step in steps[:-1]:  # the exchange, the course's folder in it, root's folders, the settings
-        subprocess.run(step.split(), check=True)
+        _as_root(*shlex.split(step))
     # the course's folder in the exchange is the instructor's before any student can make it
     assert (site.exchange / "tinyflo").stat().st_uid == pwd.getpwnam(instructor).pw_uid
-    hub = Hub(config_dir / "jupyterhub_config.py", site.root / "hub.log")
-    # what root runs and keeps is root's: the instructor can change none of it
-    for path, mode in ((config_dir / "jupyterhub_config.py", 0o644), (config_dir, 0o755), (state, 0o700)):
-        assert path.stat().st_uid == 0 and stat.S_IMODE(path.stat().st_mode) == mode, path
-    assert {p.name for p in state.iterdir()} >= {"jupyterhub.sqlite", "jupyterhub_cookie_secret"}
-    for target in (config_dir / "jupyterhub_config.py", config_dir / "extra.py", state / "jupyterhub.sqlite"):
-        tried = _as(site, "instructor", "sh", "-c", f"echo 'import os' >> '{target}'")
-        assert tried.returncode != 0, f"the instructor wrote {target}"
-    for _ in range(50):  # the hub starts its services as it comes up
-        culler = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
-                  if "jupyterhub_idle_culler" in (p.info["cmdline"] or [])]
-        if culler:
-            break
-        time.sleep(0.2)
-    assert culler and "--timeout=3600" in culler[0], culler  # the hub runs its idle culler, an hour's patience
-    mark("hub up")
+    hub = Hub(shlex.split(steps[-1]), site.root / "hub.log")
     try:
+        # what root runs and keeps is root's: the instructor can change none of it
+        for path, mode in ((config_dir / "jupyterhub_config.py", 0o644), (config_dir, 0o755), (state, 0o700)):
+            assert path.stat().st_uid == 0 and stat.S_IMODE(path.stat().st_mode) == mode, path
+        assert {p.name for p in state.iterdir()} >= {"jupyterhub.sqlite", "jupyterhub_cookie_secret"}
+        for target in (config_dir / "jupyterhub_config.py", config_dir / "extra.py", state / "jupyterhub.sqlite"):
+            tried = _as(site, "instructor", "sh", "-c", f"echo 'import os' >> '{target}'")
+            assert tried.returncode != 0, f"the instructor wrote {target}"
+        for _ in range(50):  # the hub starts its services as it comes up
+            culler = [p.info["cmdline"] for p in psutil.process_iter(["cmdline"])
+                      if "jupyterhub_idle_culler" in (p.info["cmdline"] or [])]
+            if culler:
+                break
+            time.sleep(0.2)
+        assert culler and "--timeout=3600" in culler[0], culler  # the hub runs its idle culler, an hour's patience
+        mark("hub up")
         semester = time.monotonic()  # from here, the module's round: out, in, graded, back
-        hub.spawn([site.users[s] for s in students])
+        sessions = {s: Student(hub, site.users[s]) for s in students}
+        for session in sessions.values():  # each logs in with their password; their JupyterLab starts
+            session.log_in()
         roster = site.home("instructor") / "students.csv"  # as the guide has it: ids are the Unix logins
         roster.write_text("id,first_name,last_name,email,lms_user_id\n" + "".join(
             f"{site.users[s]},{s.capitalize()},Student,{s}@example.edu,{900 + n}\n" for n, s in enumerate(students)))
@@ -383,8 +411,9 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
         out = _course(site, "release", "01")  # while the students' servers start
         assert "in the exchange: 01_tensor" in out, out
         mark("released")
-        tokens = hub.ready([site.users[s] for s in students])
-        labs = {s: Lab(hub, site.users[s], tokens[site.users[s]]) for s in students}
+        deadline = time.monotonic() + 180
+        for session in sessions.values():
+            session.open_lab(deadline)
         mark("servers up")
         # each student's JupyterLab before a kernel starts: what sizing a hub (the guide's table) rests on
         uids = {pwd.getpwnam(site.users[s]).pw_uid: s for s in students}
@@ -394,12 +423,12 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
                 resident[uids[process.info["uids"].real]] += process.info["memory_info"].rss
         assert all(resident.values()), resident
         print("servers' resident memory: " + ", ".join(f"{s} {rss / 2**20:.0f} MiB" for s, rss in resident.items()))
-        for student, lab in labs.items():
-            lab.assignments("fetch")
+        for student, session in sessions.items():
+            session.assignments("fetch")
             notebook = _handed_in(student, tmp_path)
             if notebook is not None:
-                lab.save(f"{MODULE.slug}/{MODULE.name}.ipynb", notebook)
-            lab.assignments("submit")
+                session.save(f"{MODULE.slug}/{MODULE.name}.ipynb", notebook)
+            session.assignments("submit")
 
         inbound = site.exchange / "tinyflo" / "inbound"
         blank = site.home("ben") / MODULE.slug / f"{MODULE.name}.ipynb"
@@ -432,11 +461,11 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
 
         _pry(site, site.exchange / "tinyflo" / "feedback")
         hidden, _ = secret_lines(MODULE)
-        for student, lab in labs.items():
-            lab.assignments("fetch_feedback")
-            folder = lab.read(f"{MODULE.slug}/feedback")["content"]
+        for student, session in sessions.items():
+            session.assignments("fetch_feedback")
+            folder = session.read(f"{MODULE.slug}/feedback")["content"]
             assert len(folder) == 1, folder  # one submission's feedback: their own
-            page = lab.read(f"{folder[0]['path']}/{MODULE.name}.html")["content"]
+            page = session.read(f"{folder[0]['path']}/{MODULE.name}.html")["content"]
             points, most = map(float, scores[site.users[student]].split("/"))
             assert f"Score: {points:.1f} / {most:.1f}" in page, page[-2000:]
             assert not [line for line in hidden if line in page]
@@ -472,7 +501,17 @@ def _assignments_tab(browser, hub: Hub, name: str) -> None:
     wait.until(lambda b: MODULE.slug in b.find_element(By.TAG_NAME, "body").text)
 
 
-def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp_path):
+def _written(folder: Path) -> dict[str, Config]:
+    """The settings of the hub's two files in `folder`, as traitlets reads them."""
+    settings = {}
+    for name in ("jupyterhub_config.py", "nbgrader_config.py"):
+        config = settings[name] = Config()
+        exec((folder / name).read_text(), {"get_config": lambda config=config: config})
+    return settings
+
+
+def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(course_hub, "runs_systemd", lambda: True)  # a machine booted with systemd
     course = tmp_path / "course"
     common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
     assert call_cli("course", "build", *common)[0] == 0
@@ -485,12 +524,13 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
     assert code == 0, out
     assert "install -d -m 1777 /srv/nbgrader/exchange" in out
     assert "install -m 644 " + str(tmp_path / "hub" / "nbgrader_config.py") in out
-    settings: dict = {}
-    for name in ("jupyterhub_config.py", "nbgrader_config.py"):
-        config = Config()
-        exec((tmp_path / "hub" / name).read_text(), {"get_config": lambda config=config: config})  # as traitlets does
-        settings[name] = config
+    settings = _written(tmp_path / "hub")
     hub_config, user_config = settings["jupyterhub_config.py"], settings["nbgrader_config.py"]
+    # each user's JupyterLab in a systemd unit, as their own Unix user, held to 1 GiB and one CPU
+    assert hub_config.JupyterHub.spawner_class == "systemdspawner.SystemdSpawner"
+    assert hub_config.SystemdSpawner.dynamic_users is False
+    assert hub_config.SystemdSpawner.username_template == "{USERNAME}"
+    assert (hub_config.Spawner.mem_limit, hub_config.Spawner.cpu_limit) == ("1G", 1.0)
     assert hub_config.Spawner.cmd == ["/opt/tinyflo-hub/bin/jupyterhub-singleuser"]
     assert hub_config.LocalAuthenticator.allowed_groups == {"students"}
     assert hub_config.Authenticator.admin_users == {"prof"}
@@ -511,9 +551,7 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
         "list:users", "read:users:activity", "read:servers", "delete:servers"]}]
     code, out = call_cli(*hub, "--idle-minutes", "0")
     assert code == 0, out
-    exec_config = Config()
-    exec((tmp_path / "hub" / "jupyterhub_config.py").read_text(), {"get_config": lambda: exec_config})
-    assert "services" not in exec_config.JupyterHub, "--idle-minutes 0: no culler"
+    assert "services" not in _written(tmp_path / "hub")["jupyterhub_config.py"].JupyterHub, "--idle-minutes 0: no culler"
     # a hub environment another user could write to would make them root
     open_env = tmp_path / "env"
     (open_env / "bin").mkdir(parents=True)
@@ -551,7 +589,11 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
         code, out = call_cli(*args)
         assert code == 2 and (f"--idle-minutes: the hub's environment {closed_env} has no jupyterhub-idle-culler"
                               in out), out
-        assert call_cli(*args, "--idle-minutes", "0")[0] == 0
+        # nor the spawner that holds servers to their limits
+        code, out = call_cli(*args, "--idle-minutes", "0")
+        assert code == 2 and (f"--memory, --cpus: the hub's environment {closed_env} has no "
+                              "jupyterhub-systemdspawner" in out), out
+        assert call_cli(*args, "--idle-minutes", "0", "--memory", "0", "--cpus", "0")[0] == 0
     finally:
         shutil.rmtree(top)
     for bad, said in ((["--env", "opt/hub"], "--env: an absolute path without control characters expected, got 'opt/hub'"),
@@ -560,6 +602,39 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
         args = list(hub)
         args[args.index(bad[0]) + 1] = bad[1]
         code, out = call_cli(*args)
+        assert code == 2 and said in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_per_user_limits_are_held_by_systemd_and_a_machine_without_it_is_told_so(tmp_path, monkeypatch):
+    course = tmp_path / "course"
+    common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]
+    assert call_cli("course", "build", *common)[0] == 0
+    (course / "course.toml").write_text('exchange = "/srv/nbgrader/exchange"\n')
+    hub = ["course", "hub", "--env", "/opt/tinyflo-hub", "--instructor", "prof", "--group", "students",
+           "--out", str(tmp_path / "hub"), *common]
+    monkeypatch.setattr(course_hub, "runs_systemd", lambda: False)  # a container, say
+    code, out = call_cli(*hub)
+    assert code == 2 and len(out.strip().splitlines()) == 1, out
+    assert ("this machine does not run systemd (no /run/systemd/system): serve the hub from a machine booted "
+            "with systemd, or give --memory 0 --cpus 0 for no limits") in out, out
+    assert call_cli(*hub, "--memory", "0", "--cpus", "0")[0] == 0
+    config = _written(tmp_path / "hub")["jupyterhub_config.py"]
+    assert config.JupyterHub.spawner_class == "localprocess" and "SystemdSpawner" not in config, config
+    assert "mem_limit" not in config.Spawner and "cpu_limit" not in config.Spawner
+    monkeypatch.setattr(course_hub, "runs_systemd", lambda: True)
+    for memory, cpus, limits in (("512M", "0", {"mem_limit": "512M"}), ("0", "0.5", {"cpu_limit": 0.5}),
+                                 ("1.5G", "2", {"mem_limit": "1.5G", "cpu_limit": 2.0})):
+        assert call_cli(*hub, "--memory", memory, "--cpus", cpus)[0] == 0
+        config = _written(tmp_path / "hub")["jupyterhub_config.py"]
+        assert config.JupyterHub.spawner_class == "systemdspawner.SystemdSpawner"
+        assert {k: v for k, v in config.Spawner.items() if k.endswith("_limit")} == limits
+    for option, value, said in (("--memory", "1GB", "--memory: a size such as 1G or 512M expected (0: no limit)"),
+                                ("--memory", "0G", "--memory: a size such as 1G or 512M expected"),
+                                ("--memory", "-1G", "--memory: a size such as 1G or 512M expected"),
+                                ("--cpus", "-1", "--cpus: a number of CPUs such as 1 or 0.5 expected (0: no limit)"),
+                                ("--cpus", "nan", "--cpus: a number of CPUs such as 1 or 0.5 expected"),
+                                ("--cpus", "inf", "--cpus: a number of CPUs such as 1 or 0.5 expected")):
+        code, out = call_cli(*hub, f"{option}={value}")
         assert code == 2 and said in out and len(out.strip().splitlines()) == 1, out
 
 

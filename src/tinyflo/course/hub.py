@@ -5,7 +5,9 @@ Two files, for the administrator to put in place (the instructor guide's "A seme
 * `jupyterhub_config.py`: students and the instructor log in as their own Unix users (PAM) and each
   one's JupyterLab runs as that user from the hub's environment (`--env`), in which the student kit
   is installed; so every file in the exchange is owned by the student who put it there, which is
-  how `tinyflo course collect` knows a submission is theirs.
+  how `tinyflo course collect` knows a submission is theirs. With per-user limits (`--memory`,
+  `--cpus`) each JupyterLab and its kernels run in a systemd unit of their own held to them
+  (jupyterhub-systemdspawner); a machine without systemd gets no limits, said in a line.
 * `nbgrader_config.py`, for `<env>/etc/jupyter/`: where the exchange is and which course it serves,
   for every user's Assignments tab.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import grp
 import json
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -26,10 +29,27 @@ HUB_CONFIG = "jupyterhub_config.py"
 USER_CONFIG = "nbgrader_config.py"  # for <env>/etc/jupyter/
 
 
+MEMORY, CPUS = "1G", "1"  # per user: a JupyterLab (~160 MiB), two kernels and a milestone's data fit
+
+
 def render_hub_config(env: Path, instructor: str, group: str, state: Path, config_dir: Path,
-                      idle_minutes: int = 60) -> str:
-    """jupyterhub_config.py for the course (see the module docstring)."""
+                      idle_minutes: int = 60, memory: str = MEMORY, cpus: str = CPUS) -> str:
+    """jupyterhub_config.py for the course (see the module docstring); `memory` and `cpus` are
+    checked (`per_user_limits`), "0" each for none."""
     singleuser = env / "bin" / "jupyterhub-singleuser"
+    spawner = 'c.JupyterHub.spawner_class = "localprocess"\n'
+    if per_user_limits(memory, cpus):
+        spawner = (
+            "\n# Each user's JupyterLab and its kernels run in a systemd unit of their own, as that Unix\n"
+            "# user (not one systemd makes up: the exchange's files must be the student's), held to the\n"
+            "# limits below: past the memory, its largest process (as a rule the kernel that grew) is\n"
+            "# stopped and the server goes on; the CPU limit is a share of time, never a stop.\n"
+            'c.JupyterHub.spawner_class = "systemdspawner.SystemdSpawner"\n'
+            "c.SystemdSpawner.dynamic_users = False\n"
+            'c.SystemdSpawner.username_template = "{USERNAME}"\n'
+            + (f"c.Spawner.mem_limit = {json.dumps(memory)}\n" if memory != "0" else "")
+            + (f"c.Spawner.cpu_limit = {float(cpus)!r}\n" if float(cpus) else "")
+        )
     culler = (
         f"\n# A student's JupyterLab left idle {idle_minutes} minutes is stopped (its memory freed; their files\n"
         "# stay): jupyterhub-idle-culler, a service of the hub's, with only the rights it needs.\n"
@@ -45,11 +65,11 @@ def render_hub_config(env: Path, instructor: str, group: str, state: Path, confi
         "# Everyone logs in as their own Unix user and their JupyterLab runs as that user: the exchange's\n"
         "# files are then owned by whoever submitted them (tinyflo course collect checks that).\n"
         'c.JupyterHub.authenticator_class = "pam"\n'
-        'c.JupyterHub.spawner_class = "localprocess"\n'
         f"c.Authenticator.admin_users = {{{json.dumps(instructor)}}}\n"
         f"c.Authenticator.allowed_users = {{{json.dumps(instructor)}}}\n"
-        f"c.LocalAuthenticator.allowed_groups = {{{json.dumps(group)}}}  # the students' Unix group\n\n"
-        "# JupyterLab from the hub's environment: JupyterLab, nbgrader (its Assignments tab) and the\n"
+        f"c.LocalAuthenticator.allowed_groups = {{{json.dumps(group)}}}  # the students' Unix group\n"
+        + spawner +
+        "\n# JupyterLab from the hub's environment: JupyterLab, nbgrader (its Assignments tab) and the\n"
         "# student kit, whose settings switch nbgrader's instructor tools off; its python3 kernel is\n"
         "# the one the course's notebooks name.\n"
         f"c.Spawner.cmd = [{json.dumps(str(singleuser))}]\n"
@@ -72,6 +92,26 @@ def render_user_config(exchange: Path) -> str:
         "# A submission stays writable by its author only (nbgrader's own submit opens it to everyone).\n"
         'c.ExchangeFactory.submit = "tinyflo.course.exchange.OwnSubmit"\n'
     )
+
+
+def per_user_limits(memory: str, cpus: str) -> bool:
+    """Whether `--memory` and `--cpus` ask for a limit ("0" each: none); a CourseError for a value
+    JupyterHub would not take."""
+    if not re.fullmatch(r"0|[0-9]+(\.[0-9]+)?[KMGT]", memory) or (memory != "0" and not float(memory[:-1])):
+        raise CourseError(f"--memory: a size such as 1G or 512M expected (0: no limit), got {memory!r}")
+    try:
+        share = float(cpus)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share < float("inf"):
+        raise CourseError(f"--cpus: a number of CPUs such as 1 or 0.5 expected (0: no limit), got {cpus!r}")
+    return memory != "0" or share > 0
+
+
+def runs_systemd() -> bool:
+    """Whether this machine was booted with systemd (sd_booted: /run/systemd/system exists), which
+    jupyterhub-systemdspawner needs to hold each server to its limits."""
+    return Path("/run/systemd/system").is_dir()
 
 
 def open_to_others(env: Path) -> Path | None:
@@ -121,8 +161,8 @@ def closed_to_students(env: Path, group: str) -> str:
     return ""
 
 
-def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, group: str,
-                     config_dir: Path, state: Path, idle_minutes: int = 60) -> list[Path]:
+def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, group: str, config_dir: Path,
+                     state: Path, idle_minutes: int = 60, memory: str = MEMORY, cpus: str = CPUS) -> list[Path]:
     """Write the hub's two files into `out`; their paths."""
     for option, value in (("--env", env), ("--exchange", exchange), ("--out", out),
                           ("--config-dir", config_dir), ("--state", state)):
@@ -141,13 +181,23 @@ def write_hub_config(out: Path, env: Path, exchange: Path, instructor: str, grou
                           "servers would not start (the hub answers HTTP 500); expected every folder above the "
                           "environment's Python and packages enterable by the students (chmod o+x), or the "
                           "environment made with a Python installed where they can reach it (e.g. under /opt)")
+    limited = per_user_limits(memory, cpus)
+    if limited and not runs_systemd():
+        raise CourseError("--memory, --cpus: each student's JupyterLab is held to them by systemd (jupyterhub-"
+                          "systemdspawner), and this machine does not run systemd (no /run/systemd/system): serve "
+                          "the hub from a machine booted with systemd, or give --memory 0 --cpus 0 for no limits")
     python = env / "bin" / "python3"
-    if idle_minutes and python.exists() and subprocess.run(
-            [str(python), "-c", "import jupyterhub_idle_culler"], capture_output=True, timeout=60).returncode:
-        raise CourseError(f"--idle-minutes: the hub's environment {env} has no jupyterhub-idle-culler, which stops "
-                          f"idle servers: install it there ({env / 'bin' / 'pip'} install jupyterhub-idle-culler), "
-                          "or give --idle-minutes 0")
-    for name, text in ((HUB_CONFIG, render_hub_config(env, instructor, group, state, config_dir, idle_minutes)),
+    for wanted, option, package, module, does, off in (
+            (idle_minutes, "--idle-minutes", "jupyterhub-idle-culler", "jupyterhub_idle_culler",
+             "stops idle servers", "--idle-minutes 0"),
+            (limited, "--memory, --cpus", "jupyterhub-systemdspawner", "systemdspawner",
+             "holds each server to them", "--memory 0 --cpus 0")):
+        if wanted and python.exists() and subprocess.run(
+                [str(python), "-c", f"import {module}"], capture_output=True, timeout=60).returncode:
+            raise CourseError(f"{option}: the hub's environment {env} has no {package}, which {does}: install it "
+                              f"there ({env / 'bin' / 'pip'} install {package}), or give {off}")
+    for name, text in ((HUB_CONFIG, render_hub_config(env, instructor, group, state, config_dir, idle_minutes,
+                                                      memory, cpus)),
                        (USER_CONFIG, render_user_config(exchange))):
         atomic_write(out / name, lambda handle, text=text: handle.write(text.encode("utf-8")))
         written.append(out / name)
