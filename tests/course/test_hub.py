@@ -343,14 +343,19 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
         print(f"{time.monotonic() - started:6.1f} s  {step}")
     students = ["ada", "ben", "cy"]
     instructor = site.users["instructor"]
-    # The administrator, once: the hub's environment (while the instructor builds the course), the
-    # hub's configuration, then the steps it prints.
+    # The administrator, once: the hub's environment, while the instructor builds the course and
+    # loads its roster; then the hub's configuration and the steps it prints.
     with ThreadPoolExecutor(1) as pool:
         making = pool.submit(_hub_environment, site)
         _course(site, "build")
         # the instructor's home is open (755), as useradd makes it: the course folder is made closed
         assert stat.S_IMODE(site.course.stat().st_mode) == 0o700
-        mark("built")
+        roster = site.home("instructor") / "students.csv"  # as the guide has it: ids are the Unix logins
+        roster.write_text("id,first_name,last_name,email,lms_user_id\n" + "".join(
+            f"{site.users[s]},{s.capitalize()},Student,{s}@example.edu,{900 + n}\n" for n, s in enumerate(students)))
+        shutil.chown(roster, instructor)
+        assert "3 students in the gradebook's roster" in _course(site, "roster", str(roster))
+        mark("built, with its roster")
         env = making.result()
     mark("hub environment")
     (site.course / "course.toml").write_text(f'exchange = "{site.exchange}"\n')
@@ -403,11 +408,6 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
         sessions = {s: Student(hub, site.users[s]) for s in students}
         for session in sessions.values():  # each logs in with their password; their JupyterLab starts
             session.log_in()
-        roster = site.home("instructor") / "students.csv"  # as the guide has it: ids are the Unix logins
-        roster.write_text("id,first_name,last_name,email,lms_user_id\n" + "".join(
-            f"{site.users[s]},{s.capitalize()},Student,{s}@example.edu,{900 + n}\n" for n, s in enumerate(students)))
-        shutil.chown(roster, instructor)
-        assert "3 students in the gradebook's roster" in _course(site, "roster", str(roster))
         out = _course(site, "release", "01")  # while the students' servers start
         assert "in the exchange: 01_tensor" in out, out
         mark("released")
