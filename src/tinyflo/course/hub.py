@@ -7,7 +7,8 @@ Two files, for the administrator to put in place (the instructor guide's "A seme
   is installed; so every file in the exchange is owned by the student who put it there, which is
   how `tinyflo course collect` knows a submission is theirs. With per-user limits (`--memory`,
   `--cpus`) each JupyterLab and its kernels run in a systemd unit of their own held to them
-  (jupyterhub-systemdspawner); a machine without systemd gets no limits, said in a line.
+  (jupyterhub-systemdspawner); a machine without systemd is told so in a line, and serves with
+  none only when asked (`--memory 0 --cpus 0`).
 * `nbgrader_config.py`, for `<env>/etc/jupyter/`: where the exchange is and which course it serves,
   for every user's Assignments tab.
 """
@@ -29,7 +30,7 @@ HUB_CONFIG = "jupyterhub_config.py"
 USER_CONFIG = "nbgrader_config.py"  # for <env>/etc/jupyter/
 
 
-MEMORY, CPUS = "1G", "1"  # per user: a JupyterLab (~160 MiB), two kernels and a milestone's data fit
+MEMORY, CPUS = "1G", "1"  # per user: a JupyterLab (~150 MiB), two kernels and a milestone's data fit
 
 
 def render_hub_config(env: Path, instructor: str, group: str, state: Path, config_dir: Path,
