@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -20,6 +21,7 @@ from tinyflo.course.similarity import (
     own_parts,
     pair_page,
     rank_pairs,
+    structure,
 )
 
 pytest.importorskip("copydetect")
@@ -462,3 +464,431 @@ def test_a_pair_page_sets_each_task_side_by_side_and_folds_what_shares_nothing()
     added = soup.find_all("details")[1].find("div", class_="row").find_all("div", recursive=False)
     assert added[0].get_text() == "no such cell" and "def helper(x):" in added[1].get_text()
     assert "_check_shape" not in str(soup) and "given code (3 cells" in soup.p.get_text()
+
+
+# Copies disguised by refactoring. The hand-run semester found every planted copy above every honest pair
+# by only 8 points, and splitting a solution into helper functions the disguise that worked best.
+
+# Two more students who wrote the four functions on their own, with helpers of their own: one at module
+# level, one nested. Inlining must not make them look like anyone else.
+MORE_HONEST = {
+    "ivy": '''def _axes_to_sum(grad_shape, shape):
+    axes = []
+    for k in range(1, len(grad_shape) + 1):
+        if k > len(shape) or (shape[-k] == 1 and grad_shape[-k] != 1):
+            axes.append(len(grad_shape) - k)
+    return tuple(axes)
+
+
+def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    axes = _axes_to_sum(grad.shape, shape)
+    return np.reshape(np.sum(grad, axis=axes) if axes else grad, shape)
+
+
+def _log_sum_exp(x, axis):
+    peak = np.max(x, axis=axis, keepdims=True)
+    return peak + np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True))
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    return np.exp(x - _log_sum_exp(x, axis))
+
+
+def _global_norm(grads):
+    total = 0.0
+    for g in grads:
+        total = total + float(np.sum(g ** 2))
+    return total ** 0.5
+
+
+def _scale_all(grads, by):
+    for index, g in enumerate(grads):
+        grads[index] = g * by
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    norm = _global_norm(grads)
+    if norm > max_norm:
+        _scale_all(grads, max_norm / (norm + 1e-6))
+    return norm
+
+
+def _collect(root):
+    nodes, todo = {}, [root]
+    while todo:
+        node = todo.pop()
+        if id(node) not in nodes:
+            nodes[id(node)] = node
+            todo.extend(node.parents)
+    return list(nodes.values())
+
+
+def _depth(node, memo):
+    if id(node) not in memo:
+        memo[id(node)] = 1 + max((_depth(p, memo) for p in node.parents), default=0)
+    return memo[id(node)]
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    memo = {}
+    return sorted(_collect(root), key=lambda node: _depth(node, memo))
+''',
+    "jo": '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    def fold_front(g):
+        return fold_front(g.sum(axis=0)) if g.ndim > len(shape) else g
+
+    g = fold_front(grad)
+    for i in reversed(range(len(shape))):
+        if shape[i] == 1 and g.shape[i] > 1:
+            g = np.add.reduce(g, axis=i, keepdims=True)
+    return g
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    def exps(v):
+        return np.exp(v - np.max(v, axis=axis, keepdims=True))
+
+    num = exps(x)
+    return num / np.sum(num, axis=axis, keepdims=True)
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    def norm_of(arrays):
+        return np.sqrt(sum(np.sum(a * a) for a in arrays))
+
+    def shrink(arrays, coeff):
+        for a in arrays:
+            np.multiply(a, coeff, out=a)
+
+    n = norm_of(grads)
+    coeff = max_norm / (n + 1e-6)
+    if coeff < 1:
+        shrink(grads, coeff)
+    return n
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    state, out, stack = {}, [], [root]
+
+    def finish(node):
+        state[id(node)] = "done"
+        out.append(node)
+
+    while stack:
+        node = stack[-1]
+        if state.get(id(node)) == "done":
+            stack.pop()
+        elif state.get(id(node)) == "open":
+            stack.pop()
+            finish(node)
+        else:
+            state[id(node)] = "open"
+            stack.extend(p for p in node.parents if id(p) not in state)
+    return out
+''',
+}
+
+# (i) ada's solution split into helpers: each function's steps moved out into functions of their own.
+SPLIT = '''def _sum_leading(grad, shape):
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)
+    return grad
+
+
+def _sum_stretched(grad, shape):
+    for axis, size in enumerate(shape):
+        if size == 1 and grad.shape[axis] != 1:
+            grad = grad.sum(axis=axis, keepdims=True)
+    return grad
+
+
+def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    grad = _sum_leading(grad, shape)
+    return _sum_stretched(grad, shape)
+
+
+def _shifted(x, axis):
+    return x - x.max(axis=axis, keepdims=True)
+
+
+def _normalised(e, axis):
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    shifted = _shifted(x, axis)
+    e = np.exp(shifted)
+    return _normalised(e, axis)
+
+
+def _global_norm(grads):
+    return math.sqrt(sum(float((g * g).sum()) for g in grads))
+
+
+def _scale(grads, factor):
+    for g in grads:
+        g *= factor
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    total = _global_norm(grads)
+    if total > max_norm:
+        _scale(grads, max_norm / (total + 1e-6))
+    return total
+
+
+def _visit(node, seen, order):
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    for parent in node.parents:
+        _visit(parent, seen, order)
+    order.append(node)
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    order, seen = [], set()
+    _visit(root, seen, order)
+    return order
+'''
+
+# (ii) ivy's helpers merged back into the functions that call them.
+MERGED = '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    axes = []
+    for k in range(1, grad.ndim + 1):
+        if k > len(shape) or (shape[-k] == 1 and grad.shape[-k] != 1):
+            axes.append(grad.ndim - k)
+    axes = tuple(axes)
+    return np.reshape(np.sum(grad, axis=axes) if axes else grad, shape)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    peak = np.max(x, axis=axis, keepdims=True)
+    log_sum_exp = peak + np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True))
+    return np.exp(x - log_sum_exp)
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    total = 0.0
+    for g in grads:
+        total = total + float(np.sum(g ** 2))
+    norm = total ** 0.5
+    if norm > max_norm:
+        by = max_norm / (norm + 1e-6)
+        for index, g in enumerate(grads):
+            grads[index] = g * by
+    return norm
+
+
+def _depth(node, memo):
+    if id(node) not in memo:
+        memo[id(node)] = 1 + max((_depth(p, memo) for p in node.parents), default=0)
+    return memo[id(node)]
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    nodes, todo = {}, [root]
+    while todo:
+        node = todo.pop()
+        if id(node) not in nodes:
+            nodes[id(node)] = node
+            todo.extend(node.parents)
+    memo = {}
+    return sorted(list(nodes.values()), key=lambda node: _depth(node, memo))
+'''
+
+# (iv) bo's solution split into helpers (then renamed, reordered and recommented by the test).
+BO_SPLIT = '''def _axes_to_sum(grad, shape):
+    extra = grad.ndim - len(shape)
+    return tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1)
+
+
+def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    summed = np.sum(grad, axis=_axes_to_sum(grad, shape), keepdims=True)
+    return summed.reshape(shape)
+
+
+def _stable_exp(x, axis):
+    top = np.amax(x, axis=axis, keepdims=True)
+    return np.exp(x - top)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    out = _stable_exp(x, axis)
+    out /= np.sum(out, axis=axis, keepdims=True)
+    return out
+
+
+def _norm(grads):
+    squares = [np.vdot(g, g) for g in grads]
+    return np.sqrt(np.sum(squares))
+
+
+def _rescale(grads, scale):
+    for i in range(len(grads)):
+        grads[i][...] = grads[i] * scale
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    norm = _norm(grads)
+    scale = min(1.0, max_norm / (norm + 1e-6))
+    _rescale(grads, scale)
+    return norm
+
+
+def _push_parents(node, stack, done):
+    done.add(id(node))
+    stack.append((node, True))
+    stack.extend((p, False) for p in node.parents)
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    result, done, stack = [], set(), [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            result.append(node)
+        elif id(node) not in done:
+            _push_parents(node, stack, done)
+    return result
+'''
+
+# (iv) jo's nested helpers merged into the functions that hold them (then renamed and reordered).
+JO_MERGED = '''def unbroadcast(grad, shape):
+    """Sum grad down to shape."""
+    def fold_front(g):
+        return fold_front(g.sum(axis=0)) if g.ndim > len(shape) else g
+
+    g = fold_front(grad)
+    for i in reversed(range(len(shape))):
+        if shape[i] == 1 and g.shape[i] > 1:
+            g = np.add.reduce(g, axis=i, keepdims=True)
+    return g
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, without overflow."""
+    num = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return num / np.sum(num, axis=axis, keepdims=True)
+
+
+def clip_norm(grads, max_norm):
+    """Scale every gradient so that their global norm is at most max_norm."""
+    n = np.sqrt(sum(np.sum(a * a) for a in grads))
+    coeff = max_norm / (n + 1e-6)
+    if coeff < 1:
+        for a in grads:
+            np.multiply(a, coeff, out=a)
+    return n
+
+
+def topological_order(root):
+    """Every node root depends on, inputs before the nodes they feed."""
+    state, out, stack = {}, [], [root]
+    while stack:
+        node = stack[-1]
+        if state.get(id(node)) == "done":
+            stack.pop()
+        elif state.get(id(node)) == "open":
+            stack.pop()
+            state[id(node)] = "done"
+            out.append(node)
+        else:
+            state[id(node)] = "open"
+            stack.extend(p for p in node.parents if id(p) not in state)
+    return out
+'''
+
+
+TASKS = {"unbroadcast", "softmax", "clip_norm", "topological_order"}  # the graded names: a copier keeps them
+
+
+def _every_name_renamed(code: str) -> str:
+    """Every name the code binds but the tasks' (parameters, variables, helpers) changed, the layout
+    ``ast.unparse``'s: a thorough copier."""
+    tree = ast.parse(code)
+    bound = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    bound |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)}
+    bound |= {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)} - TASKS
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in bound:
+            node.id = node.id.strip("_")[::-1] + "_"
+        elif isinstance(node, ast.arg):
+            node.arg = node.arg.strip("_")[::-1] + "_"
+        elif isinstance(node, ast.FunctionDef) and node.name in bound:
+            node.name = node.name.strip("_")[::-1] + "_"
+    return ast.unparse(tree) + "\n"
+
+
+DISGUISED = {  # copier: the student copied from, and how it was disguised
+    "ken": ("ada", SPLIT),  # (i)
+    "lou": ("ivy", MERGED),  # (ii)
+    "max": ("cy", _reordered_and_recommented(_every_name_renamed(HONEST["cy"]))),  # (iii)
+    "ned": ("bo", _reordered_and_recommented(_every_name_renamed(BO_SPLIT))),  # (iv)
+    "oz": ("jo", _reordered_and_recommented(_every_name_renamed(JO_MERGED))),  # (iv)
+}
+CLASS = HONEST | MORE_HONEST  # six students who wrote their own, three of them with helpers of their own
+
+# How far the lowest disguised copy stands above the highest honest pair. Measured: 0.73 (ken, split,
+# at 89% against ada and cy's 16% with jo); before helpers were inlined it was 0.30, and 0.35 to 0.48
+# for each disguise on its own (ned's split, renamed and reordered copy of bo at 49%, ken's at 62%).
+MARGIN = 0.6
+
+
+@pytest.mark.parametrize("copier", DISGUISED)
+def test_a_copy_disguised_by_refactoring_ranks_far_above_every_honest_pair_and_is_flagged(copier):
+    """Splitting into helpers, merging helpers, renaming every name and reordering (and all of them
+    at once) leave the copy far above every pair of the class's own work, and the class's outlier."""
+    from tinyflo.course.similarity import class_flag
+
+    source, code = DISGUISED[copier]
+    ast.parse(code)  # a disguise that still runs
+    pairs = rank_pairs(CLASS | {copier: code}, STUBS)
+    scores = {frozenset((p.first, p.second)): p.similarity for p in pairs}
+    copy = scores[frozenset((copier, source))]
+    honest = max(score for pair, score in scores.items() if copier not in pair)
+    assert copy >= honest + MARGIN, (round(copy, 2), round(honest, 2))
+    flag = class_flag([p.similarity for p in pairs])
+    assert {pair for pair, score in scores.items() if score >= flag.threshold} == {frozenset((copier, source))}
+
+
+def test_a_class_with_every_disguise_flags_the_copies_and_no_one_else(tmp_path):
+    course, done = _similarity_of(tmp_path, CLASS | {copier: code for copier, (_, code) in DISGUISED.items()})
+    planted = {frozenset((copier, source)) for copier, (source, _) in DISGUISED.items()}
+    pages = course / "similarity" / "01_tensor"
+    assert {frozenset(page.stem.split("--")) for page in pages.glob("*--*.html")} == planted, done.stdout
+    rows = [re.fullmatch(r"(\S+) and (\S+) +(\d+)% alike.*", line) for line in done.stdout.splitlines()]
+    scores = {frozenset(row.group(1, 2)): int(row.group(3)) for row in rows if row}
+    assert len(scores) > len(planted), done.stdout  # the most alike pairs, the most alike first
+    lowest = min(scores[pair] for pair in planted)
+    assert lowest >= max(score for pair, score in scores.items() if pair not in planted) + 100 * MARGIN, done.stdout
+
+
+def test_a_function_split_into_helpers_reads_as_the_function():
+    ada = _functions(HONEST["ada"].removeprefix("def "))
+    assert structure("\n\n".join(ada[:3])) == structure(SPLIT.split("def _visit")[0])
+    ivy = MORE_HONEST["ivy"].split("def _collect")[0]
+    assert structure(ivy) == structure(ivy.replace("def unbroadcast", "def unbroadcast_")), "a name is a name"
+    shuffled = "\n\n".join(reversed(_functions(ivy.removeprefix("def "))))
+    assert structure(shuffled) == structure(ivy), "the order of definitions does not count"
+    assert structure("x += 1  # more\ns = f'{x} apples'\n") == structure('x = x + 1\ns = "pears"\n')
