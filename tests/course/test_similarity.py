@@ -892,3 +892,37 @@ def test_a_function_split_into_helpers_reads_as_the_function():
     shuffled = "\n\n".join(reversed(_functions(ivy.removeprefix("def "))))
     assert structure(shuffled) == structure(ivy), "the order of definitions does not count"
     assert structure("x += 1  # more\ns = f'{x} apples'\n") == structure('x = x + 1\ns = "pears"\n')
+
+
+def test_a_split_copys_page_shows_what_each_wrote_and_marks_the_helpers_lines(tmp_path):
+    course, _ = _similarity_of(tmp_path, {"ada": HONEST["ada"], "bo": HONEST["bo"], "ken": SPLIT})
+    soup = BeautifulSoup((course / "similarity" / "01_tensor" / "ada--ken.html").read_text(), "html.parser")
+    ada, ken = soup.find("h2").find_next_sibling("div").find_all("div", recursive=False)
+    assert ken.find("pre").get_text() == SPLIT, "the student's own code, as they wrote it"
+    marked = [mark.get_text() for mark in ken.find_all("mark")]
+    assert {"grad = grad.sum(axis=0)", "shifted = _shifted(x, axis)", "return x - x.max(axis=axis, keepdims=True)",
+            "g *= factor"} <= set(marked), "the helpers' lines, and the calls that stand for them"
+    assert {"while grad.ndim > len(shape):", "e = np.exp(shifted)", "g *= factor"} <= {
+        mark.get_text() for mark in ada.find_all("mark")}
+    assert "compared by structure (helper functions put where they are called" in soup.p.get_text()
+
+
+def test_a_block_that_does_not_parse_stays_text_and_the_rest_is_compared_by_structure():
+    broken = "%timeit softmax(x)\n\ndef unfinished(:\n    pass\n\n"
+    text = structure(broken + SPLIT)
+    assert text.startswith(structure(SPLIT)) and text.endswith("%timeit softmax(x)\n\ndef unfinished(:\n    pass\n")
+    assert rank_pairs({"ada": HONEST["ada"], "ken": broken + SPLIT}, STUBS)[0].similarity > 0.8
+
+
+@pytest.mark.parametrize("code", ["x = " + "-" * 100_000 + "1\n", "x = " + "1 + " * 5_000 + "1\n",
+                                  "these lines are prose, not code\n" * 2_000])
+def test_code_too_deep_or_too_broken_to_walk_is_compared_as_its_text(code):
+    assert structure(code) == code
+
+
+def test_helpers_that_call_helpers_many_times_are_inlined_only_so_far():
+    chain = ["def f4(x):\n    y = x + 1\n    return y\n"] + [
+        f"def f{level}(x):\n" + "".join(f"    x = f{level + 1}(x) * {i}\n" for i in range(10)) + "    return x\n"
+        for level in range(3, -1, -1)]  # inlined all the way, f0 would be 10,000 copies of f4
+    code = "\n".join(chain)
+    assert len(structure(code)) < 10 * len(code)

@@ -149,8 +149,8 @@ def _structure(code: str) -> tuple[str, ast.Module | None, list[tuple[int, int]]
         tree = Inliner(tree).module(_Plain().visit(tree))
         tree.body = _in_order(_one_name(tree).body)
         text = ast.unparse(tree)
-    except (RecursionError, SyntaxError, ValueError):  # too broken, or too deep for the parser or ast's walks
-        return code, None, []
+    except (MemoryError, RecursionError, SyntaxError, ValueError):  # too broken; or too deep for ast's walks,
+        return code, None, []  # or for its parser, which says so with a MemoryError ("parser stack overflow")
     return "\n".join([text, *("\n".join(lines[first - 1:last]) for first, last in broken)]), tree, broken
 
 
@@ -371,6 +371,9 @@ class _Expressions(ast.NodeTransformer):
             return ast.Name(VALUE, ast.Load())
         if value is None or not self.inliner.afford(function):
             return node
+        returned = function.body[0]  # the statement stands for the helper's line too (`_origins`)
+        self.at.helper_lines = [*getattr(self.at, "helper_lines", []), (returned.lineno, returned.end_lineno),
+                                *getattr(returned, "helper_lines", [])]
         outer, self.stack = self.stack, self.stack | {id(function)}
         value = self.visit(_Substituted(arguments).visit(copy.deepcopy(value)))
         self.stack = outer
@@ -455,24 +458,26 @@ def _in_order(stmts: list[ast.stmt]) -> list[ast.stmt]:
     return sorted(stmts, key=ast.unparse)
 
 
-def _origins(tree: ast.Module, text: str) -> list[tuple[int, int] | None]:
-    """For each line of ``text`` (``tree`` unparsed), the lines of the code it stands for: a statement's
-    lines, a compound statement's first line; None for a line that stands for none (``else:``), or
-    for every line where the text does not parse back into the statements of ``tree``."""
-    origins: list[tuple[int, int] | None] = [None] * (text.count("\n") + 1)
+def _origins(tree: ast.Module, text: str) -> list[list[tuple[int, int]]]:
+    """For each line of ``text`` (``tree`` unparsed), the lines of the code it stands for (first and last
+    of each run): a statement's lines, or a compound statement's first, and the lines of the helpers
+    whose expressions it holds; none for a line such as ``else:``, or for any line where the text
+    does not parse back into the statements of ``tree``."""
+    origins: list[list[tuple[int, int]]] = [[] for _ in range(text.count("\n") + 1)]
     try:
         read = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.stmt)]
-    except (RecursionError, SyntaxError, ValueError):
+    except (MemoryError, RecursionError, SyntaxError, ValueError):  # as `_structure`'s
         return origins
     made = [node for node in ast.walk(tree) if isinstance(node, ast.stmt)]
     if len(read) != len(made):
         return origins  # no marks rather than wrong ones
     for new, old in zip(read, made):
+        if not getattr(old, "end_lineno", None):  # a statement without a place stands for no line
+            continue
         compound = isinstance(getattr(new, "body", None), list)
-        if getattr(old, "lineno", None):
-            span = (old.lineno, old.lineno if compound else old.end_lineno or old.lineno)
-            for line in range(new.lineno, (new.lineno if compound else new.end_lineno or new.lineno) + 1):
-                origins[line - 1] = span
+        spans = [(old.lineno, old.lineno if compound else old.end_lineno), *getattr(old, "helper_lines", [])]
+        for line in range(new.lineno, (new.lineno if compound else new.end_lineno) + 1):
+            origins[line - 1] = spans
     return origins
 
 
@@ -497,14 +502,14 @@ class Compared:
         each from its indent to its end."""
         text = self.text.split("\n")
         unparsed = len(text) - sum(last - first + 1 for first, last in self.broken)
-        origins = ([(n, n) for n in range(1, len(text) + 1)] if self.tree is None else
+        origins = ([[(n, n)] for n in range(1, len(text) + 1)] if self.tree is None else
                    _origins(self.tree, "\n".join(text[:unparsed])) +
-                   [(n, n) for first, last in self.broken for n in range(first, last + 1)])
+                   [[(n, n)] for first, last in self.broken for n in range(first, last + 1)])
         code, found = _spans(self.code), set()
-        for (first, last), origin in zip(_spans(self.text), origins):
+        for (first, last), spans in zip(_spans(self.text), origins):
             matched = sum(max(0, min(last, end) - max(first, start)) for start, end in zip(*slices))
-            if origin and last > first and 2 * matched >= last - first:
-                found.update(range(origin[0], min(origin[1], len(code)) + 1))
+            if last > first and 2 * matched >= last - first:
+                found.update(n for start, end in spans for n in range(start, min(end, len(code)) + 1))
         return [code[n - 1] for n in sorted(found) if code[n - 1][0] < code[n - 1][1]]
 
 
