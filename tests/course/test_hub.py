@@ -250,10 +250,10 @@ class Student:
         with self.browser.open(request, timeout=120) as reply:
             return reply.read()
 
-    def log_in(self) -> None:
+    def log_in(self, password: str = PASSWORD) -> None:
         """The hub's login page, its form sent with their password, then Start My Server."""
         self.request("GET", "/hub/login")
-        form = {"username": self.name, "password": PASSWORD,
+        form = {"username": self.name, "password": password,
                 "_xsrf": next(c.value for c in self.cookies if c.name == "_xsrf")}
         self.request("POST", "/hub/login?next=/hub/home", urllib.parse.urlencode(form).encode(),
                      "application/x-www-form-urlencoded")
@@ -408,8 +408,12 @@ def test_a_module_goes_out_comes_back_graded_and_each_student_sees_only_their_ow
         sessions = {s: Student(hub, site.users[s]) for s in students}
         for session in sessions.values():  # each logs in with their password; their JupyterLab starts
             session.log_in()
-        out = _course(site, "release", "01")  # while the students' servers start
-        assert "in the exchange: 01_tensor" in out, out
+        with ThreadPoolExecutor(1) as pool:  # and only with it (PAM makes a wrong one wait 3 s)
+            guessed = pool.submit(Student(hub, site.users["ben"]).log_in, f"not {PASSWORD}")
+            out = _course(site, "release", "01")  # while the students' servers start
+            assert "in the exchange: 01_tensor" in out, out
+            with pytest.raises(urllib.error.HTTPError, match="403"):
+                guessed.result()
         mark("released")
         deadline = time.monotonic() + 180
         for session in sessions.values():
