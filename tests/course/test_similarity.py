@@ -849,9 +849,10 @@ DISGUISED = {  # copier: the student copied from, and how it was disguised
 }
 CLASS = HONEST | MORE_HONEST  # six students who wrote their own, three of them with helpers of their own
 
-# How far the lowest disguised copy stands above the highest honest pair. Measured: 0.73 (ken, split,
-# at 89% against ada and cy's 16% with jo); before helpers were inlined it was 0.30, and 0.35 to 0.48
-# for each disguise on its own (ned's split, renamed and reordered copy of bo at 49%, ken's at 62%).
+# How far the lowest disguised copy stands above the highest honest pair. Measured: 0.72 (lou's merged copy
+# of ivy at 89%; ada and jo at 16%). Before helpers were inlined it was 0.30 (ned's split, renamed and
+# reordered copy of bo at 49%, against 19%), and 0.35 to 0.52 for each split or merged copy on its own,
+# which fail here; a copy only renamed and reordered stood 0.85 above both before and after.
 MARGIN = 0.6
 
 
@@ -926,3 +927,9 @@ def test_helpers_that_call_helpers_many_times_are_inlined_only_so_far():
         for level in range(3, -1, -1)]  # inlined all the way, f0 would be 10,000 copies of f4
     code = "\n".join(chain)
     assert len(structure(code)) < 10 * len(code)
+
+
+def test_a_list_built_by_a_loop_reads_as_the_comprehension():
+    loop = "def f(xs, n):\n    out = []\n    for i, x in enumerate(xs):\n        if x > n:\n            out.append(x * i)\n    return out\n"
+    assert structure(loop) == structure("def f(xs, n):\n    out = [x * i for i, x in enumerate(xs) if x > n]\n    return out\n")
+    assert "for " in structure("out = []\nfor x in xs:\n    out.append(len(out) * x)\n"), "a loop that reads the list"

@@ -185,7 +185,14 @@ class _Filled(ast.NodeTransformer):
 class _Plain(_Filled):
     """What a copier changes freely and a program hardly depends on, made the same everywhere: bare
     strings (docstrings) go, other strings lose their contents, type hints go, ``x += y`` becomes
-    ``x = x + y``."""
+    ``x = x + y``, a list built by a loop becomes a comprehension (`_comprehended`)."""
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for field in ("body", "orelse", "finalbody"):
+            if isinstance(getattr(node, field, None), list):
+                setattr(node, field, _comprehended(getattr(node, field)))
+        return node
 
     def visit_Expr(self, node: ast.Expr) -> ast.AST | None:
         return None if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str) else self.generic_visit(node)
@@ -213,6 +220,30 @@ class _Plain(_Filled):
         read = copy.deepcopy(node.target)
         read.ctx = ast.Load()
         return self.visit(ast.copy_location(ast.Assign([node.target], ast.BinOp(read, node.op, node.value)), node))
+
+
+def _comprehended(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """``xs = []`` followed by ``for x in it: xs.append(e)`` (its body perhaps ``if c: xs.append(e)``)
+    written ``xs = [e for x in it if c]``, where the loop does not read ``xs`` otherwise."""
+    out: list[ast.stmt] = []
+    for stmt in stmts:
+        start = out[-1] if out else None
+        if (isinstance(stmt, ast.For) and not stmt.orelse and isinstance(start, ast.Assign) and len(start.targets) == 1
+                and isinstance(start.targets[0], ast.Name) and isinstance(start.value, ast.List) and not start.value.elts):
+            body, conditions = stmt.body, []
+            if len(body) == 1 and isinstance(body[0], ast.If) and not body[0].orelse:
+                body, conditions = body[0].body, [body[0].test]
+            call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Expr) else None
+            name = start.targets[0].id
+            if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append"
+                    and getattr(call.func.value, "id", None) == name and len(call.args) == 1 and not call.keywords
+                    and name not in {node.id for part in (stmt.target, stmt.iter, call.args[0], *conditions)
+                                     for node in ast.walk(part) if isinstance(node, ast.Name)}):
+                start.value = ast.ListComp(call.args[0], [ast.comprehension(stmt.target, stmt.iter, conditions, 0)])
+                start.end_lineno = stmt.end_lineno  # it stands for the loop's lines too
+                continue
+        out.append(stmt)
+    return out
 
 
 def _helper(node: ast.AST) -> bool:
