@@ -664,161 +664,76 @@ def topological_order(root):
     return order
 '''
 
-# (ii) ivy's helpers merged back into the functions that call them.
-MERGED = '''def unbroadcast(grad, shape):
-    """Sum grad down to shape."""
-    axes = []
-    for k in range(1, grad.ndim + 1):
-        if k > len(shape) or (shape[-k] == 1 and grad.shape[-k] != 1):
-            axes.append(grad.ndim - k)
-    axes = tuple(axes)
-    return np.reshape(np.sum(grad, axis=axes) if axes else grad, shape)
+def _edited(code: str, edits: list[tuple[str, str]]) -> str:
+    """``code`` with each ``before`` replaced by its ``after``: a copier's edits, one by one."""
+    for before, after in edits:
+        assert before in code, before
+        code = code.replace(before, after)
+    return code
 
 
-def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along axis, without overflow."""
-    peak = np.max(x, axis=axis, keepdims=True)
-    log_sum_exp = peak + np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True))
-    return np.exp(x - log_sum_exp)
+# (ii) ivy's helpers merged back into the functions that call them: each definition gone, its lines where
+# its call was.
+MERGED = _edited(MORE_HONEST["ivy"], [
+    ("def _axes_to_sum(grad_shape, shape):\n    axes = []\n    for k in range(1, len(grad_shape) + 1):\n"
+     "        if k > len(shape) or (shape[-k] == 1 and grad_shape[-k] != 1):\n            axes.append(len(grad_shape) - k)"
+     "\n    return tuple(axes)\n\n\n", ""),
+    ("    axes = _axes_to_sum(grad.shape, shape)\n", "    axes = []\n    for k in range(1, grad.ndim + 1):\n"
+     "        if k > len(shape) or (shape[-k] == 1 and grad.shape[-k] != 1):\n            axes.append(grad.ndim - k)\n"
+     "    axes = tuple(axes)\n"),
+    ("def _log_sum_exp(x, axis):\n    peak = np.max(x, axis=axis, keepdims=True)\n"
+     "    return peak + np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True))\n\n\n", ""),
+    ("    return np.exp(x - _log_sum_exp(x, axis))\n", "    peak = np.max(x, axis=axis, keepdims=True)\n"
+     "    log_sum_exp = peak + np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True))\n"
+     "    return np.exp(x - log_sum_exp)\n"),
+    ("def _global_norm(grads):\n    total = 0.0\n    for g in grads:\n        total = total + float(np.sum(g ** 2))\n"
+     "    return total ** 0.5\n\n\ndef _scale_all(grads, by):\n    for index, g in enumerate(grads):\n"
+     "        grads[index] = g * by\n\n\n", ""),
+    ("    norm = _global_norm(grads)\n", "    total = 0.0\n    for g in grads:\n        total = total + float(np.sum(g ** 2))\n"
+     "    norm = total ** 0.5\n"),
+    ("        _scale_all(grads, max_norm / (norm + 1e-6))\n", "        by = max_norm / (norm + 1e-6)\n"
+     "        for index, g in enumerate(grads):\n            grads[index] = g * by\n"),
+    ("def _collect(root):\n    nodes, todo = {}, [root]\n    while todo:\n        node = todo.pop()\n"
+     "        if id(node) not in nodes:\n            nodes[id(node)] = node\n            todo.extend(node.parents)\n"
+     "    return list(nodes.values())\n\n\n", ""),
+    ("    memo = {}\n    return sorted(_collect(root), key=", "    nodes, todo = {}, [root]\n    while todo:\n"
+     "        node = todo.pop()\n        if id(node) not in nodes:\n            nodes[id(node)] = node\n"
+     "            todo.extend(node.parents)\n    memo = {}\n    return sorted(list(nodes.values()), key="),
+])
 
-
-def clip_norm(grads, max_norm):
-    """Scale every gradient so that their global norm is at most max_norm."""
-    total = 0.0
-    for g in grads:
-        total = total + float(np.sum(g ** 2))
-    norm = total ** 0.5
-    if norm > max_norm:
-        by = max_norm / (norm + 1e-6)
-        for index, g in enumerate(grads):
-            grads[index] = g * by
-    return norm
-
-
-def _depth(node, memo):
-    if id(node) not in memo:
-        memo[id(node)] = 1 + max((_depth(p, memo) for p in node.parents), default=0)
-    return memo[id(node)]
-
-
-def topological_order(root):
-    """Every node root depends on, inputs before the nodes they feed."""
-    nodes, todo = {}, [root]
-    while todo:
-        node = todo.pop()
-        if id(node) not in nodes:
-            nodes[id(node)] = node
-            todo.extend(node.parents)
-    memo = {}
-    return sorted(list(nodes.values()), key=lambda node: _depth(node, memo))
-'''
-
-# (iv) bo's solution split into helpers (then renamed, reordered and recommented by the test).
-BO_SPLIT = '''def _axes_to_sum(grad, shape):
-    extra = grad.ndim - len(shape)
-    return tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1)
-
-
-def unbroadcast(grad, shape):
-    """Sum grad down to shape."""
-    summed = np.sum(grad, axis=_axes_to_sum(grad, shape), keepdims=True)
-    return summed.reshape(shape)
-
-
-def _stable_exp(x, axis):
-    top = np.amax(x, axis=axis, keepdims=True)
-    return np.exp(x - top)
-
-
-def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along axis, without overflow."""
-    out = _stable_exp(x, axis)
-    out /= np.sum(out, axis=axis, keepdims=True)
-    return out
-
-
-def _norm(grads):
-    squares = [np.vdot(g, g) for g in grads]
-    return np.sqrt(np.sum(squares))
-
-
-def _rescale(grads, scale):
-    for i in range(len(grads)):
-        grads[i][...] = grads[i] * scale
-
-
-def clip_norm(grads, max_norm):
-    """Scale every gradient so that their global norm is at most max_norm."""
-    norm = _norm(grads)
-    scale = min(1.0, max_norm / (norm + 1e-6))
-    _rescale(grads, scale)
-    return norm
-
-
-def _push_parents(node, stack, done):
-    done.add(id(node))
-    stack.append((node, True))
-    stack.extend((p, False) for p in node.parents)
-
-
-def topological_order(root):
-    """Every node root depends on, inputs before the nodes they feed."""
-    result, done, stack = [], set(), [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            result.append(node)
-        elif id(node) not in done:
-            _push_parents(node, stack, done)
-    return result
-'''
+# (iv) bo's solution split into helpers (then renamed, reordered and recommented by the test): each run
+# of lines moved out into a helper defined before its function, and called where the lines were.
+BO_SPLIT = _edited(HONEST["bo"], [
+    ("    extra = grad.ndim - len(shape)\n    axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) "
+     "if n == 1)\n    summed = np.sum(grad, axis=axes, keepdims=True)\n",
+     "    summed = np.sum(grad, axis=_axes_to_sum(grad, shape), keepdims=True)\n"),
+    ("def unbroadcast(", "def _axes_to_sum(grad, shape):\n    extra = grad.ndim - len(shape)\n"
+     "    return tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1)\n\n\ndef unbroadcast("),
+    ("    top = np.amax(x, axis=axis, keepdims=True)\n    out = np.exp(x - top)\n", "    out = _stable_exp(x, axis)\n"),
+    ("def softmax(", "def _stable_exp(x, axis):\n    top = np.amax(x, axis=axis, keepdims=True)\n"
+     "    return np.exp(x - top)\n\n\ndef softmax("),
+    ("    squares = [np.vdot(g, g) for g in grads]\n    norm = np.sqrt(np.sum(squares))\n", "    norm = _norm(grads)\n"),
+    ("    for i in range(len(grads)):\n        grads[i][...] = grads[i] * scale\n", "    _rescale(grads, scale)\n"),
+    ("def clip_norm(", "def _norm(grads):\n    squares = [np.vdot(g, g) for g in grads]\n    return np.sqrt(np.sum(squares))"
+     "\n\n\ndef _rescale(grads, scale):\n    for i in range(len(grads)):\n        grads[i][...] = grads[i] * scale"
+     "\n\n\ndef clip_norm("),
+    ("            done.add(id(node))\n            stack.append((node, True))\n"
+     "            stack.extend((p, False) for p in node.parents)\n", "            _push_parents(node, stack, done)\n"),
+    ("def topological_order(", "def _push_parents(node, stack, done):\n    done.add(id(node))\n"
+     "    stack.append((node, True))\n    stack.extend((p, False) for p in node.parents)\n\n\ndef topological_order("),
+])
 
 # (iv) jo's nested helpers merged into the functions that hold them (then renamed and reordered).
-JO_MERGED = '''def unbroadcast(grad, shape):
-    """Sum grad down to shape."""
-    def fold_front(g):
-        return fold_front(g.sum(axis=0)) if g.ndim > len(shape) else g
-
-    g = fold_front(grad)
-    for i in reversed(range(len(shape))):
-        if shape[i] == 1 and g.shape[i] > 1:
-            g = np.add.reduce(g, axis=i, keepdims=True)
-    return g
-
-
-def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along axis, without overflow."""
-    num = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return num / np.sum(num, axis=axis, keepdims=True)
-
-
-def clip_norm(grads, max_norm):
-    """Scale every gradient so that their global norm is at most max_norm."""
-    n = np.sqrt(sum(np.sum(a * a) for a in grads))
-    coeff = max_norm / (n + 1e-6)
-    if coeff < 1:
-        for a in grads:
-            np.multiply(a, coeff, out=a)
-    return n
-
-
-def topological_order(root):
-    """Every node root depends on, inputs before the nodes they feed."""
-    state, out, stack = {}, [], [root]
-    while stack:
-        node = stack[-1]
-        if state.get(id(node)) == "done":
-            stack.pop()
-        elif state.get(id(node)) == "open":
-            stack.pop()
-            state[id(node)] = "done"
-            out.append(node)
-        else:
-            state[id(node)] = "open"
-            stack.extend(p for p in node.parents if id(p) not in state)
-    return out
-'''
-
+JO_MERGED = _edited(MORE_HONEST["jo"], [
+    ("    def exps(v):\n        return np.exp(v - np.max(v, axis=axis, keepdims=True))\n\n    num = exps(x)\n",
+     "    num = np.exp(x - np.max(x, axis=axis, keepdims=True))\n"),
+    ("    def norm_of(arrays):\n        return np.sqrt(sum(np.sum(a * a) for a in arrays))\n\n"
+     "    def shrink(arrays, coeff):\n        for a in arrays:\n            np.multiply(a, coeff, out=a)\n\n"
+     "    n = norm_of(grads)\n", "    n = np.sqrt(sum(np.sum(a * a) for a in grads))\n"),
+    ("        shrink(grads, coeff)\n", "        for a in grads:\n            np.multiply(a, coeff, out=a)\n"),
+    ("\n    def finish(node):\n        state[id(node)] = \"done\"\n        out.append(node)\n\n", ""),
+    ("            finish(node)\n", "            state[id(node)] = \"done\"\n            out.append(node)\n"),
+])
 
 TASKS = {"unbroadcast", "softmax", "clip_norm", "topological_order"}  # the graded names: a copier keeps them
 
