@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import html
 import io
 import json
@@ -519,25 +520,25 @@ def _fingerprint(name: str, code: str, boilerplate: list):
 
 
 class Compared:
-    """One student's code as it is compared (`structure`) and fingerprinted; `lines` finds where a
-    match is in their own code."""
+    """A student's code as it is compared (`structure`) and fingerprinted, and for each line of that
+    text the lines of their code it stands for, so that `lines` can say where a match is."""
 
-    def __init__(self, name: str, code: str, boilerplate: list):
+    def __init__(self, code: str, boilerplate: list):
         self.code = code
-        self.text, self.tree, self.broken = _structure(code)
-        self.fingerprint = _fingerprint(name, self.text, boilerplate)
+        self.text, tree, broken = _structure(code)
+        self.fingerprint = _fingerprint("code", self.text, boilerplate)
+        text = self.text.split("\n")
+        unparsed = len(text) - sum(last - first + 1 for first, last in broken)
+        self.origins = ([[(n, n)] for n in range(1, len(text) + 1)] if tree is None else
+                        _origins(tree, "\n".join(text[:unparsed])) +
+                        [[(n, n)] for first, last in broken for n in range(first, last + 1)])
 
     def lines(self, slices: tuple) -> list[tuple[int, int]]:
         """Where a match is in the student's code: ``slices`` (copydetect's starts and ends in the text
         compared) as the lines of their code that stand for a line of that text at least half matched,
         each from its indent to its end."""
-        text = self.text.split("\n")
-        unparsed = len(text) - sum(last - first + 1 for first, last in self.broken)
-        origins = ([[(n, n)] for n in range(1, len(text) + 1)] if self.tree is None else
-                   _origins(self.tree, "\n".join(text[:unparsed])) +
-                   [[(n, n)] for first, last in self.broken for n in range(first, last + 1)])
         code, found = _spans(self.code), set()
-        for (first, last), spans in zip(_spans(self.text), origins):
+        for (first, last), spans in zip(_spans(self.text), self.origins):
             matched = sum(max(0, min(last, end) - max(first, start)) for start, end in zip(*slices))
             if last > first and 2 * matched >= last - first:
                 found.update(n for start, end in spans for n in range(start, min(end, len(code)) + 1))
@@ -553,6 +554,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+@functools.lru_cache(maxsize=64)
 def _stub_prints(boilerplate: str) -> list:
     """The fingerprints of what everyone was given, which count for nothing."""
     return (np.unique(np.array(list(_fingerprint("boilerplate", structure(boilerplate), []).hashes)))
@@ -563,7 +565,7 @@ def rank_pairs(codes: dict[str, str], boilerplate: str = "") -> list[Pair]:
     """Every pair of students, the most alike first."""
     compare_files = require("copydetect").compare_files
     stubs = _stub_prints(boilerplate)
-    prints = {student: Compared(student, code, stubs).fingerprint for student, code in sorted(codes.items())}
+    prints = {student: _fingerprint(student, structure(code), stubs) for student, code in sorted(codes.items())}
     students = list(prints)
     pairs = []
     for i, first in enumerate(students):
@@ -576,10 +578,15 @@ def rank_pairs(codes: dict[str, str], boilerplate: str = "") -> list[Pair]:
 def shared_lines(mine: str, theirs: str, boilerplate: str = "") -> tuple[list, list]:
     """The lines of ``mine`` that ``theirs`` has too, and of ``theirs`` that ``mine`` has (start and end
     of each, from its indent), as compared (`structure`), ``boilerplate`` counting for nothing."""
-    stubs = _stub_prints(boilerplate)
-    one, two = Compared("1", mine, stubs), Compared("2", theirs, stubs)
+    one, two = _compared(mine, boilerplate), _compared(theirs, boilerplate)
     _, _, (slices_1, slices_2) = require("copydetect").compare_files(one.fingerprint, two.fingerprint)
     return one.lines(slices_1), two.lines(slices_2)
+
+
+@functools.lru_cache(maxsize=256)  # some 600 KB each for 200 lines; pages of 200 students: each row made once
+def _compared(code: str, boilerplate: str) -> Compared:
+    """A row of a pair page as compared, kept for the next page that shows the same student's row."""
+    return Compared(code, _stub_prints(boilerplate))
 
 
 def _read(path: Path) -> dict:
