@@ -135,8 +135,8 @@ BROKEN_BLOCKS = 10  # past this many top-level blocks that do not parse, the cod
 def structure(code: str) -> str:
     """``code`` as it is compared: each helper put where it is called (`Inliner`), every name the code
     binds one name, docstrings, comments, strings' contents and type hints gone, ``x += y`` written
-    ``x = x + y``, the definitions of the module and of each class in one order, the layout
-    ``ast.unparse``'s. A top-level block that does not parse is kept as its text, after the rest; so
+    ``x = x + y`` and a list appended to in a loop as a comprehension (`_Plain`), the definitions of
+    the module and of each class in one order, the layout ``ast.unparse``'s. A top-level block that does not parse is kept as its text, after the rest; so
     is all the code where too much does not parse or it is nested too deep to walk."""
     return _structure(code)[0]
 
