@@ -7,7 +7,7 @@ tests/course/test_module_structure.py fails while the file is out of date.
 
 from pathlib import Path
 
-from tinyflo.course.rules import rules_table
+from tinyflo.course.grader.rules import rules_table
 from tinyflo.course.source import discover_modules
 
 REPO = Path(__file__).resolve().parents[1]

@@ -167,7 +167,7 @@ def test_the_grading_sandbox_gives_each_grader_one_thread_of_every_kind(monkeypa
     process may start (tinyflo's own passes, the BLAS, numexpr) is told one thread, by the names they
     read."""
     from tinyflo.core import tensor
-    from tinyflo.course.sandbox import runner_environment
+    from tinyflo.course.grader.sandbox import runner_environment
 
     env = runner_environment()
     ours = {name for name in env if name.startswith("TINYFLO_")}

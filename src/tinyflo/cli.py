@@ -46,14 +46,14 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _module(args: argparse.Namespace) -> int:
-    from tinyflo.course import student
+    from tinyflo.course.kit import student
 
     return student.run(args)
 
 
 def _course(args: argparse.Namespace) -> int:
     from tinyflo import milestones
-    from tinyflo.course import instructor
+    from tinyflo.course.semester import instructor
 
     if milestones.student_kit() and not args.modules:
         raise CourseError("a course is built from a tinyflo checkout's modules/ (solutions and hidden checks), "
@@ -230,7 +230,7 @@ def _doctor(args: argparse.Namespace) -> int:
     if args.out or args.smoke or args.full:
         raise CourseError("--out, --smoke and --full go with --gpu-proof")
     import tinyflo
-    from tinyflo.course.sandbox import bwrap_works
+    from tinyflo.course.grader.sandbox import bwrap_works
 
     rows = [("tinyflo", tinyflo.__version__), ("python", sys.version.split()[0])]
     rows += [(name, _version(name)) for name in ("numpy", "matplotlib", "cupy")]
@@ -846,7 +846,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _timeout_option(parser: argparse.ArgumentParser) -> None:
-    from tinyflo.course.grading import DEFAULT_TIMEOUT
+    from tinyflo.course.grader.grading import DEFAULT_TIMEOUT
 
     parser.add_argument("--timeout", type=_count, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                         help=f"time limit per cell (default {DEFAULT_TIMEOUT} s; a course cell may ask for more)")

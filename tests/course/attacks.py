@@ -6,7 +6,7 @@ so it runs where a cheat would: in the middle of a check, with the grader's code
 A payload that fails is silent (a cheat that fails quietly still must earn nothing). Some
 attacks also change what the student's functions return (`RESULTS`).
 
-Every payload tries what its name says against the grading runner (tinyflo.course.runner):
+Every payload tries what its name says against the grading runner (tinyflo.course.grader.runner):
 frames, gc, ctypes, signal, tracers, crafted code, patched builtins and libraries, forged
 lines on the results pipe, objects equal to anything, leaks, exhaustion, links.
 """
@@ -170,7 +170,7 @@ PAYLOADS: dict[str, str] = {
         "for _cls in object.__subclasses__():\n"
         "    for _name, _value in list(vars(_cls).items()):\n"
         "        if type(_value).__name__ == 'function' and _cls.__module__ in ('__main__', "
-        "'runner', 'tinyflo.course.runner'):\n"
+        "'runner', 'tinyflo.course.grader.runner'):\n"
         "            _g = _value.__globals__\n"
         "            for _k in ('json', 'os', 'np', 'binascii'):\n"
         "                _g.pop(_k, None)"

@@ -34,16 +34,21 @@ from mutants import MUTANTS
 import tinyflo
 from tinyflo.cli import main
 from tinyflo.course.export import default_exp, target_path
-from tinyflo.course.grading import (
+from tinyflo.course.grader.grading import (
     DEFAULT_TIMEOUT,
     grade,
     module_scenarios,
     reference_run,
     seed_for,
 )
-from tinyflo.course.kit import cached_tree, grading_notebook
-from tinyflo.course.notebooks import instructor_notebook, student_notebook, write_notebook
-from tinyflo.course.sandbox import Limits
+from tinyflo.course.grader.sandbox import Limits
+from tinyflo.course.grader.tree import cached_tree
+from tinyflo.course.notebooks import (
+    grading_notebook,
+    instructor_notebook,
+    student_notebook,
+    write_notebook,
+)
 from tinyflo.course.source import Module, discover_modules
 
 REPO = Path(__file__).resolve().parents[2]

@@ -40,10 +40,10 @@ from attacks import (
 from course_support import COURSE_KEY, REPO, apply_mutant, hidden_only_lines, secret_lines
 from mutants import MUTANTS
 
-from tinyflo.course.grading import grade, module_scenarios, reference_run, seed_for
-from tinyflo.course.kit import cached_tree, release_notebook
+from tinyflo.course.grader.grading import grade, module_scenarios, reference_run, seed_for
+from tinyflo.course.grader.sandbox import Limits, bwrap_works
+from tinyflo.course.grader.tree import cached_tree, release_notebook
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
-from tinyflo.course.sandbox import Limits, bwrap_works
 from tinyflo.course.source import Module, discover_modules
 
 pytestmark = pytest.mark.skipif(bool(bwrap_works()), reason=f"{bwrap_works()}")

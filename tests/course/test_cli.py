@@ -80,11 +80,19 @@ def test_course_build_writes_config_and_sources(tmp_path):
     (course / "source" / "07_gone").mkdir()
     call_cli("course", "build", "--dir", str(course), "--modules", str(FIXTURE_MODULES))
     assert not (course / "source" / "07_gone").exists()
+    # A configuration an older tinyflo wrote names nbgrader's steps where they no longer are: the
+    # course's commands say to build again before nbgrader fails on it.
+    written = (course / "nbgrader_config.py").read_text()
+    (course / "nbgrader_config.py").write_text(written.replace("tinyflo.course.semester.nbgrader_steps",
+                                                               "tinyflo.course.nbgrader_steps"))
+    code, out = call_cli("course", "release", "--dir", str(course), "--modules", str(FIXTURE_MODULES))
+    assert code == 2 and "was written by another tinyflo (nbgrader would not find its steps); run `tinyflo " \
+        f"course build --dir {course}" in out, out
 
 
 def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest(tmp_path):
+    from tinyflo.course.grader.sandbox import bwrap_works
     from tinyflo.course.notebooks import instructor_notebook, write_notebook
-    from tinyflo.course.sandbox import bwrap_works
     from tinyflo.course.source import discover_modules
 
     if bwrap_works():
@@ -144,7 +152,7 @@ def test_autograde_leaves_out_each_submission_it_cannot_take_and_grades_the_rest
 
 
 def test_feedbacks_next_line_says_how_the_pages_reach_the_students(tmp_path, demo_module):
-    from tinyflo.course.instructor import _returning
+    from tinyflo.course.semester.instructor import _returning
 
     assert _returning(tmp_path, [demo_module]).startswith(f"return each student's pages from {tmp_path}/feedback/")
     (tmp_path / "exchange").mkdir()
@@ -153,7 +161,7 @@ def test_feedbacks_next_line_says_how_the_pages_reach_the_students(tmp_path, dem
 
 
 def test_what_nbgrader_made_is_kept_until_what_it_was_made_from_changes(tmp_path, capsys):
-    from tinyflo.course.instructor import _forget_outdated
+    from tinyflo.course.semester.instructor import _forget_outdated
 
     for student in ("alice", "bob"):
         (tmp_path / "submitted" / student / "00_demo").mkdir(parents=True)
@@ -175,7 +183,7 @@ def test_what_nbgrader_made_is_kept_until_what_it_was_made_from_changes(tmp_path
 def test_module_commands_find_the_workspace_they_stand_in(tmp_path, monkeypatch):
     """As git finds its repository: from the workspace or any folder in it, `module` works on that
     workspace, not on a new ./workspace inside it."""
-    from tinyflo.course import student
+    from tinyflo.course.kit import student
 
     monkeypatch.setenv("TINYFLO_MODULES", str(FIXTURE_MODULES))
     monkeypatch.delenv("TINYFLO_WORKSPACE", raising=False)
@@ -198,7 +206,7 @@ def test_module_commands_find_the_workspace_they_stand_in(tmp_path, monkeypatch)
 
 
 def test_a_second_release_says_the_module_was_already_released_and_nothing_changed(tmp_path, monkeypatch, capsys):
-    from tinyflo.course import instructor
+    from tinyflo.course.semester import instructor
     from tinyflo.course.source import discover_modules
 
     modules = discover_modules(FIXTURE_MODULES)

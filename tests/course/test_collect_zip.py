@@ -22,8 +22,8 @@ import pytest
 from course_support import FIXTURE_MODULES, call_cli
 from intake_cases import WORST, worst_case
 
-from tinyflo.course import lms_zip
 from tinyflo.course.notebooks import instructor_notebook
+from tinyflo.course.semester import lms_zip
 from tinyflo.course.source import discover_modules
 
 SLUG, NOTEBOOK = "00_demo", "demo.ipynb"  # the fixture module
@@ -56,7 +56,7 @@ def _roster(course: Path, monkeypatch) -> None:
     made with nbgrader's API to save an nbgrader run."""
     from nbgrader.api import Gradebook
 
-    from tinyflo.course.instructor import COURSE_ID
+    from tinyflo.course.semester.instructor import COURSE_ID
 
     monkeypatch.setenv(
         "PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

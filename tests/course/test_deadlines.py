@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from course_support import FIXTURE_MODULES, call_cli
 
-from tinyflo.course.instructor import COURSE_ID, Score
-from tinyflo.course.semester import (
+from tinyflo.course.semester.instructor import COURSE_ID, Score
+from tinyflo.course.semester.settings import (
     COURSE_FILE,
     Semester,
     apply_semester,
@@ -158,7 +158,7 @@ def test_the_penalty_per_day_or_part_of_a_day(penalty, seconds, lost):
 
 
 def test_nbgrader_asks_the_plugin_which_reads_course_toml_each_time(tmp_path):
-    from tinyflo.course.nbgrader_steps import LatePenalty
+    from tinyflo.course.semester.nbgrader_steps import LatePenalty
 
     plugin = LatePenalty(course_file=str(tmp_path / COURSE_FILE))
     assert plugin.late_submission_penalty("alice", 4.0, 90000) is None, "no file: no penalty"
@@ -237,8 +237,8 @@ def semester_course(tmp_path_factory):
     (--force) with the penalty edited to "zero". What each step printed, and the gradebook."""
     from nbgrader.api import Gradebook
 
+    from tinyflo.course.grader.sandbox import bwrap_works
     from tinyflo.course.notebooks import instructor_notebook, write_notebook
-    from tinyflo.course.sandbox import bwrap_works
 
     if bwrap_works():
         pytest.skip(bwrap_works())
@@ -392,7 +392,7 @@ def test_a_mistake_in_course_toml_stops_autograde_before_any_grading(tmp_path):
     ],
 )
 def test_a_module_is_closed_once_no_submission_can_earn_its_points(tmp_path, late, closed):
-    from tinyflo.course.semester import closed_from
+    from tinyflo.course.semester.settings import closed_from
 
     semester = _read(tmp_path, f'[deadlines]\n"00" = {DUE}\n[extensions.ada]\n"00" = 2026-09-19T23:59:00-04:00\n{late}')
     when = closed_from(semester, "00_demo")
@@ -403,7 +403,7 @@ def test_a_module_is_closed_once_no_submission_can_earn_its_points(tmp_path, lat
 def test_the_kit_carries_a_modules_fast_forms_only_once_it_is_closed(tmp_path, capsys):
     """`course release` (the kit) says which modules keep their fast forms withheld and until
     when; a module whose last submission can earn nothing any more has them in the kit."""
-    from tinyflo.course.instructor import _closed_fast_forms
+    from tinyflo.course.semester.instructor import _closed_fast_forms
 
     modules = discover_modules(Path(__file__).resolve().parents[2] / "modules")
     past = (datetime.now(timezone.utc) - timedelta(days=30)).isoformat(timespec="seconds")

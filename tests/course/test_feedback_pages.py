@@ -11,7 +11,7 @@ from bs4 import BeautifulSoup
 from nbconvert.exporters import HTMLExporter
 from traitlets.config import Config
 
-from tinyflo.course.nbgrader_steps import (
+from tinyflo.course.semester.nbgrader_steps import (
     FEEDBACK_POLICY,
     FeedbackExporter,
     InertStudentMarkup,

@@ -35,10 +35,10 @@ import pytest
 from attacks import CORE, combined_notebook
 from course_support import REPO, call_cli, hidden_only_lines
 
-from tinyflo.course.grading import grade, submission_inputs
-from tinyflo.course.kit import cached_tree, release_notebook
+from tinyflo.course.grader.grading import grade, submission_inputs
+from tinyflo.course.grader.sandbox import SLOT_UID_BASE, bwrap_works, kill_leftovers
+from tinyflo.course.grader.tree import cached_tree, release_notebook
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
-from tinyflo.course.sandbox import SLOT_UID_BASE, bwrap_works, kill_leftovers
 from tinyflo.course.source import discover_modules
 
 pytestmark = [
@@ -195,7 +195,7 @@ def _attack(root: Path, venv: Path) -> nbformat.NotebookNode:
 
 
 def _tasks() -> list[str]:
-    from tinyflo.course.grading import module_scenarios
+    from tinyflo.course.grader.grading import module_scenarios
 
     return list(module_scenarios(MODULE).tasks)
 

@@ -15,12 +15,12 @@ import nbformat
 import numpy as np
 import pytest
 
-from tinyflo.course.engine import run_job
-from tinyflo.course.grading import grade, module_scenarios
-from tinyflo.course.kit import cached_tree
+from tinyflo.course.grader.engine import run_job
+from tinyflo.course.grader.grading import grade, module_scenarios
+from tinyflo.course.grader.sandbox import Limits, bwrap_works
+from tinyflo.course.grader.scenarios import build_task
+from tinyflo.course.grader.tree import cached_tree
 from tinyflo.course.notebooks import instructor_notebook, student_notebook
-from tinyflo.course.sandbox import Limits, bwrap_works
-from tinyflo.course.scenarios import build_task
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(bool(bwrap_works()), reason=f"{bwrap_works()}")
@@ -77,7 +77,7 @@ def test_a_visible_check_without_a_message_quotes_itself_and_a_hidden_one_never_
 def test_checks_of_the_students_own_values_are_decided_outside_on_data():
     """`all(...)` over the student's objects, numpy's tests and comparisons of two student
     values leave the scenario as rows of values; the grader runs the condition itself."""
-    from tinyflo.course.verdicts import Helpers, decide
+    from tinyflo.course.grader.verdicts import Helpers, decide
 
     task = build_task(
         "t",
@@ -311,7 +311,7 @@ def test_the_sandbox_has_no_repository_host_tmp_network_reference_or_privilege(t
     finally:
         listener.close()
         marker.unlink()
-    from tinyflo.course.verdicts import decode
+    from tinyflo.course.grader.verdicts import decode
 
     (raw,) = record.observations["p/1"]
     seen = decode(raw[0])
@@ -361,7 +361,7 @@ def test_the_runners_reporting_code_looks_nothing_up_once_it_runs():
     import dis
     import types
 
-    from tinyflo.course import runner
+    from tinyflo.course.grader import runner
 
     def nested(code):
         for const in code.co_consts:
@@ -404,7 +404,7 @@ def test_a_failed_visible_check_shows_what_the_code_gave_and_a_hidden_one_never(
 def test_the_earlier_modules_reference_is_bytecode_the_sandbox_cannot_read_as_source(tmp_path, monkeypatch):
     """Module 02's grading tree holds module 01's reference compiled, its source removed, and
     imported before the notebook's code runs: looked for from inside, there is no source."""
-    from tinyflo.course.sandbox import PACKAGE_DIR
+    from tinyflo.course.grader.sandbox import PACKAGE_DIR
     from tinyflo.course.source import discover_modules
 
     monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path))
@@ -586,7 +586,7 @@ def test_code_a_hidden_check_hands_to_the_submission_cannot_be_read(tmp_path, mo
 def test_each_submission_draws_its_own_hidden_inputs_and_the_same_one_the_same_again(demo_module):
     """nbgrader's grading step seeds a student's hidden inputs from their code as well: the same
     notebook graded again draws what it drew; changed, or another student's, it draws anew."""
-    from tinyflo.course.grading import seed_for, submission_inputs
+    from tinyflo.course.grader.grading import seed_for, submission_inputs
 
     notebook = instructor_notebook(demo_module)
     again = copy.deepcopy(notebook)
@@ -623,7 +623,7 @@ def test_a_test_cell_the_student_changed_is_put_back_and_the_verdict_says_so(dem
 def test_equality_of_lists_and_dicts_holding_arrays_is_item_by_item():
     """`assert opt.param_groups[0]["params"] == [w]` holds in a notebook by identity; the grader
     sees copies, and compares them item by item (an array: same shape, same elements)."""
-    from tinyflo.course.verdicts import Helpers, _atom
+    from tinyflo.course.grader.verdicts import Helpers, _atom
 
     def equal(a, b):
         return _atom("Eq", [a, b], {}, Helpers())
@@ -763,7 +763,7 @@ def test_what_a_submission_can_carry_out_of_the_sandbox_is_its_own_draw(tmp_path
     """A submission that smuggles a hidden input out (here in the name of the exception it
     raises, which the feedback shows) learns the input drawn for itself: another student's
     submission, or its own next one, drew another."""
-    from tinyflo.course.grading import submission_inputs
+    from tinyflo.course.grader.grading import submission_inputs
 
     monkeypatch.setenv("TINYFLO_CACHE", str(tmp_path / "cache"))
     module, tree = _one_module(tmp_path, SUBTRACT)

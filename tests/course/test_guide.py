@@ -9,7 +9,7 @@ import shlex
 from course_support import FIXTURE_MODULES, REPO, call_cli
 
 from tinyflo.cli import build_parser
-from tinyflo.course import hub as course_hub
+from tinyflo.course.semester import hub as course_hub
 
 GUIDE = REPO / "book" / "instructor.md"
 HUB_TEST = REPO / "tests" / "course" / "test_hub.py"

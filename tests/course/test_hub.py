@@ -51,10 +51,10 @@ import pytest
 from course_support import FIXTURE_MODULES, MUTANTS, REPO, apply_mutant, call_cli, secret_lines
 from traitlets.config import Config
 
-from tinyflo.course import hub as course_hub
-from tinyflo.course.kit import build_student_kit
+from tinyflo.course.grader.sandbox import bwrap_works
+from tinyflo.course.kit.build import build_student_kit
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
-from tinyflo.course.sandbox import bwrap_works
+from tinyflo.course.semester import hub as course_hub
 from tinyflo.course.source import discover_modules
 
 pytestmark = pytest.mark.slow
@@ -547,7 +547,7 @@ def test_the_hub_configuration_is_written_for_the_exchange_course_toml_names(tmp
     assert out.rstrip().endswith("/opt/tinyflo-hub/bin/jupyterhub -f /etc/jupyterhub/jupyterhub_config.py")
     assert hub_config.JupyterHub.db_url == "sqlite:////var/lib/jupyterhub/jupyterhub.sqlite"
     assert hub_config.JupyterHub.cookie_secret_file == "/var/lib/jupyterhub/jupyterhub_cookie_secret"
-    assert user_config.ExchangeFactory.submit == "tinyflo.course.exchange.OwnSubmit"
+    assert user_config.ExchangeFactory.submit == "tinyflo.course.semester.exchange.OwnSubmit"
     # an idle student's server is stopped after an hour, by a service with only the rights it needs
     assert hub_config.JupyterHub.services == [{"name": "idle-culler", "command": [
         "/opt/tinyflo-hub/bin/python3", "-m", "jupyterhub_idle_culler", "--timeout=3600"]}]

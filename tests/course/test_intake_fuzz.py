@@ -27,10 +27,9 @@ from hypothesis import strategies as st
 from intake_cases import WORST, worst_case
 from nbgrader.utils import notebook_hash
 
-from tinyflo.course.grading import restore_locked_cells
-from tinyflo.course.kit import grading_notebook
-from tinyflo.course.nbgrader_steps import PlainOwnOutputs
-from tinyflo.course.notebooks import instructor_notebook
+from tinyflo.course.grader.grading import restore_locked_cells
+from tinyflo.course.notebooks import grading_notebook, instructor_notebook
+from tinyflo.course.semester.nbgrader_steps import PlainOwnOutputs
 from tinyflo.course.source import (
     CELL_LIMIT,
     NESTING_LIMIT,
@@ -170,7 +169,7 @@ def _as_a_failed_autograde_leaves_it(course: Path, student: str) -> None:
     grading fails: the row stays, with no score."""
     from nbgrader.api import Gradebook
 
-    from tinyflo.course.instructor import COURSE_ID
+    from tinyflo.course.semester.instructor import COURSE_ID
 
     shutil.rmtree(course / "autograded" / student)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}", course_id=COURSE_ID) as gradebook:
@@ -263,7 +262,7 @@ def test_the_report_has_every_graded_student_and_no_points_for_a_failed_autograd
 
 
 def test_each_page_that_failed_says_its_own_cause_and_a_failure_of_everyones_stops(tmp_path, monkeypatch):
-    from tinyflo.course import instructor
+    from tinyflo.course.semester import instructor
     from tinyflo.course.source import CourseError
 
     def failed(cause: str) -> CourseError:

@@ -25,7 +25,7 @@ def _gradebook(course, monkeypatch) -> None:
     """
     from nbgrader.api import Gradebook
 
-    from tinyflo.course.instructor import COURSE_ID
+    from tinyflo.course.semester.instructor import COURSE_ID
 
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # alembic
     # nbgrader's add_submission makes SQLAlchemy warn about its own session handling: not ours to fix
@@ -114,7 +114,7 @@ bob,Bob,"	=1+1",bob@example.edu,1002
 def test_roster_text_a_spreadsheet_would_run_is_written_as_text(tmp_path, monkeypatch):
     """Names, emails and LMS ids come from students: none reaches a CSV as a formula, in any LMS's
     format, and every number (points, a negative late penalty) stays a number."""
-    from tinyflo.course.instructor import spreadsheet_text
+    from tinyflo.course.semester.instructor import spreadsheet_text
 
     course = tmp_path / "course"
     common = ["--dir", str(course), "--modules", str(FIXTURE_MODULES)]

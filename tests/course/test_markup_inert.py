@@ -25,8 +25,8 @@ from nbconvert.exporters import HTMLExporter
 from nbconvert.filters.markdown_mistune import markdown2html_mistune
 from traitlets.config import Config
 
-from tinyflo.course.instructor import render_config
-from tinyflo.course.nbgrader_steps import (
+from tinyflo.course.semester.instructor import render_config
+from tinyflo.course.semester.nbgrader_steps import (
     FEEDBACK_POLICY,
     INERT_CLASS,
     LINK_SCHEMES,

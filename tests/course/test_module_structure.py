@@ -18,7 +18,7 @@ import pytest
 from mutants import MIN_PER_TASK, MUTANTS
 
 from tinyflo.course.checks import parse_checks, split_hidden
-from tinyflo.course.rules import module_rules, rules_table, tasks
+from tinyflo.course.grader.rules import module_rules, rules_table, tasks
 from tinyflo.course.source import Cell, Module, discover_modules
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def test_every_mutant_matches_its_module_once(module):
 def test_every_rule_a_hidden_check_enforces_is_stated_in_its_tasks_text(module):
     """A hidden check is fair only when the task said what it checks: each hidden check's
     message is a rule, and a line of the task's text (since the previous grade cell) states
-    it, its words in order (tinyflo.course.rules)."""
+    it, its words in order (tinyflo.course.grader.rules)."""
     unstated = [
         f"task `{rule.task}`, hidden check {rule.number}: {rule.rule!r}"
         for rule in module_rules(module)
@@ -165,7 +165,7 @@ def test_the_audit_table_is_current():
 
 
 def test_a_rule_is_its_message_without_the_value_it_shows_and_a_line_states_it_word_for_word():
-    from tinyflo.course.rules import rule_of, states
+    from tinyflo.course.grader.rules import rule_of, states
 
     assert rule_of("the error must name the argument reduction; got: …") == (
         "the error must name the argument reduction"
@@ -189,7 +189,7 @@ def test_no_given_cell_of_a_release_redefines_what_a_task_asks_for(module):
     """A given cell after a task that binds one of the task's names again (a fused or faster
     form of it) would solve the task if pasted into it: the release withholds it until the task
     is closed (tinyflo.course.notebooks.withheld_task), and the kit with it."""
-    from tinyflo.course.kit import release_notebook
+    from tinyflo.course.grader.tree import release_notebook
 
     asked: dict[str, str] = {}
     found = set()
@@ -233,7 +233,7 @@ def _bindings(source: str) -> tuple[set[str], set[str]]:
 def test_a_withheld_cell_follows_the_task_it_is_a_fast_form_of_and_reaches_no_release(module):
     """Each withheld cell names a task of its module and comes after that task's grade cell;
     no line of its code is in the release notebook or the kit's package until it is delivered."""
-    from tinyflo.course.kit import release_notebook, stub_source
+    from tinyflo.course.grader.tree import release_notebook, stub_source
     from tinyflo.course.notebooks import instructor_notebook, withheld_task
 
     graded: list[str] = []

@@ -58,7 +58,7 @@ def test_long_given_code_opens_folded_under_a_line_that_says_what_it_holds():
     """In every module's release: each given code cell longer than LONG_GIVEN lines is folded in
     JupyterLab (source_hidden) and in the book (hide-input), right under a line that names what it
     defines and says whether the next task uses it."""
-    from tinyflo.course.kit import release_notebook
+    from tinyflo.course.grader.tree import release_notebook
     from tinyflo.course.notebooks import LONG_GIVEN
 
     for module in discover_modules(REPO / "modules"):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from course_support import FIXTURE_MODULES, REPO
 
-from tinyflo.course.kit import cached_tree
+from tinyflo.course.grader.tree import cached_tree
 from tinyflo.course.source import discover_modules
 
 NOBODY = 65534
@@ -78,7 +78,7 @@ def test_another_local_user_reads_nothing_the_instructor_makes(tmp_path, monkeyp
 
 def test_a_clone_tinyflo_runs_from_is_not_closed_but_the_command_is_said(tmp_path, capsys):
     """Closing the checkout tinyflo itself runs from would stop every other user's tinyflo."""
-    from tinyflo.course import instructor
+    from tinyflo.course.semester import instructor
 
     if not REPO.stat().st_mode & 0o077 or not Path(instructor.__file__).resolve().is_relative_to(REPO):
         pytest.skip("this checkout is closed, or tinyflo does not run from it")

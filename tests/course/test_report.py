@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from course_support import FIXTURE_MODULES
 
-from tinyflo.course import instructor
-from tinyflo.course.instructor import Score
+from tinyflo.course.semester import instructor
+from tinyflo.course.semester.instructor import Score
 from tinyflo.course.source import discover_modules
 
 

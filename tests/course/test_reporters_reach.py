@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 from course_support import REPO
 
-from tinyflo.course import runner
-from tinyflo.course.grading import module_scenarios
-from tinyflo.course.runner import PARAMETERS, compile_cells
-from tinyflo.course.scenarios import build_task
+from tinyflo.course.grader import runner
+from tinyflo.course.grader.grading import module_scenarios
+from tinyflo.course.grader.runner import PARAMETERS, compile_cells
+from tinyflo.course.grader.scenarios import build_task
 from tinyflo.course.source import discover_modules
 
 MODULES = discover_modules(REPO / "modules")

@@ -1,6 +1,6 @@
 """The grader's reader of a run's results: linear, bounded, and truthful about what went wrong.
 
-The runner writes one signed JSON line per event to a pipe (tinyflo.course.runner); the
+The runner writes one signed JSON line per event to a pipe (tinyflo.course.grader.runner); the
 grader reads them (engine._Reader). A run that sends values near the per-line limit must cost
 the grader time and memory in proportion to what it sent, hold at most one line, keep to its
 deadline, and be told why it was refused: a value too large, results past the run's budget, a
@@ -17,11 +17,11 @@ import time
 
 import pytest
 
-from tinyflo.course import engine
-from tinyflo.course.engine import RunRecord, _Reader, run_job
-from tinyflo.course.grading import _why_task_failed
-from tinyflo.course.kit import cached_tree
-from tinyflo.course.sandbox import Limits
+from tinyflo.course.grader import engine
+from tinyflo.course.grader.engine import RunRecord, _Reader, run_job
+from tinyflo.course.grader.grading import _why_task_failed
+from tinyflo.course.grader.sandbox import Limits
+from tinyflo.course.grader.tree import cached_tree
 
 KEY = b"k" * 32
 CHUNK = 1 << 20  # the most one read takes from the pipe

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from bs4 import BeautifulSoup
 
-from tinyflo.course.similarity import (
+from tinyflo.course.semester.similarity import (
     ADDED,
     PAGE_POLICY,
     given_cells,
@@ -21,8 +21,8 @@ from tinyflo.course.similarity import (
     own_parts,
     pair_page,
     rank_pairs,
-    structure,
 )
+from tinyflo.course.semester.structure import structure
 
 pytest.importorskip("copydetect")
 
@@ -377,7 +377,7 @@ def test_a_class_flags_its_own_outliers_and_every_flagged_pair_has_a_page(tmp_pa
     """Without --threshold, the pairs that stand out from the class's own scores (Tukey's upper
     fence) are flagged, each with a page: a copy only half kept (hal's, 55% alike) is flagged as well
     as the whole ones, where a fixed 60% would pass over it; no honest pair is."""
-    from tinyflo.course.similarity import class_flag
+    from tinyflo.course.semester.similarity import class_flag
 
     course, done = _similarity_of(tmp_path, HONEST | {copier: code for copier, (_, code) in PLANTED.items()})
     pages = course / "similarity" / "01_tensor"
@@ -775,7 +775,7 @@ MARGIN = 0.6
 def test_a_copy_disguised_by_refactoring_ranks_far_above_every_honest_pair_and_is_flagged(copier):
     """Splitting into helpers, merging helpers, renaming every name and reordering (and all of them
     at once) leave the copy far above every pair of the class's own work, and the class's outlier."""
-    from tinyflo.course.similarity import class_flag
+    from tinyflo.course.semester.similarity import class_flag
 
     source, code = DISGUISED[copier]
     ast.parse(code)  # a disguise that still runs

@@ -24,13 +24,8 @@ import pytest
 from browser_support import page_state, wait_for
 from course_support import REPO, run_cli, secret_lines
 
-from tinyflo.course.kit import (
-    INSTRUCTOR_PLUGINS,
-    NEWS_PLUGIN,
-    build_student_kit,
-    kit_readme,
-    release_notebook,
-)
+from tinyflo.course.grader.tree import release_notebook
+from tinyflo.course.kit.build import INSTRUCTOR_PLUGINS, NEWS_PLUGIN, build_student_kit, kit_readme
 from tinyflo.course.notebooks import instructor_notebook, write_notebook
 from tinyflo.course.source import discover_modules
 
@@ -325,9 +320,9 @@ def test_completing_a_module_from_a_kit_that_carries_its_fast_forms_exports_them
     """A kit built before module 10 closed has no fast forms: the student's completed module has
     their code only. Rebuilt after it closed, the kit's release carries them, and completing the
     module again puts them after the student's code, as the package has them."""
-    from tinyflo.course.kit import release_notebook
+    from tinyflo.course.grader.tree import release_notebook
+    from tinyflo.course.kit.student import own_code
     from tinyflo.course.source import discover_modules
-    from tinyflo.course.student import own_code
 
     conv = next(module for module in MODULES if module.slug == "10_convolutions")
     answers = instructor_notebook(conv)

@@ -3,7 +3,7 @@
 In a module, a grade cell's hidden region sits between `### BEGIN HIDDEN TESTS` and
 `### END HIDDEN TESTS`. No notebook carries it: the release leaves it out, and the notebooks
 nbgrader keeps (source/, autograded/, feedback) hold one comment line in its place. Grading
-takes the region from the module itself and turns it into scenarios (tinyflo.course.scenarios),
+takes the region from the module itself and turns it into scenarios (tinyflo.course.grader.scenarios),
 which run where no verdict is made.
 
 Every check (a top-level `assert`, or a compound statement that asserts or raises inside)

@@ -3,7 +3,7 @@
 It runs inside the grading sandbox as `python -s runner.py PACKAGE_DIR` and takes a job as JSON
 on its standard input: the notebook's code cells in order (the course's cells and the
 submission's solutions) and, in place of each grade cell, its scenario (see
-tinyflo.course.scenarios). It writes what happened, one JSON object a line, each line signed
+tinyflo.course.grader.scenarios). It writes what happened, one JSON object a line, each line signed
 with the job's key, to file descriptor 3:
 
     {"t": "start", "i": 4}                 cell 4 starts
@@ -19,7 +19,7 @@ no expected value and no comparison, only the student's values (or, in the refer
 the reference's).
 
 The submission's code runs in this process, so the part that reports is built to be out of
-its reach (tinyflo.course.grading's threat model):
+its reach (tinyflo.course.grader.grading's threat model):
 
 * every cell is compiled before any of them runs, and each scenario is a function whose
   reporters are its parameters: no name in the notebook's namespace leads to them;
@@ -56,14 +56,14 @@ OUT_FD = 3
 RNG = "check_rng"
 SCENARIO = "__tf_scenario"
 # A scenario's parameters: its reporters, its random inputs, and the runner's own copies of
-# what its checks call on objects (tinyflo.course.scenarios.OBJECT_CALLS).
+# what its checks call on objects (tinyflo.course.grader.scenarios.OBJECT_CALLS).
 CHECK, REACHED, PRISTINE = "__tf_check", "__tf_reached", "__tf_pristine"
 PARAMETERS = (CHECK, REACHED, RNG, PRISTINE)
 # What a run may send, all in one place. The course's largest honest values (every module's
 # reference run, hidden checks included): an array of 0.9 MiB, a string of 467 characters, a
 # line of 4.1 MiB and 6.1 MiB in a whole run. A value past its cap is sent as a short
 # description (the check fails); a line past MAX_LINE or a run past Limits.results (its
-# budget, in tinyflo.course.sandbox) is refused by the grader, which holds at most one line.
+# budget, in tinyflo.course.grader.sandbox) is refused by the grader, which holds at most one line.
 # An array at MAX_ARRAY fits in a line as base64 (4/3 of its bytes).
 MAX_STRING = 100_000  # characters of one string value
 MAX_ARRAY = 4 * 2**20  # bytes of one array value
@@ -229,7 +229,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     scenarios = frozenset(f"<cell {i}>" for i, c in enumerate(cells) if c["kind"] == "task")
     compiled = compile_cells(cells)
     # The names each course cell and scenario binds (the job says): recorded after it runs, and
-    # read from there by later scenarios (tinyflo.course.scenarios._CourseNames).
+    # read from there by later scenarios (tinyflo.course.grader.scenarios._CourseNames).
     binds = [cell.get("binds", []) for cell in cells]
     _missing = object()
 
@@ -501,7 +501,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
             raise _looped_before([files.get(code.co_filename), frame.f_lineno, code.co_firstlineno])
         return None
 
-    # What a scenario's checks call on the objects themselves (tinyflo.course.scenarios'
+    # What a scenario's checks call on the objects themselves (tinyflo.course.grader.scenarios'
     # OBJECT_CALLS), as they were before the notebook's code ran: a submission that rebinds the
     # names or patches the modules changes none of them.
     def exact_isinstance(obj, classes):

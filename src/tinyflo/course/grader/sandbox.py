@@ -1,7 +1,7 @@
 """The grading sandbox: where a submission's code runs, and what it can reach from there.
 
 Grading module N runs the notebook's code and its scenarios in a plain Python process
-(tinyflo.course.runner) inside bubblewrap (`bwrap`, Debian's `bubblewrap` package). That
+(tinyflo.course.grader.runner) inside bubblewrap (`bwrap`, Debian's `bubblewrap` package). That
 process sees:
 
 * the system (`/usr`, `/etc`) and the Python that runs the grader, read-only, with every
@@ -19,7 +19,7 @@ sends results on one pipe; what it prints goes nowhere. Without bwrap it runs un
 only when asked (`--no-sandbox`): the same limits and pipe, not for credit.
 
 Where a disposable container is the sandbox and bwrap cannot run inside it (a Gradescope
-autograder, tinyflo.course.gradescope), `sandboxed=CONTAINER` runs the runner without bwrap but
+autograder, tinyflo.course.semester.gradescope), `sandboxed=CONTAINER` runs the runner without bwrap but
 as the slot's unprivileged uid, in a working folder of its own, with the same limits; the
 grader (root) first closes to that uid everything it must not read, and every process the uid
 left behind is killed after each run (`kill_leftovers`).
@@ -69,7 +69,7 @@ class Limits:
     cell_timeout: int = 60  # seconds per cell (a course cell may ask for more)
     notebook_timeout: int = 600  # seconds for the whole notebook
     # Bytes of results it may send, restarts included: five times the course's largest honest
-    # run (tinyflo.course.runner states every cap on what a run sends). The grader keeps what
+    # run (tinyflo.course.grader.runner states every cap on what a run sends). The grader keeps what
     # arrives as Python values, several times the bytes, for each job grading at once.
     results: int = 32 * 2**20
 
@@ -352,7 +352,7 @@ def slot_uid(slot: int) -> int:
 def runner_command(
     tree: Path, fd: int, limits: Limits, slot: int = 0, sandboxed: bool | str = True, workdir: str = ""
 ) -> tuple[list[str], dict[str, str], str]:
-    """The command, environment and working folder that run tinyflo.course.runner on `tree`.
+    """The command, environment and working folder that run tinyflo.course.grader.runner on `tree`.
 
     The runner reads its job on standard input and writes results on `fd` (fd 3 inside).
     `sandboxed`: True (bwrap), False (unconfined, `--no-sandbox`) or CONTAINER (see the module
@@ -365,7 +365,7 @@ def runner_command(
 
     def launch(package: str, uid: int, folders: str, confine: str = "") -> list[str]:
         # The shim (limits, fd 3, uid, Landlock), then the runner on the grading tree's package.
-        runner = f"{package}/tinyflo/course/runner.py"
+        runner = f"{package}/tinyflo/course/grader/runner.py"
         return [python, "-I", "-S", "-c", _SHIM, rlimits, str(uid), str(fd), folders, confine, python, "-s",
                 runner, package]  # fmt: skip
 

@@ -25,20 +25,20 @@ from pathlib import Path
 
 from tinyflo import environment, milestones
 from tinyflo.course.export import default_exp, render_module, target_path
-from tinyflo.course.grading import (
+from tinyflo.course.grader.grading import (
     DEFAULT_TIMEOUT,
     GradeReport,
     grade,
     restore_locked_cells,
     visible_reference,
 )
-from tinyflo.course.kit import cached_tree, reference_source, release_notebook
+from tinyflo.course.grader.sandbox import bwrap_works
+from tinyflo.course.grader.tree import cached_tree, reference_source, release_notebook
 from tinyflo.course.notebooks import (
     notebook_cells,
     read_notebook,
     write_notebook,
 )
-from tinyflo.course.sandbox import bwrap_works
 from tinyflo.course.source import (
     CourseError,
     Module,

@@ -2,9 +2,9 @@
 
 The course's cells (given code, tests) come back from the course; the student's solution cells
 are kept and cells they added are left out. The notebook's code then runs in the grading
-sandbox (tinyflo.course.sandbox, tinyflo.course.runner) with each grade cell replaced by its
-*student scenario* (tinyflo.course.scenarios), and separately, with the same inputs, against
-the reference. The trusted grader (tinyflo.course.verdicts) compares the two runs' values check
+sandbox (tinyflo.course.grader.sandbox, tinyflo.course.grader.runner) with each grade cell replaced by its
+*student scenario* (tinyflo.course.grader.scenarios), and separately, with the same inputs, against
+the reference. The trusted grader (tinyflo.course.grader.verdicts) compares the two runs' values check
 by check; a task earns its points when every check holds. What a student reads comes from
 these records only: points, each failed check's message, and where their own code raised or
 looped, never what their code printed or raised as text.
@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.course.engine import MAX_LINE, RunRecord, one_line, run_job
-from tinyflo.course.notebooks import graded_source, grading_notebook, instructor_notebook
-from tinyflo.course.sandbox import Limits
-from tinyflo.course.scenarios import (
+from tinyflo.course.grader.engine import MAX_LINE, RunRecord, one_line, run_job
+from tinyflo.course.grader.sandbox import Limits
+from tinyflo.course.grader.scenarios import (
     TEXT,
     TYPE,
     VALUE,
@@ -39,8 +38,7 @@ from tinyflo.course.scenarios import (
     pure_helpers,
     visible_source,
 )
-from tinyflo.course.source import CourseError, Module
-from tinyflo.course.verdicts import (
+from tinyflo.course.grader.verdicts import (
     BadValue,
     Helpers,
     TypeInfo,
@@ -48,6 +46,8 @@ from tinyflo.course.verdicts import (
     reference_values,
     student_values,
 )
+from tinyflo.course.notebooks import graded_source, grading_notebook, instructor_notebook
+from tinyflo.course.source import CourseError, Module
 
 DEFAULT_TIMEOUT = 60  # seconds per cell; a cell may ask for more: tinyflo={"timeout": 300}
 VISIBLE_SEED = "visible"  # `tinyflo module test`: the visible scenarios, one fixed seed

@@ -4,7 +4,7 @@ Nothing here runs code from a submission or from a scenario: only the course's o
 expressions and comparison helpers, over the values a run sent. Values arrive as JSON (and
 .npy bytes read with `allow_pickle=False`), are checked against the shapes the runner may
 send, and are compared with the expected values of the reference's run, with each check's
-own comparison and tolerance (tinyflo.course.scenarios says which is which).
+own comparison and tolerance (tinyflo.course.grader.scenarios says which is which).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyflo.course.scenarios import CLASSES, TEXT, TRUTH, TYPE, Check
+from tinyflo.course.grader.scenarios import CLASSES, TEXT, TRUTH, TYPE, Check
 
 try:  # bfloat16 and friends, when the course uses them
     import ml_dtypes  # noqa: F401
@@ -224,7 +224,7 @@ class Helpers:
         return self._compiled[name]
 
     def evaluate(self, source: str, values: list[Any]) -> Any:
-        """A condition's own expression (course code, see tinyflo.course.scenarios._Split)
+        """A condition's own expression (course code, see tinyflo.course.grader.scenarios._Split)
         evaluated here over the values recorded for its placeholders `_tf_v0`, `_tf_v1`, ..."""
         code = self._expressions.get(source)
         if code is None:

@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 from tinyflo.core.checkpoints import atomic_write
-from tinyflo.course.nbgrader_run import COURSE_ID
+from tinyflo.course.semester.nbgrader_run import COURSE_ID
 from tinyflo.course.source import VALID_ID, CourseError
 
 HUB_CONFIG = "jupyterhub_config.py"
@@ -91,7 +91,7 @@ def render_user_config(exchange: Path) -> str:
         f"c.Exchange.root = {json.dumps(str(exchange))}\n"
         f"c.CourseDirectory.course_id = {json.dumps(COURSE_ID)}\n"
         "# A submission stays writable by its author only (nbgrader's own submit opens it to everyone).\n"
-        'c.ExchangeFactory.submit = "tinyflo.course.exchange.OwnSubmit"\n'
+        'c.ExchangeFactory.submit = "tinyflo.course.semester.exchange.OwnSubmit"\n'
     )
 
 

@@ -38,8 +38,8 @@ from pathlib import Path
 
 from traitlets import Int, Unicode
 
-from tinyflo.course.nbgrader_run import course_command, nbgrader, students
 from tinyflo.course.notebooks import require
+from tinyflo.course.semester.nbgrader_run import course_command, nbgrader, students
 from tinyflo.course.source import (
     NOTEBOOK_LIMIT,
     VALID_ID,

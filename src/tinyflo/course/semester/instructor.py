@@ -23,9 +23,16 @@ from pathlib import Path
 
 from tinyflo import environment
 from tinyflo.core.checkpoints import atomic_write
-from tinyflo.course.grading import DEFAULT_TIMEOUT
-from tinyflo.course.kit import build_student_kit, grading_notebook
-from tinyflo.course.nbgrader_run import (
+from tinyflo.course.grader.grading import DEFAULT_TIMEOUT
+from tinyflo.course.grader.sandbox import (
+    NO_SANDBOX_VARIABLE,
+    SLOT_VARIABLE,
+    TIMEOUT_VARIABLE,
+    bwrap_works,
+)
+from tinyflo.course.kit.build import build_student_kit
+from tinyflo.course.notebooks import grading_notebook, require, write_notebook
+from tinyflo.course.semester.nbgrader_run import (
     COURSE_ID,
     ROSTER_COLUMNS,
     course_command,
@@ -33,9 +40,7 @@ from tinyflo.course.nbgrader_run import (
     skipped,
     students,
 )
-from tinyflo.course.notebooks import require, write_notebook
-from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE, bwrap_works
-from tinyflo.course.semester import (
+from tinyflo.course.semester.settings import (
     COURSE_FILE,
     Semester,
     apply_semester,
@@ -65,6 +70,9 @@ GRADING_DIR = "grading"  # trees, the sandbox kernelspec and the kernels' socket
 KEY_NAME = "course.key"  # in grading/: never part of anything students get
 
 
+STEPS_IMPORT = "from tinyflo.course.semester.nbgrader_steps import ("  # in render_config: where nbgrader finds them
+
+
 def render_config(root: Path, modules_dir: Path) -> str:
     """The course's nbgrader_config.py: grading by tinyflo's engine, in the sandbox."""
     grading = root / GRADING_DIR
@@ -75,7 +83,7 @@ def render_config(root: Path, modules_dir: Path) -> str:
         "    AssignLatePenalties, CheckCellMetadata, DeduplicateIds, GetGrades, IgnorePattern,\n"
         "    LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,\n"
         ")\n\n"
-        "from tinyflo.course.nbgrader_steps import (\n"
+        f"{STEPS_IMPORT}\n"
         "    FeedbackExporter, InertStudentMarkup, LatePenalty, PlainOwnOutputs, RestoreCourseCells, ScenarioGrade,\n"
         "    harden_nbgrader,\n"
         ")\n\n"
@@ -196,6 +204,9 @@ def _close_clone(modules_dir: Path) -> None:
 def _require_built(course_dir: Path, modules: list[Module]) -> None:
     if not (course_dir / CONFIG_NAME).is_file():
         raise CourseError(f"{course_dir} is not a course folder yet; run `{course_command('build', course_dir)}`")
+    if STEPS_IMPORT not in (course_dir / CONFIG_NAME).read_text(encoding="utf-8"):
+        raise CourseError(f"{course_dir / CONFIG_NAME} was written by another tinyflo (nbgrader would not find "
+                          f"its steps); run `{course_command('build', course_dir)}` to write it again")
     for module in modules:
         path = source_path(course_dir, module)
         if not path.is_file() or path.read_text(encoding="utf-8") != _expected_source(module):
@@ -231,7 +242,7 @@ def release(
                   f"(--force releases it again from source/)")
         else:
             print(f"released {module.slug}: {folder}")
-    from tinyflo.course.exchange import exchange_root, release_to_exchange
+    from tinyflo.course.semester.exchange import exchange_root, release_to_exchange
 
     if (root := exchange_root(course_dir, modules)) is not None:
         release_to_exchange(course_dir, root, chosen)
@@ -262,8 +273,8 @@ def _closed_fast_forms(course_dir: Path, modules: list[Module]) -> frozenset[str
     each module that keeps them withheld, saying until when."""
     from datetime import datetime, timezone
 
-    from tinyflo.course.kit import withheld_tasks
-    from tinyflo.course.semester import closed_from
+    from tinyflo.course.grader.tree import withheld_tasks
+    from tinyflo.course.semester.settings import closed_from
 
     semester = read_semester(course_dir, modules)
     now = datetime.now(timezone.utc)
@@ -546,7 +557,7 @@ def feedback(
         pages = sorted((course_dir / "feedback").glob(f"*/{module.slug}/*.html"))
         if pages:
             print(f"feedback for {module.slug}: {len(pages)} page(s) in {course_dir / 'feedback'}")
-    from tinyflo.course.exchange import exchange_root, release_feedback
+    from tinyflo.course.semester.exchange import exchange_root, release_feedback
 
     if (root := exchange_root(course_dir, modules)) is not None:
         left_out += release_feedback(course_dir, root, chosen)
@@ -859,7 +870,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"next: `{course_command('release', course_dir)}`")
     elif args.action == "release":
         release(course_dir, modules, args.module, args.force)
-        from tinyflo.course.exchange import exchange_root
+        from tinyflo.course.semester.exchange import exchange_root
 
         kit = "the kit in " + str(course_dir / KIT_DIR) if any((course_dir / KIT_DIR).glob("*.whl")) else (
             f"the kit (`{course_command('release', course_dir)}` with no module builds it)")
@@ -905,7 +916,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _returning(course_dir: Path, modules: list[Module]) -> str:
     """How the feedback pages reach the students, as feedback's next: line says it."""
-    from tinyflo.course.exchange import exchange_root
+    from tinyflo.course.semester.exchange import exchange_root
 
     if exchange_root(course_dir, modules) is not None:  # feedback put them there
         return "students fetch their pages from their Assignments tab (Fetch Feedback)"
@@ -926,18 +937,18 @@ def collect(course_dir: Path, modules: list[Module], spec: str | None, archive: 
         if spec is None:
             raise CourseError("--zip: name the module the download holds, e.g. "
                               f"`{course_command(f'collect 01 --zip {shlex.quote(str(archive))}', course_dir)}`")
-        from tinyflo.course.lms_zip import collect_zip
+        from tinyflo.course.semester.lms_zip import collect_zip
 
         return collect_zip(course_dir, chosen[0], archive, worksheet)
-    from tinyflo.course.exchange import collect_exchange
+    from tinyflo.course.semester.exchange import collect_exchange
 
     return collect_exchange(course_dir, modules, chosen)
 
 
 def write_hub(course_dir: Path, modules: list[Module], args: argparse.Namespace) -> None:
     """`tinyflo course hub`: the hub's two files, for the exchange course.toml names."""
-    from tinyflo.course.exchange import exchange_root
-    from tinyflo.course.hub import HUB_CONFIG, USER_CONFIG, write_hub_config
+    from tinyflo.course.semester.exchange import exchange_root
+    from tinyflo.course.semester.hub import HUB_CONFIG, USER_CONFIG, write_hub_config
 
     exchange = exchange_root(course_dir, modules)
     if exchange is None:
@@ -966,8 +977,8 @@ SHOWN_PAIRS = 20  # the most alike pairs printed; the index page lists them all
 
 
 def write_gradescope(course_dir: Path, modules: list[Module], spec: str, timeout: int, out: Path | None) -> None:
-    """`tinyflo course gradescope`: the module's Gradescope autograder zip (tinyflo.course.gradescope)."""
-    from tinyflo.course.gradescope import export_autograder
+    """`tinyflo course gradescope`: the module's Gradescope autograder zip (tinyflo.course.semester.gradescope)."""
+    from tinyflo.course.semester.gradescope import export_autograder
 
     _, chosen = _selected(modules, spec)
     _require_built(course_dir, chosen)
@@ -982,7 +993,7 @@ def write_gradescope(course_dir: Path, modules: list[Module], spec: str, timeout
 def compare_submissions(course_dir: Path, modules: list[Module], spec: str, threshold: float | None,
                         out: Path | None) -> None:
     """`tinyflo course similarity MODULE`: the pairs of submissions ranked by how alike the students' own code is."""
-    from tinyflo.course.similarity import similarity
+    from tinyflo.course.semester.similarity import similarity
 
     module = resolve_module(modules, spec)
     submitted, refused = _screen(course_dir, modules, [module])

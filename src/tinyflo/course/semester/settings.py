@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from tinyflo.course.nbgrader_run import COURSE_ID
 from tinyflo.course.notebooks import require
+from tinyflo.course.semester.nbgrader_run import COURSE_ID
 from tinyflo.course.source import VALID_ID, CourseError, Module, resolve_module
 
 if sys.version_info >= (3, 11):

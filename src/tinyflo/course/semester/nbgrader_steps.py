@@ -4,7 +4,7 @@ So plain `nbgrader autograde` and `nbgrader generate_feedback` in a course folde
 way `tinyflo course autograde` does:
 
 * RestoreCourseCells (first step of autograde): the course's cells back in place, edited or
-  deleted ones included (tinyflo.course.grading.restore_locked_cells);
+  deleted ones included (tinyflo.course.grader.grading.restore_locked_cells);
 * InertStudentMarkup (next, and again whenever formgrader or the feedback exporter renders a
   notebook): the markdown and raw cells a student wrote run, load and style nothing;
 * PlainOwnOutputs (in place of ClearOutput): the outputs the student's notebook came with, as
@@ -49,11 +49,16 @@ from nbgrader.utils import parse_utc
 from traitlets import Bool, Unicode
 
 from tinyflo import environment
-from tinyflo.course.grading import DEFAULT_TIMEOUT, grade, restore_locked_cells, submission_inputs
-from tinyflo.course.kit import cached_tree
+from tinyflo.course.grader.grading import (
+    DEFAULT_TIMEOUT,
+    grade,
+    restore_locked_cells,
+    submission_inputs,
+)
+from tinyflo.course.grader.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE
+from tinyflo.course.grader.tree import cached_tree
 from tinyflo.course.notebooks import graded_source, read_notebook, require
-from tinyflo.course.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE
-from tinyflo.course.semester import late_points, read_penalty
+from tinyflo.course.semester.settings import late_points, read_penalty
 from tinyflo.course.source import (
     NOTEBOOK_LIMIT,
     VALID_ID,

@@ -8,7 +8,7 @@ The zip `export_autograder` writes holds:
 
 * `setup.sh`: Python and bubblewrap from apt, a virtual environment in /opt/tinyflo-autograder,
   and this tinyflo (its wheel, in the zip) installed there;
-* `run_autograder`: `python -I -m tinyflo.course.gradescope /autograder`, i.e. `grade_submission`;
+* `run_autograder`: `python -I -m tinyflo.course.semester.gradescope /autograder`, i.e. `grade_submission`;
 * the course's `modules/` (solutions and hidden checks) and `autograder.json`: the module, the
   course key and the time per cell.
 
@@ -68,7 +68,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
 python={venv}/bin/python
 [ -x "$python" ] || python="$(command -v python3)"
-exec "$python" -I -m tinyflo.course.gradescope "$root"
+exec "$python" -I -m tinyflo.course.semester.gradescope "$root"
 """
 
 
@@ -76,7 +76,8 @@ def _wheel(out: Path) -> Path:
     """This tinyflo (the whole package: the grading engine and the reference) as a wheel in `out`."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from tinyflo.course.kit import PACKAGE_ROOT, write_wheel
+    from tinyflo.course.grader.tree import PACKAGE_ROOT
+    from tinyflo.course.kit.build import write_wheel
 
     try:
         number = version("tinyflo")
@@ -158,10 +159,10 @@ def _result(score: float, output: str, tests: list[dict], extra: dict) -> dict:
 def grade_submission(root: Path) -> dict:
     """Grade the submission under `root` (Gradescope's /autograder) and write its results.json;
     returns what it wrote."""
-    from tinyflo.course.grading import grade, submission_inputs
-    from tinyflo.course.kit import build_tree
+    from tinyflo.course.grader.grading import grade, submission_inputs
+    from tinyflo.course.grader.sandbox import CONTAINER, Limits, bwrap_works, landlock_abi
+    from tinyflo.course.grader.tree import build_tree
     from tinyflo.course.notebooks import require
-    from tinyflo.course.sandbox import CONTAINER, Limits, bwrap_works, landlock_abi
 
     if os.geteuid() != 0:
         raise CourseError("run_autograder runs as root (as Gradescope runs it): it grades the code as another user")
@@ -215,7 +216,7 @@ def grade_submission(root: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     if len(arguments) != 1:
-        print("usage: python -m tinyflo.course.gradescope AUTOGRADER_ROOT (Gradescope's /autograder)", file=sys.stderr)
+        print("usage: python -m tinyflo.course.semester.gradescope AUTOGRADER_ROOT (Gradescope's /autograder)", file=sys.stderr)
         return 2
     try:
         results = grade_submission(Path(arguments[0]))

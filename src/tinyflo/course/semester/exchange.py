@@ -32,8 +32,8 @@ from nbgrader.exchange.default.collect import ExchangeCollect
 from nbgrader.exchange.default.submit import ExchangeSubmit
 from nbgrader.utils import parse_utc
 
-from tinyflo.course.nbgrader_run import COURSE_ID, nbgrader
-from tinyflo.course.semester import COURSE_FILE, read_semester
+from tinyflo.course.semester.nbgrader_run import COURSE_ID, nbgrader
+from tinyflo.course.semester.settings import COURSE_FILE, read_semester
 from tinyflo.course.source import NOTEBOOK_LIMIT, VALID_ID, CourseError, Module, read_regular
 
 MARK = "tinyflo-collect: "  # the lines of OwnedCollect that `collect_exchange` passes on

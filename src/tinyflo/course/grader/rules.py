@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from tinyflo.course.checks import is_check, split_hidden
-from tinyflo.course.scenarios import draws_inputs
+from tinyflo.course.grader.scenarios import draws_inputs
 from tinyflo.course.source import Cell, Module
 
 # Where a message goes on to show a value ("…; got: {err}"), the rule ends.

@@ -1,6 +1,6 @@
 """Run a grading job (a notebook's cells and scenarios) in the sandbox, within its limits.
 
-The runner (tinyflo.course.runner) sends events on a pipe; this side reads them with a byte
+The runner (tinyflo.course.grader.runner) sends events on a pipe; this side reads them with a byte
 cap, stops a cell that runs past its time (the runner says where the student's code was),
 and starts the runner again after the stopped cell, with the code that looped marked so that
 a later cell calling it fails at once instead of waiting out its own limit. A notebook has a
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinyflo.course.runner import MAX_LINE, SHOWN_MESSAGE
-from tinyflo.course.sandbox import CONTAINER, Limits, kill_leftovers, runner_command
+from tinyflo.course.grader.runner import MAX_LINE, SHOWN_MESSAGE
+from tinyflo.course.grader.sandbox import CONTAINER, Limits, kill_leftovers, runner_command
 
 GRACE = 3.0  # seconds past a cell's limit before the grader kills the runner itself
 MAX_RESTARTS = 20
@@ -170,7 +170,7 @@ def run_job(
     sandboxed: bool | str = True,
     slot: int = 0,
 ) -> RunRecord:
-    """Run `job` (see tinyflo.course.runner) until every cell ran, was stopped or the budget
+    """Run `job` (see tinyflo.course.grader.runner) until every cell ran, was stopped or the budget
     ran out; restarts the runner after a cell that had to be stopped."""
     cells = job["cells"]
     record = RunRecord([CellOutcome() for _ in cells])

@@ -10,7 +10,7 @@ grading, each cell is turned into two programs and a list of checks:
   are not in it, and neither is any assignment that only feeds an expected side;
 * the **reference scenario** is the same program with the expected operands recorded as well.
   It runs, in its own sandbox, against the reference solution with the same inputs;
-* each **check** says, for the trusted grader (tinyflo.course.verdicts), how to compare the
+* each **check** says, for the trusted grader (tinyflo.course.grader.verdicts), how to compare the
   student's actual values with the reference's expected ones.
 
 Which operand of a check is the student's: the first operand of `==` and of a comparison
@@ -42,7 +42,7 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from tinyflo.course.checks import BEGIN, END, split_hidden
-from tinyflo.course.runner import CHECK, PARAMETERS, PRISTINE, REACHED, RNG, top_level_names
+from tinyflo.course.grader.runner import CHECK, PARAMETERS, PRISTINE, REACHED, RNG, top_level_names
 
 TRUSTED_MODULES = frozenset({"np", "numpy", "math"})
 TRUSTED_BUILTINS = frozenset(
