@@ -24,7 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from tinyflo.course.grader.runner import MAX_LINE, SHOWN_MESSAGE
-from tinyflo.course.grader.sandbox import CONTAINER, Limits, kill_leftovers, runner_command
+from tinyflo.course.grader.sandbox import (
+    CONTAINER,
+    Limits,
+    kill_leftovers,
+    remove_leftovers,
+    runner_command,
+)
 
 GRACE = 3.0  # seconds past a cell's limit before the grader kills the runner itself
 MAX_RESTARTS = 20
@@ -330,6 +336,7 @@ def _one_run(
             _kill(process)
             if sandboxed == CONTAINER:
                 kill_leftovers(slot)  # no pid namespace ends what it left behind in a session of its own
+                remove_leftovers(slot)  # nor a tmpfs of its own what it left in /tmp; its working folder too
             reader.close()
             feeder.join(1)
         if current is not None and record.cells[current].timeout is not None and looped is None:

@@ -20,9 +20,10 @@ only when asked (`--no-sandbox`): the same limits and pipe, not for credit.
 
 Where a disposable container is the sandbox and bwrap cannot run inside it (a Gradescope
 autograder, tinyflo.course.semester.gradescope), `sandboxed=CONTAINER` runs the runner without bwrap but
-as the slot's unprivileged uid, in a working folder of its own, with the same limits; the
-grader (root) first closes to that uid everything it must not read, and every process the uid
-left behind is killed after each run (`kill_leftovers`).
+as the slot's unprivileged uid, in a working folder of its own, with the same limits, confined by
+Landlock (files) and seccomp (no socket); the grader (root) first closes to that uid everything it
+must not read, and after each run every process the uid left behind is killed (`kill_leftovers`)
+and everything it left in /tmp removed (`remove_leftovers`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import glob
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -243,7 +245,8 @@ def _namespaces() -> list[str]:
 
 # Runs first inside the sandbox (as `python -I -S -c`): the limits, the results pipe on fd 3,
 # then, when the grader is root, the slot's own unprivileged uid (its working folders given to
-# it first), no_new_privs and, in a container (`confine`), Landlock's rules; then the runner.
+# it first), no_new_privs and, in a container (`confine`), Landlock's rules and seccomp's; then
+# the runner.
 _SHIM = r"""
 import ctypes, json, os, resource, struct, sys
 limits, uid, fd, folders, confine = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
@@ -287,6 +290,20 @@ if confine:
             os.close(parent)
     call(446, ruleset, 0)
     os.close(ruleset)
+    # seccomp: no socket at all. Landlock leaves UDP and unix sockets open (a service's, anywhere),
+    # and TCP and abstract sockets before its fourth and sixth versions; io_uring, which makes
+    # sockets without the call, and calls of the machine's other ABIs (x86's 32-bit one, x32) are
+    # refused too. Where the numbers are unknown here, Landlock alone.
+    arch, number = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}.get(os.uname().machine, (0, 0))
+    if arch:
+        program = ctypes.create_string_buffer(b"".join(struct.pack("=HBBI", *op) for op in (
+            (0x20, 0, 0, 4), (0x15, 0, 5, arch),  # the machine's own ABI, else refused
+            (0x20, 0, 0, 0), (0x35, 3, 0, 0x40000000),  # x32
+            (0x15, 2, 0, number), (0x15, 1, 0, 425),  # socket, io_uring_setup
+            (0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x50001))))  # allowed; EPERM
+        fprog = ctypes.create_string_buffer(struct.pack("@HP", 8, ctypes.addressof(program)))
+        if libc.prctl(22, 2, ctypes.c_void_p(ctypes.addressof(fprog)), 0, 0):  # PR_SET_SECCOMP, a filter
+            os._exit(70)
 os.execv(sys.argv[6], sys.argv[6:])
 """
 
@@ -397,12 +414,49 @@ def runner_command(
     return argv, {}, "/"
 
 
-_KILL_ALL = "import os, sys; uid = int(sys.argv[1]); os.setgroups([]); os.setgid(uid); os.setuid(uid); os.kill(-1, 9)"
+# kill(-1) from a process whose effective uid is the slot's reaches every process of that uid. Its
+# real and saved uid are another unused one: a signal needs the sender's real or effective uid to
+# be the target's real or saved one, so none of those processes can stop or kill it first (Landlock
+# scopes their signals only from its sixth version on).
+_KILL_ALL = ("import os, sys; uid, own = map(int, sys.argv[1:]); os.setgroups([]); os.setgid(uid); "
+             "os.setresuid(own, uid, own); os.kill(-1, 9)")
+
+
+def _killer(slot: int) -> list[str]:
+    """The command that kills every process of the slot's uid (`_KILL_ALL`)."""
+    return [sys.executable, "-I", "-S", "-c", _KILL_ALL, str(slot_uid(slot)), str(SLOT_UID_BASE - 1 - slot)]
 
 
 def kill_leftovers(slot: int) -> None:
     """Kill every process the slot's uid still runs (a run's code may have left some behind,
     in a session of their own): from a process that takes that uid, kill(-1) reaches them all."""
     if os.geteuid() == 0:
-        subprocess.run([sys.executable, "-I", "-S", "-c", _KILL_ALL, str(slot_uid(slot))],
+        subprocess.run(_killer(slot), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def remove_leftovers(slot: int, tmp: str = "/tmp") -> None:
+    """Remove what the slot's uid left in /tmp, the one folder beyond its own that a container's run
+    may write in: the next run (the student's, after the reference's) starts from an empty /tmp, as
+    in bwrap. Called once its processes are killed, so nothing moves while it looks: whatever the uid
+    owns at /tmp's top or in a folder there any user may write in, removed by `rm`, which neither
+    follows links nor stops at a tree deeper than a recursive removal goes."""
+    if os.geteuid() != 0:
+        return
+    uid, left, folders = slot_uid(slot), [], [tmp]
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:  # another user's, removed meanwhile
+                continue
+            if info.st_uid == uid:
+                left.append(entry.path)
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002:
+                folders.append(entry.path)
+    for start in range(0, len(left), 1000):
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", *left[start : start + 1000]],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

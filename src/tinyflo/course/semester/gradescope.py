@@ -19,8 +19,9 @@ when the container lets bwrap start; otherwise the container is the sandbox (`sa
 before anything of the student's runs, /autograder (the zip's solutions and key, the
 submission's metadata, the results) and the installed tinyflo (the reference of every module)
 are closed to all but root, and the code runs as an unprivileged uid confined by Landlock (no
-file outside the system, Python, the grading tree and /tmp: no /proc; no TCP), whose leftover
-processes are killed after each run. A container with neither is refused, in one line.
+file outside the system, Python, the grading tree and /tmp: no /proc) and seccomp (no socket);
+after each run its leftover processes are killed and what it left in /tmp is removed. A container
+with neither is refused, in one line.
 """
 
 from __future__ import annotations
@@ -110,8 +111,8 @@ def export_autograder(module: Module, modules: list[Module], key: str, timeout: 
     from tinyflo.core.checkpoints import atomic_write
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(out, lambda f: f.write(data.getvalue()))
-    os.chmod(out, 0o600)  # the course key and every solution: the instructor's alone
+    # The course key and every solution: the instructor's alone from the first byte, whatever the umask.
+    atomic_write(out, lambda f: (os.fchmod(f.fileno(), 0o600), f.write(data.getvalue())))
     return out
 
 
