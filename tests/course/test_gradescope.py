@@ -14,8 +14,9 @@ Twice: in a container where bubblewrap starts (the code runs in it) and in one w
 sandbox, and the attack submission tries what a student's code could try in it (read the
 solutions, the course key, the installed reference and the other submitters' metadata; write
 the results or the grading tree; its own memory through /proc; fds and variables it inherits;
-signal the grader; the network, TCP and UDP, and unix sockets, a path's and abstract ones; with
-native code, a process of its own that outlives the run; files in /tmp for a later run, a tree
+signal the grader; the network, TCP and UDP, and unix sockets, a path's and abstract ones;
+native code, through cffi's backend or an extension module copied to /tmp (both refused in bwrap
+too), and with it a process of its own that outlives the run; files in /tmp for a later run, a tree
 too deep to remove recursively, the grader's working folder swapped for a link) and reaches
 none of it, the grader surviving all of it.
 """
@@ -147,6 +148,7 @@ except Exception:
     pass
 try:  # native code (cffi's backend, where the environment has it): a process of its own, in a session of its own
     import _cffi_backend as _cffi
+    _got.append("cffi")
     _int = _cffi.new_primitive_type("int")
     _libc = _cffi.load_library(None)
     _fork, _setsid = (_libc.load_function(_cffi.new_function_type((), _int, False), _n) for _n in ("fork", "setsid"))
@@ -155,6 +157,18 @@ try:  # native code (cffi's backend, where the environment has it): a process of
         import time as _time
         while True:
             _time.sleep(1)
+except Exception:
+    pass
+try:  # an extension module from /tmp: one of those already loaded, copied there
+    import importlib.util as _util, sys as _sys
+    _so = next(_m.__file__ for _m in list(_sys.modules.values())
+               if (getattr(_m, "__file__", None) or "").endswith(".so"))
+    _copy = "/tmp/" + _tok + "-" + _so.rsplit("/", 1)[1]
+    with open(_so, "rb") as _src, open(_copy, "wb") as _dst:
+        _dst.write(_src.read())
+    _name = _so.rsplit("/", 1)[1].split(".")[0]
+    _util.module_from_spec(_util.spec_from_file_location(_name, _copy))
+    _got.append("native")
 except Exception:
     pass
 for _path in ("/tmp/" + _tok + "-planted", _shared + "/planted"):  # for a later run to find

@@ -114,8 +114,21 @@ REFUSED_MODULES = frozenset(
         "_testmultiphase",
         "_xxsubinterpreters",
         "_xxinterpchannels",
+        "_cffi_backend",  # cffi's: C calls and raw memory, with no audit event (installed with the course's tools)
+        "cffi",
     }
 )
+
+
+def native_places() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Where an extension module may be loaded from once the notebook's code runs: the Python
+    installation and its environment, which nobody grading can write. A native module the code
+    wrote itself (in /tmp, say) would run with no audit event at all."""
+    import importlib.machinery
+
+    places = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    places |= {os.path.realpath(place) for place in places}
+    return tuple(place.rstrip("/") + "/" for place in places), tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 class CheckReached(BaseException):
@@ -260,6 +273,7 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
     _module_type, _modules, _add_audit_hook = types.ModuleType, sys.modules, sys.addaudithook
     _traceback_type, _traceback_of = types.TracebackType, BaseException.__traceback__.__get__
     _refused, _frame_attributes = REFUSED_EVENTS, FRAME_ATTRIBUTES
+    _native_places, _native_suffixes = native_places()
     _defaults, _refused_modules = DEFAULTS, REFUSED_MODULES
     _code_attributes, _code_type, _shown_message = CODE_ATTRIBUTES, types.CodeType, SHOWN_MESSAGE
     _args_of = BaseException.args.__get__
@@ -479,6 +493,11 @@ def build(job: dict, out: int, np) -> "types.FunctionType":
             name = _str_copy(args[0]) if _isinstance(args[0], _str) else ""
             if name in _refused_modules or name.split(".")[0] in _refused_modules:
                 raise _runtime_error("grading does not allow importing " + name)
+            where = _str_copy(args[1]) if _isinstance(args[1], _str) else ""
+            if where.endswith(_native_suffixes) and (
+                not where.startswith(_native_places) or "/../" in where or "/./" in where
+            ):
+                raise _runtime_error("grading does not allow loading native code from " + where)
         if event.startswith("ctypes."):
             raise _runtime_error("grading does not allow ctypes")
 
