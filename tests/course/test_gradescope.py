@@ -254,7 +254,8 @@ def where(tmp_path):
 
 
 def _autograder(zip_path: Path, where: Path, notebook, metadata: dict) -> Path:
-    """The /autograder folder of one submission, as Gradescope's harness makes it."""
+    """The /autograder folder of one submission, as Gradescope's harness makes it (the notebook
+    written later when it is None: an attack that names the folder)."""
     root = where / "autograder"
     (root / "source").mkdir(parents=True)
     os.chmod(where, 0o755)
@@ -264,7 +265,8 @@ def _autograder(zip_path: Path, where: Path, notebook, metadata: dict) -> Path:
     shutil.copy(root / "source" / "run_autograder", root / "run_autograder")
     os.chmod(root / "run_autograder", 0o755)
     (root / "submission").mkdir()
-    write_notebook(notebook, root / "submission" / "tensor.ipynb")
+    if notebook is not None:
+        write_notebook(notebook, root / "submission" / "tensor.ipynb")
     (root / "submission_metadata.json").write_text(json.dumps(metadata))
     (root / "results").mkdir()
     return root
@@ -285,8 +287,7 @@ def _run(root: Path, venv: Path, without_bwrap: bool) -> dict:
 
 
 def _submissions() -> dict:
-    release = release_notebook(MODULE)
-    return {"reference": instructor_notebook(MODULE), "blank": release}
+    return {"reference": instructor_notebook(MODULE), "blank": release_notebook(MODULE)}
 
 
 def _attack(root: Path, venv: Path, outside: _Outside) -> nbformat.NotebookNode:
@@ -407,10 +408,11 @@ def test_the_autograder_grades_as_course_autograde_does(autograder_zip, environm
     hidden = hidden_only_lines(MODULE)
     notebooks = _submissions()
     for name in ("reference", "blank", "attack"):
-        root = _autograder(autograder_zip, where / name, notebooks.get(name) or nbformat.v4.new_notebook(),
-                           metadata)
-        notebook = notebooks[name] if name in notebooks else _attack(root, environment, outside)
-        write_notebook(notebook, root / "submission" / "tensor.ipynb")
+        notebook = notebooks.get(name)
+        root = _autograder(autograder_zip, where / name, notebook, metadata)
+        if notebook is None:
+            notebook = _attack(root, environment, outside)
+            write_notebook(notebook, root / "submission" / "tensor.ipynb")
         results = _run(root, environment, without_bwrap)
         assert f"{TOKEN} reached" not in json.dumps(results), f"the attack reached what the sandbox closes: {results}"
         assert results["extra_data"]["sandbox"] == ("the container, with Landlock" if without_bwrap else "bubblewrap")
