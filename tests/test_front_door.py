@@ -426,6 +426,25 @@ def test_ctrl_c_in_a_milestone_is_one_line_and_leaves_no_empty_folder(tmp_path):
     assert not out.exists()
 
 
+def test_a_stop_that_python_wraps_in_another_error_is_still_a_quiet_stop(tmp_path):
+    """A stop that lands in a ``__set_name__`` (matplotlib's, while the milestone imports it) reaches
+    the script as a RuntimeError on Python 3.11: it is still a stop, with no traceback."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import os, signal, time\n"
+        "class Stops:\n"
+        "    def __set_name__(self, owner, name):\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(30)\n"
+        "class Owner:\n"
+        "    field = Stops()\n"
+        "print('never')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", cli._QUIET, "tinyflo milestone", script.name], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
+
+
 @pytest.mark.parametrize("stop, code, said", [("SIGINT", 130, "Ctrl-C"), ("SIGTERM", 143, "SIGTERM")])
 def test_a_stop_sent_to_tinyflo_alone_stops_the_milestone_it_runs(stop, code, said, tmp_path):
     """A supervisor or an IDE's stop button signals tinyflo's process alone (Ctrl-C signals the whole

@@ -391,6 +391,12 @@ def quiet_output():  # what is still buffered goes nowhere
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
+def a_stop(error):  # Python 3.11 wraps a stop raised in a __set_name__ (matplotlib's, mid-import)
+    while error is not None and not isinstance(error, KeyboardInterrupt):
+        error = error.__cause__
+    return error is not None
+
+
 signal.signal(signal.SIGINT, stop)
 command, module = sys.argv[1], sys.argv[2] == "-m"
 sys.argv = sys.argv[3:] if module else sys.argv[2:]
@@ -412,6 +418,10 @@ except OSError as error:
         raise
     quiet_output()
     sys.exit(f"{command}: error: write error: {error.strerror}")
+except Exception as error:
+    if not a_stop(error):
+        raise
+    sys.exit(130)
 """
 
 _PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)  # the first stop, the second, any later one
