@@ -237,6 +237,16 @@ def test_course_build_without_the_course_tools_makes_nothing(place, monkeypatch)
     assert entries(place) == ["a-file"], "no course/ nor course/course.toml"
 
 
+def test_a_course_command_that_runs_nbgrader_without_it_says_what_to_install(tmp_path, monkeypatch):
+    from tinyflo.course.semester.nbgrader_run import nbgrader
+    from tinyflo.course.source import CourseError
+
+    monkeypatch.setitem(sys.modules, "nbgrader", None)  # as if `tinyflo[course]` were not installed
+    with pytest.raises(CourseError, match=r"^this command needs nbgrader, part of the course tools: "
+                                          r"pip install 'tinyflo\[course\]'$"):
+        nbgrader(tmp_path, "--version")
+
+
 # ----- output that cannot be written ----------------------------------------------------------------------------
 
 

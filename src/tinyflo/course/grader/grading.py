@@ -618,7 +618,7 @@ def grade(
     limits = Limits(**{**vars(limits), "cell_timeout": timeout})
     scenarios = module_scenarios(module, hidden)
     source = grading_notebook(module)
-    restored = restore_locked_cells(submission, _without_solutions(source, module))
+    restored = restore_locked_cells(submission, _without_solutions(module))
     course_ids = {cell.get("id") for cell in source.cells}
     seeds = {task: seed_for(key, student, module.slug, task) for task in scenarios.tasks}
     job, named = _job(restored.cells, scenarios, False, timeout, seeds, course_ids)
@@ -691,9 +691,17 @@ def reference_run(
     return record
 
 
-def _without_solutions(notebook: Any, module: Module) -> Any:
+def _without_solutions(module: Module) -> Any:
     """The notebook submissions are restored from: solutions as the release has them."""
-    return copy.deepcopy(notebook) if module.released else graded_source(notebook, module.name)
+    return copy.deepcopy(_restore_source(module.path, module.path.read_text("utf-8"), module))
+
+
+@functools.lru_cache(maxsize=64)
+def _restore_source(path: Path, text: str, module: Module) -> Any:
+    """`_without_solutions`, made once per content of the module (nbgrader's steps validate every
+    cell: a tenth of a second, for each submission graded)."""
+    source = grading_notebook(module)
+    return source if module.released else graded_source(source, module.name)
 
 
 EXPECTED_NAME = "expected.json"  # beside a kit's release notebook: the reference's visible run

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tinyflo.course.notebooks import require
+from tinyflo.course.notebooks import require, require_installed
 from tinyflo.course.source import COURSE_DIR, CourseError
 
 COURSE_ID = "tinyflo"
@@ -49,7 +49,7 @@ def nbgrader(course_dir: Path, *args: str, env: dict[str, str] | None = None, sa
 
     `say_skipped`: repeat nbgrader's line for each thing it left as it was (False: the caller says
     it, from :func:`skipped`)."""
-    require("nbgrader")
+    require_installed("nbgrader")
     # Autograding must run against the reference package, not someone's workspace overlay.
     env = {key: value for key, value in os.environ.items() if key != "TINYFLO_WORKSPACE"} | (
         env or {}

@@ -57,7 +57,7 @@ from tinyflo.course.grader.grading import (
 )
 from tinyflo.course.grader.sandbox import NO_SANDBOX_VARIABLE, SLOT_VARIABLE, TIMEOUT_VARIABLE
 from tinyflo.course.grader.tree import cached_tree
-from tinyflo.course.notebooks import graded_source, read_notebook, require
+from tinyflo.course.notebooks import graded_source_file, require
 from tinyflo.course.semester.settings import late_points, read_penalty
 from tinyflo.course.source import (
     NOTEBOOK_LIMIT,
@@ -229,7 +229,7 @@ class RestoreCourseCells(NbGraderPreprocessor):
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
         info = resources["nbgrader"]
         path = Path(self.source_dir) / info["assignment"] / f"{info['notebook']}.ipynb"
-        source = graded_source(read_notebook(path), info["notebook"])
+        source = graded_source_file(path, info["notebook"])
         return restore_locked_cells(nb, source), resources
 
 
@@ -331,7 +331,7 @@ class InertStudentMarkup(Preprocessor):
         path = Path(self.source_dir) / module / f"{name}.ipynb"
         if not path.is_file():
             return set()
-        return {_markup(cell) for cell in graded_source(read_notebook(path), name).cells}
+        return {_markup(cell) for cell in graded_source_file(path, name).cells}
 
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
         for name in ROSTER_NAMES:  # formgrader's page prints the roster's names unescaped
