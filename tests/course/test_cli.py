@@ -247,3 +247,18 @@ def test_a_second_release_says_the_module_was_already_released_and_nothing_chang
         "`tinyflo module complete` again get them") in said, said
     instructor.release(course, modules)
     assert "left as it was" in capsys.readouterr().out
+
+
+def test_the_gradebooks_schema_version_is_nbgraders_own():
+    """A new gradebook is stamped with what nbgrader itself would run `alembic heads` for (as its
+    `get_alembic_version` does), read in this process instead."""
+    import subprocess
+
+    from nbgrader.dbutil import _temp_alembic_ini
+
+    from tinyflo.course.semester.nbgrader_run import nbgrader_api
+
+    alembic = os.path.join(os.path.dirname(sys.executable), "alembic")
+    with _temp_alembic_ini("sqlite:////tmp/gradebook.db") as ini:
+        heads = subprocess.run([alembic, "-c", ini, "heads"], capture_output=True, text=True, check=True).stdout
+    assert nbgrader_api().get_alembic_version() == heads.split("\n")[0].split(" ")[0] != ""

@@ -37,6 +37,7 @@ from tinyflo.course.semester.nbgrader_run import (
     ROSTER_COLUMNS,
     course_command,
     nbgrader,
+    nbgrader_api,
     skipped,
     students,
 )
@@ -640,7 +641,7 @@ def gradebook_scores(course_dir: Path, left_out: list[str] | None = None) -> lis
     full): its points are no grade, so it is not among the scores, and a line for it goes to
     `left_out`.
     """
-    api = require("nbgrader.api")
+    api = nbgrader_api()
     database = course_dir / "gradebook.db"
     if not database.is_file():
         raise CourseError(f"{course_dir} has no gradebook yet; run `{course_command('autograde', course_dir)}`")

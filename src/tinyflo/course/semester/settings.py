@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 
-from tinyflo.course.notebooks import require
-from tinyflo.course.semester.nbgrader_run import COURSE_ID
+from tinyflo.course.semester.nbgrader_run import COURSE_ID, nbgrader_api
 from tinyflo.course.source import VALID_ID, CourseError, Module, resolve_module
 
 if sys.version_info >= (3, 11):
@@ -252,7 +251,7 @@ def apply_semester(course_dir: Path, semester: Semester, graded: dict[str, list[
     database = course_dir / "gradebook.db"
     if not database.is_file():
         return  # nothing released: nbgrader will say so
-    api = require("nbgrader.api")
+    api = nbgrader_api()
     with (
         api.Gradebook(f"sqlite:///{database}", course_id=COURSE_ID) as gradebook,
         warnings.catch_warnings(),
