@@ -797,3 +797,34 @@ def test_a_statistical_check_after_a_seed_does_not_speak_of_the_reference_draw(t
     error = grade(zeros, module, tree, timeout=30).cells[0].error
     assert error.startswith("check 2 of 2 of task `noise`: uniform on [0, 1): the mean is near 0.5") and (
         "seeded draw" not in error), error
+
+
+PRELOAD_PROBE = """
+import json, os, sys
+sys.modules["ctypes"] = None  # as the runner keeps it from loading
+import importlib
+from tinyflo.course.grader.runner import PRELOADED, REFUSED_MODULES
+before = set(sys.modules)
+for name in PRELOADED:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+loaded = set(sys.modules) - before
+places = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+outside = sorted(name for name in loaded if getattr(sys.modules[name], "__file__", None)
+                 and not any(os.path.realpath(sys.modules[name].__file__).startswith(p + os.sep) for p in places))
+print(json.dumps({"refused": sorted(n for n in loaded if n.split(".")[0] in REFUSED_MODULES),
+                  "processes": sorted(n for n in loaded if n in ("subprocess", "_posixsubprocess", "multiprocessing")),
+                  "outside": outside}))
+"""
+
+
+def test_what_the_runner_loads_before_the_code_runs_is_the_installations_and_refuses_nothing():
+    """The standard-library modules the runner loads from bytecode before the notebook's code runs
+    (`PRELOADED`) bring in no module the code may not import, nothing that starts a process, and
+    nothing from outside the Python installation and its environment."""
+    import json
+
+    done = subprocess.run([sys.executable, "-s", "-c", PRELOAD_PROBE], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == {"refused": [], "processes": [], "outside": []}
