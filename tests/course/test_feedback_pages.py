@@ -31,6 +31,7 @@ def _notebook(image: bool) -> nbformat.NotebookNode:
     if image:
         code.outputs.append(nbformat.v4.new_output("display_data", data={"image/png": PNG}))
     again = copy.deepcopy(code)  # the same code in a second cell: highlighted once
+    again.id = "again"  # a cell's id is its own (nbformat warns of a copied one)
     notebook = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# Circles\n\nThe area is *pi r squared* — `area(2)`:"), code,
         nbformat.v4.new_code_cell("%%bash\necho magic", metadata={"magics_language": "bash"}), again,
