@@ -234,3 +234,65 @@ def test_unbind_under_autocast(device):
     xs, q32, k32 = x.numpy(), q32.numpy(), k32.numpy()
     expected = np.concatenate([xs.T @ k32, xs.T @ q32, xs.T @ np.ones_like(k32)], axis=1)
     np.testing.assert_allclose(w.grad.numpy(), expected, rtol=2e-2, atol=5e-2)
+
+
+class _Between(tinyflo.Function):
+    """The identity whose backward first runs `between()`: another backward, in a custom function's backward."""
+
+    def forward(self, a, between):
+        self.between = between
+        return a
+
+    def backward(self, grad):
+        self.between()
+        return grad
+
+
+def _three_parts_weighted(x, between):
+    """x's three parts weighted 1, 2 and 3, `between()` run in the backward of one of them in the middle."""
+    p0, p1, p2 = x.unbind(0)
+    return (p0 * 1.0).sum() + (_Between.apply(p1, between=between) * 2.0).sum() + (p2 * 3.0).sum()
+
+
+def test_unbind_keeps_every_slice_when_a_backward_runs_inside_a_backward():
+    """A custom function's backward that runs a backward of its own: the outer pass still fills one array."""
+    x = Tensor(np.zeros((3, 2), np.float32), requires_grad=True)
+    inner = Tensor(np.ones(2, np.float32), requires_grad=True)
+    _three_parts_weighted(x, lambda: (inner * 5.0).sum().backward()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1, 1], [2, 2], [3, 3]])
+    np.testing.assert_array_equal(inner.grad.numpy(), [5, 5])
+
+
+def test_unbind_keeps_every_slice_when_another_thread_runs_a_backward_meanwhile():
+    """Two threads, each with its own model: a pass of the other thread's between two parts of this one's."""
+    import threading
+
+    x = Tensor(np.zeros((3, 2), np.float32), requires_grad=True)
+    other = Tensor(np.zeros((3, 2), np.float32), requires_grad=True)
+
+    def other_thread():
+        worker = threading.Thread(target=lambda: _three_parts_weighted(other, lambda: None).backward())
+        worker.start()
+        worker.join()
+
+    _three_parts_weighted(x, other_thread).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1, 1], [2, 2], [3, 3]])
+    np.testing.assert_array_equal(other.grad.numpy(), [[1, 1], [2, 2], [3, 3]])
+
+
+def test_unbind_after_a_pass_that_raised_gives_the_next_root_its_gradient():
+    """`tinyflo.backward(root)` after a pass that stopped on an exception, with a root that reaches only
+    some of the parts: the input gets their gradient."""
+    x = Tensor(np.zeros((3, 2), np.float32), requires_grad=True)
+    p0, p1, p2 = x.unbind(0)
+
+    def fail():
+        raise RuntimeError("stopped")
+
+    broken = (p0 * 1.0).sum() + (_Between.apply(p1, between=fail) * 2.0).sum() + (p2 * 3.0).sum()
+    with pytest.raises(RuntimeError, match="stopped"):
+        tinyflo.backward(broken, retain_graph=True)
+    x.grad = None
+    tinyflo.backward((p1 * 4.0).sum() + (p2 * 5.0).sum())
+    assert x.grad is not None, "the input got no gradient"
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0], [4, 4], [5, 5]])

@@ -666,19 +666,11 @@ class Tensor:
         return self
 
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
-        """Fill ``.grad`` of every leaf this tensor depends on (runs module 02's engine)."""
-        engine = _backward_engine
-        if engine is None:
-            raise RuntimeError(
-                "backward: no autograd engine is installed; import tinyflo.core.autograd (module 02), which "
-                "installs its engine (any name taken from tinyflo, such as tinyflo.tensor, imports it first)"
-            )
+        """Fill ``.grad`` of every leaf this tensor depends on (runs module 02's engine: `run_backward`)."""
         # the backward ops allocate on the current GPU: make it this tensor's (a graph that spans GPUs,
         # through .to(), runs its whole backward with the root's GPU current)
-        global _backward_passes
-        _backward_passes += 1  # unbind's parts tell a new pass from the rest of the one they are in
         with self._device:
-            engine(self, grad, retain_graph=retain_graph)
+            run_backward(self, grad, retain_graph)
 
     # ----- arithmetic ---------------------------------------------------------
     def __add__(self, other): return Add.apply(*_operands(self, other))
@@ -865,7 +857,7 @@ class Tensor:
 _backward_engine: Callable[..., None] | None = None
 
 
-_backward_passes = 0  # Tensor.backward() calls so far
+_passes = threading.local()  # .current: the run of the engine in progress on this thread
 
 
 def set_backward_engine(engine: Callable[..., None]) -> None:
@@ -874,6 +866,29 @@ def set_backward_engine(engine: Callable[..., None]) -> None:
     if not callable(engine):
         raise TypeError(f"set_backward_engine: expected a function engine(root, grad, retain_graph); got {engine!r:.60}")
     _backward_engine = engine
+
+
+def backward_pass() -> object | None:
+    """The run of the engine in progress on this thread (None outside one): each run is an object of its
+    own, so `unbind`'s parts tell the run they are in from any other, even a run started inside it (a custom
+    function's backward that calls ``backward()``) or on another thread."""
+    return getattr(_passes, "current", None)
+
+
+def run_backward(root: Tensor, grad: Any = None, retain_graph: bool = False) -> None:
+    """Run the installed engine from ``root`` as one run of its own (``tinyflo.backward``; ``Tensor.backward()``)."""
+    engine = _backward_engine
+    if engine is None:
+        raise RuntimeError(
+            "backward: no autograd engine is installed; import tinyflo.core.autograd (module 02), which "
+            "installs its engine (any name taken from tinyflo, such as tinyflo.tensor, imports it first)"
+        )
+    outer = backward_pass()
+    _passes.current = object()
+    try:
+        engine(root, grad, retain_graph=retain_graph)
+    finally:
+        _passes.current = outer  # a run inside another gives the outer one back
 
 
 # %% [markdown]
@@ -3305,7 +3320,7 @@ class _Parts:
         self.shape, self.dtype, self.axis = shape, dtype, axis
         self.grad = None  # the array the current backward pass fills; None between passes
         self.filled: set[int] = set()  # the parts that wrote into it
-        self.made_in = -1  # the Tensor.backward() call that made it
+        self.made_in = None  # the run of the engine that made it (`backward_pass`)
 
     def index(self, i: int) -> tuple:
         """Where part ``i`` sits: ``[:, ..., :, i]`` with ``i`` at ``axis``."""
@@ -3333,11 +3348,12 @@ class UnbindPart(Function):
 
     def backward(self, grad):
         parts = self.parts
-        # made in another backward() call, or filled already by this part: an earlier pass broke off
-        first = parts.grad is None or parts.made_in != _backward_passes or self.i in parts.filled
+        # made in another run of the engine, or filled already by this part: an earlier pass broke off
+        run = backward_pass()
+        first = parts.grad is None or parts.made_in is not run or self.i in parts.filled
         if first:
             parts.grad, parts.filled = self.xp.zeros(parts.shape, parts.dtype), set()
-            parts.made_in = _backward_passes
+            parts.made_in = run
         parts.filled.add(self.i)
         parts.grad[parts.index(self.i)] = grad
         return parts.grad if first else None  # after the first part, the engine already holds the array

@@ -45,6 +45,7 @@ _PUBLIC = {
 }
 _SOURCE = {name: (module, name) for module, names in _PUBLIC.items() for name in names}
 _SOURCE["device"] = ("tinyflo.core.tensor", "as_device")  # tinyflo.device("cuda:0"), as in torch
+_SOURCE["backward"] = ("tinyflo.core.tensor", "run_backward")  # module 02's engine, each call a run of its own
 
 
 _ENGINE = "tinyflo.core.autograd"  # module 02: installs its backward into module 01's Tensor.backward()
