@@ -150,6 +150,44 @@ def test_events_time_the_host(cp):
     assert cp.cuda.get_elapsed_time(start, end) >= 0
 
 
+@pytest.mark.parametrize("work, kernels, allocations", [
+    (lambda cp, a, b: a + b, 1, 1),  # an elementwise kernel, its result
+    (lambda cp, a, b: cp.add(a, b, out=a), 1, 0),  # into the caller's array
+    (lambda cp, a, b: a.__iadd__(b), 1, 0),
+    (lambda cp, a, b: a.reshape(3, 2), 0, 0),  # views compute nothing
+    (lambda cp, a, b: a.T, 0, 0),
+    (lambda cp, a, b: a[1:], 0, 0),
+    (lambda cp, a, b: a[cp.asarray([0, 2])], 1, 2),  # the index array sent over, then a gather
+    (lambda cp, a, b: a.sum(axis=0), 1, 1),  # a reduction
+    (lambda cp, a, b: a.astype(cp.float32, copy=False), 0, 0),  # already float32
+    (lambda cp, a, b: a.astype(cp.float64), 1, 1),
+    (lambda cp, a, b: a @ b.T, 1, 1),
+    (lambda cp, a, b: cp.zeros((4, 4), cp.float32), 1, 1),  # allocated and filled
+    (lambda cp, a, b: cp.empty((4, 4), cp.float32), 0, 1),  # allocated only
+    (lambda cp, a, b: a.__setitem__(slice(None), 0.0), 1, 0),
+    (lambda cp, a, b: cp.copyto(a, b), 1, 0),  # in place
+    (lambda cp, a, b: a.copy(), 1, 1),
+    (lambda cp, a, b: cp.split(a, 3), 0, 0),
+])
+def test_device_work_is_counted_as_a_gpu_would_do_it(cp, work, kernels, allocations):
+    """Kernels launched and arrays allocated: what a GPU step costs besides its arithmetic."""
+    a, b = cp.ones((3, 2), cp.float32), cp.ones((3, 2), cp.float32)
+    strict_gpu.reset_counts()
+    work(cp, a, b)
+    assert strict_gpu.counts() | {"uploads": 0} == {"kernels": kernels, "allocations": allocations, "uploads": 0,
+                                                    "reads": 0, "syncs": 0}
+
+
+def test_reads_and_synchronisations_are_counted_as_waits(cp):
+    a = cp.ones(3, cp.float32)
+    strict_gpu.reset_counts()
+    float(a.sum())
+    cp.cuda.Device(0).synchronize()
+    assert strict_gpu.counts() == {"kernels": 1, "allocations": 1, "uploads": 0, "reads": 1, "syncs": 2}
+    strict_gpu.reset_counts()
+    assert strict_gpu.counts() == dict.fromkeys(("kernels", "allocations", "uploads", "reads", "syncs"), 0)
+
+
 def test_the_variable_takes_strict_or_nothing(monkeypatch):
     monkeypatch.setenv("TINYFLO_FAKE_GPU", "yes")
     with pytest.raises(ValueError, match="TINYFLO_FAKE_GPU must be 'strict' \\(or unset\\); got 'yes'"):

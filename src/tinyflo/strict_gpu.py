@@ -40,6 +40,12 @@ from tinyflo import environment
 
 READS: collections.Counter = collections.Counter()
 UPLOADS: collections.Counter = collections.Counter()  # host-to-device copies, by kind (allowed, but not free)
+# The device work a GPU would do, by routine: a kernel launched per call that computes (a view computes
+# nothing), each array it makes (a view, or the caller's `out`, is none), and each wait for the device
+# that reads no value (`synchronize()`; a read waits too). Step counts: benchmarks/bench_device_ops.py.
+LAUNCHES: collections.Counter = collections.Counter()
+ALLOCATIONS: collections.Counter = collections.Counter()
+SYNCS: collections.Counter = collections.Counter()
 _STATE = threading.local()
 DEVICE_COUNT = 2  # cuda:0 and cuda:1, so the mixing checks have another device to refuse
 
@@ -58,6 +64,41 @@ def reset_reads() -> None:
 def uploads() -> int:
     """How many host-to-device copies happened since the last ``reset_reads()``."""
     return sum(UPLOADS.values())
+
+
+def counts() -> dict[str, int]:
+    """The device work since the last ``reset_counts()``: kernels launched, arrays allocated, host-to-device
+    copies, device-to-host reads, and synchronisations (explicit ones and the reads, which wait too)."""
+    return {"kernels": sum(LAUNCHES.values()), "allocations": sum(ALLOCATIONS.values()), "uploads": uploads(),
+            "reads": reads(), "syncs": sum(SYNCS.values()) + reads()}
+
+
+def reset_counts() -> None:
+    """Start counting all device work (``counts()``) from zero: reads and uploads too."""
+    reset_reads()
+    LAUNCHES.clear()
+    ALLOCATIONS.clear()
+    SYNCS.clear()
+
+
+def _arrays(result: Any) -> list:
+    if isinstance(result, np.ndarray | np.generic):
+        return [result]
+    if isinstance(result, tuple | list):
+        return [r for item in result for r in _arrays(item)]
+    return []
+
+
+def _made(name: str, result: Any, inputs: Any, out: np.ndarray | None = None, kernel: bool | None = None) -> None:
+    """Count what routine `name` did: its new arrays (not views of `inputs`, not `out`), and a kernel when
+    `kernel` is True, or when it is None and the routine computed anything (a new array or into `out`)."""
+    sources = [a for a in _arrays(list(inputs)) if isinstance(a, np.ndarray)]
+    new = [r for r in _arrays(result) if r is not out and not (
+        isinstance(r, np.ndarray) and any(np.may_share_memory(r, a) for a in sources))]
+    if kernel or (kernel is None and (new or (out is not None and any(r is out for r in _arrays(result))))):
+        LAUNCHES[name] += 1
+    if new:
+        ALLOCATIONS[name] += len(new)
 
 
 @contextlib.contextmanager
@@ -104,6 +145,7 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait for the device's work: nothing to wait for here (and not a read: no value comes back)."""
+        SYNCS["device"] += 1
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, Device) and other.id == self.id
@@ -125,7 +167,7 @@ class Event:
         self._at = time.perf_counter()
 
     def synchronize(self) -> None:
-        pass
+        SYNCS["event"] += 1
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:
@@ -188,6 +230,8 @@ class ndarray:  # noqa: N801  (CuPy's name)
     __hash__ = None
 
     def __init__(self, shape=(), dtype=float, *, _a: np.ndarray | None = None, _dev: int | None = None) -> None:
+        if _a is None:
+            ALLOCATIONS["ndarray"] += 1
         self._a = np.empty(shape, dtype) if _a is None else _a
         self._dev = _current() if _dev is None else _dev
         self._base = None  # the array this one is a view of (CuPy's .base is that very object)
@@ -248,10 +292,11 @@ class ndarray:  # noqa: N801  (CuPy's name)
         return (_rebuild, (np.array(self._a), self._dev))
 
     def __copy__(self) -> ndarray:
-        return _wrap(self._a.copy(), self._dev)
+        _made("copy", copy := self._a.copy(), (self._a,))
+        return _wrap(copy, self._dev)
 
     def __deepcopy__(self, memo) -> ndarray:
-        return _wrap(self._a.copy(), self._dev)
+        return self.__copy__()
 
     # --- metadata (no read)
     shape = property(lambda self: self._a.shape)
@@ -284,14 +329,19 @@ class ndarray:  # noqa: N801  (CuPy's name)
                 params = frozenset() if name in _OPERAND_METHODS else frozenset(range(len(args)))
                 args, kwargs, dev = _unwrap_all(args, kwargs, self._dev, params, check_current=False)
                 with _quiet():
-                    return _wrap_result(method(*args, **kwargs), dev, parent=self)
+                    result = method(*args, **kwargs)
+                _made(name, result, (self._a, *args, *kwargs.values()), kernel=True if name == "fill" else None)
+                return _wrap_result(result, dev, parent=self)
 
             return call
         raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r}")
 
     def __getitem__(self, index):
         index = _unwrap_index(index, self._dev)
-        return _wrap_result(self._a[index], self._dev, parent=self)
+        result = self._a[index]
+        if not isinstance(result, np.generic):  # one element: a 0-d view on a GPU
+            _made("getitem", result, (self._a,))  # a slice is a view; an index array gathers
+        return _wrap_result(result, self._dev, parent=self)
 
     def __setitem__(self, index, value) -> None:
         index = _unwrap_index(index, self._dev)
@@ -304,6 +354,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
         (value,), _, _ = _unwrap_all((value,), {}, self._dev)
         with _quiet():
             self._a[index] = value
+        LAUNCHES["setitem"] += 1
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return _Ufunc(ufunc)._apply(method, inputs, kwargs)
@@ -445,6 +496,8 @@ class _Ufunc:
         args, kwargs, dev = _unwrap_all(args, kwargs)
         with _quiet():
             r = getattr(self._u, method)(*args, **kwargs)
+        name = self.__name__ if method == "__call__" else f"{self.__name__}.{method}"
+        _made(name, r, (*args, *kwargs.values()), outer._a if isinstance(outer, ndarray) else None, kernel=True)
         if isinstance(outer, ndarray) and r is outer._a:  # the caller's out array, as CuPy returns it
             return outer
         return _wrap_result(r, dev)
@@ -463,6 +516,8 @@ def _function(name: str, fn: Any):
         args, kwargs, dev = _unwrap_all(args, kwargs, params=_PARAM_ARGS.get(name, frozenset()))
         with _quiet():
             r = fn(*args, **kwargs)
+        _made(name, r, (*args, *kwargs.values()), outer._a if isinstance(outer, ndarray) else None,
+              kernel=False if name in ("empty", "empty_like") else True if r is None else None)  # None: in place
         if isinstance(outer, ndarray) and r is outer._a:
             return outer
         first = args and next((a for a in orig if isinstance(a, ndarray)), None)
@@ -475,8 +530,11 @@ def _function(name: str, fn: Any):
 def _asarray(fn, a, dtype=None, *args, **kwargs):
     if isinstance(a, ndarray):  # a copy to the current device when it lives elsewhere, as cupy.asarray does
         data = a._a if a._dev == _current() else a._a.copy()
-        return _wrap(fn(data, dtype, *args, **kwargs), _current())
+        result = fn(data, dtype, *args, **kwargs)
+        _made(fn.__name__, result, (a._a,) if a._dev == _current() else ())
+        return _wrap(result, _current())
     UPLOADS["asarray"] += 1  # host to device: allowed, not a read
+    ALLOCATIONS["asarray"] += 1
     return _wrap(np.array(fn(a, dtype, *args, **kwargs)), _current())
 
 
@@ -517,7 +575,9 @@ class ElementwiseKernel:
             raise NotImplementedError(f"strict stand-in: no NumPy reference registered for kernel {self.name!r}")
         args, kwargs, _ = _unwrap_all(args, kwargs)
         with _quiet():
-            return KERNELS[self.name](*args, **kwargs)
+            result = KERNELS[self.name](*args, **kwargs)
+        _made(self.name, result, (*args, *kwargs.values()), kernel=True)
+        return result
 
 
 def _adam_reference(amsgrad: bool):
@@ -560,6 +620,7 @@ class _RandomState:
             if floating and name in ("random_sample", "random", "standard_normal") and len(args) > 1:
                 args, dtype = args[:1], args[1]  # cupy.random.standard_normal(size, dtype)
             out = np.asarray(fn(*args, **kwargs))
+            _made(f"random.{name}", out, ())
             return _wrap(out.astype(dtype, copy=False) if dtype is not None else out, _current())
 
         return call
@@ -636,6 +697,8 @@ def _erf(x: ndarray) -> ndarray:
     """``cupyx.scipy.special.erf``: the error function, elementwise, in the input's floating dtype."""
     (a,), _, dev = _unwrap_all((x,), {})
     dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
+    LAUNCHES["erf"] += 1
+    ALLOCATIONS["erf"] += 1
     return _wrap(np.vectorize(math.erf, otypes=[np.float64])(a).astype(dtype, copy=False), dev)
 
 
@@ -644,6 +707,7 @@ def _scatter_add(a: ndarray, slices: Any, value: Any) -> None:
     (value,), _, _ = _unwrap_all((value,), {}, a._dev)
     with _quiet():
         np.add.at(a._a, _unwrap_index(slices, a._dev), value)
+    LAUNCHES["scatter_add"] += 1
 
 
 def _build() -> dict[str, types.ModuleType]:

@@ -1,0 +1,44 @@
+"""The device work of a training step, counted on the strict stand-in: no step does more than was recorded.
+
+Wall-clock time on a GPU is measured only where one is lent; the counts of ``benchmarks/bench_device_ops.py``
+(kernels, allocations, copies, reads, synchronisations per step of the milestone models) run anywhere, so a
+change that adds device work to a step fails here, and one that removes some is recorded with
+``python -m benchmarks.bench_device_ops --record``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import bench_device_ops
+
+RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "device_ops.json"
+
+
+def _counts(path: Path) -> dict[str, dict[str, int]]:
+    """Each workload's counts per step, from a result file's first table."""
+    table = json.loads(path.read_text())["tables"][0]
+    kinds = bench_device_ops.KINDS
+    return {row[0]: dict(zip(kinds, row[1:1 + len(kinds)])) for row in table["rows"]}
+
+
+@pytest.mark.slow
+def test_no_milestone_step_does_more_device_work_than_recorded(tmp_path):
+    recorded = _counts(RECORDED)
+    json_path, _ = bench_device_ops.main(rounds=2, out=tmp_path, torch=False)
+    now = _counts(json_path)
+    assert set(now) == set(recorded) == set(bench_device_ops.TITLES.values())
+    record = json.loads(json_path.read_text())
+    assert any("every step counted the same" in note for note in record["notes"]), record["notes"]
+    more = [f"{workload}: {kind} {now[workload][kind]} per step, {recorded[workload][kind]} recorded"
+            for workload in now for kind in bench_device_ops.KINDS if now[workload][kind] > recorded[workload][kind]]
+    assert not more, "more device work per step than recorded:\n" + "\n".join(more)
+    fewer = [f"{workload}: {kind} {now[workload][kind]}, {recorded[workload][kind]} recorded"
+             for workload in now for kind in bench_device_ops.KINDS if now[workload][kind] < recorded[workload][kind]]
+    assert not fewer, ("less device work per step than recorded: record it "
+                       "(python -m benchmarks.bench_device_ops --record):\n" + "\n".join(fewer))
+    for workload, counts in now.items():
+        assert counts["kernels"] > 0 and counts["allocations"] > 0, (workload, counts)
