@@ -91,8 +91,8 @@ def count(name: str, rounds: int, smoke: bool, with_torch: bool = True) -> dict[
         step()
     per_step, routines = [], {}
     for _ in range(rounds):
-        strict_gpu.reset_counts()
-        step()
+        with strict_gpu.counting():
+            step()
         per_step.append(strict_gpu.counts())
         routines = dict(strict_gpu.LAUNCHES.most_common(8))
     torch_ops = None

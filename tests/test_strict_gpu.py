@@ -172,17 +172,18 @@ def test_events_time_the_host(cp):
 def test_device_work_is_counted_as_a_gpu_would_do_it(cp, work, kernels, allocations):
     """Kernels launched and arrays allocated: what a GPU step costs besides its arithmetic."""
     a, b = cp.ones((3, 2), cp.float32), cp.ones((3, 2), cp.float32)
-    strict_gpu.reset_counts()
-    work(cp, a, b)
+    with strict_gpu.counting():
+        work(cp, a, b)
     assert strict_gpu.counts() | {"uploads": 0} == {"kernels": kernels, "allocations": allocations, "uploads": 0,
                                                     "reads": 0, "syncs": 0}
 
 
 def test_reads_and_synchronisations_are_counted_as_waits(cp):
     a = cp.ones(3, cp.float32)
-    strict_gpu.reset_counts()
-    float(a.sum())
-    cp.cuda.Device(0).synchronize()
+    with strict_gpu.counting():
+        float(a.sum())
+        cp.cuda.Device(0).synchronize()
+    a.sum()  # outside a counting block: kernels and allocations are not counted
     assert strict_gpu.counts() == {"kernels": 1, "allocations": 1, "uploads": 0, "reads": 1, "syncs": 2}
     strict_gpu.reset_counts()
     assert strict_gpu.counts() == dict.fromkeys(("kernels", "allocations", "uploads", "reads", "syncs"), 0)

@@ -66,6 +66,26 @@ def uploads() -> int:
     return sum(UPLOADS.values())
 
 
+_COUNTING = [0]  # how many `counting()` blocks are open: the stand-in counts device work only inside one
+
+
+def _count(counter: collections.Counter, name: str, n: int = 1) -> None:
+    if _COUNTING[0]:
+        counter[name] += n
+
+
+@contextlib.contextmanager
+def counting():
+    """Count device work (``counts()``) inside the block, from zero: kernels, allocations and syncs are
+    counted only in such a block (every array operation would pay for it otherwise); reads and uploads always."""
+    reset_counts()
+    _COUNTING[0] += 1
+    try:
+        yield
+    finally:
+        _COUNTING[0] -= 1
+
+
 def counts() -> dict[str, int]:
     """The device work since the last ``reset_counts()``: kernels launched, arrays allocated, host-to-device
     copies, device-to-host reads, and synchronisations (explicit ones and the reads, which wait too)."""
@@ -92,6 +112,8 @@ def _arrays(result: Any) -> list:
 def _made(name: str, result: Any, inputs: Any, out: np.ndarray | None = None, kernel: bool | None = None) -> None:
     """Count what routine `name` did: its new arrays (not views of `inputs`, not `out`), and a kernel when
     `kernel` is True, or when it is None and the routine computed anything (a new array or into `out`)."""
+    if not _COUNTING[0]:
+        return
     sources = [a for a in _arrays(list(inputs)) if isinstance(a, np.ndarray)]
     new = [r for r in _arrays(result) if r is not out and not (
         isinstance(r, np.ndarray) and any(np.may_share_memory(r, a) for a in sources))]
@@ -145,7 +167,7 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait for the device's work: nothing to wait for here (and not a read: no value comes back)."""
-        SYNCS["device"] += 1
+        _count(SYNCS, "device")
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, Device) and other.id == self.id
@@ -167,7 +189,7 @@ class Event:
         self._at = time.perf_counter()
 
     def synchronize(self) -> None:
-        SYNCS["event"] += 1
+        _count(SYNCS, "event")
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:
@@ -231,7 +253,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
 
     def __init__(self, shape=(), dtype=float, *, _a: np.ndarray | None = None, _dev: int | None = None) -> None:
         if _a is None:
-            ALLOCATIONS["ndarray"] += 1
+            _count(ALLOCATIONS, "ndarray")
         self._a = np.empty(shape, dtype) if _a is None else _a
         self._dev = _current() if _dev is None else _dev
         self._base = None  # the array this one is a view of (CuPy's .base is that very object)
@@ -354,7 +376,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
         (value,), _, _ = _unwrap_all((value,), {}, self._dev)
         with _quiet():
             self._a[index] = value
-        LAUNCHES["setitem"] += 1
+        _count(LAUNCHES, "setitem")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return _Ufunc(ufunc)._apply(method, inputs, kwargs)
@@ -534,7 +556,7 @@ def _asarray(fn, a, dtype=None, *args, **kwargs):
         _made(fn.__name__, result, (a._a,) if a._dev == _current() else ())
         return _wrap(result, _current())
     UPLOADS["asarray"] += 1  # host to device: allowed, not a read
-    ALLOCATIONS["asarray"] += 1
+    _count(ALLOCATIONS, "asarray")
     return _wrap(np.array(fn(a, dtype, *args, **kwargs)), _current())
 
 
@@ -697,8 +719,8 @@ def _erf(x: ndarray) -> ndarray:
     """``cupyx.scipy.special.erf``: the error function, elementwise, in the input's floating dtype."""
     (a,), _, dev = _unwrap_all((x,), {})
     dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
-    LAUNCHES["erf"] += 1
-    ALLOCATIONS["erf"] += 1
+    _count(LAUNCHES, "erf")
+    _count(ALLOCATIONS, "erf")
     return _wrap(np.vectorize(math.erf, otypes=[np.float64])(a).astype(dtype, copy=False), dev)
 
 
@@ -707,7 +729,7 @@ def _scatter_add(a: ndarray, slices: Any, value: Any) -> None:
     (value,), _, _ = _unwrap_all((value,), {}, a._dev)
     with _quiet():
         np.add.at(a._a, _unwrap_index(slices, a._dev), value)
-    LAUNCHES["scatter_add"] += 1
+    _count(LAUNCHES, "scatter_add")
 
 
 def _build() -> dict[str, types.ModuleType]:
