@@ -89,12 +89,12 @@ def count(name: str, rounds: int, smoke: bool, with_torch: bool = True) -> dict[
     step, torch_step = _steps(name, torch, smoke)
     for _ in range(common.WARMUP):
         step()
-    per_step, routines = [], {}
+    per_step = []
     for _ in range(rounds):
         with strict_gpu.counting():
             step()
         per_step.append(strict_gpu.counts())
-        routines = dict(strict_gpu.LAUNCHES.most_common(8))
+    routines = dict(strict_gpu.LAUNCHES.most_common(8))  # the last step's
     torch_ops = None
     if torch_step is not None:
         for _ in range(common.WARMUP):

@@ -66,24 +66,25 @@ def uploads() -> int:
     return sum(UPLOADS.values())
 
 
-_COUNTING = [0]  # how many `counting()` blocks are open: the stand-in counts device work only inside one
+_counting = 0  # how many `counting()` blocks are open: the stand-in counts device work only inside one
 
 
-def _count(counter: collections.Counter, name: str, n: int = 1) -> None:
-    if _COUNTING[0]:
-        counter[name] += n
+def _count(counter: collections.Counter, name: str) -> None:
+    if _counting:
+        counter[name] += 1
 
 
 @contextlib.contextmanager
 def counting():
     """Count device work (``counts()``) inside the block, from zero: kernels, allocations and syncs are
     counted only in such a block (every array operation would pay for it otherwise); reads and uploads always."""
+    global _counting
     reset_counts()
-    _COUNTING[0] += 1
+    _counting += 1
     try:
         yield
     finally:
-        _COUNTING[0] -= 1
+        _counting -= 1
 
 
 def counts() -> dict[str, int]:
@@ -109,15 +110,18 @@ def _arrays(result: Any) -> list:
     return []
 
 
-def _made(name: str, result: Any, inputs: Any, out: np.ndarray | None = None, kernel: bool | None = None) -> None:
-    """Count what routine `name` did: its new arrays (not views of `inputs`, not `out`), and a kernel when
-    `kernel` is True, or when it is None and the routine computed anything (a new array or into `out`)."""
-    if not _COUNTING[0]:
+def _made(name: str, result: Any, inputs: tuple = (), out: np.ndarray | None = None,
+          kernel: bool | None = None) -> None:
+    """Count what routine `name` did: its new arrays (not views of `inputs`, groups of its operands, nor
+    `out`), and a kernel when `kernel` is True, or when it is None and the routine computed anything (a new
+    array or into `out`). Outside a `counting()` block, nothing: the operands are not even looked at."""
+    if not _counting:
         return
-    sources = [a for a in _arrays(list(inputs)) if isinstance(a, np.ndarray)]
-    new = [r for r in _arrays(result) if r is not out and not (
+    sources = [a for group in inputs for a in _arrays(list(group)) if isinstance(a, np.ndarray)]
+    made = _arrays(result)
+    new = [r for r in made if r is not out and not (
         isinstance(r, np.ndarray) and any(np.may_share_memory(r, a) for a in sources))]
-    if kernel or (kernel is None and (new or (out is not None and any(r is out for r in _arrays(result))))):
+    if kernel or (kernel is None and (new or any(r is out for r in made))):
         LAUNCHES[name] += 1
     if new:
         ALLOCATIONS[name] += len(new)
@@ -314,7 +318,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
         return (_rebuild, (np.array(self._a), self._dev))
 
     def __copy__(self) -> ndarray:
-        _made("copy", copy := self._a.copy(), (self._a,))
+        _made("copy", copy := self._a.copy(), ((self._a,),))
         return _wrap(copy, self._dev)
 
     def __deepcopy__(self, memo) -> ndarray:
@@ -352,7 +356,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
                 args, kwargs, dev = _unwrap_all(args, kwargs, self._dev, params, check_current=False)
                 with _quiet():
                     result = method(*args, **kwargs)
-                _made(name, result, (self._a, *args, *kwargs.values()), kernel=True if name == "fill" else None)
+                _made(name, result, ((self._a,), args, kwargs.values()), kernel=True if name == "fill" else None)
                 return _wrap_result(result, dev, parent=self)
 
             return call
@@ -362,7 +366,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
         index = _unwrap_index(index, self._dev)
         result = self._a[index]
         if not isinstance(result, np.generic):  # one element: a 0-d view on a GPU
-            _made("getitem", result, (self._a,))  # a slice is a view; an index array gathers
+            _made("getitem", result, ((self._a,),))  # a slice is a view; an index array gathers
         return _wrap_result(result, self._dev, parent=self)
 
     def __setitem__(self, index, value) -> None:
@@ -519,7 +523,7 @@ class _Ufunc:
         with _quiet():
             r = getattr(self._u, method)(*args, **kwargs)
         name = self.__name__ if method == "__call__" else f"{self.__name__}.{method}"
-        _made(name, r, (*args, *kwargs.values()), outer._a if isinstance(outer, ndarray) else None, kernel=True)
+        _made(name, r, (args, kwargs.values()), outer._a if isinstance(outer, ndarray) else None, kernel=True)
         if isinstance(outer, ndarray) and r is outer._a:  # the caller's out array, as CuPy returns it
             return outer
         return _wrap_result(r, dev)
@@ -538,7 +542,7 @@ def _function(name: str, fn: Any):
         args, kwargs, dev = _unwrap_all(args, kwargs, params=_PARAM_ARGS.get(name, frozenset()))
         with _quiet():
             r = fn(*args, **kwargs)
-        _made(name, r, (*args, *kwargs.values()), outer._a if isinstance(outer, ndarray) else None,
+        _made(name, r, (args, kwargs.values()), outer._a if isinstance(outer, ndarray) else None,
               kernel=False if name in ("empty", "empty_like") else True if r is None else None)  # None: in place
         if isinstance(outer, ndarray) and r is outer._a:
             return outer
@@ -553,7 +557,7 @@ def _asarray(fn, a, dtype=None, *args, **kwargs):
     if isinstance(a, ndarray):  # a copy to the current device when it lives elsewhere, as cupy.asarray does
         data = a._a if a._dev == _current() else a._a.copy()
         result = fn(data, dtype, *args, **kwargs)
-        _made(fn.__name__, result, (a._a,) if a._dev == _current() else ())
+        _made(fn.__name__, result, ((a._a,),) if a._dev == _current() else ())  # from another device: new
         return _wrap(result, _current())
     UPLOADS["asarray"] += 1  # host to device: allowed, not a read
     _count(ALLOCATIONS, "asarray")
@@ -598,7 +602,7 @@ class ElementwiseKernel:
         args, kwargs, _ = _unwrap_all(args, kwargs)
         with _quiet():
             result = KERNELS[self.name](*args, **kwargs)
-        _made(self.name, result, (*args, *kwargs.values()), kernel=True)
+        _made(self.name, result, (args, kwargs.values()), kernel=True)
         return result
 
 
@@ -642,7 +646,7 @@ class _RandomState:
             if floating and name in ("random_sample", "random", "standard_normal") and len(args) > 1:
                 args, dtype = args[:1], args[1]  # cupy.random.standard_normal(size, dtype)
             out = np.asarray(fn(*args, **kwargs))
-            _made(f"random.{name}", out, ())
+            _made(f"random.{name}", out)
             return _wrap(out.astype(dtype, copy=False) if dtype is not None else out, _current())
 
         return call

@@ -803,7 +803,7 @@ PRELOAD_PROBE = """
 import json, os, sys
 sys.modules["ctypes"] = None  # as the runner keeps it from loading
 import importlib
-from tinyflo.course.grader.runner import PRELOADED, REFUSED_MODULES
+from tinyflo.course.grader.runner import PRELOADED, REFUSED_MODULES, native_places
 before = set(sys.modules)
 for name in PRELOADED:
     try:
@@ -811,9 +811,9 @@ for name in PRELOADED:
     except ImportError:
         pass
 loaded = set(sys.modules) - before
-places = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+places, _ = native_places()  # the installation and its environment, as the runner's guard has them
 outside = sorted(name for name in loaded if getattr(sys.modules[name], "__file__", None)
-                 and not any(os.path.realpath(sys.modules[name].__file__).startswith(p + os.sep) for p in places))
+                 and not os.path.realpath(sys.modules[name].__file__).startswith(places))
 print(json.dumps({"refused": sorted(n for n in loaded if n.split(".")[0] in REFUSED_MODULES),
                   "processes": sorted(n for n in loaded if n in ("subprocess", "_posixsubprocess", "multiprocessing")),
                   "outside": outside}))

@@ -67,7 +67,7 @@ def require_installed(name: str) -> None:
     """`require` for a dependency another process runs: found, not imported (nbgrader takes a
     second to import)."""
     try:
-        found = sys.modules[name] if name in sys.modules else importlib.util.find_spec(name)
+        found = importlib.util.find_spec(name)  # None too for a module set to None in sys.modules
     except (ImportError, ValueError):
         found = None
     if found is None:
@@ -232,12 +232,7 @@ def graded_source_file(path: Path, name: str) -> Any:
 
 @lru_cache(maxsize=16)
 def _graded_source_text(path: Path, text: str, name: str) -> Any:
-    nbformat = require("nbformat")
-    try:
-        notebook = nbformat.reads(text, as_version=4)
-    except Exception as error:
-        raise CourseError(f"cannot read notebook {path}: {error}") from None
-    return graded_source(notebook, name)
+    return graded_source(_notebook_from_text(text, path), name)
 
 
 def student_notebook(instructor: Any, name: str = "notebook") -> Any:
@@ -255,9 +250,18 @@ def write_notebook(notebook: Any, path: Path) -> None:
 
 def read_notebook(path: Path) -> Any:
     """Read an nbformat v4 notebook, explaining what is wrong with a broken file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except Exception as error:
+        raise CourseError(f"cannot read notebook {path}: {error}") from None
+    return _notebook_from_text(text, path)
+
+
+def _notebook_from_text(text: str, path: Path) -> Any:
+    """The notebook `text` (read from `path`) holds, or what is wrong with it, in one line."""
     nbformat = require("nbformat")
     try:
-        return nbformat.read(str(path), as_version=4)
+        return nbformat.reads(text, as_version=4)
     except Exception as error:
         raise CourseError(f"cannot read notebook {path}: {error}") from None
 
