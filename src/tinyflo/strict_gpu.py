@@ -16,6 +16,10 @@ like CuPy's wherever the difference can hide a bug:
 * Reductions and scalar indexing give 0-d device arrays, as CuPy's do, not NumPy scalars.
 * Floating-point warnings never appear (a GPU has none), so ``np.errstate`` cannot hide a missing guard.
 * Only CuPy's routines exist (``ROUTINES``): a NumPy function CuPy lacks is an ``AttributeError`` here too.
+* Stream capture (``Stream.begin_capture``/``end_capture``, ``Graph.launch``) behaves as CUDA's: the captured
+  work does not happen (every array written during the capture is put back at its end); a launch replays each
+  recorded kernel on the very arrays it was recorded with, with the host values it was given then; a read, an
+  upload, a synchronisation or a random draw inside a capture fails it.
 
 What it cannot cover, and real-GPU tests (marker ``gpu_hardware``) do: CUDA C kernel bodies
 (``ElementwiseKernel`` runs a NumPy reference registered under the kernel's name), NCCL
@@ -67,6 +71,7 @@ def uploads() -> int:
 
 
 _counting = 0  # how many `counting()` blocks are open: the stand-in counts device work only inside one
+_capture: _Capture | None = None  # the stream capture under way, if any
 
 
 def _count(counter: collections.Counter, name: str) -> None:
@@ -111,20 +116,154 @@ def _arrays(result: Any) -> list:
 
 
 def _made(name: str, result: Any, inputs: tuple = (), out: np.ndarray | None = None,
-          kernel: bool | None = None) -> None:
+          kernel: bool | None = None, redo: Any = None) -> None:
     """Count what routine `name` did: its new arrays (not views of `inputs`, groups of its operands, nor
     `out`), and a kernel when `kernel` is True, or when it is None and the routine computed anything (a new
-    array or into `out`). Outside a `counting()` block, nothing: the operands are not even looked at."""
-    if not _counting:
+    array or into `out`). Inside a stream capture, record the kernel: `redo()` computes its result again
+    from the same arrays. Outside a `counting()` block and a capture, nothing: the operands are not looked at."""
+    if not _counting and _capture is None:
         return
     sources = [a for group in inputs for a in _arrays(list(group)) if isinstance(a, np.ndarray)]
     made = _arrays(result)
     new = [r for r in made if r is not out and not (
         isinstance(r, np.ndarray) and any(np.may_share_memory(r, a) for a in sources))]
-    if kernel or (kernel is None and (new or any(r is out for r in made))):
-        LAUNCHES[name] += 1
-    if new:
-        ALLOCATIONS[name] += len(new)
+    launched = kernel or (kernel is None and (new or any(r is out for r in made)))
+    if _counting:
+        if launched:
+            LAUNCHES[name] += 1
+        if new:
+            ALLOCATIONS[name] += len(new)
+    if launched and _capture is not None:
+        _capture.record(name, redo, [i for i, r in enumerate(made) if any(r is n for n in new)], made)
+
+
+def _zero_d(result: Any) -> Any:
+    """A NumPy scalar as the 0-d array a CuPy routine gives (a buffer a replay can write into)."""
+    return np.asarray(result) if isinstance(result, np.generic) else result
+
+
+def _in_place(name: str, redo: Any) -> None:
+    """A kernel that wrote into arrays it was given (``redo()`` writes them again)."""
+    _count(LAUNCHES, name)
+    if _capture is not None:
+        _capture.record(name, redo, [], [])
+
+
+def _journal(*operands: Any) -> None:
+    """Inside a capture, keep what the arrays among ``operands`` hold before a routine may write them."""
+    if _capture is not None:
+        for group in operands:
+            values = group.values() if isinstance(group, dict) else group if isinstance(group, tuple | list) \
+                else (group,)
+            for a in _arrays(list(values)):
+                if isinstance(a, np.ndarray) and a.flags.writeable:
+                    _capture.saved.append((a, a.copy()))
+
+
+def _refuse_in_capture(what: str) -> None:
+    if _capture is not None:
+        _capture.invalid = _capture.invalid or what
+        raise RuntimeError(f"cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing "
+                           f"({what})")
+
+
+class _Capture:
+    """A stream capture under way: the kernels to replay, and the arrays' contents to put back at its end."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream, self.steps, self.saved = stream, [], []
+        self.invalid: str | None = None
+
+    def record(self, name: str, redo: Any, new: list[int], made: list) -> None:
+        """Kernel `name`: ``redo()`` computes its result again; the arrays at positions `new` of its result
+        (`made`) are the ones it allocated, and a replay writes its new result into those very arrays."""
+        if redo is None:
+            raise NotImplementedError(f"strict stand-in: routine {name!r} cannot be replayed from a CUDA graph")
+        targets = [(i, made[i]) for i in new]
+
+        def replay() -> None:
+            with _quiet():
+                again = _arrays(_zero_d(redo()))
+            for i, target in targets:
+                np.copyto(target, again[i], casting="unsafe")
+
+        self.steps.append((name, replay))
+
+
+class Graph:
+    """``cupy.cuda.Graph``: the kernels a stream capture recorded; ``launch`` runs them all, in order, on the
+    arrays they were recorded with (one launch, as a GPU counts it)."""
+
+    def __init__(self, steps: list) -> None:
+        self._steps = steps
+
+    def launch(self, stream: Stream | None = None) -> None:
+        _count(LAUNCHES, "graph")
+        for _, replay in self._steps:
+            replay()
+
+    def kernels(self) -> list[str]:
+        """The recorded kernels' names, in order (the stand-in's own: CuPy's Graph has no such method)."""
+        return [name for name, _ in self._steps]
+
+
+class Stream:
+    """``cupy.cuda.Stream``: the current stream inside its ``with`` block; it can capture a CUDA graph."""
+
+    null: Stream
+
+    def __init__(self, null: bool = False, non_blocking: bool = False, ptds: bool = False) -> None:
+        self._legacy = null
+
+    def __enter__(self) -> Stream:
+        _STATE.__dict__.setdefault("streams", []).append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _STATE.streams.pop()
+
+    def synchronize(self) -> None:
+        _sync("stream")
+
+    def begin_capture(self, mode: Any = None) -> None:
+        global _capture
+        if self._legacy:
+            raise RuntimeError("cannot capture on the default (legacy) stream")
+        if _capture is not None:
+            raise RuntimeError("cudaErrorIllegalState: a stream is capturing already")
+        _capture = _Capture(self)
+
+    def end_capture(self) -> Graph:
+        """End the capture: put back every array it wrote (its work did not happen) and give its graph."""
+        global _capture
+        capture = _capture
+        if capture is None or capture.stream is not self:
+            raise RuntimeError("cudaErrorIllegalState: this stream is not capturing")
+        _capture = None
+        for a, before in reversed(capture.saved):
+            np.copyto(a, before)
+        if capture.invalid:
+            raise RuntimeError(f"cudaErrorStreamCaptureInvalidated: the capture was invalidated by {capture.invalid}")
+        return Graph(capture.steps)
+
+    def is_capturing(self) -> bool:
+        return _capture is not None and _capture.stream is self
+
+    def wait_event(self, event: Event) -> None:
+        pass
+
+    def record(self, event: Event | None = None) -> Event:
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+
+Stream.null = Stream(null=True)
+
+
+def get_current_stream() -> Stream:
+    streams = getattr(_STATE, "streams", None)
+    return streams[-1] if streams else Stream.null
 
 
 @contextlib.contextmanager
@@ -138,7 +277,18 @@ def no_reads():
 
 
 def _read(kind: str) -> None:
+    _refuse_in_capture(f"a device-to-host read ({kind})")
     READS[kind] += 1
+
+
+def _upload(kind: str) -> None:
+    _refuse_in_capture(f"a host-to-device copy ({kind})")
+    UPLOADS[kind] += 1
+
+
+def _sync(kind: str) -> None:
+    _refuse_in_capture(f"a synchronisation ({kind})")
+    _count(SYNCS, kind)
 
 
 def _current() -> int:
@@ -171,7 +321,7 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait for the device's work: nothing to wait for here (and not a read: no value comes back)."""
-        _count(SYNCS, "device")
+        _sync("device")
 
     def __eq__(self, other: Any) -> bool:
         return isinstance(other, Device) and other.id == self.id
@@ -193,7 +343,7 @@ class Event:
         self._at = time.perf_counter()
 
     def synchronize(self) -> None:
-        _count(SYNCS, "event")
+        _sync("event")
 
 
 def get_elapsed_time(start: Event, end: Event) -> float:
@@ -231,7 +381,10 @@ _PROPERTIES = {"name": b"tinyflo strict stand-in", "totalGlobalMem": 16 << 30, "
                "multiProcessorCount": 1}
 cuda = types.ModuleType("cupy.cuda")
 cuda.Device, cuda.Event, cuda.get_elapsed_time, cuda.MemoryHook = Device, Event, get_elapsed_time, MemoryHook
+cuda.Stream, cuda.Graph, cuda.get_current_stream = Stream, Graph, get_current_stream
 cuda.is_available = lambda: DEVICE_COUNT > 0
+cuda.MemoryPool = lambda *args, **kwargs: _Pool()
+cuda.using_allocator = lambda allocator=None: using_allocator(allocator)
 cuda.runtime = types.SimpleNamespace(
     getDeviceCount=lambda: DEVICE_COUNT,
     getDeviceProperties=lambda i: dict(_PROPERTIES),
@@ -274,7 +427,7 @@ class ndarray:  # noqa: N801  (CuPy's name)
     def set(self, arr: np.ndarray, stream=None) -> None:
         if not isinstance(arr, np.ndarray):
             raise TypeError(f"Only numpy.ndarray can be set to cupy.ndarray; got {type(arr).__name__}")
-        UPLOADS["set"] += 1
+        _upload("set")
         self._a[...] = arr
 
     def item(self):
@@ -318,7 +471,8 @@ class ndarray:  # noqa: N801  (CuPy's name)
         return (_rebuild, (np.array(self._a), self._dev))
 
     def __copy__(self) -> ndarray:
-        _made("copy", copy := self._a.copy(), ((self._a,),))
+        a = self._a
+        _made("copy", copy := a.copy(), ((a,),), redo=a.copy)
         return _wrap(copy, self._dev)
 
     def __deepcopy__(self, memo) -> ndarray:
@@ -354,9 +508,11 @@ class ndarray:  # noqa: N801  (CuPy's name)
             def call(*args, **kwargs):
                 params = frozenset() if name in _OPERAND_METHODS else frozenset(range(len(args)))
                 args, kwargs, dev = _unwrap_all(args, kwargs, self._dev, params, check_current=False)
+                _journal(self._a, args, kwargs)
                 with _quiet():
-                    result = method(*args, **kwargs)
-                _made(name, result, ((self._a,), args, kwargs.values()), kernel=True if name == "fill" else None)
+                    result = _zero_d(method(*args, **kwargs))
+                _made(name, result, ((self._a,), args, kwargs.values()), kernel=True if name == "fill" else None,
+                      redo=lambda: method(*args, **kwargs))
                 return _wrap_result(result, dev, parent=self)
 
             return call
@@ -364,9 +520,12 @@ class ndarray:  # noqa: N801  (CuPy's name)
 
     def __getitem__(self, index):
         index = _unwrap_index(index, self._dev)
-        result = self._a[index]
-        if not isinstance(result, np.generic):  # one element: a 0-d view on a GPU
-            _made("getitem", result, ((self._a,),))  # a slice is a view; an index array gathers
+        a = self._a
+        result = a[index]
+        if isinstance(result, np.generic):  # one element: a 0-d view on a GPU, as here
+            result = a[(index if isinstance(index, tuple) else (index,)) + (Ellipsis,)]
+        else:  # a slice is a view; an index array gathers
+            _made("getitem", result, ((a,),), redo=lambda: a[index])
         return _wrap_result(result, self._dev, parent=self)
 
     def __setitem__(self, index, value) -> None:
@@ -378,9 +537,11 @@ class ndarray:  # noqa: N801  (CuPy's name)
                 raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
             value = value.item()
         (value,), _, _ = _unwrap_all((value,), {}, self._dev)
+        a = self._a
+        _journal(a)
         with _quiet():
-            self._a[index] = value
-        _count(LAUNCHES, "setitem")
+            a[index] = value
+        _in_place("setitem", lambda: a.__setitem__(index, value))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return _Ufunc(ufunc)._apply(method, inputs, kwargs)
@@ -496,7 +657,7 @@ def _unwrap_index(index: Any, dev: int) -> Any:
                 raise _mixing_error(p._dev, dev)
             p = p._a
         elif isinstance(p, np.ndarray | list):
-            UPLOADS["index"] += 1  # CuPy sends a host index array over before indexing
+            _upload("index")  # CuPy sends a host index array over before indexing
         out.append(p)
     return tuple(out) if isinstance(index, tuple) else out[0]
 
@@ -520,10 +681,13 @@ class _Ufunc:
         if isinstance(outer, tuple) and len(outer) == 1:
             outer = kwargs["out"] = outer[0]
         args, kwargs, dev = _unwrap_all(args, kwargs)
+        _journal(kwargs.get("out"), *(args[:1] if method == "at" else ()))
+        routine = getattr(self._u, method)
         with _quiet():
-            r = getattr(self._u, method)(*args, **kwargs)
+            r = _zero_d(routine(*args, **kwargs))
         name = self.__name__ if method == "__call__" else f"{self.__name__}.{method}"
-        _made(name, r, (args, kwargs.values()), outer._a if isinstance(outer, ndarray) else None, kernel=True)
+        _made(name, r, (args, kwargs.values()), outer._a if isinstance(outer, ndarray) else None, kernel=True,
+              redo=lambda: routine(*args, **kwargs))
         if isinstance(outer, ndarray) and r is outer._a:  # the caller's out array, as CuPy returns it
             return outer
         return _wrap_result(r, dev)
@@ -540,10 +704,12 @@ def _function(name: str, fn: Any):
             return _asarray(fn, *args, **kwargs)
         outer, orig = kwargs.get("out"), args
         args, kwargs, dev = _unwrap_all(args, kwargs, params=_PARAM_ARGS.get(name, frozenset()))
+        _journal(args, kwargs)
         with _quiet():
-            r = fn(*args, **kwargs)
+            r = _zero_d(fn(*args, **kwargs))
         _made(name, r, (args, kwargs.values()), outer._a if isinstance(outer, ndarray) else None,
-              kernel=False if name in ("empty", "empty_like") else True if r is None else None)  # None: in place
+              kernel=False if name in ("empty", "empty_like") else True if r is None else None,  # None: in place
+              redo=lambda: fn(*args, **kwargs))
         if isinstance(outer, ndarray) and r is outer._a:
             return outer
         first = args and next((a for a in orig if isinstance(a, ndarray)), None)
@@ -557,9 +723,10 @@ def _asarray(fn, a, dtype=None, *args, **kwargs):
     if isinstance(a, ndarray):  # a copy to the current device when it lives elsewhere, as cupy.asarray does
         data = a._a if a._dev == _current() else a._a.copy()
         result = fn(data, dtype, *args, **kwargs)
-        _made(fn.__name__, result, ((a._a,),) if a._dev == _current() else ())  # from another device: new
+        _made(fn.__name__, result, ((a._a,),) if a._dev == _current() else (),  # from another device: new
+              redo=lambda: fn(a._a, dtype, *args, **kwargs))
         return _wrap(result, _current())
-    UPLOADS["asarray"] += 1  # host to device: allowed, not a read
+    _upload("asarray")  # host to device: allowed, not a read
     _count(ALLOCATIONS, "asarray")
     return _wrap(np.array(fn(a, dtype, *args, **kwargs)), _current())
 
@@ -581,7 +748,17 @@ class _Pool:
         pass
 
 
+    def malloc(self, size: int) -> None:
+        raise NotImplementedError("strict stand-in: arrays are NumPy's; a pool allocates nothing here")
+
+
 _POOL = _Pool()
+
+
+@contextlib.contextmanager
+def using_allocator(allocator: Any = None):
+    """``cupy.cuda.using_allocator``: here arrays are NumPy's, so the block changes nothing."""
+    yield
 
 
 def get_default_memory_pool() -> _Pool:
@@ -600,9 +777,11 @@ class ElementwiseKernel:
         if self.name not in KERNELS:
             raise NotImplementedError(f"strict stand-in: no NumPy reference registered for kernel {self.name!r}")
         args, kwargs, _ = _unwrap_all(args, kwargs)
+        _journal(args, kwargs)
+        reference = KERNELS[self.name]
         with _quiet():
-            result = KERNELS[self.name](*args, **kwargs)
-        _made(self.name, result, (args, kwargs.values()), kernel=True)
+            result = reference(*args, **kwargs)
+        _made(self.name, result, (args, kwargs.values()), kernel=True, redo=lambda: reference(*args, **kwargs))
         return result
 
 
@@ -642,6 +821,7 @@ class _RandomState:
         floating = name in ("random_sample", "random", "rand", "standard_normal", "randn", "uniform", "normal")
 
         def call(*args, **kwargs):
+            _refuse_in_capture(f"a random draw (random.{name}): a replay would draw the same numbers again")
             dtype = kwargs.pop("dtype", None)
             if floating and name in ("random_sample", "random", "standard_normal") and len(args) > 1:
                 args, dtype = args[:1], args[1]  # cupy.random.standard_normal(size, dtype)
@@ -723,17 +903,23 @@ def _erf(x: ndarray) -> ndarray:
     """``cupyx.scipy.special.erf``: the error function, elementwise, in the input's floating dtype."""
     (a,), _, dev = _unwrap_all((x,), {})
     dtype = a.dtype if a.dtype.kind == "f" else np.dtype(np.float64)
-    _count(LAUNCHES, "erf")
-    _count(ALLOCATIONS, "erf")
-    return _wrap(np.vectorize(math.erf, otypes=[np.float64])(a).astype(dtype, copy=False), dev)
+
+    def erf() -> np.ndarray:
+        return np.vectorize(math.erf, otypes=[np.float64])(a).astype(dtype, copy=False)
+
+    result = erf()
+    _made("erf", result, kernel=True, redo=erf)
+    return _wrap(result, dev)
 
 
 def _scatter_add(a: ndarray, slices: Any, value: Any) -> None:
     """``cupyx.scatter_add``: ``a[slices] += value`` with repeated indices adding up (``np.add.at``)."""
     (value,), _, _ = _unwrap_all((value,), {}, a._dev)
+    target, index = a._a, _unwrap_index(slices, a._dev)
+    _journal(target)
     with _quiet():
-        np.add.at(a._a, _unwrap_index(slices, a._dev), value)
-    _count(LAUNCHES, "scatter_add")
+        np.add.at(target, index, value)
+    _in_place("scatter_add", lambda: np.add.at(target, index, value))
 
 
 def _build() -> dict[str, types.ModuleType]:
