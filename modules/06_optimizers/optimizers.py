@@ -770,12 +770,14 @@ def _adam_kernel(amsgrad: bool) -> Any:
 
 
 def _adam_on_gpu(opt: Adam, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-    """One Adam/AdamW step of CuPy arrays, in place, as one fused kernel."""
+    """One Adam/AdamW step of CuPy arrays, in place, as one fused kernel. ``lr`` and the step count may be 0-d
+    device arrays (a captured step keeps them there): the kernel then reads them from the device."""
     lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
     extra = (state["max_exp_avg_sq"],) if group["amsgrad"] else ()
+    bias2 = 1 - beta2**t
     _adam_kernel(group["amsgrad"])(g, lr, beta1, beta2, group["eps"], group["weight_decay"], 1 - beta1**t,
-                                   math.sqrt(1 - beta2**t), opt._decoupled, p, state["exp_avg"],
-                                   state["exp_avg_sq"], *extra)
+                                   bias2**0.5 if is_array(bias2) else math.sqrt(bias2), opt._decoupled, p,
+                                   state["exp_avg"], state["exp_avg_sq"], *extra)
 
 
 # %% [markdown]

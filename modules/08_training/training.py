@@ -1325,11 +1325,12 @@ class CheckpointIO:
 
 
 PLUGINS: dict[str, Callable[..., Any]] = {}  # name -> factory; one registry for the process (tests included)
-_PLUGIN_NAMES = ("amp", "group", "checkpoint")
+_PLUGIN_NAMES = ("amp", "group", "checkpoint", "capture")
 
 
 def register_plugin(name: str, factory: Callable[..., Any]) -> None:
-    """Make ``factory`` what the Trainer builds for ``name``: ``"amp"``, ``"group"`` or ``"checkpoint"``."""
+    """Make ``factory`` what the Trainer builds for ``name``: ``"amp"``, ``"group"``, ``"checkpoint"`` or
+    ``"capture"``."""
     if name not in _PLUGIN_NAMES:
         raise ValueError(f"register_plugin: name must be one of {', '.join(_PLUGIN_NAMES)}; got {name!r}")
     if not callable(factory):
@@ -1410,6 +1411,7 @@ class Trainer:
         group: Any = None,
         plugins: Sequence[Any] = (),
         resources: bool = False,
+        capture: bool = False,
     ) -> None:
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step'; got {scheduler_interval!r}")
@@ -1490,6 +1492,8 @@ class Trainer:
         self.phase: str | None = None  # "train" or "val" while a pass runs: where log() sums go
         self.validating: bool | None = None  # whether the fit() in progress (or the last one) has a val_loader
         self.restored = False  # load_state_dict() ran since the last fit(): the next one says it resumes
+        if _flag(capture, "Trainer: capture"):  # each step replayed as one CUDA graph (tinyflo.graphs)
+            self.train_step = _plugin("capture", self)
 
     def _plug(self, plugin: Any) -> None:
         if isinstance(plugin, Precision):

@@ -4,7 +4,8 @@ The code under ``tinyflo.core`` is generated from the course modules
 (``modules/NN_name/name.py``) by ``tinyflo export``; this file only gathers
 the public names, the way ``torch`` does, so user code reads
 ``tinyflo.randn(...)``, ``tinyflo.no_grad()``, ``tinyflo.DataLoader(...)``,
-``tinyflo.Trainer(...)``, ``tinyflo.save_checkpoint(...)`` and ``tinyflo.autocast()``; layers and
+``tinyflo.Trainer(...)``, ``tinyflo.save_checkpoint(...)``, ``tinyflo.autocast()`` and
+``tinyflo.capture_step(...)``; layers and
 losses live in ``tinyflo.nn``, optimizers and schedules in ``tinyflo.optim``,
 data sets in ``tinyflo.datasets``, ready-made models in ``tinyflo.models``,
 process groups and data parallelism in ``tinyflo.distributed``.
@@ -38,6 +39,7 @@ _PUBLIC = {
         "SafetensorsCheckpoints", "save_checkpoint", "structural_hash",
     ),
     "tinyflo.core.amp": ("GradScaler", "MixedPrecision", "autocast", "cast_parameters"),
+    "tinyflo.graphs": ("CapturedStep", "capture_step"),
     "tinyflo.core.autograd": (
         "GradcheckError", "backward", "enable_grad", "gradcheck", "is_grad_enabled", "no_grad",
         "set_grad_enabled",
