@@ -13,7 +13,7 @@ from pathlib import Path
 from tinyflo import gpu_proof, milestones
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ["gpu tests", "bench mlp_step", "bench amp", "bench conv", "bench transformer", "milestone 03_mlp",
+STAGES = ["gpu tests", "bench captured", "bench mlp_step", "bench amp", "bench conv", "bench transformer", "milestone 03_mlp",
           "milestone 04_lenet", "milestone 05_scale", "milestone 06_transformer"]
 
 
@@ -59,11 +59,12 @@ def test_gpu_proof_smoke_run_records_every_stage_in_one_folder(tmp_path):
         assert fact in machine, fact
     tests = record["stages"][0]["summary"]
     assert tests["tests"] > 0 and tests["passed"] == tests["tests"] - tests["skipped"]
-    assert {t["stage"] for t in record["targets"]} == set(STAGES[1:5])
+    assert {t["stage"] for t in record["targets"]} == set(STAGES[1:6])
     assert all(t["met"] is None for t in record["targets"]), "a smoke run judges no target"
 
     files = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
-    assert {"proof.json", "proof.md", "gpu-tests.xml", "benchmarks/mlp_step_cuda.json", "benchmarks/amp.json",
+    assert {"proof.json", "proof.md", "gpu-tests.xml", "benchmarks/captured_cuda.json",
+            "benchmarks/mlp_step_cuda.json", "benchmarks/amp.json",
             "benchmarks/conv_cuda.json", "benchmarks/transformer_cuda.json", "milestones/mlp/result.json",
             "milestones/lenet/result.json", "milestones/scale/result.json",
             "milestones/transformer/result.json"} <= files
@@ -71,7 +72,7 @@ def test_gpu_proof_smoke_run_records_every_stage_in_one_folder(tmp_path):
         result_json = json.loads((out / "milestones" / name / "result.json").read_text())
         assert result_json["device"] == "cuda:0" and result_json["mode"] == "quick"
     page = (out / "proof.md").read_text()
-    assert "— PASSED (9 of 9 stages)" in page and "## Targets" in page and "## Machine" in page
+    assert "— PASSED (10 of 10 stages)" in page and "## Targets" in page and "## Machine" in page
     assert sorted(p.name for p in tmp_path.iterdir()) == ["proof"], "no half-built folder is left beside it"
 
 
