@@ -56,13 +56,15 @@ def _train(name: str, captured: bool, batches=None):
         for group in opt.param_groups:
             group["lr"] = 0.05 / (i + 1)
         losses.append(run(x, y).data.get().item())
+    run.grads_seen = [p.grad.data.get() for p in model.parameters()]  # after a launch: the graph's own
     return losses, [p.data.get() for p in model.parameters()], opt, run
 
 
 @pytest.mark.parametrize("name", ["sgd", "adamw, two groups", "adam amsgrad"])
 def test_a_captured_step_is_bit_identical_to_the_eager_one(name):
-    eager_losses, eager_params, eager_opt, _ = _train(name, captured=False)
+    eager_losses, eager_params, eager_opt, eager = _train(name, captured=False)
     losses, params, opt, run = _train(name, captured=True)
+    assert all(np.array_equal(a, b) for a, b in zip(run.grads_seen, eager.grads_seen))
     assert run.launches == 4 and run.graph is not None  # 2 warm-up steps, then 4 launches
     assert losses == eager_losses
     for a, b in zip(params, eager_params):
@@ -265,3 +267,33 @@ def test_milestone_6s_gpt_step_captured_is_bit_identical():
     (eager_losses, eager_params), (losses, params) = results
     assert losses == eager_losses
     assert all(np.array_equal(a, b) for a, b in zip(params, eager_params))
+
+
+def test_a_parameter_replaced_after_the_capture_is_refused_until_reset():
+    eager_losses, eager_params, _, _ = _train("sgd", captured=False)
+    model = _model()
+    opt = _optimizer("sgd", model)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = graphs.capture_step(step, optimizer=opt)
+    losses = []
+    for i, (x, y) in enumerate(_batches()):
+        for group in opt.param_groups:
+            group["lr"] = 0.05 / (i + 1)
+        if i == 4:
+            first = next(iter(model.parameters()))
+            first.data = first.data.copy()  # as a model moved to another device and back would have it
+            with pytest.raises(RuntimeError, match=r"parameter 0's array was replaced after the capture .* reset\(\)"):
+                run(x, y)
+            run.reset()
+        losses.append(run(x, y).data.get().item())
+        grads = [p.grad.data.get() for p in model.parameters()]  # the graph's gradients, after each launch
+        assert all(np.isfinite(g).all() for g in grads)
+    assert losses == eager_losses and run.launches == 4
+    assert all(np.array_equal(p.data.get(), e) for p, e in zip(model.parameters(), eager_params))

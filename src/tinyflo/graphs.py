@@ -216,6 +216,8 @@ class CapturedStep:
                             f"{', '.join(_brief(o) for o in outs)}")
         self.graph, self.pool, self.stream, self.device = graph, pool, stream, device
         self.scalars, self.fixed, self.outputs = scalars, fixed, outputs
+        self.params, self.arrays = params, arrays
+        self.grads = [p.grad for p in params]  # the graph's own gradient arrays: what p.grad shows after a launch
         self.carried = [(holder, attr, before, getattr(holder, attr)) for holder, attr, before in carried]
         for holder, attr, before, _ in self.carried:
             setattr(holder, attr, before)
@@ -249,7 +251,17 @@ class CapturedStep:
         for x, s in zip(inputs, self.inputs):
             s.device.xp.copyto(s.data, x.data)
 
+    def reset(self) -> None:
+        """Forget the graph: the next call captures the step again (after ``model.load_state_dict`` or
+        ``model.to(...)`` replaced the parameters' arrays, say)."""
+        self.graph = None
+
     def _launch(self) -> None:
+        moved = next((i for i, (p, a) in enumerate(zip(self.params, self.arrays)) if p.data is not a), None)
+        if moved is not None:
+            raise RuntimeError(f"{self.name}: parameter {moved}'s array was replaced after the capture (by "
+                               "load_state_dict, .to() or p.data = ...), and the graph updates the old one; call "
+                               "reset() to capture the step again")
         fixed = [{k: v for k, v in g.items() if k not in ("params", "lr")} for opt in self.optimizers
                  for g in opt.param_groups]
         if fixed != self.fixed:
@@ -264,6 +276,8 @@ class CapturedStep:
                 self.device.xp.copyto(before, after)
         for s in self.scalars:
             s.after_launch()
+        for p, g in zip(self.params, self.grads):
+            p.grad = g
         self.calls += 1
         self.launches += 1
 
@@ -345,6 +359,8 @@ class CapturedTrainerStep:
             self.eager_steps += 1
             return type(t).train_step(t, batches, first)
         self.first = first
+        if captured.graph is not None and any(p.data is not a for p, a in zip(captured.params, captured.arrays)):
+            captured.reset()  # a checkpoint loaded, or the model moved: capture the step again
         t.schedule()
         if captured.graph is None and captured.calls == captured.warmup and t.first_bad is None:
             t.first_bad = t.device.xp.full((), -1, dtype="int64")  # the guard's flag, carried from launch to launch
