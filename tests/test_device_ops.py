@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+import tinyflo
 from benchmarks import bench_device_ops
+from tinyflo import strict_gpu
+from tinyflo.core.conv import Conv2d, max_pool2d
 
 RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "device_ops.json"
 
@@ -42,3 +45,15 @@ def test_no_milestone_step_does_more_device_work_than_recorded(tmp_path):
                        "(python -m benchmarks.bench_device_ops --record):\n" + "\n".join(fewer))
     for workload, counts in now.items():
         assert counts["kernels"] > 0 and counts["allocations"] > 0, (workload, counts)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not strict_gpu.active(), reason="counts kernels on the strict stand-in")
+def test_lenet_conv2_and_pool_launch_a_few_kernels_not_one_per_window_offset():
+    """On a GPU a launch costs more than LeNet-sized work: conv2 (5×5, its input gradient folded back) and
+    2×2 max pooling, forward and backward, launch a fixed few kernels (22), not a few per window offset (93 did)."""
+    x = tinyflo.randn(8, 6, 14, 14, device="cuda:0", requires_grad=True)
+    layer = Conv2d(6, 16, 5).to("cuda:0")
+    with strict_gpu.counting():
+        max_pool2d(layer(x), 2).sum().backward()
+    assert strict_gpu.counts()["kernels"] <= 24, dict(strict_gpu.LAUNCHES)

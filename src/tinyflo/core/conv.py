@@ -241,11 +241,12 @@ class Conv2dFn(Conv2dUnfoldFn):
         parallel(lambda start, stop: xp.copyto(rows[start:stop], windows[start:stop]), c,
                  per_block(kh * kw * oh * ow * n), xp)
         out = weight.reshape(groups, oc // groups, k) @ cols  # (G, OC/G, OH·OW·N): one GEMM per group
-        out = out.reshape(oc, oh, ow, n)
-        if bias is not None:
-            out += bias.reshape(oc, 1, 1, 1)
+        out = out.reshape(oc, oh, ow, n).transpose(3, 0, 1, 2)  # NCHW order, a view
         self.save_for_backward(cols, weight)
-        return xp.ascontiguousarray(out.transpose(3, 0, 1, 2))
+        if bias is None:
+            return xp.ascontiguousarray(out)
+        nchw = xp.empty((n, oc, oh, ow), dtype=out.dtype)
+        return xp.add(out, bias.reshape(1, oc, 1, 1), out=nchw)  # the bias added in the copy to NCHW memory
 
     def backward(self, grad):
         if not self.batch_last:
@@ -345,6 +346,8 @@ def _fold_last(dcols: Any, input_shape: tuple[int, ...], kernel: tuple[int, int]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     oh, ow = _output_hw((h, w), kernel, stride, padding, dilation)
     win = dcols.reshape(c, kh, kw, oh, ow, n)
+    if xp is not np and (sh, sw) == (1, 1):  # on a GPU each addition below is a kernel launch
+        return _gather_last(win, input_shape, kernel, padding, dilation)
     out = xp.zeros((c, h + 2 * ph, w + 2 * pw, n), dtype=dcols.dtype)
 
     def channels(start, stop):
@@ -355,6 +358,33 @@ def _fold_last(dcols: Any, input_shape: tuple[int, ...], kernel: tuple[int, int]
 
     parallel(channels, c, per_block(kh * kw * oh * ow * n), xp)  # a block of channels per thread
     return xp.ascontiguousarray(out[:, ph:ph + h, pw:pw + w].transpose(3, 0, 1, 2))
+
+
+def _gather_last(win: Any, input_shape: tuple[int, ...], kernel: tuple[int, int], padding: tuple[int, int],
+                 dilation: tuple[int, int]) -> Any:
+    """_fold_last at stride 1 as one sum: each input pixel gathers the KH·KW window entries that cover it.
+
+    Padded-input row y is covered by window offset i of output row y − i·DH. With the windows' rows padded by
+    the (KH − 1)·DH rows a window spans beyond its first, on both sides, that entry sits at row y − i·DH of
+    the padded rows, a fixed stride away for every (y, i) — and the same for columns — so all the entries
+    are one strided view, summed over (i, j). Three kernels (zeros, copy, sum) instead of KH·KW additions:
+    on a GPU launches cost more than the arithmetic; on the CPU the additions are faster.
+    """
+    xp = device_of(win).xp
+    n, c, h, w = input_shape
+    (kh, kw), (ph, pw), (dh, dw) = kernel, padding, dilation
+    oh, ow = win.shape[3:5]
+    eh, ew = (kh - 1) * dh, (kw - 1) * dw
+    padded = xp.zeros((c, kh, kw, oh + 2 * eh, ow + 2 * ew, n), dtype=win.dtype)
+    padded[:, :, :, eh:eh + oh, ew:ew + ow] = win
+    s0, s1, s2, s3, s4, s5 = padded.strides
+    # covers[c, y, x, n, i, j] = padded[c, i, j, eh + ph + y − i·DH, ew + pw + x − j·DW, n]
+    first = padded[:, 0, 0, eh + ph:, ew + pw:]
+    covers = xp.lib.stride_tricks.as_strided(first, (c, h, w, n, kh, kw),
+                                             (s0, s3, s4, s5, s1 - dh * s3, s2 - dw * s4))
+    grad_x = xp.empty(input_shape, dtype=win.dtype)
+    xp.sum(covers, axis=(4, 5), out=grad_x.transpose(1, 2, 3, 0))  # written straight into NCHW
+    return grad_x
 
 
 class Conv2d(Module):
@@ -507,8 +537,11 @@ class MaxPool2dFn(MaxPool2dWindowsFn):
     """
 
     def forward(self, x, kernel, stride, padding, dilation):
-        self.winners = None
-        if self.xp is not np or not kernel == stride == (2, 2) or padding != (0, 0) or dilation != (1, 1):
+        self.winners = self.first = None
+        tiling = kernel == stride and padding == (0, 0) and dilation == (1, 1)
+        if tiling and self.xp is not np:
+            return self._forward_first(x, kernel)
+        if not tiling or kernel != (2, 2):
             return super().forward(x, kernel, stride, padding, dilation)
         n, c, h, w = x.shape
         hh, ww = h - h % 2, w - w % 2  # rows or columns left over are in no window
@@ -537,6 +570,8 @@ class MaxPool2dFn(MaxPool2dWindowsFn):
         return out
 
     def backward(self, grad):
+        if self.first is not None:
+            return self._backward_first(grad)
         # 0 · inf is NaN: a non-finite gradient takes the window form, which selects instead of multiplying
         if self.winners is not None and np.isfinite(grad).all():
             return self._backward_pairs(grad)
@@ -584,6 +619,34 @@ class MaxPool2dFn(MaxPool2dWindowsFn):
             np.multiply(pairs, rw, out=whole[..., 1::2])
 
         parallel(images, n, self.images)
+        return dx
+
+    def _forward_first(self, x, kernel):
+        """On a GPU: each window's KH·KW values side by side (one copy), then their max and argmax."""
+        xp = self.xp
+        (kh, kw), (n, c, h, w) = kernel, x.shape
+        oh, ow = h // kh, w // kw
+        tiles = x[:, :, :oh * kh, :ow * kw].reshape(n, c, oh, kh, ow, kw)  # a view
+        values = tiles.transpose(0, 1, 2, 4, 3, 5).reshape(n, c, oh, ow, kh * kw)  # the one copy
+        out = values.max(axis=-1)
+        first = values.argmax(axis=-1)  # offset i·KW + j of the first maximum, as in your window order
+        if is_floating(x.dtype):  # a NaN maximum equals no value: offset KH·KW, which no pixel has
+            first = xp.where(xp.isnan(out), kh * kw, first)
+        self.first, self.geometry, self.x_shape = first, (kernel, kernel, (0, 0), (1, 1)), x.shape
+        return out
+
+    def _backward_first(self, grad):
+        """Each pixel: the gradient of its window if it is the window's first maximum, else 0, in one select."""
+        xp = self.xp
+        (kh, kw), n, c, h, w = self.geometry[0], *self.x_shape
+        oh, ow = grad.shape[2:]
+        offset = xp.arange(kh * kw).reshape(kh, 1, kw)  # (i, 1, j): offset i·KW + j
+        chosen = self.first[:, :, :, None, :, None] == offset  # (N, C, OH, KH, OW, KW): the image's own order
+        tiles = xp.where(chosen, grad[:, :, :, None, :, None], grad.dtype.type(0))
+        if (h, w) == (oh * kh, ow * kw):
+            return tiles.reshape(self.x_shape)  # a view: merging neighbouring axes never copies
+        dx = xp.zeros(self.x_shape, dtype=grad.dtype)  # rows or columns left over are in no window
+        dx[:, :, :oh * kh, :ow * kw] = tiles.reshape(n, c, oh * kh, ow * kw)
         return dx
 
 
