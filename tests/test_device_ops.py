@@ -57,3 +57,18 @@ def test_lenet_conv2_and_pool_launch_a_few_kernels_not_one_per_window_offset():
     with strict_gpu.counting():
         max_pool2d(layer(x), 2).sum().backward()
     assert strict_gpu.counts()["kernels"] <= 24, dict(strict_gpu.LAUNCHES)
+
+
+def test_an_in_place_update_of_a_slice_counts_one_kernel():
+    """``a[i] += b`` adds into the slice, then sets a[i] to that very slice, which CuPy skips: one kernel.
+    A gather's ``a[idx] += b`` does write back (a scatter): gather, add, scatter."""
+    cp = strict_gpu._build()["cupy"]
+    a, b = cp.ones((3, 2), cp.float32), cp.ones((3, 2), cp.float32)
+    with strict_gpu.counting():
+        a[1:] += b[1:]
+    assert strict_gpu.counts()["kernels"] == 1, dict(strict_gpu.LAUNCHES)
+    rows = cp.arange(2)
+    with strict_gpu.counting():
+        a[rows] += b[:2]
+    assert dict(strict_gpu.LAUNCHES) == {"getitem": 1, "add": 1, "setitem": 1}
+    assert a.get()[:, 0].tolist() == [2, 3, 2]

@@ -538,6 +538,10 @@ class ndarray:  # noqa: N801  (CuPy's name)
             value = value.item()
         (value,), _, _ = _unwrap_all((value,), {}, self._dev)
         a = self._a
+        # CuPy copies nothing when the value is the very slice it would write: `a[i] += b` adds in place, then sets
+        # a[i] to itself (only a count or a capture needs to know)
+        if (_counting or _capture is not None) and _same_view(value, a[index]):
+            return
         _journal(a)
         with _quiet():
             a[index] = value
@@ -578,6 +582,13 @@ for _name, _u in _COMPARE.items():
     setattr(ndarray, f"__{_name}__", _binary(_u))
 for _name, _u in {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}.items():
     setattr(ndarray, f"__{_name}__", (lambda u: lambda self: _Ufunc(getattr(np, u))(self))(_u))
+
+
+def _same_view(value: Any, target: Any) -> bool:
+    """Whether ``value`` is an array of the same elements, in the same layout, as ``target``."""
+    return (isinstance(value, np.ndarray) and isinstance(target, np.ndarray) and value.shape == target.shape
+            and value.strides == target.strides
+            and value.__array_interface__["data"][0] == target.__array_interface__["data"][0])
 
 
 def _rebuild(host: np.ndarray, dev: int) -> ndarray:
