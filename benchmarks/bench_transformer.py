@@ -13,6 +13,13 @@ copies of tinyflo's initial weights, on the same batches: as nanoGPT writes it
 matmul, a causal mask and a softmax ("torch written out"). Before any timing, the first
 step's loss and every gradient of tinyflo and of both torch models agree.
 
+**Both forms of the loop.** Beside the milestone's loop, the loop a user writes first, in both
+libraries ("tinyflo, obvious loop" and "torch SDPA, obvious loop"): the same model from the same
+initial weights, ``AdamW(model.parameters())`` (one group, its default weight decay on every
+parameter), ``F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))``, random tokens made tensors
+from NumPy in the step, no schedule and no clipping. The two forms are timed in the same rounds,
+so a difference between them is the loop's and not the machine's.
+
 Two measurements. **One training step**: ``--rounds`` (default 11) interleaved rounds, each
 timing one step of every variant in rotating order (benchmarks/common.py), with tokens per
 second and the peak memory of a step. **Training**: ``--steps`` (default 200) steps of each,
@@ -44,6 +51,7 @@ SMOKE_STEPS, SMOKE_CHUNK = 6, 2
 GPU_TARGET = 1.5  # tinyflo's training steps at most this many times torch CUDA's
 CPU_TARGET = 1.3  # tinyflo's training step at most this many times torch SDPA's, on the CPU
 SDPA, WRITTEN = "torch SDPA", "torch"  # the twins' names; "torch" (written out) as in earlier records
+OBVIOUS, SDPA_OBVIOUS = "tinyflo, obvious loop", "torch SDPA, obvious loop"  # ObviousLoops' names
 VOCAB = 65  # Tiny Shakespeare's characters
 
 
@@ -272,18 +280,92 @@ class Trainers:
         tinyflo: tracemalloc (NumPy reports its array buffers to it). torch: the allocation and free
         events that torch.profiler records with ``profile_memory=True``, summed in time order.
         """
-        peaks: dict[str, float | None] = {}
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            self.tinyflo_step()
-            peaks["tinyflo"] = float(tracemalloc.get_traced_memory()[1] - before)
-        finally:
-            tracemalloc.stop()
+        peaks: dict[str, float | None] = {"tinyflo": tinyflo_peak_bytes(self.tinyflo_step)}
         for name in self.twins:
             peaks[name] = torch_peak_bytes(self.torch, lambda name=name: self.torch_step(name))
         return peaks
+
+
+
+class ObviousLoops:
+    """The loop a user writes first, in tinyflo and in torch (SDPA), from the milestone model's initial weights.
+
+    ``AdamW(model.parameters())``: one group, every parameter (tinyflo's frozen LayerNorm biases included, as
+    ``parameters()`` gives them), the default weight decay; ``F.cross_entropy`` on the logits reshaped to rows;
+    a batch of random tokens made a tensor from NumPy in each step; no schedule, no clipping.
+    """
+
+    def __init__(self, torch: Any, config: Any, steps: int, device: str, torch_on: str | None) -> None:
+        self.config, self.torch, self.device, self.torch_on = config, torch, device, torch_on
+        tinyflo.manual_seed(config.seed)  # the same initial weights as Trainers' model
+        self.model = milestone_model()["GPT"](config, VOCAB)
+        self.net = None
+        if torch_on is not None:
+            self.net = torch_gpt(torch, config, VOCAB, sdpa=True)
+            copy_weights(torch, self.model, self.net)
+            self.net.to(torch_on)
+            self.torch_optimizer = torch.optim.AdamW(self.net.parameters(), lr=config.learning_rate,
+                                                     betas=config.betas)
+        self.model.to(device)
+        self.optimizer = tinyflo.optim.AdamW(self.model.parameters(), lr=config.learning_rate, betas=config.betas)
+        rng = np.random.default_rng(config.seed)
+        self.batches = [rng.integers(0, VOCAB, (2, config.batch_size, config.block_size)) for _ in range(steps)]
+        self.step_of = dict.fromkeys((OBVIOUS, SDPA_OBVIOUS), 0)
+        self.last_loss: dict[str, Any] = {}
+
+    def tinyflo_loss(self, it: int) -> Any:
+        x, y = self.batches[it % len(self.batches)]
+        logits = self.model(tinyflo.tensor(x, device=self.device))
+        return F.cross_entropy(logits.reshape(-1, VOCAB), tinyflo.tensor(y, device=self.device).reshape(-1))
+
+    def torch_loss(self, it: int) -> Any:
+        x, y = (self.torch.from_numpy(a).to(self.torch_on) for a in self.batches[it % len(self.batches)])
+        logits = self.net(x)
+        return self.torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))
+
+    def tinyflo_step(self) -> Any:
+        """The obvious loop's body, in tinyflo."""
+        loss = self.tinyflo_loss(self.step_of[OBVIOUS])
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
+        self.step_of[OBVIOUS] += 1
+        self.last_loss[OBVIOUS] = loss.detach()
+        return loss
+
+    def torch_step(self) -> Any:
+        """The same in torch, as nanoGPT's users write it."""
+        loss = self.torch_loss(self.step_of[SDPA_OBVIOUS])
+        self.torch_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.torch_optimizer.step()
+        self.step_of[SDPA_OBVIOUS] += 1
+        self.last_loss[SDPA_OBVIOUS] = loss.detach()
+        return loss
+
+    def steps(self) -> dict[str, Any]:
+        """One step of each form, by name."""
+        return {OBVIOUS: self.tinyflo_step} | ({SDPA_OBVIOUS: self.torch_step} if self.net is not None else {})
+
+    def check_same_math(self) -> dict[str, float]:
+        """The first batch's losses agree, tinyflo against torch (no step is taken). Returns them."""
+        first = {OBVIOUS: float(self.tinyflo_loss(0).item())}
+        if self.net is not None:
+            first[SDPA_OBVIOUS] = float(self.torch_loss(0).item())
+            np.testing.assert_allclose(first[OBVIOUS], first[SDPA_OBVIOUS], rtol=1e-4, err_msg="obvious loop")
+        return first
+
+
+def tinyflo_peak_bytes(fn: Any) -> float:
+    """The peak of the bytes Python and NumPy allocate while ``fn`` runs, beyond what was live before it."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        fn()
+        return float(tracemalloc.get_traced_memory()[1] - before)
+    finally:
+        tracemalloc.stop()
 
 
 def torch_peak_bytes(torch: Any, fn: Any) -> float | None:
@@ -319,22 +401,28 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         else token_ids()
     singles = common.WARMUP + rounds  # the single steps and their warm-up come first
     trainers = Trainers(torch, config, ids, singles + steps + 2 * chunk + 1, device, torch_on)
-    first = trainers.check_same_math()
+    obvious = ObviousLoops(torch, config, singles + steps + 2 * chunk + 1, device, torch_on)
+    first = trainers.check_same_math() | obvious.check_same_math()
     baseline = SDPA if torch_on else "tinyflo"
     sync = common.device_sync(device, torch_on)
     tokens = config.batch_size * config.block_size
 
     # one training step, interleaved rounds
     gemms = common.gemms_only(gpt_gemm_shapes(config), tinyflo.device(device).xp)
-    step_timings = common.compare(trainers.steps() | {common.GEMMS: gemms}, baseline=baseline, rounds=rounds,
+    loops = trainers.steps() | obvious.steps()
+    step_timings = common.compare(loops | {common.GEMMS: gemms}, baseline=baseline, rounds=rounds,
                                   min_sample_s=0.0, sync=sync)
 
     # training: chunks of steps, alternating
-    variants = {name: (lambda fn=fn: [fn() for _ in range(chunk)]) for name, fn in trainers.steps().items()}
+    variants = {name: (lambda fn=fn: [fn() for _ in range(chunk)]) for name, fn in loops.items()}
     timings = common.compare(variants, baseline=baseline, rounds=steps // chunk, warmup=1, min_sample_s=0.0,
                              sync=sync)
-    last = {name: float(loss.item()) for name, loss in trainers.last_loss.items()}
-    peaks = trainers.peak_memory() if not gpu else {}  # last: torch's profiler slows what runs after it
+    last = {name: float(loss.item()) for name, loss in (trainers.last_loss | obvious.last_loss).items()}
+    peaks = {}
+    if not gpu:  # last: torch's profiler slows what runs after it
+        peaks = {OBVIOUS: tinyflo_peak_bytes(obvious.tinyflo_step)} | trainers.peak_memory()
+        if SDPA_OBVIOUS in loops:
+            peaks[SDPA_OBVIOUS] = torch_peak_bytes(torch, obvious.torch_step)
     step_rows = [[name, t.median_s * 1e3, "—" if name == common.GEMMS else tokens / t.median_s, t.ratio,
                   "—" if peaks.get(name) is None else f"{peaks[name] / 2**20:.1f}", f"{t.spread:.0%}"]
                  for name, t in step_timings.items()]
@@ -351,15 +439,23 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
                      rows),
     ]
     targets = []
+    note = torch_missing or (common.SMOKE_NOTE if smoke else "")
     if gpu:
         targets.append(common.Target(f"milestone 6's GPT, {steps} training steps: tinyflo vs torch CUDA (× torch)",
                                      timings["tinyflo"].ratio / timings[WRITTEN].ratio if torch_on else None,
-                                     GPU_TARGET, note=torch_missing or (common.SMOKE_NOTE if smoke else ""),
-                                     judged=not smoke))
+                                     GPU_TARGET, note=note, judged=not smoke))
+        targets.append(common.Target(f"the obvious loop, {steps} training steps: tinyflo vs torch SDPA CUDA "
+                                     "(× torch SDPA, obvious loop)",
+                                     timings[OBVIOUS].ratio / timings[SDPA_OBVIOUS].ratio if torch_on else None,
+                                     GPU_TARGET, note=note, judged=not smoke))
     else:
         targets.append(common.Target("milestone 6's GPT, one training step: tinyflo vs torch SDPA (× torch SDPA)",
                                      step_timings["tinyflo"].ratio if torch_on else None, CPU_TARGET,
-                                     note=torch_missing or (common.SMOKE_NOTE if smoke else ""), judged=not smoke))
+                                     note=note, judged=not smoke))
+        targets.append(common.Target("the obvious loop, one training step: tinyflo vs torch SDPA "
+                                     "(× torch SDPA, obvious loop)",
+                                     step_timings[OBVIOUS].ratio / step_timings[SDPA_OBVIOUS].ratio
+                                     if torch_on else None, CPU_TARGET, note=note, judged=not smoke))
     notes = [
         f"The model is milestone 6's own ({NOTEBOOK.relative_to(common.REPO_ROOT)}: its GPTConfig, GPT and "
         "lm_loss cells are run by this benchmark; its attention is F.scaled_dot_product_attention, one graph "
@@ -371,6 +467,11 @@ def main(rounds: int = 11, device: str = "cpu", smoke: bool = False, out: str | 
         f"{config.batch_size} windows gathered from the text on the device, forward, cross-entropy, backward, "
         f"clip_grad_norm at {config.grad_clip}, AdamW (weight decay {config.weight_decay} on matrices only).",
         f"Data: {source}. Every variant trains on the same batches, the same number of steps.",
+        f"'{OBVIOUS}' and '{SDPA_OBVIOUS}': the loop a user writes first, from the same initial weights — "
+        "AdamW(model.parameters()) with its defaults but the milestone's lr and betas (one group, weight decay "
+        "0.01 on every parameter), F.cross_entropy(logits.reshape(-1, V), y.reshape(-1)), a batch of random "
+        "tokens made a tensor from NumPy inside the step, no schedule, no clipping; the two forms share the "
+        f"random batches. Its target compares it with '{SDPA_OBVIOUS}', the same loop in torch.",
         f"One training step: {rounds} rounds after {common.WARMUP} warm-up rounds, each timing one step of every "
         f"variant in rotating order; ms/step is the median; tokens/s = {config.batch_size} × {config.block_size} "
         "tokens / median step.",
