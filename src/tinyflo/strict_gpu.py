@@ -18,8 +18,9 @@ like CuPy's wherever the difference can hide a bug:
 * Only CuPy's routines exist (``ROUTINES``): a NumPy function CuPy lacks is an ``AttributeError`` here too.
 * Stream capture (``Stream.begin_capture``/``end_capture``, ``Graph.launch``) behaves as CUDA's: the captured
   work does not happen (every array written during the capture is put back at its end); a launch replays each
-  recorded kernel on the very arrays it was recorded with, with the host values it was given then; a read, an
-  upload, a synchronisation or a random draw inside a capture fails it.
+  recorded kernel on the very arrays it was recorded with, with the host values it was given then (a random
+  draw, the same numbers); a read, an upload or a synchronisation inside a capture fails it; work on another
+  stream than the capturing one runs, and is not recorded.
 
 What it cannot cover, and real-GPU tests (marker ``gpu_hardware``) do: CUDA C kernel bodies
 (``ElementwiseKernel`` runs a NumPy reference registered under the kernel's name), NCCL
@@ -133,8 +134,9 @@ def _made(name: str, result: Any, inputs: tuple = (), out: np.ndarray | None = N
             LAUNCHES[name] += 1
         if new:
             ALLOCATIONS[name] += len(new)
-    if launched and _capture is not None:
-        _capture.record(name, redo, [i for i, r in enumerate(made) if any(r is n for n in new)], made)
+    capture = _capturing()
+    if launched and capture is not None:
+        capture.record(name, redo, [i for i, r in enumerate(made) if any(r is n for n in new)], made)
 
 
 def _zero_d(result: Any) -> Any:
@@ -145,24 +147,34 @@ def _zero_d(result: Any) -> Any:
 def _in_place(name: str, redo: Any) -> None:
     """A kernel that wrote into arrays it was given (``redo()`` writes them again)."""
     _count(LAUNCHES, name)
-    if _capture is not None:
-        _capture.record(name, redo, [], [])
+    capture = _capturing()
+    if capture is not None:
+        capture.record(name, redo, [], [])
 
 
 def _journal(*operands: Any) -> None:
     """Inside a capture, keep what the arrays among ``operands`` hold before a routine may write them."""
-    if _capture is not None:
+    capture = _capturing()
+    if capture is not None:
         for group in operands:
             values = group.values() if isinstance(group, dict) else group if isinstance(group, tuple | list) \
                 else (group,)
             for a in _arrays(list(values)):
                 if isinstance(a, np.ndarray) and a.flags.writeable:
-                    _capture.saved.append((a, a.copy()))
+                    capture.saved.append((a, a.copy()))
+
+
+def _capturing() -> _Capture | None:
+    """The capture under way when the current stream is the capturing one (work on another stream runs)."""
+    if _capture is None or get_current_stream() is not _capture.stream:
+        return None
+    return _capture
 
 
 def _refuse_in_capture(what: str) -> None:
-    if _capture is not None:
-        _capture.invalid = _capture.invalid or what
+    capture = _capturing()
+    if capture is not None:
+        capture.invalid = capture.invalid or what
         raise RuntimeError(f"cudaErrorStreamCaptureUnsupported: operation not permitted when stream is capturing "
                            f"({what})")
 
@@ -511,8 +523,8 @@ class ndarray:  # noqa: N801  (CuPy's name)
                 _journal(self._a, args, kwargs)
                 with _quiet():
                     result = _zero_d(method(*args, **kwargs))
-                _made(name, result, ((self._a,), args, kwargs.values()), kernel=True if name == "fill" else None,
-                      redo=lambda: method(*args, **kwargs))
+                _made(name, result, ((self._a,), args, kwargs.values()), kwargs.get("out"),
+                      kernel=True if name == "fill" or result is None else None, redo=lambda: method(*args, **kwargs))
                 return _wrap_result(result, dev, parent=self)
 
             return call
@@ -692,7 +704,7 @@ class _Ufunc:
         if isinstance(outer, tuple) and len(outer) == 1:
             outer = kwargs["out"] = outer[0]
         args, kwargs, dev = _unwrap_all(args, kwargs)
-        _journal(kwargs.get("out"), *(args[:1] if method == "at" else ()))
+        _journal(kwargs.get("out"), args[:1] if method == "at" else args[self.nin:])  # out, or at's operand
         routine = getattr(self._u, method)
         with _quiet():
             r = _zero_d(routine(*args, **kwargs))
@@ -832,13 +844,14 @@ class _RandomState:
         floating = name in ("random_sample", "random", "rand", "standard_normal", "randn", "uniform", "normal")
 
         def call(*args, **kwargs):
-            _refuse_in_capture(f"a random draw (random.{name}): a replay would draw the same numbers again")
             dtype = kwargs.pop("dtype", None)
             if floating and name in ("random_sample", "random", "standard_normal") and len(args) > 1:
                 args, dtype = args[:1], args[1]  # cupy.random.standard_normal(size, dtype)
             out = np.asarray(fn(*args, **kwargs))
-            _made(f"random.{name}", out)
-            return _wrap(out.astype(dtype, copy=False) if dtype is not None else out, _current())
+            out = out.astype(dtype, copy=False) if dtype is not None else out
+            drawn = out.copy() if _capture is not None else None  # a launch draws the same numbers again, as
+            _made(f"random.{name}", out, redo=lambda: drawn)  # cuRAND's captured kernel does
+            return _wrap(out, _current())
 
         return call
 
