@@ -205,7 +205,8 @@ def main(rounds: int = 11, device: str = "cuda:0", smoke: bool = False, out: str
     notes = common.run_notes(notes + [
         "A sample synchronises the device before and after: each step's time is the device's and the host's, "
         "whichever is longer, as in a training loop that reads nothing back.",
-        "The captured step's result is bit-identical to the eager step's (tests/test_graphs.py).",
+        "The captured step's result is bit-identical to the eager step's (tests/test_graphs.py, on the stand-in in "
+        "CI and on the GPU in the proof's gpu tests).",
     ], device, smoke, torch_missing)
     return common.save_result(
         common.result_name("captured", device), f"Captured training steps on {device}",

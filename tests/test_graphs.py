@@ -77,8 +77,8 @@ def test_a_captured_step_is_bit_identical_to_the_eager_one(name):
 def test_a_learning_rate_left_on_the_host_would_be_replayed_stale(monkeypatch):
     """What the device scalars are for: without them, each launch reuses the lr the capture saw."""
     eager_losses, _, _, _ = _train("sgd", captured=False)
-    monkeypatch.setattr(graphs._Scalar, "lend", lambda self: None)
-    monkeypatch.setattr(graphs._Scalar, "take_back", lambda self: None)
+    monkeypatch.setattr(graphs._Lent, "lend", lambda self: None)
+    monkeypatch.setattr(graphs._Lent, "take_back", lambda self: None)
     losses, _, _, _ = _train("sgd", captured=True)
     assert losses[:3] == eager_losses[:3] and losses[3:] != eager_losses[3:]
 
@@ -136,13 +136,17 @@ def test_a_step_that_reads_back_is_refused_in_one_line():
         return loss
 
     message = _capture_error(reading, opt, _batches(3))
-    assert message.startswith("capture_step: the step cannot be captured as a CUDA graph:") and "read" in message
+    assert message.startswith("capture_step: the step cannot be captured as a CUDA graph: ")
+    assert message.endswith(" (see the rules in tinyflo.graphs)")
+    if STAND_IN:  # CUDA's own words on a GPU
+        assert "operation not permitted when stream is capturing (a device-to-host read (float))" in message
 
 
-@pytest.mark.skipif(not STAND_IN, reason="CuPy replays the draw; the stand-in and the Trainer refuse it")
 def test_a_step_that_draws_random_numbers_is_refused():
+    """A launch would draw the same numbers again (CUDA replays cuRAND's kernel as captured): tinyflo refuses."""
     model, opt, step = _step_and_opt(dropout=0.5)
-    assert "random" in _capture_error(step, opt, _batches(3))
+    assert ": rand: no random draw inside a captured CUDA graph: every launch would draw the same numbers" in \
+        _capture_error(step, opt, _batches(3))
 
 
 def test_a_new_input_shape_after_the_capture_is_refused():
@@ -171,7 +175,17 @@ def test_a_hyper_parameter_other_than_lr_is_fixed_at_the_capture():
     for x, y in batches[:3]:
         run(x, y)
     opt.param_groups[0]["momentum"] = 0.5
-    with pytest.raises(ValueError, match="'momentum' changed after the capture"):
+    with pytest.raises(RuntimeError, match=r"^capture_step: group 0's 'momentum' changed from 0.9 to 0.5 after the "
+                                           r"capture, and the graph keeps what it was captured with; call reset\(\)"):
+        run(*batches[3])
+    first = next(iter(model.parameters()))
+    opt.param_groups[0]["momentum"] = 0.9
+    first.requires_grad_(False)
+    with pytest.raises(RuntimeError, match="parameter 0's requires_grad changed from True to False"):
+        run(*batches[3])
+    first.requires_grad_(True)
+    opt.state.clear()
+    with pytest.raises(RuntimeError, match="the optimizer's state was replaced or cleared"):
         run(*batches[3])
 
 
@@ -233,7 +247,8 @@ def test_a_launch_is_one_kernel_launch_for_the_whole_step():
     with strict_gpu.counting():
         run(x, y)
         counts = dict(strict_gpu.LAUNCHES)
-    assert counts == {"graph": 1, "copyto": 2}, counts  # the batch into the captured inputs, and the graph
+    # the batch into the captured inputs, each group's two bias corrections for the coming step, and the graph
+    assert counts == {"copyto": 2, "fill": 4, "graph": 1}, counts
     assert run.kernels > 50  # what the one launch replays
 
 
@@ -289,7 +304,8 @@ def test_a_parameter_replaced_after_the_capture_is_refused_until_reset():
         if i == 4:
             first = next(iter(model.parameters()))
             first.data = first.data.copy()  # as a model moved to another device and back would have it
-            with pytest.raises(RuntimeError, match=r"parameter 0's array was replaced after the capture .* reset\(\)"):
+            with pytest.raises(RuntimeError, match=r"parameter 0's array was replaced \(by load_state_dict, "
+                                                   r"\.to\(\) or p\.data = \.\.\.\) after the capture.* reset\(\)"):
                 run(x, y)
             run.reset()
         losses.append(run(x, y).data.get().item())
@@ -297,3 +313,51 @@ def test_a_parameter_replaced_after_the_capture_is_refused_until_reset():
         assert all(np.isfinite(g).all() for g in grads)
     assert losses == eager_losses and run.launches == 4
     assert all(np.array_equal(p.data.get(), e) for p, e in zip(model.parameters(), eager_params))
+
+
+def _loader(sizes, nan_at=None, seed=3):
+    """Batches of the given sizes (a list: any iterable of batches is a loader); inputs of batch ``nan_at`` nan."""
+    rng = np.random.default_rng(seed)
+    batches = []
+    for i, n in enumerate(sizes):
+        x = rng.standard_normal((n, 8)).astype(np.float32)
+        if i == nan_at:
+            x[0, 0] = np.nan
+        batches.append((tinyflo.tensor(x), tinyflo.tensor(rng.integers(0, 3, n))))
+    return batches
+
+
+@pytest.mark.parametrize("sizes", [[4] * 9, [4, 4, 4, 5, 4, 4, 4, 4, 4]], ids=["replayed", "after an eager step"])
+def test_the_nan_guard_sees_a_launch_as_it_sees_an_eager_step(sizes):
+    messages = []
+    for capture in (False, True):
+        trainer = _trainer(capture)
+        with pytest.raises(FloatingPointError) as caught:
+            trainer.train_epoch(_loader(sizes, nan_at=6))
+        messages.append((str(caught.value), trainer.step, [p.data.get() for p in trainer.model.parameters()]))
+    (eager, eager_step, eager_params), (captured, step, params) = messages
+    assert captured == eager and "step 6" in captured and step == eager_step  # rolled back to the same snapshot
+    assert all(np.array_equal(a, b) for a, b in zip(params, eager_params))
+
+
+def test_the_trainer_captures_again_when_the_model_changed():
+    trainer = _trainer(True)
+    trainer.train_epoch(_loader([4] * 4))
+    first = next(iter(trainer.model.parameters()))
+    first.data = first.data.copy()
+    trainer.train_epoch(_loader([4] * 4))  # the first step finds the array replaced: captured again, no error
+    assert trainer.train_step.captured.launches == 2 + 4 and trainer.step == 8
+
+
+def test_trainer_log_inside_a_captured_step_is_refused():
+    def logging_loss(out, y):
+        loss = F.cross_entropy(out, y)
+        trainer.log("my_loss", loss)
+        return loss
+
+    model = _model()
+    trainer = tinyflo.Trainer(model, tinyflo.optim.SGD(model.parameters(), lr=0.1), logging_loss, verbosity=0,
+                              capture=True)
+    with pytest.raises(RuntimeError, match=r"^Trainer\(capture=True\): the step cannot be captured as a CUDA graph: "
+                                           r"Trainer.log\(\) inside a captured step"):
+        trainer.train_epoch(_loader([4] * 4))

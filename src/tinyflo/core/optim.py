@@ -310,14 +310,13 @@ def _adam_kernel(amsgrad: bool) -> Any:
 
 
 def _adam_on_gpu(opt: Adam, p: Any, g: Any, state: dict[str, Any], group: dict[str, Any]) -> None:
-    """One Adam/AdamW step of CuPy arrays, in place, as one fused kernel. ``lr`` and the step count may be 0-d
-    device arrays (a captured step keeps them there): the kernel then reads them from the device."""
+    """One Adam/AdamW step of CuPy arrays, in place, as one fused kernel."""
     lr, (beta1, beta2), t = group["lr"], group["betas"], state["step"]
     extra = (state["max_exp_avg_sq"],) if group["amsgrad"] else ()
-    bias2 = 1 - beta2**t
-    _adam_kernel(group["amsgrad"])(g, lr, beta1, beta2, group["eps"], group["weight_decay"], 1 - beta1**t,
-                                   bias2**0.5 if is_array(bias2) else math.sqrt(bias2), opt._decoupled, p,
-                                   state["exp_avg"], state["exp_avg_sq"], *extra)
+    # a captured step (tinyflo.graphs) lends lr and the bias corrections as device scalars it sets before each launch
+    bias1, bias2_sqrt = state["bias"] if "bias" in state else (1 - beta1**t, math.sqrt(1 - beta2**t))
+    _adam_kernel(group["amsgrad"])(g, lr, beta1, beta2, group["eps"], group["weight_decay"], bias1, bias2_sqrt,
+                                   opt._decoupled, p, state["exp_avg"], state["exp_avg_sq"], *extra)
 
 
 class RMSprop(Optimizer):

@@ -943,6 +943,9 @@ def _random(op: str, shape: tuple, dtype: Any, device: Any, requires_grad: bool)
     draw_dtype = dtype if dtype in (float32, float64) else float32
     if dev.type == "cuda":
         with dev:
+            if dev.xp.cuda.get_current_stream().is_capturing():  # a CUDA graph would replay these very numbers
+                raise RuntimeError(f"{op}: no random draw inside a captured CUDA graph: every launch would draw the "
+                                   "same numbers (dropout's mask, say); draw outside the captured step")
             random = dev.xp.random
             data = random.random_sample(shape, draw_dtype) if op == "rand" else random.standard_normal(shape, draw_dtype)
     else:
