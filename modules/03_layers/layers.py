@@ -971,7 +971,11 @@ class ScaledDotProductAttentionFn(Function):
     rows (max, sum over axis −2) several times faster than along short rows, and every product
     below is a matmul of Sᵀ or of its transposed view, which BLAS takes as it is. On the CPU the
     heads go in blocks on every thread (`parallel`, module 01): each head's products are too small
-    for BLAS to share among cores by itself.
+    for BLAS to share among cores by itself. The blocks are slices of the first axis (the batch), so
+    queries, keys and values that are views of one projection (a model's ``q, k, v = qkv.unbind``)
+    go to BLAS as they are, uncopied; and the output is laid out as (..., L, heads, Ev), handed on
+    as its (..., heads, L, Ev) view, so the ``y.transpose(1, 2).reshape(B·T, C)`` that puts the heads
+    side by side again is a view too (PyTorch's fused attention lays its output out the same way).
     """
 
     def forward(self, q, k, v, bias=None, keep=None, scale=1.0):
@@ -987,17 +991,17 @@ class ScaledDotProductAttentionFn(Function):
             return out
         L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
         dtype = np.result_type(q, k, v)
-        q, k, v, keep = (None if a is None else a.reshape(-1, *a.shape[-2:]) for a in (q, k, v, keep))
-        weights, out = np.empty((q.shape[0], S, L), dtype=dtype), np.empty((q.shape[0], L, Ev), dtype=dtype)
+        weights = np.empty(lead + (S, L), dtype=dtype)
+        out = np.empty(lead[:-1] + (L, lead[-1], Ev), dtype=dtype).swapaxes(-2, -3)
 
         def heads(start, stop):
             self._attend(q[start:stop], k[start:stop], v[start:stop], bias,
                          None if keep is None else keep[start:stop], weights[start:stop], out[start:stop])
 
-        self.lead, self.block = lead, per_block(S * L)  # heads per block
-        parallel(heads, q.shape[0], self.block)
+        self.block = max(1, per_block(S * L) // math.prod(lead[1:]))  # entries of the first axis per block
+        parallel(heads, lead[0], self.block)
         self.save_for_backward(q, k, v, weights, keep, out)
-        return out.reshape(lead + (L, Ev))
+        return out
 
     def _attend(self, q, k, v, bias, keep, weights=None, out=None):
         """The weights Pᵀ and the output O = P v of some heads (written into ``weights`` and ``out`` if given)."""
@@ -1017,7 +1021,6 @@ class ScaledDotProductAttentionFn(Function):
         wanted = self.needs_input_grad
         if not self.by_heads:
             return self._attend_backward(grad, q, k, v, weights, keep, out, wanted)
-        grad = grad.reshape(out.shape)
         into = tuple(np.empty(a.shape, dtype=out.dtype) if want else None for a, want in zip((q, k, v), wanted))
 
         def heads(start, stop):
@@ -1027,7 +1030,7 @@ class ScaledDotProductAttentionFn(Function):
                                   tuple(None if g is None else g[part] for g in into))
 
         parallel(heads, weights.shape[0], self.block)
-        return tuple(None if g is None else g.reshape(self.lead + g.shape[-2:]) for g in into)
+        return into
 
     def _attend_backward(self, grad, q, k, v, weights, keep, out, wanted, into=(None, None, None)):
         """The gradients of some heads' q, k and v (those ``wanted``), written into ``into`` if given."""
