@@ -249,7 +249,7 @@ def test_a_launch_is_one_kernel_launch_for_the_whole_step():
         counts = dict(strict_gpu.LAUNCHES)
     # the batch into the captured inputs, each group's two bias corrections for the coming step, and the graph
     assert counts == {"copyto": 2, "fill": 4, "graph": 1}, counts
-    assert run.kernels > 50  # what the one launch replays
+    assert run.kernels > 30  # what the one launch replays
 
 
 def test_milestone_6s_gpt_step_captured_is_bit_identical():

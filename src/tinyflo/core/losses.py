@@ -178,8 +178,8 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
     on_cpu = not input.device.reads_wait
     if on_cpu and (data.size == 0 or (data.min() >= 0 and data.max() < classes)):
         return valid, data  # every target is a class index already: two reductions check it, no masks
-    bad = valid & ((data < 0) | (data >= classes))
     if on_cpu:
+        bad = valid & ((data < 0) | (data >= classes))
         if bad.any():
             raise IndexError(
                 f"{loss}: target holds {data[bad].ravel()[0].item()}, not a class index in [0, {classes}) "
@@ -188,10 +188,13 @@ def _class_targets(input: Tensor, target: Any, ignore_index: int, loss: str) -> 
         return valid, xp.where(valid, data, 0)
     # On a GPU, `if bad.any()` would make Python wait for every queued kernel, once per batch. The mask
     # carries the check instead: NaN where a target is out of range makes the loss NaN, which the
-    # Trainer's nan check reports (module 08), and no read is needed.
+    # Trainer's nan check reports (module 08), and no read is needed. Five kernels, each one pass: read
+    # as unsigned, a negative index is huge, so one comparison checks both ends of [0, classes).
+    unsigned = np.dtype(data.dtype.str.replace("i", "u"))
+    in_range = data.view(unsigned) < classes
     with input.device:
-        mask = xp.where(bad, input.dtype.type("nan"), valid.astype(input.dtype))
-        return mask, xp.where(valid & ~bad, data, 0)
+        mask = xp.where(valid > in_range, input.dtype.type("nan"), valid).astype(input.dtype, copy=False)
+        return mask, xp.where(in_range, data, 0)
 
 
 def _class_weights(weight: Any, input: Tensor, loss: str) -> Tensor | None:
@@ -299,38 +302,38 @@ class CrossEntropyFn(Function):
         total = exp.sum(axis=1, keepdims=True)
         log_total = xp.log(total)
         rows = xp.arange(target.shape[0])
-        w_y = valid.astype(logits.dtype) if weight is None else weight[target] * valid
+        w_y = valid.astype(logits.dtype, copy=False) if weight is None else weight[target] * valid
         # −log p_y = log Σ e^z − z_y, per row: the full (M, C) log-probabilities only for smoothing
         loss = (log_total[:, 0] - shifted[rows, target]) * w_y
         if smoothing:
             logp = shifted - log_total
             per_class = logp if weight is None else logp * weight
             loss = (1 - smoothing) * loss - (smoothing / logits.shape[1]) * per_class.sum(axis=1) * valid
-        scale = None
+        w_total = None
         if reduction == "mean":  # a weighted mean; an all-ignored batch (Σ w_y = 0) gives 0, not 0/0
-            w_sum = w_y.sum()
-            scale = 1 / (w_sum + (w_sum == 0)) if target.shape[0] else w_sum.dtype.type("nan")  # no rows: NaN
-            out = loss.sum() * scale
+            w_total = w_y.sum().clip(min=float(np.finfo(w_y.dtype).tiny)) if target.shape[0] else w_y.dtype.type("nan")
+            out = loss.sum() / w_total  # no rows: NaN, as in PyTorch
         else:
             out = loss.sum() if reduction == "sum" else loss
-        self.save_for_backward(exp / total, rows, target, valid, w_y, weight, scale)
+        probs = xp.divide(exp, total, out=exp)  # softmax, written over exp (not needed again)
+        self.save_for_backward(probs, rows, target, valid, w_y, weight, w_total)
         self.smoothing = smoothing
         return out
 
     def backward(self, grad):
-        probs, rows, target, valid, w_y, weight, scale = self.saved
+        probs, rows, target, valid, w_y, weight, w_total = self.saved
         eps = self.smoothing
-        coef = (1 - eps) * w_y  # (M,)
+        g = grad if w_total is None else grad / w_total  # one number, or one per row (reduction="none")
+        coef = w_y * ((1 - eps) * g if eps else g)  # (M,): the incoming gradient goes in here, not into dz
         dz = probs * coef[:, None]
         dz[rows, target] -= coef
         if eps:
-            uniform = (eps / probs.shape[1]) * valid.astype(probs.dtype)
+            uniform = (eps / probs.shape[1]) * g * valid
             if weight is None:
                 dz += uniform[:, None] * (probs.shape[1] * probs - 1)
             else:
                 dz += uniform[:, None] * (weight.sum() * probs - weight)
-        g = grad if scale is None else grad * scale
-        return dz * (g[:, None] if g.ndim else g)
+        return dz
 
 
 _composed_cross_entropy = cross_entropy
