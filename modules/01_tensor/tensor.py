@@ -3308,19 +3308,23 @@ for _axis in (int(a) for a in check_rng.permutation(6) - 3):
 # Each part is a node, `UnbindPart`, that slices a private tensor which
 # `Unbind`, an identity node, passes on from `t`; the parts share one `_Parts`
 # record. The engine reaches every part before `Unbind` (a tensor waits for
-# all its consumers). The first part allocates the zero array, writes its
-# slice and hands the array to the engine as the private tensor's gradient;
-# each later part writes its slice into that same array and returns None.
-# `Unbind` passes the filled array on to `t` and clears the record, so the
-# next backward starts a fresh array. A slice that no gradient reaches stays 0.
+# all its consumers). The first part allocates the array, writes its slice and
+# hands the array to the engine as the private tensor's gradient; each later
+# part writes its slice into that same array and returns None. `Unbind` sets
+# the slices no gradient reached to 0, passes the filled array on to `t` and
+# clears the record, so the next backward starts a fresh array. The array is
+# laid out in memory as `t` is: when `t` is a permuted view (a model's
+# `qkv.reshape(...).permute(...)`), its gradient permuted back is contiguous
+# again, and the reshape's backward after it stays a view.
 
 # %%
 #| export
 class _Parts:
     """What the parts of one unbind share: where each one sits, and the gradient array they fill."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, axis: int) -> None:
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, axis: int, strides: tuple[int, ...]) -> None:
         self.shape, self.dtype, self.axis = shape, dtype, axis
+        self.order = sorted(range(len(shape)), key=lambda d: -abs(strides[d]))  # t's axes, outermost in memory first
         self.grad = None  # the array the current backward pass fills; None between passes
         self.filled: set[int] = set()  # the parts that wrote into it
         self.made_in = None  # the run of the engine that made it (`backward_pass`)
@@ -3328,6 +3332,13 @@ class _Parts:
     def index(self, i: int) -> tuple:
         """Where part ``i`` sits: ``[:, ..., :, i]`` with ``i`` at ``axis``."""
         return (slice(None),) * self.axis + (i,)
+
+    def empty(self, xp: Any) -> Any:
+        """A gradient array, not yet written, its axes laid out in memory in the order of t's."""
+        stored = xp.empty(tuple(self.shape[d] for d in self.order), self.dtype)
+        if self.order == sorted(self.order):
+            return stored  # t is laid out in order: the array itself, not a view of it
+        return stored.transpose(tuple(int(d) for d in np.argsort(self.order)))
 
 
 class Unbind(Function):
@@ -3338,7 +3349,10 @@ class Unbind(Function):
         return a  # the same array: no copy
 
     def backward(self, grad):
-        self.parts.grad = None  # this pass is done: the next one starts a fresh array
+        parts = self.parts
+        for i in set(range(parts.shape[parts.axis])) - parts.filled:
+            grad[parts.index(i)] = 0  # a part no gradient reached
+        parts.grad = None  # this pass is done: the next one starts a fresh array
         return grad  # the array the parts filled, as it is
 
 
@@ -3355,7 +3369,7 @@ class UnbindPart(Function):
         run = backward_pass()
         first = parts.grad is None or parts.made_in is not run or self.i in parts.filled
         if first:
-            parts.grad, parts.filled = self.xp.zeros(parts.shape, parts.dtype), set()
+            parts.grad, parts.filled = parts.empty(self.xp), set()
             parts.made_in = run
         parts.filled.add(self.i)
         parts.grad[parts.index(self.i)] = grad
@@ -3370,7 +3384,7 @@ def unbind(t: Tensor, axis: int = 0) -> tuple[Tensor, ...]:
         raise ShapeError(f"unbind: axis {axis} is out of range for shape {t.shape}; "
                          f"expected {-t.ndim} <= axis < {t.ndim}")
     axis = normalize_axis(axis, t.ndim, "unbind")  # refuses an axis that is not an integer
-    parts = _Parts(t.shape, t.dtype, axis)
+    parts = _Parts(t.shape, t.dtype, axis, t.data.strides)
     if not (t.requires_grad and GradMode.enabled):  # nothing to record: the views themselves
         return tuple(Tensor._wrap(t.data[parts.index(i)], t._device) for i in range(t.shape[axis]))
     packed = Unbind.apply(t, parts=parts)
