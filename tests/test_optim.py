@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyflo import Tensor
+from tinyflo import Tensor, strict_gpu
 from tinyflo.core import optim
 from tinyflo.core.layers import Linear, Parameter, Sequential
 
@@ -497,6 +497,32 @@ def test_optim_adam_fused_cupy_kernel_matches_numpy(cls, amsgrad):
             opt.step()
     for a, b in zip(cpu, gpu):
         np.testing.assert_allclose(cupy.asnumpy(b.data), a.data, atol=1e-10)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not strict_gpu.active(), reason="counted on the stand-in")
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_optim_sgd_step_on_a_gpu_makes_no_array(momentum):
+    """lr·g goes into the optimizer's spare array and momentum without dampening multiplies nothing by 1:
+    after the first step, a step allocates nothing and launches 2 kernels per parameter (4 with momentum)."""
+    params = [Parameter(np.ones((3, 4), np.float32)).to("cuda:0"), Parameter(np.ones(4, np.float32)).to("cuda:0")]
+    opt = optim.SGD(params, lr=0.1, momentum=momentum)
+    for p in params:
+        p.grad = Tensor(np.full(p.shape, 0.5, np.float32)).to("cuda:0")
+    for _ in range(2):  # the first makes the spare and the momentum buffers, the second is the usual step
+        opt.step()
+    with strict_gpu.counting():
+        opt.step()
+        launches, allocations = sum(strict_gpu.LAUNCHES.values()), sum(strict_gpu.ALLOCATIONS.values())
+    assert (launches, allocations) == ((4 if momentum else 2) * len(params), 0), (strict_gpu.LAUNCHES, strict_gpu.ALLOCATIONS)
+    cpu = [Parameter(np.ones((3, 4), np.float32)), Parameter(np.ones(4, np.float32))]
+    reference = optim.SGD(cpu, lr=0.1, momentum=momentum)
+    for p in cpu:
+        p.grad = Tensor(np.full(p.shape, 0.5, np.float32))
+    for _ in range(3):
+        reference.step()
+    for a, b in zip(cpu, params):
+        np.testing.assert_array_equal(b.data.get(), a.data)
 
 
 @pytest.mark.task("optim_flat_step")

@@ -905,7 +905,7 @@ class CrossEntropyFn(Function):
             loss = (1 - smoothing) * loss - (smoothing / logits.shape[1]) * per_class.sum(axis=1) * valid
         w_total = None
         if reduction == "mean":  # a weighted mean; an all-ignored batch (Σ w_y = 0) gives 0, not 0/0
-            w_total = w_y.sum().clip(min=float(np.finfo(w_y.dtype).tiny)) if target.shape[0] else w_y.dtype.type("nan")
+            w_total = xp.maximum(w_y.sum(), np.finfo(w_y.dtype).tiny) if target.shape[0] else w_y.dtype.type("nan")
             out = loss.sum() / w_total  # no rows: NaN, as in PyTorch
         else:
             out = loss.sum() if reduction == "sum" else loss

@@ -276,14 +276,21 @@ class Optimizer:
 
     _spares: dict[tuple[Any, int], Any] | None = None  # made on first use: see _spare
 
-    def _spare(self, p: Any, i: int = 0) -> Any:
-        """Spare NumPy array number ``i`` shaped like ``p``, for a rule's intermediate results: a view of a
-        buffer the optimizer keeps from step to step (grown to the largest ``p``), so a step allocates nothing."""
+    def _spare(self, p: Any, i: int = 0, xp: Any = np) -> Any:
+        """Spare array number ``i`` shaped like ``p`` (``xp``: numpy, or cupy for ``p`` on a GPU), for a rule's
+        intermediate results: a view of a buffer the optimizer keeps from step to step (grown to the largest
+        ``p``), so a step allocates nothing."""
         if self._spares is None:
             self._spares = {}
-        buffer = self._spares.get((p.dtype, i))
+        key = (p.dtype, i) if xp is np else (p.dtype, i, p.device)
+        buffer = self._spares.get(key)
         if buffer is None or buffer.size < p.size:
-            buffer = self._spares[p.dtype, i] = np.empty(p.size, p.dtype)
+            if xp is np:
+                buffer = np.empty(p.size, p.dtype)
+            else:
+                with p.device:  # a GPU's spare is made on that GPU
+                    buffer = xp.empty(p.size, p.dtype)
+            self._spares[key] = buffer
         return buffer[:p.size].reshape(p.shape)
 
     def step(self) -> None:
@@ -491,9 +498,9 @@ class SGD(Optimizer):
                 buf[...] = g
             else:
                 buf *= momentum
-                buf += (1 - dampening) * g
+                buf += g if dampening == 0 else (1 - dampening) * g  # no multiplying by 1 in the usual case
             g = g + momentum * buf if group["nesterov"] else buf
-        p -= lr * g
+        p -= xp.multiply(g, lr, out=self._spare(p, xp=xp))  # γ·g into a kept array: no new one each step
         ### END SOLUTION
 
 

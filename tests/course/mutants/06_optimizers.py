@@ -42,8 +42,8 @@ MUTANTS = [
     # dampening applied as the weight of the new gradient instead of one minus it.
     (
         "optim_sgd",
-        "                buf += (1 - dampening) * g",
-        "                buf += dampening * g",
+        "                buf += g if dampening == 0 else (1 - dampening) * g",
+        "                buf += g if dampening == 0 else dampening * g",
     ),
     # Adam without the bias correction of the first moment.
     ("optim_adam", "        tmp *= lr / bias1\n", "        tmp *= lr\n"),
