@@ -274,7 +274,7 @@ class Optimizer:
         """Update array ``p`` in place from gradient ``g`` (``xp``: numpy or cupy); ``state['step']`` is already counted."""
         raise NotImplementedError
 
-    _spares: dict[tuple[Any, int], Any] | None = None  # made on first use: see _spare
+    _spares: dict[tuple, Any] | None = None  # made on first use: see _spare
 
     def _spare(self, p: Any, i: int = 0, xp: Any = np) -> Any:
         """Spare array number ``i`` shaped like ``p`` (``xp``: numpy, or cupy for ``p`` on a GPU), for a rule's
