@@ -251,8 +251,9 @@ def clip_grad_norm(
             )
         if max_norm < math.inf:  # max_norm=inf asks for the norm alone (the Trainer's guard does)
             factor = xp.minimum(max_norm / (norm + 1e-6), 1.0)
+            factors = {dtype: factor.astype(dtype) for dtype in {g.dtype for g in grads}}  # one cast per dtype
             for g in grads:
-                g.data *= factor.astype(g.dtype)
+                g.data *= factors[g.dtype]
     return Tensor._wrap(norm, device)
     ### END SOLUTION
 
