@@ -17,14 +17,15 @@ recording (benchmarks/results/device_ops.json); a captured step is one graph lau
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import tinyflo
 from benchmarks import bench_conv, bench_mlp_step, bench_transformer, common
-from tinyflo.nn import functional as F
 
 TARGETS = {"mlp": (1.1, 1.1), "lenet": (1.3, 1.0), "gpt": (1.3, 1.0)}  # (eager, captured) × torch CUDA eager
 TITLES = {"mlp": "MLP 784-512-512-10, batch 4096, SGD", "lenet": "LeNet-5, batch 128, SGD with momentum",
@@ -48,82 +49,63 @@ def _compiled(torch: Any, make: Any) -> tuple[Any, str]:
         return None, f"torch.compile did not run: {type(err).__name__}: {str(err).splitlines()[0][:160]}"
 
 
+def _loop_variants(torch: Any, device: str, torch_on: str | None, x: np.ndarray, y: np.ndarray,
+                   tinyflo_twin: Callable[[], tuple], torch_twin: Callable[[], tuple]) -> tuple[dict[str, Any], list[str]]:
+    """The loop a user writes (bench_mlp_step's), on one batch: tinyflo eager and captured, torch eager and compiled.
+    ``tinyflo_twin()`` and ``torch_twin()`` give a fresh (model, optimizer) each."""
+    loop = bench_mlp_step
+    tx, ty = tinyflo.tensor(x, device=device), tinyflo.tensor(y, device=device)
+    variants, notes = {}, []
+    for name in (EAGER, CAPTURED):
+        model, opt = tinyflo_twin()
+        step = functools.partial(loop.tinyflo_loop_step, model, opt)
+        variants[name] = _captured(step, opt, (tx, ty)) if name == CAPTURED else functools.partial(step, tx, ty)
+    if torch_on is not None:
+        px, py = torch.from_numpy(x).to(torch_on), torch.from_numpy(y).to(torch_on)
+
+        def torch_step(compile: Any = None) -> Any:
+            net, opt = torch_twin()
+            return functools.partial(loop.torch_loop_step, torch, compile(net) if compile else net, opt, px, py)
+
+        variants[TORCH] = torch_step()
+        compiled, why = _compiled(torch, torch_step)
+        variants |= {COMPILED: compiled} if compiled else {}
+        notes += [why] if why else []
+    return variants, notes
+
+
 def mlp(torch: Any, device: str, torch_on: str | None, smoke: bool) -> tuple[dict[str, Any], list[str]]:
     m = bench_mlp_step
     shape = m.SMOKE_SHAPES[0] if smoke else m.GPU_SHAPES[0]
     weights, (x, y) = m.initial_weights(shape), m.batch_of(shape)
-    tx, ty = tinyflo.tensor(x, device=device), tinyflo.tensor(y, device=device)
 
-    def tinyflo_twin(captured: bool) -> Any:
+    def tinyflo_twin() -> tuple:
         model = m.tinyflo_model(weights).to(device)
-        opt = tinyflo.optim.SGD(model.parameters(), lr=m.LR)
+        return model, tinyflo.optim.SGD(model.parameters(), lr=m.LR)
 
-        def step(a: Any, b: Any) -> Any:
-            return m.tinyflo_loop_step(model, opt, a, b)
+    def torch_twin() -> tuple:
+        net = m.torch_model(torch, weights).to(torch_on)
+        return net, torch.optim.SGD(net.parameters(), lr=m.LR)
 
-        return _captured(step, opt, (tx, ty)) if captured else lambda: step(tx, ty)
-
-    variants, notes = {EAGER: tinyflo_twin(False), CAPTURED: tinyflo_twin(True)}, []
-    if torch_on is not None:
-        px, py = torch.from_numpy(x).to(torch_on), torch.from_numpy(y).to(torch_on)
-
-        def torch_twin(compile: Any = None) -> Any:
-            net = m.torch_model(torch, weights).to(torch_on)
-            opt = torch.optim.SGD(net.parameters(), lr=m.LR)
-            run = compile(net) if compile is not None else net
-            return lambda: m.torch_loop_step(torch, run, opt, px, py)
-
-        variants[TORCH] = torch_twin()
-        compiled, why = _compiled(torch, torch_twin)
-        variants |= {COMPILED: compiled} if compiled else {}
-        notes += [why] if why else []
-    return variants, notes
+    return _loop_variants(torch, device, torch_on, x, y, tinyflo_twin, torch_twin)
 
 
 def lenet(torch: Any, device: str, torch_on: str | None, smoke: bool) -> tuple[dict[str, Any], list[str]]:
-    size = bench_conv.SMOKE_BATCH if smoke else bench_conv.BATCH
-    x, y = bench_conv.batch(size=size)
-    tx, ty = tinyflo.tensor(x, device=device), tinyflo.tensor(y, device=device)
+    c = bench_conv
+    x, y = c.batch(size=c.SMOKE_BATCH if smoke else c.BATCH)
+    tinyflo.manual_seed(0)
+    reference = c.LeNet5()
 
-    def tinyflo_twin(captured: bool) -> Any:
-        tinyflo.manual_seed(0)
-        model = bench_conv.LeNet5().to(device)
-        opt = tinyflo.optim.SGD(model.parameters(), lr=bench_conv.LR, momentum=bench_conv.MOMENTUM)
+    def tinyflo_twin() -> tuple:
+        model = c.LeNet5()
+        model.load_state_dict(reference.state_dict())
+        return model.to(device), tinyflo.optim.SGD(model.parameters(), lr=c.LR, momentum=c.MOMENTUM)
 
-        def step(a: Any, b: Any) -> Any:
-            opt.zero_grad()
-            loss = F.cross_entropy(model(a), b)
-            loss.backward()
-            opt.step()
-            return loss
+    def torch_twin() -> tuple:
+        net = c.torch_lenet(torch, reference).to(torch_on)
+        return net, torch.optim.SGD(net.parameters(), lr=c.LR, momentum=c.MOMENTUM)
 
-        return _captured(step, opt, (tx, ty)) if captured else lambda: step(tx, ty)
-
-    variants, notes = {EAGER: tinyflo_twin(False), CAPTURED: tinyflo_twin(True)}, []
-    if torch_on is not None:
-        px, py = torch.from_numpy(x).to(torch_on), torch.from_numpy(y).to(torch_on)
-        tinyflo.manual_seed(0)
-        reference = bench_conv.LeNet5()
-
-        def torch_twin(compile: Any = None) -> Any:
-            net = bench_conv.torch_lenet(torch, reference).to(torch_on)
-            opt = torch.optim.SGD(net.parameters(), lr=bench_conv.LR, momentum=bench_conv.MOMENTUM)
-            run = compile(net) if compile is not None else net
-
-            def step() -> Any:
-                opt.zero_grad(set_to_none=True)
-                loss = torch.nn.functional.cross_entropy(run(px), py)
-                loss.backward()
-                opt.step()
-                return loss
-
-            return step
-
-        variants[TORCH] = torch_twin()
-        compiled, why = _compiled(torch, torch_twin)
-        variants |= {COMPILED: compiled} if compiled else {}
-        notes += [why] if why else []
-    return variants, notes
+    return _loop_variants(torch, device, torch_on, x, y, tinyflo_twin, torch_twin)
 
 
 def gpt(torch: Any, device: str, torch_on: str | None, smoke: bool) -> tuple[dict[str, Any], list[str]]:
@@ -136,27 +118,17 @@ def gpt(torch: Any, device: str, torch_on: str | None, smoke: bool) -> tuple[dic
     ids = np.random.default_rng(0).integers(0, t.VOCAB, 10_000)
     eager = t.Trainers(torch, config, ids, 64, device, torch_on)
     twin = t.Trainers(None, config, ids, 64, device, None)
-    state = {"it": 0}
+    run = tinyflo.capture_step(twin.train_on, twin.optimizer)
 
-    def step(x: Any, y: Any) -> Any:
-        loss = twin.lm_loss(twin.model, x, y)
-        twin.optimizer.zero_grad()
-        loss.backward()
-        tinyflo.clip_grad_norm(twin.params, config.grad_clip)
-        twin.optimizer.step()
-        return loss
-
-    run = tinyflo.capture_step(step, optimizer=twin.optimizer)
-
-    def captured() -> Any:
-        it = state["it"]
+    def captured() -> Any:  # tinyflo_step's loop body, the step itself captured
+        it = twin.step_of["tinyflo"]
         index = twin.batches[it % len(twin.batches)]
-        twin.schedule.apply(twin.optimizer, it)  # on the host: a replay reads lr from the device
-        state["it"] = it + 1
+        twin.schedule.apply(twin.optimizer, it)  # on the host: a launch reads lr from the device
+        twin.step_of["tinyflo"] = it + 1
         return run(twin.data[index], twin.data[index + 1])
 
-    variants = {EAGER: eager.tinyflo_step, CAPTURED: captured}
-    variants |= {TORCH: eager.steps()[t.SDPA]} if t.SDPA in eager.steps() else {}
+    steps = eager.steps()
+    variants = {EAGER: eager.tinyflo_step, CAPTURED: captured} | ({TORCH: steps[t.SDPA]} if t.SDPA in steps else {})
     return variants, ["torch: nanoGPT's step with F.scaled_dot_product_attention; torch.compile is not timed "
                       "for the GPT (its compile time exceeds the proof's budget)"]
 

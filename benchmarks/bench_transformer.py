@@ -226,13 +226,18 @@ class Trainers:
         it = self.step_of["tinyflo"]
         index = self.batches[it % len(self.batches)]
         self.schedule.apply(self.optimizer, it)
-        loss = self.lm_loss(self.model, self.data[index], self.data[index + 1])
+        loss = self.train_on(self.data[index], self.data[index + 1])
+        self.step_of["tinyflo"] = it + 1
+        self.last_loss["tinyflo"] = loss.detach()
+        return loss
+
+    def train_on(self, x: Any, y: Any) -> Any:
+        """Loss, gradients, clipping and the AdamW step on one batch of windows (the rate set before)."""
+        loss = self.lm_loss(self.model, x, y)
         self.optimizer.zero_grad()
         loss.backward()
         tinyflo.clip_grad_norm(self.params, self.config.grad_clip)
         self.optimizer.step()
-        self.step_of["tinyflo"] = it + 1
-        self.last_loss["tinyflo"] = loss.detach()
         return loss
 
     def torch_step(self, name: str = WRITTEN) -> Any:

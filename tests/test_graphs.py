@@ -38,10 +38,8 @@ def _batches(n: int = 6, rows: int = 4):
              tinyflo.tensor(rng.integers(0, 3, rows)).to(CUDA)) for _ in range(n)]
 
 
-def _train(name: str, captured: bool, batches=None):
-    """Losses and final parameters of six steps, the learning rate changed before each."""
-    model = _model()
-    opt = _optimizer(name, model)
+def _step(model, opt):
+    """The training step a user writes: zero_grad, forward, cross-entropy, backward, step."""
 
     def step(x, y):
         opt.zero_grad()
@@ -50,6 +48,14 @@ def _train(name: str, captured: bool, batches=None):
         opt.step()
         return loss
 
+    return step
+
+
+def _train(name: str, captured: bool, batches=None):
+    """Losses and final parameters of six steps, the learning rate changed before each."""
+    model = _model()
+    opt = _optimizer(name, model)
+    step = _step(model, opt)
     run = graphs.capture_step(step, optimizer=opt) if captured else step
     losses = []
     for i, (x, y) in enumerate(batches or _batches()):
@@ -106,15 +112,7 @@ def test_the_stand_ins_capture_runs_nothing_and_each_launch_replays_it():
 def _step_and_opt(**kwargs):
     model = _model(**kwargs)
     opt = tinyflo.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    return model, opt, step
+    return model, opt, _step(model, opt)
 
 
 def _capture_error(step, opt, batches, error=RuntimeError):
@@ -263,16 +261,7 @@ def test_milestone_6s_gpt_step_captured_is_bit_identical():
     results = []
     for captured in (False, True):
         run = t.Trainers(None, config, ids, 64, CUDA, None)
-
-        def step(x, y, run=run):
-            loss = run.lm_loss(run.model, x, y)
-            run.optimizer.zero_grad()
-            loss.backward()
-            tinyflo.clip_grad_norm(run.params, config.grad_clip)
-            run.optimizer.step()
-            return loss
-
-        stepped = graphs.capture_step(step, optimizer=run.optimizer) if captured else step
+        stepped = graphs.capture_step(run.train_on, optimizer=run.optimizer) if captured else run.train_on
         losses = []
         for it in range(5):
             index = run.batches[it]
@@ -288,15 +277,7 @@ def test_a_parameter_replaced_after_the_capture_is_refused_until_reset():
     eager_losses, eager_params, _, _ = _train("sgd", captured=False)
     model = _model()
     opt = _optimizer("sgd", model)
-
-    def step(x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    run = graphs.capture_step(step, optimizer=opt)
+    run = graphs.capture_step(_step(model, opt), optimizer=opt)
     losses = []
     for i, (x, y) in enumerate(_batches()):
         for group in opt.param_groups:

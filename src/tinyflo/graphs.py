@@ -199,12 +199,13 @@ class CapturedStep:
 
     ``optimizers``: every optimizer the step steps. ``count``: ``(object, attribute)`` pairs of host counts
     the step reads in a kernel and adds 1 to. ``carry``: ``(object, attribute, fresh)`` for device arrays
-    the step replaces with new ones (None there means "start from ``fresh``").
+    the step replaces with new ones (None there means "start from ``fresh``"). ``recapture``: capture again
+    when something the graph keeps changed (``stale()``), instead of refusing the call.
     """
 
     def __init__(self, step: Callable[..., Any], optimizers: Optimizer | Sequence[Optimizer], warmup: int = 2,
                  count: Sequence[tuple[Any, str]] = (), carry: Sequence[tuple[Any, str, Any]] = (),
-                 name: str = "capture_step") -> None:
+                 recapture: bool = False, name: str = "capture_step") -> None:
         if not callable(step):
             raise TypeError(f"{name}: step must be callable (the function of one training step); got {_brief(step)}")
         if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
@@ -214,13 +215,19 @@ class CapturedStep:
         for opt in optimizers:
             _check_optimizer(opt, name)
         self.step, self.optimizers, self.warmup, self.name = step, optimizers, warmup, name
-        self.count, self.carry = list(count), [_Carried(*c) for c in carry]
+        self.count, self.carry, self.recapture = list(count), [_Carried(*c) for c in carry], recapture
         self.calls = 0  # the calls that ran a step: eager ones and launches
         self.launches = 0
         self.graph: Any = None
         self.kernels: int | None = None  # how many kernels a launch replays (on the stand-in; CuPy does not say)
 
     def __call__(self, *inputs: Any) -> Any:
+        stale = self.graph is not None and self.stale()
+        if stale and not self.recapture:
+            raise RuntimeError(f"{self.name}: {stale} after the capture, and the graph keeps what it was captured "
+                               "with; call reset() to capture the step again")
+        if stale:
+            self.reset()
         if self.graph is None and self.calls < self.warmup:
             last = 0 < self.calls == self.warmup - 1 and all(
                 isinstance(x, Tensor) and x.device.type == "cuda" for x in inputs)
@@ -231,10 +238,6 @@ class CapturedStep:
             self._capture(inputs)
         else:
             self._put(inputs)
-            stale = self.stale()
-            if stale:
-                raise RuntimeError(f"{self.name}: {stale} after the capture, and the graph keeps what it was "
-                                   "captured with; call reset() to capture the step again")
         self._launch()
         return self.outputs
 
@@ -335,11 +338,11 @@ class CapturedStep:
                 for carried in self.carry:
                     carried.after = getattr(carried.holder, carried.attr)
                     setattr(carried.holder, carried.attr, carried.before)
-                for p, (data, _) in zip(params, fixed["params"]):
+                for i, (p, (data, _)) in enumerate(zip(params, fixed["params"])):
                     replaced, p.data = p.data is not data, data
                     if replaced and error is None:
-                        error = RuntimeError(f"the step replaced parameter {params.index(p)}'s array (p.data = "
-                                             "...) instead of updating it in place; a launch would update the old one")
+                        error = RuntimeError(f"the step replaced parameter {i}'s array (p.data = ...) instead of "
+                                             "updating it in place; a launch would update the old one")
         if error is not None:
             raise RuntimeError(f"{self.name}: the step cannot be captured as a CUDA graph: {_first_line(error)} "
                                "(see the rules in tinyflo.graphs)") from error
@@ -505,16 +508,17 @@ class CapturedTrainerStep:
             raise ValueError(f"Trainer: capture=True needs {why}")
         self.trainer, self.eager_steps, self.first = trainer, 0, 0
         self.captured = CapturedStep(self._step, trainer.strategy.optimizers, warmup, count=[(trainer, "step")],
-                                     carry=[(trainer, "first_bad", -1)], name="Trainer(capture=True)")
+                                     carry=[(trainer, "first_bad", -1)], recapture=True,  # after a checkpoint into
+                                     name="Trainer(capture=True)")  # new arrays, a moved model, a new setting
 
     def _step(self, *tensors: Tensor) -> Tensor:
         """The Trainer's own step on the captured inputs, the schedule left out (set before each launch)."""
-        t = self.trainer
-        logged = {(phase, name): meter.count for phase, meters in t.meters.items() for name, meter in meters.items()}
+        t, captured = self.trainer, self.captured
+        capturing = captured.graph is None and captured.calls >= captured.warmup  # not a warm-up step
+        logged = _logged(t) if capturing else None
         with _replaced(t, "schedule", lambda: None):
             total = type(t).train_step(t, list(zip(tensors[::2], tensors[1::2])), self.first)
-        now = {(phase, name): meter.count for phase, meters in t.meters.items() for name, meter in meters.items()}
-        if now != logged and self.captured.graph is None and self.captured.calls >= self.captured.warmup:
+        if capturing and _logged(t) != logged:
             raise RuntimeError("Trainer.log() inside a captured step: its sums would not be updated by a launch; "
                                "log outside loss_fn, or train with capture=False")
         return Tensor(total)
@@ -525,11 +529,14 @@ class CapturedTrainerStep:
         if not captured.matches(*inputs):
             self.eager_steps += 1
             return type(t).train_step(t, batches, first)
-        if captured.graph is not None and captured.stale():
-            captured.reset()  # a checkpoint into new arrays, a moved model, a new setting: capture again
         self.first = first
         t.schedule()
         return captured(*inputs).data.copy()  # the next launch overwrites the graph's own output
+
+
+def _logged(trainer: Any) -> dict[tuple[str, str], int]:
+    """How many values ``Trainer.log()`` took so far, by phase and column."""
+    return {(phase, name): meter.count for phase, meters in trainer.meters.items() for name, meter in meters.items()}
 
 
 register_plugin("capture", CapturedTrainerStep)
